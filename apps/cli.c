@@ -1,0 +1,253 @@
+/* cli.c - option parsing and set-up shared by the loom subcommands. */
+#include "cli.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+int cli_fail(const char *fmt, ...)
+{
+	va_list ap;
+	fputs("loom: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return 1;
+}
+
+int cli_fail_status(loom_status st, const char *what)
+{
+	const char *msg = loom_last_error();
+	return cli_fail("%s: %s", what, msg[0] ? msg : loom_strerror(st));
+}
+
+double cli_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static bool parse_int(const char *opt, const char *s, long lo, long hi, int *out)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (end == s || *end != '\0' || errno != 0 || v < lo || v > hi) {
+		cli_fail("%s expects an integer in [%ld, %ld], not '%s'", opt, lo, hi, s);
+		return false;
+	}
+	*out = (int)v;
+	return true;
+}
+
+static bool parse_float(const char *opt, const char *s, float lo, float hi, float *out)
+{
+	char *end;
+	errno = 0;
+	float v = strtof(s, &end);
+	if (end == s || *end != '\0' || errno != 0 || !(v >= lo && v <= hi)) {
+		cli_fail("%s expects a number in [%g, %g], not '%s'", opt, lo, hi, s);
+		return false;
+	}
+	*out = v;
+	return true;
+}
+
+static void defaults(cli_options *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->n_predict = -1;
+	o->n_ctx = 0;
+	o->n_batch = 512;
+	o->n_prompt_bench = 64;
+	o->n_gen_bench = 32;
+	o->repetitions = 3;
+	o->n_threads = 0;
+	o->kv_type = LOOM_DTYPE_F16;
+	o->output_format = "md";
+	o->sampling = loom_sampler_default_params();
+	o->sampling.seed = (uint64_t)time(NULL);
+}
+
+bool cli_parse(const char *cmd, int argc, char **argv, unsigned allowed, cli_options *o)
+{
+	defaults(o);
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+		bool takes_value = true, ok = true;
+#define IS(name) (strcmp(a, name) == 0)
+#define NEED(flag) ((allowed & (flag)) != 0)
+		if (a[0] != '-' || a[1] == '\0') {
+			if (o->n_positional == 4)
+				return cli_fail("%s: too many arguments", cmd), false;
+			o->positional[o->n_positional++] = a;
+			continue;
+		}
+		if ((IS("-v") || IS("--verbose")) && NEED(CLI_BACKEND)) {
+			o->verbose = true;
+			continue;
+		}
+		if (IS("--no-bos") && NEED(CLI_NO_BOS)) {
+			o->no_bos = true;
+			continue;
+		}
+		if (IS("--plugins") && NEED(CLI_PLUGINS_LIST) && (v == NULL || v[0] == '-')) {
+			o->list_plugins = true;
+			continue;
+		}
+		if (v == NULL)
+			return cli_fail("%s: option %s needs a value (or is unknown; see `loom help`)", cmd, a), false;
+		if ((IS("-m") || IS("--model")) && NEED(CLI_MODEL))
+			o->model = v;
+		else if ((IS("-p") || IS("--prompt")) && NEED(CLI_PROMPT))
+			o->prompt = v;
+		else if ((IS("-f") || IS("--file")) && NEED(CLI_FILE))
+			o->file = v;
+		else if (IS("--backend") && NEED(CLI_BACKEND))
+			o->backend = v;
+		else if (IS("--plugins") && NEED(CLI_BACKEND))
+			o->plugins = v;
+		else if ((IS("-t") || IS("--threads")) && NEED(CLI_BACKEND))
+			ok = parse_int(a, v, 1, 1024, &o->n_threads);
+		else if ((IS("-c") || IS("--ctx-size")) && NEED(CLI_CTX))
+			ok = parse_int(a, v, 1, 1 << 24, &o->n_ctx);
+		else if ((IS("-b") || IS("--batch-size")) && NEED(CLI_CTX))
+			ok = parse_int(a, v, 1, 1 << 16, &o->n_batch);
+		else if (IS("--kv-type") && NEED(CLI_CTX)) {
+			if (strcmp(v, "f16") == 0)
+				o->kv_type = LOOM_DTYPE_F16;
+			else if (strcmp(v, "f32") == 0)
+				o->kv_type = LOOM_DTYPE_F32;
+			else
+				return cli_fail("--kv-type must be f16 or f32, not '%s'", v), false;
+		} else if ((IS("-n") || IS("--n-predict")) && NEED(CLI_SAMPLING))
+			ok = parse_int(a, v, -1, INT_MAX, &o->n_predict);
+		else if (IS("--temp") && NEED(CLI_SAMPLING))
+			ok = parse_float(a, v, 0, 100, &o->sampling.temperature);
+		else if (IS("--top-k") && NEED(CLI_SAMPLING))
+			ok = parse_int(a, v, 0, INT_MAX, &o->sampling.top_k);
+		else if (IS("--top-p") && NEED(CLI_SAMPLING))
+			ok = parse_float(a, v, 0, 1, &o->sampling.top_p);
+		else if (IS("--min-p") && NEED(CLI_SAMPLING))
+			ok = parse_float(a, v, 0, 1, &o->sampling.min_p);
+		else if (IS("--repeat-penalty") && NEED(CLI_SAMPLING))
+			ok = parse_float(a, v, 0.01f, 100, &o->sampling.repeat_penalty);
+		else if (IS("--repeat-last-n") && NEED(CLI_SAMPLING))
+			ok = parse_int(a, v, 0, 1 << 20, &o->sampling.repeat_last_n);
+		else if (IS("--stop") && NEED(CLI_SAMPLING)) {
+			if (o->n_stop == 8)
+				return cli_fail("at most 8 --stop strings"), false;
+			o->stop[o->n_stop++] = v;
+		} else if (IS("--seed") && NEED(CLI_SAMPLING)) {
+			char *end;
+			errno = 0;
+			o->sampling.seed = strtoull(v, &end, 10);
+			ok = end != v && *end == '\0' && errno == 0;
+			if (!ok)
+				cli_fail("--seed expects a non-negative integer, not '%s'", v);
+		} else if (IS("-p") && NEED(CLI_BENCH))
+			ok = parse_int(a, v, 0, 1 << 16, &o->n_prompt_bench);
+		else if (IS("-n") && NEED(CLI_BENCH))
+			ok = parse_int(a, v, 0, 1 << 16, &o->n_gen_bench);
+		else if (IS("-r") && NEED(CLI_BENCH))
+			ok = parse_int(a, v, 1, 1000, &o->repetitions);
+		else if (IS("-o") && NEED(CLI_BENCH)) {
+			if (strcmp(v, "md") != 0 && strcmp(v, "json") != 0)
+				return cli_fail("-o must be md or json, not '%s'", v), false;
+			o->output_format = v;
+		} else
+			return cli_fail("%s: unknown option %s (see `loom help`)", cmd, a), false;
+#undef IS
+#undef NEED
+		if (!ok)
+			return false;
+		if (takes_value)
+			i++;
+	}
+	return true;
+}
+
+static void log_to_stderr(void *user, loom_log_level level, const char *msg)
+{
+	static const char *const names[] = {"error", "warning", "info", "debug"};
+	(void)user;
+	fprintf(stderr, "loom %s: %s\n", names[level], msg);
+}
+
+bool cli_open_runtime(const cli_options *o, loom_runtime **rt)
+{
+	loom_runtime_params rp = loom_runtime_default_params();
+	rp.plugins_file = o->plugins;
+	rp.backend = o->backend;
+	rp.n_threads = o->n_threads;
+	rp.log_level = o->verbose ? LOOM_LOG_INFO : LOOM_LOG_WARN;
+	rp.log_fn = log_to_stderr;
+	loom_status st = loom_runtime_create(&rp, rt);
+	if (st != LOOM_OK) {
+		cli_fail_status(st, "cannot start");
+		return false;
+	}
+	return true;
+}
+
+bool cli_open_model(const cli_options *o, bool vocab_only, loom_runtime **rt, loom_model **model)
+{
+	if (o->model == NULL) {
+		cli_fail("no model given (-m FILE)");
+		return false;
+	}
+	if (!cli_open_runtime(o, rt))
+		return false;
+	loom_model_params mp = loom_model_default_params();
+	mp.vocab_only = vocab_only;
+	loom_status st = loom_model_load(*rt, o->model, &mp, model);
+	if (st != LOOM_OK) {
+		cli_fail_status(st, "cannot load model");
+		loom_runtime_free(*rt);
+		*rt = NULL;
+		return false;
+	}
+	return true;
+}
+
+bool cli_open_context(const cli_options *o, loom_model *model, loom_context **ctx)
+{
+	loom_context_params cp = loom_context_default_params();
+	cp.n_ctx = (uint32_t)o->n_ctx;
+	cp.n_batch = (uint32_t)o->n_batch;
+	cp.kv_type = o->kv_type;
+	loom_status st = loom_context_create(model, &cp, ctx);
+	if (st != LOOM_OK) {
+		cli_fail_status(st, "cannot create a context");
+		return false;
+	}
+	return true;
+}
+
+loom_token *cli_tokenize(const loom_model *m, const char *text, bool add_special, size_t *n)
+{
+	size_t need = 0, len = strlen(text);
+	loom_status st = loom_tokenize(m, text, len, add_special, false, NULL, 0, &need);
+	if (st != LOOM_OK && st != LOOM_ERR_BUFFER_TOO_SMALL) {
+		cli_fail_status(st, "cannot tokenize");
+		return NULL;
+	}
+	loom_token *toks = malloc((need + 1) * sizeof(loom_token));
+	if (toks == NULL) {
+		cli_fail("out of memory");
+		return NULL;
+	}
+	st = loom_tokenize(m, text, len, add_special, false, toks, need, n);
+	if (st != LOOM_OK) {
+		free(toks);
+		cli_fail_status(st, "cannot tokenize");
+		return NULL;
+	}
+	return toks;
+}

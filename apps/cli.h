@@ -1,0 +1,74 @@
+/* cli.h - what the loom command's subcommands share: options, set-up, errors. */
+#ifndef LOOM_CLI_H
+#define LOOM_CLI_H
+
+#include <loom.h>
+
+#include <stdbool.h>
+#include <stdio.h>
+
+/* Options of every subcommand; each accepts the subset its table allows. */
+typedef struct cli_options {
+	const char *model;
+	const char *prompt;
+	const char *file;
+	const char *backend;
+	const char *plugins;
+	const char *output_format; /* bench: md | json */
+	int n_predict;
+	int n_threads;
+	int n_ctx;
+	int n_batch;
+	int n_prompt_bench;
+	int n_gen_bench;
+	int repetitions;
+	loom_dtype kv_type;
+	loom_sampler_params sampling;
+	bool no_bos;
+	bool verbose;
+	bool list_plugins;
+	const char *stop[8];
+	int n_stop;
+	const char *positional[4];
+	int n_positional;
+} cli_options;
+
+enum cli_flag {
+	CLI_MODEL = 1 << 0,
+	CLI_PROMPT = 1 << 1,
+	CLI_FILE = 1 << 2,
+	CLI_BACKEND = 1 << 3, /* also --plugins, -t, -v */
+	CLI_CTX = 1 << 4,     /* -c, -b, --kv-type */
+	CLI_SAMPLING = 1 << 5, /* -n, --temp, --top-k, --top-p, --min-p, --repeat-penalty, --seed */
+	CLI_NO_BOS = 1 << 6,
+	CLI_BENCH = 1 << 7,   /* -p, -n, -r, -o */
+	CLI_PLUGINS_LIST = 1 << 8,
+};
+
+/* Parses argv[1..argc) for subcommand `cmd`; false (after a message) on a
+ * usage error. */
+bool cli_parse(const char *cmd, int argc, char **argv, unsigned allowed, cli_options *o);
+
+/* Prints "loom: message" and returns the user-error exit status 1. */
+int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Same, appending loom_last_error(). */
+int cli_fail_status(loom_status st, const char *what);
+
+/* Runtime and model from the options; on failure prints why and returns
+ * false with everything freed. */
+bool cli_open_runtime(const cli_options *o, loom_runtime **rt);
+bool cli_open_model(const cli_options *o, bool vocab_only, loom_runtime **rt, loom_model **model);
+bool cli_open_context(const cli_options *o, loom_model *model, loom_context **ctx);
+
+/* Tokenizes into a malloc'd array; NULL after printing an error. */
+loom_token *cli_tokenize(const loom_model *m, const char *text, bool add_special, size_t *n);
+
+double cli_now_ms(void);
+
+int cmd_run(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_perplexity(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+
+#endif

@@ -1,0 +1,54 @@
+/* main.c - the loom command: dispatch to subcommands. */
+#include "cli.h"
+
+#include <string.h>
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"loom %s - LLM inference runtime\n"
+		"\n"
+		"usage:\n"
+		"  loom run -m FILE -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
+		"           [--repeat-penalty R] [--repeat-last-n N] [--seed S] [--stop STR]...\n"
+		"           [-t THREADS] [-c CTX] [-b BATCH] [--kv-type f16|f32] [--backend NAME]\n"
+		"           [--plugins FILE] [-v]\n"
+		"  loom tokenize -m FILE -p TEXT [--no-bos]\n"
+		"  loom perplexity -m FILE -f TEXTFILE [-c CTX] [-b BATCH] [-t THREADS] [--kv-type f16|f32]\n"
+		"  loom info FILE            metadata and tensor table\n"
+		"  loom info --plugins       plugins found, their scores, which backend is chosen and why\n"
+		"  loom bench -m FILE [-p 64] [-n 32] [-t 2] [-r 3] [-o md|json] [--kv-type f16|f32]\n"
+		"  loom help | --version\n"
+		"\n"
+		"Environment: LOOM_BACKEND forces a backend, LOOM_PLUGINS names another plugins.yaml.\n",
+		loom_version());
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return 1;
+	}
+	const char *cmd = argv[1];
+	if (strcmp(cmd, "run") == 0)
+		return cmd_run(argc - 1, argv + 1);
+	if (strcmp(cmd, "tokenize") == 0)
+		return cmd_tokenize(argc - 1, argv + 1);
+	if (strcmp(cmd, "perplexity") == 0)
+		return cmd_perplexity(argc - 1, argv + 1);
+	if (strcmp(cmd, "info") == 0)
+		return cmd_info(argc - 1, argv + 1);
+	if (strcmp(cmd, "bench") == 0)
+		return cmd_bench(argc - 1, argv + 1);
+	if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
+		usage(stdout);
+		return 0;
+	}
+	if (strcmp(cmd, "--version") == 0) {
+		printf("loom %s\n", loom_version());
+		return 0;
+	}
+	usage(stderr);
+	return cli_fail("unknown command '%s'", cmd);
+}

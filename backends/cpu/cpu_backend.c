@@ -1,0 +1,305 @@
+/*
+ * cpu_backend.c - the CPU backend's vtable: instances, host-memory buffers
+ * and the compute loop.
+ */
+#include "cpu_backend.h"
+
+#include <omp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct cpu_backend {
+	const loom_host *host;
+	int n_threads;
+	/* Scratch shared by the ops of a compute, grown to the largest need. */
+	unsigned char *scratch;
+	size_t scratch_size;
+} cpu_backend;
+
+static const cpu_op *const op_table[LOOM_OP_COUNT] = {
+	[LOOM_OP_GET_ROWS] = &cpu_op_get_rows,
+	[LOOM_OP_RMS_NORM] = &cpu_op_rms_norm,
+	[LOOM_OP_MATMUL] = &cpu_op_matmul,
+	[LOOM_OP_ADD] = &cpu_op_add,
+	[LOOM_OP_MUL] = &cpu_op_mul,
+	[LOOM_OP_ROPE] = &cpu_op_rope,
+	[LOOM_OP_KV_STORE] = &cpu_op_kv_store,
+	[LOOM_OP_ATTENTION] = &cpu_op_attention,
+	[LOOM_OP_SWIGLU] = &cpu_op_swiglu,
+	[LOOM_OP_SCALE] = &cpu_op_scale,
+};
+
+static const char *const op_names[LOOM_OP_COUNT] = {
+	[LOOM_OP_GET_ROWS] = "GET_ROWS",
+	[LOOM_OP_RMS_NORM] = "RMS_NORM", [LOOM_OP_MATMUL] = "MATMUL",
+	[LOOM_OP_ADD] = "ADD",           [LOOM_OP_MUL] = "MUL",
+	[LOOM_OP_ROPE] = "ROPE",         [LOOM_OP_KV_STORE] = "KV_STORE",
+	[LOOM_OP_ATTENTION] = "ATTENTION", [LOOM_OP_SWIGLU] = "SWIGLU",
+	[LOOM_OP_SCALE] = "SCALE",
+};
+
+__attribute__((format(printf, 2, 3))) static void report(const loom_host *host, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	if (!LOOM_VT_HAS(host, set_error))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	host->set_error("%s: %s", LOOM_CPU_VARIANT_NAME, msg);
+}
+
+static const cpu_op *op_of(const loom_node *node)
+{
+	if (node == NULL || node->op <= LOOM_OP_NONE || node->op >= LOOM_OP_COUNT)
+		return NULL;
+	return op_table[node->op];
+}
+
+static const char *op_name(loom_op op)
+{
+	return op > LOOM_OP_NONE && op < LOOM_OP_COUNT ? op_names[op] : "unknown op";
+}
+
+/* ---- instances ---- */
+
+static int online_cpus(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n > 0 ? (int)n : 1;
+}
+
+static void *cpu_init(const loom_host *host, const loom_backend_options *opts)
+{
+	bool has_threads = opts != NULL &&
+			   opts->struct_size >= offsetof(loom_backend_options, n_threads) + sizeof(int);
+	bool has_options = opts != NULL &&
+			   opts->struct_size >= offsetof(loom_backend_options, option_values) +
+							sizeof(opts->option_values);
+	cpu_backend *be;
+
+	/* The CPU backends take no options: a key here is a typo or meant for
+	 * another backend, and saying so beats ignoring it. */
+	if (has_options && opts->n_options > 0) {
+		report(host, "unknown option '%s' (the CPU backends take none)", opts->option_keys[0]);
+		return NULL;
+	}
+	be = calloc(1, sizeof(*be));
+	if (be == NULL) {
+		report(host, "out of memory");
+		return NULL;
+	}
+	be->host = host;
+	be->n_threads = has_threads && opts->n_threads > 0 ? opts->n_threads : online_cpus();
+	return be;
+}
+
+static void cpu_free(void *backend)
+{
+	cpu_backend *be = backend;
+
+	if (be == NULL)
+		return;
+	free(be->scratch);
+	free(be);
+}
+
+/* ---- buffers ----
+ * A buffer is plain host memory. handle is the allocation to free, or NULL
+ * for host memory wrapped in place. */
+
+static loom_status cpu_buffer_alloc(void *backend, size_t size, loom_buffer *out)
+{
+	cpu_backend *be = backend;
+	size_t rounded = cpu_align_up(size > 0 ? size : 1);
+	void *p;
+
+	if (out == NULL || rounded < size) {
+		report(be->host, "buffer_alloc: invalid arguments");
+		return LOOM_ERR_INVALID_ARGUMENT;
+	}
+	p = aligned_alloc(CPU_ALIGN, rounded);
+	if (p == NULL) {
+		report(be->host, "buffer_alloc: out of memory allocating %zu bytes", size);
+		return LOOM_ERR_NO_MEMORY;
+	}
+	memset(p, 0, rounded);
+	*out = (loom_buffer){.handle = p, .base = p, .size = size};
+	return LOOM_OK;
+}
+
+static void cpu_buffer_free(void *backend, loom_buffer *buf)
+{
+	(void)backend;
+	if (buf == NULL)
+		return;
+	free(buf->handle);
+	*buf = (loom_buffer){0};
+}
+
+/* [offset, offset + size) lies inside the buffer, without overflow. */
+static bool in_bounds(const loom_buffer *buf, size_t offset, size_t size)
+{
+	return buf != NULL && buf->base != NULL && offset <= buf->size && size <= buf->size - offset;
+}
+
+static loom_status cpu_buffer_upload(void *backend, loom_buffer *buf, size_t offset, const void *src,
+				     size_t size)
+{
+	cpu_backend *be = backend;
+
+	if (!in_bounds(buf, offset, size) || (src == NULL && size > 0)) {
+		report(be->host, "upload of %zu bytes at offset %zu: outside the %zu-byte buffer", size,
+		       offset, buf != NULL ? buf->size : 0);
+		return LOOM_ERR_INVALID_ARGUMENT;
+	}
+	if (size > 0)
+		memcpy((char *)buf->base + offset, src, size);
+	return LOOM_OK;
+}
+
+static loom_status cpu_buffer_download(void *backend, const loom_buffer *buf, size_t offset, void *dst,
+				       size_t size)
+{
+	cpu_backend *be = backend;
+
+	if (!in_bounds(buf, offset, size) || (dst == NULL && size > 0)) {
+		report(be->host, "download of %zu bytes at offset %zu: outside the %zu-byte buffer", size,
+		       offset, buf != NULL ? buf->size : 0);
+		return LOOM_ERR_INVALID_ARGUMENT;
+	}
+	if (size > 0)
+		memcpy(dst, (const char *)buf->base + offset, size);
+	return LOOM_OK;
+}
+
+static loom_status cpu_buffer_from_host(void *backend, void *host_ptr, size_t size, loom_buffer *out)
+{
+	cpu_backend *be = backend;
+
+	if (out == NULL || (host_ptr == NULL && size > 0)) {
+		report(be->host, "buffer_from_host: invalid arguments");
+		return LOOM_ERR_INVALID_ARGUMENT;
+	}
+	*out = (loom_buffer){.handle = NULL, .base = host_ptr, .size = size};
+	return LOOM_OK;
+}
+
+/* ---- compute ---- */
+
+static bool cpu_supports(void *backend, const loom_node *node)
+{
+	const cpu_op *op = op_of(node);
+
+	(void)backend;
+	return op != NULL && node->dst != NULL && op->supports(node);
+}
+
+static bool node_has_data(const loom_node *node)
+{
+	if (node->dst->data == NULL)
+		return false;
+	for (int i = 0; i < LOOM_NODE_MAX_SRC; i++)
+		if (node->src[i] != NULL && node->src[i]->data == NULL)
+			return false;
+	return true;
+}
+
+static const char *dst_name(const loom_node *node)
+{
+	return node->dst != NULL && node->dst->name != NULL ? node->dst->name : "?";
+}
+
+/* Every node is checked, and the scratch sized, before any thread starts:
+ * a graph either runs whole or not at all. */
+static loom_status prepare(cpu_backend *be, const loom_graph *graph)
+{
+	size_t need = 0;
+
+	for (int i = 0; i < graph->n_nodes; i++) {
+		const loom_node *node = &graph->nodes[i];
+		const cpu_op *op = op_of(node);
+
+		if (!cpu_supports(be, node)) {
+			report(be->host, "node %d (%s -> %s): unsupported dtypes or shapes", i,
+			       op_name(node->op), dst_name(node));
+			return LOOM_ERR_UNSUPPORTED;
+		}
+		if (!node_has_data(node)) {
+			report(be->host, "node %d (%s -> %s): a tensor has no data", i, op_name(node->op),
+			       dst_name(node));
+			return LOOM_ERR_INVALID_ARGUMENT;
+		}
+		if (op->scratch_size != NULL) {
+			size_t n = op->scratch_size(node, be->n_threads);
+			need = n > need ? n : need;
+		}
+	}
+	if (need > be->scratch_size) {
+		unsigned char *p = aligned_alloc(CPU_ALIGN, cpu_align_up(need));
+		if (p == NULL) {
+			report(be->host, "out of memory for %zu bytes of scratch", need);
+			return LOOM_ERR_NO_MEMORY;
+		}
+		free(be->scratch);
+		be->scratch = p;
+		be->scratch_size = need;
+	}
+	return LOOM_OK;
+}
+
+static loom_status cpu_compute(void *backend, const loom_graph *graph)
+{
+	cpu_backend *be = backend;
+	atomic_int bad_node = -1;
+	loom_status st;
+
+	if (graph == NULL || (graph->n_nodes > 0 && graph->nodes == NULL)) {
+		report(be->host, "compute: no graph");
+		return LOOM_ERR_INVALID_ARGUMENT;
+	}
+	st = prepare(be, graph);
+	if (st != LOOM_OK)
+		return st;
+
+#pragma omp parallel num_threads(be->n_threads)
+	{
+		cpu_task task = {
+			.ith = omp_get_thread_num(),
+			.nth = omp_get_num_threads(),
+			.scratch = be->scratch,
+			.bad_node = &bad_node,
+		};
+		for (int i = 0; i < graph->n_nodes; i++) {
+			task.node = i;
+			op_of(&graph->nodes[i])->run(&graph->nodes[i], &task);
+#pragma omp barrier
+		}
+	}
+
+	if (bad_node >= 0) {
+		const loom_node *node = &graph->nodes[bad_node];
+		report(be->host, "node %d (%s -> %s): an index is out of range", (int)bad_node,
+		       op_name(node->op), dst_name(node));
+		return LOOM_ERR_INVALID_ARGUMENT;
+	}
+	return LOOM_OK;
+}
+
+const loom_backend_vtable cpu_backend_vtable = {
+	.struct_size = sizeof(loom_backend_vtable),
+	.init = cpu_init,
+	.free = cpu_free,
+	.buffer_alloc = cpu_buffer_alloc,
+	.buffer_free = cpu_buffer_free,
+	.buffer_upload = cpu_buffer_upload,
+	.buffer_download = cpu_buffer_download,
+	.buffer_from_host = cpu_buffer_from_host,
+	.supports = cpu_supports,
+	.compute = cpu_compute,
+};

@@ -1,0 +1,137 @@
+/*
+ * cpu_backend.h - what the CPU backend's files share: the per-thread task of
+ * a compute, the op table, and helpers to walk tensor rows.
+ *
+ * compute() runs the whole graph inside one OpenMP parallel region. Every
+ * thread calls every op's run() with its own task; the op splits its rows by
+ * task->ith / task->nth, and the compute loop puts a barrier between nodes.
+ */
+#ifndef LOOM_CPU_BACKEND_H
+#define LOOM_CPU_BACKEND_H
+
+#include "plugin_api.h"
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+extern const loom_backend_vtable cpu_backend_vtable;
+
+/* What one thread knows while it runs one node. */
+typedef struct cpu_task {
+	int ith;                /* this thread, 0 <= ith < nth */
+	int nth;                /* threads running the graph */
+	unsigned char *scratch; /* shared by all threads; sized by scratch_size */
+	int node;               /* index of the node being run */
+	atomic_int *bad_node;   /* first node that met a bad index, else -1 */
+} cpu_task;
+
+/* An input index (row, cell) was out of range: the op skips that row and
+ * compute() reports the node once the graph is done. */
+static inline void cpu_task_fail(const cpu_task *task)
+{
+	int none = -1;
+	atomic_compare_exchange_strong(task->bad_node, &none, task->node);
+}
+
+typedef struct cpu_op {
+	/* The node's dtypes and shapes are ones this op implements. */
+	bool (*supports)(const loom_node *node);
+	/* (optional) Scratch bytes the op needs when n_threads threads run it;
+	 * NULL: none. */
+	size_t (*scratch_size)(const loom_node *node, int n_threads);
+	/* Called by every thread of the compute; see the file comment. */
+	void (*run)(const loom_node *node, const cpu_task *task);
+} cpu_op;
+
+extern const cpu_op cpu_op_get_rows;
+extern const cpu_op cpu_op_rms_norm;
+extern const cpu_op cpu_op_matmul;
+extern const cpu_op cpu_op_add;
+extern const cpu_op cpu_op_mul;
+extern const cpu_op cpu_op_rope;
+extern const cpu_op cpu_op_kv_store;
+extern const cpu_op cpu_op_attention;
+extern const cpu_op cpu_op_swiglu;
+extern const cpu_op cpu_op_scale;
+
+/* Scratch regions start on cache lines so threads do not share one. */
+#define CPU_ALIGN 64
+
+static inline size_t cpu_align_up(size_t n)
+{
+	return (n + CPU_ALIGN - 1) & ~(size_t)(CPU_ALIGN - 1);
+}
+
+/* [*lo, *hi): the share of n items that thread ith of nth works on. */
+static inline void cpu_split(int64_t n, int ith, int nth, int64_t *lo, int64_t *hi)
+{
+	int64_t per = (n + nth - 1) / nth;
+	*lo = per * ith < n ? per * ith : n;
+	*hi = *lo + per < n ? *lo + per : n;
+}
+
+/* ---- tensors ---- */
+
+/* Rows of a tensor: ne[1] * ne[2] * ne[3]. */
+static inline int64_t cpu_nrows(const loom_tensor *t)
+{
+	return t->ne[1] * t->ne[2] * t->ne[3];
+}
+
+/* Address of row r, counting rows over dimensions 1..3 in order. */
+static inline void *cpu_row(const loom_tensor *t, int64_t r)
+{
+	int64_t i1 = r % t->ne[1];
+	int64_t i2 = (r / t->ne[1]) % t->ne[2];
+	int64_t i3 = r / (t->ne[1] * t->ne[2]);
+	return (char *)t->data + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3];
+}
+
+/* A known dtype, positive extents, ne[0] a whole number of blocks and
+ * blocks (or elements) packed along dimension 0: what every kernel here
+ * assumes of a tensor. Strides of dimensions 1..3 are free. */
+static inline bool cpu_tensor_ok(const loom_tensor *t)
+{
+	loom_dtype_layout l;
+
+	if (t == NULL)
+		return false;
+	l = loom_dtype_layout_of(t->dtype);
+	if (l.block == 0)
+		return false;
+	for (int i = 0; i < LOOM_MAX_DIMS; i++)
+		if (t->ne[i] < 1)
+			return false;
+	return t->ne[0] % l.block == 0 && t->nb[0] == l.block_bytes;
+}
+
+static inline bool cpu_tensor_is(const loom_tensor *t, loom_dtype type)
+{
+	return cpu_tensor_ok(t) && t->dtype == type;
+}
+
+static inline bool cpu_same_shape(const loom_tensor *a, const loom_tensor *b)
+{
+	for (int i = 0; i < LOOM_MAX_DIMS; i++)
+		if (a->ne[i] != b->ne[i])
+			return false;
+	return true;
+}
+
+/* Rows equally spaced nb[1] apart over all of dimensions 1..3, so that row r
+ * is at data + r * nb[1]. */
+static inline bool cpu_rows_uniform(const loom_tensor *t)
+{
+	return t->nb[2] == t->nb[1] * (size_t)t->ne[1] &&
+	       t->nb[3] == t->nb[2] * (size_t)t->ne[2];
+}
+
+/* A vector of n elements: ne = {n, 1, 1, 1}. */
+static inline bool cpu_is_vector(const loom_tensor *t)
+{
+	return t->ne[1] == 1 && t->ne[2] == 1 && t->ne[3] == 1;
+}
+
+#endif

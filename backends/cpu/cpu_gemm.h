@@ -1,0 +1,46 @@
+/*
+ * cpu_gemm.h - matmul tile kernels: dot products of a few weight rows with a
+ * few activation rows at once, so that each weight block loaded from memory
+ * serves several tokens and each activation block several rows.
+ */
+#ifndef LOOM_CPU_GEMM_H
+#define LOOM_CPU_GEMM_H
+
+#include "plugin_api.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Largest tile: weight rows x activation rows. */
+#if defined(__AVX512F__)
+#define CPU_GEMM_ROWS 4
+#define CPU_GEMM_TOKENS 4
+#elif defined(__AVX2__)
+#define CPU_GEMM_ROWS 4
+#define CPU_GEMM_TOKENS 2
+#else
+#define CPU_GEMM_ROWS 4
+#define CPU_GEMM_TOKENS 4
+#endif
+
+/* One tile: y[t][r] = dot(weight row r, activation row t) for r < nr,
+ * t < nt. Activations are f32 rows for F32, F16 and BF16 weights (already
+ * rounded to the weight's precision) and rows of Q8_0 blocks for Q8_0. */
+typedef struct cpu_gemm_args {
+	int64_t n;            /* elements per row */
+	const char *w;        /* weight row 0 of the tile */
+	size_t w_stride;      /* bytes between weight rows */
+	const char *x;        /* activation row 0 of the tile */
+	size_t x_stride;      /* bytes between activation rows */
+	float *y;             /* output element (token 0, row 0) */
+	size_t y_stride;      /* bytes between output rows (tokens) */
+	int nr;               /* 1..CPU_GEMM_ROWS */
+	int nt;               /* 1..CPU_GEMM_TOKENS */
+} cpu_gemm_args;
+
+typedef void (*cpu_gemm_fn)(const cpu_gemm_args *a);
+
+/* The kernel for weights of this dtype; NULL if there is none. */
+cpu_gemm_fn cpu_gemm_kernel(loom_dtype weight_type);
+
+#endif

@@ -1,0 +1,165 @@
+/*
+ * cpu_matmul.c - LOOM_OP_MATMUL: dst[t][o] = sum_i W[o][i] * x[t][i].
+ *
+ * Two phases, as llama.cpp's CPU backend does it:
+ *  1. The activations are rounded to the weight's dot type once per matmul:
+ *     F16 or BF16 precision (kept as f32) for F16 or BF16 weights, Q8_0
+ *     blocks for Q8_0 weights; F32 weights read them in place. All threads
+ *     share this work, then meet at a barrier.
+ *  2. The output rows are split among the threads in panels of
+ *     CPU_GEMM_ROWS weight rows; each panel meets the tokens a tile at a
+ *     time (cpu_gemm.c).
+ */
+#include "cpu_backend.h"
+
+#include "cpu_convert.h"
+#include "cpu_gemm.h"
+#include "cpu_quant.h"
+
+/* Activations are converted in pieces of this many elements (a whole number
+ * of Q8_0 blocks), so that a single token's row is still shared among the
+ * threads. */
+#define CONVERT_CHUNK 256
+
+/* Tokens whose converted activations fit in about this many bytes are
+ * multiplied with a panel of weights together, so they stay in L2 while
+ * the panels stream past. */
+#define TOKEN_BLOCK_BYTES (256 * 1024)
+
+/* Bytes of one converted activation row; 0 when the kernel reads the f32
+ * rows in place. */
+static size_t act_row_bytes(loom_dtype weight_type, int64_t n)
+{
+	switch (weight_type) {
+	case LOOM_DTYPE_F16:
+	case LOOM_DTYPE_BF16:
+		return (size_t)n * sizeof(float);
+	case LOOM_DTYPE_Q8_0:
+		return loom_dtype_row_bytes(LOOM_DTYPE_Q8_0, n);
+	default:
+		return 0;
+	}
+}
+
+static bool matmul_supports(const loom_node *node)
+{
+	const loom_tensor *w = node->src[0], *x = node->src[1], *y = node->dst;
+
+	if (!cpu_tensor_ok(w) || cpu_gemm_kernel(w->dtype) == NULL)
+		return false;
+	if (!cpu_tensor_is(x, LOOM_DTYPE_F32) || !cpu_tensor_is(y, LOOM_DTYPE_F32))
+		return false;
+	if (w->ne[2] != 1 || w->ne[3] != 1)
+		return false;
+	if (x->ne[0] != w->ne[0] || y->ne[0] != w->ne[1])
+		return false;
+	for (int i = 1; i < LOOM_MAX_DIMS; i++)
+		if (x->ne[i] != y->ne[i])
+			return false;
+	return cpu_rows_uniform(x) && cpu_rows_uniform(y);
+}
+
+static size_t matmul_scratch_size(const loom_node *node, int n_threads)
+{
+	const loom_tensor *w = node->src[0], *x = node->src[1];
+
+	(void)n_threads;
+	return (size_t)cpu_nrows(x) * act_row_bytes(w->dtype, x->ne[0]);
+}
+
+static void convert_piece(loom_dtype weight_type, const float *x, char *row, int64_t e0, int64_t n)
+{
+	switch (weight_type) {
+	case LOOM_DTYPE_F16:
+		cpu_round_fp16_row(x + e0, (float *)row + e0, n);
+		break;
+	case LOOM_DTYPE_BF16:
+		cpu_round_bf16_row(x + e0, (float *)row + e0, n);
+		break;
+	case LOOM_DTYPE_Q8_0:
+		cpu_quantize_row_q8_0(x + e0, (cpu_block_q8_0 *)row + e0 / CPU_QK8_0, n);
+		break;
+	default:
+		break;
+	}
+}
+
+/* Phase 1: every thread converts its share of (token, piece) pairs. */
+static void convert_activations(const loom_node *node, const cpu_task *task, size_t row_bytes)
+{
+	const loom_tensor *w = node->src[0], *x = node->src[1];
+	int64_t n = x->ne[0];
+	int64_t per_row = (n + CONVERT_CHUNK - 1) / CONVERT_CHUNK;
+	int64_t lo, hi;
+
+	cpu_split(cpu_nrows(x) * per_row, task->ith, task->nth, &lo, &hi);
+	for (int64_t u = lo; u < hi; u++) {
+		int64_t t = u / per_row, e0 = (u % per_row) * CONVERT_CHUNK;
+		int64_t len = n - e0 < CONVERT_CHUNK ? n - e0 : CONVERT_CHUNK;
+		const float *src = (const float *)((const char *)x->data + t * x->nb[1]);
+		convert_piece(w->dtype, src, (char *)task->scratch + t * row_bytes, e0, len);
+	}
+}
+
+static int64_t min64(int64_t a, int64_t b)
+{
+	return a < b ? a : b;
+}
+
+/* Phase 2 for panels [p_lo, p_hi) and tokens [t_lo, t_hi). */
+static void multiply_block(const cpu_gemm_args *base, cpu_gemm_fn kernel, int64_t n_out,
+			   int64_t p_lo, int64_t p_hi, int64_t t_lo, int64_t t_hi)
+{
+	for (int64_t p = p_lo; p < p_hi; p++) {
+		int64_t o = p * CPU_GEMM_ROWS;
+		for (int64_t t = t_lo; t < t_hi; t += CPU_GEMM_TOKENS) {
+			cpu_gemm_args a = *base;
+			a.w += (size_t)o * base->w_stride;
+			a.x += (size_t)t * base->x_stride;
+			a.y = (float *)((char *)base->y + (size_t)t * base->y_stride) + o;
+			a.nr = (int)min64(CPU_GEMM_ROWS, n_out - o);
+			a.nt = (int)min64(CPU_GEMM_TOKENS, t_hi - t);
+			kernel(&a);
+		}
+	}
+}
+
+static void matmul_run(const loom_node *node, const cpu_task *task)
+{
+	const loom_tensor *w = node->src[0], *x = node->src[1], *y = node->dst;
+	size_t row_bytes = act_row_bytes(w->dtype, x->ne[0]);
+	int64_t n_out = w->ne[1], n_tok = cpu_nrows(x);
+	cpu_gemm_args base = {
+		.n = w->ne[0],
+		.w = w->data,
+		.w_stride = w->nb[1],
+		.x = x->data,
+		.x_stride = x->nb[1],
+		.y = y->data,
+		.y_stride = y->nb[1],
+	};
+
+	if (row_bytes != 0) {
+		convert_activations(node, task, row_bytes);
+		base.x = (const char *)task->scratch;
+		base.x_stride = row_bytes;
+#pragma omp barrier
+	}
+
+	int64_t lo, hi, n_panels = (n_out + CPU_GEMM_ROWS - 1) / CPU_GEMM_ROWS;
+	size_t act_bytes = row_bytes != 0 ? row_bytes : (size_t)x->ne[0] * sizeof(float);
+	int64_t tok_block = (int64_t)(TOKEN_BLOCK_BYTES / act_bytes);
+
+	tok_block = tok_block < CPU_GEMM_TOKENS ? CPU_GEMM_TOKENS
+						: tok_block / CPU_GEMM_TOKENS * CPU_GEMM_TOKENS;
+	cpu_split(n_panels, task->ith, task->nth, &lo, &hi);
+	for (int64_t t = 0; t < n_tok; t += tok_block)
+		multiply_block(&base, cpu_gemm_kernel(w->dtype), n_out, lo, hi, t,
+			       min64(n_tok, t + tok_block));
+}
+
+const cpu_op cpu_op_matmul = {
+	.supports = matmul_supports,
+	.scratch_size = matmul_scratch_size,
+	.run = matmul_run,
+};

@@ -1,0 +1,27 @@
+/*
+ * cpu_vec.h - single-row vector kernels: the dot products and updates of
+ * attention and the reductions of the norms.
+ */
+#ifndef LOOM_CPU_VEC_H
+#define LOOM_CPU_VEC_H
+
+#include <stdint.h>
+
+/* sum a[i] * b[i], accumulated in f32. */
+float cpu_dot_f32(const float *a, const float *b, int64_t n);
+/* The same with a in fp16 (b usually holds fp16-rounded values). */
+float cpu_dot_fp16(const uint16_t *a, const float *b, int64_t n);
+
+/* y[i] += a * x[i]. */
+void cpu_axpy_f32(float *y, float a, const float *x, int64_t n);
+void cpu_axpy_fp16(float *y, float a, const uint16_t *x, int64_t n);
+
+/* sum x[i]^2 with each square rounded to f32 and the sum kept in double,
+ * as ggml's RMS norm does. */
+double cpu_sum_squares(const float *x, int64_t n);
+
+/* y[i] = x[i] * s (* w[i] when w is not NULL), each product rounded to f32.
+ * y may be x. */
+void cpu_scale_row(const float *x, float s, const float *w, float *y, int64_t n);
+
+#endif

@@ -1,0 +1,307 @@
+/* contract.c - reading and checking arch/NAME.yaml. */
+#include "contract.h"
+
+#include "error.h"
+#include "plugin_api.h"
+#include "yaml_doc.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *const hparam_names[LOOM_HP_COUNT] = {
+	[LOOM_HP_N_EMBD] = "n_embd",
+	[LOOM_HP_N_LAYER] = "n_layer",
+	[LOOM_HP_N_FF] = "n_ff",
+	[LOOM_HP_N_HEAD] = "n_head",
+	[LOOM_HP_N_HEAD_KV] = "n_head_kv",
+	[LOOM_HP_HEAD_DIM] = "head_dim",
+	[LOOM_HP_N_ROT] = "n_rot",
+	[LOOM_HP_N_CTX_TRAIN] = "n_ctx_train",
+	[LOOM_HP_NORM_EPS] = "norm_eps",
+	[LOOM_HP_ROPE_THETA] = "rope_theta",
+};
+
+static const char *const role_names[LOOM_ROLE_COUNT] = {
+	[LOOM_ROLE_TOKEN_EMBD] = "token_embd",
+	[LOOM_ROLE_OUTPUT_NORM] = "output_norm",
+	[LOOM_ROLE_OUTPUT] = "output",
+	[LOOM_ROLE_ATTN_NORM] = "attn_norm",
+	[LOOM_ROLE_ATTN_Q] = "attn_q",
+	[LOOM_ROLE_ATTN_K] = "attn_k",
+	[LOOM_ROLE_ATTN_V] = "attn_v",
+	[LOOM_ROLE_ATTN_OUTPUT] = "attn_output",
+	[LOOM_ROLE_FFN_NORM] = "ffn_norm",
+	[LOOM_ROLE_FFN_GATE] = "ffn_gate",
+	[LOOM_ROLE_FFN_UP] = "ffn_up",
+	[LOOM_ROLE_FFN_DOWN] = "ffn_down",
+};
+
+static const char *const format_names[LOOM_CFMT_COUNT] = {
+	[LOOM_CFMT_GGUF] = "gguf",
+};
+
+const char *loom_hparam_name(loom_hparam hp)
+{
+	return hparam_names[hp];
+}
+
+const char *loom_role_name(loom_role role)
+{
+	return role_names[role];
+}
+
+bool loom_role_is_per_layer(loom_role role)
+{
+	return role >= LOOM_ROLE_ATTN_NORM;
+}
+
+int loom_contract_format_index(const char *format_name)
+{
+	for (int i = 0; i < LOOM_CFMT_COUNT; i++)
+		if (strcmp(format_names[i], format_name) == 0)
+			return i;
+	return -1;
+}
+
+bool loom_contract_uses_role(const loom_contract *c, loom_role role)
+{
+	switch (role) {
+	case LOOM_ROLE_OUTPUT:
+		return c->tied != LOOM_TIED_ALWAYS;
+	default:
+		/* rmsnorm, separate q/k/v, swiglu and sequential residual use
+		 * every other role. */
+		return true;
+	}
+}
+
+/* Each `block:` choice is listed with the values loom implements; an
+ * unknown value is an error, never a silent default. */
+static const char *const norm_choices[] = {"rmsnorm", NULL};
+static const char *const ffn_choices[] = {"swiglu", NULL};
+static const char *const positions_choices[] = {"rope", NULL};
+static const char *const rope_style_choices[] = {"normal", "neox", NULL};
+static const char *const qkv_choices[] = {"separate", NULL};
+static const char *const residual_choices[] = {"sequential", NULL};
+static const char *const tied_choices[] = {"never", "always", "if_missing", NULL};
+
+static loom_status choice(loom_yaml *y, yaml_node_t *map, const char *key, const char *const *choices,
+			  const char *def, int *out)
+{
+	yaml_node_t *n = loom_yaml_get(y, map, key);
+	if (n == NULL) {
+		if (def == NULL)
+			return loom_error(LOOM_ERR_CONTRACT, "%s:%d: block needs '%s' (one of the values: %s%s)",
+					  y->path, loom_yaml_line(map), key, choices[0],
+					  choices[1] ? ", ..." : "");
+		for (int i = 0; choices[i] != NULL; i++)
+			if (strcmp(choices[i], def) == 0)
+				*out = i;
+		return LOOM_OK;
+	}
+	return loom_yaml_get_choice(y, n, choices, LOOM_ERR_CONTRACT, key, out);
+}
+
+static loom_status parse_block(loom_yaml *y, yaml_node_t *block, loom_contract *c)
+{
+	static const char *const keys[] = {"norm", "ffn", "positions", "rope_style", "qkv",
+					   "residual", "tied_embeddings", NULL};
+	int norm = 0, ffn = 0, pos = 0, style = 0, qkv = 0, res = 0, tied = 0;
+	loom_status st = loom_yaml_check_keys(y, block, keys, LOOM_ERR_CONTRACT, "block");
+	if (st == LOOM_OK)
+		st = choice(y, block, "norm", norm_choices, NULL, &norm);
+	if (st == LOOM_OK)
+		st = choice(y, block, "ffn", ffn_choices, NULL, &ffn);
+	if (st == LOOM_OK)
+		st = choice(y, block, "positions", positions_choices, NULL, &pos);
+	if (st == LOOM_OK)
+		st = choice(y, block, "rope_style", rope_style_choices, "normal", &style);
+	if (st == LOOM_OK)
+		st = choice(y, block, "qkv", qkv_choices, "separate", &qkv);
+	if (st == LOOM_OK)
+		st = choice(y, block, "residual", residual_choices, "sequential", &res);
+	if (st == LOOM_OK)
+		st = choice(y, block, "tied_embeddings", tied_choices, "never", &tied);
+	if (st != LOOM_OK)
+		return st;
+	c->norm = (loom_norm_kind)norm;
+	c->ffn = (loom_ffn_kind)ffn;
+	c->positions = (loom_positions_kind)pos;
+	c->rope_style = style == 0 ? LOOM_ROPE_NORMAL : LOOM_ROPE_NEOX;
+	c->qkv = (loom_qkv_kind)qkv;
+	c->residual = (loom_residual_kind)res;
+	c->tied = (loom_tied_kind)tied;
+	return LOOM_OK;
+}
+
+/* A per-format mapping from loom names (names[0..count)) to strings. */
+static loom_status parse_name_map(loom_yaml *y, yaml_node_t *map, const char *section,
+				  const char *const *names, int count, char *out[LOOM_CFMT_COUNT][count])
+{
+	loom_status st = loom_yaml_check_keys(y, map, format_names, LOOM_ERR_CONTRACT, section);
+	if (st != LOOM_OK)
+		return st;
+	const char *allowed[count + 1];
+	for (int i = 0; i < count; i++)
+		allowed[i] = names[i];
+	allowed[count] = NULL;
+	for (int f = 0; f < LOOM_CFMT_COUNT; f++) {
+		yaml_node_t *fm = loom_yaml_get(y, map, format_names[f]);
+		if (fm == NULL)
+			continue;
+		char where[64];
+		snprintf(where, sizeof(where), "%s.%s", section, format_names[f]);
+		if ((st = loom_yaml_check_keys(y, fm, allowed, LOOM_ERR_CONTRACT, where)) != LOOM_OK)
+			return st;
+		for (int i = 0; i < count; i++) {
+			yaml_node_t *v = loom_yaml_get(y, fm, names[i]);
+			if (v == NULL)
+				continue;
+			if ((st = loom_yaml_expect(y, v, YAML_SCALAR_NODE, LOOM_ERR_CONTRACT, names[i])) != LOOM_OK)
+				return st;
+			out[f][i] = strdup(loom_yaml_scalar(v));
+			if (out[f][i] == NULL)
+				return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+		}
+	}
+	return LOOM_OK;
+}
+
+static loom_status parse_defaults(loom_yaml *y, yaml_node_t *map, loom_contract *c)
+{
+	const char *allowed[LOOM_HP_COUNT + 1];
+	for (int i = 0; i < LOOM_HP_COUNT; i++)
+		allowed[i] = hparam_names[i];
+	allowed[LOOM_HP_COUNT] = NULL;
+	loom_status st = loom_yaml_check_keys(y, map, allowed, LOOM_ERR_CONTRACT, "defaults");
+	for (int i = 0; st == LOOM_OK && i < LOOM_HP_COUNT; i++) {
+		yaml_node_t *v = loom_yaml_get(y, map, hparam_names[i]);
+		if (v == NULL)
+			continue;
+		st = loom_yaml_get_double(y, v, LOOM_ERR_CONTRACT, hparam_names[i], &c->defaults[i]);
+		c->has_default[i] = true;
+	}
+	return st;
+}
+
+/* Names that the choices need must be given for every format the contract
+ * describes, so a model is never half-described. */
+static loom_status check_complete(loom_yaml *y, yaml_node_t *tensors, loom_contract *c)
+{
+	for (int f = 0; f < LOOM_CFMT_COUNT; f++) {
+		bool described = false;
+		for (int r = 0; r < LOOM_ROLE_COUNT; r++)
+			described = described || c->tensor_names[f][r] != NULL;
+		if (!described)
+			continue;
+		for (int r = 0; r < LOOM_ROLE_COUNT; r++) {
+			if (!loom_contract_uses_role(c, (loom_role)r) || c->tensor_names[f][r] != NULL)
+				continue;
+			return loom_error(LOOM_ERR_CONTRACT, "%s:%d: tensors.%s lacks '%s', which the block needs",
+					  y->path, loom_yaml_line(tensors), format_names[f], role_names[r]);
+		}
+		for (int r = 0; r < LOOM_ROLE_COUNT; r++) {
+			const char *name = c->tensor_names[f][r];
+			if (name != NULL && loom_role_is_per_layer((loom_role)r) && strstr(name, "{i}") == NULL)
+				return loom_error(LOOM_ERR_CONTRACT,
+						  "%s:%d: tensors.%s.%s ('%s') needs the layer placeholder {i}",
+						  y->path, loom_yaml_line(tensors), format_names[f], role_names[r], name);
+		}
+	}
+	return LOOM_OK;
+}
+
+static loom_status parse_contract(loom_yaml *y, loom_contract *c)
+{
+	static const char *const keys[] = {"name", "description", "block", "hparams", "defaults", "tensors", NULL};
+	yaml_node_t *root = loom_yaml_root(y);
+	loom_status st = loom_yaml_check_keys(y, root, keys, LOOM_ERR_CONTRACT, "the contract");
+	if (st != LOOM_OK)
+		return st;
+	yaml_node_t *name = loom_yaml_get(y, root, "name");
+	yaml_node_t *block = loom_yaml_get(y, root, "block");
+	yaml_node_t *hparams = loom_yaml_get(y, root, "hparams");
+	yaml_node_t *defaults = loom_yaml_get(y, root, "defaults");
+	yaml_node_t *tensors = loom_yaml_get(y, root, "tensors");
+	if (name == NULL || block == NULL || hparams == NULL || tensors == NULL)
+		return loom_error(LOOM_ERR_CONTRACT, "%s:%d: a contract needs name, block, hparams and tensors",
+				  y->path, loom_yaml_line(root));
+	if ((st = loom_yaml_expect(y, name, YAML_SCALAR_NODE, LOOM_ERR_CONTRACT, "name")) != LOOM_OK)
+		return st;
+	if ((c->name = strdup(loom_yaml_scalar(name))) == NULL)
+		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+	if ((st = parse_block(y, block, c)) != LOOM_OK)
+		return st;
+	if ((st = parse_name_map(y, hparams, "hparams", hparam_names, LOOM_HP_COUNT, c->hparam_keys)) != LOOM_OK)
+		return st;
+	if (defaults != NULL && (st = parse_defaults(y, defaults, c)) != LOOM_OK)
+		return st;
+	if ((st = parse_name_map(y, tensors, "tensors", role_names, LOOM_ROLE_COUNT, c->tensor_names)) != LOOM_OK)
+		return st;
+	return check_complete(y, tensors, c);
+}
+
+loom_status loom_contract_load(const char *path, loom_contract **out)
+{
+	loom_yaml y;
+	*out = NULL;
+	loom_contract *c = calloc(1, sizeof(*c));
+	if (c == NULL)
+		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+	loom_status st = loom_yaml_load(path, LOOM_ERR_CONTRACT, &y);
+	if (st != LOOM_OK) {
+		free(c);
+		return st;
+	}
+	c->path = strdup(path);
+	st = c->path != NULL ? parse_contract(&y, c) : loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+	loom_yaml_free(&y);
+	if (st != LOOM_OK) {
+		loom_contract_free(c);
+		return st;
+	}
+	*out = c;
+	return LOOM_OK;
+}
+
+loom_status loom_contract_find(const char *name, char *const *dirs, int n_dirs, loom_contract **out)
+{
+	char path[4096], searched[2048] = "";
+	*out = NULL;
+	if (strchr(name, '/') != NULL || name[0] == '.' || name[0] == '\0')
+		return loom_error(LOOM_ERR_CONTRACT, "'%s' is not a valid architecture name", name);
+	for (int i = 0; i < n_dirs; i++) {
+		snprintf(path, sizeof(path), "%s/%s.yaml", dirs[i], name);
+		if (access(path, F_OK) == 0) {
+			loom_status st = loom_contract_load(path, out);
+			if (st == LOOM_OK && strcmp((*out)->name, name) != 0) {
+				st = loom_error(LOOM_ERR_CONTRACT, "%s: the contract is named '%s', not '%s'", path,
+						(*out)->name, name);
+				loom_contract_free(*out);
+				*out = NULL;
+			}
+			return st;
+		}
+		strncat(searched, i ? ", " : "", sizeof(searched) - strlen(searched) - 1);
+		strncat(searched, dirs[i], sizeof(searched) - strlen(searched) - 1);
+	}
+	return loom_error(LOOM_ERR_NOT_FOUND, "no contract for architecture '%s' (looked for %s.yaml in %s)",
+			  name, name, searched);
+}
+
+void loom_contract_free(loom_contract *c)
+{
+	if (c == NULL)
+		return;
+	for (int f = 0; f < LOOM_CFMT_COUNT; f++) {
+		for (int i = 0; i < LOOM_HP_COUNT; i++)
+			free(c->hparam_keys[f][i]);
+		for (int i = 0; i < LOOM_ROLE_COUNT; i++)
+			free(c->tensor_names[f][i]);
+	}
+	free(c->name);
+	free(c->path);
+	free(c);
+}

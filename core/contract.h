@@ -1,0 +1,91 @@
+/* contract.h - an architecture contract (arch/NAME.yaml): a model family as
+ * choices over the generic transformer block, plus where each file format
+ * keeps its hyperparameters and tensors. */
+#ifndef LOOM_CONTRACT_H
+#define LOOM_CONTRACT_H
+
+#include "loom.h"
+
+#include <stdbool.h>
+
+typedef enum loom_norm_kind { LOOM_NORM_RMSNORM } loom_norm_kind;
+typedef enum loom_ffn_kind { LOOM_FFN_SWIGLU } loom_ffn_kind;
+typedef enum loom_positions_kind { LOOM_POSITIONS_ROPE } loom_positions_kind;
+typedef enum loom_qkv_kind { LOOM_QKV_SEPARATE } loom_qkv_kind;
+typedef enum loom_residual_kind { LOOM_RESIDUAL_SEQUENTIAL } loom_residual_kind;
+typedef enum loom_tied_kind {
+	LOOM_TIED_NEVER,      /* output.weight must exist */
+	LOOM_TIED_ALWAYS,     /* the head is the token embedding */
+	LOOM_TIED_IF_MISSING  /* the token embedding stands in when output is absent */
+} loom_tied_kind;
+
+/* Hyperparameters the generic block reads. */
+typedef enum loom_hparam {
+	LOOM_HP_N_EMBD,
+	LOOM_HP_N_LAYER,
+	LOOM_HP_N_FF,
+	LOOM_HP_N_HEAD,
+	LOOM_HP_N_HEAD_KV,   /* default: n_head */
+	LOOM_HP_HEAD_DIM,    /* default: n_embd / n_head */
+	LOOM_HP_N_ROT,       /* default: head_dim */
+	LOOM_HP_N_CTX_TRAIN,
+	LOOM_HP_NORM_EPS,
+	LOOM_HP_ROPE_THETA,
+	LOOM_HP_COUNT
+} loom_hparam;
+
+/* Weight tensors the generic block may use. */
+typedef enum loom_role {
+	LOOM_ROLE_TOKEN_EMBD,
+	LOOM_ROLE_OUTPUT_NORM,
+	LOOM_ROLE_OUTPUT,
+	LOOM_ROLE_ATTN_NORM,
+	LOOM_ROLE_ATTN_Q,
+	LOOM_ROLE_ATTN_K,
+	LOOM_ROLE_ATTN_V,
+	LOOM_ROLE_ATTN_OUTPUT,
+	LOOM_ROLE_FFN_NORM,
+	LOOM_ROLE_FFN_GATE,
+	LOOM_ROLE_FFN_UP,
+	LOOM_ROLE_FFN_DOWN,
+	LOOM_ROLE_COUNT
+} loom_role;
+
+/* Formats a contract can describe (the format plugin's name). */
+typedef enum loom_contract_format { LOOM_CFMT_GGUF, LOOM_CFMT_COUNT } loom_contract_format;
+
+typedef struct loom_contract {
+	char *name;
+	char *path;
+	loom_norm_kind norm;
+	loom_ffn_kind ffn;
+	loom_positions_kind positions;
+	int rope_style; /* loom_rope_style */
+	loom_qkv_kind qkv;
+	loom_residual_kind residual;
+	loom_tied_kind tied;
+	/* Where each format keeps each hyperparameter ("{arch}" stands for the
+	 * file's architecture name); NULL: not stored. */
+	char *hparam_keys[LOOM_CFMT_COUNT][LOOM_HP_COUNT];
+	bool has_default[LOOM_HP_COUNT];
+	double defaults[LOOM_HP_COUNT];
+	/* Tensor names per format ("{i}" stands for the layer); NULL: unused. */
+	char *tensor_names[LOOM_CFMT_COUNT][LOOM_ROLE_COUNT];
+} loom_contract;
+
+const char *loom_hparam_name(loom_hparam hp);
+const char *loom_role_name(loom_role role);
+bool loom_role_is_per_layer(loom_role role);
+/* The contract section for a format plugin's name; -1 if none. */
+int loom_contract_format_index(const char *format_name);
+
+/* Reads and checks a contract; errors (LOOM_ERR_CONTRACT) name file and line. */
+loom_status loom_contract_load(const char *path, loom_contract **out);
+/* Finds NAME.yaml in dirs (in order) and loads it; NOT_FOUND lists the dirs. */
+loom_status loom_contract_find(const char *name, char *const *dirs, int n_dirs, loom_contract **out);
+void loom_contract_free(loom_contract *c);
+
+/* Roles the contract's choices need; tensors of other roles are not read. */
+bool loom_contract_uses_role(const loom_contract *c, loom_role role);
+
+#endif

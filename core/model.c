@@ -1,0 +1,456 @@
+/* model.c - loading a model: format plugin, contract, hyperparameters, weights. */
+#include "model.h"
+
+#include "error.h"
+#include "host.h"
+#include "log.h"
+#include "meta.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define PROBE_HEAD_BYTES 4096
+
+loom_model_params loom_model_default_params(void)
+{
+	loom_model_params p = {.vocab_only = false, .metadata_only = false};
+	return p;
+}
+
+void loom_tensor_set_contiguous(loom_tensor *t, loom_dtype type, int64_t ne0, int64_t ne1,
+				int64_t ne2, int64_t ne3)
+{
+	loom_dtype_layout l = loom_dtype_layout_of(type);
+	t->dtype = type;
+	t->ne[0] = ne0;
+	t->ne[1] = ne1;
+	t->ne[2] = ne2;
+	t->ne[3] = ne3;
+	t->nb[0] = l.block_bytes;
+	t->nb[1] = loom_dtype_row_bytes(type, ne0);
+	t->nb[2] = t->nb[1] * (size_t)ne1;
+	t->nb[3] = t->nb[2] * (size_t)ne2;
+}
+
+/* ---- opening the file ------------------------------------------------- */
+
+static const loom_plugin *choose_format(loom_runtime *rt, const char *path)
+{
+	unsigned char head[PROBE_HEAD_BYTES];
+	ssize_t n = 0;
+	int fd = open(path, O_RDONLY);
+	if (fd >= 0) {
+		n = read(fd, head, sizeof(head));
+		close(fd);
+	}
+	loom_probe_args args = {
+		.struct_size = sizeof(args),
+		.host = loom_host_table(),
+		.path = path,
+		.head = head,
+		.head_len = n > 0 ? (size_t)n : 0,
+	};
+	const loom_plugin *best = NULL;
+	int best_score = 0;
+	for (size_t i = 0; i < rt->registry.n_plugins; i++) {
+		const loom_plugin *p = &rt->registry.plugins[i];
+		if (p->kind != LOOM_PLUGIN_FORMAT || p->desc == NULL)
+			continue;
+		char why[256] = "";
+		int score = p->desc->probe(&args, why, sizeof(why));
+		loom_debug("format '%s' scores %d for %s%s%s", p->name, score, path, why[0] ? ": " : "", why);
+		if (score > best_score) {
+			best = p;
+			best_score = score;
+		}
+	}
+	return best;
+}
+
+static loom_status open_file(loom_model *m, const char *path)
+{
+	if (access(path, R_OK) != 0)
+		return loom_error(LOOM_ERR_IO, "%s: %s", path, strerror(errno));
+	m->format = choose_format(m->rt, path);
+	if (m->format == NULL)
+		return loom_error(LOOM_ERR_BAD_FORMAT, "%s: no format plugin recognises this file", path);
+	const loom_format_vtable *vt = m->format->desc->vtable;
+	loom_error_clear();
+	m->file = vt->open(loom_host_table(), path);
+	if (m->file == NULL)
+		return loom_error(LOOM_ERR_BAD_FORMAT, "%s", loom_last_error()[0] ? loom_last_error() : path);
+	return LOOM_OK;
+}
+
+/* ---- hyperparameters ------------------------------------------------- */
+
+/* "{arch}.embedding_length" -> "llama.embedding_length". */
+static void expand(char *buf, size_t size, const char *pattern, const char *placeholder, const char *value)
+{
+	const char *at = strstr(pattern, placeholder);
+	if (at == NULL) {
+		snprintf(buf, size, "%s", pattern);
+		return;
+	}
+	snprintf(buf, size, "%.*s%s%s", (int)(at - pattern), pattern, value, at + strlen(placeholder));
+}
+
+/* The value of hp from the file, else the contract's default; *found says
+ * whether either had one. */
+static loom_status read_hparam(loom_model *m, int fmt, loom_hparam hp, double *out, bool *found)
+{
+	const char *pattern = m->contract->hparam_keys[fmt][hp];
+	*found = false;
+	if (pattern != NULL) {
+		char key[256];
+		expand(key, sizeof(key), pattern, "{arch}", m->arch);
+		if (loom_meta_find(m->file, key) != NULL) {
+			loom_status st = loom_meta_get_float(m->file, key, out);
+			if (st != LOOM_OK)
+				return st;
+			*found = true;
+			return LOOM_OK;
+		}
+	}
+	if (m->contract->has_default[hp]) {
+		*out = m->contract->defaults[hp];
+		*found = true;
+	}
+	return LOOM_OK;
+}
+
+static loom_status require_hparam(loom_model *m, int fmt, loom_hparam hp, int64_t *out)
+{
+	double v;
+	bool found;
+	loom_status st = read_hparam(m, fmt, hp, &v, &found);
+	if (st != LOOM_OK)
+		return st;
+	if (!found) {
+		char key[256] = "(no key in the contract)";
+		if (m->contract->hparam_keys[fmt][hp] != NULL)
+			expand(key, sizeof(key), m->contract->hparam_keys[fmt][hp], "{arch}", m->arch);
+		return loom_error(LOOM_ERR_BAD_FORMAT, "the model lacks hyperparameter %s (%s)",
+				  loom_hparam_name(hp), key);
+	}
+	if (v < 1 || v > (double)(1 << 30) || v != (double)(int64_t)v)
+		return loom_error(LOOM_ERR_BAD_FORMAT, "hyperparameter %s = %g is out of range",
+				  loom_hparam_name(hp), v);
+	*out = (int64_t)v;
+	return LOOM_OK;
+}
+
+/* Like require_hparam, but def when neither file nor contract has it. */
+static loom_status optional_hparam(loom_model *m, int fmt, loom_hparam hp, int64_t def, int64_t *out)
+{
+	double v;
+	bool found;
+	loom_status st = read_hparam(m, fmt, hp, &v, &found);
+	if (st != LOOM_OK || !found) {
+		*out = def;
+		return st;
+	}
+	return require_hparam(m, fmt, hp, out);
+}
+
+static loom_status read_float_hparam(loom_model *m, int fmt, loom_hparam hp, float *out)
+{
+	double v;
+	bool found;
+	loom_status st = read_hparam(m, fmt, hp, &v, &found);
+	if (st != LOOM_OK)
+		return st;
+	if (!found)
+		return loom_error(LOOM_ERR_BAD_FORMAT, "the model lacks hyperparameter %s and %s gives no default",
+				  loom_hparam_name(hp), m->contract->path);
+	if (!(v > 0))
+		return loom_error(LOOM_ERR_BAD_FORMAT, "hyperparameter %s = %g must be positive",
+				  loom_hparam_name(hp), v);
+	*out = (float)v;
+	return LOOM_OK;
+}
+
+static loom_status load_hparams(loom_model *m, int fmt)
+{
+	loom_hparams *hp = &m->hp;
+	loom_status st;
+	if ((st = require_hparam(m, fmt, LOOM_HP_N_EMBD, &hp->n_embd)) != LOOM_OK ||
+	    (st = require_hparam(m, fmt, LOOM_HP_N_LAYER, &hp->n_layer)) != LOOM_OK ||
+	    (st = require_hparam(m, fmt, LOOM_HP_N_FF, &hp->n_ff)) != LOOM_OK ||
+	    (st = require_hparam(m, fmt, LOOM_HP_N_HEAD, &hp->n_head)) != LOOM_OK ||
+	    (st = optional_hparam(m, fmt, LOOM_HP_N_HEAD_KV, hp->n_head, &hp->n_head_kv)) != LOOM_OK ||
+	    (st = optional_hparam(m, fmt, LOOM_HP_HEAD_DIM, hp->n_embd / hp->n_head, &hp->head_dim)) != LOOM_OK ||
+	    (st = optional_hparam(m, fmt, LOOM_HP_N_ROT, hp->head_dim, &hp->n_rot)) != LOOM_OK ||
+	    (st = require_hparam(m, fmt, LOOM_HP_N_CTX_TRAIN, &hp->n_ctx_train)) != LOOM_OK ||
+	    (st = read_float_hparam(m, fmt, LOOM_HP_NORM_EPS, &hp->norm_eps)) != LOOM_OK ||
+	    (st = read_float_hparam(m, fmt, LOOM_HP_ROPE_THETA, &hp->rope_theta)) != LOOM_OK)
+		return st;
+	if (hp->n_layer > 4096)
+		return loom_error(LOOM_ERR_BAD_FORMAT, "n_layer = %" PRId64 " is implausible", hp->n_layer);
+	if (hp->n_head_kv > hp->n_head || hp->n_head % hp->n_head_kv != 0)
+		return loom_error(LOOM_ERR_BAD_FORMAT, "n_head (%" PRId64 ") is not a multiple of n_head_kv (%" PRId64 ")",
+				  hp->n_head, hp->n_head_kv);
+	if (hp->head_dim < 1 || hp->n_rot % 2 != 0 || hp->n_rot > hp->head_dim)
+		return loom_error(LOOM_ERR_BAD_FORMAT, "n_rot = %" PRId64 " must be even and at most head_dim = %" PRId64,
+				  hp->n_rot, hp->head_dim);
+	return LOOM_OK;
+}
+
+/* ---- weights ---------------------------------------------------------- */
+
+static const loom_file_tensor *find_tensor(const loom_model_file *f, const char *name)
+{
+	for (uint64_t i = 0; i < f->n_tensors; i++)
+		if (loom_string_eq(f->tensors[i].name, name))
+			return &f->tensors[i];
+	return NULL;
+}
+
+static bool uses_in_place(const loom_model *m)
+{
+	return !m->weights_allocated;
+}
+
+/* Places the file's tensors in backend memory: the mapping itself where the
+ * backend can use host memory, else one buffer they are uploaded into. */
+static loom_status place_weights(loom_model *m)
+{
+	const loom_backend *be = &m->rt->backend;
+	const loom_model_file *f = m->file;
+	if (LOOM_VT_HAS(be->vt, buffer_from_host) && f->mapping != NULL &&
+	    be->vt->buffer_from_host(be->ctx, (void *)f->mapping, f->mapping_size, &m->weights) == LOOM_OK)
+		return LOOM_OK;
+	size_t total = 0;
+	for (uint64_t i = 0; i < f->n_tensors; i++)
+		total += (f->tensors[i].n_bytes + 63) & ~(size_t)63;
+	loom_status st = be->vt->buffer_alloc(be->ctx, total ? total : 64, &m->weights);
+	if (st != LOOM_OK)
+		return loom_error(st, "backend %s cannot allocate %zu bytes for the weights", be->plugin->name, total);
+	m->weights_allocated = true;
+	return LOOM_OK;
+}
+
+/* The offset of a file tensor in the weights buffer. Uploaded tensors are
+ * laid out in file order, 64-byte aligned. */
+static size_t weight_offset(const loom_model *m, const loom_file_tensor *ft)
+{
+	if (uses_in_place(m))
+		return (size_t)((const char *)ft->data - (const char *)m->file->mapping);
+	size_t off = 0;
+	for (const loom_file_tensor *t = m->file->tensors; t < ft; t++)
+		off += (t->n_bytes + 63) & ~(size_t)63;
+	return off;
+}
+
+static loom_status upload_weights(loom_model *m)
+{
+	const loom_backend *be = &m->rt->backend;
+	size_t off = 0;
+	for (uint64_t i = 0; i < m->file->n_tensors; i++) {
+		const loom_file_tensor *ft = &m->file->tensors[i];
+		loom_status st = be->vt->buffer_upload(be->ctx, &m->weights, off, ft->data, ft->n_bytes);
+		if (st != LOOM_OK)
+			return loom_error(st, "uploading %.*s to backend %s failed", (int)ft->name.len, ft->name.data,
+					  be->plugin->name);
+		off += (ft->n_bytes + 63) & ~(size_t)63;
+	}
+	return LOOM_OK;
+}
+
+/* Asks the backend whether it can use t as the weight of op. */
+static bool backend_supports(const loom_model *m, loom_op op, loom_tensor *t)
+{
+	loom_tensor in, out;
+	loom_node node = {.op = op, .dst = &out, .src = {t, &in}};
+	memset(&in, 0, sizeof(in));
+	memset(&out, 0, sizeof(out));
+	if (op == LOOM_OP_GET_ROWS) {
+		loom_tensor_set_contiguous(&in, LOOM_DTYPE_I32, 1, 1, 1, 1);
+		loom_tensor_set_contiguous(&out, LOOM_DTYPE_F32, t->ne[0], 1, 1, 1);
+	} else {
+		loom_tensor_set_contiguous(&in, LOOM_DTYPE_F32, t->ne[0], 1, 1, 1);
+		loom_tensor_set_contiguous(&out, LOOM_DTYPE_F32, t->ne[1], 1, 1, 1);
+	}
+	const loom_backend *be = &m->rt->backend;
+	return be->vt->supports(be->ctx, &node);
+}
+
+/* Binds role (of layer il, or -1) to its tensor, checking shape and type.
+ * A missing optional tensor leaves t zeroed. */
+static loom_status bind(loom_model *m, int fmt, loom_role role, int il, int64_t ne0, int64_t ne1,
+			bool optional, loom_tensor *t)
+{
+	char name[256], layer[16];
+	snprintf(layer, sizeof(layer), "%d", il);
+	expand(name, sizeof(name), m->contract->tensor_names[fmt][role], "{i}", layer);
+	const loom_file_tensor *ft = find_tensor(m->file, name);
+	memset(t, 0, sizeof(*t));
+	if (ft == NULL) {
+		if (optional)
+			return LOOM_OK;
+		return loom_error(LOOM_ERR_BAD_FORMAT, "tensor '%s' (%s) is missing", name, loom_role_name(role));
+	}
+	int want_dims = ne1 > 0 ? 2 : 1;
+	if (ft->n_dims != want_dims || ft->ne[0] != ne0 || (ne1 > 0 && ft->ne[1] != ne1))
+		return loom_error(LOOM_ERR_BAD_FORMAT,
+				  "tensor '%s' has shape [%" PRId64 ", %" PRId64 "], expected [%" PRId64 ", %" PRId64 "]",
+				  name, ft->ne[0], ft->n_dims > 1 ? ft->ne[1] : 1, ne0, ne1 > 0 ? ne1 : 1);
+	loom_tensor_set_contiguous(t, ft->dtype, ft->ne[0], ft->n_dims > 1 ? ft->ne[1] : 1, 1, 1);
+	t->data = (char *)m->weights.base + weight_offset(m, ft);
+	const char *type = loom_dtype_name(ft->dtype);
+	if (ne1 <= 0) {
+		if (ft->dtype != LOOM_DTYPE_F32)
+			return loom_error(LOOM_ERR_UNSUPPORTED, "tensor '%s' is %s; norm weights must be f32", name, type);
+		return LOOM_OK;
+	}
+	loom_op op = role == LOOM_ROLE_TOKEN_EMBD ? LOOM_OP_GET_ROWS : LOOM_OP_MATMUL;
+	if (!backend_supports(m, op, t))
+		return loom_error(LOOM_ERR_UNSUPPORTED, "tensor '%s' has type %s, which backend %s cannot %s", name,
+				  type ? type : "?", m->rt->backend.plugin->name,
+				  op == LOOM_OP_GET_ROWS ? "look rows up in" : "multiply by");
+	return LOOM_OK;
+}
+
+static loom_status bind_weights(loom_model *m, int fmt)
+{
+	const loom_hparams *hp = &m->hp;
+	const int64_t q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim;
+	loom_status st;
+
+	char name[256];
+	expand(name, sizeof(name), m->contract->tensor_names[fmt][LOOM_ROLE_TOKEN_EMBD], "{i}", "");
+	const loom_file_tensor *emb = find_tensor(m->file, name);
+	if (emb == NULL)
+		return loom_error(LOOM_ERR_BAD_FORMAT, "tensor '%s' (token_embd) is missing", name);
+	m->hp.n_vocab = emb->n_dims == 2 ? emb->ne[1] : 0;
+	if (m->hp.n_vocab < loom_vocab_n_tokens(m->vocab))
+		return loom_error(LOOM_ERR_BAD_FORMAT, "tensor '%s' has %" PRId64 " rows but the vocabulary has %d tokens",
+				  name, m->hp.n_vocab, loom_vocab_n_tokens(m->vocab));
+
+	if ((st = bind(m, fmt, LOOM_ROLE_TOKEN_EMBD, -1, hp->n_embd, hp->n_vocab, false, &m->token_embd)) != LOOM_OK ||
+	    (st = bind(m, fmt, LOOM_ROLE_OUTPUT_NORM, -1, hp->n_embd, 0, false, &m->output_norm)) != LOOM_OK)
+		return st;
+	if (m->contract->tied == LOOM_TIED_ALWAYS) {
+		m->output = m->token_embd;
+	} else {
+		bool optional = m->contract->tied == LOOM_TIED_IF_MISSING;
+		if ((st = bind(m, fmt, LOOM_ROLE_OUTPUT, -1, hp->n_embd, hp->n_vocab, optional, &m->output)) != LOOM_OK)
+			return st;
+		if (m->output.data == NULL)
+			m->output = m->token_embd;
+	}
+	if (m->output.data == m->token_embd.data && !backend_supports(m, LOOM_OP_MATMUL, &m->output))
+		return loom_error(LOOM_ERR_UNSUPPORTED, "the tied output head (%s) has a type backend %s cannot multiply by",
+				  name, m->rt->backend.plugin->name);
+
+	m->layers = calloc((size_t)hp->n_layer, sizeof(loom_layer));
+	if (m->layers == NULL)
+		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+	for (int il = 0; il < hp->n_layer; il++) {
+		loom_layer *l = &m->layers[il];
+		if ((st = bind(m, fmt, LOOM_ROLE_ATTN_NORM, il, hp->n_embd, 0, false, &l->attn_norm)) != LOOM_OK ||
+		    (st = bind(m, fmt, LOOM_ROLE_ATTN_Q, il, hp->n_embd, q_dim, false, &l->attn_q)) != LOOM_OK ||
+		    (st = bind(m, fmt, LOOM_ROLE_ATTN_K, il, hp->n_embd, kv_dim, false, &l->attn_k)) != LOOM_OK ||
+		    (st = bind(m, fmt, LOOM_ROLE_ATTN_V, il, hp->n_embd, kv_dim, false, &l->attn_v)) != LOOM_OK ||
+		    (st = bind(m, fmt, LOOM_ROLE_ATTN_OUTPUT, il, q_dim, hp->n_embd, false, &l->attn_output)) != LOOM_OK ||
+		    (st = bind(m, fmt, LOOM_ROLE_FFN_NORM, il, hp->n_embd, 0, false, &l->ffn_norm)) != LOOM_OK ||
+		    (st = bind(m, fmt, LOOM_ROLE_FFN_GATE, il, hp->n_embd, hp->n_ff, false, &l->ffn_gate)) != LOOM_OK ||
+		    (st = bind(m, fmt, LOOM_ROLE_FFN_UP, il, hp->n_embd, hp->n_ff, false, &l->ffn_up)) != LOOM_OK ||
+		    (st = bind(m, fmt, LOOM_ROLE_FFN_DOWN, il, hp->n_ff, hp->n_embd, false, &l->ffn_down)) != LOOM_OK)
+			return st;
+	}
+	return LOOM_OK;
+}
+
+static loom_status load_weights(loom_model *m)
+{
+	int fmt = loom_contract_format_index(m->format->name);
+	if (fmt < 0 || m->contract->tensor_names[fmt][LOOM_ROLE_TOKEN_EMBD] == NULL)
+		return loom_error(LOOM_ERR_CONTRACT, "%s does not describe %s files", m->contract->path,
+				  m->format->name);
+	loom_status st = load_hparams(m, fmt);
+	if (st == LOOM_OK)
+		st = place_weights(m);
+	if (st == LOOM_OK)
+		st = bind_weights(m, fmt);
+	if (st == LOOM_OK && m->weights_allocated)
+		st = upload_weights(m);
+	return st;
+}
+
+/* ---- public ------------------------------------------------------------ */
+
+static loom_status load(loom_model *m, const char *path, const loom_model_params *params)
+{
+	loom_status st = open_file(m, path);
+	if (st != LOOM_OK)
+		return st;
+	loom_string arch;
+	if (loom_meta_get_string(m->file, "general.architecture", &arch) == LOOM_OK)
+		m->arch = loom_string_dup(arch);
+	else if (!params->vocab_only && !params->metadata_only)
+		return loom_error(LOOM_ERR_BAD_FORMAT, "%s: general.architecture is missing", path);
+	else
+		m->arch = strdup("");
+	if (m->arch == NULL)
+		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+	if (params->metadata_only)
+		return LOOM_OK;
+	if ((st = loom_vocab_load(m->file, &m->vocab)) != LOOM_OK)
+		return loom_error_wrap(st, "%s: vocabulary", path);
+	if (params->vocab_only)
+		return LOOM_OK;
+	st = loom_contract_find(m->arch, m->rt->arch_dirs, m->rt->n_arch_dirs, &m->contract);
+	if (st != LOOM_OK)
+		return loom_error_wrap(st, "%s", path);
+	st = load_weights(m);
+	if (st != LOOM_OK)
+		return loom_error_wrap(st, "%s (contract %s)", path, m->contract->path);
+	loom_info("loaded %s: %s, %" PRId64 " layers, n_embd %" PRId64 ", vocab %" PRId64 ", weights %s",
+		  path, m->arch, m->hp.n_layer, m->hp.n_embd, m->hp.n_vocab,
+		  m->weights_allocated ? "uploaded" : "used in place");
+	return LOOM_OK;
+}
+
+loom_status loom_model_load(loom_runtime *rt, const char *path, const loom_model_params *params,
+			    loom_model **out)
+{
+	loom_model_params defaults = loom_model_default_params();
+	if (out == NULL)
+		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_model_load: out is NULL");
+	*out = NULL;
+	if (rt == NULL || path == NULL)
+		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_model_load: runtime and path are required");
+	loom_model *m = calloc(1, sizeof(*m));
+	if (m == NULL)
+		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+	m->rt = rt;
+	loom_status st = load(m, path, params != NULL ? params : &defaults);
+	if (st != LOOM_OK) {
+		loom_model_free(m);
+		return st;
+	}
+	*out = m;
+	return LOOM_OK;
+}
+
+void loom_model_free(loom_model *m)
+{
+	if (m == NULL)
+		return;
+	const loom_backend *be = &m->rt->backend;
+	if (m->weights.handle != NULL || m->weights.base != NULL)
+		be->vt->buffer_free(be->ctx, &m->weights);
+	free(m->layers);
+	loom_vocab_free(m->vocab);
+	loom_contract_free(m->contract);
+	if (m->file != NULL)
+		((const loom_format_vtable *)m->format->desc->vtable)->close(m->file);
+	free(m->arch);
+	free(m);
+}

@@ -1,0 +1,364 @@
+/*
+ * plugin_api.h - the ABI between libloom and its plugins.
+ *
+ * A plugin is a shared object that exports exactly one symbol,
+ *
+ *     const loom_plugin_desc *loom_plugin_entry(void);
+ *
+ * returning a pointer to a static descriptor. The core reads abi_version
+ * before touching anything else and rejects a plugin whose major ABI differs
+ * from LOOM_PLUGIN_ABI_VERSION. Every vtable starts with struct_size so it can
+ * grow at the end without breaking older plugins: the core only calls a slot
+ * that lies inside struct_size and is not NULL.
+ *
+ * Plugins include only this header (and loom.h for the shared enums); they
+ * link against nothing of loom's. Everything they need from the core comes
+ * through the loom_host table passed to probe/init/open.
+ */
+#ifndef LOOM_PLUGIN_API_H
+#define LOOM_PLUGIN_API_H
+
+#include "loom.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LOOM_PLUGIN_ABI_VERSION 1
+#define LOOM_PLUGIN_ENTRY_SYMBOL "loom_plugin_entry"
+
+/* True if slot `member` of vtable `vt` exists in the plugin's version of the
+ * table and is set. */
+#define LOOM_VT_HAS(vt, member)                                                   \
+	((vt) != NULL && (vt)->struct_size >= offsetof(__typeof__(*(vt)), member) + \
+						      sizeof((vt)->member) &&        \
+	 (vt)->member != NULL)
+
+/* ------------------------------------------------------------------------ */
+/* Services the core offers to plugins.                                     */
+
+typedef struct loom_host {
+	uint32_t struct_size;
+	/* Log a message (printf-style) attributed to the plugin. */
+	void (*log)(loom_log_level level, const char *plugin, const char *fmt, ...)
+		__attribute__((format(printf, 3, 4)));
+	/* Record the reason for a failure that the plugin is about to report by
+	 * its return value; it becomes loom_last_error() for the caller. */
+	void (*set_error)(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+} loom_host;
+
+/* ------------------------------------------------------------------------ */
+/* Element type layout, shared by the core and plugins (header-only so that */
+/* plugins need not link the core).                                         */
+
+typedef struct loom_dtype_layout {
+	const char *name;  /* NULL for numbers that name no type */
+	int64_t block;     /* elements per block */
+	size_t block_bytes;
+} loom_dtype_layout;
+
+static inline loom_dtype_layout loom_dtype_layout_of(int type)
+{
+	static const loom_dtype_layout table[LOOM_DTYPE_COUNT] = {
+		[LOOM_DTYPE_F32] = {"f32", 1, 4},       [LOOM_DTYPE_F16] = {"f16", 1, 2},
+		[LOOM_DTYPE_Q4_0] = {"q4_0", 32, 18},   [LOOM_DTYPE_Q4_1] = {"q4_1", 32, 20},
+		[LOOM_DTYPE_Q5_0] = {"q5_0", 32, 22},   [LOOM_DTYPE_Q5_1] = {"q5_1", 32, 24},
+		[LOOM_DTYPE_Q8_0] = {"q8_0", 32, 34},   [LOOM_DTYPE_Q8_1] = {"q8_1", 32, 36},
+		[LOOM_DTYPE_Q2_K] = {"q2_k", 256, 84},  [LOOM_DTYPE_Q3_K] = {"q3_k", 256, 110},
+		[LOOM_DTYPE_Q4_K] = {"q4_k", 256, 144}, [LOOM_DTYPE_Q5_K] = {"q5_k", 256, 176},
+		[LOOM_DTYPE_Q6_K] = {"q6_k", 256, 210}, [LOOM_DTYPE_Q8_K] = {"q8_k", 256, 292},
+		[LOOM_DTYPE_I8] = {"i8", 1, 1},         [LOOM_DTYPE_I16] = {"i16", 1, 2},
+		[LOOM_DTYPE_I32] = {"i32", 1, 4},       [LOOM_DTYPE_I64] = {"i64", 1, 8},
+		[LOOM_DTYPE_F64] = {"f64", 1, 8},       [LOOM_DTYPE_BF16] = {"bf16", 1, 2},
+	};
+	loom_dtype_layout none = {NULL, 0, 0};
+	if (type < 0 || type >= LOOM_DTYPE_COUNT)
+		return none;
+	return table[type];
+}
+
+/* Bytes of a row of n elements; 0 if the type is unknown or n is not a
+ * multiple of its block. */
+static inline size_t loom_dtype_row_bytes(int type, int64_t n)
+{
+	loom_dtype_layout l = loom_dtype_layout_of(type);
+	if (l.block == 0 || n < 0 || n % l.block != 0)
+		return 0;
+	return (size_t)(n / l.block) * l.block_bytes;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Tensors and graphs: what a backend computes.                             */
+
+#define LOOM_MAX_DIMS 4
+
+/* A view of backend memory. ne[0] is the contiguous dimension (as in ggml):
+ * a weight matrix of n_out rows of n_in elements has ne = {n_in, n_out}.
+ * nb[i] is the stride of dimension i in bytes; for block-quantized types
+ * nb[0] is the block size in bytes and ne[0] must be a multiple of the block
+ * length. data is a backend address: a host pointer on CPU backends, a device
+ * pointer on GPU backends. */
+typedef struct loom_tensor {
+	loom_dtype dtype;
+	int64_t ne[LOOM_MAX_DIMS];
+	size_t nb[LOOM_MAX_DIMS];
+	void *data;
+	const char *name; /* for error messages; may be NULL */
+} loom_tensor;
+
+/* The operations of a forward step. Unless stated, tensors are F32, rows are
+ * ne[0] long and there are ne[1]*ne[2]*ne[3] of them, and dst may not alias a
+ * source. Parameters live in node->ip[] (integers) and node->fp[] (floats). */
+typedef enum loom_op {
+	LOOM_OP_NONE = 0,
+
+	/* dst row i = src0 row src1[i], converted to F32.
+	 * src0: table (any dtype the backend supports); src1: I32 indices [n]. */
+	LOOM_OP_GET_ROWS = 1,
+
+	/* dst row = src0 row / sqrt(mean(row^2) + fp[0]) (* src1 if given).
+	 * src1 (optional): F32 weight of ne[0] elements, broadcast over rows. */
+	LOOM_OP_RMS_NORM = 2,
+
+	/* dst[t][o] = sum_i src0[o][i] * src1[t][i]
+	 * src0: weight, ne = {n_in, n_out}, any supported dtype;
+	 * src1: F32 activations, ne = {n_in, n_tokens}; dst: F32 {n_out, n_tokens}.
+	 * Backends may round src1 to the weight's dot type first (F16 for F16,
+	 * Q8_0 for Q8_0, ...), as llama.cpp does. */
+	LOOM_OP_MATMUL = 3,
+
+	/* dst = src0 + src1; src1 has the same shape or one row (broadcast).
+	 * dst may alias src0. */
+	LOOM_OP_ADD = 4,
+
+	/* dst = src0 * src1, elementwise; src1 same shape or one row. dst may
+	 * alias src0. */
+	LOOM_OP_MUL = 5,
+
+	/* Rotary position embedding, in place allowed (dst may alias src0).
+	 * src0: ne = {head_dim, n_heads, n_tokens}; src1: I32 positions [n_tokens].
+	 * ip[0] = n_rot (dimensions rotated, even, <= head_dim; the rest pass
+	 * through); ip[1] = style (LOOM_ROPE_*); fp[0] = theta base;
+	 * fp[1] = frequency scale (1 = none). For dimension pair i (0-based,
+	 * i < n_rot/2) the angle is pos * fp[1] * base^(-2i/n_rot). */
+	LOOM_OP_ROPE = 6,
+
+	/* Store new keys or values in the cache: dst row src1[t] = src0 row t,
+	 * converted to dst's dtype (F32 or F16). src0: F32 {kv_dim, n_tokens};
+	 * src1: I32 cell indices [n_tokens]; dst: the cache {kv_dim, n_cells}. */
+	LOOM_OP_KV_STORE = 7,
+
+	/* Scaled dot-product attention over cached keys and values.
+	 * src0: Q, F32 {head_dim, n_head, n_tokens};
+	 * src1: K cache {head_dim * n_head_kv, n_kv} (F32 or F16);
+	 * src2: V cache, same shape and type as K;
+	 * src3: mask, F32 {n_kv, n_tokens}: 0 to attend, -INFINITY to skip;
+	 * dst: F32 {head_dim * n_head, n_tokens}.
+	 * ip[0] = n_head, ip[1] = n_head_kv (query head h reads kv head
+	 * h / (n_head / n_head_kv)); fp[0] = scale applied to q.k. */
+	LOOM_OP_ATTENTION = 8,
+
+	/* dst = silu(src0) * src1, elementwise (SwiGLU's gate). dst may alias
+	 * src0. */
+	LOOM_OP_SWIGLU = 9,
+
+	/* dst = src0 * fp[0]. dst may alias src0. */
+	LOOM_OP_SCALE = 10,
+
+	LOOM_OP_COUNT
+} loom_op;
+
+typedef enum loom_rope_style {
+	LOOM_ROPE_NORMAL = 0, /* rotate adjacent pairs (2i, 2i+1) */
+	LOOM_ROPE_NEOX = 2    /* rotate (i, i + n_rot/2) */
+} loom_rope_style;
+
+#define LOOM_NODE_MAX_SRC 4
+#define LOOM_NODE_MAX_PARAMS 8
+
+typedef struct loom_node {
+	loom_op op;
+	loom_tensor *dst;
+	loom_tensor *src[LOOM_NODE_MAX_SRC];
+	int32_t ip[LOOM_NODE_MAX_PARAMS];
+	float fp[LOOM_NODE_MAX_PARAMS];
+} loom_node;
+
+/* One forward step, in execution order. A node reads only tensors written by
+ * earlier nodes, weights, or inputs the core uploaded before compute. */
+typedef struct loom_graph {
+	int n_nodes;
+	loom_node *nodes;
+} loom_graph;
+
+/* ------------------------------------------------------------------------ */
+/* Backend plugins.                                                         */
+
+/* A block of backend memory. base is the address tensors point into. */
+typedef struct loom_buffer {
+	void *handle; /* the backend's own */
+	void *base;
+	size_t size;
+} loom_buffer;
+
+typedef struct loom_backend_options {
+	uint32_t struct_size;
+	int n_threads;      /* compute threads (CPU backends) */
+	int device;         /* device index (GPU backends) */
+	/* Options from the plugin's entry in plugins.yaml, as key/value strings. */
+	int n_options;
+	const char *const *option_keys;
+	const char *const *option_values;
+} loom_backend_options;
+
+typedef struct loom_backend_vtable {
+	uint32_t struct_size;
+
+	/* Create a backend instance; NULL on failure (with host->set_error). */
+	void *(*init)(const loom_host *host, const loom_backend_options *opts);
+	void (*free)(void *backend);
+
+	/* Memory. alloc gives zeroed memory; upload/download copy between host
+	 * memory and a buffer at a byte offset. */
+	loom_status (*buffer_alloc)(void *backend, size_t size, loom_buffer *out);
+	void (*buffer_free)(void *backend, loom_buffer *buf);
+	loom_status (*buffer_upload)(void *backend, loom_buffer *buf, size_t offset,
+				     const void *src, size_t size);
+	loom_status (*buffer_download)(void *backend, const loom_buffer *buf, size_t offset,
+				       void *dst, size_t size);
+
+	/* (optional) Use host memory in place, e.g. a read-only mmap of the
+	 * model file, as a buffer. NULL slot or LOOM_ERR_UNSUPPORTED: the core
+	 * allocates a buffer and uploads instead. */
+	loom_status (*buffer_from_host)(void *backend, void *host_ptr, size_t size,
+					loom_buffer *out);
+
+	/* Can this backend run this node with these dtypes and shapes? */
+	bool (*supports)(void *backend, const loom_node *node);
+
+	/* Run every node of the graph, in order, and wait for the result. */
+	loom_status (*compute)(void *backend, const loom_graph *graph);
+} loom_backend_vtable;
+
+/* ------------------------------------------------------------------------ */
+/* Format plugins.                                                          */
+
+typedef enum loom_meta_type {
+	LOOM_META_U8 = 0,
+	LOOM_META_I8 = 1,
+	LOOM_META_U16 = 2,
+	LOOM_META_I16 = 3,
+	LOOM_META_U32 = 4,
+	LOOM_META_I32 = 5,
+	LOOM_META_F32 = 6,
+	LOOM_META_BOOL = 7,
+	LOOM_META_STRING = 8,
+	LOOM_META_ARRAY = 9,
+	LOOM_META_U64 = 10,
+	LOOM_META_I64 = 11,
+	LOOM_META_F64 = 12
+} loom_meta_type;
+
+/* A string that need not be NUL-terminated (it may point into a mapping). */
+typedef struct loom_string {
+	uint64_t len;
+	const char *data;
+} loom_string;
+
+/* A typed metadata value (GGUF's value types). Scalars are widened: integers
+ * into u or i, floats into f, bool into b. Arrays point to `count` elements
+ * of elem_type stored natively and aligned: uint8_t for BOOL, loom_string
+ * for STRING, the C type otherwise. Nested arrays are not supported. */
+typedef struct loom_meta_value {
+	loom_meta_type type;
+	loom_meta_type elem_type; /* arrays only */
+	uint64_t count;           /* arrays only */
+	union {
+		uint64_t u;
+		int64_t i;
+		double f;
+		bool b;
+		loom_string s;
+		const void *array;
+	} v;
+} loom_meta_value;
+
+typedef struct loom_meta_kv {
+	loom_string key;
+	loom_meta_value value;
+} loom_meta_kv;
+
+typedef struct loom_file_tensor {
+	loom_string name;
+	loom_dtype dtype;
+	int n_dims;
+	int64_t ne[LOOM_MAX_DIMS]; /* unused dimensions are 1 */
+	uint64_t n_bytes;
+	uint64_t file_offset;      /* absolute offset of the data in the file */
+	const void *data;          /* the bytes in a read-only mapping */
+} loom_file_tensor;
+
+/* An open model file. Metadata uses GGUF's key names (general.*,
+ * {arch}.*, tokenizer.ggml.*); a format that stores them differently
+ * translates. The plugin owns everything reachable from here until close. */
+typedef struct loom_model_file {
+	uint32_t struct_size;
+	const char *format;  /* e.g. "gguf v3" */
+	uint64_t n_meta;
+	const loom_meta_kv *meta;
+	uint64_t n_tensors;
+	const loom_file_tensor *tensors;
+	/* The mapping the tensors point into, so the core can hand it to a
+	 * backend in one piece (buffer_from_host). */
+	const void *mapping;
+	uint64_t mapping_size;
+} loom_model_file;
+
+typedef struct loom_format_vtable {
+	uint32_t struct_size;
+	/* Open and check the whole file (every offset, size and count against
+	 * the file's length). NULL on failure, with host->set_error saying what
+	 * and where. */
+	loom_model_file *(*open)(const loom_host *host, const char *path);
+	void (*close)(loom_model_file *file);
+} loom_format_vtable;
+
+/* ------------------------------------------------------------------------ */
+/* The descriptor every plugin exports.                                     */
+
+/* What a probe looks at. Backends get path == NULL and head_len == 0 and
+ * score this machine; formats get the file's path and its first bytes. */
+typedef struct loom_probe_args {
+	uint32_t struct_size;
+	const loom_host *host;
+	const char *path;
+	const unsigned char *head;
+	size_t head_len;
+} loom_probe_args;
+
+typedef struct loom_plugin_desc {
+	uint32_t abi_version; /* LOOM_PLUGIN_ABI_VERSION the plugin was built with */
+	uint32_t kind;        /* loom_plugin_kind */
+	const char *name;     /* "cpu-avx2", "gguf", ... */
+	const char *version;  /* the plugin's own version string */
+	const char *description;
+	/* 0 = unusable (and `why` says why, NUL-terminated, at most why_size
+	 * bytes); higher is better. */
+	int (*probe)(const loom_probe_args *args, char *why, size_t why_size);
+	/* loom_backend_vtable or loom_format_vtable, by kind. */
+	const void *vtable;
+	void *reserved[4];
+} loom_plugin_desc;
+
+typedef const loom_plugin_desc *(*loom_plugin_entry_fn)(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LOOM_PLUGIN_API_H */

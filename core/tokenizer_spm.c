@@ -1,0 +1,282 @@
+/*
+ * tokenizer_spm.c - SentencePiece-style tokenization (tokenizer.ggml.model
+ * "llama"), token for token what llama.cpp's llm_tokenizer_spm produces.
+ *
+ * A text fragment has its spaces escaped to U+2581 "▁" and is cut into UTF-8
+ * characters. Then, as long as some pair of neighbouring symbols spells a
+ * vocabulary token, the pair whose token scores highest is merged (on equal
+ * scores the leftmost). Pairs wait in a max-heap and are checked for
+ * staleness when popped, so a fragment of n bytes costs O(n log n).
+ * Finally each symbol is emitted as its token, or, if it is a character the
+ * vocabulary lacks, as one byte token per byte.
+ */
+#include "error.h"
+#include "vocab_internal.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* "▁", the SentencePiece meta symbol that stands for a space. */
+#define SPM_SPACE "\xe2\x96\x81"
+#define SPM_SPACE_LEN 3
+
+/* A symbol: a run of bytes of the escaped text, linked to its neighbours
+ * (-1 at either end). A symbol merged into its left neighbour has n == 0. */
+struct symbol {
+	size_t start, n;
+	int prev, next;
+};
+
+/* A candidate merge of neighbours left and right into a token of `size`
+ * bytes with score `score`. */
+struct bigram {
+	float score;
+	int left, right;
+	size_t size;
+};
+
+struct bigram_heap {
+	struct bigram *data;
+	size_t n, cap;
+};
+
+struct spm_session {
+	const loom_vocab *vocab;
+	const char *text; /* escaped */
+	struct symbol *syms;
+	int n_syms;
+	struct bigram_heap heap;
+};
+
+/* Bytes in the UTF-8 sequence that starts with lead (1 for a stray
+ * continuation byte): invalid input still cuts into symbols, which then fall
+ * back to byte tokens. */
+static size_t utf8_seq_len(unsigned char lead)
+{
+	static const unsigned char len[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
+	return len[lead >> 4];
+}
+
+/* The order of the heap: higher score first, then the leftmost pair. */
+static bool bigram_before(const struct bigram *a, const struct bigram *b)
+{
+	if (a->score != b->score)
+		return a->score > b->score;
+	return a->left < b->left;
+}
+
+static void bigram_swap(struct bigram *a, struct bigram *b)
+{
+	struct bigram t = *a;
+	*a = *b;
+	*b = t;
+}
+
+static loom_status heap_push(struct bigram_heap *h, struct bigram b)
+{
+	if (h->n == h->cap) {
+		size_t cap = h->cap ? 2 * h->cap : 64;
+		struct bigram *p = realloc(h->data, cap * sizeof(*p));
+		if (p == NULL)
+			return loom_error(LOOM_ERR_NO_MEMORY, "tokenizer: out of memory");
+		h->data = p;
+		h->cap = cap;
+	}
+	size_t i = h->n++;
+	h->data[i] = b;
+	while (i > 0 && bigram_before(&h->data[i], &h->data[(i - 1) / 2])) {
+		bigram_swap(&h->data[i], &h->data[(i - 1) / 2]);
+		i = (i - 1) / 2;
+	}
+	return LOOM_OK;
+}
+
+static struct bigram heap_pop(struct bigram_heap *h)
+{
+	struct bigram top = h->data[0];
+	h->data[0] = h->data[--h->n];
+	size_t i = 0;
+	for (;;) {
+		size_t l = 2 * i + 1, r = l + 1, best = i;
+		if (l < h->n && bigram_before(&h->data[l], &h->data[best]))
+			best = l;
+		if (r < h->n && bigram_before(&h->data[r], &h->data[best]))
+			best = r;
+		if (best == i)
+			break;
+		bigram_swap(&h->data[i], &h->data[best]);
+		i = best;
+	}
+	return top;
+}
+
+/* Queues the merge of symbols left and right if together they spell a token. */
+static loom_status try_add_bigram(struct spm_session *s, int left, int right)
+{
+	if (left < 0 || right < 0)
+		return LOOM_OK;
+	size_t size = s->syms[left].n + s->syms[right].n;
+	if (size > s->vocab->max_token_len)
+		return LOOM_OK;
+	loom_token id = loom_vocab_find(s->vocab, s->text + s->syms[left].start, size);
+	if (id < 0)
+		return LOOM_OK;
+	struct bigram b = {.score = s->vocab->scores[id], .left = left, .right = right, .size = size};
+	return heap_push(&s->heap, b);
+}
+
+/* Cuts the escaped text into one symbol per UTF-8 character. */
+static loom_status split_chars(struct spm_session *s, size_t len)
+{
+	s->syms = malloc(len * sizeof(*s->syms));
+	if (s->syms == NULL)
+		return loom_error(LOOM_ERR_NO_MEMORY, "tokenizer: out of memory");
+	int n = 0;
+	for (size_t off = 0; off < len; n++) {
+		size_t cl = utf8_seq_len((unsigned char)s->text[off]);
+		if (cl > len - off)
+			cl = len - off;
+		s->syms[n] = (struct symbol){.start = off, .n = cl, .prev = n - 1, .next = n + 1};
+		off += cl;
+	}
+	s->syms[n - 1].next = -1;
+	s->n_syms = n;
+	return LOOM_OK;
+}
+
+/* Merges the best pair until no neighbours spell a token. A popped pair is
+ * stale if either side has since been merged into something else: symbols
+ * only grow, so their sizes no longer add up to the pair's. */
+static loom_status merge_pairs(struct spm_session *s)
+{
+	loom_status st = LOOM_OK;
+	for (int i = 1; i < s->n_syms && st == LOOM_OK; i++)
+		st = try_add_bigram(s, i - 1, i);
+	while (s->heap.n > 0 && st == LOOM_OK) {
+		struct bigram b = heap_pop(&s->heap);
+		struct symbol *l = &s->syms[b.left], *r = &s->syms[b.right];
+		if (l->n == 0 || r->n == 0 || l->n + r->n != b.size)
+			continue;
+		l->n += r->n;
+		r->n = 0;
+		l->next = r->next;
+		if (r->next >= 0)
+			s->syms[r->next].prev = b.left;
+		st = try_add_bigram(s, l->prev, b.left);
+		if (st == LOOM_OK)
+			st = try_add_bigram(s, b.left, l->next);
+	}
+	return st;
+}
+
+/* Spells a symbol that is no token byte by byte. */
+static loom_status emit_bytes(const loom_vocab *v, const char *p, size_t n, loom_token_vec *out)
+{
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)p[i];
+		if (v->byte_token[c] < 0)
+			return loom_error(LOOM_ERR_INVALID_ARGUMENT,
+					  "tokenizer: byte 0x%02X of the text has no token (no <0x%02X> "
+					  "byte token and no unknown token)", c, c);
+		loom_status st = loom_token_vec_push(out, v->byte_token[c]);
+		if (st != LOOM_OK)
+			return st;
+	}
+	return LOOM_OK;
+}
+
+/* Every merge produced a vocabulary token, so a symbol that is no token is a
+ * single character the vocabulary lacks (llama.cpp's "resegment" step, which
+ * splits a symbol back along the merges that made it, never finds one to
+ * undo). */
+static loom_status emit_symbols(const struct spm_session *s, loom_token_vec *out)
+{
+	loom_status st = LOOM_OK;
+	for (int i = 0; i >= 0 && st == LOOM_OK; i = s->syms[i].next) {
+		const char *p = s->text + s->syms[i].start;
+		size_t n = s->syms[i].n;
+		loom_token id = loom_vocab_find(s->vocab, p, n);
+		st = id >= 0 ? loom_token_vec_push(out, id) : emit_bytes(s->vocab, p, n, out);
+	}
+	return st;
+}
+
+/* text with every space replaced by "▁", after a "▁" if prefix is set. */
+static char *escape_spaces(const char *text, size_t len, bool prefix, size_t *out_len)
+{
+	if (len > (SIZE_MAX - SPM_SPACE_LEN) / SPM_SPACE_LEN)
+		return NULL;
+	char *buf = malloc(SPM_SPACE_LEN * (len + 1));
+	if (buf == NULL)
+		return NULL;
+	size_t n = 0;
+	if (prefix) {
+		memcpy(buf, SPM_SPACE, SPM_SPACE_LEN);
+		n = SPM_SPACE_LEN;
+	}
+	for (size_t i = 0; i < len; i++) {
+		if (text[i] == ' ') {
+			memcpy(buf + n, SPM_SPACE, SPM_SPACE_LEN);
+			n += SPM_SPACE_LEN;
+		} else {
+			buf[n++] = text[i];
+		}
+	}
+	*out_len = n;
+	return buf;
+}
+
+static loom_status encode_fragment(const loom_vocab *v, const char *text, size_t len, bool prefix,
+				   loom_token_vec *out)
+{
+	struct spm_session s = {.vocab = v};
+	size_t n;
+	char *escaped = escape_spaces(text, len, prefix, &n);
+	if (escaped == NULL)
+		return loom_error(LOOM_ERR_NO_MEMORY, "tokenizer: out of memory for %zu bytes of text",
+				  len);
+	s.text = escaped;
+	loom_status st = LOOM_OK;
+	if (n > INT_MAX) {
+		st = loom_error(LOOM_ERR_INVALID_ARGUMENT, "tokenizer: text of %zu bytes is too long",
+				len);
+	} else if (n > 0) {
+		st = split_chars(&s, n);
+		if (st == LOOM_OK)
+			st = merge_pairs(&s);
+		if (st == LOOM_OK)
+			st = emit_symbols(&s, out);
+	}
+	free(s.heap.data);
+	free(s.syms);
+	free(escaped);
+	return st;
+}
+
+loom_status loom_spm_tokenize(const loom_vocab *v, const char *text, const loom_fragment *frags,
+			      size_t n_frags, bool add_special, loom_token_vec *out)
+{
+	loom_status st = LOOM_OK;
+	/* The space prefix goes before text that starts the input or follows
+	 * a special token, as SentencePiece sees each such piece as a new
+	 * text. */
+	bool after_special = true;
+
+	if (add_special && v->add_bos)
+		st = loom_token_vec_push(out, v->bos);
+	for (size_t i = 0; i < n_frags && st == LOOM_OK; i++) {
+		const loom_fragment *f = &frags[i];
+		if (f->token >= 0) {
+			st = loom_token_vec_push(out, f->token);
+			after_special = true;
+		} else {
+			st = encode_fragment(v, text + f->off, f->len,
+					     v->add_space_prefix && after_special, out);
+			after_special = false;
+		}
+	}
+	if (st == LOOM_OK && add_special && v->add_eos)
+		st = loom_token_vec_push(out, v->eos);
+	return st;
+}

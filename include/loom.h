@@ -1,0 +1,383 @@
+/*
+ * loom.h - the public C API of the loom inference runtime.
+ *
+ * This is the only header a host application needs. Link with -lloom
+ * (pkg-config: loom).
+ *
+ * Objects, outermost first:
+ *   loom_runtime  plugins.yaml, plugin registry, chosen backend. One per
+ *                 process is typical.
+ *   loom_model    a loaded model file: weights, hyperparameters, vocabulary.
+ *                 Immutable once loaded; may be shared by several contexts.
+ *   loom_context  KV cache and scratch memory for one or more sequences.
+ *   loom_sampler  turns a row of logits into a token.
+ *
+ * Conventions:
+ *   - Every function that can fail returns a loom_status (LOOM_OK == 0, errors
+ *     are negative). loom_last_error() then returns a message saying what and
+ *     where; it is kept per thread and valid until the next failing call on
+ *     that thread.
+ *   - Every *_create / *_load has a *_free; *_free(NULL) does nothing.
+ *   - Every *_params struct has a *_default_params() function; start from it.
+ *   - Strings returned by the API are owned by the object they came from and
+ *     live as long as it does, unless stated otherwise.
+ *
+ * Thread safety (see docs/api.md): a loom_runtime and a loom_model may be used
+ * from several threads at once once created; a loom_context and a
+ * loom_sampler must be used by one thread at a time.
+ */
+#ifndef LOOM_H
+#define LOOM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LOOM_VERSION_MAJOR 0
+#define LOOM_VERSION_MINOR 1
+#define LOOM_VERSION_PATCH 0
+#define LOOM_VERSION_HEX \
+	((LOOM_VERSION_MAJOR << 16) | (LOOM_VERSION_MINOR << 8) | LOOM_VERSION_PATCH)
+
+#if defined(__GNUC__)
+#define LOOM_API __attribute__((visibility("default")))
+#else
+#define LOOM_API
+#endif
+
+/* Version of the library actually loaded, e.g. "0.1.0". */
+LOOM_API const char *loom_version(void);
+LOOM_API unsigned loom_version_hex(void);
+
+/* ------------------------------------------------------------------------ */
+/* Status codes                                                             */
+
+#define LOOM_STATUS_MAP(X)                                                   \
+	X(INVALID_ARGUMENT, -1, "invalid argument")                          \
+	X(NO_MEMORY, -2, "out of memory")                                    \
+	X(IO, -3, "input/output error")                                      \
+	X(BAD_FORMAT, -4, "malformed model file")                            \
+	X(UNSUPPORTED, -5, "unsupported feature")                            \
+	X(NOT_FOUND, -6, "not found")                                        \
+	X(CONFIG, -7, "configuration error")                                 \
+	X(PLUGIN, -8, "plugin error")                                        \
+	X(CONTRACT, -9, "architecture contract error")                       \
+	X(CONTEXT_FULL, -10, "context window full")                          \
+	X(BUFFER_TOO_SMALL, -11, "buffer too small")                         \
+	X(BACKEND, -12, "backend failure")                                   \
+	X(CANCELLED, -13, "cancelled")
+
+typedef enum loom_status {
+	LOOM_OK = 0,
+#define LOOM_STATUS_ENUM_(name, code, text) LOOM_ERR_##name = code,
+	LOOM_STATUS_MAP(LOOM_STATUS_ENUM_)
+#undef LOOM_STATUS_ENUM_
+} loom_status;
+
+/* A fixed description of a status code ("out of memory"). */
+LOOM_API const char *loom_strerror(loom_status status);
+
+/* The message of the last failed call on this thread (never NULL). */
+LOOM_API const char *loom_last_error(void);
+
+/* ------------------------------------------------------------------------ */
+/* Element types. The numbering is GGUF's (ggml_type), so a GGUF file's     */
+/* tensor types map one to one.                                             */
+
+typedef enum loom_dtype {
+	LOOM_DTYPE_F32 = 0,
+	LOOM_DTYPE_F16 = 1,
+	LOOM_DTYPE_Q4_0 = 2,
+	LOOM_DTYPE_Q4_1 = 3,
+	LOOM_DTYPE_Q5_0 = 6,
+	LOOM_DTYPE_Q5_1 = 7,
+	LOOM_DTYPE_Q8_0 = 8,
+	LOOM_DTYPE_Q8_1 = 9,
+	LOOM_DTYPE_Q2_K = 10,
+	LOOM_DTYPE_Q3_K = 11,
+	LOOM_DTYPE_Q4_K = 12,
+	LOOM_DTYPE_Q5_K = 13,
+	LOOM_DTYPE_Q6_K = 14,
+	LOOM_DTYPE_Q8_K = 15,
+	LOOM_DTYPE_I8 = 24,
+	LOOM_DTYPE_I16 = 25,
+	LOOM_DTYPE_I32 = 26,
+	LOOM_DTYPE_I64 = 27,
+	LOOM_DTYPE_F64 = 28,
+	LOOM_DTYPE_BF16 = 30,
+	LOOM_DTYPE_COUNT = 31
+} loom_dtype;
+
+/* "q8_0", "f16", ...; NULL for a number that names no type. */
+LOOM_API const char *loom_dtype_name(loom_dtype type);
+/* Elements per block (1 for plain types) and bytes per block; 0 if unknown. */
+LOOM_API int64_t loom_dtype_block_size(loom_dtype type);
+LOOM_API size_t loom_dtype_block_bytes(loom_dtype type);
+
+typedef int32_t loom_token;
+
+/* ------------------------------------------------------------------------ */
+/* Logging                                                                  */
+
+typedef enum loom_log_level {
+	LOOM_LOG_ERROR = 0,
+	LOOM_LOG_WARN = 1,
+	LOOM_LOG_INFO = 2,
+	LOOM_LOG_DEBUG = 3
+} loom_log_level;
+
+typedef void (*loom_log_fn)(void *user, loom_log_level level, const char *message);
+
+/* ------------------------------------------------------------------------ */
+/* Runtime: configuration and plugins                                       */
+
+typedef struct loom_runtime loom_runtime;
+
+typedef struct loom_runtime_params {
+	/* plugins.yaml to read; NULL: $LOOM_PLUGINS, else the installed default. */
+	const char *plugins_file;
+	/* Backend to force by name; NULL: $LOOM_BACKEND, else plugins.yaml's policy. */
+	const char *backend;
+	/* Directory of architecture contracts; NULL: plugins.yaml's arch_dir, else
+	 * the installed default. */
+	const char *arch_dir;
+	/* Compute threads; 0: the number of online CPUs. */
+	int n_threads;
+	/* Messages at or below this level reach log_fn (default LOOM_LOG_WARN). */
+	loom_log_level log_level;
+	/* Where messages go; NULL: standard error. */
+	loom_log_fn log_fn;
+	void *log_user;
+} loom_runtime_params;
+
+LOOM_API loom_runtime_params loom_runtime_default_params(void);
+
+/* Reads plugins.yaml, loads and probes every plugin, chooses the backend.
+ * On failure *out is NULL. */
+LOOM_API loom_status loom_runtime_create(const loom_runtime_params *params, loom_runtime **out);
+LOOM_API void loom_runtime_free(loom_runtime *rt);
+
+typedef enum loom_plugin_kind {
+	LOOM_PLUGIN_BACKEND = 1,
+	LOOM_PLUGIN_FORMAT = 2
+} loom_plugin_kind;
+
+/* What the registry knows of one plugin entry of plugins.yaml. */
+typedef struct loom_plugin_info {
+	const char *name;    /* from the plugin, or plugins.yaml if it never loaded */
+	const char *path;    /* the file that was (or would have been) loaded */
+	const char *version; /* NULL if it did not load */
+	loom_plugin_kind kind;
+	int score;           /* probe score; 0 = unusable here */
+	bool loaded;         /* dlopen, ABI and vtable checks passed */
+	bool chosen;         /* the backend in use (backends only) */
+	const char *why;     /* why rejected, or why not chosen; "" if chosen */
+} loom_plugin_info;
+
+LOOM_API size_t loom_runtime_plugin_count(const loom_runtime *rt);
+LOOM_API loom_status loom_runtime_plugin_info(const loom_runtime *rt, size_t index,
+					      loom_plugin_info *out);
+/* Name of the backend in use. */
+LOOM_API const char *loom_runtime_backend_name(const loom_runtime *rt);
+LOOM_API int loom_runtime_n_threads(const loom_runtime *rt);
+
+/* ------------------------------------------------------------------------ */
+/* Models                                                                   */
+
+typedef struct loom_model loom_model;
+
+typedef struct loom_model_params {
+	/* Read only metadata and the vocabulary: no contract, no weights
+	 * (enough for loom_tokenize and the metadata/tensor accessors). */
+	bool vocab_only;
+	/* Read only metadata and the tensor table (no vocabulary either): for
+	 * inspecting any file of a known format. */
+	bool metadata_only;
+} loom_model_params;
+
+LOOM_API loom_model_params loom_model_default_params(void);
+
+/* Opens path with the best-scoring format plugin, validates it against its
+ * architecture contract and makes the weights available to the backend.
+ * The model keeps a reference to rt: free the model first. */
+LOOM_API loom_status loom_model_load(loom_runtime *rt, const char *path,
+				     const loom_model_params *params, loom_model **out);
+LOOM_API void loom_model_free(loom_model *model);
+
+LOOM_API const char *loom_model_architecture(const loom_model *model);
+LOOM_API const char *loom_model_format(const loom_model *model); /* "gguf v3", ... */
+LOOM_API int32_t loom_model_n_vocab(const loom_model *model);
+LOOM_API int32_t loom_model_n_ctx_train(const loom_model *model);
+LOOM_API int32_t loom_model_n_embd(const loom_model *model);
+LOOM_API int32_t loom_model_n_layer(const loom_model *model);
+/* Total bytes of all tensors in the file. */
+LOOM_API uint64_t loom_model_size(const loom_model *model);
+LOOM_API uint64_t loom_model_n_params(const loom_model *model);
+
+/* Metadata, in file order. The value is rendered as text into buf (arrays
+ * abbreviated); returns the bytes the full text needs. */
+LOOM_API size_t loom_model_meta_count(const loom_model *model);
+LOOM_API const char *loom_model_meta_key(const loom_model *model, size_t index);
+LOOM_API size_t loom_model_meta_value_str(const loom_model *model, size_t index,
+					  char *buf, size_t size);
+
+typedef struct loom_tensor_info {
+	const char *name;
+	loom_dtype dtype;
+	int n_dims;
+	int64_t ne[4]; /* ne[0] is the contiguous dimension */
+	uint64_t n_bytes;
+	uint64_t file_offset; /* 0 where the format has no such notion */
+} loom_tensor_info;
+
+LOOM_API size_t loom_model_tensor_count(const loom_model *model);
+LOOM_API loom_status loom_model_tensor_info(const loom_model *model, size_t index,
+					    loom_tensor_info *out);
+
+/* ------------------------------------------------------------------------ */
+/* Vocabulary                                                               */
+
+LOOM_API loom_token loom_token_bos(const loom_model *model); /* -1 if none */
+LOOM_API loom_token loom_token_eos(const loom_model *model); /* -1 if none */
+/* Whether tokenizing with add_special prepends BOS. */
+LOOM_API bool loom_model_adds_bos(const loom_model *model);
+/* True for tokens that end generation (EOS, EOT, ...). */
+LOOM_API bool loom_token_is_eog(const loom_model *model, loom_token token);
+
+/* Text to tokens. add_special: add BOS/EOS as the model's metadata asks.
+ * parse_special: recognise control-token text such as "<s>" in the input.
+ * On LOOM_ERR_BUFFER_TOO_SMALL *n_out is the number needed. */
+LOOM_API loom_status loom_tokenize(const loom_model *model, const char *text, size_t text_len,
+				   bool add_special, bool parse_special,
+				   loom_token *out, size_t capacity, size_t *n_out);
+
+/* The bytes a token stands for (not NUL-terminated; may be part of a UTF-8
+ * sequence). special: render control tokens ("<s>") instead of nothing.
+ * On LOOM_ERR_BUFFER_TOO_SMALL *n_out is the number needed. */
+LOOM_API loom_status loom_token_to_piece(const loom_model *model, loom_token token, bool special,
+					 char *buf, size_t size, size_t *n_out);
+
+/* ------------------------------------------------------------------------ */
+/* Contexts and batches                                                     */
+
+typedef struct loom_context loom_context;
+
+typedef struct loom_context_params {
+	uint32_t n_ctx;      /* KV cache cells; 0: the model's training context */
+	uint32_t n_batch;    /* most tokens per loom_decode call (default 512) */
+	loom_dtype kv_type;  /* LOOM_DTYPE_F16 (default) or LOOM_DTYPE_F32 */
+} loom_context_params;
+
+LOOM_API loom_context_params loom_context_default_params(void);
+
+LOOM_API loom_status loom_context_create(loom_model *model, const loom_context_params *params,
+					 loom_context **out);
+LOOM_API void loom_context_free(loom_context *ctx);
+LOOM_API uint32_t loom_context_n_ctx(const loom_context *ctx);
+LOOM_API const loom_model *loom_context_model(const loom_context *ctx);
+
+/* Tokens to evaluate together. Token i belongs to sequence seq_id[i] at
+ * position pos[i]; it attends to the cached tokens of its own sequence at
+ * positions <= pos[i]. Sequences share the cache. logits[i] != 0 asks for
+ * that token's logits. seq_id NULL means all 0; pos NULL means each token
+ * follows the last cached (or earlier batch) position of its sequence;
+ * logits NULL means only the last token's. */
+typedef struct loom_batch {
+	int32_t n_tokens;
+	const loom_token *tokens;
+	const int32_t *pos;
+	const int32_t *seq_id;
+	const int8_t *logits;
+} loom_batch;
+
+/* Runs the model on a batch (at most n_batch tokens) and stores its keys and
+ * values in the cache. LOOM_ERR_CONTEXT_FULL if the cache has no room. */
+LOOM_API loom_status loom_decode(loom_context *ctx, const loom_batch *batch);
+
+/* Logits (n_vocab floats) of token i of the last batch; NULL unless that
+ * token asked for them. Valid until the next loom_decode. */
+LOOM_API const float *loom_get_logits(loom_context *ctx, int32_t i);
+
+/* Drops sequence seq_id's cache entries with p0 <= pos < p1 (p1 < 0: to the
+ * end; seq_id < 0: every sequence). */
+LOOM_API loom_status loom_kv_seq_remove(loom_context *ctx, int32_t seq_id, int32_t p0, int32_t p1);
+LOOM_API void loom_kv_clear(loom_context *ctx);
+/* Largest cached position of seq_id, -1 if it has none. */
+LOOM_API int32_t loom_kv_seq_pos_max(const loom_context *ctx, int32_t seq_id);
+/* Cells in use. */
+LOOM_API uint32_t loom_kv_used(const loom_context *ctx);
+
+/* ------------------------------------------------------------------------ */
+/* Sampling                                                                 */
+
+typedef struct loom_sampler loom_sampler;
+
+typedef struct loom_sampler_params {
+	float temperature;     /* <= 0: greedy (default 0.8) */
+	int32_t top_k;         /* <= 0: off (default 40) */
+	float top_p;           /* >= 1: off (default 0.95) */
+	float min_p;           /* <= 0: off (default 0.05) */
+	float repeat_penalty;  /* 1: off (default 1.0) */
+	int32_t repeat_last_n; /* tokens the penalty looks back over (default 64) */
+	uint64_t seed;         /* same seed, same choices */
+} loom_sampler_params;
+
+LOOM_API loom_sampler_params loom_sampler_default_params(void);
+LOOM_API loom_status loom_sampler_create(const loom_sampler_params *params, loom_sampler **out);
+LOOM_API void loom_sampler_free(loom_sampler *s);
+/* Picks a token from n_vocab logits (not modified). */
+LOOM_API loom_token loom_sampler_sample(loom_sampler *s, const float *logits, int32_t n_vocab);
+/* Records a token in the history the repetition penalty looks at. */
+LOOM_API void loom_sampler_accept(loom_sampler *s, loom_token token);
+LOOM_API void loom_sampler_reset(loom_sampler *s);
+
+/* ------------------------------------------------------------------------ */
+/* Generation                                                               */
+
+/* Called once per generated token with the text it adds (may be empty while a
+ * UTF-8 sequence or a possible stop string is incomplete). Return false to
+ * stop. */
+typedef bool (*loom_token_fn)(void *user, loom_token token, const char *text, size_t len);
+
+typedef enum loom_stop_reason {
+	LOOM_STOP_LENGTH = 0,   /* n_predict tokens generated */
+	LOOM_STOP_EOG = 1,      /* an end-of-generation token */
+	LOOM_STOP_STRING = 2,   /* a stop string appeared */
+	LOOM_STOP_CALLBACK = 3, /* the callback returned false */
+	LOOM_STOP_CONTEXT = 4   /* the context is full */
+} loom_stop_reason;
+
+typedef struct loom_generate_params {
+	int32_t n_predict;           /* most tokens to generate; < 0: until the context is full */
+	loom_sampler_params sampling;
+	const char *const *stop;     /* stop strings (not printed) */
+	size_t n_stop;
+	int32_t seq_id;              /* sequence to use; its cache is cleared first */
+	bool add_special;            /* BOS as the model asks (default true) */
+} loom_generate_params;
+
+typedef struct loom_generate_stats {
+	int32_t n_prompt;
+	int32_t n_generated;
+	double prompt_ms;
+	double generate_ms;
+	loom_stop_reason stop_reason;
+} loom_generate_stats;
+
+LOOM_API loom_generate_params loom_generate_default_params(void);
+
+/* Tokenizes prompt, evaluates it as one batch (or n_batch pieces), then
+ * samples one token at a time, passing each to on_token. stats may be NULL. */
+LOOM_API loom_status loom_generate(loom_context *ctx, const char *prompt,
+				   const loom_generate_params *params,
+				   loom_token_fn on_token, void *user, loom_generate_stats *stats);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LOOM_H */
