@@ -1,4 +1,5 @@
 /* registry.c - finding, loading, checking and scoring plugins. */
+#define _GNU_SOURCE /* RTLD_NODELETE */
 #include "registry.h"
 
 #include "error.h"
@@ -84,7 +85,9 @@ static const char *missing_slot(const loom_plugin *p)
 /* dlopen, ABI check, descriptor and vtable checks, probe. */
 static void load_plugin(loom_plugin *p)
 {
-	p->lib = dlopen(p->path, RTLD_NOW | RTLD_LOCAL);
+	/* NODELETE: plugin code may outlive the runtime in threads it started
+	 * (OpenMP workers and their thread-local destructors). */
+	p->lib = dlopen(p->path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
 	if (p->lib == NULL) {
 		reject(p, LOOM_LOG_WARN, "cannot load: %s", dlerror());
 		return;

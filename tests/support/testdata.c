@@ -66,7 +66,7 @@ void *test_read_file(const char *path, size_t *size)
 const char *test_tmp_dir(const char *name)
 {
 	static char path[4096];
-	char cmd[4300];
+	char cmd[8400];
 	snprintf(path, sizeof(path), "%s/tmp/%s", LOOM_TEST_BUILD_DIR, name);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s' && mkdir -p '%s'", path, path);
 	if (system(cmd) != 0)

@@ -1,0 +1,66 @@
+/* fixture.c - runtimes and models for tests, on a chosen backend. */
+#include "fixture.h"
+
+#include "testdata.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <string.h>
+
+const char *const test_cpu_backends[] = {"cpu-avx512", "cpu-avx2", "cpu-generic"};
+const int test_n_cpu_backends = 3;
+
+const char *test_plugins_file(void)
+{
+	return LOOM_TEST_BUILD_DIR "/plugins.yaml";
+}
+
+loom_runtime *test_runtime(const char *backend, int n_threads)
+{
+	loom_runtime_params p = loom_runtime_default_params();
+	loom_runtime *rt = NULL;
+	p.plugins_file = test_plugins_file();
+	p.backend = backend;
+	p.n_threads = n_threads;
+	p.log_level = LOOM_LOG_ERROR;
+	loom_status st = loom_runtime_create(&p, &rt);
+	if (st == LOOM_ERR_PLUGIN && backend != NULL && strstr(loom_last_error(), "unusable on this machine")) {
+		printf("SKIP: backend %s: %s\n", backend, loom_last_error());
+		return NULL;
+	}
+	ck_assert_msg(st == LOOM_OK, "runtime on %s: %s", backend ? backend : "auto", loom_last_error());
+	return rt;
+}
+
+loom_model *test_model(loom_runtime *rt, const char *rel)
+{
+	char rel_path[512], path[4096];
+	snprintf(rel_path, sizeof(rel_path), "models/%s", rel);
+	if (!test_data_path(path, sizeof(path), rel_path))
+		return NULL;
+	loom_model *m = NULL;
+	loom_status st = loom_model_load(rt, path, NULL, &m);
+	ck_assert_msg(st == LOOM_OK, "load %s: %s", path, loom_last_error());
+	return m;
+}
+
+loom_context *test_context(loom_model *m, uint32_t n_ctx, uint32_t n_batch, loom_dtype kv_type)
+{
+	loom_context_params p = loom_context_default_params();
+	loom_context *ctx = NULL;
+	p.n_ctx = n_ctx;
+	p.n_batch = n_batch;
+	p.kv_type = kv_type;
+	loom_status st = loom_context_create(m, &p, &ctx);
+	ck_assert_msg(st == LOOM_OK, "context: %s", loom_last_error());
+	return ctx;
+}
+
+loom_token test_argmax(const float *logits, int n)
+{
+	int best = 0;
+	for (int i = 1; i < n; i++)
+		if (logits[i] > logits[best])
+			best = i;
+	return best;
+}

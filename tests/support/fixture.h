@@ -1,0 +1,31 @@
+/* fixture.h - runtimes and models for tests, on a chosen backend. */
+#ifndef LOOM_TEST_FIXTURE_H
+#define LOOM_TEST_FIXTURE_H
+
+#include <loom.h>
+
+#include <stdbool.h>
+
+/* The CPU backends, best first. */
+extern const char *const test_cpu_backends[];
+extern const int test_n_cpu_backends;
+
+/* The build tree's plugins.yaml. */
+const char *test_plugins_file(void);
+
+/* A runtime on `backend` (NULL: the policy's choice) with n_threads; NULL
+ * (after printing SKIP) if that backend cannot run on this machine. Fails
+ * the test on any other error. */
+loom_runtime *test_runtime(const char *backend, int n_threads);
+
+/* Loads models/<rel> from the shared data; NULL (after SKIP) if the data
+ * is absent. Fails the test if loading fails. */
+loom_model *test_model(loom_runtime *rt, const char *rel);
+
+/* A context with an f32 KV cache (as the reference data was made). */
+loom_context *test_context(loom_model *m, uint32_t n_ctx, uint32_t n_batch, loom_dtype kv_type);
+
+/* Index of the largest logit, lowest id on ties. */
+loom_token test_argmax(const float *logits, int n);
+
+#endif

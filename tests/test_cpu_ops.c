@@ -1,0 +1,1431 @@
+/*
+ * test_cpu_ops.c - the CPU backend plugins (generic, avx2, avx512), op by op.
+ *
+ * Every op x dtype x variant runs on random inputs of awkward shapes and is
+ * compared with (a) a double-precision reference written here that models
+ * the documented rounding (cpu_ref.h) and (b) cpu-generic's result, by
+ * normalized MSE with a per-op tolerance, or bit for bit where the op is
+ * exact. Each case runs twice: with 1 thread on packed rows and with 2
+ * threads on rows padded with sentinel bytes; the two must agree bit for
+ * bit, and no sentinel (padding or past the end of a buffer) may change.
+ * A variant whose probe refuses this CPU is skipped with a SKIP line.
+ */
+#include "check_main.h"
+#include "cpu_ref.h"
+#include "plugin_host.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------ */
+/* Variants                                                                 */
+
+enum { V_GENERIC, V_AVX2, V_AVX512, N_VARIANTS };
+
+typedef struct variant {
+	const char *file;
+	const char *name;
+	int score_when_usable;
+	bool loaded;
+	const loom_plugin_desc *desc;
+	const loom_backend_vtable *vt;
+	int score;
+	char why[256];
+	void *be[2]; /* 1 thread, 2 threads */
+} variant;
+
+static variant variants[N_VARIANTS] = {
+	{.file = "loom-cpu-generic.so", .name = "cpu-generic", .score_when_usable = 10},
+	{.file = "loom-cpu-avx2.so", .name = "cpu-avx2", .score_when_usable = 20},
+	{.file = "loom-cpu-avx512.so", .name = "cpu-avx512", .score_when_usable = 30},
+};
+
+static void *new_backend(variant *v, int n_threads)
+{
+	loom_backend_options o = {.struct_size = sizeof(o), .n_threads = n_threads};
+	void *be = v->vt->init(test_host(), &o);
+	ck_assert_msg(be != NULL, "%s: init(%d threads) failed: %s", v->name, n_threads,
+		      test_plugin_error());
+	return be;
+}
+
+/* Loads and probes a variant once per test process (Check forks per test). */
+static variant *load_variant(int i)
+{
+	variant *v = &variants[i];
+	loom_probe_args args = {.struct_size = sizeof(args), .host = test_host()};
+
+	if (v->loaded)
+		return v;
+	v->desc = test_load_plugin(v->file);
+	v->vt = v->desc->vtable;
+	v->score = v->desc->probe(&args, v->why, sizeof(v->why));
+	if (v->score > 0) {
+		v->be[0] = new_backend(v, 1);
+		v->be[1] = new_backend(v, 2);
+	}
+	v->loaded = true;
+	return v;
+}
+
+/* The variant, or NULL after a SKIP line if this CPU cannot run it. */
+static variant *usable_variant(int i, const char *test)
+{
+	variant *v = load_variant(i);
+	if (v->score > 0)
+		return v;
+	printf("SKIP %s on %s: %s\n", test, v->name, v->why);
+	return NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Host-side tensors and test cases                                         */
+
+typedef struct htensor {
+	loom_dtype dtype;
+	int64_t ne[LOOM_MAX_DIMS]; /* all zero: absent */
+	void *data;                /* packed rows */
+} htensor;
+
+static size_t row_bytes(const htensor *t)
+{
+	return loom_dtype_row_bytes(t->dtype, t->ne[0]);
+}
+
+static int64_t nrows(const htensor *t)
+{
+	return t->ne[1] * t->ne[2] * t->ne[3];
+}
+
+static size_t packed_bytes(const htensor *t)
+{
+	return row_bytes(t) * (size_t)nrows(t);
+}
+
+static size_t n_elements(const htensor *t)
+{
+	return (size_t)(t->ne[0] * nrows(t));
+}
+
+static bool present(const htensor *t)
+{
+	return t->ne[0] != 0;
+}
+
+/* A zeroed tensor of the given dtype and shape. */
+static htensor ht(loom_dtype type, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3)
+{
+	htensor t = {.dtype = type, .ne = {ne0, ne1, ne2, ne3}};
+	t.data = calloc(1, packed_bytes(&t) > 0 ? packed_bytes(&t) : 1);
+	ck_assert(t.data != NULL);
+	return t;
+}
+
+static float *f32(const htensor *t)
+{
+	return t->data;
+}
+
+static int32_t *i32(const htensor *t)
+{
+	return t->data;
+}
+
+static uint16_t *u16(const htensor *t)
+{
+	return t->data;
+}
+
+typedef struct op_case {
+	char what[160]; /* names the case in failure messages */
+	loom_op op;
+	htensor src[LOOM_NODE_MAX_SRC];
+	htensor dst; /* dtype and shape; data = initial contents */
+	int32_t ip[LOOM_NODE_MAX_PARAMS];
+	float fp[LOOM_NODE_MAX_PARAMS];
+	bool in_place; /* dst is src[0]'s memory */
+} op_case;
+
+static void case_free(op_case *c)
+{
+	for (int i = 0; i < LOOM_NODE_MAX_SRC; i++)
+		free(c->src[i].data);
+	free(c->dst.data);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Running a case on a backend                                              */
+
+#define SENTINEL 0xa5
+#define SENTINEL_BYTES 64
+/* Row padding in the 2-thread run: keeps f32 alignment, breaks vector
+ * alignment, and leaves sentinel bytes between rows. */
+#define ROW_PAD 12
+
+typedef struct dtensor {
+	loom_buffer buf;
+	loom_tensor t;
+	size_t stride;
+} dtensor;
+
+/* Copies a host tensor into a new buffer with rows `pad` bytes apart and
+ * sentinel bytes in the padding and after the end. */
+static void place(variant *v, void *be, const htensor *h, size_t pad, dtensor *d)
+{
+	size_t rb = row_bytes(h), total;
+	loom_dtype_layout l = loom_dtype_layout_of(h->dtype);
+	unsigned char *image;
+
+	d->stride = rb + pad;
+	total = d->stride * (size_t)nrows(h) + SENTINEL_BYTES;
+	image = malloc(total);
+	ck_assert(image != NULL);
+	memset(image, SENTINEL, total);
+	for (int64_t r = 0; r < nrows(h); r++)
+		memcpy(image + r * d->stride, (const char *)h->data + r * rb, rb);
+	ck_assert_msg(v->vt->buffer_alloc(be, total, &d->buf) == LOOM_OK, "%s: buffer_alloc", v->name);
+	ck_assert(v->vt->buffer_upload(be, &d->buf, 0, image, total) == LOOM_OK);
+	free(image);
+	d->t = (loom_tensor){
+		.dtype = h->dtype,
+		.ne = {h->ne[0], h->ne[1], h->ne[2], h->ne[3]},
+		.nb = {l.block_bytes, d->stride, d->stride * h->ne[1], d->stride * h->ne[1] * h->ne[2]},
+		.data = d->buf.base,
+	};
+}
+
+/* Reads the rows back into packed host memory and checks every sentinel. */
+static void fetch(variant *v, void *be, const dtensor *d, const htensor *h, void *out,
+		  const char *what)
+{
+	size_t rb = row_bytes(h), total = d->buf.size;
+	unsigned char *image = malloc(total);
+
+	ck_assert(image != NULL);
+	ck_assert(v->vt->buffer_download(be, &d->buf, 0, image, total) == LOOM_OK);
+	/* Assertions are costly in Check's fork mode: find, then assert once. */
+	size_t bad = total;
+	for (size_t i = 0; i < total && bad == total; i++) {
+		bool data = i < d->stride * (size_t)nrows(h) && i % d->stride < rb;
+		if (!data && image[i] != SENTINEL)
+			bad = i;
+	}
+	ck_assert_msg(bad == total, "%s on %s: sentinel byte %zu of a %zu-byte buffer overwritten",
+		      what, v->name, bad, total);
+	if (out != NULL)
+		for (int64_t r = 0; r < nrows(h); r++)
+			memcpy((char *)out + r * rb, image + r * d->stride, rb);
+	free(image);
+}
+
+/* Runs the case as a one-node graph with thread setting k (0: 1 thread,
+ * 1: 2 threads) and rows padded by pad; the dst contents land in out. */
+static void run_case(variant *v, int k, const op_case *c, size_t pad, void *out)
+{
+	void *be = v->be[k];
+	dtensor src[LOOM_NODE_MAX_SRC] = {0}, dst = {0};
+	loom_node node = {.op = c->op};
+	loom_graph graph = {.n_nodes = 1, .nodes = &node};
+	loom_status st;
+
+	for (int i = 0; i < LOOM_NODE_MAX_SRC; i++) {
+		if (!present(&c->src[i]))
+			continue;
+		place(v, be, &c->src[i], pad, &src[i]);
+		node.src[i] = &src[i].t;
+	}
+	if (c->in_place) {
+		node.dst = &src[0].t;
+	} else {
+		place(v, be, &c->dst, pad, &dst);
+		node.dst = &dst.t;
+	}
+	memcpy(node.ip, c->ip, sizeof(node.ip));
+	memcpy(node.fp, c->fp, sizeof(node.fp));
+	ck_assert_msg(v->vt->supports(be, &node), "%s on %s: supports() refused it", c->what, v->name);
+	test_clear_error();
+	st = v->vt->compute(be, &graph);
+	ck_assert_msg(st == LOOM_OK, "%s on %s: compute failed (%d): %s", c->what, v->name, st,
+		      test_plugin_error());
+	for (int i = 0; i < LOOM_NODE_MAX_SRC; i++) {
+		if (!present(&c->src[i]))
+			continue;
+		fetch(v, be, &src[i], &c->src[i], i == 0 && c->in_place ? out : NULL, c->what);
+		v->vt->buffer_free(be, &src[i].buf);
+	}
+	if (!c->in_place) {
+		fetch(v, be, &dst, &c->dst, out, c->what);
+		v->vt->buffer_free(be, &dst.buf);
+	}
+}
+
+/* The case's output on v: run with 1 thread on packed rows and with 2
+ * threads on padded rows, which must agree bit for bit. malloc'd. */
+static void *exercise(variant *v, const op_case *c)
+{
+	size_t bytes = packed_bytes(&c->dst);
+	void *one = malloc(bytes), *two = malloc(bytes);
+
+	ck_assert(one != NULL && two != NULL);
+	run_case(v, 0, c, 0, one);
+	run_case(v, 1, c, ROW_PAD, two);
+	ck_assert_msg(memcmp(one, two, bytes) == 0,
+		      "%s on %s: 2 threads (padded rows) differ from 1 thread", c->what, v->name);
+	free(two);
+	return one;
+}
+
+static double nmse_vs_float(const float *ref, const float *got, size_t n)
+{
+	double *r = malloc(n * sizeof(double));
+	ck_assert(r != NULL);
+	for (size_t i = 0; i < n; i++)
+		r[i] = ref[i];
+	double e = ref_nmse(r, got, n);
+	free(r);
+	return e;
+}
+
+/* F32 output: finite, within tol (normalized MSE) of the reference, and of
+ * cpu-generic's output. */
+static void check_close(variant *v, const op_case *c, const double *ref, double tol)
+{
+	size_t n = n_elements(&c->dst);
+	float *got = exercise(v, c);
+	int64_t bad = ref_first_nonfinite(got, n);
+	double e;
+
+	ck_assert_msg(bad < 0, "%s on %s: element %lld is %g", c->what, v->name, (long long)bad,
+		      bad < 0 ? 0.0 : got[bad]);
+	e = ref_nmse(ref, got, n);
+	ck_assert_msg(e <= tol, "%s on %s: nmse %.3g against the reference exceeds %.1g", c->what,
+		      v->name, e, tol);
+	if (v != &variants[V_GENERIC]) {
+		float *gen = exercise(load_variant(V_GENERIC), c);
+		e = nmse_vs_float(gen, got, n);
+		ck_assert_msg(e <= tol, "%s on %s: nmse %.3g against cpu-generic exceeds %.1g", c->what,
+			      v->name, e, tol);
+		free(gen);
+	}
+	free(got);
+}
+
+/* Output that must equal `expected` (packed dst bytes) bit for bit. */
+static void check_exact(variant *v, const op_case *c, const void *expected)
+{
+	size_t bytes = packed_bytes(&c->dst);
+	unsigned char *got = exercise(v, c);
+
+	const unsigned char *want = expected;
+	size_t i = 0;
+
+	while (i < bytes && got[i] == want[i])
+		i++;
+	ck_assert_msg(i == bytes, "%s on %s: byte %zu is %#x, expected %#x", c->what, v->name, i,
+		      i < bytes ? got[i] : 0, i < bytes ? want[i] : 0);
+	free(got);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Random contents                                                          */
+
+static void fill_normal(ref_rng *rng, float *x, size_t n, double scale)
+{
+	for (size_t i = 0; i < n; i++)
+		x[i] = (float)(scale * ref_rng_normal(rng));
+}
+
+/* Random weights of any supported dtype: normal values (scale s) rounded to
+ * F16/BF16, or Q8_0 blocks with random scales and every byte value. */
+static htensor random_weights(ref_rng *rng, loom_dtype type, int64_t ne0, int64_t ne1, double s)
+{
+	htensor t = ht(type, ne0, ne1, 1, 1);
+	size_t n = n_elements(&t);
+
+	for (size_t i = 0; i < n; i++) {
+		float x = (float)(s * ref_rng_normal(rng));
+		if (type == LOOM_DTYPE_F32)
+			f32(&t)[i] = x;
+		else if (type == LOOM_DTYPE_F16)
+			u16(&t)[i] = ref_f32_to_fp16(x);
+		else if (type == LOOM_DTYPE_BF16)
+			u16(&t)[i] = ref_f32_to_bf16(x);
+	}
+	if (type == LOOM_DTYPE_Q8_0) {
+		unsigned char *b = t.data;
+		for (size_t k = 0; k < n / 32; k++, b += REF_Q8_0_BLOCK_BYTES) {
+			uint16_t d = ref_f32_to_fp16((float)ref_rng_uniform(rng, 0.002, 0.02));
+			memcpy(b, &d, 2);
+			for (int j = 0; j < 32; j++)
+				b[2 + j] = (unsigned char)ref_rng_below(rng, 256);
+		}
+	}
+	return t;
+}
+
+/* Element i of row r of a weight-like tensor, as the exact f32 value. */
+static float value_at(const htensor *t, int64_t r, int64_t i)
+{
+	const char *row = (const char *)t->data + r * row_bytes(t);
+
+	switch (t->dtype) {
+	case LOOM_DTYPE_F16:
+		return ref_fp16_to_f32(((const uint16_t *)row)[i]);
+	case LOOM_DTYPE_BF16:
+		return ref_bf16_to_f32(((const uint16_t *)row)[i]);
+	case LOOM_DTYPE_Q8_0:
+		return ref_q8_0_value((const uint8_t *)row, i);
+	default:
+		return ((const float *)row)[i];
+	}
+}
+
+static const char *dtype_name(loom_dtype t)
+{
+	return loom_dtype_layout_of(t).name;
+}
+
+/* Row lengths for a dtype: block multiples for all, odd ones for the
+ * types without blocks. */
+static int row_lengths(loom_dtype type, int64_t *out)
+{
+	static const int64_t blocky[] = {32, 64, 256, 2816};
+	static const int64_t odd[] = {5, 172};
+	int n = 0;
+
+	for (size_t i = 0; i < sizeof(blocky) / sizeof(blocky[0]); i++)
+		out[n++] = blocky[i];
+	if (type != LOOM_DTYPE_Q8_0)
+		for (size_t i = 0; i < sizeof(odd) / sizeof(odd[0]); i++)
+			out[n++] = odd[i];
+	return n;
+}
+
+static const int64_t row_counts[] = {1, 7, 33};
+static const int64_t token_counts[] = {1, 3, 64};
+#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Tolerances (normalized MSE) per op, against the double reference. The
+ * kernels accumulate in f32, so ~1e-13 is typical; these leave room for
+ * long rows without hiding a wrong rounding step (which shows as ~1e-6). */
+#define TOL_RMS_NORM 1e-10
+#define TOL_MATMUL 1e-9
+#define TOL_SWIGLU 1e-10
+#define TOL_ROPE 1e-10
+#define TOL_ATTENTION_F32 1e-10
+/* An fp16-rounded probability can land on the other side of a rounding
+ * boundary when the f32 scores differ in the last bit. */
+#define TOL_ATTENTION_F16 1e-6
+
+/* ------------------------------------------------------------------------ */
+/* Probe, buffers, supports, errors                                         */
+
+static bool cpu_has_variant_features(int i)
+{
+	__builtin_cpu_init();
+	switch (i) {
+	case V_AVX2:
+		return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+	case V_AVX512:
+		return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+		       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+		       __builtin_cpu_supports("avx512vnni");
+	default:
+		return true;
+	}
+}
+
+START_TEST(test_probe)
+{
+	variant *v = load_variant(_i);
+
+	ck_assert_int_eq(v->desc->abi_version, LOOM_PLUGIN_ABI_VERSION);
+	ck_assert_int_eq(v->desc->kind, LOOM_PLUGIN_BACKEND);
+	ck_assert_str_eq(v->desc->name, v->name);
+	ck_assert_ptr_nonnull(v->desc->version);
+	ck_assert_uint_ge(v->vt->struct_size, sizeof(loom_backend_vtable));
+	if (cpu_has_variant_features(_i)) {
+		ck_assert_msg(v->score == v->score_when_usable, "%s: score %d, expected %d (%s)", v->name,
+			      v->score, v->score_when_usable, v->why);
+		ck_assert_str_eq(v->why, "");
+	} else {
+		ck_assert_int_eq(v->score, 0);
+		ck_assert_msg(strncmp(v->why, "CPU lacks ", 10) == 0 || strstr(v->why, "OS") != NULL,
+			      "%s: unclear reason '%s'", v->name, v->why);
+		printf("%s refuses this CPU: %s\n", v->name, v->why);
+	}
+	/* A probe may be asked without room for a reason. */
+	loom_probe_args args = {.struct_size = sizeof(args), .host = test_host()};
+	ck_assert_int_eq(v->desc->probe(&args, NULL, 0), v->score);
+}
+END_TEST
+
+START_TEST(test_buffers)
+{
+	variant *v = usable_variant(_i, "buffers");
+	unsigned char host[100], back[100];
+	loom_buffer buf, wrapped;
+	void *be;
+
+	if (v == NULL)
+		return;
+	be = v->be[0];
+	ck_assert_int_eq(v->vt->buffer_alloc(be, 1000, &buf), LOOM_OK);
+	ck_assert_uint_eq((uintptr_t)buf.base % 64, 0);
+	ck_assert_uint_eq(buf.size, 1000);
+	unsigned char *zeros = malloc(1000);
+	ck_assert_int_eq(v->vt->buffer_download(be, &buf, 0, zeros, 1000), LOOM_OK);
+	int nonzero = 0;
+	for (int i = 0; i < 1000; i++)
+		nonzero += zeros[i] != 0;
+	ck_assert_msg(nonzero == 0, "%d bytes of a new buffer are not zero", nonzero);
+	free(zeros);
+
+	for (int i = 0; i < 100; i++)
+		host[i] = (unsigned char)(i * 7);
+	ck_assert_int_eq(v->vt->buffer_upload(be, &buf, 900, host, 100), LOOM_OK);
+	ck_assert_int_eq(v->vt->buffer_download(be, &buf, 900, back, 100), LOOM_OK);
+	ck_assert_mem_eq(host, back, 100);
+	ck_assert_int_eq(v->vt->buffer_upload(be, &buf, 901, host, 100), LOOM_ERR_INVALID_ARGUMENT);
+	ck_assert_int_eq(v->vt->buffer_upload(be, &buf, 2000, host, 0), LOOM_ERR_INVALID_ARGUMENT);
+	ck_assert_int_eq(v->vt->buffer_download(be, &buf, 1, back, SIZE_MAX), LOOM_ERR_INVALID_ARGUMENT);
+	ck_assert_int_eq(v->vt->buffer_download(be, &buf, SIZE_MAX, back, 2), LOOM_ERR_INVALID_ARGUMENT);
+	ck_assert_int_eq(v->vt->buffer_upload(be, &buf, 1000, host, 0), LOOM_OK);
+	v->vt->buffer_free(be, &buf);
+	ck_assert_ptr_null(buf.base);
+
+	ck_assert_int_eq(v->vt->buffer_alloc(be, 0, &buf), LOOM_OK);
+	v->vt->buffer_free(be, &buf);
+
+	/* Host memory is used in place and not freed with the buffer (a free
+	 * of this stack array would abort under ASan). */
+	ck_assert_int_eq(v->vt->buffer_from_host(be, host, sizeof(host), &wrapped), LOOM_OK);
+	ck_assert_ptr_eq(wrapped.base, host);
+	ck_assert_uint_eq(wrapped.size, sizeof(host));
+	ck_assert_int_eq(v->vt->buffer_download(be, &wrapped, 10, back, 5), LOOM_OK);
+	ck_assert_mem_eq(back, host + 10, 5);
+	ck_assert_int_eq(v->vt->buffer_upload(be, &wrapped, 0, "\x01\x02", 2), LOOM_OK);
+	ck_assert_int_eq(host[1], 2);
+	ck_assert_int_eq(v->vt->buffer_download(be, &wrapped, 99, back, 2), LOOM_ERR_INVALID_ARGUMENT);
+	v->vt->buffer_free(be, &wrapped);
+	v->vt->buffer_free(be, NULL);
+}
+END_TEST
+
+START_TEST(test_init_options)
+{
+	variant *v = usable_variant(_i, "init options");
+	const char *key = "flash", *value = "on";
+	loom_backend_options o = {.struct_size = sizeof(o), .n_threads = 0};
+	void *be;
+
+	if (v == NULL)
+		return;
+	/* 0 threads: as many as there are online CPUs. */
+	be = v->vt->init(test_host(), &o);
+	ck_assert_ptr_nonnull(be);
+	v->vt->free(be);
+	be = v->vt->init(test_host(), NULL);
+	ck_assert_ptr_nonnull(be);
+	v->vt->free(be);
+	v->vt->free(NULL);
+
+	o.n_options = 1;
+	o.option_keys = &key;
+	o.option_values = &value;
+	test_clear_error();
+	ck_assert_ptr_null(v->vt->init(test_host(), &o));
+	ck_assert_msg(strstr(test_plugin_error(), "flash") != NULL, "error '%s'", test_plugin_error());
+}
+END_TEST
+
+/* A tensor descriptor with contiguous strides and no data (enough for
+ * supports()). */
+static loom_tensor desc(loom_dtype type, int64_t ne0, int64_t ne1, int64_t ne2)
+{
+	loom_dtype_layout l = loom_dtype_layout_of(type);
+	size_t rb = l.block ? (size_t)(ne0 / l.block) * l.block_bytes : 0;
+	loom_tensor t = {.dtype = type, .ne = {ne0, ne1, ne2, 1}, .nb = {l.block_bytes, rb, rb * ne1, rb * ne1 * ne2}};
+	return t;
+}
+
+static bool supported(variant *v, loom_op op, loom_tensor *dst, loom_tensor *s0, loom_tensor *s1,
+		      loom_tensor *s2, loom_tensor *s3, int32_t ip0, int32_t ip1)
+{
+	loom_node node = {.op = op, .dst = dst, .src = {s0, s1, s2, s3}, .ip = {ip0, ip1}, .fp = {1e4f, 1.0f}};
+	return v->vt->supports(v->be[0], &node);
+}
+
+START_TEST(test_supports)
+{
+	variant *v = usable_variant(_i, "supports");
+	loom_tensor w_q4k = desc(LOOM_DTYPE_Q4_K, 256, 8, 1), w_q8 = desc(LOOM_DTYPE_Q8_0, 256, 8, 1);
+	loom_tensor w_q8_odd = desc(LOOM_DTYPE_Q8_0, 48, 8, 1), w_f16 = desc(LOOM_DTYPE_F16, 256, 8, 1);
+	loom_tensor x = desc(LOOM_DTYPE_F32, 256, 3, 1), x16 = desc(LOOM_DTYPE_F16, 256, 3, 1);
+	loom_tensor x_short = desc(LOOM_DTYPE_F32, 128, 3, 1), y = desc(LOOM_DTYPE_F32, 8, 3, 1);
+	loom_tensor idx = desc(LOOM_DTYPE_I32, 3, 1, 1), idx_f = desc(LOOM_DTYPE_F32, 3, 1, 1);
+	loom_tensor table_q4 = desc(LOOM_DTYPE_Q4_0, 256, 10, 1), rows = desc(LOOM_DTYPE_F32, 256, 3, 1);
+	loom_tensor q = desc(LOOM_DTYPE_F32, 64, 6, 3), k16 = desc(LOOM_DTYPE_F16, 128, 20, 1);
+	loom_tensor v16 = desc(LOOM_DTYPE_F16, 128, 20, 1), v32 = desc(LOOM_DTYPE_F32, 128, 20, 1);
+	loom_tensor kbf = desc(LOOM_DTYPE_BF16, 128, 20, 1), att = desc(LOOM_DTYPE_F32, 384, 3, 1);
+	loom_tensor mask = desc(LOOM_DTYPE_F32, 20, 3, 1), pos = desc(LOOM_DTYPE_I32, 3, 1, 1);
+	loom_tensor cache_bf = desc(LOOM_DTYPE_BF16, 256, 10, 1), cache_16 = desc(LOOM_DTYPE_F16, 128, 10, 1);
+	loom_tensor y16 = desc(LOOM_DTYPE_F16, 256, 3, 1), two = desc(LOOM_DTYPE_F32, 256, 2, 1);
+	loom_tensor strided = x;
+
+	if (v == NULL)
+		return;
+	/* The accepted forms, for contrast. */
+	ck_assert(supported(v, LOOM_OP_MATMUL, &y, &w_q8, &x, NULL, NULL, 0, 0));
+	ck_assert(supported(v, LOOM_OP_MATMUL, &y, &w_f16, &x, NULL, NULL, 0, 0));
+	ck_assert(supported(v, LOOM_OP_ATTENTION, &att, &q, &k16, &v16, &mask, 6, 2));
+	ck_assert(supported(v, LOOM_OP_ATTENTION, &att, &q, &k16, &v16, NULL, 6, 2));
+	/* Refused. */
+	ck_assert(!supported(v, LOOM_OP_MATMUL, &y, &w_q4k, &x, NULL, NULL, 0, 0));
+	ck_assert(!supported(v, LOOM_OP_MATMUL, &y, &w_q8, &x16, NULL, NULL, 0, 0));
+	ck_assert(!supported(v, LOOM_OP_MATMUL, &y, &w_q8, &x_short, NULL, NULL, 0, 0));
+	ck_assert(!supported(v, LOOM_OP_MATMUL, &y, &w_q8_odd, &x, NULL, NULL, 0, 0));
+	ck_assert(!supported(v, LOOM_OP_MATMUL, &y, &w_q8, NULL, NULL, NULL, 0, 0));
+	strided.nb[0] = 8;
+	ck_assert(!supported(v, LOOM_OP_MATMUL, &y, &w_q8, &strided, NULL, NULL, 0, 0));
+	ck_assert(!supported(v, LOOM_OP_GET_ROWS, &rows, &table_q4, &idx, NULL, NULL, 0, 0));
+	ck_assert(!supported(v, LOOM_OP_GET_ROWS, &rows, &w_f16, &idx_f, NULL, NULL, 0, 0));
+	ck_assert(!supported(v, LOOM_OP_ATTENTION, &att, &q, &k16, &v16, &mask, 6, 4));
+	ck_assert(!supported(v, LOOM_OP_ATTENTION, &att, &q, &k16, &v32, &mask, 6, 2));
+	ck_assert(!supported(v, LOOM_OP_ATTENTION, &att, &q, &kbf, &kbf, &mask, 6, 2));
+	ck_assert(!supported(v, LOOM_OP_ATTENTION, &att, &q, &k16, &v16, &mask, 5, 1));
+	ck_assert(supported(v, LOOM_OP_ROPE, &q, &q, &pos, NULL, NULL, 64, LOOM_ROPE_NEOX));
+	ck_assert(!supported(v, LOOM_OP_ROPE, &q, &q, &pos, NULL, NULL, 63, LOOM_ROPE_NEOX));
+	ck_assert(!supported(v, LOOM_OP_ROPE, &q, &q, &pos, NULL, NULL, 66, LOOM_ROPE_NEOX));
+	ck_assert(!supported(v, LOOM_OP_ROPE, &q, &q, &pos, NULL, NULL, 64, 1));
+	ck_assert(!supported(v, LOOM_OP_KV_STORE, &cache_bf, &x, &idx, NULL, NULL, 0, 0));
+	ck_assert(!supported(v, LOOM_OP_KV_STORE, &cache_16, &x, &idx, NULL, NULL, 0, 0));
+	ck_assert(!supported(v, LOOM_OP_RMS_NORM, &y16, &x, NULL, NULL, NULL, 0, 0));
+	ck_assert(!supported(v, LOOM_OP_ADD, &x, &x, &two, NULL, NULL, 0, 0));
+	ck_assert(!supported(v, LOOM_OP_NONE, &x, &x, NULL, NULL, NULL, 0, 0));
+	ck_assert(!supported(v, (loom_op)99, &x, &x, NULL, NULL, NULL, 0, 0));
+	ck_assert(!supported(v, LOOM_OP_SCALE, NULL, &x, NULL, NULL, NULL, 0, 0));
+}
+END_TEST
+
+START_TEST(test_compute_errors)
+{
+	variant *v = usable_variant(_i, "compute errors");
+	float table[4 * 2] = {0}, out[4 * 2];
+	int32_t bad_idx[2] = {1, 2};
+	loom_tensor t = desc(LOOM_DTYPE_F32, 4, 2, 1), i = desc(LOOM_DTYPE_I32, 2, 1, 1);
+	loom_tensor o = desc(LOOM_DTYPE_F32, 4, 2, 1), w = desc(LOOM_DTYPE_Q4_K, 256, 4, 1);
+	loom_node node = {.op = LOOM_OP_GET_ROWS, .dst = &o, .src = {&t, &i}};
+	loom_graph g = {.n_nodes = 1, .nodes = &node};
+
+	if (v == NULL)
+		return;
+	t.data = table;
+	i.data = bad_idx;
+	o.data = out;
+	/* Index 2 of a 2-row table. */
+	test_clear_error();
+	ck_assert_int_eq(v->vt->compute(v->be[1], &g), LOOM_ERR_INVALID_ARGUMENT);
+	ck_assert_msg(strstr(test_plugin_error(), "node 0") != NULL, "error '%s'", test_plugin_error());
+	bad_idx[1] = -1;
+	node.op = LOOM_OP_KV_STORE;
+	node.dst = &t;
+	node.src[0] = &o;
+	ck_assert_int_eq(v->vt->compute(v->be[0], &g), LOOM_ERR_INVALID_ARGUMENT);
+	/* A tensor without memory. */
+	bad_idx[1] = 0;
+	o.data = NULL;
+	ck_assert_int_eq(v->vt->compute(v->be[0], &g), LOOM_ERR_INVALID_ARGUMENT);
+	/* An unsupported node anywhere refuses the whole graph. */
+	o.data = out;
+	loom_node two[2] = {node, {.op = LOOM_OP_MATMUL, .dst = &o, .src = {&w, &t}}};
+	g = (loom_graph){.n_nodes = 2, .nodes = two};
+	test_clear_error();
+	ck_assert_int_eq(v->vt->compute(v->be[0], &g), LOOM_ERR_UNSUPPORTED);
+	ck_assert_msg(strstr(test_plugin_error(), "node 1") != NULL, "error '%s'", test_plugin_error());
+	g.n_nodes = 0;
+	ck_assert_int_eq(v->vt->compute(v->be[0], &g), LOOM_OK);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* GET_ROWS                                                                 */
+
+static const loom_dtype table_types[] = {LOOM_DTYPE_F32, LOOM_DTYPE_F16, LOOM_DTYPE_BF16,
+					 LOOM_DTYPE_Q8_0};
+
+START_TEST(test_get_rows)
+{
+	variant *v = usable_variant(_i, "GET_ROWS");
+	ref_rng rng = {1};
+	int64_t lens[8];
+
+	if (v == NULL)
+		return;
+	for (size_t ti = 0; ti < N_OF(table_types); ti++) {
+		loom_dtype type = table_types[ti];
+		int n_lens = row_lengths(type, lens);
+		for (int li = 0; li < n_lens; li++) {
+			for (size_t ri = 1; ri < N_OF(row_counts); ri++) {
+				for (size_t ni = 0; ni < N_OF(token_counts); ni++) {
+					int64_t ne0 = lens[li], n_rows = row_counts[ri], n = token_counts[ni];
+					op_case c = {.op = LOOM_OP_GET_ROWS};
+					c.src[0] = random_weights(&rng, type, ne0, n_rows, 1.0);
+					c.src[1] = ht(LOOM_DTYPE_I32, n, 1, 1, 1);
+					c.dst = ht(LOOM_DTYPE_F32, ne0, n, 1, 1);
+					htensor want = ht(LOOM_DTYPE_F32, ne0, n, 1, 1);
+					for (int64_t k = 0; k < n; k++) {
+						i32(&c.src[1])[k] = (int32_t)ref_rng_below(&rng, n_rows);
+						for (int64_t e = 0; e < ne0; e++)
+							f32(&want)[k * ne0 + e] = value_at(&c.src[0], i32(&c.src[1])[k], e);
+					}
+					snprintf(c.what, sizeof(c.what), "GET_ROWS %s [%lld x %lld] x %lld", dtype_name(type),
+						 (long long)ne0, (long long)n_rows, (long long)n);
+					check_exact(v, &c, want.data);
+					free(want.data);
+					case_free(&c);
+				}
+			}
+		}
+	}
+}
+END_TEST
+
+/* Every fp16 and bf16 bit pattern through GET_ROWS: the conversions to f32
+ * are exact, NaNs come out quiet with their payload. */
+START_TEST(test_get_rows_all_16bit)
+{
+	variant *v = usable_variant(_i, "GET_ROWS all 16-bit patterns");
+	const loom_dtype types[] = {LOOM_DTYPE_F16, LOOM_DTYPE_BF16};
+
+	if (v == NULL)
+		return;
+	for (int ti = 0; ti < 2; ti++) {
+		op_case c = {.op = LOOM_OP_GET_ROWS};
+		c.src[0] = ht(types[ti], 256, 256, 1, 1);
+		c.src[1] = ht(LOOM_DTYPE_I32, 256, 1, 1, 1);
+		c.dst = ht(LOOM_DTYPE_F32, 256, 256, 1, 1);
+		htensor want = ht(LOOM_DTYPE_F32, 256, 256, 1, 1);
+		for (int h = 0; h < 65536; h++) {
+			u16(&c.src[0])[h] = (uint16_t)h;
+			f32(&want)[h] = ti == 0 ? ref_fp16_to_f32((uint16_t)h) : ref_bf16_to_f32((uint16_t)h);
+		}
+		for (int k = 0; k < 256; k++)
+			i32(&c.src[1])[k] = k;
+		snprintf(c.what, sizeof(c.what), "GET_ROWS of all %s values", dtype_name(types[ti]));
+		check_exact(v, &c, want.data);
+		free(want.data);
+		case_free(&c);
+	}
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* RMS_NORM                                                                 */
+
+START_TEST(test_rms_norm)
+{
+	variant *v = usable_variant(_i, "RMS_NORM");
+	static const int64_t lens[] = {5, 32, 172, 256, 2816};
+	ref_rng rng = {2};
+
+	if (v == NULL)
+		return;
+	for (size_t li = 0; li < N_OF(lens); li++) {
+		for (size_t ri = 0; ri < N_OF(row_counts); ri++) {
+			for (int weighted = 0; weighted < 2; weighted++) {
+				int64_t n = lens[li], rows = row_counts[ri];
+				op_case c = {.op = LOOM_OP_RMS_NORM, .fp = {weighted ? 1e-5f : 1e-6f}};
+				c.src[0] = ht(LOOM_DTYPE_F32, n, rows, 1, 1);
+				c.dst = ht(LOOM_DTYPE_F32, n, rows, 1, 1);
+				fill_normal(&rng, f32(&c.src[0]), (size_t)(n * rows), 3.0);
+				if (weighted) {
+					c.src[1] = ht(LOOM_DTYPE_F32, n, 1, 1, 1);
+					fill_normal(&rng, f32(&c.src[1]), (size_t)n, 1.0);
+				}
+				double *ref = malloc(sizeof(double) * (size_t)(n * rows));
+				for (int64_t r = 0; r < rows; r++) {
+					const float *x = f32(&c.src[0]) + r * n;
+					double ss = 0.0;
+					for (int64_t i = 0; i < n; i++)
+						ss += (double)x[i] * x[i];
+					double s = 1.0 / sqrt(ss / (double)n + (double)c.fp[0]);
+					for (int64_t i = 0; i < n; i++)
+						ref[r * n + i] = x[i] * s * (weighted ? f32(&c.src[1])[i] : 1.0);
+				}
+				snprintf(c.what, sizeof(c.what), "RMS_NORM [%lld x %lld]%s", (long long)n,
+					 (long long)rows, weighted ? " weighted" : "");
+				check_close(v, &c, ref, TOL_RMS_NORM);
+				free(ref);
+				case_free(&c);
+			}
+		}
+	}
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* MATMUL                                                                   */
+
+/* The activation as the dot product sees it for these weights. */
+static void round_activations(loom_dtype type, const float *x, int64_t n, double *out)
+{
+	if (type == LOOM_DTYPE_Q8_0) {
+		uint8_t *q = malloc((size_t)(n / 32) * REF_Q8_0_BLOCK_BYTES);
+		ref_quantize_q8_0(x, q, n);
+		for (int64_t i = 0; i < n; i++)
+			out[i] = ref_q8_0_value(q, i);
+		free(q);
+		return;
+	}
+	for (int64_t i = 0; i < n; i++)
+		out[i] = type == LOOM_DTYPE_F16 ? ref_round_fp16(x[i])
+			 : type == LOOM_DTYPE_BF16 ? ref_round_bf16(x[i])
+						   : x[i];
+}
+
+/* Q8_0 x Q8_0 as llama.cpp defines it: exact integer sums per block, scaled
+ * by the f32 product of the two fp16 scales. */
+static double q8_0_dot(const uint8_t *w, const uint8_t *x, int64_t n)
+{
+	double sum = 0.0;
+	for (int64_t b = 0; b < n / 32; b++) {
+		const uint8_t *wb = w + b * REF_Q8_0_BLOCK_BYTES, *xb = x + b * REF_Q8_0_BLOCK_BYTES;
+		uint16_t dw, dx;
+		int64_t isum = 0;
+		memcpy(&dw, wb, 2);
+		memcpy(&dx, xb, 2);
+		for (int j = 0; j < 32; j++)
+			isum += (int64_t)(int8_t)wb[2 + j] * (int8_t)xb[2 + j];
+		sum += (double)isum * (double)(ref_fp16_to_f32(dw) * ref_fp16_to_f32(dx));
+	}
+	return sum;
+}
+
+static void matmul_reference(const op_case *c, double *ref)
+{
+	const htensor *w = &c->src[0], *x = &c->src[1];
+	int64_t n = w->ne[0], n_out = w->ne[1], n_tok = x->ne[1];
+	double *xr = malloc(sizeof(double) * (size_t)n);
+	uint8_t *xq = malloc((size_t)(n / 32 + 1) * REF_Q8_0_BLOCK_BYTES);
+
+	for (int64_t t = 0; t < n_tok; t++) {
+		const float *xt = f32(x) + t * n;
+		if (w->dtype == LOOM_DTYPE_Q8_0)
+			ref_quantize_q8_0(xt, xq, n);
+		else
+			round_activations(w->dtype, xt, n, xr);
+		for (int64_t o = 0; o < n_out; o++) {
+			double sum = 0.0;
+			if (w->dtype == LOOM_DTYPE_Q8_0) {
+				sum = q8_0_dot((const uint8_t *)w->data + o * row_bytes(w), xq, n);
+			} else {
+				for (int64_t i = 0; i < n; i++)
+					sum += (double)value_at(w, o, i) * xr[i];
+			}
+			ref[t * n_out + o] = sum;
+		}
+	}
+	free(xr);
+	free(xq);
+}
+
+static void check_matmul(int vi, loom_dtype type)
+{
+	variant *v = usable_variant(vi, "MATMUL");
+	ref_rng rng = {3 + (uint64_t)type};
+	int64_t lens[8];
+	int n_lens = row_lengths(type, lens);
+
+	if (v == NULL)
+		return;
+	for (int li = 0; li < n_lens; li++) {
+		for (size_t oi = 0; oi < N_OF(row_counts); oi++) {
+			for (size_t ti = 0; ti < N_OF(token_counts); ti++) {
+				int64_t n = lens[li], n_out = row_counts[oi], n_tok = token_counts[ti];
+				op_case c = {.op = LOOM_OP_MATMUL};
+				c.src[0] = random_weights(&rng, type, n, n_out, 1.0 / sqrt((double)n));
+				c.src[1] = ht(LOOM_DTYPE_F32, n, n_tok, 1, 1);
+				c.dst = ht(LOOM_DTYPE_F32, n_out, n_tok, 1, 1);
+				fill_normal(&rng, f32(&c.src[1]), (size_t)(n * n_tok), 2.0);
+				/* An all-zero block: Q8_0's amax = 0 path. */
+				if (n >= 64)
+					memset(f32(&c.src[1]) + 32, 0, 32 * sizeof(float));
+				double *ref = malloc(sizeof(double) * (size_t)(n_out * n_tok));
+				matmul_reference(&c, ref);
+				snprintf(c.what, sizeof(c.what), "MATMUL %s [%lld x %lld] x %lld tokens",
+					 dtype_name(type), (long long)n, (long long)n_out, (long long)n_tok);
+				check_close(v, &c, ref, TOL_MATMUL);
+				free(ref);
+				case_free(&c);
+			}
+		}
+	}
+}
+
+START_TEST(test_matmul_f32)
+{
+	check_matmul(_i, LOOM_DTYPE_F32);
+}
+END_TEST
+
+START_TEST(test_matmul_f16)
+{
+	check_matmul(_i, LOOM_DTYPE_F16);
+}
+END_TEST
+
+START_TEST(test_matmul_bf16)
+{
+	check_matmul(_i, LOOM_DTYPE_BF16);
+}
+END_TEST
+
+START_TEST(test_matmul_q8_0)
+{
+	check_matmul(_i, LOOM_DTYPE_Q8_0);
+}
+END_TEST
+
+/* Activations that quantize to exact ties (x * 127 / amax = k + 1/2): the
+ * rounding must go to even, as llama.cpp's x86 quantizer does. */
+START_TEST(test_matmul_q8_0_ties)
+{
+	variant *v = usable_variant(_i, "MATMUL Q8_0 ties");
+	op_case c = {.op = LOOM_OP_MATMUL};
+	ref_rng rng = {4};
+
+	if (v == NULL)
+		return;
+	c.src[0] = random_weights(&rng, LOOM_DTYPE_Q8_0, 64, 5, 1.0);
+	c.src[1] = ht(LOOM_DTYPE_F32, 64, 2, 1, 1);
+	c.dst = ht(LOOM_DTYPE_F32, 5, 2, 1, 1);
+	/* amax = 127 makes 127 / amax = 1, so x = k + 0.5 is a tie. */
+	for (int i = 0; i < 128; i++)
+		f32(&c.src[1])[i] = i % 32 == 0 ? 127.0f : (float)(i % 32 - 16) + 0.5f;
+	double ref[10];
+	matmul_reference(&c, ref);
+	snprintf(c.what, sizeof(c.what), "MATMUL Q8_0 with rounding ties");
+	check_close(v, &c, ref, 1e-12);
+	case_free(&c);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* ADD, MUL, SCALE, SWIGLU                                                  */
+
+static const int64_t elementwise_lens[] = {5, 172, 256, 2816};
+
+static op_case binary_case(ref_rng *rng, loom_op op, int64_t n, int64_t rows, bool broadcast,
+			   bool in_place)
+{
+	op_case c = {.op = op, .in_place = in_place};
+
+	c.src[0] = ht(LOOM_DTYPE_F32, n, rows, 1, 1);
+	c.src[1] = ht(LOOM_DTYPE_F32, n, broadcast ? 1 : rows, 1, 1);
+	c.dst = ht(LOOM_DTYPE_F32, n, rows, 1, 1);
+	fill_normal(rng, f32(&c.src[0]), (size_t)(n * rows), 1.0);
+	fill_normal(rng, f32(&c.src[1]), n_elements(&c.src[1]), 1.0);
+	snprintf(c.what, sizeof(c.what), "%s [%lld x %lld]%s%s", op == LOOM_OP_ADD ? "ADD" : "MUL",
+		 (long long)n, (long long)rows, broadcast ? " broadcast" : "", in_place ? " in place" : "");
+	return c;
+}
+
+START_TEST(test_add_mul)
+{
+	variant *v = usable_variant(_i, "ADD/MUL");
+	ref_rng rng = {5};
+
+	if (v == NULL)
+		return;
+	for (int opi = 0; opi < 2; opi++) {
+		loom_op op = opi ? LOOM_OP_MUL : LOOM_OP_ADD;
+		for (size_t li = 0; li < N_OF(elementwise_lens); li++) {
+			for (size_t ri = 0; ri < N_OF(row_counts); ri++) {
+				for (int mode = 0; mode < 4; mode++) {
+					int64_t n = elementwise_lens[li], rows = row_counts[ri];
+					op_case c = binary_case(&rng, op, n, rows, mode & 1, mode & 2);
+					htensor want = ht(LOOM_DTYPE_F32, n, rows, 1, 1);
+					for (int64_t r = 0; r < rows; r++) {
+						for (int64_t i = 0; i < n; i++) {
+							float a = f32(&c.src[0])[r * n + i];
+							float b = f32(&c.src[1])[(mode & 1 ? 0 : r * n) + i];
+							f32(&want)[r * n + i] = op == LOOM_OP_ADD ? a + b : a * b;
+						}
+					}
+					/* f32 add and multiply are correctly rounded: exact. */
+					check_exact(v, &c, want.data);
+					free(want.data);
+					case_free(&c);
+				}
+			}
+		}
+	}
+}
+END_TEST
+
+START_TEST(test_scale)
+{
+	variant *v = usable_variant(_i, "SCALE");
+	ref_rng rng = {6};
+
+	if (v == NULL)
+		return;
+	for (size_t li = 0; li < N_OF(elementwise_lens); li++) {
+		for (size_t ri = 0; ri < N_OF(row_counts); ri++) {
+			for (int in_place = 0; in_place < 2; in_place++) {
+				int64_t n = elementwise_lens[li], rows = row_counts[ri];
+				op_case c = {.op = LOOM_OP_SCALE, .fp = {0.125f * 3.0f}, .in_place = in_place};
+				c.src[0] = ht(LOOM_DTYPE_F32, n, rows, 1, 1);
+				c.dst = ht(LOOM_DTYPE_F32, n, rows, 1, 1);
+				fill_normal(&rng, f32(&c.src[0]), (size_t)(n * rows), 1.0);
+				htensor want = ht(LOOM_DTYPE_F32, n, rows, 1, 1);
+				for (int64_t i = 0; i < n * rows; i++)
+					f32(&want)[i] = f32(&c.src[0])[i] * c.fp[0];
+				snprintf(c.what, sizeof(c.what), "SCALE [%lld x %lld]%s", (long long)n,
+					 (long long)rows, in_place ? " in place" : "");
+				check_exact(v, &c, want.data);
+				free(want.data);
+				case_free(&c);
+			}
+		}
+	}
+}
+END_TEST
+
+START_TEST(test_swiglu)
+{
+	variant *v = usable_variant(_i, "SWIGLU");
+	ref_rng rng = {7};
+
+	if (v == NULL)
+		return;
+	for (size_t li = 0; li < N_OF(elementwise_lens); li++) {
+		for (size_t ri = 0; ri < N_OF(row_counts); ri++) {
+			int64_t n = elementwise_lens[li], rows = row_counts[ri];
+			op_case c = {.op = LOOM_OP_SWIGLU};
+			c.src[0] = ht(LOOM_DTYPE_F32, n, rows, 1, 1);
+			c.src[1] = ht(LOOM_DTYPE_F32, n, rows, 1, 1);
+			c.dst = ht(LOOM_DTYPE_F32, n, rows, 1, 1);
+			/* Gates up to |x| ~ 40: e^-x overflows f32 and silu -> -0. */
+			fill_normal(&rng, f32(&c.src[0]), (size_t)(n * rows), 10.0);
+			fill_normal(&rng, f32(&c.src[1]), (size_t)(n * rows), 1.0);
+			double *ref = malloc(sizeof(double) * (size_t)(n * rows));
+			for (int64_t i = 0; i < n * rows; i++) {
+				double g = f32(&c.src[0])[i];
+				ref[i] = g / (1.0 + exp(-g)) * f32(&c.src[1])[i];
+			}
+			snprintf(c.what, sizeof(c.what), "SWIGLU [%lld x %lld]", (long long)n, (long long)rows);
+			check_close(v, &c, ref, TOL_SWIGLU);
+			free(ref);
+			case_free(&c);
+		}
+	}
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* ROPE                                                                     */
+
+typedef struct rope_config {
+	int64_t head_dim, n_heads;
+	int n_rot, style;
+} rope_config;
+
+static void rope_reference(const op_case *c, double *ref)
+{
+	const htensor *x = &c->src[0];
+	int64_t hd = x->ne[0], nh = x->ne[1], nt = x->ne[2];
+	int n_rot = c->ip[0];
+	bool neox = c->ip[1] == LOOM_ROPE_NEOX;
+	/* The documented angle: an iterated f32 product, then cos/sin. */
+	float theta_scale = powf(c->fp[0], -2.0f / (float)n_rot);
+
+	for (int64_t t = 0; t < nt; t++) {
+		float theta = (float)i32(&c->src[1])[t];
+		double cs[512][2];
+		for (int i = 0; i < n_rot / 2; i++) {
+			float angle = c->fp[1] * theta;
+			cs[i][0] = cos((double)angle);
+			cs[i][1] = sin((double)angle);
+			theta *= theta_scale;
+		}
+		for (int64_t h = 0; h < nh; h++) {
+			const float *in = f32(x) + (t * nh + h) * hd;
+			double *out = ref + (t * nh + h) * hd;
+			for (int64_t d = 0; d < hd; d++)
+				out[d] = in[d];
+			for (int i = 0; i < n_rot / 2; i++) {
+				int a = neox ? i : 2 * i, b = neox ? i + n_rot / 2 : 2 * i + 1;
+				out[a] = in[a] * cs[i][0] - in[b] * cs[i][1];
+				out[b] = in[a] * cs[i][1] + in[b] * cs[i][0];
+			}
+		}
+	}
+}
+
+START_TEST(test_rope)
+{
+	variant *v = usable_variant(_i, "ROPE");
+	static const rope_config configs[] = {
+		{64, 8, 64, LOOM_ROPE_NORMAL}, {64, 8, 64, LOOM_ROPE_NEOX},  {64, 4, 24, LOOM_ROPE_NEOX},
+		{64, 4, 16, LOOM_ROPE_NORMAL}, {32, 2, 32, LOOM_ROPE_NEOX},  {128, 1, 128, LOOM_ROPE_NORMAL},
+		{6, 3, 4, LOOM_ROPE_NEOX},     {6, 3, 2, LOOM_ROPE_NORMAL},
+	};
+	static const float bases[] = {1e4f, 1e6f};
+	static const float freq_scales[] = {1.0f, 0.25f};
+	ref_rng rng = {8};
+	int k = 0;
+
+	if (v == NULL)
+		return;
+	for (size_t ci = 0; ci < N_OF(configs); ci++) {
+		for (size_t ti = 0; ti < N_OF(token_counts); ti++) {
+			for (int bi = 0; bi < 2; bi++, k++) {
+				const rope_config *rc = &configs[ci];
+				int64_t nt = token_counts[ti];
+				op_case c = {.op = LOOM_OP_ROPE, .ip = {rc->n_rot, rc->style},
+					     .fp = {bases[bi], freq_scales[k % 2]}, .in_place = k % 3 == 0};
+				c.src[0] = ht(LOOM_DTYPE_F32, rc->head_dim, rc->n_heads, nt, 1);
+				c.src[1] = ht(LOOM_DTYPE_I32, nt, 1, 1, 1);
+				c.dst = ht(LOOM_DTYPE_F32, rc->head_dim, rc->n_heads, nt, 1);
+				fill_normal(&rng, f32(&c.src[0]), n_elements(&c.src[0]), 1.0);
+				for (int64_t t = 0; t < nt; t++)
+					i32(&c.src[1])[t] = t == 0 ? 0 : (int32_t)ref_rng_below(&rng, 32768);
+				double *ref = malloc(sizeof(double) * n_elements(&c.dst));
+				rope_reference(&c, ref);
+				snprintf(c.what, sizeof(c.what), "ROPE %s hd %lld heads %lld rot %d tokens %lld base %g scale %g%s",
+					 rc->style == LOOM_ROPE_NEOX ? "neox" : "normal", (long long)rc->head_dim,
+					 (long long)rc->n_heads, rc->n_rot, (long long)nt, c.fp[0], c.fp[1],
+					 c.in_place ? " in place" : "");
+				check_close(v, &c, ref, TOL_ROPE);
+				free(ref);
+				case_free(&c);
+			}
+		}
+	}
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* KV_STORE                                                                 */
+
+/* f32 values that stress the fp16 conversion: every exponent, subnormals,
+ * exact ties, overflow, infinities and NaNs. */
+static float awkward_f32(ref_rng *rng)
+{
+	uint32_t u;
+	float f;
+
+	switch (ref_rng_below(rng, 6)) {
+	case 0: /* any bit pattern */
+		u = (uint32_t)ref_rng_next(rng);
+		break;
+	case 1: /* an fp16 value plus exactly half its ulp (a tie) */
+		f = ref_fp16_to_f32((uint16_t)(ref_rng_below(rng, 0x7c00) | (ref_rng_below(rng, 2) << 15)));
+		u = 0;
+		memcpy(&u, &f, 4);
+		u |= 1u << 12;
+		break;
+	case 2: /* fp16 subnormal range */
+		f = (float)ref_rng_uniform(rng, -0x1p-14, 0x1p-14);
+		memcpy(&u, &f, 4);
+		break;
+	case 3: /* near the top of fp16's range */
+		f = (float)ref_rng_uniform(rng, 65000.0, 66000.0);
+		memcpy(&u, &f, 4);
+		break;
+	default:
+		f = (float)ref_rng_normal(rng);
+		memcpy(&u, &f, 4);
+		break;
+	}
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+START_TEST(test_kv_store)
+{
+	variant *v = usable_variant(_i, "KV_STORE");
+	static const int64_t dims[] = {5, 64, 256};
+	const int64_t n_cells = 100;
+	ref_rng rng = {9};
+
+	if (v == NULL)
+		return;
+	for (int ti = 0; ti < 2; ti++) {
+		loom_dtype type = ti ? LOOM_DTYPE_F16 : LOOM_DTYPE_F32;
+		for (size_t di = 0; di < N_OF(dims); di++) {
+			for (size_t ni = 0; ni < N_OF(token_counts); ni++) {
+				int64_t kv = dims[di], nt = token_counts[ni];
+				int32_t cells[100];
+				op_case c = {.op = LOOM_OP_KV_STORE};
+				c.src[0] = ht(LOOM_DTYPE_F32, kv, nt, 1, 1);
+				c.src[1] = ht(LOOM_DTYPE_I32, nt, 1, 1, 1);
+				c.dst = random_weights(&rng, type, kv, n_cells, 1.0);
+				for (int64_t i = 0; i < kv * nt; i++)
+					f32(&c.src[0])[i] = type == LOOM_DTYPE_F16 ? awkward_f32(&rng)
+										   : (float)ref_rng_normal(&rng);
+				/* Distinct cells: a shuffled prefix of 0..n_cells-1. */
+				for (int i = 0; i < n_cells; i++)
+					cells[i] = i;
+				for (int i = 0; i < nt; i++) {
+					int j = i + (int)ref_rng_below(&rng, n_cells - i);
+					int32_t tmp = cells[i];
+					cells[i] = cells[j];
+					cells[j] = tmp;
+					i32(&c.src[1])[i] = cells[i];
+				}
+				htensor want = ht(type, kv, n_cells, 1, 1);
+				memcpy(want.data, c.dst.data, packed_bytes(&want));
+				for (int64_t t = 0; t < nt; t++) {
+					for (int64_t e = 0; e < kv; e++) {
+						float x = f32(&c.src[0])[t * kv + e];
+						int64_t at = (int64_t)i32(&c.src[1])[t] * kv + e;
+						if (type == LOOM_DTYPE_F16)
+							u16(&want)[at] = ref_f32_to_fp16(x);
+						else
+							f32(&want)[at] = x;
+					}
+				}
+				snprintf(c.what, sizeof(c.what), "KV_STORE %s kv_dim %lld tokens %lld",
+					 dtype_name(type), (long long)kv, (long long)nt);
+				check_exact(v, &c, want.data);
+				free(want.data);
+				case_free(&c);
+			}
+		}
+	}
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* ATTENTION                                                                */
+
+typedef struct attn_shape {
+	int64_t head_dim, n_head, n_head_kv, n_tokens, n_kv;
+	loom_dtype type;
+	int mask; /* 0 none, 1 causal with random holes, 2 finite offsets too, 3 a row all masked */
+} attn_shape;
+
+static double cache_value(const htensor *c, int64_t row, int64_t col)
+{
+	return value_at(c, row, col);
+}
+
+static void attention_reference(const op_case *c, double *ref)
+{
+	const htensor *q = &c->src[0], *k = &c->src[1], *vv = &c->src[2], *m = &c->src[3];
+	int64_t hd = q->ne[0], nh = q->ne[1], nt = q->ne[2], n_kv = k->ne[1];
+	int64_t group = c->ip[0] / c->ip[1];
+	bool f16 = k->dtype == LOOM_DTYPE_F16;
+	double *s = malloc(sizeof(double) * (size_t)n_kv);
+
+	for (int64_t t = 0; t < nt; t++) {
+		for (int64_t h = 0; h < nh; h++) {
+			const float *qv = f32(q) + (t * nh + h) * hd;
+			int64_t g = h / group;
+			double max = -INFINITY, sum = 0.0;
+			double *out = ref + t * nh * hd + h * hd;
+			for (int64_t j = 0; j < n_kv; j++) {
+				double mv = present(m) ? f32(m)[t * n_kv + j] : 0.0, dot = 0.0;
+				for (int64_t d = 0; d < hd; d++)
+					dot += (f16 ? ref_round_fp16(qv[d]) : qv[d]) * cache_value(k, j, g * hd + d);
+				s[j] = mv == -INFINITY ? -INFINITY : dot * c->fp[0] + mv;
+				max = fmax(max, s[j]);
+			}
+			for (int64_t d = 0; d < hd; d++)
+				out[d] = 0.0;
+			if (max == -INFINITY)
+				continue;
+			for (int64_t j = 0; j < n_kv; j++)
+				sum += s[j] = exp(s[j] - max);
+			for (int64_t j = 0; j < n_kv; j++) {
+				double p = s[j] / sum;
+				if (f16)
+					p = ref_round_fp16((float)p);
+				for (int64_t d = 0; d < hd; d++)
+					out[d] += p * cache_value(vv, j, g * hd + d);
+			}
+		}
+	}
+	free(s);
+}
+
+static void fill_mask(ref_rng *rng, const attn_shape *a, float *mask)
+{
+	for (int64_t t = 0; t < a->n_tokens; t++) {
+		for (int64_t j = 0; j < a->n_kv; j++) {
+			bool future = j > a->n_kv - a->n_tokens + t;
+			bool hole = j > 0 && ref_rng_below(rng, 5) == 0;
+			float *m = &mask[t * a->n_kv + j];
+			*m = future || hole ? -INFINITY : 0.0f;
+			if (a->mask == 2 && *m == 0.0f)
+				*m = (float)ref_rng_uniform(rng, -3.0, 0.0);
+			if (a->mask == 3 && t == a->n_tokens - 1)
+				*m = -INFINITY;
+		}
+	}
+}
+
+static void run_attention(variant *v, const attn_shape *a, ref_rng *rng)
+{
+	int64_t kv_dim = a->head_dim * a->n_head_kv;
+	op_case c = {.op = LOOM_OP_ATTENTION, .ip = {(int32_t)a->n_head, (int32_t)a->n_head_kv},
+		     .fp = {(float)(1.0 / sqrt((double)a->head_dim))}};
+	double *ref;
+
+	c.src[0] = ht(LOOM_DTYPE_F32, a->head_dim, a->n_head, a->n_tokens, 1);
+	fill_normal(rng, f32(&c.src[0]), n_elements(&c.src[0]), 1.0);
+	c.src[1] = random_weights(rng, a->type, kv_dim, a->n_kv, 1.0);
+	c.src[2] = random_weights(rng, a->type, kv_dim, a->n_kv, 1.0);
+	if (a->mask) {
+		c.src[3] = ht(LOOM_DTYPE_F32, a->n_kv, a->n_tokens, 1, 1);
+		fill_mask(rng, a, f32(&c.src[3]));
+	}
+	c.dst = ht(LOOM_DTYPE_F32, a->head_dim * a->n_head, a->n_tokens, 1, 1);
+	ref = malloc(sizeof(double) * n_elements(&c.dst));
+	attention_reference(&c, ref);
+	snprintf(c.what, sizeof(c.what), "ATTENTION %s hd %lld heads %lld/%lld tokens %lld n_kv %lld mask %d",
+		 dtype_name(a->type), (long long)a->head_dim, (long long)a->n_head,
+		 (long long)a->n_head_kv, (long long)a->n_tokens, (long long)a->n_kv, a->mask);
+	check_close(v, &c, ref, a->type == LOOM_DTYPE_F16 ? TOL_ATTENTION_F16 : TOL_ATTENTION_F32);
+	free(ref);
+	case_free(&c);
+}
+
+START_TEST(test_attention)
+{
+	variant *v = usable_variant(_i, "ATTENTION");
+	static const int64_t head_dims[] = {20, 64, 128};
+	static const int64_t heads[][2] = {{8, 2}, {4, 1}, {4, 4}};
+	static const int64_t tokens[] = {1, 3, 7};
+	static const int64_t n_kvs[] = {7, 17, 64};
+	ref_rng rng = {10};
+	int k = 0;
+
+	if (v == NULL)
+		return;
+	for (int ti = 0; ti < 2; ti++)
+		for (size_t di = 0; di < N_OF(head_dims); di++)
+			for (size_t hi = 0; hi < N_OF(heads); hi++)
+				for (size_t ni = 0; ni < N_OF(tokens); ni++)
+					for (size_t ki = 0; ki < N_OF(n_kvs); ki++, k++) {
+						attn_shape a = {head_dims[di], heads[hi][0], heads[hi][1], tokens[ni],
+								n_kvs[ki], ti ? LOOM_DTYPE_F16 : LOOM_DTYPE_F32, k % 4};
+						run_attention(v, &a, &rng);
+					}
+	/* One key, one token, no mask. */
+	attn_shape one = {64, 4, 1, 1, 1, LOOM_DTYPE_F16, 0};
+	run_attention(v, &one, &rng);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Whole graphs: a barrier between nodes, scratch shared across ops         */
+
+START_TEST(test_graph)
+{
+	variant *v = usable_variant(_i, "graph");
+	const int64_t n = 256, n_ff = 96, nt = 5;
+	ref_rng rng = {11};
+	htensor x = ht(LOOM_DTYPE_F32, n, nt, 1, 1), nw = ht(LOOM_DTYPE_F32, n, 1, 1, 1);
+	htensor h = ht(LOOM_DTYPE_F32, n, nt, 1, 1), g = ht(LOOM_DTYPE_F32, n_ff, nt, 1, 1);
+	htensor w[3];
+	float *out[2];
+
+	if (v == NULL)
+		return;
+	w[0] = random_weights(&rng, LOOM_DTYPE_Q8_0, n, n_ff, 0.1);
+	w[1] = random_weights(&rng, LOOM_DTYPE_F16, n, n_ff, 0.1);
+	w[2] = random_weights(&rng, LOOM_DTYPE_BF16, n_ff, n, 0.1);
+	fill_normal(&rng, f32(&x), n_elements(&x), 1.0);
+	fill_normal(&rng, f32(&nw), (size_t)n, 1.0);
+	/* y = x + Wd (silu(Wg h) * Wu h) with h = rms(x) * nw, as one graph and
+	 * node by node, with 1 and 2 threads: all four must agree. */
+	for (int k = 0; k < 2; k++) {
+		void *be = v->be[k];
+		enum { X, NW, WG, WU, WD, H, G, U, S, Y, N_T };
+		const htensor *layout[N_T] = {&x, &nw, &w[0], &w[1], &w[2], &h, &g, &g, &g, &h};
+		dtensor d[N_T];
+		for (int i = 0; i < N_T; i++)
+			place(v, be, layout[i], 0, &d[i]);
+		loom_node nodes[] = {
+			{.op = LOOM_OP_RMS_NORM, .dst = &d[H].t, .src = {&d[X].t, &d[NW].t}, .fp = {1e-5f}},
+			{.op = LOOM_OP_MATMUL, .dst = &d[G].t, .src = {&d[WG].t, &d[H].t}},
+			{.op = LOOM_OP_MATMUL, .dst = &d[U].t, .src = {&d[WU].t, &d[H].t}},
+			{.op = LOOM_OP_SWIGLU, .dst = &d[S].t, .src = {&d[G].t, &d[U].t}},
+			{.op = LOOM_OP_MATMUL, .dst = &d[Y].t, .src = {&d[WD].t, &d[S].t}},
+			{.op = LOOM_OP_ADD, .dst = &d[Y].t, .src = {&d[Y].t, &d[X].t}},
+		};
+		loom_graph graph = {.n_nodes = (int)N_OF(nodes), .nodes = nodes};
+		size_t bytes = packed_bytes(&h);
+		float *whole = malloc(bytes);
+		ck_assert_int_eq(v->vt->compute(be, &graph), LOOM_OK);
+		fetch(v, be, &d[Y], &h, whole, "graph");
+		for (size_t i = 0; i < N_OF(nodes); i++) {
+			loom_graph one = {.n_nodes = 1, .nodes = &nodes[i]};
+			ck_assert_int_eq(v->vt->compute(be, &one), LOOM_OK);
+		}
+		out[k] = malloc(bytes);
+		fetch(v, be, &d[Y], &h, out[k], "graph node by node");
+		ck_assert_msg(memcmp(whole, out[k], bytes) == 0,
+			      "%s: graph and node-by-node results differ (%d threads)", v->name, k + 1);
+		free(whole);
+		for (int i = 0; i < N_T; i++)
+			v->vt->buffer_free(be, &d[i].buf);
+	}
+	ck_assert_msg(memcmp(out[0], out[1], packed_bytes(&h)) == 0,
+		      "%s: graph results differ between 1 and 2 threads", v->name);
+	free(out[0]);
+	free(out[1]);
+	free(x.data);
+	free(nw.data);
+	free(h.data);
+	free(g.data);
+	for (int i = 0; i < 3; i++)
+		free(w[i].data);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+
+static void add_variant_test(Suite *s, const char *name, const TTest *test)
+{
+	TCase *tc = tcase_create(name);
+	tcase_set_timeout(tc, 600);
+	tcase_add_loop_test(tc, test, 0, N_VARIANTS);
+	suite_add_tcase(s, tc);
+}
+
+static Suite *cpu_ops_suite(void)
+{
+	Suite *s = suite_create("cpu_ops");
+
+	add_variant_test(s, "probe", test_probe);
+	add_variant_test(s, "buffers", test_buffers);
+	add_variant_test(s, "init_options", test_init_options);
+	add_variant_test(s, "supports", test_supports);
+	add_variant_test(s, "compute_errors", test_compute_errors);
+	add_variant_test(s, "get_rows", test_get_rows);
+	add_variant_test(s, "get_rows_all_16bit", test_get_rows_all_16bit);
+	add_variant_test(s, "rms_norm", test_rms_norm);
+	add_variant_test(s, "matmul_f32", test_matmul_f32);
+	add_variant_test(s, "matmul_f16", test_matmul_f16);
+	add_variant_test(s, "matmul_bf16", test_matmul_bf16);
+	add_variant_test(s, "matmul_q8_0", test_matmul_q8_0);
+	add_variant_test(s, "matmul_q8_0_ties", test_matmul_q8_0_ties);
+	add_variant_test(s, "add_mul", test_add_mul);
+	add_variant_test(s, "scale", test_scale);
+	add_variant_test(s, "swiglu", test_swiglu);
+	add_variant_test(s, "rope", test_rope);
+	add_variant_test(s, "kv_store", test_kv_store);
+	add_variant_test(s, "attention", test_attention);
+	add_variant_test(s, "graph", test_graph);
+	return s;
+}
+
+LOOM_TEST_MAIN(cpu_ops_suite)
