@@ -1,0 +1,27 @@
+/* fake_backend.h - stub slots shared by the fake backend plugins the registry
+ * tests load. None of them is meant to compute: the registry must reject or
+ * pass over every fake before a graph could reach it. */
+#ifndef LOOM_TEST_FAKE_BACKEND_H
+#define LOOM_TEST_FAKE_BACKEND_H
+
+#include "plugin_api.h"
+
+/* Fails with "fake backend cannot start": no fake is meant to run. */
+void *fake_init(const loom_host *host, const loom_backend_options *opts);
+void fake_free(void *backend);
+loom_status fake_buffer_alloc(void *backend, size_t size, loom_buffer *out);
+void fake_buffer_free(void *backend, loom_buffer *buf);
+loom_status fake_buffer_upload(void *backend, loom_buffer *buf, size_t offset, const void *src,
+			       size_t size);
+loom_status fake_buffer_download(void *backend, const loom_buffer *buf, size_t offset, void *dst,
+				 size_t size);
+bool fake_supports(void *backend, const loom_node *node);
+loom_status fake_compute(void *backend, const loom_graph *graph);
+
+/* A probe that accepts any machine with a modest score. */
+int fake_probe_ok(const loom_probe_args *args, char *why, size_t why_size);
+
+/* The one exported symbol of every fake. */
+LOOM_API const loom_plugin_desc *loom_plugin_entry(void);
+
+#endif

@@ -1,0 +1,96 @@
+/*
+ * synth_model.h - random-weight llama models, built in memory and written
+ * as GGUF files, for tests that need a model of a chosen shape.
+ *
+ *     synth_config c = synth_default_config();
+ *     c.n_embd = 96;
+ *     c.weight_type = LOOM_DTYPE_Q8_0;
+ *     synth_model *sm = synth_model_build(&c, NULL);
+ *     synth_model_write(sm, path);        (then loom_model_load(rt, path, ...))
+ *     ... ref_model_create(sm) reads the same tensor bytes ...
+ *     synth_model_free(sm);
+ *
+ * The file is a complete llama GGUF: hyperparameters under "llama.*", a
+ * SentencePiece-style vocabulary ("<unk>", "<s>", "</s>", the 256 byte
+ * tokens "<0x00>".."<0xFF>", then "▁the", "▁a", ... with scores) and every
+ * tensor the llama contract asks for. 2-D weights are stored in
+ * weight_type (F32, F16, BF16 or Q8_0, encoded with round-to-nearest-even;
+ * Q8_0 blocks are {fp16 d; int8 qs[32]} with d = amax / 127); norm weights
+ * are F32. Values come from a seeded generator, so a config always gives the
+ * same bytes, and the underlying values do not depend on weight_type.
+ *
+ * synth_faults breaks one thing on purpose, for tests of load errors.
+ * Misuse (a config that cannot be laid out) aborts with a message.
+ */
+#ifndef LOOM_TEST_SYNTH_MODEL_H
+#define LOOM_TEST_SYNTH_MODEL_H
+
+#include "plugin_api.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct synth_config {
+	int n_vocab;   /* tokens and embedding rows; at least SYNTH_MIN_VOCAB */
+	int n_embd;
+	int n_layer;
+	int n_head;
+	int n_head_kv;
+	int head_dim;  /* 0: n_embd / n_head */
+	int n_rot;     /* rotated dimensions per head; 0: head_dim */
+	int n_ff;
+	int n_ctx;     /* the training context written to the file */
+	float rope_theta;
+	float norm_eps;
+	loom_dtype weight_type; /* of every 2-D weight */
+	bool tied;     /* no output.weight: the head reuses token_embd */
+	uint64_t seed;
+} synth_config;
+
+/* <unk>, <s>, </s> and the 256 byte tokens, plus one normal token. */
+#define SYNTH_MIN_VOCAB 260
+
+/* Token ids of the vocabulary's fixed part. */
+enum {
+	SYNTH_TOKEN_UNK = 0,
+	SYNTH_TOKEN_BOS = 1,
+	SYNTH_TOKEN_EOS = 2,
+	SYNTH_TOKEN_BYTE0 = 3 /* <0x00>; <0xFF> is SYNTH_TOKEN_BYTE0 + 255 */
+};
+
+/* A small F32 model: n_vocab 300, n_embd 64, 2 layers, 4 heads, 2 kv heads,
+ * n_ff 160, untied, n_ctx 128. */
+synth_config synth_default_config(void);
+
+/* One defect each (all fields zero / NULL: none). */
+typedef struct synth_faults {
+	const char *arch;          /* general.architecture and the key prefix; NULL: "llama" */
+	const char *omit_key;      /* a metadata key left out */
+	const char *omit_tensor;   /* a tensor left out */
+	const char *grow_tensor;   /* a tensor whose last dimension is one too large */
+	const char *retype_tensor; /* a tensor stored as retype (pseudo-random bytes) */
+	loom_dtype retype;
+	int extra_tokens;          /* vocabulary entries beyond the n_vocab embedding rows */
+} synth_faults;
+
+typedef struct synth_model synth_model;
+
+/* Builds the model in memory; faults may be NULL. */
+synth_model *synth_model_build(const synth_config *cfg, const synth_faults *faults);
+void synth_model_free(synth_model *sm); /* NULL is fine */
+
+const synth_config *synth_model_config(const synth_model *sm);
+
+/* Writes the GGUF file; false if the write fails. */
+bool synth_model_write(const synth_model *sm, const char *path);
+
+/* The stored bytes of a tensor and their type; NULL if the model has no such
+ * tensor. ne0 is the contiguous dimension, as in the file. */
+const void *synth_model_tensor(const synth_model *sm, const char *name, loom_dtype *type,
+			       int64_t *ne0, int64_t *ne1);
+
+/* Encodes n f32 values as type (F32, F16, BF16 or Q8_0; n a multiple of 32
+ * for Q8_0) into dst. */
+void synth_encode(loom_dtype type, const float *src, void *dst, int64_t n);
+
+#endif
