@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Builds loom twice - warnings as errors, then with AddressSanitizer and
+# UndefinedBehaviorSanitizer - and runs every test in both builds.
+# Reference data is read from ../shared (or $LOOM_TEST_DATA); tests that
+# need it skip, saying so, when it is absent.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/deps.sh
+loom_install_deps
+
+jobs=$(nproc)
+run_suite() {
+	local dir=$1; shift
+	cmake -S . -B "$dir" -DLOOM_WERROR=ON "$@" >/dev/null
+	cmake --build "$dir" -j"$jobs"
+	(cd "$dir" && ctest -j"$jobs" --output-on-failure)
+}
+
+echo "== release build, -Werror =="
+run_suite build-ci -DCMAKE_BUILD_TYPE=Release
+
+echo "== AddressSanitizer + UndefinedBehaviorSanitizer =="
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	run_suite build-ci-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOOM_SANITIZE=ON
