@@ -4,6 +4,7 @@
 
 #include "error.h"
 #include "host.h"
+#include "install_paths.h"
 #include "log.h"
 
 #include <dlfcn.h>
@@ -48,7 +49,9 @@ static char *resolve_file(const loom_config *cfg, const char *file)
 			return path;
 		free(path);
 	}
-	char *path = loom_path_join(LOOM_DEFAULT_PLUGIN_DIR, file);
+	char *dir = loom_installed_path(LOOM_INSTALLED_PLUGIN_DIR);
+	char *path = dir != NULL ? loom_path_join(dir, file) : NULL;
+	free(dir);
 	if (path != NULL && access(path, F_OK) == 0)
 		return path;
 	free(path);

@@ -1,12 +1,11 @@
 /* runtime.c - the runtime object: configuration, plugins, the chosen backend. */
-#define _GNU_SOURCE /* dladdr */
 #include "runtime.h"
 
 #include "error.h"
 #include "host.h"
+#include "install_paths.h"
 #include "log.h"
 
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,22 +39,13 @@ static char *find_plugins_file(const loom_runtime_params *params)
 		given = nonempty(getenv("LOOM_PLUGINS"));
 	if (given != NULL)
 		return strdup(given);
-	Dl_info info;
-	if (dladdr((void *)loom_runtime_create, &info) != 0 && info.dli_fname != NULL) {
-		char *lib = strdup(info.dli_fname);
-		char *slash = lib != NULL ? strrchr(lib, '/') : NULL;
-		if (slash != NULL) {
-			*slash = '\0';
-			char *path = loom_path_join(lib, "plugins.yaml");
-			free(lib);
-			if (path != NULL && access(path, R_OK) == 0)
-				return path;
-			free(path);
-		} else {
-			free(lib);
-		}
-	}
-	return strdup(LOOM_DEFAULT_PLUGINS_FILE);
+	char *lib = loom_library_dir();
+	char *beside = lib != NULL ? loom_path_join(lib, "plugins.yaml") : NULL;
+	free(lib);
+	if (beside != NULL && access(beside, R_OK) == 0)
+		return beside;
+	free(beside);
+	return loom_installed_path(LOOM_INSTALLED_PLUGINS_FILE);
 }
 
 static loom_status add_arch_dir(loom_runtime *rt, char *dir)
@@ -78,7 +68,7 @@ static loom_status collect_arch_dirs(loom_runtime *rt, const loom_runtime_params
 	for (int i = 0; st == LOOM_OK && i < cfg->n_arch_path; i++)
 		st = add_arch_dir(rt, loom_path_join(cfg->dir, cfg->arch_path[i]));
 	if (st == LOOM_OK)
-		st = add_arch_dir(rt, strdup(LOOM_DEFAULT_ARCH_DIR));
+		st = add_arch_dir(rt, loom_installed_path(LOOM_INSTALLED_ARCH_DIR));
 	return st;
 }
 

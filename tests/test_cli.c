@@ -231,6 +231,30 @@ START_TEST(embed_example_runs)
 }
 END_TEST
 
+/* An installed loom, moved away from where it was installed, still finds
+ * its plugins.yaml, plugins and contracts: nothing points into the source
+ * or build tree. */
+START_TEST(installed_tree_runs_alone)
+{
+	char model[4096];
+	if (!model_path(model, sizeof(model), "stories260K-f32.gguf"))
+		return;
+	const char *dir = test_tmp_dir("install");
+	cmd_result r = run_cmd("cmake --install %s --prefix %s/staged >/dev/null && mv %s/staged %s/moved", LOOM_TEST_BUILD_DIR,
+			       dir, dir, dir);
+	ck_assert_msg(r.status == 0, "install: %s", r.err);
+	cmd_result_free(&r);
+	r = run_cmd("cd / && unset LOOM_PLUGINS LOOM_BACKEND && %s/moved/bin/loom run -m %s -p 'Once upon a time' -n 8 "
+		    "--temp 0", dir, model);
+	ck_assert_msg(r.status == 0, "installed loom: exit %d: %s", r.status, r.err);
+	ck_assert_msg(strcmp(r.out, ", there was a little girl named Lily\n") == 0, "output '%s'", r.out);
+	cmd_result_free(&r);
+	r = run_cmd("cd / && %s/moved/bin/loom info --plugins", dir);
+	ck_assert_msg(r.status == 0 && strstr(r.out, "/moved/lib") != NULL, "plugins: %s %s", r.out, r.err);
+	cmd_result_free(&r);
+}
+END_TEST
+
 static Suite *cli_suite(void)
 {
 	Suite *s = suite_create("cli");
@@ -245,6 +269,7 @@ static Suite *cli_suite(void)
 	tcase_add_test(tc, bench_json_has_llama_bench_fields);
 	tcase_add_test(tc, user_errors_exit_1_with_a_message);
 	tcase_add_test(tc, embed_example_runs);
+	tcase_add_test(tc, installed_tree_runs_alone);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -103,7 +103,7 @@ static void attention_mix(const attn_args *a, float *scores, float max, int64_t 
 		float p = scores[j] * inv;
 		const void *vj = cache_at(a->v, j, g, a->head_dim);
 		if (a->fp16)
-			cpu_axpy_fp16(out, p, vj, a->head_dim);
+			cpu_axpy_fp16(out, cpu_fp16_to_f32(cpu_f32_to_fp16(p)), vj, a->head_dim);
 		else
 			cpu_axpy_f32(out, p, vj, a->head_dim);
 	}

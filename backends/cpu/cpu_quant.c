@@ -76,7 +76,7 @@ static void quantize_block(const float *x, cpu_block_q8_0 *y)
 
 	y->d = cpu_f32_to_fp16(amax / 127.0f);
 	for (int j = 0; j < CPU_QK8_0; j++)
-		y->qs[j] = (int8_t)roundf(x[j] * id);
+		y->qs[j] = (int8_t)rintf(x[j] * id);
 }
 #endif
 

@@ -42,7 +42,7 @@ static void rope_angles(int32_t pos, int n_rot, float base, float freq_scale, fl
 		float angle = freq_scale * theta;
 		cs[2 * i] = cosf(angle);
 		cs[2 * i + 1] = sinf(angle);
-		theta = (float)pos * powf(theta_scale, (float)(i + 1));
+		theta *= theta_scale;
 	}
 }
 

@@ -1,0 +1,393 @@
+/* synth_model.c - random-weight llama models as GGUF files (see synth_model.h). */
+#include "synth_model.h"
+
+#include "cpu_ref.h"
+#include "gguf_writer.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NAME_MAX_LEN 64
+#define SP "\xe2\x96\x81" /* U+2581, SentencePiece's word-start mark */
+
+typedef struct synth_tensor {
+	char name[NAME_MAX_LEN];
+	size_t index; /* in the writer */
+	loom_dtype type;
+	int64_t ne0, ne1;
+} synth_tensor;
+
+struct synth_model {
+	synth_config cfg;
+	synth_faults faults;
+	gguf_writer *w;
+	ref_rng rng;
+	synth_tensor *tensors;
+	int n_tensors, cap_tensors;
+};
+
+synth_config synth_default_config(void)
+{
+	synth_config c = {
+		.n_vocab = 300,
+		.n_embd = 64,
+		.n_layer = 2,
+		.n_head = 4,
+		.n_head_kv = 2,
+		.head_dim = 0,
+		.n_rot = 0,
+		.n_ff = 160,
+		.n_ctx = 128,
+		.rope_theta = 10000.0f,
+		.norm_eps = 1e-5f,
+		.weight_type = LOOM_DTYPE_F32,
+		.tied = false,
+		.seed = 1,
+	};
+	return c;
+}
+
+static _Noreturn void die(const char *what)
+{
+	fprintf(stderr, "synth_model: %s\n", what);
+	abort();
+}
+
+static void *xmalloc(size_t size)
+{
+	void *p = malloc(size > 0 ? size : 1);
+	if (p == NULL)
+		die("out of memory");
+	return p;
+}
+
+static bool same(const char *a, const char *b)
+{
+	return a != NULL && b != NULL && strcmp(a, b) == 0;
+}
+
+/* ---- encoding ------------------------------------------------------------ */
+
+static void encode_q8_0(const float *src, uint8_t *dst, int64_t n)
+{
+	for (int64_t b = 0; b < n / 32; b++) {
+		const float *x = src + 32 * b;
+		uint8_t *blk = dst + REF_Q8_0_BLOCK_BYTES * b;
+		float amax = 0.0f;
+
+		for (int j = 0; j < 32; j++)
+			amax = fmaxf(amax, fabsf(x[j]));
+		float d = amax / 127.0f;
+		uint16_t dh = ref_f32_to_fp16(d);
+		memcpy(blk, &dh, 2);
+		/* |x / d| <= 127 up to one f32 rounding, so no clamp is needed. */
+		for (int j = 0; j < 32; j++)
+			blk[2 + j] = (uint8_t)(int8_t)(d != 0.0f ? nearbyint((double)x[j] / d) : 0.0);
+	}
+}
+
+void synth_encode(loom_dtype type, const float *src, void *dst, int64_t n)
+{
+	uint16_t *h = dst;
+
+	switch (type) {
+	case LOOM_DTYPE_F32:
+		memcpy(dst, src, (size_t)n * sizeof(float));
+		break;
+	case LOOM_DTYPE_F16:
+		for (int64_t i = 0; i < n; i++)
+			h[i] = ref_f32_to_fp16(src[i]);
+		break;
+	case LOOM_DTYPE_BF16:
+		for (int64_t i = 0; i < n; i++)
+			h[i] = ref_f32_to_bf16(src[i]);
+		break;
+	case LOOM_DTYPE_Q8_0:
+		if (n % 32 != 0)
+			die("Q8_0 needs a multiple of 32 values");
+		encode_q8_0(src, dst, n);
+		break;
+	default:
+		die("synth_encode: unsupported type");
+	}
+}
+
+/* ---- tensors --------------------------------------------------------------- */
+
+static void fill_pseudo_random(synth_model *sm, uint8_t *dst, uint64_t n)
+{
+	for (uint64_t i = 0; i < n; i++)
+		dst[i] = (uint8_t)ref_rng_next(&sm->rng);
+}
+
+/* Adds tensor `name` of ne0 x ne1 (ne1 0: a vector) holding `values`
+ * encoded as type, unless a fault says otherwise. */
+static void add_tensor(synth_model *sm, const char *name, loom_dtype type, int64_t ne0, int64_t ne1,
+		       const float *values)
+{
+	const synth_faults *f = &sm->faults;
+	int n_dims = ne1 > 0 ? 2 : 1;
+	int64_t ne[2] = {ne0, ne1};
+
+	if (same(name, f->omit_tensor))
+		return;
+	if (same(name, f->grow_tensor))
+		ne[n_dims - 1]++;
+	if (same(name, f->retype_tensor))
+		type = f->retype;
+	size_t index = gguf_writer_add_tensor(sm->w, name, type, n_dims, ne, NULL);
+	uint8_t *data = gguf_writer_tensor_data(sm->w, index);
+	bool as_given = ne[0] == ne0 && (n_dims == 1 || ne[1] == ne1) && !same(name, f->retype_tensor);
+
+	if (as_given)
+		synth_encode(type, values, data, ne0 * (n_dims == 2 ? ne1 : 1));
+	else
+		fill_pseudo_random(sm, data, gguf_tensor_n_bytes(type, n_dims, ne));
+
+	if (sm->n_tensors == sm->cap_tensors) {
+		sm->cap_tensors = sm->cap_tensors ? 2 * sm->cap_tensors : 32;
+		sm->tensors = realloc(sm->tensors, (size_t)sm->cap_tensors * sizeof(*sm->tensors));
+		if (sm->tensors == NULL)
+			die("out of memory");
+	}
+	synth_tensor *t = &sm->tensors[sm->n_tensors++];
+	snprintf(t->name, sizeof(t->name), "%s", name);
+	t->index = index;
+	t->type = type;
+	t->ne0 = ne[0];
+	t->ne1 = n_dims == 2 ? ne[1] : 1;
+}
+
+/* A weight matrix of n_out rows of n_in: normal with standard deviation
+ * 1/sqrt(n_in), so every matmul keeps its activations of order one. */
+static void add_matrix(synth_model *sm, const char *name, int64_t n_in, int64_t n_out)
+{
+	size_t n = (size_t)(n_in * n_out);
+	float *v = xmalloc(n * sizeof(float));
+	double sd = 1.0 / sqrt((double)n_in);
+
+	for (size_t i = 0; i < n; i++)
+		v[i] = (float)(sd * ref_rng_normal(&sm->rng));
+	add_tensor(sm, name, sm->cfg.weight_type, n_in, n_out, v);
+	free(v);
+}
+
+/* A norm weight: uniform in [0.5, 1.5], far enough from 1 that a norm
+ * applied without its weight would show. */
+static void add_norm(synth_model *sm, const char *name, int64_t n)
+{
+	float *v = xmalloc((size_t)n * sizeof(float));
+
+	for (int64_t i = 0; i < n; i++)
+		v[i] = (float)ref_rng_uniform(&sm->rng, 0.5, 1.5);
+	add_tensor(sm, name, LOOM_DTYPE_F32, n, 0, v);
+	free(v);
+}
+
+static void add_layer(synth_model *sm, int il)
+{
+	const synth_config *c = &sm->cfg;
+	const int64_t q_dim = (int64_t)c->n_head * c->head_dim, kv_dim = (int64_t)c->n_head_kv * c->head_dim;
+	char name[NAME_MAX_LEN];
+
+#define LAYER_NAME(what) (snprintf(name, sizeof(name), "blk.%d." what ".weight", il), name)
+	add_norm(sm, LAYER_NAME("attn_norm"), c->n_embd);
+	add_matrix(sm, LAYER_NAME("attn_q"), c->n_embd, q_dim);
+	add_matrix(sm, LAYER_NAME("attn_k"), c->n_embd, kv_dim);
+	add_matrix(sm, LAYER_NAME("attn_v"), c->n_embd, kv_dim);
+	add_matrix(sm, LAYER_NAME("attn_output"), q_dim, c->n_embd);
+	add_norm(sm, LAYER_NAME("ffn_norm"), c->n_embd);
+	add_matrix(sm, LAYER_NAME("ffn_gate"), c->n_embd, c->n_ff);
+	add_matrix(sm, LAYER_NAME("ffn_up"), c->n_embd, c->n_ff);
+	add_matrix(sm, LAYER_NAME("ffn_down"), c->n_ff, c->n_embd);
+#undef LAYER_NAME
+}
+
+static void add_tensors(synth_model *sm)
+{
+	const synth_config *c = &sm->cfg;
+
+	add_matrix(sm, "token_embd.weight", c->n_embd, c->n_vocab);
+	for (int il = 0; il < c->n_layer; il++)
+		add_layer(sm, il);
+	add_norm(sm, "output_norm.weight", c->n_embd);
+	if (!c->tied)
+		add_matrix(sm, "output.weight", c->n_embd, c->n_vocab);
+}
+
+/* ---- metadata ------------------------------------------------------------ */
+
+static bool keep_key(const synth_model *sm, const char *key)
+{
+	return !same(key, sm->faults.omit_key);
+}
+
+static void put_u32(synth_model *sm, const char *key, uint32_t v)
+{
+	if (keep_key(sm, key))
+		gguf_writer_add_u32(sm->w, key, v);
+}
+
+static void put_f32(synth_model *sm, const char *key, float v)
+{
+	if (keep_key(sm, key))
+		gguf_writer_add_f32(sm->w, key, v);
+}
+
+/* "{arch}.<what>" */
+static const char *arch_key(const synth_model *sm, char *buf, size_t size, const char *what)
+{
+	snprintf(buf, size, "%s.%s", sm->faults.arch != NULL ? sm->faults.arch : "llama", what);
+	return buf;
+}
+
+static void add_hparams(synth_model *sm)
+{
+	const synth_config *c = &sm->cfg;
+	char k[128];
+
+	if (keep_key(sm, "general.architecture"))
+		gguf_writer_add_string(sm->w, "general.architecture",
+				       sm->faults.arch != NULL ? sm->faults.arch : "llama");
+	if (keep_key(sm, "general.name"))
+		gguf_writer_add_string(sm->w, "general.name", "synthetic");
+	put_u32(sm, arch_key(sm, k, sizeof(k), "context_length"), (uint32_t)c->n_ctx);
+	put_u32(sm, arch_key(sm, k, sizeof(k), "embedding_length"), (uint32_t)c->n_embd);
+	put_u32(sm, arch_key(sm, k, sizeof(k), "block_count"), (uint32_t)c->n_layer);
+	put_u32(sm, arch_key(sm, k, sizeof(k), "feed_forward_length"), (uint32_t)c->n_ff);
+	put_u32(sm, arch_key(sm, k, sizeof(k), "attention.head_count"), (uint32_t)c->n_head);
+	put_u32(sm, arch_key(sm, k, sizeof(k), "attention.head_count_kv"), (uint32_t)c->n_head_kv);
+	put_u32(sm, arch_key(sm, k, sizeof(k), "attention.key_length"), (uint32_t)c->head_dim);
+	put_u32(sm, arch_key(sm, k, sizeof(k), "attention.value_length"), (uint32_t)c->head_dim);
+	put_u32(sm, arch_key(sm, k, sizeof(k), "rope.dimension_count"), (uint32_t)c->n_rot);
+	put_f32(sm, arch_key(sm, k, sizeof(k), "attention.layer_norm_rms_epsilon"), c->norm_eps);
+	put_f32(sm, arch_key(sm, k, sizeof(k), "rope.freq_base"), c->rope_theta);
+}
+
+/* Words for the normal tokens; past the list they are "▁w<i>". */
+static const char *const words[] = {
+	SP, SP "the", SP "a", SP "and", SP "to", SP "of", SP "was", SP "he", SP "she", SP "it", SP "in",
+	SP "day", SP "cat", SP "dog", SP "sun", SP "big", SP "little", SP "once", SP "upon", SP "time",
+	SP "there", "e", "t", "a", "o", "s", "n", "ed", "ing", "er", "ly", SP "h", SP "w", SP "s",
+	SP "b", SP "t", SP "T", SP "O", ".", ",", "!",
+};
+#define N_WORDS ((int)(sizeof(words) / sizeof(words[0])))
+
+/* Token types as GGUF numbers them. */
+enum { TYPE_NORMAL = 1, TYPE_UNKNOWN = 2, TYPE_CONTROL = 3, TYPE_BYTE = 6 };
+
+static void add_vocab(synth_model *sm)
+{
+	const int n = sm->cfg.n_vocab + sm->faults.extra_tokens;
+	char **text = xmalloc((size_t)n * sizeof(char *));
+	float *scores = xmalloc((size_t)n * sizeof(float));
+	int32_t *types = xmalloc((size_t)n * sizeof(int32_t));
+
+	for (int i = 0; i < n; i++) {
+		text[i] = xmalloc(32);
+		if (i < SYNTH_TOKEN_BYTE0) {
+			snprintf(text[i], 32, "%s", (const char *[]){"<unk>", "<s>", "</s>"}[i]);
+			types[i] = i == SYNTH_TOKEN_UNK ? TYPE_UNKNOWN : TYPE_CONTROL;
+		} else if (i < SYNTH_TOKEN_BYTE0 + 256) {
+			snprintf(text[i], 32, "<0x%02X>", i - SYNTH_TOKEN_BYTE0);
+			types[i] = TYPE_BYTE;
+		} else {
+			int k = i - SYNTH_TOKEN_BYTE0 - 256;
+			if (k < N_WORDS)
+				snprintf(text[i], 32, "%s", words[k]);
+			else
+				snprintf(text[i], 32, SP "w%d", k);
+			types[i] = TYPE_NORMAL;
+		}
+		/* SentencePiece merges the highest-scoring pair first: earlier
+		 * normal tokens win, the rest score 0. */
+		scores[i] = types[i] == TYPE_NORMAL ? -(float)(i - SYNTH_TOKEN_BYTE0 - 256) : 0.0f;
+	}
+	if (keep_key(sm, "tokenizer.ggml.model"))
+		gguf_writer_add_string(sm->w, "tokenizer.ggml.model", "llama");
+	if (keep_key(sm, "tokenizer.ggml.tokens"))
+		gguf_writer_add_string_array(sm->w, "tokenizer.ggml.tokens", (const char *const *)text,
+					     (uint64_t)n);
+	if (keep_key(sm, "tokenizer.ggml.scores"))
+		gguf_writer_add_array(sm->w, "tokenizer.ggml.scores", LOOM_META_F32, scores, (uint64_t)n);
+	if (keep_key(sm, "tokenizer.ggml.token_type"))
+		gguf_writer_add_array(sm->w, "tokenizer.ggml.token_type", LOOM_META_I32, types, (uint64_t)n);
+	put_u32(sm, "tokenizer.ggml.bos_token_id", SYNTH_TOKEN_BOS);
+	put_u32(sm, "tokenizer.ggml.eos_token_id", SYNTH_TOKEN_EOS);
+	put_u32(sm, "tokenizer.ggml.unknown_token_id", SYNTH_TOKEN_UNK);
+	for (int i = 0; i < n; i++)
+		free(text[i]);
+	free(text);
+	free(scores);
+	free(types);
+}
+
+/* ---- public ---------------------------------------------------------------- */
+
+/* Fills the derived fields and rejects shapes that cannot be laid out. */
+static void complete_config(synth_config *c)
+{
+	if (c->head_dim == 0 && c->n_head > 0)
+		c->head_dim = c->n_embd / c->n_head;
+	if (c->n_rot == 0)
+		c->n_rot = c->head_dim;
+	if (c->n_vocab < SYNTH_MIN_VOCAB || c->n_embd < 1 || c->n_layer < 1 || c->n_head < 1 ||
+	    c->n_head_kv < 1 || c->head_dim < 1 || c->n_ff < 1 || c->n_ctx < 1)
+		die("config: every size must be positive and n_vocab at least SYNTH_MIN_VOCAB");
+	if (c->weight_type == LOOM_DTYPE_Q8_0 &&
+	    (c->n_embd % 32 != 0 || c->n_ff % 32 != 0 || (c->n_head * c->head_dim) % 32 != 0))
+		die("config: Q8_0 needs n_embd, n_ff and n_head * head_dim to be multiples of 32");
+}
+
+synth_model *synth_model_build(const synth_config *cfg, const synth_faults *faults)
+{
+	synth_model *sm = xmalloc(sizeof(*sm));
+
+	memset(sm, 0, sizeof(*sm));
+	sm->cfg = *cfg;
+	complete_config(&sm->cfg);
+	if (faults != NULL)
+		sm->faults = *faults;
+	sm->rng.state = sm->cfg.seed;
+	sm->w = gguf_writer_create();
+	add_hparams(sm);
+	add_vocab(sm);
+	add_tensors(sm);
+	return sm;
+}
+
+void synth_model_free(synth_model *sm)
+{
+	if (sm == NULL)
+		return;
+	gguf_writer_free(sm->w);
+	free(sm->tensors);
+	free(sm);
+}
+
+const synth_config *synth_model_config(const synth_model *sm)
+{
+	return &sm->cfg;
+}
+
+bool synth_model_write(const synth_model *sm, const char *path)
+{
+	return gguf_writer_write(sm->w, path);
+}
+
+const void *synth_model_tensor(const synth_model *sm, const char *name, loom_dtype *type,
+			       int64_t *ne0, int64_t *ne1)
+{
+	for (int i = 0; i < sm->n_tensors; i++) {
+		const synth_tensor *t = &sm->tensors[i];
+		if (strcmp(t->name, name) != 0)
+			continue;
+		*type = t->type;
+		*ne0 = t->ne0;
+		*ne1 = t->ne1;
+		return gguf_writer_tensor_data(sm->w, t->index);
+	}
+	return NULL;
+}
