@@ -247,7 +247,7 @@ START_TEST(installed_tree_runs_alone)
 	r = run_cmd("cd / && unset LOOM_PLUGINS LOOM_BACKEND && %s/moved/bin/loom run -m %s -p 'Once upon a time' -n 8 "
 		    "--temp 0", dir, model);
 	ck_assert_msg(r.status == 0, "installed loom: exit %d: %s", r.status, r.err);
-	ck_assert_msg(strcmp(r.out, ", there was a little girl named Lily\n") == 0, "output '%s'", r.out);
+	ck_assert_msg(strcmp(r.out, ", there was a little girl\n") == 0, "output '%s'", r.out);
 	cmd_result_free(&r);
 	r = run_cmd("cd / && %s/moved/bin/loom info --plugins", dir);
 	ck_assert_msg(r.status == 0 && strstr(r.out, "/moved/lib") != NULL, "plugins: %s %s", r.out, r.err);
