@@ -11,6 +11,7 @@
 #include "check_main.h"
 #include "contract.h"
 #include "fixture.h"
+#include "plugin_api.h"
 #include "testdata.h"
 
 #include <stdio.h>
@@ -108,3 +109,387 @@ static loom_contract *load_ok(const char *path)
 	ck_assert_ptr_nonnull(c);
 	return c;
 }
+
+/* ------------------------------------------------------------------------ */
+/* Good contracts                                                           */
+
+START_TEST(llama_contract_reads_back)
+{
+	loom_contract *c = load_ok(LLAMA_YAML);
+	ck_assert_str_eq(c->name, "llama");
+	ck_assert_str_eq(c->path, LLAMA_YAML);
+	ck_assert_int_eq(c->norm, LOOM_NORM_RMSNORM);
+	ck_assert_int_eq(c->ffn, LOOM_FFN_SWIGLU);
+	ck_assert_int_eq(c->positions, LOOM_POSITIONS_ROPE);
+	ck_assert_int_eq(c->rope_style, LOOM_ROPE_NORMAL);
+	ck_assert_int_eq(c->qkv, LOOM_QKV_SEPARATE);
+	ck_assert_int_eq(c->residual, LOOM_RESIDUAL_SEQUENTIAL);
+	ck_assert_int_eq(c->tied, LOOM_TIED_IF_MISSING);
+
+	char *const *keys = c->hparam_keys[LOOM_CFMT_GGUF];
+	ck_assert_str_eq(keys[LOOM_HP_N_EMBD], "{arch}.embedding_length");
+	ck_assert_str_eq(keys[LOOM_HP_N_LAYER], "{arch}.block_count");
+	ck_assert_str_eq(keys[LOOM_HP_N_HEAD_KV], "{arch}.attention.head_count_kv");
+	ck_assert_str_eq(keys[LOOM_HP_NORM_EPS], "{arch}.attention.layer_norm_rms_epsilon");
+	ck_assert_str_eq(keys[LOOM_HP_ROPE_THETA], "{arch}.rope.freq_base");
+	for (int hp = 0; hp < LOOM_HP_COUNT; hp++)
+		ck_assert_msg(keys[hp] != NULL, "llama.yaml gives no GGUF key for %s",
+			      loom_hparam_name((loom_hparam)hp));
+
+	ck_assert_msg(c->has_default[LOOM_HP_NORM_EPS] && c->defaults[LOOM_HP_NORM_EPS] == 1e-5,
+		      "norm_eps default %g", c->defaults[LOOM_HP_NORM_EPS]);
+	ck_assert_msg(c->has_default[LOOM_HP_ROPE_THETA] && c->defaults[LOOM_HP_ROPE_THETA] == 10000.0,
+		      "rope_theta default %g", c->defaults[LOOM_HP_ROPE_THETA]);
+	ck_assert_msg(c->has_default[LOOM_HP_N_CTX_TRAIN] && c->defaults[LOOM_HP_N_CTX_TRAIN] == 2048,
+		      "n_ctx_train default %g", c->defaults[LOOM_HP_N_CTX_TRAIN]);
+	ck_assert_msg(!c->has_default[LOOM_HP_N_EMBD], "n_embd has a default");
+
+	char *const *names = c->tensor_names[LOOM_CFMT_GGUF];
+	ck_assert_str_eq(names[LOOM_ROLE_TOKEN_EMBD], "token_embd.weight");
+	ck_assert_str_eq(names[LOOM_ROLE_OUTPUT], "output.weight");
+	ck_assert_str_eq(names[LOOM_ROLE_ATTN_Q], "blk.{i}.attn_q.weight");
+	ck_assert_str_eq(names[LOOM_ROLE_FFN_DOWN], "blk.{i}.ffn_down.weight");
+	for (int r = 0; r < LOOM_ROLE_COUNT; r++) {
+		ck_assert_msg(names[r] != NULL, "llama.yaml names no tensor for %s", loom_role_name((loom_role)r));
+		ck_assert_msg(loom_contract_uses_role(c, (loom_role)r), "llama does not use %s",
+			      loom_role_name((loom_role)r));
+		ck_assert_msg(loom_role_is_per_layer((loom_role)r) == (strstr(names[r], "{i}") != NULL),
+			      "%s: per layer %d, name %s", loom_role_name((loom_role)r),
+			      loom_role_is_per_layer((loom_role)r), names[r]);
+	}
+	loom_contract_free(c);
+	loom_contract_free(NULL);
+}
+END_TEST
+
+/* What the block leaves out takes the documented default. */
+START_TEST(omitted_choices_take_their_defaults)
+{
+	char dir[4096], path[4200];
+	tmp_dir(dir, sizeof(dir), "contract_defaults");
+	loom_contract *c = load_ok(write_file(path, sizeof(path), dir, "tiny.yaml", tiny_yaml));
+	ck_assert_str_eq(c->name, "tiny");
+	ck_assert_int_eq(c->rope_style, LOOM_ROPE_NORMAL);
+	ck_assert_int_eq(c->qkv, LOOM_QKV_SEPARATE);
+	ck_assert_int_eq(c->residual, LOOM_RESIDUAL_SEQUENTIAL);
+	ck_assert_int_eq(c->tied, LOOM_TIED_NEVER);
+	ck_assert_ptr_null(c->hparam_keys[LOOM_CFMT_GGUF][LOOM_HP_ROPE_THETA]);
+	ck_assert_msg(!c->has_default[LOOM_HP_ROPE_THETA], "rope_theta has a default");
+	loom_contract_free(c);
+}
+END_TEST
+
+/* A head tied to the embedding needs no output tensor. */
+START_TEST(tied_head_needs_no_output_tensor)
+{
+	char dir[4096], path[4200], text[4096], text2[4096];
+	tmp_dir(dir, sizeof(dir), "contract_tied");
+	edit(text, sizeof(text), tiny_yaml, "  positions: rope\n",
+	     "  positions: rope\n  rope_style: neox\n  tied_embeddings: always\n");
+	edit(text2, sizeof(text2), text, "    output: output.weight\n", "");
+	loom_contract *c = load_ok(write_file(path, sizeof(path), dir, "tiny.yaml", text2));
+	ck_assert_int_eq(c->tied, LOOM_TIED_ALWAYS);
+	ck_assert_int_eq(c->rope_style, LOOM_ROPE_NEOX);
+	ck_assert_msg(!loom_contract_uses_role(c, LOOM_ROLE_OUTPUT), "a tied head still uses output");
+	ck_assert_ptr_null(c->tensor_names[LOOM_CFMT_GGUF][LOOM_ROLE_OUTPUT]);
+	loom_contract_free(c);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Broken contracts                                                         */
+
+struct broken {
+	const char *test;
+	const char *from, *to; /* the one edit to tiny_yaml */
+	const char *mark;      /* the error's line is this text's (after the edit) */
+	const char *needle1;   /* must be in the message */
+	const char *needle2;
+};
+
+static const struct broken broken[] = {
+	{"contract_unknown_top_key", "defaults:\n", "license: mit\ndefaults:\n", "license",
+	 "unknown key 'license' in the contract",
+	 "expected one of: name, description, block, hparams, defaults, tensors"},
+	{"contract_unknown_block_key", "  ffn: swiglu\n", "  ffn: swiglu\n  parallel_residual: true\n",
+	 "parallel_residual", "unknown key 'parallel_residual' in block", "expected one of: norm, ffn,"},
+	{"contract_unknown_hparam", "    n_ff:", "    n_inner:", "n_inner",
+	 "unknown key 'n_inner' in hparams.gguf", "n_embd, n_layer, n_ff"},
+	{"contract_unknown_format", "hparams:\n  gguf:", "hparams:\n  ggml:", "ggml",
+	 "unknown key 'ggml' in hparams", "expected one of: gguf"},
+	{"contract_unknown_role", "    ffn_down:", "    ffn_out:", "ffn_out",
+	 "unknown key 'ffn_out' in tensors.gguf", "token_embd"},
+	{"contract_unknown_default", "  norm_eps:", "  eps:", "  eps:",
+	 "unknown key 'eps' in defaults", "norm_eps"},
+	{"contract_unsupported_norm", "norm: rmsnorm", "norm: layernorm", "norm: layernorm",
+	 "norm must be one of rmsnorm, not 'layernorm'", NULL},
+	{"contract_unsupported_ffn", "ffn: swiglu", "ffn: geglu", "ffn: geglu",
+	 "ffn must be one of swiglu, not 'geglu'", NULL},
+	{"contract_unsupported_positions", "positions: rope", "positions: absolute", "positions:",
+	 "positions must be one of rope, not 'absolute'", NULL},
+	{"contract_unsupported_rope_style", "  ffn: swiglu\n", "  ffn: swiglu\n  rope_style: yarn\n",
+	 "rope_style", "rope_style must be one of normal | neox, not 'yarn'", NULL},
+	{"contract_unsupported_tied", "  ffn: swiglu\n", "  ffn: swiglu\n  tied_embeddings: sometimes\n",
+	 "tied_embeddings", "tied_embeddings must be one of never | always | if_missing", NULL},
+	{"contract_missing_name", "name: tiny\n", "", "block:",
+	 "a contract needs name, block, hparams and tensors", NULL},
+	{"contract_missing_choice", "  norm: rmsnorm\n", "", "  ffn: swiglu",
+	 "block needs 'norm'", "rmsnorm"},
+	{"contract_layer_without_placeholder", "blk.{i}.attn_q.weight", "blk.attn_q.weight",
+	 "attn_q:", "tensors.gguf.attn_q ('blk.attn_q.weight') needs the layer placeholder {i}", NULL},
+	{"contract_missing_role", "    ffn_up: blk.{i}.ffn_up.weight\n", "", "  gguf:\n    token_embd",
+	 "tensors.gguf lacks 'ffn_up', which the block needs", NULL},
+	{"contract_tensors_list", "tensors:\n  gguf:\n", "tensors:\n  - gguf:\n", "- gguf",
+	 "tensors must be a mapping, not a list", NULL},
+	{"contract_block_scalar", "block:\n  norm: rmsnorm\n  ffn: swiglu\n  positions: rope\n",
+	 "block: rmsnorm\n", "block:",
+	 "block must be a mapping, not a scalar", NULL},
+	{"contract_tensor_name_list", "token_embd: token_embd.weight", "token_embd: [token_embd.weight]",
+	 "token_embd:", "token_embd must be a scalar, not a list", NULL},
+	{"contract_default_not_number", "norm_eps: 1.0e-5", "norm_eps: tiny", "norm_eps",
+	 "norm_eps must be a number, not 'tiny'", NULL},
+	{"contract_repeated_key", "  ffn: swiglu\n", "  ffn: swiglu\n  ffn: swiglu\n", "  ffn: swiglu\n  ffn",
+	 "key 'ffn' appears twice in block", NULL},
+	{"contract_syntax", "  ffn: swiglu\n", "  ffn: [swiglu\n", "  positions",
+	 "flow sequence", NULL},
+};
+#define N_BROKEN ((int)(sizeof(broken) / sizeof(broken[0])))
+
+START_TEST(broken_contract_names_file_and_line)
+{
+	const struct broken *b = &broken[_i];
+	char dir[4096], path[4200], text[4096], where[4400];
+	edit(text, sizeof(text), tiny_yaml, b->from, b->to);
+	write_file(path, sizeof(path), tmp_dir(dir, sizeof(dir), b->test), "tiny.yaml", text);
+
+	loom_contract *c = (loom_contract *)&c;
+	loom_status st = loom_contract_load(path, &c);
+	const char *err = loom_last_error();
+	ck_assert_msg(st == LOOM_ERR_CONTRACT, "%s: status %d (%s), expected LOOM_ERR_CONTRACT; message: %s",
+		      b->test, st, loom_strerror(st), err);
+	ck_assert_msg(c == NULL, "%s: a failed load left a contract", b->test);
+	/* The repeated ffn is the second one; every other mark is its first. */
+	int line = line_of(text, b->mark) + (strcmp(b->test, "contract_repeated_key") == 0);
+	snprintf(where, sizeof(where), "%s:%d:", path, line);
+	expect_in(err, where);
+	expect_in(err, b->needle1);
+	expect_in(err, b->needle2);
+}
+END_TEST
+
+START_TEST(missing_and_empty_contracts_are_errors)
+{
+	char dir[4096], path[4200];
+	loom_contract *c = NULL;
+	tmp_dir(dir, sizeof(dir), "contract_empty");
+	snprintf(path, sizeof(path), "%s/none.yaml", dir);
+	ck_assert_int_eq(loom_contract_load(path, &c), LOOM_ERR_CONTRACT);
+	expect_in(loom_last_error(), path);
+	expect_in(loom_last_error(), "cannot open");
+
+	write_file(path, sizeof(path), dir, "empty.yaml", "# nothing yet\n");
+	ck_assert_int_eq(loom_contract_load(path, &c), LOOM_ERR_CONTRACT);
+	expect_in(loom_last_error(), path);
+	expect_in(loom_last_error(), "empty");
+	ck_assert_ptr_null(c);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Finding a contract by architecture name                                  */
+
+START_TEST(find_takes_the_first_directory_that_has_it)
+{
+	char first[4096], second[4096], path[4200], text[4096];
+	tmp_dir(second, sizeof(second), "contract_find_second");
+	tmp_dir(first, sizeof(first), "contract_find_first");
+	write_file(path, sizeof(path), second, "tiny.yaml", tiny_yaml);
+	edit(text, sizeof(text), tiny_yaml, "  ffn: swiglu\n", "  ffn: swiglu\n  rope_style: neox\n");
+	write_file(path, sizeof(path), first, "tiny.yaml", text);
+
+	char *dirs[] = {first, second};
+	loom_contract *c = NULL;
+	loom_status st = loom_contract_find("tiny", dirs, 2, &c);
+	ck_assert_msg(st == LOOM_OK, "find tiny: %s", loom_last_error());
+	ck_assert_str_eq(c->path, path);
+	ck_assert_int_eq(c->rope_style, LOOM_ROPE_NEOX);
+	loom_contract_free(c);
+}
+END_TEST
+
+/* A file must call itself what its name says. */
+START_TEST(find_rejects_a_misnamed_contract)
+{
+	char dir[4096], path[4200];
+	tmp_dir(dir, sizeof(dir), "contract_misnamed");
+	write_file(path, sizeof(path), dir, "tinier.yaml", tiny_yaml);
+	char *dirs[] = {dir};
+	loom_contract *c = NULL;
+	ck_assert_int_eq(loom_contract_find("tinier", dirs, 1, &c), LOOM_ERR_CONTRACT);
+	ck_assert_ptr_null(c);
+	expect_in(loom_last_error(), path);
+	expect_in(loom_last_error(), "named 'tiny', not 'tinier'");
+}
+END_TEST
+
+START_TEST(find_lists_the_directories_it_searched)
+{
+	char first[4096], second[4096];
+	tmp_dir(second, sizeof(second), "contract_search_second");
+	tmp_dir(first, sizeof(first), "contract_search_first");
+	char *dirs[] = {first, second};
+	loom_contract *c = NULL;
+	ck_assert_int_eq(loom_contract_find("mamba", dirs, 2, &c), LOOM_ERR_NOT_FOUND);
+	ck_assert_ptr_null(c);
+	expect_in(loom_last_error(), "no contract for architecture 'mamba'");
+	expect_in(loom_last_error(), "mamba.yaml");
+	expect_in(loom_last_error(), first);
+	expect_in(loom_last_error(), second);
+}
+END_TEST
+
+/* An architecture name comes from the model file: it must not reach
+ * outside the contract directories. */
+START_TEST(find_refuses_names_that_are_paths)
+{
+	static const char *const bad[] = {"../etc/passwd", "a/b", ".hidden", ""};
+	char dir[4096];
+	tmp_dir(dir, sizeof(dir), "contract_bad_names");
+	char *dirs[] = {dir};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		loom_contract *c = NULL;
+		loom_status st = loom_contract_find(bad[i], dirs, 1, &c);
+		ck_assert_msg(st == LOOM_ERR_CONTRACT && c == NULL, "'%s': status %d", bad[i], st);
+		expect_in(loom_last_error(), "not a valid architecture name");
+	}
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* A real model through a contract of the test's own                        */
+
+/* A runtime whose first contract directory is arch_dir. */
+static loom_runtime *runtime_with_arch_dir(const char *arch_dir)
+{
+	loom_runtime_params p = loom_runtime_default_params();
+	loom_runtime *rt = NULL;
+	p.plugins_file = test_plugins_file();
+	p.backend = "cpu-generic";
+	p.arch_dir = arch_dir;
+	p.n_threads = 1;
+	p.log_level = LOOM_LOG_ERROR;
+	loom_status st = loom_runtime_create(&p, &rt);
+	ck_assert_msg(st == LOOM_OK, "runtime: %s", loom_last_error());
+	return rt;
+}
+
+/* llama.yaml, edited, as arch_dir/llama.yaml. */
+static void write_llama(const char *arch_dir, const char *from, const char *to)
+{
+	char path[4200], *edited = NULL;
+	char *text = test_read_file(LLAMA_YAML, NULL);
+	ck_assert_msg(text != NULL, "cannot read %s", LLAMA_YAML);
+	if (from != NULL) {
+		size_t size = strlen(text) + strlen(to) + 1;
+		edited = malloc(size);
+		ck_assert_ptr_nonnull(edited);
+		edit(edited, size, text, from, to);
+	}
+	write_file(path, sizeof(path), arch_dir, "llama.yaml", edited != NULL ? edited : text);
+	free(edited);
+	free(text);
+}
+
+START_TEST(model_loads_through_a_copied_contract)
+{
+	char model[4096], dir[4096];
+	if (!test_data_path(model, sizeof(model), "models/stories260K-f32.gguf"))
+		return;
+	tmp_dir(dir, sizeof(dir), "contract_model_ok");
+	write_llama(dir, NULL, NULL);
+	loom_runtime *rt = runtime_with_arch_dir(dir);
+	loom_model *m = NULL;
+	loom_status st = loom_model_load(rt, model, NULL, &m);
+	ck_assert_msg(st == LOOM_OK, "load %s with %s/llama.yaml: %s", model, dir, loom_last_error());
+	ck_assert_str_eq(loom_model_architecture(m), "llama");
+	ck_assert_int_gt(loom_model_n_layer(m), 0);
+	loom_model_free(m);
+	loom_runtime_free(rt);
+}
+END_TEST
+
+START_TEST(misspelled_tensor_name_fails_the_load)
+{
+	char model[4096], dir[4096];
+	if (!test_data_path(model, sizeof(model), "models/stories260K-f32.gguf"))
+		return;
+	tmp_dir(dir, sizeof(dir), "contract_model_misspelled");
+	write_llama(dir, "blk.{i}.ffn_up.weight", "blk.{i}.ffn_upp.weight");
+	loom_runtime *rt = runtime_with_arch_dir(dir);
+	loom_model *m = (loom_model *)&m;
+	loom_status st = loom_model_load(rt, model, NULL, &m);
+	const char *err = loom_last_error();
+	ck_assert_msg(st == LOOM_ERR_BAD_FORMAT, "status %d (%s), expected LOOM_ERR_BAD_FORMAT: %s", st,
+		      loom_strerror(st), err);
+	ck_assert_ptr_null(m);
+	expect_in(err, model);
+	expect_in(err, dir); /* the contract that was used */
+	expect_in(err, "tensor 'blk.0.ffn_upp.weight' (ffn_up) is missing");
+	loom_runtime_free(rt);
+}
+END_TEST
+
+/* A broken contract in the directory fails the load with its own line, not
+ * a fallback to the next directory's good copy. */
+START_TEST(broken_contract_fails_the_load)
+{
+	char model[4096], dir[4096];
+	if (!test_data_path(model, sizeof(model), "models/stories260K-f32.gguf"))
+		return;
+	tmp_dir(dir, sizeof(dir), "contract_model_broken");
+	write_llama(dir, "  qkv: separate\n", "  qkv: fused\n");
+	loom_runtime *rt = runtime_with_arch_dir(dir);
+	loom_model *m = NULL;
+	loom_status st = loom_model_load(rt, model, NULL, &m);
+	const char *err = loom_last_error();
+	ck_assert_msg(st == LOOM_ERR_CONTRACT, "status %d (%s), expected LOOM_ERR_CONTRACT: %s", st,
+		      loom_strerror(st), err);
+	ck_assert_ptr_null(m);
+	expect_in(err, dir);
+	expect_in(err, "qkv must be one of separate, not 'fused'");
+	loom_runtime_free(rt);
+}
+END_TEST
+
+static Suite *contract_suite(void)
+{
+	Suite *s = suite_create("contract");
+	TCase *tc;
+
+	tc = tcase_create("good");
+	tcase_add_test(tc, llama_contract_reads_back);
+	tcase_add_test(tc, omitted_choices_take_their_defaults);
+	tcase_add_test(tc, tied_head_needs_no_output_tensor);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("broken");
+	tcase_add_loop_test(tc, broken_contract_names_file_and_line, 0, N_BROKEN);
+	tcase_add_test(tc, missing_and_empty_contracts_are_errors);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("find");
+	tcase_add_test(tc, find_takes_the_first_directory_that_has_it);
+	tcase_add_test(tc, find_rejects_a_misnamed_contract);
+	tcase_add_test(tc, find_lists_the_directories_it_searched);
+	tcase_add_test(tc, find_refuses_names_that_are_paths);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("model");
+	tcase_add_test(tc, model_loads_through_a_copied_contract);
+	tcase_add_test(tc, misspelled_tensor_name_fails_the_load);
+	tcase_add_test(tc, broken_contract_fails_the_load);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+LOOM_TEST_MAIN(contract_suite)

@@ -132,7 +132,7 @@ static void attention_run(const loom_node *node, const cpu_task *task)
 		float *out = (float *)cpu_row(a.y, t) + h * a.head_dim;
 
 		if (a.fp16) {
-			memcpy(q_rounded, q, a.head_dim * 4);
+			cpu_round_fp16_row(q, q_rounded, a.head_dim);
 			q = q_rounded;
 		}
 		float max = attention_scores(&a, q, g, mask, scores);
