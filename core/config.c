@@ -145,6 +145,9 @@ static loom_status parse_root(loom_yaml *y, loom_config *cfg)
 	if ((n = loom_yaml_get(y, root, "backend")) != NULL) {
 		if ((st = get_text(y, n, "backend", &cfg->backend)) != LOOM_OK)
 			return st;
+		if (cfg->backend[0] == '\0')
+			return loom_error(LOOM_ERR_CONFIG, "%s:%d: backend is empty (auto or a backend name)", y->path,
+					  loom_yaml_line(n));
 	} else if ((cfg->backend = strdup("auto")) == NULL) {
 		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
 	}
@@ -158,6 +161,11 @@ static loom_status parse_root(loom_yaml *y, loom_config *cfg)
 		return loom_error(LOOM_ERR_CONFIG, "%s: no backends are listed", y->path);
 	if (cfg->n_formats == 0)
 		return loom_error(LOOM_ERR_CONFIG, "%s: no formats are listed", y->path);
+	for (int i = 0; i < cfg->n_backends; i++)
+		for (int j = 0; j < cfg->n_formats; j++)
+			if (strcmp(cfg->backends[i].name, cfg->formats[j].name) == 0)
+				return loom_error(LOOM_ERR_CONFIG, "%s:%d: '%s' is both a backend and a format", y->path,
+						  cfg->formats[j].line, cfg->formats[j].name);
 	return LOOM_OK;
 }
 

@@ -38,7 +38,8 @@ static const char *const role_names[LOOM_ROLE_COUNT] = {
 	[LOOM_ROLE_FFN_DOWN] = "ffn_down",
 };
 
-static const char *const format_names[LOOM_CFMT_COUNT] = {
+/* NULL-terminated too: it is the list of keys hparams and tensors allow. */
+static const char *const format_names[LOOM_CFMT_COUNT + 1] = {
 	[LOOM_CFMT_GGUF] = "gguf",
 };
 
@@ -202,12 +203,14 @@ static loom_status check_complete(loom_yaml *y, yaml_node_t *tensors, loom_contr
 			return loom_error(LOOM_ERR_CONTRACT, "%s:%d: tensors.%s lacks '%s', which the block needs",
 					  y->path, loom_yaml_line(tensors), format_names[f], role_names[r]);
 		}
+		yaml_node_t *names = loom_yaml_get(y, tensors, format_names[f]);
 		for (int r = 0; r < LOOM_ROLE_COUNT; r++) {
 			const char *name = c->tensor_names[f][r];
 			if (name != NULL && loom_role_is_per_layer((loom_role)r) && strstr(name, "{i}") == NULL)
 				return loom_error(LOOM_ERR_CONTRACT,
 						  "%s:%d: tensors.%s.%s ('%s') needs the layer placeholder {i}",
-						  y->path, loom_yaml_line(tensors), format_names[f], role_names[r], name);
+						  y->path, loom_yaml_line(loom_yaml_get(y, names, role_names[r])),
+						  format_names[f], role_names[r], name);
 		}
 	}
 	return LOOM_OK;

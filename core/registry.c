@@ -58,13 +58,22 @@ static char *resolve_file(const loom_config *cfg, const char *file)
 	return NULL;
 }
 
-/* Checks the slots the core calls unconditionally; names the first missing. */
+/* The vtable's size as the plugin declares it, and the size the core needs. */
+static bool vtable_too_small(const loom_plugin *p, size_t *have, size_t *need)
+{
+	*have = *(const uint32_t *)p->desc->vtable; /* struct_size comes first in every vtable */
+	*need = p->kind == LOOM_PLUGIN_BACKEND ? LOOM_BACKEND_VTABLE_MIN_SIZE : LOOM_FORMAT_VTABLE_MIN_SIZE;
+	return *have < *need;
+}
+
+/* Checks the slots the core calls unconditionally; names the first missing.
+ * Call only once the table is known to be large enough. */
 static const char *missing_slot(const loom_plugin *p)
 {
 	if (p->kind == LOOM_PLUGIN_BACKEND) {
 		const loom_backend_vtable *vt = p->desc->vtable;
 		if (vt->struct_size < LOOM_BACKEND_VTABLE_MIN_SIZE)
-			return "struct_size (table too old)";
+			return NULL;
 #define REQUIRE_SLOT(slot) if (vt->slot == NULL) return #slot
 		REQUIRE_SLOT(init);
 		REQUIRE_SLOT(free);
@@ -77,7 +86,7 @@ static const char *missing_slot(const loom_plugin *p)
 	} else {
 		const loom_format_vtable *vt = p->desc->vtable;
 		if (vt->struct_size < LOOM_FORMAT_VTABLE_MIN_SIZE)
-			return "struct_size (table too old)";
+			return NULL;
 		REQUIRE_SLOT(open);
 		REQUIRE_SLOT(close);
 #undef REQUIRE_SLOT
@@ -125,6 +134,12 @@ static void load_plugin(loom_plugin *p)
 		return;
 	}
 	p->desc = desc;
+	size_t have, need;
+	if (vtable_too_small(p, &have, &need)) {
+		p->desc = NULL;
+		reject(p, LOOM_LOG_WARN, "vtable too old: %zu bytes, loom needs at least %zu", have, need);
+		return;
+	}
 	const char *slot = missing_slot(p);
 	if (slot != NULL) {
 		p->desc = NULL;

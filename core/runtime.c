@@ -138,6 +138,8 @@ static loom_status choose_backend(loom_runtime *rt, const char *forced)
 		snprintf(cands[i]->why, sizeof(cands[i]->why), "not chosen: '%s' scores higher (%d > %d)",
 			 rt->backend.plugin->name, rt->backend.plugin->score, cands[i]->score);
 	}
+	if (rt->backend.plugin == NULL && forced != NULL)
+		return loom_error(LOOM_ERR_PLUGIN, "backend '%s' cannot be used: %s", forced, cands[0]->why);
 	if (rt->backend.plugin == NULL)
 		return loom_error(LOOM_ERR_PLUGIN, "no usable backend among those in %s (see `loom info --plugins`)",
 				  rt->config.path);
@@ -151,6 +153,8 @@ loom_status loom_runtime_create(const loom_runtime_params *params, loom_runtime 
 	loom_runtime_params defaults = loom_runtime_default_params();
 	loom_status st;
 
+	if (out == NULL)
+		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_runtime_create: out is NULL");
 	*out = NULL;
 	if (params == NULL)
 		params = &defaults;

@@ -6,9 +6,15 @@
  * characters. Then, as long as some pair of neighbouring symbols spells a
  * vocabulary token, the pair whose token scores highest is merged (on equal
  * scores the leftmost). Pairs wait in a max-heap and are checked for
- * staleness when popped, so a fragment of n bytes costs O(n log n).
- * Finally each symbol is emitted as its token, or, if it is a character the
- * vocabulary lacks, as one byte token per byte.
+ * staleness when popped, so n symbols cost O(n log n). Finally each symbol
+ * is emitted as its token, or, if it is a character the vocabulary lacks, as
+ * one byte token per byte.
+ *
+ * Merges far apart do not interact, only the order of neighbouring ones
+ * matters. In the usual vocabulary no token has a "▁" after any other
+ * character, so no merge ever joins a word to the "▁" that starts the next:
+ * then each word is merged on its own, with a small heap that stays in cache,
+ * and the result is the same as merging the whole fragment at once.
  */
 #include "error.h"
 #include "vocab_internal.h"
@@ -22,9 +28,10 @@
 #define SPM_SPACE_LEN 3
 
 /* A symbol: a run of bytes of the escaped text, linked to its neighbours
- * (-1 at either end). A symbol merged into its left neighbour has n == 0. */
+ * (-1 at either end). A symbol merged into its left neighbour has n == 0.
+ * The escaped text is at most INT_MAX bytes, so int holds any offset. */
 struct symbol {
-	size_t start, n;
+	int start, n;
 	int prev, next;
 };
 
@@ -32,8 +39,7 @@ struct symbol {
  * bytes with score `score`. */
 struct bigram {
 	float score;
-	int left, right;
-	size_t size;
+	int left, right, size;
 };
 
 struct bigram_heap {
@@ -116,10 +122,10 @@ static loom_status try_add_bigram(struct spm_session *s, int left, int right)
 {
 	if (left < 0 || right < 0)
 		return LOOM_OK;
-	size_t size = s->syms[left].n + s->syms[right].n;
-	if (size > s->vocab->max_token_len)
+	int size = s->syms[left].n + s->syms[right].n;
+	if ((size_t)size > s->vocab->max_token_len)
 		return LOOM_OK;
-	loom_token id = loom_vocab_find(s->vocab, s->text + s->syms[left].start, size);
+	loom_token id = loom_vocab_find(s->vocab, s->text + s->syms[left].start, (size_t)size);
 	if (id < 0)
 		return LOOM_OK;
 	struct bigram b = {.score = s->vocab->scores[id], .left = left, .right = right, .size = size};
@@ -137,7 +143,8 @@ static loom_status split_chars(struct spm_session *s, size_t len)
 		size_t cl = utf8_seq_len((unsigned char)s->text[off]);
 		if (cl > len - off)
 			cl = len - off;
-		s->syms[n] = (struct symbol){.start = off, .n = cl, .prev = n - 1, .next = n + 1};
+		s->syms[n] = (struct symbol){.start = (int)off, .n = (int)cl, .prev = n - 1,
+					     .next = n + 1};
 		off += cl;
 	}
 	s->syms[n - 1].next = -1;
@@ -145,13 +152,36 @@ static loom_status split_chars(struct spm_session *s, size_t len)
 	return LOOM_OK;
 }
 
-/* Merges the best pair until no neighbours spell a token. A popped pair is
- * stale if either side has since been merged into something else: symbols
- * only grow, so their sizes no longer add up to the pair's. */
-static loom_status merge_pairs(struct spm_session *s)
+static bool is_space_symbol(const struct spm_session *s, int i)
+{
+	return s->syms[i].n == SPM_SPACE_LEN &&
+	       memcmp(s->text + s->syms[i].start, SPM_SPACE, SPM_SPACE_LEN) == 0;
+}
+
+/* The end of the run of symbols starting at first that merges can never
+ * leave: the next "▁" that follows another character when the vocabulary
+ * allows cutting there, else the end of the fragment. */
+static int word_end(const struct spm_session *s, int first)
+{
+	if (!s->vocab->spm_word_merges)
+		return s->n_syms;
+	for (int i = first + 1; i < s->n_syms; i++)
+		if (is_space_symbol(s, i) && !is_space_symbol(s, i - 1))
+			return i;
+	return s->n_syms;
+}
+
+/* Merges the best pair of symbols first .. last - 1 until no neighbours
+ * spell a token. A popped pair is stale if either side has since been
+ * merged into something else: symbols only grow, so their sizes no longer
+ * add up to the pair's. */
+static loom_status merge_pairs(struct spm_session *s, int first, int last)
 {
 	loom_status st = LOOM_OK;
-	for (int i = 1; i < s->n_syms && st == LOOM_OK; i++)
+	s->syms[first].prev = -1;
+	s->syms[last - 1].next = -1;
+	s->heap.n = 0;
+	for (int i = first + 1; i < last && st == LOOM_OK; i++)
 		st = try_add_bigram(s, i - 1, i);
 	while (s->heap.n > 0 && st == LOOM_OK) {
 		struct bigram b = heap_pop(&s->heap);
@@ -190,12 +220,12 @@ static loom_status emit_bytes(const loom_vocab *v, const char *p, size_t n, loom
  * single character the vocabulary lacks (llama.cpp's "resegment" step, which
  * splits a symbol back along the merges that made it, never finds one to
  * undo). */
-static loom_status emit_symbols(const struct spm_session *s, loom_token_vec *out)
+static loom_status emit_symbols(const struct spm_session *s, int first, loom_token_vec *out)
 {
 	loom_status st = LOOM_OK;
-	for (int i = 0; i >= 0 && st == LOOM_OK; i = s->syms[i].next) {
+	for (int i = first; i >= 0 && st == LOOM_OK; i = s->syms[i].next) {
 		const char *p = s->text + s->syms[i].start;
-		size_t n = s->syms[i].n;
+		size_t n = (size_t)s->syms[i].n;
 		loom_token id = loom_vocab_find(s->vocab, p, n);
 		st = id >= 0 ? loom_token_vec_push(out, id) : emit_bytes(s->vocab, p, n, out);
 	}
@@ -243,10 +273,12 @@ static loom_status encode_fragment(const loom_vocab *v, const char *text, size_t
 				len);
 	} else if (n > 0) {
 		st = split_chars(&s, n);
-		if (st == LOOM_OK)
-			st = merge_pairs(&s);
-		if (st == LOOM_OK)
-			st = emit_symbols(&s, out);
+		for (int first = 0, last; st == LOOM_OK && first < s.n_syms; first = last) {
+			last = word_end(&s, first);
+			st = merge_pairs(&s, first, last);
+			if (st == LOOM_OK)
+				st = emit_symbols(&s, first, out);
+		}
 	}
 	free(s.heap.data);
 	free(s.syms);
@@ -279,4 +311,18 @@ loom_status loom_spm_tokenize(const loom_vocab *v, const char *text, const loom_
 	if (st == LOOM_OK && add_special && v->add_eos)
 		st = loom_token_vec_push(out, v->eos);
 	return st;
+}
+
+bool loom_spm_word_merges(const loom_vocab *v)
+{
+	for (loom_token id = 0; id < v->n_tokens; id++) {
+		size_t len, i = 0;
+		const char *t = loom_vocab_text(v, id, &len);
+		while (len - i >= SPM_SPACE_LEN && memcmp(t + i, SPM_SPACE, SPM_SPACE_LEN) == 0)
+			i += SPM_SPACE_LEN;
+		for (; len - i >= SPM_SPACE_LEN; i++)
+			if (memcmp(t + i, SPM_SPACE, SPM_SPACE_LEN) == 0)
+				return false;
+	}
+	return true;
 }

@@ -148,9 +148,8 @@ static loom_status optional_array(const loom_model_file *file, const char *key,
 
 static loom_status load_scores(loom_vocab *v, const loom_model_file *file)
 {
-	const float *scores;
-	loom_status st = optional_array(file, KEY_SCORES, LOOM_META_F32, v->n_tokens,
-					(const void **)&scores);
+	const void *scores;
+	loom_status st = optional_array(file, KEY_SCORES, LOOM_META_F32, v->n_tokens, &scores);
 	if (st != LOOM_OK)
 		return st;
 	v->scores = calloc((size_t)v->n_tokens, sizeof(*v->scores));
@@ -174,11 +173,11 @@ static bool is_byte_text(const char *t, size_t len)
 
 static loom_status load_types(loom_vocab *v, const loom_model_file *file)
 {
-	const int32_t *types;
-	loom_status st = optional_array(file, KEY_TYPES, LOOM_META_I32, v->n_tokens,
-					(const void **)&types);
+	const void *data;
+	loom_status st = optional_array(file, KEY_TYPES, LOOM_META_I32, v->n_tokens, &data);
 	if (st != LOOM_OK)
 		return st;
+	const int32_t *types = data;
 	v->types = malloc((size_t)v->n_tokens);
 	v->flags = calloc((size_t)v->n_tokens, 1);
 	if (v->types == NULL || v->flags == NULL)
@@ -188,11 +187,12 @@ static loom_status load_types(loom_vocab *v, const loom_model_file *file)
 		size_t len;
 		const char *text = loom_vocab_text(v, i, &len);
 		if (t < 0 || t >= LOOM_TOKEN_TYPE_COUNT)
-			return loom_error(LOOM_ERR_BAD_FORMAT, "token %d has unknown type %d", i, t);
+			return loom_error(LOOM_ERR_BAD_FORMAT, "'%s': token %d has unknown type %d",
+					  KEY_TYPES, i, t);
 		if (t == LOOM_TOKEN_BYTE && !is_byte_text(text, len))
 			return loom_error(LOOM_ERR_BAD_FORMAT,
-					  "token %d is a byte token but its text '%.*s' is not <0xXX>", i,
-					  (int)len, text);
+					  "'%s': token %d is a byte token but its text '%.*s' is not <0xXX>",
+					  KEY_TYPES, i, (int)len, text);
 		v->types[i] = (uint8_t)t;
 	}
 	return LOOM_OK;
@@ -529,7 +529,7 @@ loom_status loom_vocab_load(const loom_model_file *file, loom_vocab **out)
 	*out = NULL;
 	loom_vocab *v = calloc(1, sizeof(*v));
 	if (v == NULL)
-		return loom_error(LOOM_ERR_NO_MEMORY, "vocabulary: out of memory");
+		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory for the vocabulary");
 	loom_status st = read_kind(file, &v->kind);
 	if (st == LOOM_OK)
 		st = load_tokens(v, file);
@@ -541,10 +541,11 @@ loom_status loom_vocab_load(const loom_model_file *file, loom_vocab **out)
 		st = sort_specials(v);
 	if (st != LOOM_OK) {
 		loom_vocab_free(v);
-		return loom_error_wrap(st, "vocabulary");
+		return st;
 	}
 	apply_phi3_rstrip(v, file);
 	find_byte_tokens(v);
+	v->spm_word_merges = v->kind == LOOM_VOCAB_SPM && loom_spm_word_merges(v);
 	*out = v;
 	return LOOM_OK;
 }

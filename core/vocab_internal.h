@@ -49,6 +49,10 @@ struct loom_vocab {
 	int32_t *slots;
 	size_t n_slots;
 
+	/* Every "▁" in a token is part of its leading run of "▁": SPM may merge
+	 * word by word (see tokenizer_spm.c). */
+	bool spm_word_merges;
+
 	loom_token bos, eos, unk; /* -1 if none */
 	bool add_bos, add_eos, add_space_prefix;
 
@@ -85,6 +89,10 @@ typedef struct loom_fragment {
 	size_t off, len;
 	loom_token token;
 } loom_fragment;
+
+/* Whether every "▁" of every token of v lies in the token's leading run of
+ * "▁", which lets SPM merge word by word (tokenizer_spm.c). */
+bool loom_spm_word_merges(const loom_vocab *v);
 
 /* SentencePiece-style tokenization of the fragments of text, appending to
  * out (tokenizer_spm.c). */

@@ -25,9 +25,13 @@ loom_status loom_yaml_load(const char *path, loom_status code, loom_yaml *out)
 	}
 	yaml_parser_set_input_file(&parser, f);
 	if (!yaml_parser_load(&parser, &out->doc)) {
-		st = loom_error(code, "%s:%zu:%zu: %s%s%s", path, parser.problem_mark.line + 1,
+		/* An unclosed quote or bracket is noticed far from where it opened. */
+		char opened[48] = "";
+		if (parser.context != NULL && parser.context_mark.line != parser.problem_mark.line)
+			snprintf(opened, sizeof(opened), " started at line %zu", parser.context_mark.line + 1);
+		st = loom_error(code, "%s:%zu:%zu: %s%s%s%s", path, parser.problem_mark.line + 1,
 				parser.problem_mark.column + 1, parser.problem ? parser.problem : "syntax error",
-				parser.context ? " " : "", parser.context ? parser.context : "");
+				parser.context ? " " : "", parser.context ? parser.context : "", opened);
 		goto out_parser;
 	}
 	if (yaml_document_get_root_node(&out->doc) == NULL) {

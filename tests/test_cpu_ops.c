@@ -15,6 +15,7 @@
 #include "plugin_host.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1429,6 +1430,61 @@ START_TEST(test_graph)
 }
 END_TEST
 
+/* Two host threads computing on one backend instance (two contexts sharing
+ * it) must each get their own answer: computes take turns over the scratch. */
+typedef struct concurrent_job {
+	variant *v;
+	const op_case *c;
+	const void *want;
+	int mismatches;
+} concurrent_job;
+
+static void *concurrent_worker(void *arg)
+{
+	concurrent_job *job = arg;
+	size_t bytes = packed_bytes(&job->c->dst);
+	void *got = malloc(bytes);
+
+	for (int i = 0; i < 20; i++) {
+		run_case(job->v, 1, job->c, 0, got);
+		job->mismatches += memcmp(got, job->want, bytes) != 0;
+	}
+	free(got);
+	return NULL;
+}
+
+START_TEST(test_concurrent_compute)
+{
+	variant *v = usable_variant(_i, "concurrent compute");
+	ref_rng rng = {13};
+	op_case c[2];
+	concurrent_job jobs[2];
+	pthread_t tid[2];
+
+	if (v == NULL)
+		return;
+	for (int k = 0; k < 2; k++) {
+		int64_t n = 1024, n_out = 64, nt = 8 + 8 * k;
+		c[k] = (op_case){.op = LOOM_OP_MATMUL};
+		c[k].src[0] = random_weights(&rng, LOOM_DTYPE_Q8_0, n, n_out, 0.05);
+		c[k].src[1] = ht(LOOM_DTYPE_F32, n, nt, 1, 1);
+		c[k].dst = ht(LOOM_DTYPE_F32, n_out, nt, 1, 1);
+		fill_normal(&rng, f32(&c[k].src[1]), (size_t)(n * nt), 1.0);
+		snprintf(c[k].what, sizeof(c[k].what), "concurrent MATMUL %d", k);
+		jobs[k] = (concurrent_job){.v = v, .c = &c[k], .want = exercise(v, &c[k])};
+	}
+	for (int k = 0; k < 2; k++)
+		ck_assert_int_eq(pthread_create(&tid[k], NULL, concurrent_worker, &jobs[k]), 0);
+	for (int k = 0; k < 2; k++) {
+		pthread_join(tid[k], NULL);
+		ck_assert_msg(jobs[k].mismatches == 0, "%s: %d of 20 concurrent computes went wrong",
+			      v->name, jobs[k].mismatches);
+		free((void *)jobs[k].want);
+		case_free(&c[k]);
+	}
+}
+END_TEST
+
 /* ------------------------------------------------------------------------ */
 
 static void add_variant_test(Suite *s, const char *name, const TTest *test)
@@ -1464,6 +1520,7 @@ static Suite *cpu_ops_suite(void)
 	add_variant_test(s, "attention", test_attention);
 	add_variant_test(s, "attention_fp16_rounding", test_attention_fp16_rounding);
 	add_variant_test(s, "graph", test_graph);
+	add_variant_test(s, "concurrent_compute", test_concurrent_compute);
 	return s;
 }
 

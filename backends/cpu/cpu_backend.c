@@ -5,6 +5,7 @@
 #include "cpu_backend.h"
 
 #include <omp.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,9 @@
 typedef struct cpu_backend {
 	const loom_host *host;
 	int n_threads;
+	/* Held for a whole compute: computes on one instance from several
+	 * threads (contexts sharing a backend) take turns over the scratch. */
+	pthread_mutex_t lock;
 	/* Scratch shared by the ops of a compute, grown to the largest need. */
 	unsigned char *scratch;
 	size_t scratch_size;
@@ -96,6 +100,7 @@ static void *cpu_init(const loom_host *host, const loom_backend_options *opts)
 	}
 	be->host = host;
 	be->n_threads = has_threads && opts->n_threads > 0 ? opts->n_threads : online_cpus();
+	pthread_mutex_init(&be->lock, NULL);
 	return be;
 }
 
@@ -105,6 +110,7 @@ static void cpu_free(void *backend)
 
 	if (be == NULL)
 		return;
+	pthread_mutex_destroy(&be->lock);
 	free(be->scratch);
 	free(be);
 }
@@ -253,6 +259,25 @@ static loom_status prepare(cpu_backend *be, const loom_graph *graph)
 	return LOOM_OK;
 }
 
+/* Runs every node with all threads, a barrier after each. */
+static void run_graph(cpu_backend *be, const loom_graph *graph, atomic_int *bad_node)
+{
+#pragma omp parallel num_threads(be->n_threads)
+	{
+		cpu_task task = {
+			.ith = omp_get_thread_num(),
+			.nth = omp_get_num_threads(),
+			.scratch = be->scratch,
+			.bad_node = bad_node,
+		};
+		for (int i = 0; i < graph->n_nodes; i++) {
+			task.node = i;
+			op_of(&graph->nodes[i])->run(&graph->nodes[i], &task);
+#pragma omp barrier
+		}
+	}
+}
+
 static loom_status cpu_compute(void *backend, const loom_graph *graph)
 {
 	cpu_backend *be = backend;
@@ -263,25 +288,13 @@ static loom_status cpu_compute(void *backend, const loom_graph *graph)
 		report(be->host, "compute: no graph");
 		return LOOM_ERR_INVALID_ARGUMENT;
 	}
+	pthread_mutex_lock(&be->lock);
 	st = prepare(be, graph);
+	if (st == LOOM_OK)
+		run_graph(be, graph, &bad_node);
+	pthread_mutex_unlock(&be->lock);
 	if (st != LOOM_OK)
 		return st;
-
-#pragma omp parallel num_threads(be->n_threads)
-	{
-		cpu_task task = {
-			.ith = omp_get_thread_num(),
-			.nth = omp_get_num_threads(),
-			.scratch = be->scratch,
-			.bad_node = &bad_node,
-		};
-		for (int i = 0; i < graph->n_nodes; i++) {
-			task.node = i;
-			op_of(&graph->nodes[i])->run(&graph->nodes[i], &task);
-#pragma omp barrier
-		}
-	}
-
 	if (bad_node >= 0) {
 		const loom_node *node = &graph->nodes[bad_node];
 		report(be->host, "node %d (%s -> %s): an index is out of range", (int)bad_node,

@@ -78,46 +78,72 @@ CPU_INLINE void tile_float(const cpu_gemm_args *a, enum weight_kind kind, const 
 }
 
 /*
- * VNNI's dpbusd multiplies unsigned by signed bytes. The activation bytes
- * are made unsigned by adding 128 (xor 0x80); each weight row's 128 * sum(w)
- * then comes off again, by starting the accumulation from its negation.
+ * Q8_0 with VNNI. dpbusd multiplies unsigned by signed bytes, so the weight
+ * bytes are made unsigned by adding 128 (xor 0x80) and each activation
+ * block's 128 * sum(x) comes off again by starting the accumulation from its
+ * negation; that correction is per token and shared by every weight row.
+ * Two weight rows share a 512-bit register, one per half, against the same
+ * activation block in both halves, so one dpbusd does two rows.
  */
+
+/* Rows 2p and 2p+1 of block b, made unsigned. */
+CPU_INLINE __m512i q8_0_row_pair(const cpu_block_q8_0 *const *w, int p, int64_t b)
+{
+	__m256i lo = _mm256_loadu_si256((const __m256i *)w[2 * p][b].qs);
+	__m256i hi = _mm256_loadu_si256((const __m256i *)w[2 * p + 1][b].qs);
+	__m512i pair = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+	return _mm512_xor_si512(pair, _mm512_set1_epi8((char)0x80));
+}
+
+/* The scales of rows 2p and 2p+1 of block b, each over its half. */
+CPU_INLINE __m512 q8_0_scale_pair(const cpu_block_q8_0 *const *w, int p, int64_t b)
+{
+	__m128i h = _mm_insert_epi16(_mm_cvtsi32_si128(w[2 * p][b].d), w[2 * p + 1][b].d, 1);
+	__m512 d = _mm512_castps128_ps512(_mm_cvtph_ps(h));
+	return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1), d);
+}
+
+CPU_INLINE float hsum_halves(__m512 v, int half)
+{
+	return cpu_hsum_x8(half ? _mm512_extractf32x8_ps(v, 1) : _mm512_castps512_ps256(v));
+}
+
 CPU_INLINE void tile_q8_0(const cpu_gemm_args *a, const int nt)
 {
-	const __m256i k80 = _mm256_set1_epi8((char)0x80);
-	const __m256i zero = _mm256_setzero_si256();
+	const __m512i k80 = _mm512_set1_epi8((char)0x80);
 	const cpu_block_q8_0 *w[CPU_GEMM_ROWS];
 	const cpu_block_q8_0 *x[CPU_GEMM_TOKENS];
-	__m256 acc[CPU_GEMM_ROWS][CPU_GEMM_TOKENS];
+	__m512 acc[CPU_GEMM_ROWS / 2][CPU_GEMM_TOKENS];
 
-	for (int r = 0; r < CPU_GEMM_ROWS; r++) {
+	for (int r = 0; r < CPU_GEMM_ROWS; r++)
 		w[r] = (const cpu_block_q8_0 *)weight_row(a, r);
+	for (int p = 0; p < CPU_GEMM_ROWS / 2; p++)
 		for (int t = 0; t < nt; t++)
-			acc[r][t] = _mm256_setzero_ps();
-	}
+			acc[p][t] = _mm512_setzero_ps();
 	for (int t = 0; t < nt; t++)
 		x[t] = (const cpu_block_q8_0 *)act_row(a, t);
 	for (int64_t b = 0; b < a->n / CPU_QK8_0; b++) {
-		__m256i xq[CPU_GEMM_TOKENS];
-		__m256 xd[CPU_GEMM_TOKENS];
+		__m512i xq[CPU_GEMM_TOKENS], corr[CPU_GEMM_TOKENS];
+		__m512 xd[CPU_GEMM_TOKENS];
 		for (int t = 0; t < nt; t++) {
-			xq[t] = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)x[t][b].qs), k80);
-			xd[t] = _mm256_set1_ps(cpu_fp16_to_f32(x[t][b].d));
+			xq[t] = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)x[t][b].qs));
+			corr[t] = _mm512_sub_epi32(_mm512_setzero_si512(),
+						   _mm512_dpbusd_epi32(_mm512_setzero_si512(), k80, xq[t]));
+			xd[t] = _mm512_set1_ps(cpu_fp16_to_f32(x[t][b].d));
 		}
-		for (int r = 0; r < CPU_GEMM_ROWS; r++) {
-			__m256i wq = _mm256_loadu_si256((const __m256i *)w[r][b].qs);
-			__m256i bias = _mm256_sub_epi32(zero, _mm256_dpbusd_epi32(zero, k80, wq));
-			__m256 wd = _mm256_set1_ps(cpu_fp16_to_f32(w[r][b].d));
+		for (int p = 0; p < CPU_GEMM_ROWS / 2; p++) {
+			__m512i wq = q8_0_row_pair(w, p, b);
+			__m512 wd = q8_0_scale_pair(w, p, b);
 			for (int t = 0; t < nt; t++) {
-				__m256i s = _mm256_dpbusd_epi32(bias, xq[t], wq);
-				acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(wd, xd[t]),
-							    acc[r][t]);
+				__m512i s = _mm512_dpbusd_epi32(corr[t], wq, xq[t]);
+				acc[p][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(wd, xd[t]),
+							    acc[p][t]);
 			}
 		}
 	}
 	for (int t = 0; t < nt; t++)
 		for (int r = 0; r < a->nr; r++)
-			out_row(a, t)[r] = cpu_hsum_x8(acc[r][t]);
+			out_row(a, t)[r] = hsum_halves(acc[r / 2][t], r % 2);
 }
 
 #elif defined(__AVX2__)

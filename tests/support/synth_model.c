@@ -224,15 +224,34 @@ static bool keep_key(const synth_model *sm, const char *key)
 	return !same(key, sm->faults.omit_key);
 }
 
+/* Writes a numeric key as a string, if the faults ask for that; true if
+ * they did (or asked to leave the key out). */
+static bool diverted(synth_model *sm, const char *key, const char *text)
+{
+	if (!keep_key(sm, key))
+		return true;
+	if (!same(key, sm->faults.string_key))
+		return false;
+	gguf_writer_add_string(sm->w, key, text);
+	return true;
+}
+
 static void put_u32(synth_model *sm, const char *key, uint32_t v)
 {
-	if (keep_key(sm, key))
-		gguf_writer_add_u32(sm->w, key, v);
+	char text[16];
+
+	snprintf(text, sizeof(text), "%u", v);
+	if (diverted(sm, key, text))
+		return;
+	gguf_writer_add_u32(sm->w, key, same(key, sm->faults.set_key) ? sm->faults.set_value : v);
 }
 
 static void put_f32(synth_model *sm, const char *key, float v)
 {
-	if (keep_key(sm, key))
+	char text[32];
+
+	snprintf(text, sizeof(text), "%g", v);
+	if (!diverted(sm, key, text))
 		gguf_writer_add_f32(sm->w, key, v);
 }
 
@@ -266,12 +285,14 @@ static void add_hparams(synth_model *sm)
 	put_f32(sm, arch_key(sm, k, sizeof(k), "rope.freq_base"), c->rope_theta);
 }
 
-/* Words for the normal tokens; past the list they are "▁w<i>". */
+/* The normal tokens; past this list they are "▁w<i>". SentencePiece builds
+ * a word by merging adjacent pieces that are themselves tokens, so every
+ * word comes with all its prefixes. */
 static const char *const words[] = {
-	SP, SP "the", SP "a", SP "and", SP "to", SP "of", SP "was", SP "he", SP "she", SP "it", SP "in",
-	SP "day", SP "cat", SP "dog", SP "sun", SP "big", SP "little", SP "once", SP "upon", SP "time",
-	SP "there", "e", "t", "a", "o", "s", "n", "ed", "ing", "er", "ly", SP "h", SP "w", SP "s",
-	SP "b", SP "t", SP "T", SP "O", ".", ",", "!",
+	SP, SP "t", SP "th", SP "the", SP "a", SP "an", SP "and", SP "c", SP "ca", SP "cat",
+	SP "d", SP "do", SP "dog", SP "s", SP "su", SP "sun", SP "o", SP "on", SP "onc", SP "once",
+	SP "w", SP "wa", SP "was", SP "h", SP "he", SP "i", SP "it", "e", "t", "a", "o", "s", "n",
+	"ed", "ing", ".", ",", "!",
 };
 #define N_WORDS ((int)(sizeof(words) / sizeof(words[0])))
 

@@ -66,6 +66,9 @@ synth_config synth_default_config(void);
 typedef struct synth_faults {
 	const char *arch;          /* general.architecture and the key prefix; NULL: "llama" */
 	const char *omit_key;      /* a metadata key left out */
+	const char *set_key;       /* an integer key written as set_value instead */
+	uint32_t set_value;
+	const char *string_key;    /* a numeric key written as a string instead */
 	const char *omit_tensor;   /* a tensor left out */
 	const char *grow_tensor;   /* a tensor whose last dimension is one too large */
 	const char *retype_tensor; /* a tensor stored as retype (pseudo-random bytes) */
