@@ -155,6 +155,9 @@ static loom_status read_batch(loom_context *ctx, const loom_batch *b, int *n_out
 			for (int j = 0; j < i; j++)
 				if (ctx->seq[j] == ctx->seq[i] && ctx->pos[j] > last)
 					last = ctx->pos[j];
+			if (last == INT32_MAX)
+				return loom_error(LOOM_ERR_INVALID_ARGUMENT,
+						  "batch token %d: sequence %d has no position after %d", i, ctx->seq[i], last);
 			ctx->pos[i] = last + 1;
 		}
 		if (ctx->pos[i] < 0)

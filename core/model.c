@@ -139,7 +139,7 @@ static loom_status require_hparam(loom_model *m, int fmt, loom_hparam hp, int64_
 				  loom_hparam_name(hp), key);
 	}
 	if (v < 1 || v > (double)(1 << 30) || v != (double)(int64_t)v)
-		return loom_error(LOOM_ERR_BAD_FORMAT, "hyperparameter %s = %g is out of range",
+		return loom_error(LOOM_ERR_BAD_FORMAT, "hyperparameter %s = %.17g is out of range",
 				  loom_hparam_name(hp), v);
 	*out = (int64_t)v;
 	return LOOM_OK;
@@ -401,8 +401,9 @@ static loom_status load(loom_model *m, const char *path, const loom_model_params
 		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
 	if (params->metadata_only)
 		return LOOM_OK;
+	/* A missing tokenizer key is a defect of the file, like any other. */
 	if ((st = loom_vocab_load(m->file, &m->vocab)) != LOOM_OK)
-		return loom_error_wrap(st, "%s: vocabulary", path);
+		return loom_error_wrap(st == LOOM_ERR_NOT_FOUND ? LOOM_ERR_BAD_FORMAT : st, "%s: vocabulary", path);
 	if (params->vocab_only)
 		return LOOM_OK;
 	st = loom_contract_find(m->arch, m->rt->arch_dirs, m->rt->n_arch_dirs, &m->contract);

@@ -409,6 +409,18 @@ static const int64_t row_counts[] = {1, 7, 33};
 static const int64_t token_counts[] = {1, 3, 64};
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))
 
+/* Steps idx[0..n) through every combination of idx[k] < sizes[k], the last
+ * index fastest, like nested loops; false once all were visited. */
+static bool grid_next(int *idx, const int *sizes, int n)
+{
+	for (int k = n - 1; k >= 0; k--) {
+		if (++idx[k] < sizes[k])
+			return true;
+		idx[k] = 0;
+	}
+	return false;
+}
+
 /* Tolerances (normalized MSE) per op, against the double reference. The
  * kernels accumulate in f32: long matmul rows reach ~3e-11, the other ops
  * stay near 1e-14. A missing or extra rounding step shows as 1e-8 or more. */
@@ -659,6 +671,28 @@ END_TEST
 static const loom_dtype table_types[] = {LOOM_DTYPE_F32, LOOM_DTYPE_F16, LOOM_DTYPE_BF16,
 					 LOOM_DTYPE_Q8_0};
 
+static void check_get_rows(variant *v, ref_rng *rng, loom_dtype type, int64_t ne0, int64_t n_rows,
+			   int64_t n)
+{
+	op_case c = {.op = LOOM_OP_GET_ROWS};
+	htensor want = ht(LOOM_DTYPE_F32, ne0, n, 1, 1);
+
+	c.src[0] = random_weights(rng, type, ne0, n_rows, 1.0);
+	c.src[1] = ht(LOOM_DTYPE_I32, n, 1, 1, 1);
+	c.dst = ht(LOOM_DTYPE_F32, ne0, n, 1, 1);
+	for (int64_t k = 0; k < n; k++) {
+		int32_t row = (int32_t)ref_rng_below(rng, n_rows);
+		i32(&c.src[1])[k] = row;
+		for (int64_t e = 0; e < ne0; e++)
+			f32(&want)[k * ne0 + e] = value_at(&c.src[0], row, e);
+	}
+	snprintf(c.what, sizeof(c.what), "GET_ROWS %s [%lld x %lld] x %lld", dtype_name(type),
+		 (long long)ne0, (long long)n_rows, (long long)n);
+	check_exact(v, &c, want.data);
+	free(want.data);
+	case_free(&c);
+}
+
 START_TEST(test_get_rows)
 {
 	variant *v = usable_variant(_i, "GET_ROWS");
@@ -668,30 +702,11 @@ START_TEST(test_get_rows)
 	if (v == NULL)
 		return;
 	for (size_t ti = 0; ti < N_OF(table_types); ti++) {
-		loom_dtype type = table_types[ti];
-		int n_lens = row_lengths(type, lens);
-		for (int li = 0; li < n_lens; li++) {
-			for (size_t ri = 1; ri < N_OF(row_counts); ri++) {
-				for (size_t ni = 0; ni < N_OF(token_counts); ni++) {
-					int64_t ne0 = lens[li], n_rows = row_counts[ri], n = token_counts[ni];
-					op_case c = {.op = LOOM_OP_GET_ROWS};
-					c.src[0] = random_weights(&rng, type, ne0, n_rows, 1.0);
-					c.src[1] = ht(LOOM_DTYPE_I32, n, 1, 1, 1);
-					c.dst = ht(LOOM_DTYPE_F32, ne0, n, 1, 1);
-					htensor want = ht(LOOM_DTYPE_F32, ne0, n, 1, 1);
-					for (int64_t k = 0; k < n; k++) {
-						i32(&c.src[1])[k] = (int32_t)ref_rng_below(&rng, n_rows);
-						for (int64_t e = 0; e < ne0; e++)
-							f32(&want)[k * ne0 + e] = value_at(&c.src[0], i32(&c.src[1])[k], e);
-					}
-					snprintf(c.what, sizeof(c.what), "GET_ROWS %s [%lld x %lld] x %lld", dtype_name(type),
-						 (long long)ne0, (long long)n_rows, (long long)n);
-					check_exact(v, &c, want.data);
-					free(want.data);
-					case_free(&c);
-				}
-			}
-		}
+		int idx[3] = {0}, sizes[3] = {row_lengths(table_types[ti], lens), 2, N_OF(token_counts)};
+		do
+			check_get_rows(v, &rng, table_types[ti], lens[idx[0]], row_counts[1 + idx[1]],
+				       token_counts[idx[2]]);
+		while (grid_next(idx, sizes, 3));
 	}
 }
 END_TEST
@@ -712,8 +727,9 @@ START_TEST(test_get_rows_all_16bit)
 		c.dst = ht(LOOM_DTYPE_F32, 256, 256, 1, 1);
 		htensor want = ht(LOOM_DTYPE_F32, 256, 256, 1, 1);
 		for (int h = 0; h < 65536; h++) {
-			u16(&c.src[0])[h] = (uint16_t)h;
-			f32(&want)[h] = ti == 0 ? ref_fp16_to_f32((uint16_t)h) : ref_bf16_to_f32((uint16_t)h);
+			uint16_t bits = (uint16_t)h;
+			u16(&c.src[0])[h] = bits;
+			f32(&want)[h] = ti == 0 ? ref_fp16_to_f32(bits) : ref_bf16_to_f32(bits);
 		}
 		for (int k = 0; k < 256; k++)
 			i32(&c.src[1])[k] = k;
@@ -728,44 +744,46 @@ END_TEST
 /* ------------------------------------------------------------------------ */
 /* RMS_NORM                                                                 */
 
+static void check_rms_norm(variant *v, ref_rng *rng, int64_t n, int64_t rows, bool weighted)
+{
+	op_case c = {.op = LOOM_OP_RMS_NORM, .fp = {weighted ? 1e-5f : 1e-6f}};
+	double *ref = malloc(sizeof(double) * (size_t)(n * rows));
+
+	c.src[0] = ht(LOOM_DTYPE_F32, n, rows, 1, 1);
+	c.dst = ht(LOOM_DTYPE_F32, n, rows, 1, 1);
+	fill_normal(rng, f32(&c.src[0]), (size_t)(n * rows), 3.0);
+	if (weighted) {
+		c.src[1] = ht(LOOM_DTYPE_F32, n, 1, 1, 1);
+		fill_normal(rng, f32(&c.src[1]), (size_t)n, 1.0);
+	}
+	for (int64_t r = 0; r < rows; r++) {
+		const float *x = f32(&c.src[0]) + r * n;
+		double ss = 0.0;
+		for (int64_t i = 0; i < n; i++)
+			ss += (double)x[i] * x[i];
+		double scale = 1.0 / sqrt(ss / (double)n + (double)c.fp[0]);
+		for (int64_t i = 0; i < n; i++)
+			ref[r * n + i] = x[i] * scale * (weighted ? f32(&c.src[1])[i] : 1.0);
+	}
+	snprintf(c.what, sizeof(c.what), "RMS_NORM [%lld x %lld]%s", (long long)n, (long long)rows,
+		 weighted ? " weighted" : "");
+	check_close(v, &c, ref, TOL_RMS_NORM);
+	free(ref);
+	case_free(&c);
+}
+
 START_TEST(test_rms_norm)
 {
 	variant *v = usable_variant(_i, "RMS_NORM");
 	static const int64_t lens[] = {5, 32, 172, 256, 2816};
+	int idx[3] = {0}, sizes[3] = {N_OF(lens), N_OF(row_counts), 2};
 	ref_rng rng = {2};
 
 	if (v == NULL)
 		return;
-	for (size_t li = 0; li < N_OF(lens); li++) {
-		for (size_t ri = 0; ri < N_OF(row_counts); ri++) {
-			for (int weighted = 0; weighted < 2; weighted++) {
-				int64_t n = lens[li], rows = row_counts[ri];
-				op_case c = {.op = LOOM_OP_RMS_NORM, .fp = {weighted ? 1e-5f : 1e-6f}};
-				c.src[0] = ht(LOOM_DTYPE_F32, n, rows, 1, 1);
-				c.dst = ht(LOOM_DTYPE_F32, n, rows, 1, 1);
-				fill_normal(&rng, f32(&c.src[0]), (size_t)(n * rows), 3.0);
-				if (weighted) {
-					c.src[1] = ht(LOOM_DTYPE_F32, n, 1, 1, 1);
-					fill_normal(&rng, f32(&c.src[1]), (size_t)n, 1.0);
-				}
-				double *ref = malloc(sizeof(double) * (size_t)(n * rows));
-				for (int64_t r = 0; r < rows; r++) {
-					const float *x = f32(&c.src[0]) + r * n;
-					double ss = 0.0;
-					for (int64_t i = 0; i < n; i++)
-						ss += (double)x[i] * x[i];
-					double s = 1.0 / sqrt(ss / (double)n + (double)c.fp[0]);
-					for (int64_t i = 0; i < n; i++)
-						ref[r * n + i] = x[i] * s * (weighted ? f32(&c.src[1])[i] : 1.0);
-				}
-				snprintf(c.what, sizeof(c.what), "RMS_NORM [%lld x %lld]%s", (long long)n,
-					 (long long)rows, weighted ? " weighted" : "");
-				check_close(v, &c, ref, TOL_RMS_NORM);
-				free(ref);
-				case_free(&c);
-			}
-		}
-	}
+	do
+		check_rms_norm(v, &rng, lens[idx[0]], row_counts[idx[1]], idx[2]);
+	while (grid_next(idx, sizes, 3));
 }
 END_TEST
 
@@ -835,37 +853,39 @@ static void matmul_reference(const op_case *c, double *ref)
 	free(xq);
 }
 
+static void check_matmul_case(variant *v, ref_rng *rng, loom_dtype type, int64_t n, int64_t n_out,
+			      int64_t n_tok)
+{
+	op_case c = {.op = LOOM_OP_MATMUL};
+	double *ref = malloc(sizeof(double) * (size_t)(n_out * n_tok));
+
+	c.src[0] = random_weights(rng, type, n, n_out, 1.0 / sqrt((double)n));
+	c.src[1] = ht(LOOM_DTYPE_F32, n, n_tok, 1, 1);
+	c.dst = ht(LOOM_DTYPE_F32, n_out, n_tok, 1, 1);
+	fill_normal(rng, f32(&c.src[1]), (size_t)(n * n_tok), 2.0);
+	/* An all-zero block: Q8_0's amax = 0 path. */
+	if (n >= 64)
+		memset(f32(&c.src[1]) + 32, 0, 32 * sizeof(float));
+	matmul_reference(&c, ref);
+	snprintf(c.what, sizeof(c.what), "MATMUL %s [%lld x %lld] x %lld tokens", dtype_name(type),
+		 (long long)n, (long long)n_out, (long long)n_tok);
+	check_close(v, &c, ref, TOL_MATMUL);
+	free(ref);
+	case_free(&c);
+}
+
 static void check_matmul(int vi, loom_dtype type)
 {
 	variant *v = usable_variant(vi, "MATMUL");
 	ref_rng rng = {3 + (uint64_t)type};
 	int64_t lens[8];
-	int n_lens = row_lengths(type, lens);
+	int idx[3] = {0}, sizes[3] = {row_lengths(type, lens), N_OF(row_counts), N_OF(token_counts)};
 
 	if (v == NULL)
 		return;
-	for (int li = 0; li < n_lens; li++) {
-		for (size_t oi = 0; oi < N_OF(row_counts); oi++) {
-			for (size_t ti = 0; ti < N_OF(token_counts); ti++) {
-				int64_t n = lens[li], n_out = row_counts[oi], n_tok = token_counts[ti];
-				op_case c = {.op = LOOM_OP_MATMUL};
-				c.src[0] = random_weights(&rng, type, n, n_out, 1.0 / sqrt((double)n));
-				c.src[1] = ht(LOOM_DTYPE_F32, n, n_tok, 1, 1);
-				c.dst = ht(LOOM_DTYPE_F32, n_out, n_tok, 1, 1);
-				fill_normal(&rng, f32(&c.src[1]), (size_t)(n * n_tok), 2.0);
-				/* An all-zero block: Q8_0's amax = 0 path. */
-				if (n >= 64)
-					memset(f32(&c.src[1]) + 32, 0, 32 * sizeof(float));
-				double *ref = malloc(sizeof(double) * (size_t)(n_out * n_tok));
-				matmul_reference(&c, ref);
-				snprintf(c.what, sizeof(c.what), "MATMUL %s [%lld x %lld] x %lld tokens",
-					 dtype_name(type), (long long)n, (long long)n_out, (long long)n_tok);
-				check_close(v, &c, ref, TOL_MATMUL);
-				free(ref);
-				case_free(&c);
-			}
-		}
-	}
+	do
+		check_matmul_case(v, &rng, type, lens[idx[0]], row_counts[idx[1]], token_counts[idx[2]]);
+	while (grid_next(idx, sizes, 3));
 }
 
 START_TEST(test_matmul_f32)
@@ -921,111 +941,107 @@ END_TEST
 
 static const int64_t elementwise_lens[] = {5, 172, 256, 2816};
 
-static op_case binary_case(ref_rng *rng, loom_op op, int64_t n, int64_t rows, bool broadcast,
-			   bool in_place)
+/* mode bit 0: src1 is one broadcast row; bit 1: dst is src0. */
+static void check_binary(variant *v, ref_rng *rng, loom_op op, int64_t n, int64_t rows, int mode)
 {
-	op_case c = {.op = op, .in_place = in_place};
+	op_case c = {.op = op, .in_place = mode & 2};
+	htensor want = ht(LOOM_DTYPE_F32, n, rows, 1, 1);
 
 	c.src[0] = ht(LOOM_DTYPE_F32, n, rows, 1, 1);
-	c.src[1] = ht(LOOM_DTYPE_F32, n, broadcast ? 1 : rows, 1, 1);
+	c.src[1] = ht(LOOM_DTYPE_F32, n, mode & 1 ? 1 : rows, 1, 1);
 	c.dst = ht(LOOM_DTYPE_F32, n, rows, 1, 1);
 	fill_normal(rng, f32(&c.src[0]), (size_t)(n * rows), 1.0);
 	fill_normal(rng, f32(&c.src[1]), n_elements(&c.src[1]), 1.0);
+	for (int64_t i = 0; i < n * rows; i++) {
+		float x = f32(&c.src[0])[i], y = f32(&c.src[1])[mode & 1 ? i % n : i];
+		f32(&want)[i] = op == LOOM_OP_ADD ? x + y : x * y;
+	}
 	snprintf(c.what, sizeof(c.what), "%s [%lld x %lld]%s%s", op == LOOM_OP_ADD ? "ADD" : "MUL",
-		 (long long)n, (long long)rows, broadcast ? " broadcast" : "", in_place ? " in place" : "");
-	return c;
+		 (long long)n, (long long)rows, mode & 1 ? " broadcast" : "", mode & 2 ? " in place" : "");
+	/* f32 add and multiply are correctly rounded: exact. */
+	check_exact(v, &c, want.data);
+	free(want.data);
+	case_free(&c);
 }
 
 START_TEST(test_add_mul)
 {
 	variant *v = usable_variant(_i, "ADD/MUL");
+	int idx[4] = {0}, sizes[4] = {2, N_OF(elementwise_lens), N_OF(row_counts), 4};
 	ref_rng rng = {5};
 
 	if (v == NULL)
 		return;
-	for (int opi = 0; opi < 2; opi++) {
-		loom_op op = opi ? LOOM_OP_MUL : LOOM_OP_ADD;
-		for (size_t li = 0; li < N_OF(elementwise_lens); li++) {
-			for (size_t ri = 0; ri < N_OF(row_counts); ri++) {
-				for (int mode = 0; mode < 4; mode++) {
-					int64_t n = elementwise_lens[li], rows = row_counts[ri];
-					op_case c = binary_case(&rng, op, n, rows, mode & 1, mode & 2);
-					htensor want = ht(LOOM_DTYPE_F32, n, rows, 1, 1);
-					for (int64_t r = 0; r < rows; r++) {
-						for (int64_t i = 0; i < n; i++) {
-							float a = f32(&c.src[0])[r * n + i];
-							float b = f32(&c.src[1])[(mode & 1 ? 0 : r * n) + i];
-							f32(&want)[r * n + i] = op == LOOM_OP_ADD ? a + b : a * b;
-						}
-					}
-					/* f32 add and multiply are correctly rounded: exact. */
-					check_exact(v, &c, want.data);
-					free(want.data);
-					case_free(&c);
-				}
-			}
-		}
-	}
+	do
+		check_binary(v, &rng, idx[0] ? LOOM_OP_MUL : LOOM_OP_ADD, elementwise_lens[idx[1]],
+			     row_counts[idx[2]], idx[3]);
+	while (grid_next(idx, sizes, 4));
 }
 END_TEST
+
+static void check_scale(variant *v, ref_rng *rng, int64_t n, int64_t rows, bool in_place)
+{
+	op_case c = {.op = LOOM_OP_SCALE, .fp = {0.375f}, .in_place = in_place};
+	htensor want = ht(LOOM_DTYPE_F32, n, rows, 1, 1);
+
+	c.src[0] = ht(LOOM_DTYPE_F32, n, rows, 1, 1);
+	c.dst = ht(LOOM_DTYPE_F32, n, rows, 1, 1);
+	fill_normal(rng, f32(&c.src[0]), (size_t)(n * rows), 1.0);
+	for (int64_t i = 0; i < n * rows; i++)
+		f32(&want)[i] = f32(&c.src[0])[i] * c.fp[0];
+	snprintf(c.what, sizeof(c.what), "SCALE [%lld x %lld]%s", (long long)n, (long long)rows,
+		 in_place ? " in place" : "");
+	check_exact(v, &c, want.data);
+	free(want.data);
+	case_free(&c);
+}
 
 START_TEST(test_scale)
 {
 	variant *v = usable_variant(_i, "SCALE");
+	int idx[3] = {0}, sizes[3] = {N_OF(elementwise_lens), N_OF(row_counts), 2};
 	ref_rng rng = {6};
 
 	if (v == NULL)
 		return;
-	for (size_t li = 0; li < N_OF(elementwise_lens); li++) {
-		for (size_t ri = 0; ri < N_OF(row_counts); ri++) {
-			for (int in_place = 0; in_place < 2; in_place++) {
-				int64_t n = elementwise_lens[li], rows = row_counts[ri];
-				op_case c = {.op = LOOM_OP_SCALE, .fp = {0.125f * 3.0f}, .in_place = in_place};
-				c.src[0] = ht(LOOM_DTYPE_F32, n, rows, 1, 1);
-				c.dst = ht(LOOM_DTYPE_F32, n, rows, 1, 1);
-				fill_normal(&rng, f32(&c.src[0]), (size_t)(n * rows), 1.0);
-				htensor want = ht(LOOM_DTYPE_F32, n, rows, 1, 1);
-				for (int64_t i = 0; i < n * rows; i++)
-					f32(&want)[i] = f32(&c.src[0])[i] * c.fp[0];
-				snprintf(c.what, sizeof(c.what), "SCALE [%lld x %lld]%s", (long long)n,
-					 (long long)rows, in_place ? " in place" : "");
-				check_exact(v, &c, want.data);
-				free(want.data);
-				case_free(&c);
-			}
-		}
-	}
+	do
+		check_scale(v, &rng, elementwise_lens[idx[0]], row_counts[idx[1]], idx[2]);
+	while (grid_next(idx, sizes, 3));
 }
 END_TEST
+
+static void check_swiglu(variant *v, ref_rng *rng, int64_t n, int64_t rows)
+{
+	op_case c = {.op = LOOM_OP_SWIGLU};
+	double *ref = malloc(sizeof(double) * (size_t)(n * rows));
+
+	c.src[0] = ht(LOOM_DTYPE_F32, n, rows, 1, 1);
+	c.src[1] = ht(LOOM_DTYPE_F32, n, rows, 1, 1);
+	c.dst = ht(LOOM_DTYPE_F32, n, rows, 1, 1);
+	/* Gates up to |x| ~ 40: e^-x overflows f32 and silu goes to -0. */
+	fill_normal(rng, f32(&c.src[0]), (size_t)(n * rows), 10.0);
+	fill_normal(rng, f32(&c.src[1]), (size_t)(n * rows), 1.0);
+	for (int64_t i = 0; i < n * rows; i++) {
+		double g = f32(&c.src[0])[i];
+		ref[i] = g / (1.0 + exp(-g)) * f32(&c.src[1])[i];
+	}
+	snprintf(c.what, sizeof(c.what), "SWIGLU [%lld x %lld]", (long long)n, (long long)rows);
+	check_close(v, &c, ref, TOL_SWIGLU);
+	free(ref);
+	case_free(&c);
+}
 
 START_TEST(test_swiglu)
 {
 	variant *v = usable_variant(_i, "SWIGLU");
+	int idx[2] = {0}, sizes[2] = {N_OF(elementwise_lens), N_OF(row_counts)};
 	ref_rng rng = {7};
 
 	if (v == NULL)
 		return;
-	for (size_t li = 0; li < N_OF(elementwise_lens); li++) {
-		for (size_t ri = 0; ri < N_OF(row_counts); ri++) {
-			int64_t n = elementwise_lens[li], rows = row_counts[ri];
-			op_case c = {.op = LOOM_OP_SWIGLU};
-			c.src[0] = ht(LOOM_DTYPE_F32, n, rows, 1, 1);
-			c.src[1] = ht(LOOM_DTYPE_F32, n, rows, 1, 1);
-			c.dst = ht(LOOM_DTYPE_F32, n, rows, 1, 1);
-			/* Gates up to |x| ~ 40: e^-x overflows f32 and silu -> -0. */
-			fill_normal(&rng, f32(&c.src[0]), (size_t)(n * rows), 10.0);
-			fill_normal(&rng, f32(&c.src[1]), (size_t)(n * rows), 1.0);
-			double *ref = malloc(sizeof(double) * (size_t)(n * rows));
-			for (int64_t i = 0; i < n * rows; i++) {
-				double g = f32(&c.src[0])[i];
-				ref[i] = g / (1.0 + exp(-g)) * f32(&c.src[1])[i];
-			}
-			snprintf(c.what, sizeof(c.what), "SWIGLU [%lld x %lld]", (long long)n, (long long)rows);
-			check_close(v, &c, ref, TOL_SWIGLU);
-			free(ref);
-			case_free(&c);
-		}
-	}
+	do
+		check_swiglu(v, &rng, elementwise_lens[idx[0]], row_counts[idx[1]]);
+	while (grid_next(idx, sizes, 2));
 }
 END_TEST
 
@@ -1069,46 +1085,52 @@ static void rope_reference(const op_case *c, double *ref)
 	}
 }
 
+static void check_rope(variant *v, ref_rng *rng, const rope_config *rc, int64_t nt, float base,
+		       float freq_scale, bool in_place)
+{
+	op_case c = {.op = LOOM_OP_ROPE, .ip = {rc->n_rot, rc->style}, .fp = {base, freq_scale},
+		     .in_place = in_place};
+	double *ref;
+
+	c.src[0] = ht(LOOM_DTYPE_F32, rc->head_dim, rc->n_heads, nt, 1);
+	c.src[1] = ht(LOOM_DTYPE_I32, nt, 1, 1, 1);
+	c.dst = ht(LOOM_DTYPE_F32, rc->head_dim, rc->n_heads, nt, 1);
+	fill_normal(rng, f32(&c.src[0]), n_elements(&c.src[0]), 1.0);
+	/* Positions far into a long context, where angle rounding shows. */
+	for (int64_t t = 0; t < nt; t++)
+		i32(&c.src[1])[t] = t == 0 ? 0 : (int32_t)ref_rng_below(rng, 32768);
+	ref = malloc(sizeof(double) * n_elements(&c.dst));
+	rope_reference(&c, ref);
+	snprintf(c.what, sizeof(c.what), "ROPE %s hd %lld heads %lld rot %d tokens %lld base %g x%g%s",
+		 rc->style == LOOM_ROPE_NEOX ? "neox" : "normal", (long long)rc->head_dim,
+		 (long long)rc->n_heads, rc->n_rot, (long long)nt, base, freq_scale,
+		 in_place ? " in place" : "");
+	check_close(v, &c, ref, TOL_ROPE);
+	free(ref);
+	case_free(&c);
+}
+
 START_TEST(test_rope)
 {
 	variant *v = usable_variant(_i, "ROPE");
 	static const rope_config configs[] = {
-		{64, 8, 64, LOOM_ROPE_NORMAL}, {64, 8, 64, LOOM_ROPE_NEOX},  {64, 4, 24, LOOM_ROPE_NEOX},
-		{64, 4, 16, LOOM_ROPE_NORMAL}, {32, 2, 32, LOOM_ROPE_NEOX},  {128, 1, 128, LOOM_ROPE_NORMAL},
+		{64, 8, 64, LOOM_ROPE_NORMAL}, {64, 8, 64, LOOM_ROPE_NEOX},
+		{64, 4, 24, LOOM_ROPE_NEOX},   {64, 4, 16, LOOM_ROPE_NORMAL},
+		{32, 2, 32, LOOM_ROPE_NEOX},   {128, 1, 128, LOOM_ROPE_NORMAL},
 		{6, 3, 4, LOOM_ROPE_NEOX},     {6, 3, 2, LOOM_ROPE_NORMAL},
 	};
 	static const float bases[] = {1e4f, 1e6f};
 	static const float freq_scales[] = {1.0f, 0.25f};
+	int idx[4] = {0}, sizes[4] = {N_OF(configs), N_OF(token_counts), 2, 2};
 	ref_rng rng = {8};
 	int k = 0;
 
 	if (v == NULL)
 		return;
-	for (size_t ci = 0; ci < N_OF(configs); ci++) {
-		for (size_t ti = 0; ti < N_OF(token_counts); ti++) {
-			for (int bi = 0; bi < 2; bi++, k++) {
-				const rope_config *rc = &configs[ci];
-				int64_t nt = token_counts[ti];
-				op_case c = {.op = LOOM_OP_ROPE, .ip = {rc->n_rot, rc->style},
-					     .fp = {bases[bi], freq_scales[k % 2]}, .in_place = k % 3 == 0};
-				c.src[0] = ht(LOOM_DTYPE_F32, rc->head_dim, rc->n_heads, nt, 1);
-				c.src[1] = ht(LOOM_DTYPE_I32, nt, 1, 1, 1);
-				c.dst = ht(LOOM_DTYPE_F32, rc->head_dim, rc->n_heads, nt, 1);
-				fill_normal(&rng, f32(&c.src[0]), n_elements(&c.src[0]), 1.0);
-				for (int64_t t = 0; t < nt; t++)
-					i32(&c.src[1])[t] = t == 0 ? 0 : (int32_t)ref_rng_below(&rng, 32768);
-				double *ref = malloc(sizeof(double) * n_elements(&c.dst));
-				rope_reference(&c, ref);
-				snprintf(c.what, sizeof(c.what), "ROPE %s hd %lld heads %lld rot %d tokens %lld base %g scale %g%s",
-					 rc->style == LOOM_ROPE_NEOX ? "neox" : "normal", (long long)rc->head_dim,
-					 (long long)rc->n_heads, rc->n_rot, (long long)nt, c.fp[0], c.fp[1],
-					 c.in_place ? " in place" : "");
-				check_close(v, &c, ref, TOL_ROPE);
-				free(ref);
-				case_free(&c);
-			}
-		}
-	}
+	do
+		check_rope(v, &rng, &configs[idx[0]], token_counts[idx[1]], bases[idx[2]],
+			   freq_scales[idx[3]], k++ % 3 == 0);
+	while (grid_next(idx, sizes, 4));
 }
 END_TEST
 
@@ -1127,8 +1149,8 @@ static float awkward_f32(ref_rng *rng)
 		u = (uint32_t)ref_rng_next(rng);
 		break;
 	case 1: /* an fp16 value plus exactly half its ulp (a tie) */
-		f = ref_fp16_to_f32((uint16_t)(ref_rng_below(rng, 0x7c00) | (ref_rng_below(rng, 2) << 15)));
-		u = 0;
+		u = (uint32_t)(ref_rng_below(rng, 0x7c00) | ref_rng_below(rng, 2) << 15);
+		f = ref_fp16_to_f32((uint16_t)u);
 		memcpy(&u, &f, 4);
 		u |= 1u << 12;
 		break;
@@ -1149,58 +1171,67 @@ static float awkward_f32(ref_rng *rng)
 	return f;
 }
 
+/* Cells for nt tokens: distinct, a shuffled prefix of 0..n_cells-1. */
+static void pick_cells(ref_rng *rng, int32_t *out, int64_t nt, int64_t n_cells)
+{
+	int32_t *cells = malloc(sizeof(int32_t) * (size_t)n_cells);
+
+	for (int64_t i = 0; i < n_cells; i++)
+		cells[i] = (int32_t)i;
+	for (int64_t i = 0; i < nt; i++) {
+		int64_t j = i + ref_rng_below(rng, n_cells - i);
+		int32_t tmp = cells[i];
+		cells[i] = cells[j];
+		cells[j] = tmp;
+		out[i] = cells[i];
+	}
+	free(cells);
+}
+
+static void check_kv_store(variant *v, ref_rng *rng, loom_dtype type, int64_t kv, int64_t nt)
+{
+	const int64_t n_cells = 100;
+	op_case c = {.op = LOOM_OP_KV_STORE};
+	htensor want;
+
+	c.src[0] = ht(LOOM_DTYPE_F32, kv, nt, 1, 1);
+	c.src[1] = ht(LOOM_DTYPE_I32, nt, 1, 1, 1);
+	c.dst = random_weights(rng, type, kv, n_cells, 1.0); /* the cache as it was */
+	for (int64_t i = 0; i < kv * nt; i++)
+		f32(&c.src[0])[i] = type == LOOM_DTYPE_F16 ? awkward_f32(rng) : (float)ref_rng_normal(rng);
+	pick_cells(rng, i32(&c.src[1]), nt, n_cells);
+	want = ht(type, kv, n_cells, 1, 1);
+	memcpy(want.data, c.dst.data, packed_bytes(&want));
+	for (int64_t t = 0; t < nt; t++) {
+		for (int64_t e = 0; e < kv; e++) {
+			float x = f32(&c.src[0])[t * kv + e];
+			int64_t at = (int64_t)i32(&c.src[1])[t] * kv + e;
+			if (type == LOOM_DTYPE_F16)
+				u16(&want)[at] = ref_f32_to_fp16(x);
+			else
+				f32(&want)[at] = x;
+		}
+	}
+	snprintf(c.what, sizeof(c.what), "KV_STORE %s kv_dim %lld tokens %lld", dtype_name(type),
+		 (long long)kv, (long long)nt);
+	check_exact(v, &c, want.data);
+	free(want.data);
+	case_free(&c);
+}
+
 START_TEST(test_kv_store)
 {
 	variant *v = usable_variant(_i, "KV_STORE");
 	static const int64_t dims[] = {5, 64, 256};
-	const int64_t n_cells = 100;
+	int idx[3] = {0}, sizes[3] = {2, N_OF(dims), N_OF(token_counts)};
 	ref_rng rng = {9};
 
 	if (v == NULL)
 		return;
-	for (int ti = 0; ti < 2; ti++) {
-		loom_dtype type = ti ? LOOM_DTYPE_F16 : LOOM_DTYPE_F32;
-		for (size_t di = 0; di < N_OF(dims); di++) {
-			for (size_t ni = 0; ni < N_OF(token_counts); ni++) {
-				int64_t kv = dims[di], nt = token_counts[ni];
-				int32_t cells[100];
-				op_case c = {.op = LOOM_OP_KV_STORE};
-				c.src[0] = ht(LOOM_DTYPE_F32, kv, nt, 1, 1);
-				c.src[1] = ht(LOOM_DTYPE_I32, nt, 1, 1, 1);
-				c.dst = random_weights(&rng, type, kv, n_cells, 1.0);
-				for (int64_t i = 0; i < kv * nt; i++)
-					f32(&c.src[0])[i] = type == LOOM_DTYPE_F16 ? awkward_f32(&rng)
-										   : (float)ref_rng_normal(&rng);
-				/* Distinct cells: a shuffled prefix of 0..n_cells-1. */
-				for (int i = 0; i < n_cells; i++)
-					cells[i] = i;
-				for (int i = 0; i < nt; i++) {
-					int j = i + (int)ref_rng_below(&rng, n_cells - i);
-					int32_t tmp = cells[i];
-					cells[i] = cells[j];
-					cells[j] = tmp;
-					i32(&c.src[1])[i] = cells[i];
-				}
-				htensor want = ht(type, kv, n_cells, 1, 1);
-				memcpy(want.data, c.dst.data, packed_bytes(&want));
-				for (int64_t t = 0; t < nt; t++) {
-					for (int64_t e = 0; e < kv; e++) {
-						float x = f32(&c.src[0])[t * kv + e];
-						int64_t at = (int64_t)i32(&c.src[1])[t] * kv + e;
-						if (type == LOOM_DTYPE_F16)
-							u16(&want)[at] = ref_f32_to_fp16(x);
-						else
-							f32(&want)[at] = x;
-					}
-				}
-				snprintf(c.what, sizeof(c.what), "KV_STORE %s kv_dim %lld tokens %lld",
-					 dtype_name(type), (long long)kv, (long long)nt);
-				check_exact(v, &c, want.data);
-				free(want.data);
-				case_free(&c);
-			}
-		}
-	}
+	do
+		check_kv_store(v, &rng, idx[0] ? LOOM_DTYPE_F16 : LOOM_DTYPE_F32, dims[idx[1]],
+			       token_counts[idx[2]]);
+	while (grid_next(idx, sizes, 3));
 }
 END_TEST
 
@@ -1234,8 +1265,10 @@ static void attention_reference(const op_case *c, double *ref)
 			double *out = ref + t * nh * hd + h * hd;
 			for (int64_t j = 0; j < n_kv; j++) {
 				double mv = present(m) ? f32(m)[t * n_kv + j] : 0.0, dot = 0.0;
-				for (int64_t d = 0; d < hd; d++)
-					dot += (f16 ? ref_round_fp16(qv[d]) : qv[d]) * cache_value(k, j, g * hd + d);
+				for (int64_t d = 0; d < hd; d++) {
+					double qd = f16 ? ref_round_fp16(qv[d]) : qv[d];
+					dot += qd * cache_value(k, j, g * hd + d);
+				}
 				s[j] = mv == -INFINITY ? -INFINITY : dot * c->fp[0] + mv;
 				max = fmax(max, s[j]);
 			}
@@ -1291,7 +1324,7 @@ static void run_attention(variant *v, const attn_shape *a, ref_rng *rng)
 	c.dst = ht(LOOM_DTYPE_F32, a->head_dim * a->n_head, a->n_tokens, 1, 1);
 	ref = malloc(sizeof(double) * n_elements(&c.dst));
 	attention_reference(&c, ref);
-	snprintf(c.what, sizeof(c.what), "ATTENTION %s hd %lld heads %lld/%lld tokens %lld n_kv %lld mask %d",
+	snprintf(c.what, sizeof(c.what), "ATTENTION %s hd %lld heads %lld/%lld tokens %lld kv %lld mask %d",
 		 dtype_name(a->type), (long long)a->head_dim, (long long)a->n_head,
 		 (long long)a->n_head_kv, (long long)a->n_tokens, (long long)a->n_kv, a->mask);
 	check_close(v, &c, ref, a->type == LOOM_DTYPE_F16 ? TOL_ATTENTION_F16 : TOL_ATTENTION_F32);
@@ -1306,20 +1339,24 @@ START_TEST(test_attention)
 	static const int64_t heads[][2] = {{8, 2}, {4, 1}, {4, 4}};
 	static const int64_t tokens[] = {1, 3, 7};
 	static const int64_t n_kvs[] = {7, 17, 64};
+	int idx[5] = {0}, sizes[5] = {2, N_OF(head_dims), N_OF(heads), N_OF(tokens), N_OF(n_kvs)};
 	ref_rng rng = {10};
 	int k = 0;
 
 	if (v == NULL)
 		return;
-	for (int ti = 0; ti < 2; ti++)
-		for (size_t di = 0; di < N_OF(head_dims); di++)
-			for (size_t hi = 0; hi < N_OF(heads); hi++)
-				for (size_t ni = 0; ni < N_OF(tokens); ni++)
-					for (size_t ki = 0; ki < N_OF(n_kvs); ki++, k++) {
-						attn_shape a = {head_dims[di], heads[hi][0], heads[hi][1], tokens[ni],
-								n_kvs[ki], ti ? LOOM_DTYPE_F16 : LOOM_DTYPE_F32, k % 4};
-						run_attention(v, &a, &rng);
-					}
+	do {
+		attn_shape a = {
+			.head_dim = head_dims[idx[1]],
+			.n_head = heads[idx[2]][0],
+			.n_head_kv = heads[idx[2]][1],
+			.n_tokens = tokens[idx[3]],
+			.n_kv = n_kvs[idx[4]],
+			.type = idx[0] ? LOOM_DTYPE_F16 : LOOM_DTYPE_F32,
+			.mask = k++ % 4,
+		};
+		run_attention(v, &a, &rng);
+	} while (grid_next(idx, sizes, 5));
 	/* One key, one token, no mask. */
 	attn_shape one = {64, 4, 1, 1, 1, LOOM_DTYPE_F16, 0};
 	run_attention(v, &one, &rng);
@@ -1355,8 +1392,9 @@ START_TEST(test_attention_fp16_rounding)
 	int off = 0;
 	for (int64_t i = 0; i < hd * nt; i++)
 		off += fabs(got[i] - ref[i]) > 1e-6 * fabs(ref[i]);
-	ck_assert_msg(off <= hd * nt / 50, "%s on %s: %d of %lld outputs are not the fp16-rounded probabilities",
-		      c.what, v->name, off, (long long)(hd * nt));
+	ck_assert_msg(off <= hd * nt / 50,
+		      "%s on %s: %d of %lld outputs are not the fp16-rounded probabilities", c.what,
+		      v->name, off, (long long)(hd * nt));
 	free(got);
 	free(ref);
 	case_free(&c);

@@ -25,8 +25,11 @@
  *   F16:  1e-3 S; measured up to 5.5e-4 S (F16's fine steps flip several
  *         times per sequence). Not rounding at all would give about 9e-4 S
  *         here, so test_cpu_ops, not this suite, shows that loom rounds.
- *   BF16: 2e-3 S; measured under 2e-7 S (no flips). Without the rounding
- *         the error would be 1.6e-3 to 4.6e-3 S.
+ *   BF16: 5e-3 S; measured under 2e-7 S in a Release build (no flips),
+ *         2.2e-3 S for one model on cpu-avx512 in a Debug build, where the
+ *         compiler fuses no multiply-adds and a flip happens. Without the
+ *         rounding the error would be 1.6e-3 to 4.6e-3 S, so here too
+ *         test_cpu_ops is what shows that loom rounds.
  *   Q8_0: 5e-3 S, two flips; measured under 1e-7 S (no flips: the integer
  *         dot products leave almost no f32 noise to flip on). Without the
  *         rounding the error would be 1.1e-2 to 1.9e-2 S.
@@ -66,7 +69,7 @@ typedef struct weight_type {
 static const weight_type weight_types[] = {
 	{LOOM_DTYPE_F32, 1e-4, 1e-2},
 	{LOOM_DTYPE_F16, 1e-3, 1e-2},
-	{LOOM_DTYPE_BF16, 2e-3, 2e-2},
+	{LOOM_DTYPE_BF16, 5e-3, 2e-2},
 	{LOOM_DTYPE_Q8_0, 5e-3, 5e-2},
 };
 #define N_TYPES ((int)(sizeof(weight_types) / sizeof(weight_types[0])))
@@ -440,15 +443,20 @@ static void check_two_sequences(const bench *b, loom_context *ctx, const float *
 
 /* With both sequences cached interleaved, dropping sequence 1 leaves every
  * other cell free; sequence 0's decode steps then land in those holes, out
- * of position order, and must still give the one-sequence logits. */
-static void check_fragmented_cache(const bench *b, loom_context *ctx, const float *whole)
+ * of position order, and must still match the reference. (Not loom's own
+ * unfragmented logits to f32 noise: attention sums its cells in cell order,
+ * and a different f32 order can flip the rounding of a later F16 or Q8_0
+ * matmul input.) */
+static void check_fragmented_cache(const bench *b, loom_context *ctx)
 {
 	ck_assert_int_eq(loom_kv_seq_remove(ctx, 1, 0, -1), LOOM_OK);
 	ck_assert_uint_eq(loom_kv_used(ctx), N_PROMPT);
 	ck_assert_int_eq(loom_kv_seq_pos_max(ctx, 1), -1);
 	for (int p = N_PROMPT; p < N_SEQ; p++) {
 		decode_rows(b, ctx, b->tokens + p, 1, p, 0);
-		check_same_rows(b, "a decode step into a fragmented cache", whole, ctx, 0, 1, p);
+		double d = diff_ref(logits_of(b, ctx, 0), b->ref + (size_t)p * b->n_vocab, b->n_vocab);
+		ck_assert_msg(d <= tol_ref(b), "%s: a decode step into a fragmented cache: position %d is off by %g > %g",
+			      b->label, p, d, tol_ref(b));
 	}
 }
 
@@ -464,7 +472,7 @@ START_TEST(batches_and_sequences)
 	check_split_prompt(&b, ctx, whole);
 	check_remove_tail(&b, ctx, whole);
 	check_two_sequences(&b, ctx, whole);
-	check_fragmented_cache(&b, ctx, whole);
+	check_fragmented_cache(&b, ctx);
 	loom_context_free(ctx);
 	free(whole);
 	bench_close(&b);
@@ -560,6 +568,42 @@ START_TEST(vocabulary)
 }
 END_TEST
 
+/* An embedding padded past the vocabulary (290 tokens, 300 rows) is valid:
+ * the model has 300 logits, and the padding rows are tokens like any other. */
+START_TEST(padded_embedding)
+{
+	synth_config c = config_of(&shapes[0], LOOM_DTYPE_F32);
+	synth_faults pad = {.extra_tokens = -10};
+	synth_model *sm = synth_model_build(&c, &pad);
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/padded.gguf", test_tmp_dir("synthetic"));
+	ck_assert(synth_model_write(sm, path));
+	loom_runtime *rt = test_runtime("cpu-generic", 1);
+	loom_model *m = NULL;
+	ck_assert_msg(loom_model_load(rt, path, NULL, &m) == LOOM_OK, "%s", loom_last_error());
+	ck_assert_int_eq(loom_model_n_vocab(m), c.n_vocab);
+
+	loom_token tokens[2] = {7, (loom_token)c.n_vocab - 1};
+	double *ref = calloc(2 * (size_t)c.n_vocab, sizeof(double)), scale = 0.0;
+	ck_assert_ptr_nonnull(ref);
+	ref_model *rm = ref_model_create(sm);
+	ref_forward(rm, tokens, 2, ref);
+	for (int v = 0; v < 2 * c.n_vocab; v++)
+		scale = fmax(scale, fabs(ref[v]));
+	loom_context *ctx = test_context(m, 8, 8, LOOM_DTYPE_F32);
+	loom_batch b = {.n_tokens = 2, .tokens = tokens};
+	ck_assert_msg(loom_decode(ctx, &b) == LOOM_OK, "%s", loom_last_error());
+	double d = diff_ref(loom_get_logits(ctx, 1), ref + c.n_vocab, c.n_vocab);
+	ck_assert_msg(d <= weight_types[0].tol * scale, "a padding row as a token: logits off by %g", d);
+	loom_context_free(ctx);
+	ref_model_free(rm);
+	free(ref);
+	loom_model_free(m);
+	loom_runtime_free(rt);
+	synth_model_free(sm);
+}
+END_TEST
+
 static Suite *synthetic_suite(void)
 {
 	Suite *s = suite_create("synthetic");
@@ -568,6 +612,7 @@ static Suite *synthetic_suite(void)
 	TCase *tc = tcase_create("files");
 	tcase_add_test(tc, encoding);
 	tcase_add_test(tc, vocabulary);
+	tcase_add_test(tc, padded_embedding);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("reference");

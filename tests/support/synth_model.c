@@ -299,38 +299,48 @@ static const char *const words[] = {
 /* Token types as GGUF numbers them. */
 enum { TYPE_NORMAL = 1, TYPE_UNKNOWN = 2, TYPE_CONTROL = 3, TYPE_BYTE = 6 };
 
+#define TOKEN_TEXT_MAX 32
+
+/* Token i's text and GGUF token type. */
+static int32_t token_entry(int i, char text[TOKEN_TEXT_MAX])
+{
+	static const char *const specials[SYNTH_TOKEN_BYTE0] = {"<unk>", "<s>", "</s>"};
+	int k = i - SYNTH_TOKEN_BYTE0 - 256; /* index among the normal tokens */
+
+	if (i < SYNTH_TOKEN_BYTE0) {
+		snprintf(text, TOKEN_TEXT_MAX, "%s", specials[i]);
+		return i == SYNTH_TOKEN_UNK ? TYPE_UNKNOWN : TYPE_CONTROL;
+	}
+	if (k < 0) {
+		snprintf(text, TOKEN_TEXT_MAX, "<0x%02X>", i - SYNTH_TOKEN_BYTE0);
+		return TYPE_BYTE;
+	}
+	if (k < N_WORDS)
+		snprintf(text, TOKEN_TEXT_MAX, "%s", words[k]);
+	else
+		snprintf(text, TOKEN_TEXT_MAX, SP "w%d", k);
+	return TYPE_NORMAL;
+}
+
 static void add_vocab(synth_model *sm)
 {
 	const int n = sm->cfg.n_vocab + sm->faults.extra_tokens;
-	char **text = xmalloc((size_t)n * sizeof(char *));
+	char (*text)[TOKEN_TEXT_MAX] = xmalloc((size_t)n * TOKEN_TEXT_MAX);
+	const char **texts = xmalloc((size_t)n * sizeof(char *));
 	float *scores = xmalloc((size_t)n * sizeof(float));
 	int32_t *types = xmalloc((size_t)n * sizeof(int32_t));
 
 	for (int i = 0; i < n; i++) {
-		text[i] = xmalloc(32);
-		if (i < SYNTH_TOKEN_BYTE0) {
-			snprintf(text[i], 32, "%s", (const char *[]){"<unk>", "<s>", "</s>"}[i]);
-			types[i] = i == SYNTH_TOKEN_UNK ? TYPE_UNKNOWN : TYPE_CONTROL;
-		} else if (i < SYNTH_TOKEN_BYTE0 + 256) {
-			snprintf(text[i], 32, "<0x%02X>", i - SYNTH_TOKEN_BYTE0);
-			types[i] = TYPE_BYTE;
-		} else {
-			int k = i - SYNTH_TOKEN_BYTE0 - 256;
-			if (k < N_WORDS)
-				snprintf(text[i], 32, "%s", words[k]);
-			else
-				snprintf(text[i], 32, SP "w%d", k);
-			types[i] = TYPE_NORMAL;
-		}
+		types[i] = token_entry(i, text[i]);
+		texts[i] = text[i];
 		/* SentencePiece merges the highest-scoring pair first: earlier
-		 * normal tokens win, the rest score 0. */
+		 * normal tokens win; specials and bytes score 0. */
 		scores[i] = types[i] == TYPE_NORMAL ? -(float)(i - SYNTH_TOKEN_BYTE0 - 256) : 0.0f;
 	}
 	if (keep_key(sm, "tokenizer.ggml.model"))
 		gguf_writer_add_string(sm->w, "tokenizer.ggml.model", "llama");
 	if (keep_key(sm, "tokenizer.ggml.tokens"))
-		gguf_writer_add_string_array(sm->w, "tokenizer.ggml.tokens", (const char *const *)text,
-					     (uint64_t)n);
+		gguf_writer_add_string_array(sm->w, "tokenizer.ggml.tokens", texts, (uint64_t)n);
 	if (keep_key(sm, "tokenizer.ggml.scores"))
 		gguf_writer_add_array(sm->w, "tokenizer.ggml.scores", LOOM_META_F32, scores, (uint64_t)n);
 	if (keep_key(sm, "tokenizer.ggml.token_type"))
@@ -338,9 +348,8 @@ static void add_vocab(synth_model *sm)
 	put_u32(sm, "tokenizer.ggml.bos_token_id", SYNTH_TOKEN_BOS);
 	put_u32(sm, "tokenizer.ggml.eos_token_id", SYNTH_TOKEN_EOS);
 	put_u32(sm, "tokenizer.ggml.unknown_token_id", SYNTH_TOKEN_UNK);
-	for (int i = 0; i < n; i++)
-		free(text[i]);
 	free(text);
+	free(texts);
 	free(scores);
 	free(types);
 }

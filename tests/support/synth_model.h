@@ -73,7 +73,8 @@ typedef struct synth_faults {
 	const char *grow_tensor;   /* a tensor whose last dimension is one too large */
 	const char *retype_tensor; /* a tensor stored as retype (pseudo-random bytes) */
 	loom_dtype retype;
-	int extra_tokens;          /* vocabulary entries beyond the n_vocab embedding rows */
+	int extra_tokens;          /* vocabulary entries beyond the n_vocab embedding rows
+				    * (negative: fewer, as in a padded embedding) */
 } synth_faults;
 
 typedef struct synth_model synth_model;
