@@ -118,7 +118,8 @@ typedef enum loom_op {
 	LOOM_OP_NONE = 0,
 
 	/* dst row i = src0 row src1[i], converted to F32.
-	 * src0: table (any dtype the backend supports); src1: I32 indices [n]. */
+	 * src0: table (any dtype the backend supports); src1: I32 indices [n].
+	 * An index outside the table makes compute fail (LOOM_ERR_INVALID_ARGUMENT). */
 	LOOM_OP_GET_ROWS = 1,
 
 	/* dst row = src0 row / sqrt(mean(row^2) + fp[0]) (* src1 if given).
@@ -145,19 +146,24 @@ typedef enum loom_op {
 	 * ip[0] = n_rot (dimensions rotated, even, <= head_dim; the rest pass
 	 * through); ip[1] = style (LOOM_ROPE_*); fp[0] = theta base;
 	 * fp[1] = frequency scale (1 = none). For dimension pair i (0-based,
-	 * i < n_rot/2) the angle is pos * fp[1] * base^(-2i/n_rot). */
+	 * i < n_rot/2) the angle is pos * fp[1] * base^(-2i/n_rot), fp[1] > 0.
+	 * (llama.cpp computes base^(-2i/n_rot) as a running f32 product; the
+	 * CPU backends do the same, so their angles match it bit for bit.) */
 	LOOM_OP_ROPE = 6,
 
 	/* Store new keys or values in the cache: dst row src1[t] = src0 row t,
 	 * converted to dst's dtype (F32 or F16). src0: F32 {kv_dim, n_tokens};
-	 * src1: I32 cell indices [n_tokens]; dst: the cache {kv_dim, n_cells}. */
+	 * src1: I32 cell indices [n_tokens]; dst: the cache {kv_dim, n_cells}.
+	 * A cell index outside the cache makes compute fail. */
 	LOOM_OP_KV_STORE = 7,
 
 	/* Scaled dot-product attention over cached keys and values.
 	 * src0: Q, F32 {head_dim, n_head, n_tokens};
 	 * src1: K cache {head_dim * n_head_kv, n_kv} (F32 or F16);
 	 * src2: V cache, same shape and type as K;
-	 * src3: mask, F32 {n_kv, n_tokens}: 0 to attend, -INFINITY to skip;
+	 * src3: mask, F32 {n_kv, n_tokens}: 0 to attend, -INFINITY to skip
+	 * (optional: NULL attends to every cell); a row that attends to no
+	 * cell gives zeros;
 	 * dst: F32 {head_dim * n_head, n_tokens}.
 	 * ip[0] = n_head, ip[1] = n_head_kv (query head h reads kv head
 	 * h / (n_head / n_head_kv)); fp[0] = scale applied to q.k. */
@@ -233,15 +239,17 @@ typedef struct loom_backend_vtable {
 				       void *dst, size_t size);
 
 	/* (optional) Use host memory in place, e.g. a read-only mmap of the
-	 * model file, as a buffer. NULL slot or LOOM_ERR_UNSUPPORTED: the core
-	 * allocates a buffer and uploads instead. */
+	 * model file, as a buffer. The core never uploads into such a buffer
+	 * (the mapping may be read-only). NULL slot or LOOM_ERR_UNSUPPORTED: the
+	 * core allocates a buffer and uploads instead. */
 	loom_status (*buffer_from_host)(void *backend, void *host_ptr, size_t size,
 					loom_buffer *out);
 
 	/* Can this backend run this node with these dtypes and shapes? */
 	bool (*supports)(void *backend, const loom_node *node);
 
-	/* Run every node of the graph, in order, and wait for the result. */
+	/* Run every node of the graph, in order, and wait for the result. The
+	 * core never calls compute on one instance from two threads at once. */
 	loom_status (*compute)(void *backend, const loom_graph *graph);
 } loom_backend_vtable;
 

@@ -45,7 +45,8 @@ static const char *const op_names[LOOM_OP_COUNT] = {
 	[LOOM_OP_SCALE] = "SCALE",
 };
 
-__attribute__((format(printf, 2, 3))) static void report(const loom_host *host, const char *fmt, ...)
+__attribute__((format(printf, 2, 3)))
+static void report(const loom_host *host, const char *fmt, ...)
 {
 	char msg[512];
 	va_list ap;
@@ -169,8 +170,8 @@ static loom_status cpu_buffer_upload(void *backend, loom_buffer *buf, size_t off
 	return LOOM_OK;
 }
 
-static loom_status cpu_buffer_download(void *backend, const loom_buffer *buf, size_t offset, void *dst,
-				       size_t size)
+static loom_status cpu_buffer_download(void *backend, const loom_buffer *buf, size_t offset,
+				       void *dst, size_t size)
 {
 	cpu_backend *be = backend;
 
@@ -184,7 +185,8 @@ static loom_status cpu_buffer_download(void *backend, const loom_buffer *buf, si
 	return LOOM_OK;
 }
 
-static loom_status cpu_buffer_from_host(void *backend, void *host_ptr, size_t size, loom_buffer *out)
+static loom_status cpu_buffer_from_host(void *backend, void *host_ptr, size_t size,
+					loom_buffer *out)
 {
 	cpu_backend *be = backend;
 

@@ -100,7 +100,8 @@ CPU_INLINE __m512 q8_0_scale_pair(const cpu_block_q8_0 *const *w, int p, int64_t
 {
 	__m128i h = _mm_insert_epi16(_mm_cvtsi32_si128(w[2 * p][b].d), w[2 * p + 1][b].d, 1);
 	__m512 d = _mm512_castps128_ps512(_mm_cvtph_ps(h));
-	return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1), d);
+	__m512i halves = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+	return _mm512_permutexvar_ps(halves, d);
 }
 
 CPU_INLINE float hsum_halves(__m512 v, int half)

@@ -114,7 +114,8 @@ static bool rms_norm_supports(const loom_node *node)
 	if (!cpu_tensor_is(x, LOOM_DTYPE_F32) || !cpu_tensor_is(y, LOOM_DTYPE_F32) ||
 	    !cpu_same_shape(x, y))
 		return false;
-	return w == NULL || (cpu_tensor_is(w, LOOM_DTYPE_F32) && cpu_is_vector(w) && w->ne[0] == x->ne[0]);
+	return w == NULL ||
+	       (cpu_tensor_is(w, LOOM_DTYPE_F32) && cpu_is_vector(w) && w->ne[0] == x->ne[0]);
 }
 
 /* As ggml: squares summed in double, the mean rounded to f32, and the

@@ -28,9 +28,10 @@ static void quantize_block(const float *x, cpu_block_q8_0 *y)
 	y->d = cpu_f32_to_fp16(amax / 127.0f);
 	/* cvtps rounds by MXCSR: to nearest even unless someone changed it,
 	 * which is also what rintf in the scalar version obeys. */
-	_mm_storeu_si128((__m128i *)y->qs, _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(a, id))));
-	_mm_storeu_si128((__m128i *)(y->qs + 16),
-			 _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(b, id))));
+	__m512i qa = _mm512_cvtps_epi32(_mm512_mul_ps(a, id));
+	__m512i qb = _mm512_cvtps_epi32(_mm512_mul_ps(b, id));
+	_mm_storeu_si128((__m128i *)y->qs, _mm512_cvtsepi32_epi8(qa));
+	_mm_storeu_si128((__m128i *)(y->qs + 16), _mm512_cvtsepi32_epi8(qb));
 }
 #elif defined(__AVX2__)
 static float hmax_x8(__m256 v)

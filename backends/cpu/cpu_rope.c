@@ -48,7 +48,8 @@ static void rope_angles(int32_t pos, int n_rot, float base, float freq_scale, fl
 
 /* Pair i is (x[i * step], x[i * step + off]): step 2, off 1 for NORMAL
  * (adjacent), step 1, off n_rot/2 for NEOX (halves). */
-static void rope_row(const float *x, float *y, int64_t head_dim, int n_rot, int neox, const float *cs)
+static void rope_row(const float *x, float *y, int64_t head_dim, int n_rot, int neox,
+		     const float *cs)
 {
 	int step = neox ? 1 : 2, off = neox ? n_rot / 2 : 1;
 

@@ -17,7 +17,8 @@ float cpu_dot_f32(const float *a, const float *b, int64_t n)
 		acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc);
 	if (i < n) {
 		__mmask16 m = cpu_tail_mask(n - i);
-		acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), acc);
+		__m512 va = _mm512_maskz_loadu_ps(m, a + i), vb = _mm512_maskz_loadu_ps(m, b + i);
+		acc = _mm512_fmadd_ps(va, vb, acc);
 	}
 	return _mm512_reduce_add_ps(acc);
 }
@@ -61,7 +62,7 @@ double cpu_sum_squares(const float *x, int64_t n)
 		__m512 v = _mm512_maskz_loadu_ps(m, x + i);
 		__m512 sq = _mm512_mul_ps(v, v);
 		lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(sq)));
-		hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(sq), 1))));
+		hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm512_extractf32x8_ps(sq, 1)));
 	}
 	return _mm512_reduce_add_pd(_mm512_add_pd(lo, hi));
 }
@@ -99,8 +100,10 @@ void cpu_axpy_fp16(float *y, float a, const uint16_t *x, int64_t n)
 	__m256 va = _mm256_set1_ps(a);
 	int64_t i = 0;
 
-	for (; i + 8 <= n; i += 8)
-		_mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, cpu_load_fp16_x8(x + i), _mm256_loadu_ps(y + i)));
+	for (; i + 8 <= n; i += 8) {
+		__m256 r = _mm256_fmadd_ps(va, cpu_load_fp16_x8(x + i), _mm256_loadu_ps(y + i));
+		_mm256_storeu_ps(y + i, r);
+	}
 	for (; i < n; i++)
 		y[i] += a * cpu_fp16_to_f32(x[i]);
 }
