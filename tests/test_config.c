@@ -25,17 +25,6 @@
 /* ------------------------------------------------------------------------ */
 /* Helpers                                                                  */
 
-/* Writes text to dir/name; the path goes to buf. */
-static const char *write_file(char *buf, size_t size, const char *dir, const char *name,
-			      const char *text)
-{
-	snprintf(buf, size, "%s/%s", dir, name);
-	FILE *f = fopen(buf, "w");
-	ck_assert_msg(f != NULL, "cannot create %s", buf);
-	ck_assert_msg(fputs(text, f) >= 0 && fclose(f) == 0, "cannot write %s", buf);
-	return buf;
-}
-
 /* plugins.yaml holding text in a fresh temporary directory for test name. */
 static const char *write_yaml(char *buf, size_t size, const char *name, const char *text)
 {
@@ -43,18 +32,7 @@ static const char *write_yaml(char *buf, size_t size, const char *name, const ch
 	const char *tmp = test_tmp_dir(name);
 	ck_assert_msg(tmp != NULL, "cannot make a temporary directory for %s", name);
 	snprintf(dir, sizeof(dir), "%s", tmp);
-	return write_file(buf, size, dir, "plugins.yaml", text);
-}
-
-/* 1-based line of the first occurrence of needle in text. */
-static int line_of(const char *text, const char *needle)
-{
-	const char *at = strstr(text, needle);
-	ck_assert_msg(at != NULL, "\"%s\" is not in the text", needle);
-	int line = 1;
-	for (const char *p = text; p < at; p++)
-		line += *p == '\n';
-	return line;
+	return test_write_file(buf, size, dir, "plugins.yaml", text);
 }
 
 static void expect_in(const char *err, const char *needle)
@@ -77,7 +55,7 @@ static void expect_error(const char *test, const char *text, const char *mark, c
 		      test, st, loom_strerror(st), err);
 	ck_assert_msg(cfg.path == NULL && cfg.backends == NULL && cfg.n_backends == 0,
 		      "%s: a failed load left a half-filled config", test);
-	snprintf(where, sizeof(where), "%s:%d:", path, line_of(text, mark));
+	snprintf(where, sizeof(where), "%s:%d:", path, test_line_of(text, mark));
 	expect_in(err, where);
 	expect_in(err, needle1);
 	expect_in(err, needle2);
@@ -133,10 +111,10 @@ START_TEST(every_field_is_read)
 	const loom_plugin_config *avx2 = &cfg.backends[0], *generic = &cfg.backends[1];
 	ck_assert_str_eq(avx2->name, "cpu-avx2");
 	ck_assert_str_eq(avx2->file, "loom-cpu-avx2.so");
-	ck_assert_int_eq(avx2->line, line_of(full_yaml, "name: cpu-avx2"));
+	ck_assert_int_eq(avx2->line, test_line_of(full_yaml, "name: cpu-avx2"));
 	ck_assert_str_eq(generic->name, "cpu-generic");
 	ck_assert_str_eq(generic->file, "../lib/loom-cpu-generic.so");
-	ck_assert_int_eq(generic->line, line_of(full_yaml, "name: cpu-generic"));
+	ck_assert_int_eq(generic->line, test_line_of(full_yaml, "name: cpu-generic"));
 
 	/* Options keep their order and stay text, for the plugin to read. */
 	ck_assert_int_eq(avx2->n_options, 2);
@@ -150,7 +128,7 @@ START_TEST(every_field_is_read)
 	ck_assert_int_eq(cfg.n_formats, 1);
 	ck_assert_str_eq(cfg.formats[0].name, "gguf");
 	ck_assert_str_eq(cfg.formats[0].file, "loom-gguf.so");
-	ck_assert_int_eq(cfg.formats[0].line, line_of(full_yaml, "{name: gguf"));
+	ck_assert_int_eq(cfg.formats[0].line, test_line_of(full_yaml, "{name: gguf"));
 
 	loom_config_free(&cfg);
 	ck_assert_ptr_null(cfg.path);
@@ -240,7 +218,7 @@ START_TEST(unclosed_quote_names_the_line_it_opened)
 	const char *err = loom_last_error();
 	expect_in(err, path);
 	expect_in(err, "quoted scalar");
-	int line = line_of(text, "\"cpu-generic");
+	int line = test_line_of(text, "\"cpu-generic");
 	snprintf(at_mark, sizeof(at_mark), "%s:%d:", path, line);
 	snprintf(at_line, sizeof(at_line), "line %d", line);
 	ck_assert_msg(strstr(err, at_mark) != NULL || strstr(err, at_line) != NULL,
@@ -413,7 +391,7 @@ START_TEST(relative_paths_follow_the_yaml)
 	snprintf(sub, sizeof(sub), "%s/other", dir);
 	ck_assert_int_eq(mkdir(sub, 0755), 0);
 	link_plugin(sub, "loom-gguf.so");
-	write_file(path, sizeof(path), dir, "plugins.yaml", text);
+	test_write_file(path, sizeof(path), dir, "plugins.yaml", text);
 
 	char cwd[4096];
 	ck_assert_ptr_nonnull(getcwd(cwd, sizeof(cwd)));
@@ -448,7 +426,7 @@ START_TEST(relative_yaml_path_has_a_relative_dir)
 {
 	char dir[4096], path[4200], cwd[4096];
 	snprintf(dir, sizeof(dir), "%s", test_tmp_dir("config_relative_yaml"));
-	write_file(path, sizeof(path), dir, "plugins.yaml", "backends:\n" REAL_GENERIC FORMATS);
+	test_write_file(path, sizeof(path), dir, "plugins.yaml", "backends:\n" REAL_GENERIC FORMATS);
 	ck_assert_ptr_nonnull(getcwd(cwd, sizeof(cwd)));
 	ck_assert_int_eq(chdir(dir), 0);
 	loom_config cfg;

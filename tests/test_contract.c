@@ -63,16 +63,6 @@ static const char *tmp_dir(char *buf, size_t size, const char *name)
 	return buf;
 }
 
-static const char *write_file(char *buf, size_t size, const char *dir, const char *name,
-			      const char *text)
-{
-	snprintf(buf, size, "%s/%s", dir, name);
-	FILE *f = fopen(buf, "w");
-	ck_assert_msg(f != NULL, "cannot create %s", buf);
-	ck_assert_msg(fputs(text, f) >= 0 && fclose(f) == 0, "cannot write %s", buf);
-	return buf;
-}
-
 /* text with its first `from` replaced by `to`, into out. */
 static const char *edit(char *out, size_t size, const char *text, const char *from, const char *to)
 {
@@ -81,17 +71,6 @@ static const char *edit(char *out, size_t size, const char *text, const char *fr
 	int n = snprintf(out, size, "%.*s%s%s", (int)(at - text), text, to, at + strlen(from));
 	ck_assert_msg(n >= 0 && (size_t)n < size, "the edited text does not fit");
 	return out;
-}
-
-/* 1-based line of the first occurrence of needle in text. */
-static int line_of(const char *text, const char *needle)
-{
-	const char *at = strstr(text, needle);
-	ck_assert_msg(at != NULL, "\"%s\" is not in the text", needle);
-	int line = 1;
-	for (const char *p = text; p < at; p++)
-		line += *p == '\n';
-	return line;
 }
 
 static void expect_in(const char *err, const char *needle)
@@ -166,7 +145,7 @@ START_TEST(omitted_choices_take_their_defaults)
 {
 	char dir[4096], path[4200];
 	tmp_dir(dir, sizeof(dir), "contract_defaults");
-	loom_contract *c = load_ok(write_file(path, sizeof(path), dir, "tiny.yaml", tiny_yaml));
+	loom_contract *c = load_ok(test_write_file(path, sizeof(path), dir, "tiny.yaml", tiny_yaml));
 	ck_assert_str_eq(c->name, "tiny");
 	ck_assert_int_eq(c->rope_style, LOOM_ROPE_NORMAL);
 	ck_assert_int_eq(c->qkv, LOOM_QKV_SEPARATE);
@@ -186,7 +165,7 @@ START_TEST(tied_head_needs_no_output_tensor)
 	edit(text, sizeof(text), tiny_yaml, "  positions: rope\n",
 	     "  positions: rope\n  rope_style: neox\n  tied_embeddings: always\n");
 	edit(text2, sizeof(text2), text, "    output: output.weight\n", "");
-	loom_contract *c = load_ok(write_file(path, sizeof(path), dir, "tiny.yaml", text2));
+	loom_contract *c = load_ok(test_write_file(path, sizeof(path), dir, "tiny.yaml", text2));
 	ck_assert_int_eq(c->tied, LOOM_TIED_ALWAYS);
 	ck_assert_int_eq(c->rope_style, LOOM_ROPE_NEOX);
 	ck_assert_msg(!loom_contract_uses_role(c, LOOM_ROLE_OUTPUT), "a tied head still uses output");
@@ -259,7 +238,7 @@ START_TEST(broken_contract_names_file_and_line)
 	const struct broken *b = &broken[_i];
 	char dir[4096], path[4200], text[4096], where[4400];
 	edit(text, sizeof(text), tiny_yaml, b->from, b->to);
-	write_file(path, sizeof(path), tmp_dir(dir, sizeof(dir), b->test), "tiny.yaml", text);
+	test_write_file(path, sizeof(path), tmp_dir(dir, sizeof(dir), b->test), "tiny.yaml", text);
 
 	loom_contract *c = (loom_contract *)&c; /* not NULL: a failed load must reset it */
 	loom_status st = loom_contract_load(path, &c);
@@ -267,7 +246,7 @@ START_TEST(broken_contract_names_file_and_line)
 	ck_assert_msg(st == LOOM_ERR_CONTRACT, "%s: status %d (%s), expected LOOM_ERR_CONTRACT; message: %s",
 		      b->test, st, loom_strerror(st), err);
 	ck_assert_msg(c == NULL, "%s: a failed load left a contract", b->test);
-	snprintf(where, sizeof(where), "%s:%d:", path, line_of(text, b->mark));
+	snprintf(where, sizeof(where), "%s:%d:", path, test_line_of(text, b->mark));
 	expect_in(err, where);
 	expect_in(err, b->needle1);
 	expect_in(err, b->needle2);
@@ -284,7 +263,7 @@ START_TEST(missing_and_empty_contracts_are_errors)
 	expect_in(loom_last_error(), path);
 	expect_in(loom_last_error(), "cannot open");
 
-	write_file(path, sizeof(path), dir, "empty.yaml", "# nothing yet\n");
+	test_write_file(path, sizeof(path), dir, "empty.yaml", "# nothing yet\n");
 	ck_assert_int_eq(loom_contract_load(path, &c), LOOM_ERR_CONTRACT);
 	expect_in(loom_last_error(), path);
 	expect_in(loom_last_error(), "empty");
@@ -300,9 +279,9 @@ START_TEST(find_takes_the_first_directory_that_has_it)
 	char first[4096], second[4096], path[4200], text[4096];
 	tmp_dir(second, sizeof(second), "contract_find_second");
 	tmp_dir(first, sizeof(first), "contract_find_first");
-	write_file(path, sizeof(path), second, "tiny.yaml", tiny_yaml);
+	test_write_file(path, sizeof(path), second, "tiny.yaml", tiny_yaml);
 	edit(text, sizeof(text), tiny_yaml, "  ffn: swiglu\n", "  ffn: swiglu\n  rope_style: neox\n");
-	write_file(path, sizeof(path), first, "tiny.yaml", text);
+	test_write_file(path, sizeof(path), first, "tiny.yaml", text);
 
 	char *dirs[] = {first, second};
 	loom_contract *c = NULL;
@@ -319,7 +298,7 @@ START_TEST(find_rejects_a_misnamed_contract)
 {
 	char dir[4096], path[4200];
 	tmp_dir(dir, sizeof(dir), "contract_misnamed");
-	write_file(path, sizeof(path), dir, "tinier.yaml", tiny_yaml);
+	test_write_file(path, sizeof(path), dir, "tinier.yaml", tiny_yaml);
 	char *dirs[] = {dir};
 	loom_contract *c = NULL;
 	ck_assert_int_eq(loom_contract_find("tinier", dirs, 1, &c), LOOM_ERR_CONTRACT);
@@ -392,7 +371,7 @@ static void write_llama(const char *arch_dir, const char *from, const char *to)
 		ck_assert_ptr_nonnull(edited);
 		edit(edited, size, text, from, to);
 	}
-	write_file(path, sizeof(path), arch_dir, "llama.yaml", edited != NULL ? edited : text);
+	test_write_file(path, sizeof(path), arch_dir, "llama.yaml", edited != NULL ? edited : text);
 	free(edited);
 	free(text);
 }

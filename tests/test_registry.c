@@ -108,17 +108,6 @@ static void clear_env(void)
 	unsetenv("LOOM_PLUGINS");
 }
 
-/* Writes text to dir/name; the path goes to buf. */
-static const char *write_file(char *buf, size_t size, const char *dir, const char *name,
-			      const char *text)
-{
-	snprintf(buf, size, "%s/%s", dir, name);
-	FILE *f = fopen(buf, "w");
-	ck_assert_msg(f != NULL, "cannot create %s", buf);
-	ck_assert_msg(fputs(text, f) >= 0 && fclose(f) == 0, "cannot write %s", buf);
-	return buf;
-}
-
 /* A fresh temporary directory for test `name` holding plugins.yaml with
  * text; the yaml's path goes to buf. */
 static const char *write_yaml(char *buf, size_t size, const char *name, const char *text)
@@ -127,7 +116,7 @@ static const char *write_yaml(char *buf, size_t size, const char *name, const ch
 	ck_assert_msg(dir != NULL, "cannot make a temporary directory for %s", name);
 	char copy[4096];
 	snprintf(copy, sizeof(copy), "%s", dir);
-	return write_file(buf, size, copy, "plugins.yaml", text);
+	return test_write_file(buf, size, copy, "plugins.yaml", text);
 }
 
 /* The broken-plugin yaml and its fake.so (plain text) in a fresh directory. */
@@ -137,19 +126,8 @@ static const char *write_broken_yaml(char *buf, size_t size, const char *name)
 	write_yaml(buf, size, name, broken_yaml);
 	snprintf(dir, sizeof(dir), "%s", buf);
 	*strrchr(dir, '/') = '\0';
-	write_file(fake, sizeof(fake), dir, "fake.so", "this is not a shared library\n");
+	test_write_file(fake, sizeof(fake), dir, "fake.so", "this is not a shared library\n");
 	return buf;
-}
-
-/* 1-based line of the first occurrence of needle in text. */
-static int line_of(const char *text, const char *needle)
-{
-	const char *at = strstr(text, needle);
-	ck_assert_msg(at != NULL, "\"%s\" is not in the text", needle);
-	int line = 1;
-	for (const char *p = text; p < at; p++)
-		line += *p == '\n';
-	return line;
 }
 
 /* loom_runtime_create on plugins_file (NULL: not given), capturing every
@@ -322,7 +300,7 @@ START_TEST(reasons_carry_their_details)
 		      pi.why);
 
 	/* A missing file names plugins.yaml and the line of its entry. */
-	snprintf(where, sizeof(where), "(%s:%d)", yaml, line_of(broken_yaml, "name: absent"));
+	snprintf(where, sizeof(where), "(%s:%d)", yaml, test_line_of(broken_yaml, "name: absent"));
 	pi = plugin_info(rt, "absent");
 	ck_assert_msg(strstr(pi.why, where) != NULL, "absent: why \"%s\" lacks %s", pi.why, where);
 	ck_assert_str_eq(pi.path, "absent-plugin.so");
@@ -677,7 +655,7 @@ START_TEST(cli_broken_plugins_yaml_is_one_line)
 	ck_assert_msg(strncmp(out, "loom: ", 6) == 0, "the message does not start with \"loom: \":\n%s", out);
 	char *nl = strchr(out, '\n');
 	ck_assert_msg(nl != NULL && nl[1] == '\0', "expected exactly one line:\n%s", out);
-	snprintf(where, sizeof(where), "%s:%d:", yaml, line_of(text, "   file"));
+	snprintf(where, sizeof(where), "%s:%d:", yaml, test_line_of(text, "   file"));
 	expect_text(out, where, "the message");
 }
 END_TEST

@@ -21,7 +21,18 @@ loom_status fake_compute(void *backend, const loom_graph *graph);
 /* A probe that accepts any machine with a modest score. */
 int fake_probe_ok(const loom_probe_args *args, char *why, size_t why_size);
 
-/* The one exported symbol of every fake. */
+/* The slots no fake varies: every fake sets init and compute itself. */
+#define FAKE_STUB_SLOTS                                                      \
+	.free = fake_free, .buffer_alloc = fake_buffer_alloc,                \
+	.buffer_free = fake_buffer_free, .buffer_upload = fake_buffer_upload, \
+	.buffer_download = fake_buffer_download, .supports = fake_supports
+
+/* The one exported symbol of every fake, returning its descriptor. */
 LOOM_API const loom_plugin_desc *loom_plugin_entry(void);
+#define FAKE_PLUGIN_ENTRY(descriptor)                    \
+	const loom_plugin_desc *loom_plugin_entry(void) \
+	{                                                \
+		return &descriptor;                      \
+	}
 
 #endif

@@ -20,12 +20,7 @@ static int probe(const loom_probe_args *args, char *why, size_t why_size)
 static const loom_backend_vtable vtable = {
 	.struct_size = sizeof(loom_backend_vtable),
 	.init = init_no_device,
-	.free = fake_free,
-	.buffer_alloc = fake_buffer_alloc,
-	.buffer_free = fake_buffer_free,
-	.buffer_upload = fake_buffer_upload,
-	.buffer_download = fake_buffer_download,
-	.supports = fake_supports,
+	FAKE_STUB_SLOTS,
 	.compute = fake_compute,
 };
 
@@ -39,7 +34,4 @@ static const loom_plugin_desc desc = {
 	.vtable = &vtable,
 };
 
-const loom_plugin_desc *loom_plugin_entry(void)
-{
-	return &desc;
-}
+FAKE_PLUGIN_ENTRY(desc)

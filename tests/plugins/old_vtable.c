@@ -7,12 +7,7 @@
 static const loom_backend_vtable vtable = {
 	.struct_size = offsetof(loom_backend_vtable, compute),
 	.init = fake_init,
-	.free = fake_free,
-	.buffer_alloc = fake_buffer_alloc,
-	.buffer_free = fake_buffer_free,
-	.buffer_upload = fake_buffer_upload,
-	.buffer_download = fake_buffer_download,
-	.supports = fake_supports,
+	FAKE_STUB_SLOTS,
 	.compute = fake_compute,
 };
 
@@ -26,7 +21,4 @@ static const loom_plugin_desc desc = {
 	.vtable = &vtable,
 };
 
-const loom_plugin_desc *loom_plugin_entry(void)
-{
-	return &desc;
-}
+FAKE_PLUGIN_ENTRY(desc)

@@ -1,6 +1,7 @@
 /* testdata.c - where the shared reference data is. */
 #include "testdata.h"
 
+#include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,4 +73,23 @@ const char *test_tmp_dir(const char *name)
 	if (system(cmd) != 0)
 		return NULL;
 	return path;
+}
+
+const char *test_write_file(char *buf, size_t size, const char *dir, const char *name, const char *text)
+{
+	snprintf(buf, size, "%s/%s", dir, name);
+	FILE *f = fopen(buf, "w");
+	ck_assert_msg(f != NULL, "cannot create %s", buf);
+	ck_assert_msg(fputs(text, f) >= 0 && fclose(f) == 0, "cannot write %s", buf);
+	return buf;
+}
+
+int test_line_of(const char *text, const char *needle)
+{
+	const char *at = strstr(text, needle);
+	ck_assert_msg(at != NULL, "\"%s\" is not in the text", needle);
+	int line = 1;
+	for (const char *p = text; p < at; p++)
+		line += *p == '\n';
+	return line;
 }

@@ -20,4 +20,12 @@ void *test_read_file(const char *path, size_t *size);
 /* A fresh empty directory under the build tree's tmp/ for this test. */
 const char *test_tmp_dir(const char *name);
 
+/* Writes text to dir/name, failing the test if it cannot; the path goes to
+ * buf, which is returned. */
+const char *test_write_file(char *buf, size_t size, const char *dir, const char *name, const char *text);
+
+/* 1-based line of the first occurrence of needle in text (fails the test if
+ * there is none). */
+int test_line_of(const char *text, const char *needle);
+
 #endif
