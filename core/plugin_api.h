@@ -334,6 +334,12 @@ typedef struct loom_format_vtable {
 	 * and where. */
 	loom_model_file *(*open)(const loom_host *host, const char *path);
 	void (*close)(loom_model_file *file);
+
+	/* (optional) Write a new file of this format holding content's
+	 * metadata and tensors (each tensor's bytes read from its data
+	 * pointer; file_offset and mapping are ignored). The file appears
+	 * whole or not at all. NULL slot: the format cannot be written. */
+	loom_status (*write)(const loom_host *host, const char *path, const loom_model_file *content);
 } loom_format_vtable;
 
 /* ------------------------------------------------------------------------ */

@@ -462,6 +462,48 @@ START_TEST(every_shared_model_opens)
 }
 END_TEST
 
+/* ---- writing ----------------------------------------------------------------- */
+
+/* Writing what was read gives the same bytes back: keys, values, tensor
+ * infos, alignment padding and data, for every shared v3 model. */
+START_TEST(shared_models_rewrite_byte_identical)
+{
+	const loom_format_vtable *vt = test_load_plugin("loom-gguf.so")->vtable;
+	const char *tmp = test_tmp_dir("gguf_rewrite");
+	const char *names[] = {"models/stories260K-f32.gguf", "models/stories-llama-d256-q8_0.gguf",
+			       "models/synthetic/llama-q4_k_m.gguf", "models/synthetic/gpt2-f32.gguf"};
+	char path[4096], out[4200];
+
+	ck_assert_msg(LOOM_VT_HAS(vt, write), "the gguf plugin has no write slot");
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		if (!test_data_path(path, sizeof(path), names[i]))
+			return;
+		loom_model_file *f = test_open_gguf(path);
+		ck_assert_msg(f != NULL, "%s: %s", path, test_plugin_error());
+		snprintf(out, sizeof(out), "%s/copy.gguf", tmp);
+		loom_status st = vt->write(test_host(), out, f);
+		ck_assert_msg(st == LOOM_OK, "write %s: %s", out, test_plugin_error());
+		size_t a_len, b_len;
+		char *a = test_read_file(path, &a_len), *b = test_read_file(out, &b_len);
+		ck_assert_msg(a != NULL && b != NULL && a_len == b_len && memcmp(a, b, a_len) == 0,
+			      "%s: the rewritten file differs (%zu vs %zu bytes)", names[i], a_len, b_len);
+		free(a);
+		free(b);
+		test_close_gguf(f);
+	}
+}
+END_TEST
+
+START_TEST(write_to_a_bad_path_fails_cleanly)
+{
+	const loom_format_vtable *vt = test_load_plugin("loom-gguf.so")->vtable;
+	loom_model_file empty = {.struct_size = sizeof(empty)};
+	test_clear_error();
+	ck_assert_int_eq(vt->write(test_host(), "/nonexistent/dir/x.gguf", &empty), LOOM_ERR_IO);
+	ck_assert_msg(strstr(test_plugin_error(), "/nonexistent/dir/x.gguf") != NULL, "%s", test_plugin_error());
+}
+END_TEST
+
 /* ---- hostile files ------------------------------------------------------- */
 
 /* Cuts path to n bytes; opening it must fail as running past the end. */
@@ -769,6 +811,8 @@ static Suite *gguf_suite(void)
 	tc = tcase_create("real_models");
 	tcase_add_test(tc, stories260k_reads_back);
 	tcase_add_test(tc, every_shared_model_opens);
+	tcase_add_test(tc, shared_models_rewrite_byte_identical);
+	tcase_add_test(tc, write_to_a_bad_path_fails_cleanly);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("hostile");

@@ -36,6 +36,7 @@ static const loom_format_vtable gguf_vtable = {
 	.struct_size = sizeof(loom_format_vtable),
 	.open = gguf_open,
 	.close = gguf_close,
+	.write = gguf_write,
 };
 
 static const loom_plugin_desc gguf_desc = {
@@ -43,7 +44,7 @@ static const loom_plugin_desc gguf_desc = {
 	.kind = LOOM_PLUGIN_FORMAT,
 	.name = "gguf",
 	.version = GGUF_PLUGIN_VERSION,
-	.description = "GGUF v2 and v3 model files, memory-mapped",
+	.description = "GGUF v2 and v3 model files, memory-mapped; writes v3",
 	.probe = gguf_probe,
 	.vtable = &gguf_vtable,
 };

@@ -34,8 +34,9 @@ bool gguf_parse_tensor_infos(gguf_cursor *c, loom_file_tensor *t, uint64_t n, ui
  * section starts, and makes file_offset absolute and data point at them. */
 bool gguf_place_tensors(gguf_cursor *c, loom_file_tensor *t, uint64_t n, uint64_t data_start);
 
-/* The format vtable's open and close. */
+/* The format vtable's open, close and write. */
 loom_model_file *gguf_open(const loom_host *host, const char *path);
 void gguf_close(loom_model_file *file);
+loom_status gguf_write(const loom_host *host, const char *path, const loom_model_file *content);
 
 #endif
