@@ -18,6 +18,8 @@ static void usage(FILE *out)
 		"  loom info FILE            metadata and tensor table\n"
 		"  loom info --plugins       plugins found, their scores, which backend is chosen and why\n"
 		"  loom bench -m FILE [-p 64] [-n 32] [-t 2] [-r 3] [-o md|json] [--kv-type f16|f32]\n"
+		"  loom quantize IN.gguf OUT.gguf SCHEME [-t THREADS] [-v]\n"
+		"           SCHEME: q8_0 q4_0 q4_1 q5_0 q5_1 q6_k q4_k_s q4_k_m q5_k_s q5_k_m f16 f32\n"
 		"  loom help | --version\n"
 		"\n"
 		"Environment: LOOM_BACKEND forces a backend, LOOM_PLUGINS names another plugins.yaml.\n",
@@ -41,6 +43,8 @@ int main(int argc, char **argv)
 		return cmd_info(argc - 1, argv + 1);
 	if (strcmp(cmd, "bench") == 0)
 		return cmd_bench(argc - 1, argv + 1);
+	if (strcmp(cmd, "quantize") == 0)
+		return cmd_quantize(argc - 1, argv + 1);
 	if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
 		usage(stdout);
 		return 0;

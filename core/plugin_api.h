@@ -176,6 +176,12 @@ typedef enum loom_op {
 	/* dst = src0 * fp[0]. dst may alias src0. */
 	LOOM_OP_SCALE = 10,
 
+	/* dst = src0 converted to dst's dtype, row by row; same shape. Any
+	 * supported dtype to F32, and F32 to any supported dtype, quantizing
+	 * with the backend's reference quantizer for that type (what
+	 * `loom quantize` writes). */
+	LOOM_OP_CONVERT = 11,
+
 	LOOM_OP_COUNT
 } loom_op;
 

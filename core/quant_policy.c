@@ -26,7 +26,7 @@
 
 static const loom_quant_scheme schemes[] = {
 	{"f32", LOOM_DTYPE_F32, 0, false},      {"f16", LOOM_DTYPE_F16, 1, false},
-	{"bf16", LOOM_DTYPE_BF16, 32, false},   {"q8_0", LOOM_DTYPE_Q8_0, 7, false},
+	{"q8_0", LOOM_DTYPE_Q8_0, 7, false},
 	{"q4_0", LOOM_DTYPE_Q4_0, 2, false},    {"q4_1", LOOM_DTYPE_Q4_1, 3, false},
 	{"q5_0", LOOM_DTYPE_Q5_0, 8, false},    {"q5_1", LOOM_DTYPE_Q5_1, 9, false},
 	{"q6_k", LOOM_DTYPE_Q6_K, 18, false},   {"q4_k_s", LOOM_DTYPE_Q4_K, 14, true},

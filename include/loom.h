@@ -239,6 +239,28 @@ LOOM_API loom_status loom_model_tensor_info(const loom_model *model, size_t inde
 					    loom_tensor_info *out);
 
 /* ------------------------------------------------------------------------ */
+/* Quantization                                                             */
+
+typedef struct loom_quantize_params {
+	/* Scheme: "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q6_k", "q4_k_s",
+	 * "q4_k_m", "q5_k_s", "q5_k_m", "f16" or "f32". The _m/_s
+	 * mixes choose a type per tensor as llama-quantize does. */
+	const char *scheme;
+	/* Called after each tensor (may be NULL): its index, the tensor count,
+	 * its name and the type it became. */
+	void (*progress)(void *user, size_t index, size_t count, const char *name, loom_dtype type);
+	void *progress_user;
+} loom_quantize_params;
+
+LOOM_API loom_quantize_params loom_quantize_default_params(void);
+
+/* Writes a copy of the model in_path with its weights converted to a
+ * scheme, using the runtime's backend to quantize. The output has the
+ * input's format (which must be writable). */
+LOOM_API loom_status loom_quantize(loom_runtime *rt, const char *in_path, const char *out_path,
+				   const loom_quantize_params *params);
+
+/* ------------------------------------------------------------------------ */
 /* Vocabulary                                                               */
 
 LOOM_API loom_token loom_token_bos(const loom_model *model); /* -1 if none */

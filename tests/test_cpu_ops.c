@@ -21,6 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
+
 /* ------------------------------------------------------------------------ */
 /* Variants                                                                 */
 
@@ -340,12 +342,16 @@ static void fill_normal(ref_rng *rng, float *x, size_t n, double scale)
 }
 
 /* Random weights of any supported dtype: normal values (scale s) rounded to
- * F16/BF16, or Q8_0 blocks with random scales and every byte value. */
+ * F16/BF16, or random blocks of a quantized type. */
 static htensor random_weights(ref_rng *rng, loom_dtype type, int64_t ne0, int64_t ne1, double s)
 {
 	htensor t = ht(type, ne0, ne1, 1, 1);
 	size_t n = n_elements(&t);
 
+	if (ref_block_elems(type) > 0) {
+		ref_random_blocks(rng, type, t.data, n / (size_t)ref_block_elems(type));
+		return t;
+	}
 	for (size_t i = 0; i < n; i++) {
 		float x = (float)(s * ref_rng_normal(rng));
 		if (type == LOOM_DTYPE_F32)
@@ -354,15 +360,6 @@ static htensor random_weights(ref_rng *rng, loom_dtype type, int64_t ne0, int64_
 			u16(&t)[i] = ref_f32_to_fp16(x);
 		else if (type == LOOM_DTYPE_BF16)
 			u16(&t)[i] = ref_f32_to_bf16(x);
-	}
-	if (type == LOOM_DTYPE_Q8_0) {
-		unsigned char *b = t.data;
-		for (size_t k = 0; k < n / 32; k++, b += REF_Q8_0_BLOCK_BYTES) {
-			uint16_t d = ref_f32_to_fp16((float)ref_rng_uniform(rng, 0.002, 0.02));
-			memcpy(b, &d, 2);
-			for (int j = 0; j < 32; j++)
-				b[2 + j] = (unsigned char)ref_rng_below(rng, 256);
-		}
 	}
 	return t;
 }
@@ -377,10 +374,10 @@ static float value_at(const htensor *t, int64_t r, int64_t i)
 		return ref_fp16_to_f32(((const uint16_t *)row)[i]);
 	case LOOM_DTYPE_BF16:
 		return ref_bf16_to_f32(((const uint16_t *)row)[i]);
-	case LOOM_DTYPE_Q8_0:
-		return ref_q8_0_value((const uint8_t *)row, i);
-	default:
+	case LOOM_DTYPE_F32:
 		return ((const float *)row)[i];
+	default:
+		return ref_quant_value(t->dtype, (const uint8_t *)row, i);
 	}
 }
 
@@ -389,25 +386,35 @@ static const char *dtype_name(loom_dtype t)
 	return loom_dtype_layout_of(t).name;
 }
 
-/* Row lengths for a dtype: block multiples for all, odd ones for the
- * types without blocks. */
+/* Row lengths for a dtype: the whole numbers of blocks among these, 512
+ * (two K-quant super-blocks) for the quantized types, and odd lengths for
+ * the types without blocks. 2816 = 11 * 256. */
 static int row_lengths(loom_dtype type, int64_t *out)
 {
 	static const int64_t blocky[] = {32, 64, 256, 2816};
 	static const int64_t odd[] = {5, 172};
+	int64_t block = loom_dtype_layout_of(type).block;
 	int n = 0;
 
-	for (size_t i = 0; i < sizeof(blocky) / sizeof(blocky[0]); i++)
-		out[n++] = blocky[i];
-	if (type != LOOM_DTYPE_Q8_0)
-		for (size_t i = 0; i < sizeof(odd) / sizeof(odd[0]); i++)
+	for (size_t i = 0; i < N_OF(blocky); i++)
+		if (blocky[i] % block == 0)
+			out[n++] = blocky[i];
+	if (block > 1)
+		out[n++] = 512;
+	else
+		for (size_t i = 0; i < N_OF(odd); i++)
 			out[n++] = odd[i];
 	return n;
 }
 
+/* The block-quantized weight types. */
+static const loom_dtype quant_types[] = {
+	LOOM_DTYPE_Q4_0, LOOM_DTYPE_Q4_1, LOOM_DTYPE_Q5_0, LOOM_DTYPE_Q5_1, LOOM_DTYPE_Q8_0,
+	LOOM_DTYPE_Q2_K, LOOM_DTYPE_Q3_K, LOOM_DTYPE_Q4_K, LOOM_DTYPE_Q5_K, LOOM_DTYPE_Q6_K,
+};
+
 static const int64_t row_counts[] = {1, 7, 33};
 static const int64_t token_counts[] = {1, 3, 64};
-#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
 
 /* Steps idx[0..n) through every combination of idx[k] < sizes[k], the last
  * index fastest, like nested loops; false once all were visited. */
@@ -577,6 +584,8 @@ START_TEST(test_supports)
 {
 	variant *v = usable_variant(_i, "supports");
 	loom_tensor w_q4k = desc(LOOM_DTYPE_Q4_K, 256, 8, 1), w_q8 = desc(LOOM_DTYPE_Q8_0, 256, 8, 1);
+	loom_tensor w_q4k_short = desc(LOOM_DTYPE_Q4_K, 128, 8, 1), w_q8k = desc(LOOM_DTYPE_Q8_K, 256, 8, 1);
+	loom_tensor w_q81 = desc(LOOM_DTYPE_Q8_1, 256, 8, 1), w_i8 = desc(LOOM_DTYPE_I8, 256, 8, 1);
 	loom_tensor w_q8_odd = desc(LOOM_DTYPE_Q8_0, 48, 8, 1), w_f16 = desc(LOOM_DTYPE_F16, 256, 8, 1);
 	loom_tensor x = desc(LOOM_DTYPE_F32, 256, 3, 1), x16 = desc(LOOM_DTYPE_F16, 256, 3, 1);
 	loom_tensor x_short = desc(LOOM_DTYPE_F32, 128, 3, 1), y = desc(LOOM_DTYPE_F32, 8, 3, 1);
@@ -595,17 +604,30 @@ START_TEST(test_supports)
 	/* The accepted forms, for contrast. */
 	ck_assert(supported(v, LOOM_OP_MATMUL, &y, &w_q8, &x, NULL, NULL, 0, 0));
 	ck_assert(supported(v, LOOM_OP_MATMUL, &y, &w_f16, &x, NULL, NULL, 0, 0));
+	ck_assert(supported(v, LOOM_OP_MATMUL, &y, &w_q4k, &x, NULL, NULL, 0, 0));
+	ck_assert(supported(v, LOOM_OP_GET_ROWS, &rows, &table_q4, &idx, NULL, NULL, 0, 0));
+	for (size_t k = 0; k < N_OF(quant_types); k++) {
+		loom_tensor w = desc(quant_types[k], 256, 8, 1), table = desc(quant_types[k], 256, 10, 1);
+		ck_assert_msg(supported(v, LOOM_OP_MATMUL, &y, &w, &x, NULL, NULL, 0, 0), "MATMUL %s",
+			      dtype_name(quant_types[k]));
+		ck_assert_msg(supported(v, LOOM_OP_GET_ROWS, &rows, &table, &idx, NULL, NULL, 0, 0),
+			      "GET_ROWS %s", dtype_name(quant_types[k]));
+	}
 	ck_assert(supported(v, LOOM_OP_ATTENTION, &att, &q, &k16, &v16, &mask, 6, 2));
 	ck_assert(supported(v, LOOM_OP_ATTENTION, &att, &q, &k16, &v16, NULL, 6, 2));
-	/* Refused. */
-	ck_assert(!supported(v, LOOM_OP_MATMUL, &y, &w_q4k, &x, NULL, NULL, 0, 0));
+	/* Refused: activation-only and integer types as weights, a K-quant row
+	 * that is not a whole super-block. */
+	ck_assert(!supported(v, LOOM_OP_MATMUL, &y, &w_q8k, &x, NULL, NULL, 0, 0));
+	ck_assert(!supported(v, LOOM_OP_MATMUL, &y, &w_q81, &x, NULL, NULL, 0, 0));
+	ck_assert(!supported(v, LOOM_OP_MATMUL, &y, &w_i8, &x, NULL, NULL, 0, 0));
+	ck_assert(!supported(v, LOOM_OP_MATMUL, &y, &w_q4k_short, &x_short, NULL, NULL, 0, 0));
+	ck_assert(!supported(v, LOOM_OP_GET_ROWS, &rows, &w_q8k, &idx, NULL, NULL, 0, 0));
 	ck_assert(!supported(v, LOOM_OP_MATMUL, &y, &w_q8, &x16, NULL, NULL, 0, 0));
 	ck_assert(!supported(v, LOOM_OP_MATMUL, &y, &w_q8, &x_short, NULL, NULL, 0, 0));
 	ck_assert(!supported(v, LOOM_OP_MATMUL, &y, &w_q8_odd, &x, NULL, NULL, 0, 0));
 	ck_assert(!supported(v, LOOM_OP_MATMUL, &y, &w_q8, NULL, NULL, NULL, 0, 0));
 	strided.nb[0] = 8;
 	ck_assert(!supported(v, LOOM_OP_MATMUL, &y, &w_q8, &strided, NULL, NULL, 0, 0));
-	ck_assert(!supported(v, LOOM_OP_GET_ROWS, &rows, &table_q4, &idx, NULL, NULL, 0, 0));
 	ck_assert(!supported(v, LOOM_OP_GET_ROWS, &rows, &w_f16, &idx_f, NULL, NULL, 0, 0));
 	ck_assert(!supported(v, LOOM_OP_ATTENTION, &att, &q, &k16, &v16, &mask, 6, 4));
 	ck_assert(!supported(v, LOOM_OP_ATTENTION, &att, &q, &k16, &v32, &mask, 6, 2));
@@ -631,7 +653,7 @@ START_TEST(test_compute_errors)
 	float table[4 * 2] = {0}, out[4 * 2];
 	int32_t bad_idx[2] = {1, 2};
 	loom_tensor t = desc(LOOM_DTYPE_F32, 4, 2, 1), i = desc(LOOM_DTYPE_I32, 2, 1, 1);
-	loom_tensor o = desc(LOOM_DTYPE_F32, 4, 2, 1), w = desc(LOOM_DTYPE_Q4_K, 256, 4, 1);
+	loom_tensor o = desc(LOOM_DTYPE_F32, 4, 2, 1), w = desc(LOOM_DTYPE_Q8_K, 256, 4, 1);
 	loom_node node = {.op = LOOM_OP_GET_ROWS, .dst = &o, .src = {&t, &i}};
 	loom_graph g = {.n_nodes = 1, .nodes = &node};
 
@@ -668,8 +690,11 @@ END_TEST
 /* ------------------------------------------------------------------------ */
 /* GET_ROWS                                                                 */
 
-static const loom_dtype table_types[] = {LOOM_DTYPE_F32, LOOM_DTYPE_F16, LOOM_DTYPE_BF16,
-					 LOOM_DTYPE_Q8_0};
+static const loom_dtype table_types[] = {
+	LOOM_DTYPE_F32,  LOOM_DTYPE_F16,  LOOM_DTYPE_BF16, LOOM_DTYPE_Q4_0, LOOM_DTYPE_Q4_1,
+	LOOM_DTYPE_Q5_0, LOOM_DTYPE_Q5_1, LOOM_DTYPE_Q8_0, LOOM_DTYPE_Q2_K, LOOM_DTYPE_Q3_K,
+	LOOM_DTYPE_Q4_K, LOOM_DTYPE_Q5_K, LOOM_DTYPE_Q6_K,
+};
 
 static void check_get_rows(variant *v, ref_rng *rng, loom_dtype type, int64_t ne0, int64_t n_rows,
 			   int64_t n)
@@ -790,62 +815,41 @@ END_TEST
 /* ------------------------------------------------------------------------ */
 /* MATMUL                                                                   */
 
-/* The activation as the dot product sees it for these weights. */
+/* The activation as the dot product sees it for F32, F16 and BF16 weights. */
 static void round_activations(loom_dtype type, const float *x, int64_t n, double *out)
 {
-	if (type == LOOM_DTYPE_Q8_0) {
-		uint8_t *q = malloc((size_t)(n / 32) * REF_Q8_0_BLOCK_BYTES);
-		ref_quantize_q8_0(x, q, n);
-		for (int64_t i = 0; i < n; i++)
-			out[i] = ref_q8_0_value(q, i);
-		free(q);
-		return;
-	}
 	for (int64_t i = 0; i < n; i++)
 		out[i] = type == LOOM_DTYPE_F16 ? ref_round_fp16(x[i])
 			 : type == LOOM_DTYPE_BF16 ? ref_round_bf16(x[i])
 						   : x[i];
 }
 
-/* Q8_0 x Q8_0 as llama.cpp defines it: exact integer sums per block, scaled
- * by the f32 product of the two fp16 scales. */
-static double q8_0_dot(const uint8_t *w, const uint8_t *x, int64_t n)
-{
-	double sum = 0.0;
-	for (int64_t b = 0; b < n / 32; b++) {
-		const uint8_t *wb = w + b * REF_Q8_0_BLOCK_BYTES, *xb = x + b * REF_Q8_0_BLOCK_BYTES;
-		uint16_t dw, dx;
-		int64_t isum = 0;
-		memcpy(&dw, wb, 2);
-		memcpy(&dx, xb, 2);
-		for (int j = 0; j < 32; j++)
-			isum += (int64_t)(int8_t)wb[2 + j] * (int8_t)xb[2 + j];
-		sum += (double)isum * (double)(ref_fp16_to_f32(dw) * ref_fp16_to_f32(dx));
-	}
-	return sum;
-}
-
+/* Quantized weights meet activations quantized to their activation type,
+ * in llama.cpp's integer arithmetic (cpu_ref.h); the others a plain double
+ * dot product with the rounded activations. */
 static void matmul_reference(const op_case *c, double *ref)
 {
 	const htensor *w = &c->src[0], *x = &c->src[1];
 	int64_t n = w->ne[0], n_out = w->ne[1], n_tok = x->ne[1];
+	bool quant = ref_block_elems(w->dtype) > 0;
+	loom_dtype act = ref_act_type(w->dtype);
 	double *xr = malloc(sizeof(double) * (size_t)n);
-	uint8_t *xq = malloc((size_t)(n / 32 + 1) * REF_Q8_0_BLOCK_BYTES);
+	uint8_t *xq = malloc(quant ? loom_dtype_row_bytes(act, n) : 1);
 
 	for (int64_t t = 0; t < n_tok; t++) {
 		const float *xt = f32(x) + t * n;
-		if (w->dtype == LOOM_DTYPE_Q8_0)
-			ref_quantize_q8_0(xt, xq, n);
+		if (quant)
+			ref_quantize_act(act, xt, xq, n);
 		else
 			round_activations(w->dtype, xt, n, xr);
 		for (int64_t o = 0; o < n_out; o++) {
+			const uint8_t *wr = (const uint8_t *)w->data + o * row_bytes(w);
 			double sum = 0.0;
-			if (w->dtype == LOOM_DTYPE_Q8_0) {
-				sum = q8_0_dot((const uint8_t *)w->data + o * row_bytes(w), xq, n);
-			} else {
+			if (quant)
+				sum = ref_quant_dot(w->dtype, wr, xq, n);
+			else
 				for (int64_t i = 0; i < n; i++)
 					sum += (double)value_at(w, o, i) * xr[i];
-			}
 			ref[t * n_out + o] = sum;
 		}
 	}
@@ -863,9 +867,10 @@ static void check_matmul_case(variant *v, ref_rng *rng, loom_dtype type, int64_t
 	c.src[1] = ht(LOOM_DTYPE_F32, n, n_tok, 1, 1);
 	c.dst = ht(LOOM_DTYPE_F32, n_out, n_tok, 1, 1);
 	fill_normal(rng, f32(&c.src[1]), (size_t)(n * n_tok), 2.0);
-	/* An all-zero block: Q8_0's amax = 0 path. */
-	if (n >= 64)
-		memset(f32(&c.src[1]) + 32, 0, 32 * sizeof(float));
+	/* An all-zero block of the activation type: the quantizers' zero path. */
+	int64_t act_block = ref_block_elems(ref_act_type(type));
+	if (n >= 2 * act_block)
+		memset(f32(&c.src[1]) + act_block, 0, (size_t)act_block * sizeof(float));
 	matmul_reference(&c, ref);
 	snprintf(c.what, sizeof(c.what), "MATMUL %s [%lld x %lld] x %lld tokens", dtype_name(type),
 		 (long long)n, (long long)n_out, (long long)n_tok);
@@ -906,33 +911,43 @@ START_TEST(test_matmul_bf16)
 }
 END_TEST
 
-START_TEST(test_matmul_q8_0)
+/* Every block-quantized type (loop index: type, then variant). */
+START_TEST(test_matmul_quant)
 {
-	check_matmul(_i, LOOM_DTYPE_Q8_0);
+	check_matmul(_i % N_VARIANTS, quant_types[_i / N_VARIANTS]);
 }
 END_TEST
 
-/* Activations that quantize to exact ties (x * 127 / amax = k + 1/2): the
- * rounding must go to even, as llama.cpp's x86 quantizer does. */
-START_TEST(test_matmul_q8_0_ties)
+/* Activations that quantize to exact ties (x * scale = k + 1/2): the
+ * rounding must go to even, as llama.cpp's x86 quantizers do. With one
+ * element of magnitude 127 per block the Q8_0/Q8_1 scale 127 / amax and
+ * the Q8_K scale -127 / max are +-1, so x = k + 0.5 is a tie; a block whose
+ * extreme is negative checks the sign of Q8_K's scale. Weights: Q8_0, Q4_1
+ * and Q4_K, one per activation type. */
+START_TEST(test_matmul_ties)
 {
-	variant *v = usable_variant(_i, "MATMUL Q8_0 ties");
-	op_case c = {.op = LOOM_OP_MATMUL};
+	static const loom_dtype weights[] = {LOOM_DTYPE_Q8_0, LOOM_DTYPE_Q4_1, LOOM_DTYPE_Q4_K};
+	variant *v = usable_variant(_i, "MATMUL ties");
 	ref_rng rng = {4};
 
 	if (v == NULL)
 		return;
-	c.src[0] = random_weights(&rng, LOOM_DTYPE_Q8_0, 64, 5, 1.0);
-	c.src[1] = ht(LOOM_DTYPE_F32, 64, 2, 1, 1);
-	c.dst = ht(LOOM_DTYPE_F32, 5, 2, 1, 1);
-	/* amax = 127 makes 127 / amax = 1, so x = k + 0.5 is a tie. */
-	for (int i = 0; i < 128; i++)
-		f32(&c.src[1])[i] = i % 32 == 0 ? 127.0f : (float)(i % 32 - 16) + 0.5f;
-	double ref[10];
-	matmul_reference(&c, ref);
-	snprintf(c.what, sizeof(c.what), "MATMUL Q8_0 with rounding ties");
-	check_close(v, &c, ref, 1e-12);
-	case_free(&c);
+	for (size_t k = 0; k < N_OF(weights); k++) {
+		op_case c = {.op = LOOM_OP_MATMUL};
+		int64_t n = 512;
+		c.src[0] = random_weights(&rng, weights[k], n, 5, 1.0);
+		c.src[1] = ht(LOOM_DTYPE_F32, n, 2, 1, 1);
+		c.dst = ht(LOOM_DTYPE_F32, 5, 2, 1, 1);
+		for (int64_t i = 0; i < 2 * n; i++) {
+			float extreme = i / 256 % 2 ? -127.0f : 127.0f;
+			f32(&c.src[1])[i] = i % 32 == 0 ? extreme : (float)(i % 32 - 16) + 0.5f;
+		}
+		double ref[10];
+		matmul_reference(&c, ref);
+		snprintf(c.what, sizeof(c.what), "MATMUL %s with rounding ties", dtype_name(weights[k]));
+		check_close(v, &c, ref, 1e-12);
+		case_free(&c);
+	}
 }
 END_TEST
 
@@ -1417,7 +1432,7 @@ START_TEST(test_graph)
 	if (v == NULL)
 		return;
 	w[0] = random_weights(&rng, LOOM_DTYPE_Q8_0, n, n_ff, 0.1);
-	w[1] = random_weights(&rng, LOOM_DTYPE_F16, n, n_ff, 0.1);
+	w[1] = random_weights(&rng, LOOM_DTYPE_Q4_K, n, n_ff, 0.1);
 	w[2] = random_weights(&rng, LOOM_DTYPE_BF16, n_ff, n, 0.1);
 	fill_normal(&rng, f32(&x), n_elements(&x), 1.0);
 	fill_normal(&rng, f32(&nw), (size_t)n, 1.0);
@@ -1533,6 +1548,15 @@ static void add_variant_test(Suite *s, const char *name, const TTest *test)
 	suite_add_tcase(s, tc);
 }
 
+/* A test looped over n_types types x the variants. */
+static void add_type_variant_test(Suite *s, const char *name, const TTest *test, int n_types)
+{
+	TCase *tc = tcase_create(name);
+	tcase_set_timeout(tc, 600);
+	tcase_add_loop_test(tc, test, 0, n_types * N_VARIANTS);
+	suite_add_tcase(s, tc);
+}
+
 static Suite *cpu_ops_suite(void)
 {
 	Suite *s = suite_create("cpu_ops");
@@ -1548,8 +1572,8 @@ static Suite *cpu_ops_suite(void)
 	add_variant_test(s, "matmul_f32", test_matmul_f32);
 	add_variant_test(s, "matmul_f16", test_matmul_f16);
 	add_variant_test(s, "matmul_bf16", test_matmul_bf16);
-	add_variant_test(s, "matmul_q8_0", test_matmul_q8_0);
-	add_variant_test(s, "matmul_q8_0_ties", test_matmul_q8_0_ties);
+	add_type_variant_test(s, "matmul_quant", test_matmul_quant, N_OF(quant_types));
+	add_variant_test(s, "matmul_ties", test_matmul_ties);
 	add_variant_test(s, "add_mul", test_add_mul);
 	add_variant_test(s, "scale", test_scale);
 	add_variant_test(s, "swiglu", test_swiglu);

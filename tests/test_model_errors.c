@@ -32,7 +32,7 @@ typedef struct broken_model {
 	const char *needles[MAX_NEEDLES]; /* all must appear in the message */
 } broken_model;
 
-/* Q4_K blocks hold 256 values: the weight broken with them needs an
+/* Q8_K blocks hold 256 values: the weight broken with them needs an
  * in-dimension of 256. */
 static void ff_256(synth_config *c)
 {
@@ -81,11 +81,10 @@ static const broken_model broken[] = {
 	 {"'output.weight'", "[64, 301]", "expected [64, 300]"}},
 	{"f16 norm", NULL, NULL, {.retype_tensor = "blk.1.attn_norm.weight", .retype = LOOM_DTYPE_F16},
 	 LOOM_ERR_UNSUPPORTED, {"'blk.1.attn_norm.weight'", "f16", "must be f32"}},
-	/* Q4_K stands for a quantized type the CPU backends do not multiply by
-	 * (yet: this case must move to another type when one does); I32 for a
-	 * type no backend ever will. */
-	{"q4_k weight", ff_256, NULL, {.retype_tensor = "blk.0.ffn_down.weight", .retype = LOOM_DTYPE_Q4_K},
-	 LOOM_ERR_UNSUPPORTED, {"'blk.0.ffn_down.weight'", "q4_k", "cannot multiply"}},
+	/* Q8_K is a block type only activations use: no backend multiplies
+	 * weights stored in it; I32 is no weight type at all. */
+	{"q8_k weight", ff_256, NULL, {.retype_tensor = "blk.0.ffn_down.weight", .retype = LOOM_DTYPE_Q8_K},
+	 LOOM_ERR_UNSUPPORTED, {"'blk.0.ffn_down.weight'", "q8_k", "cannot multiply"}},
 	{"i32 weight", NULL, NULL, {.retype_tensor = "blk.0.attn_q.weight", .retype = LOOM_DTYPE_I32},
 	 LOOM_ERR_UNSUPPORTED, {"'blk.0.attn_q.weight'", "i32"}},
 	{"i32 tied embedding", tied, NULL, {.retype_tensor = "token_embd.weight", .retype = LOOM_DTYPE_I32},

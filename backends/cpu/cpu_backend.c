@@ -34,6 +34,7 @@ static const cpu_op *const op_table[LOOM_OP_COUNT] = {
 	[LOOM_OP_ATTENTION] = &cpu_op_attention,
 	[LOOM_OP_SWIGLU] = &cpu_op_swiglu,
 	[LOOM_OP_SCALE] = &cpu_op_scale,
+	[LOOM_OP_CONVERT] = &cpu_op_convert,
 };
 
 static const char *const op_names[LOOM_OP_COUNT] = {
@@ -42,7 +43,7 @@ static const char *const op_names[LOOM_OP_COUNT] = {
 	[LOOM_OP_ADD] = "ADD",           [LOOM_OP_MUL] = "MUL",
 	[LOOM_OP_ROPE] = "ROPE",         [LOOM_OP_KV_STORE] = "KV_STORE",
 	[LOOM_OP_ATTENTION] = "ATTENTION", [LOOM_OP_SWIGLU] = "SWIGLU",
-	[LOOM_OP_SCALE] = "SCALE",
+	[LOOM_OP_SCALE] = "SCALE",       [LOOM_OP_CONVERT] = "CONVERT",
 };
 
 __attribute__((format(printf, 2, 3)))

@@ -46,6 +46,7 @@ typedef struct cpu_op {
 } cpu_op;
 
 extern const cpu_op cpu_op_get_rows;
+extern const cpu_op cpu_op_convert;
 extern const cpu_op cpu_op_rms_norm;
 extern const cpu_op cpu_op_matmul;
 extern const cpu_op cpu_op_add;

@@ -25,7 +25,8 @@
 
 /* One tile: y[t][r] = dot(weight row r, activation row t) for r < nr,
  * t < nt. Activations are f32 rows for F32, F16 and BF16 weights (already
- * rounded to the weight's precision) and rows of Q8_0 blocks for Q8_0. */
+ * rounded to the weight's precision) and rows of blocks of the activation
+ * type for the quantized types (cpu_quant.h). */
 typedef struct cpu_gemm_args {
 	int64_t n;            /* elements per row */
 	const char *w;        /* weight row 0 of the tile */

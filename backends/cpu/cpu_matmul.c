@@ -3,8 +3,9 @@
  *
  * Two phases, as llama.cpp's CPU backend does it:
  *  1. The activations are rounded to the weight's dot type once per matmul:
- *     F16 or BF16 precision (kept as f32) for F16 or BF16 weights, Q8_0
- *     blocks for Q8_0 weights; F32 weights read them in place. All threads
+ *     F16 or BF16 precision (kept as f32) for F16 or BF16 weights, blocks
+ *     of the quantized types' activation type (Q8_0, Q8_1 or Q8_K,
+ *     cpu_quant.h) for those; F32 weights read them in place. All threads
  *     share this work, then meet at a barrier.
  *  2. The output rows are split among the threads in panels of
  *     CPU_GEMM_ROWS weight rows; each panel meets the tokens a tile at a
@@ -17,9 +18,10 @@
 #include "cpu_quant.h"
 
 /* Activations are converted in pieces of this many elements (a whole number
- * of Q8_0 blocks), so that a single token's row is still shared among the
- * threads. */
+ * of blocks of every activation type), so that a single token's row is
+ * still shared among the threads. */
 #define CONVERT_CHUNK 256
+_Static_assert(CONVERT_CHUNK % CPU_QK_K == 0, "pieces must hold whole Q8_K blocks");
 
 /* Tokens whose converted activations fit in about this many bytes are
  * multiplied with a panel of weights together, so they stay in L2 while
@@ -30,15 +32,13 @@
  * rows in place. */
 static size_t act_row_bytes(loom_dtype weight_type, int64_t n)
 {
-	switch (weight_type) {
-	case LOOM_DTYPE_F16:
-	case LOOM_DTYPE_BF16:
+	const cpu_quant_type *qt = cpu_quant_type_of(weight_type);
+
+	if (qt != NULL)
+		return loom_dtype_row_bytes(qt->act_type, n);
+	if (weight_type == LOOM_DTYPE_F16 || weight_type == LOOM_DTYPE_BF16)
 		return (size_t)n * sizeof(float);
-	case LOOM_DTYPE_Q8_0:
-		return loom_dtype_row_bytes(LOOM_DTYPE_Q8_0, n);
-	default:
-		return 0;
-	}
+	return 0;
 }
 
 static bool matmul_supports(const loom_node *node)
@@ -69,19 +69,14 @@ static size_t matmul_scratch_size(const loom_node *node, int n_threads)
 
 static void convert_piece(loom_dtype weight_type, const float *x, char *row, int64_t e0, int64_t n)
 {
-	switch (weight_type) {
-	case LOOM_DTYPE_F16:
+	const cpu_quant_type *qt = cpu_quant_type_of(weight_type);
+
+	if (qt != NULL)
+		cpu_quantize_act(qt->act_type, x + e0, row + loom_dtype_row_bytes(qt->act_type, e0), n);
+	else if (weight_type == LOOM_DTYPE_F16)
 		cpu_round_fp16_row(x + e0, (float *)row + e0, n);
-		break;
-	case LOOM_DTYPE_BF16:
+	else if (weight_type == LOOM_DTYPE_BF16)
 		cpu_round_bf16_row(x + e0, (float *)row + e0, n);
-		break;
-	case LOOM_DTYPE_Q8_0:
-		cpu_quantize_row_q8_0(x + e0, (cpu_block_q8_0 *)row + e0 / CPU_QK8_0, n);
-		break;
-	default:
-		break;
-	}
 }
 
 /* Phase 1: every thread converts its share of (token, piece) pairs. */

@@ -54,15 +54,9 @@ static bool get_rows_supports(const loom_node *node)
 
 	if (!cpu_tensor_ok(table) || !is_matrix(table))
 		return false;
-	switch (table->dtype) {
-	case LOOM_DTYPE_F32:
-	case LOOM_DTYPE_F16:
-	case LOOM_DTYPE_BF16:
-	case LOOM_DTYPE_Q8_0:
-		break;
-	default:
+	if (table->dtype != LOOM_DTYPE_F32 && table->dtype != LOOM_DTYPE_F16 &&
+	    table->dtype != LOOM_DTYPE_BF16 && cpu_quant_type_of(table->dtype) == NULL)
 		return false;
-	}
 	return cpu_tensor_is(dst, LOOM_DTYPE_F32) && is_matrix(dst) && dst->ne[0] == table->ne[0] &&
 	       is_index_vector(idx, dst->ne[1]);
 }
@@ -79,10 +73,8 @@ static void convert_row(loom_dtype type, const void *src, float *dst, int64_t n)
 	case LOOM_DTYPE_BF16:
 		cpu_bf16_to_f32_row(src, dst, n);
 		break;
-	case LOOM_DTYPE_Q8_0:
-		cpu_dequantize_row_q8_0(src, dst, n);
-		break;
 	default:
+		cpu_quant_type_of(type)->dequantize(src, dst, n);
 		break;
 	}
 }

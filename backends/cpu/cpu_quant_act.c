@@ -1,37 +1,40 @@
-/* cpu_quant.c - Q8_0 quantization and dequantization of rows. */
+/*
+ * cpu_quant_act.c - quantization of a matmul's activations to Q8_0, Q8_1
+ * and Q8_K (definitions in cpu_quant.h).
+ */
 #include "cpu_quant.h"
 
 #include "cpu_convert.h"
 
 #include <math.h>
+#include <string.h>
 
 #if defined(__AVX2__) || defined(__AVX512F__)
 #include <immintrin.h>
 #endif
 
-/* Note: the scale uses 127 / amax rather than 1 / d; the two can differ in
- * the last bit, and llama.cpp's x86 quantizer (which made our reference
- * data) uses the former. */
-static float q8_0_inverse_scale(float amax)
+static float q8_inverse_scale(float amax)
 {
 	return amax != 0.0f ? 127.0f / amax : 0.0f;
 }
 
+/* Each version rounds 32 floats to q = round-half-even(x * 127 / amax) and
+ * returns amax. */
 #if defined(__AVX512F__)
-static void quantize_block(const float *x, cpu_block_q8_0 *y)
+static float quantize_32(const float *x, int8_t *qs)
 {
 	__m512 a = _mm512_loadu_ps(x);
 	__m512 b = _mm512_loadu_ps(x + 16);
 	float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b)));
-	__m512 id = _mm512_set1_ps(q8_0_inverse_scale(amax));
+	__m512 id = _mm512_set1_ps(q8_inverse_scale(amax));
 
-	y->d = cpu_f32_to_fp16(amax / 127.0f);
 	/* cvtps rounds by MXCSR: to nearest even unless someone changed it,
 	 * which is also what rintf in the scalar version obeys. */
 	__m512i qa = _mm512_cvtps_epi32(_mm512_mul_ps(a, id));
 	__m512i qb = _mm512_cvtps_epi32(_mm512_mul_ps(b, id));
-	_mm_storeu_si128((__m128i *)y->qs, _mm512_cvtsepi32_epi8(qa));
-	_mm_storeu_si128((__m128i *)(y->qs + 16), _mm512_cvtsepi32_epi8(qb));
+	_mm_storeu_si128((__m128i *)qs, _mm512_cvtsepi32_epi8(qa));
+	_mm_storeu_si128((__m128i *)(qs + 16), _mm512_cvtsepi32_epi8(qb));
+	return amax;
 }
 #elif defined(__AVX2__)
 static float hmax_x8(__m256 v)
@@ -42,7 +45,7 @@ static float hmax_x8(__m256 v)
 	return _mm_cvtss_f32(m);
 }
 
-static void quantize_block(const float *x, cpu_block_q8_0 *y)
+static float quantize_32(const float *x, int8_t *qs)
 {
 	const __m256 sign = _mm256_set1_ps(-0.0f);
 	__m256 v[4];
@@ -53,10 +56,9 @@ static void quantize_block(const float *x, cpu_block_q8_0 *y)
 		m = _mm256_max_ps(m, _mm256_andnot_ps(sign, v[k]));
 	}
 	float amax = hmax_x8(m);
-	__m256 id = _mm256_set1_ps(q8_0_inverse_scale(amax));
+	__m256 id = _mm256_set1_ps(q8_inverse_scale(amax));
 	__m256i q[4];
 
-	y->d = cpu_f32_to_fp16(amax / 127.0f);
 	for (int k = 0; k < 4; k++)
 		q[k] = _mm256_cvtps_epi32(_mm256_mul_ps(v[k], id));
 	/* Packing works within 128-bit lanes; the permute restores order. */
@@ -64,34 +66,88 @@ static void quantize_block(const float *x, cpu_block_q8_0 *y)
 	__m256i q23 = _mm256_packs_epi32(q[2], q[3]);
 	__m256i bytes = _mm256_packs_epi16(q01, q23);
 	bytes = _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-	_mm256_storeu_si256((__m256i *)y->qs, bytes);
+	_mm256_storeu_si256((__m256i *)qs, bytes);
+	return amax;
 }
 #else
-static void quantize_block(const float *x, cpu_block_q8_0 *y)
+static float quantize_32(const float *x, int8_t *qs)
 {
 	float amax = 0.0f;
 
-	for (int j = 0; j < CPU_QK8_0; j++)
+	for (int j = 0; j < CPU_QK; j++)
 		amax = fmaxf(amax, fabsf(x[j]));
-	float id = q8_0_inverse_scale(amax);
+	float id = q8_inverse_scale(amax);
 
-	y->d = cpu_f32_to_fp16(amax / 127.0f);
-	for (int j = 0; j < CPU_QK8_0; j++)
-		y->qs[j] = (int8_t)rintf(x[j] * id);
+	for (int j = 0; j < CPU_QK; j++)
+		qs[j] = (int8_t)rintf(x[j] * id);
+	return amax;
 }
 #endif
 
-void cpu_quantize_row_q8_0(const float *x, cpu_block_q8_0 *y, int64_t n)
+void cpu_quantize_act_q8_0(const float *x, cpu_block_q8_0 *y, int64_t n)
 {
-	for (int64_t b = 0; b < n / CPU_QK8_0; b++)
-		quantize_block(x + b * CPU_QK8_0, y + b);
+	for (int64_t b = 0; b < n / CPU_QK; b++) {
+		float amax = quantize_32(x + b * CPU_QK, y[b].qs);
+		y[b].d = cpu_f32_to_fp16(amax / 127.0f);
+	}
 }
 
-void cpu_dequantize_row_q8_0(const cpu_block_q8_0 *x, float *y, int64_t n)
+void cpu_quantize_act_q8_1(const float *x, cpu_block_q8_1 *y, int64_t n)
 {
-	for (int64_t b = 0; b < n / CPU_QK8_0; b++) {
-		float d = cpu_fp16_to_f32(x[b].d);
-		for (int j = 0; j < CPU_QK8_0; j++)
-			y[b * CPU_QK8_0 + j] = (float)x[b].qs[j] * d;
+	for (int64_t b = 0; b < n / CPU_QK; b++) {
+		float d = quantize_32(x + b * CPU_QK, y[b].qs) / 127.0f;
+		int sum = 0;
+
+		for (int j = 0; j < CPU_QK; j++)
+			sum += y[b].qs[j];
+		y[b].d = cpu_f32_to_fp16(d);
+		y[b].s = cpu_f32_to_fp16(d * (float)sum);
+	}
+}
+
+static void quantize_k_block(const float *x, cpu_block_q8_k *y)
+{
+	float max = cpu_signed_max(x, CPU_QK_K);
+
+	if (max == 0.0f) {
+		memset(y, 0, sizeof(*y));
+		return;
+	}
+	/* As llama.cpp: the extreme element goes to -127 whatever its sign, so
+	 * every q lies in -127..127 and d is negative when max is positive. */
+	float iscale = -127.0f / max;
+	for (int j = 0; j < CPU_QK_K; j++) {
+		float q = rintf(iscale * x[j]);
+		y->qs[j] = (int8_t)(q < 127.0f ? q : 127.0f);
+	}
+	for (int g = 0; g < CPU_QK_K / 16; g++) {
+		int sum = 0;
+		for (int j = 0; j < 16; j++)
+			sum += y->qs[16 * g + j];
+		y->bsums[g] = (int16_t)sum;
+	}
+	y->d = 1.0f / iscale;
+}
+
+void cpu_quantize_act_q8_k(const float *x, cpu_block_q8_k *y, int64_t n)
+{
+	for (int64_t b = 0; b < n / CPU_QK_K; b++)
+		quantize_k_block(x + b * CPU_QK_K, y + b);
+}
+
+void cpu_quantize_act(loom_dtype act_type, const float *x, void *blocks, int64_t n)
+{
+	switch (act_type) {
+	case LOOM_DTYPE_Q8_0:
+		cpu_quantize_act_q8_0(x, blocks, n);
+		break;
+	case LOOM_DTYPE_Q8_1:
+		cpu_quantize_act_q8_1(x, blocks, n);
+		break;
+	case LOOM_DTYPE_Q8_K:
+		cpu_quantize_act_q8_k(x, blocks, n);
+		break;
+	default:
+		break;
 	}
 }
