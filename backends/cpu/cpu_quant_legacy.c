@@ -15,7 +15,6 @@
 
 #include <float.h>
 #include <math.h>
-#include <string.h>
 
 /* ---- unpacking ---- */
 
@@ -141,11 +140,22 @@ static float inverse(float d)
 	return d != 0.0f ? 1.0f / d : 0.0f;
 }
 
-/* q = trunc(x * id + bias), at most qmax. */
+/* The f32 product a * b, rounded before anything is added to it: stored
+ * through a volatile, it cannot be fused with a following addition into an
+ * FMA (which the variants built with -mfma would otherwise do), whose
+ * single rounding now and then truncates to another integer than ggml's
+ * reference does. */
+static float product(float a, float b)
+{
+	volatile float p = a * b;
+	return p;
+}
+
+/* q = trunc((x - sub) * id + bias), at most qmax. */
 static void round_block(const float *x, float sub, float id, float bias, int qmax, uint8_t *q)
 {
 	for (int j = 0; j < CPU_QK; j++) {
-		int v = (int)((x[j] - sub) * id + bias);
+		int v = (int)(product(x[j] - sub, id) + bias);
 		q[j] = (uint8_t)(v < qmax ? v : qmax);
 	}
 }
@@ -265,6 +275,7 @@ static int32_t dot_32(const int8_t *a, const int8_t *b)
 	return sum;
 }
 
+/* Exact: two fp16 significands fit in an f32 one. */
 static float scale_product(uint16_t dw, uint16_t dx)
 {
 	return cpu_fp16_to_f32(dw) * cpu_fp16_to_f32(dx);

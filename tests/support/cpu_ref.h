@@ -1,8 +1,12 @@
 /*
- * cpu_ref.h - reference numerics for backend tests: fp16/bf16 conversions
- * and Q8_0 quantization written independently of any backend (in double
+ * cpu_ref.h - reference numerics for backend tests: fp16/bf16 conversions,
+ * the block-quantized types (decoding, activation quantization, llama.cpp's
+ * integer dot products), written independently of any backend (in double
  * arithmetic where that is the clearest statement of the rounding), a
- * deterministic random source, and error measures.
+ * deterministic random source, and error measures. The quantized-type code
+ * was checked by hand against ../shared/tools/gguf_min.py: bit for bit on
+ * every quantized tensor of the shared models, and exactly equal to its
+ * quantize_act and qmatmul.
  */
 #ifndef LOOM_TEST_CPU_REF_H
 #define LOOM_TEST_CPU_REF_H
