@@ -242,7 +242,7 @@ static const struct rejection rejections[] = {
 	{"bad-abi", false, LOOM_LOG_WARN, "incompatible ABI version"},
 	{"no-entry", false, LOOM_LOG_WARN, "no entry symbol '" LOOM_PLUGIN_ENTRY_SYMBOL "'"},
 	{"not-a-library", false, LOOM_LOG_WARN, "cannot load"},
-	{"unmet-cpu", true, LOOM_LOG_INFO, "unusable on this machine: CPU lacks AVX-9000"},
+	{"unmet-cpu", true, LOOM_LOG_INFO, "unusable on this machine: CPU lacks AVX9000"},
 	{"missing-slot", false, LOOM_LOG_WARN, "vtable slot 'compute' is missing"},
 	{"old-vtable", false, LOOM_LOG_WARN, "vtable too old"},
 	{"wrong-kind", false, LOOM_LOG_WARN, "is not a backend plugin"},
@@ -475,7 +475,7 @@ START_TEST(a_forced_unusable_backend_is_an_error)
 {
 	char yaml[4096];
 	write_yaml(yaml, sizeof(yaml), "registry_yaml_unusable", unusable_policy_yaml);
-	start_fails(yaml, NULL, LOOM_ERR_PLUGIN, "backend 'unmet-cpu' cannot be used", "CPU lacks AVX-9000");
+	start_fails(yaml, NULL, LOOM_ERR_PLUGIN, "backend 'unmet-cpu' cannot be used", "CPU lacks AVX9000");
 }
 END_TEST
 

@@ -6,7 +6,7 @@
 static int probe(const loom_probe_args *args, char *why, size_t why_size)
 {
 	(void)args;
-	snprintf(why, why_size, "CPU lacks AVX-9000");
+	snprintf(why, why_size, "CPU lacks AVX9000");
 	return 0;
 }
 
