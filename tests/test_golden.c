@@ -12,7 +12,8 @@
  *     own f16-vs-f32 KV cache difference is 9.5e-3);
  *   q8_0 weights: 0.05 - activations are quantized to q8_0 blocks exactly
  *     as llama.cpp does and the integer sums are exact, so only the f32
- *     summation order differs (measured: 0 to 8e-4); the margin covers an
+ *     summation order differs (measured: up to 0.025 on cpu-generic, which
+ *     sums blocks in llama.cpp's lane order; 8e-4 on the x86 variants); it covers an
  *     int8 rounding flip, which moves later logits by ~1e-2 on these nets.
  *   other quantized types (q4_0 ... q6_k, the K-quant mixes): 0.3 - the
  *     activations go to Q8_0, Q8_1 or Q8_K blocks exactly as llama.cpp

@@ -27,13 +27,18 @@ static void unpack_nibbles(const uint8_t *qs, int8_t *q, int offset)
 	}
 }
 
-/* Bit 4 of element j is bit j % 8 of qh[j / 8] (qh is a little-endian
- * 32-bit word). */
+/* Bit 4 of element j is bit j of qh, a little-endian 32-bit word. */
 static void unpack_5bit(const uint8_t *qs, const uint8_t *qh, int8_t *q, int offset)
 {
-	unpack_nibbles(qs, q, offset);
-	for (int j = 0; j < CPU_QK; j++)
-		q[j] = (int8_t)(q[j] + (((qh[j / 8] >> (j % 8)) & 1) << 4));
+	uint32_t h = (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 |
+		     (uint32_t)qh[3] << 24;
+
+	for (int j = 0; j < CPU_QK / 2; j++) {
+		int lo = (qs[j] & 15) | (int)((h >> j) & 1) << 4;
+		int hi = (qs[j] >> 4) | (int)((h >> (j + 16)) & 1) << 4;
+		q[j] = (int8_t)(lo - offset);
+		q[j + CPU_QK / 2] = (int8_t)(hi - offset);
+	}
 }
 
 static void pack_nibbles(const uint8_t *q, uint8_t *qs)
