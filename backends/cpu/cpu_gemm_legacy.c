@@ -1,0 +1,337 @@
+/*
+ * cpu_gemm_legacy.c - tile kernels for the 32-element types Q4_0, Q4_1,
+ * Q5_0, Q5_1 and Q8_0 with Q8_0 or Q8_1 activations (cpu_gemm_tile.h).
+ *
+ * A block's integer products are summed exactly, per 4 elements into 8
+ * lanes, and scaled into f32 lanes by FMA; the min terms m * s of Q4_1 and
+ * Q5_1 are exact products summed on their own. That is the order of the
+ * row kernels in cpu_quant_legacy.c, so a variant gives the same results
+ * through either, except for Q4_0, whose row kernel keeps llama.cpp's one
+ * sum per row (an f32 rounding apart from these lanes).
+ *
+ * dpbusd and maddubs multiply unsigned by signed bytes. The weights meet
+ * them unsigned: Q4_0's q - 8 (Q5_0's q - 16, Q8_0's q, made unsigned by
+ * adding 128) is q times x, less an offset times sum(x), and that
+ * correction, per token and block, starts the integer accumulation of every
+ * row of the tile.
+ */
+#include "cpu_gemm_tile.h"
+
+#include "cpu_convert.h"
+
+#include <string.h>
+
+#if defined(__AVX2__)
+
+enum legacy_type { L_Q4_0, L_Q4_1, L_Q5_0, L_Q5_1, L_Q8_0 };
+
+CPU_INLINE size_t legacy_block_bytes(enum legacy_type type)
+{
+	static const size_t bytes[] = {
+		[L_Q4_0] = sizeof(cpu_block_q4_0), [L_Q4_1] = sizeof(cpu_block_q4_1),
+		[L_Q5_0] = sizeof(cpu_block_q5_0), [L_Q5_1] = sizeof(cpu_block_q5_1),
+		[L_Q8_0] = sizeof(cpu_block_q8_0),
+	};
+	return bytes[type];
+}
+
+/* What the unsigned weight bytes exceed the weights by. */
+CPU_INLINE int legacy_offset(enum legacy_type type)
+{
+	return type == L_Q4_0 ? 8 : type == L_Q5_0 ? 16 : type == L_Q8_0 ? 128 : 0;
+}
+
+CPU_INLINE bool legacy_has_min(enum legacy_type type)
+{
+	return type == L_Q4_1 || type == L_Q5_1;
+}
+
+/* 32 bits as 32 bytes, 16 where a bit is set: bit 4 of Q5 weights. */
+CPU_INLINE __m256i fifth_bits(const uint8_t *qh)
+{
+	uint32_t h;
+
+	memcpy(&h, qh, sizeof(h));
+#if defined(__AVX512BW__) && defined(__AVX512VL__)
+	return _mm256_maskz_mov_epi8((__mmask32)h, _mm256_set1_epi8(16));
+#else
+	const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+						2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+	const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+	__m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32((int)h), spread);
+	__m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit);
+	return _mm256_and_si256(set, _mm256_set1_epi8(16));
+#endif
+}
+
+/* 16 bytes of nibbles as 32 bytes: low nibbles first, as the blocks order
+ * their elements. */
+CPU_INLINE __m256i nibble_block(const uint8_t *qs)
+{
+	__m128i packed = _mm_loadu_si128((const __m128i *)qs);
+	return cpu_low_nibbles(_mm256_inserti128_si256(_mm256_castsi128_si256(packed),
+						       _mm_srli_epi16(packed, 4), 1));
+}
+
+/* Block b of a weight row: its bytes q (weight + offset), scale and min,
+ * the last two as fp16. */
+CPU_INLINE __m256i legacy_block(enum legacy_type type, const char *row, int64_t b, uint16_t *d,
+				uint16_t *m)
+{
+	const char *blk = row + (size_t)b * legacy_block_bytes(type);
+
+	*m = 0;
+	switch (type) {
+	case L_Q4_0: {
+		const cpu_block_q4_0 *q = (const void *)blk;
+		*d = q->d;
+		return nibble_block(q->qs);
+	}
+	case L_Q4_1: {
+		const cpu_block_q4_1 *q = (const void *)blk;
+		*d = q->d;
+		*m = q->m;
+		return nibble_block(q->qs);
+	}
+	case L_Q5_0: {
+		const cpu_block_q5_0 *q = (const void *)blk;
+		*d = q->d;
+		return _mm256_or_si256(nibble_block(q->qs), fifth_bits(q->qh));
+	}
+	case L_Q5_1: {
+		const cpu_block_q5_1 *q = (const void *)blk;
+		*d = q->d;
+		*m = q->m;
+		return _mm256_or_si256(nibble_block(q->qs), fifth_bits(q->qh));
+	}
+	case L_Q8_0:
+	default: {
+		const cpu_block_q8_0 *q = (const void *)blk;
+		*d = q->d;
+		__m256i v = _mm256_loadu_si256((const __m256i *)q->qs);
+		return _mm256_xor_si256(v, _mm256_set1_epi8((char)0x80));
+	}
+	}
+}
+
+/* Block b of an activation row: Q8_1 (with s = d * sum(q)) for the types
+ * with a min, else Q8_0. */
+CPU_INLINE const int8_t *legacy_act(enum legacy_type type, const char *row, int64_t b, float *d,
+				    float *s)
+{
+	if (!legacy_has_min(type)) {
+		const cpu_block_q8_0 *blk = (const cpu_block_q8_0 *)row + b;
+		*d = cpu_fp16_to_f32(blk->d);
+		*s = 0.0f;
+		return blk->qs;
+	}
+	const cpu_block_q8_1 *blk = (const cpu_block_q8_1 *)row + b;
+	*d = cpu_fp16_to_f32(blk->d);
+	*s = cpu_fp16_to_f32(blk->s);
+	return blk->qs;
+}
+
+#endif
+
+#if defined(__AVX512F__)
+
+/* Two weight rows share a 512-bit register, one per half, against the same
+ * activation block in both halves, so one dpbusd serves two rows. */
+
+CPU_INLINE float hsum_halves(__m512 v, int half)
+{
+	return cpu_hsum_x8(half ? _mm512_extractf32x8_ps(v, 1) : _mm512_castps512_ps256(v));
+}
+
+/* Lane r of v (r < 4) over the half of row pair p that row r takes. */
+CPU_INLINE __m512 spread_pair(__m128 v, int p)
+{
+	__m512i idx = _mm512_setr_epi32(2 * p, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p,
+					2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1,
+					2 * p + 1, 2 * p + 1, 2 * p + 1);
+	return _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(v));
+}
+
+CPU_INLINE __m128 fp16_x4(const uint16_t *h)
+{
+	return _mm_cvtph_ps(_mm_setr_epi16((short)h[0], (short)h[1], (short)h[2], (short)h[3], 0, 0, 0, 0));
+}
+
+CPU_INLINE void tile_legacy(const cpu_gemm_args *a, enum legacy_type type, const int nt)
+{
+	_Static_assert(CPU_GEMM_ROWS == 4, "the scales of a tile's rows share a vector");
+	const size_t bb = legacy_block_bytes(type);
+	const char *w[CPU_GEMM_ROWS];
+	__m512 acc[CPU_GEMM_ROWS / 2][CPU_GEMM_TOKENS], mins[CPU_GEMM_ROWS / 2][CPU_GEMM_TOKENS];
+
+	for (int r = 0; r < CPU_GEMM_ROWS; r++)
+		w[r] = cpu_tile_weight_row(a, r);
+	for (int p = 0; p < CPU_GEMM_ROWS / 2; p++) {
+		for (int t = 0; t < nt; t++) {
+			acc[p][t] = _mm512_setzero_ps();
+			mins[p][t] = _mm512_setzero_ps();
+		}
+	}
+	for (int64_t b = 0; b < a->n / CPU_QK; b++) {
+		__m512i xq[CPU_GEMM_TOKENS], corr[CPU_GEMM_TOKENS];
+		__m512 xd[CPU_GEMM_TOKENS], xs[CPU_GEMM_TOKENS];
+		for (int t = 0; t < nt; t++) {
+			float d, s;
+			const int8_t *q = legacy_act(type, cpu_tile_act_row(a, t), b, &d, &s);
+			xq[t] = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)q));
+			corr[t] = _mm512_setzero_si512();
+			if (legacy_offset(type) != 0)
+				corr[t] = _mm512_sub_epi32(corr[t], _mm512_dpbusd_epi32(corr[t],
+						_mm512_set1_epi8((char)legacy_offset(type)), xq[t]));
+			xd[t] = _mm512_set1_ps(d);
+			xs[t] = _mm512_set1_ps(s);
+		}
+		__m256i q[CPU_GEMM_ROWS];
+		uint16_t d[CPU_GEMM_ROWS], m[CPU_GEMM_ROWS];
+		for (int r = 0; r < CPU_GEMM_ROWS; r++) {
+			cpu_tile_prefetch(w[r] + (size_t)b * bb, bb);
+			q[r] = legacy_block(type, w[r], b, &d[r], &m[r]);
+		}
+		__m128 wd = fp16_x4(d), wm = fp16_x4(m);
+		for (int p = 0; p < CPU_GEMM_ROWS / 2; p++) {
+			__m512i wq = _mm512_inserti64x4(_mm512_castsi256_si512(q[2 * p]), q[2 * p + 1], 1);
+			__m512 wd_p = spread_pair(wd, p), wm_p = spread_pair(wm, p);
+			for (int t = 0; t < nt; t++) {
+				__m512i sum = _mm512_dpbusd_epi32(corr[t], wq, xq[t]);
+				acc[p][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(wd_p, xd[t]),
+							    acc[p][t]);
+				if (legacy_has_min(type))
+					mins[p][t] = _mm512_add_ps(mins[p][t], _mm512_mul_ps(wm_p, xs[t]));
+			}
+		}
+	}
+	for (int t = 0; t < nt; t++) {
+		for (int r = 0; r < a->nr; r++) {
+			float sum = hsum_halves(acc[r / 2][t], r % 2);
+			if (legacy_has_min(type))
+				sum += _mm512_cvtss_f32(_mm512_permutexvar_ps(_mm512_set1_epi32(8 * (r % 2)),
+									       mins[r / 2][t]));
+			cpu_tile_out_row(a, t)[r] = sum;
+		}
+	}
+}
+
+#define TILE_Q8_0(nt) tile_legacy(a, L_Q8_0, nt)
+
+#elif defined(__AVX2__)
+
+/* One row per register. The offset types need maddubs' pair sums of
+ * unsigned q <= 31 times x, which stay far from its saturation. */
+CPU_INLINE void tile_legacy(const cpu_gemm_args *a, enum legacy_type type, const int nt)
+{
+	const size_t bb = legacy_block_bytes(type);
+	const char *w[CPU_GEMM_ROWS];
+	__m256 acc[CPU_GEMM_ROWS][CPU_GEMM_TOKENS];
+	float mins[CPU_GEMM_ROWS][CPU_GEMM_TOKENS];
+
+	for (int r = 0; r < CPU_GEMM_ROWS; r++) {
+		w[r] = cpu_tile_weight_row(a, r);
+		for (int t = 0; t < nt; t++) {
+			acc[r][t] = _mm256_setzero_ps();
+			mins[r][t] = 0.0f;
+		}
+	}
+	for (int64_t b = 0; b < a->n / CPU_QK; b++) {
+		__m256i xq[CPU_GEMM_TOKENS], corr[CPU_GEMM_TOKENS];
+		float xd[CPU_GEMM_TOKENS], xs[CPU_GEMM_TOKENS];
+		for (int t = 0; t < nt; t++) {
+			xq[t] = _mm256_loadu_si256(
+				(const __m256i *)legacy_act(type, cpu_tile_act_row(a, t), b, &xd[t], &xs[t]));
+			corr[t] = _mm256_sub_epi32(_mm256_setzero_si256(),
+						   cpu_dot_u8_s8(_mm256_set1_epi8((char)legacy_offset(type)), xq[t]));
+		}
+		for (int r = 0; r < a->nr; r++) {
+			uint16_t d, m;
+			cpu_tile_prefetch(w[r] + (size_t)b * bb, bb);
+			__m256i q = legacy_block(type, w[r], b, &d, &m);
+			float wd = cpu_fp16_to_f32(d), wm = cpu_fp16_to_f32(m);
+			for (int t = 0; t < nt; t++) {
+				__m256i sum = cpu_dot_u8_s8(q, xq[t]);
+				if (legacy_offset(type) != 0)
+					sum = _mm256_add_epi32(sum, corr[t]);
+				acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(wd * xd[t]),
+							    acc[r][t]);
+				if (legacy_has_min(type))
+					mins[r][t] += wm * xs[t];
+			}
+		}
+	}
+	for (int t = 0; t < nt; t++)
+		for (int r = 0; r < a->nr; r++)
+			cpu_tile_out_row(a, t)[r] = cpu_hsum_x8(acc[r][t]) + mins[r][t];
+}
+
+/*
+ * maddubs multiplies unsigned by signed bytes: |w| times x with w's sign
+ * moved onto x gives the same products. |w| <= 128 and |x| <= 127, so the
+ * pairwise 16-bit sums cannot saturate.
+ */
+CPU_INLINE void tile_q8_0(const cpu_gemm_args *a, const int nt)
+{
+	const __m256i ones = _mm256_set1_epi16(1);
+	const cpu_block_q8_0 *w[CPU_GEMM_ROWS];
+	const cpu_block_q8_0 *x[CPU_GEMM_TOKENS];
+	__m256 acc[CPU_GEMM_ROWS][CPU_GEMM_TOKENS];
+
+	for (int r = 0; r < CPU_GEMM_ROWS; r++) {
+		w[r] = (const cpu_block_q8_0 *)cpu_tile_weight_row(a, r);
+		for (int t = 0; t < nt; t++)
+			acc[r][t] = _mm256_setzero_ps();
+	}
+	for (int t = 0; t < nt; t++)
+		x[t] = (const cpu_block_q8_0 *)cpu_tile_act_row(a, t);
+	for (int64_t b = 0; b < a->n / CPU_QK; b++) {
+		__m256i xq[CPU_GEMM_TOKENS];
+		__m256 xd[CPU_GEMM_TOKENS];
+		for (int t = 0; t < nt; t++) {
+			xq[t] = _mm256_loadu_si256((const __m256i *)x[t][b].qs);
+			xd[t] = _mm256_set1_ps(cpu_fp16_to_f32(x[t][b].d));
+		}
+		for (int r = 0; r < CPU_GEMM_ROWS; r++) {
+			cpu_tile_prefetch(&w[r][b], sizeof(w[r][b]));
+			__m256i wq = _mm256_loadu_si256((const __m256i *)w[r][b].qs);
+			__m256i wabs = _mm256_abs_epi8(wq);
+			__m256 wd = _mm256_set1_ps(cpu_fp16_to_f32(w[r][b].d));
+			for (int t = 0; t < nt; t++) {
+				__m256i p16 = _mm256_maddubs_epi16(wabs, _mm256_sign_epi8(xq[t], wq));
+				__m256i p32 = _mm256_madd_epi16(p16, ones);
+				acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p32), _mm256_mul_ps(wd, xd[t]),
+							    acc[r][t]);
+			}
+		}
+	}
+	for (int t = 0; t < nt; t++)
+		for (int r = 0; r < a->nr; r++)
+			cpu_tile_out_row(a, t)[r] = cpu_hsum_x8(acc[r][t]);
+}
+
+#define TILE_Q8_0(nt) tile_q8_0(a, nt)
+
+#endif
+
+#if defined(__AVX2__)
+
+#define TILE_Q4_0(nt) tile_legacy(a, L_Q4_0, nt)
+#define TILE_Q4_1(nt) tile_legacy(a, L_Q4_1, nt)
+#define TILE_Q5_0(nt) tile_legacy(a, L_Q5_0, nt)
+#define TILE_Q5_1(nt) tile_legacy(a, L_Q5_1, nt)
+CPU_GEMM_TILED(q8_0, TILE_Q8_0)
+CPU_GEMM_TILED(q4_0, TILE_Q4_0)
+CPU_GEMM_TILED(q4_1, TILE_Q4_1)
+CPU_GEMM_TILED(q5_0, TILE_Q5_0)
+CPU_GEMM_TILED(q5_1, TILE_Q5_1)
+
+#else
+
+CPU_GEMM_BY_ROWS(q8_0)
+CPU_GEMM_BY_ROWS(q4_0)
+CPU_GEMM_BY_ROWS(q4_1)
+CPU_GEMM_BY_ROWS(q5_0)
+CPU_GEMM_BY_ROWS(q5_1)
+
+#endif
