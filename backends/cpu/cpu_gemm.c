@@ -46,7 +46,7 @@ CPU_INLINE void tile_float(const cpu_gemm_args *a, enum weight_kind kind, const 
 		for (int t = 0; t < nt; t++)
 			xv[t] = _mm512_maskz_loadu_ps(m, x[t] + i);
 		for (int r = 0; r < CPU_GEMM_ROWS; r++) {
-			cpu_tile_prefetch(w[r] + i * weight_bytes(kind), 16 * weight_bytes(kind));
+			cpu_tile_prefetch(a, w[r] + i * weight_bytes(kind), 16 * weight_bytes(kind));
 			__m512 wv = load_weights(w[r], i, m, kind);
 			for (int t = 0; t < nt; t++)
 				acc[r][t] = _mm512_fmadd_ps(wv, xv[t], acc[r][t]);
@@ -96,7 +96,7 @@ CPU_INLINE void tile_float(const cpu_gemm_args *a, enum weight_kind kind, const 
 		for (int t = 0; t < nt; t++)
 			xv[t] = _mm256_loadu_ps(x[t] + i);
 		for (int r = 0; r < CPU_GEMM_ROWS; r++) {
-			cpu_tile_prefetch(w[r] + i * weight_bytes(kind), 8 * weight_bytes(kind));
+			cpu_tile_prefetch(a, w[r] + i * weight_bytes(kind), 8 * weight_bytes(kind));
 			__m256 wv = load_weights(w[r], i, kind);
 			for (int t = 0; t < nt; t++)
 				acc[r][t] = _mm256_fmadd_ps(wv, xv[t], acc[r][t]);

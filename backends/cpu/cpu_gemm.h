@@ -37,6 +37,10 @@ typedef struct cpu_gemm_args {
 	size_t y_stride;      /* bytes between output rows (tokens) */
 	int nr;               /* 1..CPU_GEMM_ROWS */
 	int nt;               /* 1..CPU_GEMM_TOKENS */
+	/* Bytes past each weight byte read that the tile asks the memory to
+	 * bring into cache meanwhile; 0 when the weights are already there
+	 * (the requests then find them). */
+	size_t prefetch_ahead;
 } cpu_gemm_args;
 
 typedef void (*cpu_gemm_fn)(const cpu_gemm_args *a);

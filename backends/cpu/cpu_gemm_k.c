@@ -20,6 +20,8 @@
 
 #include "cpu_convert.h"
 
+#include <string.h>
+
 #if defined(__AVX2__)
 
 enum k_type { K_Q2, K_Q3, K_Q4, K_Q5, K_Q6 };
@@ -34,7 +36,7 @@ CPU_INLINE bool k_signed(enum k_type type)
 typedef struct k_block_view {
 	const uint8_t *blk;
 	__m256i scales16;   /* 16 sub-blocks: the scales as 16-bit values */
-	uint8_t sc[8];      /* 8 sub-blocks: the scales */
+	__m256i scales8;    /* 8 sub-blocks: the 8 16-bit scales, in both halves */
 	__m256i mins;       /* the min of each of Q8_K's 16-element sums, 16-bit */
 	float d, dmin;
 } k_block_view;
@@ -52,7 +54,7 @@ CPU_INLINE __m256i scale_pair_shuffle(void)
 CPU_INLINE __m256i chunk_scale(enum k_type type, const k_block_view *v, int c)
 {
 	if (type == K_Q4 || type == K_Q5)
-		return _mm256_set1_epi16(v->sc[c]);
+		return _mm256_shuffle_epi8(v->scales8, _mm256_set1_epi16((short)((2 * c + 1) << 8 | 2 * c)));
 	__m256i pair = _mm256_permutevar8x32_epi32(v->scales16, _mm256_set1_epi32(c));
 	return _mm256_shuffle_epi8(pair, scale_pair_shuffle());
 }
@@ -121,17 +123,45 @@ CPU_INLINE __m256i widen_u8(__m128i v)
 	return _mm256_cvtepu8_epi16(v);
 }
 
-/* Sixteen 6-bit Q3_K scales, less 32 (cpu_quant_k.c). */
+/* The low 8 bytes of v as 8 16-bit values. */
+CPU_INLINE __m128i widen_u8_low(__m128i v)
+{
+	return _mm_cvtepu8_epi16(v);
+}
+
+/* The eight 6-bit scales (bytes 0..7) and mins (8..15) of a Q4_K/Q5_K
+ * block, unpacked four at a time in 32-bit words (cpu_k_scale_min). */
+CPU_INLINE __m128i q4_k_scales_mins(const uint8_t *s)
+{
+	const uint32_t low6 = 0x3f3f3f3f, low4 = 0x0f0f0f0f, low2 = 0x03030303;
+	uint32_t w0, w1, w2;
+
+	memcpy(&w0, s, 4);
+	memcpy(&w1, s + 4, 4);
+	memcpy(&w2, s + 8, 4);
+	uint32_t sc_lo = w0 & low6;
+	uint32_t sc_hi = (w2 & low4) | ((w0 >> 6) & low2) << 4;
+	uint32_t m_lo = w1 & low6;
+	uint32_t m_hi = ((w2 >> 4) & low4) | ((w1 >> 6) & low2) << 4;
+	return _mm_setr_epi32((int)sc_lo, (int)sc_hi, (int)m_lo, (int)m_hi);
+}
+
+/* Sixteen 6-bit Q3_K scales, less 32 (cpu_quant_k.c), four at a time in
+ * 32-bit words: the low 4 bits from the nibbles of bytes 0..7, the top 2
+ * from bytes 8..11. */
 CPU_INLINE __m128i q3_k_scales(const uint8_t *s)
 {
-	int8_t out[16];
+	const uint32_t low4 = 0x0f0f0f0f, low2 = 0x03030303;
+	uint32_t w0, w1, w2;
 
-	for (int j = 0; j < 16; j++) {
-		int lo = j < 8 ? s[j] & 15 : s[j - 8] >> 4;
-		int hi = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
-		out[j] = (int8_t)((lo | hi << 4) - 32);
-	}
-	return _mm_loadu_si128((const __m128i *)out);
+	memcpy(&w0, s, 4);
+	memcpy(&w1, s + 4, 4);
+	memcpy(&w2, s + 8, 4);
+	__m128i v = _mm_setr_epi32((int)((w0 & low4) | (w2 & low2) << 4),
+				   (int)((w1 & low4) | ((w2 >> 2) & low2) << 4),
+				   (int)(((w0 >> 4) & low4) | ((w2 >> 4) & low2) << 4),
+				   (int)(((w1 >> 4) & low4) | ((w2 >> 6) & low2) << 4));
+	return _mm_sub_epi8(v, _mm_set1_epi8(32));
 }
 
 CPU_INLINE void view_block(enum k_type type, const uint8_t *blk, k_block_view *v)
@@ -159,12 +189,9 @@ CPU_INLINE void view_block(enum k_type type, const uint8_t *blk, k_block_view *v
 	case K_Q5: {
 		/* The two types share the head: d, dmin, scales. */
 		const cpu_block_q4_k *b = (const void *)blk;
-		uint8_t m[16];
-		for (int j = 0; j < 8; j++) {
-			cpu_k_scale_min(b->scales, j, &v->sc[j], &m[2 * j]);
-			m[2 * j + 1] = m[2 * j];
-		}
-		v->mins = widen_u8(_mm_loadu_si128((const __m128i *)m));
+		__m128i sc_m = q4_k_scales_mins(b->scales);
+		v->scales8 = _mm256_broadcastsi128_si256(widen_u8_low(sc_m));
+		v->mins = widen_u8(_mm_unpackhi_epi8(sc_m, sc_m));
 		v->d = cpu_fp16_to_f32(b->d);
 		v->dmin = cpu_fp16_to_f32(b->dmin);
 		break;
@@ -229,7 +256,7 @@ CPU_INLINE void tile_k(const cpu_gemm_args *a, enum k_type type, const int nt)
 			k_block_view v;
 			__m256i lanes[CPU_GEMM_TOKENS];
 			view_block(type, w[r] + (size_t)b * bb, &v);
-			cpu_tile_prefetch(v.blk, bb);
+			cpu_tile_prefetch(a, v.blk, bb);
 			for (int t = 0; t < nt; t++)
 				lanes[t] = _mm256_setzero_si256();
 			for (int c = 0; c < 8; c++) {

@@ -5,9 +5,10 @@
  * A block's integer products are summed exactly, per 4 elements into 8
  * lanes, and scaled into f32 lanes by FMA; the min terms m * s of Q4_1 and
  * Q5_1 are exact products summed on their own. That is the order of the
- * row kernels in cpu_quant_legacy.c, so a variant gives the same results
- * through either, except for Q4_0, whose row kernel keeps llama.cpp's one
- * sum per row (an f32 rounding apart from these lanes).
+ * row kernels in cpu_quant_legacy.c (and of llama.cpp's x86 kernels), so a
+ * variant gives the same results through either. Q4_0 keeps llama.cpp's
+ * order for it: one f32 sum per row, each block's integer total added in
+ * turn.
  *
  * dpbusd and maddubs multiply unsigned by signed bytes. The weights meet
  * them unsigned: Q4_0's q - 8 (Q5_0's q - 16, Q8_0's q, made unsigned by
@@ -189,7 +190,7 @@ CPU_INLINE void tile_legacy(const cpu_gemm_args *a, enum legacy_type type, const
 		__m256i q[CPU_GEMM_ROWS];
 		uint16_t d[CPU_GEMM_ROWS], m[CPU_GEMM_ROWS];
 		for (int r = 0; r < CPU_GEMM_ROWS; r++) {
-			cpu_tile_prefetch(w[r] + (size_t)b * bb, bb);
+			cpu_tile_prefetch(a, w[r] + (size_t)b * bb, bb);
 			q[r] = legacy_block(type, w[r], b, &d[r], &m[r]);
 		}
 		__m128 wd = fp16_x4(d), wm = fp16_x4(m);
@@ -216,7 +217,137 @@ CPU_INLINE void tile_legacy(const cpu_gemm_args *a, enum legacy_type type, const
 	}
 }
 
+/*
+ * The 4- and 5-bit types: a tile's four rows share a 512-bit register, 16
+ * packed bytes each, so one mask makes their low nibbles (elements 0..15)
+ * and one shift their high ones (16..31). dpbusd against each half of the
+ * activation block, copied to all four rows, leaves each row 4 integer
+ * lanes per half: the row kernels' lanes 0..3 and 4..7, kept apart in f32
+ * as they are there. Q4_0 instead adds a row's lanes up per block.
+ */
+
+/* The 4 values of v, each over a quarter. */
+CPU_INLINE __m512 spread_quarters(__m128 v)
+{
+	__m512i idx = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+	return _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(v));
+}
+
+/* Every lane of each quarter: the sum of the quarter's 4 lanes. */
+CPU_INLINE __m512i sum_quarters(__m512i v)
+{
+	v = _mm512_add_epi32(v, _mm512_shuffle_epi32(v, _MM_PERM_BADC));
+	return _mm512_add_epi32(v, _mm512_shuffle_epi32(v, _MM_PERM_CDAB));
+}
+
+/* Bit 4 of elements 0..15 (high == 0) or 16..31 of each row's block: the
+ * rows' 16-bit halves of qh side by side. */
+CPU_INLINE __mmask64 fifth_bit_mask(const uint32_t *qh, int high)
+{
+	uint64_t m = 0;
+
+	for (int r = 0; r < CPU_GEMM_ROWS; r++)
+		m |= (uint64_t)((qh[r] >> (16 * high)) & 0xffff) << (16 * r);
+	return (__mmask64)m;
+}
+
+/* -offset * (sum of each 4 bytes of x): the correction for q - offset. */
+CPU_INLINE __m512i offset_correction(enum legacy_type type, __m512i x)
+{
+	__m512i off = _mm512_set1_epi8((char)legacy_offset(type));
+	return _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), off, x));
+}
+
+CPU_INLINE void tile_nibbles(const cpu_gemm_args *a, enum legacy_type type, const int nt)
+{
+	const size_t bb = legacy_block_bytes(type);
+	const bool five = type == L_Q5_0 || type == L_Q5_1;
+	/* Where a block's nibbles and its qh start. */
+	const size_t qs_at = type == L_Q4_0 ? 2 : type == L_Q4_1 ? 4 : type == L_Q5_0 ? 6 : 8;
+	const size_t qh_at = type == L_Q5_0 ? 2 : 4;
+	const char *w[CPU_GEMM_ROWS];
+	__m512 acc_lo[CPU_GEMM_TOKENS], acc_hi[CPU_GEMM_TOKENS], mins[CPU_GEMM_TOKENS];
+
+	for (int r = 0; r < CPU_GEMM_ROWS; r++)
+		w[r] = cpu_tile_weight_row(a, r);
+	for (int t = 0; t < nt; t++) {
+		acc_lo[t] = _mm512_setzero_ps();
+		acc_hi[t] = _mm512_setzero_ps();
+		mins[t] = _mm512_setzero_ps();
+	}
+	for (int64_t b = 0; b < a->n / CPU_QK; b++) {
+		__m512i xlo[CPU_GEMM_TOKENS], xhi[CPU_GEMM_TOKENS];
+		__m512i corr_lo[CPU_GEMM_TOKENS], corr_hi[CPU_GEMM_TOKENS];
+		__m512 xd[CPU_GEMM_TOKENS], xs[CPU_GEMM_TOKENS];
+		for (int t = 0; t < nt; t++) {
+			float d, s;
+			const int8_t *q = legacy_act(type, cpu_tile_act_row(a, t), b, &d, &s);
+			xlo[t] = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)q));
+			xhi[t] = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(q + 16)));
+			corr_lo[t] = offset_correction(type, xlo[t]);
+			corr_hi[t] = offset_correction(type, xhi[t]);
+			if (type == L_Q4_0) /* one integer sum per row */
+				corr_lo[t] = _mm512_add_epi32(corr_lo[t], corr_hi[t]);
+			xd[t] = _mm512_set1_ps(d);
+			xs[t] = _mm512_set1_ps(s);
+		}
+		const char *blk[CPU_GEMM_ROWS];
+		uint16_t d[CPU_GEMM_ROWS], m[CPU_GEMM_ROWS] = {0};
+		uint32_t qh[CPU_GEMM_ROWS];
+		for (int r = 0; r < CPU_GEMM_ROWS; r++) {
+			blk[r] = w[r] + (size_t)b * bb;
+			cpu_tile_prefetch(a, blk[r], bb);
+			memcpy(&d[r], blk[r], sizeof(uint16_t));
+			if (legacy_has_min(type))
+				memcpy(&m[r], blk[r] + 2, sizeof(uint16_t));
+			if (five)
+				memcpy(&qh[r], blk[r] + qh_at, sizeof(uint32_t));
+		}
+		__m512i packed = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(blk[0] + qs_at)));
+		packed = _mm512_inserti32x4(packed, _mm_loadu_si128((const __m128i *)(blk[1] + qs_at)), 1);
+		packed = _mm512_inserti32x4(packed, _mm_loadu_si128((const __m128i *)(blk[2] + qs_at)), 2);
+		packed = _mm512_inserti32x4(packed, _mm_loadu_si128((const __m128i *)(blk[3] + qs_at)), 3);
+		__m512i lo = _mm512_and_si512(packed, _mm512_set1_epi8(15));
+		__m512i hi = _mm512_and_si512(_mm512_srli_epi16(packed, 4), _mm512_set1_epi8(15));
+		if (five) {
+			const __m512i k16 = _mm512_set1_epi8(16);
+			lo = _mm512_or_si512(lo, _mm512_maskz_mov_epi8(fifth_bit_mask(qh, 0), k16));
+			hi = _mm512_or_si512(hi, _mm512_maskz_mov_epi8(fifth_bit_mask(qh, 1), k16));
+		}
+		__m512 wd = spread_quarters(fp16_x4(d)), wm = spread_quarters(fp16_x4(m));
+		for (int t = 0; t < nt; t++) {
+			__m512 scale = _mm512_mul_ps(wd, xd[t]);
+			__m512i sum_lo = _mm512_dpbusd_epi32(corr_lo[t], lo, xlo[t]);
+			if (type == L_Q4_0) {
+				__m512i sum = sum_quarters(_mm512_dpbusd_epi32(sum_lo, hi, xhi[t]));
+				acc_lo[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), scale, acc_lo[t]);
+				continue;
+			}
+			__m512i sum_hi = _mm512_dpbusd_epi32(corr_hi[t], hi, xhi[t]);
+			acc_lo[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum_lo), scale, acc_lo[t]);
+			acc_hi[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum_hi), scale, acc_hi[t]);
+			if (legacy_has_min(type))
+				mins[t] = _mm512_add_ps(mins[t], _mm512_mul_ps(wm, xs[t]));
+		}
+	}
+	for (int t = 0; t < nt; t++) {
+		float lo[16], hi[16], mn[16];
+		_mm512_storeu_ps(lo, acc_lo[t]);
+		_mm512_storeu_ps(hi, acc_hi[t]);
+		_mm512_storeu_ps(mn, mins[t]);
+		for (int r = 0; r < a->nr; r++) {
+			const float *l = lo + 4 * r, *h = hi + 4 * r;
+			cpu_tile_out_row(a, t)[r] = type == L_Q4_0 ? l[0]
+				: ((l[0] + h[0]) + (l[2] + h[2])) + ((l[1] + h[1]) + (l[3] + h[3])) + mn[4 * r];
+		}
+	}
+}
+
 #define TILE_Q8_0(nt) tile_legacy(a, L_Q8_0, nt)
+#define TILE_Q4_0(nt) tile_nibbles(a, L_Q4_0, nt)
+#define TILE_Q4_1(nt) tile_nibbles(a, L_Q4_1, nt)
+#define TILE_Q5_0(nt) tile_nibbles(a, L_Q5_0, nt)
+#define TILE_Q5_1(nt) tile_nibbles(a, L_Q5_1, nt)
 
 #elif defined(__AVX2__)
 
@@ -247,7 +378,7 @@ CPU_INLINE void tile_legacy(const cpu_gemm_args *a, enum legacy_type type, const
 		}
 		for (int r = 0; r < a->nr; r++) {
 			uint16_t d, m;
-			cpu_tile_prefetch(w[r] + (size_t)b * bb, bb);
+			cpu_tile_prefetch(a, w[r] + (size_t)b * bb, bb);
 			__m256i q = legacy_block(type, w[r], b, &d, &m);
 			float wd = cpu_fp16_to_f32(d), wm = cpu_fp16_to_f32(m);
 			for (int t = 0; t < nt; t++) {
@@ -293,7 +424,7 @@ CPU_INLINE void tile_q8_0(const cpu_gemm_args *a, const int nt)
 			xd[t] = _mm256_set1_ps(cpu_fp16_to_f32(x[t][b].d));
 		}
 		for (int r = 0; r < CPU_GEMM_ROWS; r++) {
-			cpu_tile_prefetch(&w[r][b], sizeof(w[r][b]));
+			cpu_tile_prefetch(a, &w[r][b], sizeof(w[r][b]));
 			__m256i wq = _mm256_loadu_si256((const __m256i *)w[r][b].qs);
 			__m256i wabs = _mm256_abs_epi8(wq);
 			__m256 wd = _mm256_set1_ps(cpu_fp16_to_f32(w[r][b].d));
@@ -310,16 +441,66 @@ CPU_INLINE void tile_q8_0(const cpu_gemm_args *a, const int nt)
 			cpu_tile_out_row(a, t)[r] = cpu_hsum_x8(acc[r][t]);
 }
 
+/* Lane r: the sum of the 8 lanes of v[r]. */
+CPU_INLINE __m128i fold_rows(const __m256i *v)
+{
+	__m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+	return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+
+/* Q4_0 in llama.cpp's order: one running sum per row, so the four rows of
+ * a tile share a vector, lane r adding f32(isum_r) * f32(d_r * d_x) by
+ * FMA, block by block. */
+CPU_INLINE void tile_q4_0(const cpu_gemm_args *a, const int nt)
+{
+	_Static_assert(CPU_GEMM_ROWS == 4, "the Q4_0 tile keeps its rows in the 4 lanes of a vector");
+	const cpu_block_q4_0 *w[CPU_GEMM_ROWS];
+	const cpu_block_q8_0 *x[CPU_GEMM_TOKENS];
+	__m128 acc[CPU_GEMM_TOKENS];
+
+	for (int r = 0; r < CPU_GEMM_ROWS; r++)
+		w[r] = (const cpu_block_q4_0 *)cpu_tile_weight_row(a, r);
+	for (int t = 0; t < nt; t++) {
+		x[t] = (const cpu_block_q8_0 *)cpu_tile_act_row(a, t);
+		acc[t] = _mm_setzero_ps();
+	}
+	for (int64_t b = 0; b < a->n / CPU_QK; b++) {
+		__m256i q[CPU_GEMM_ROWS];
+		__m128 wd = _mm_cvtph_ps(_mm_setr_epi16((short)w[0][b].d, (short)w[1][b].d, (short)w[2][b].d,
+							(short)w[3][b].d, 0, 0, 0, 0));
+		for (int r = 0; r < CPU_GEMM_ROWS; r++) {
+			cpu_tile_prefetch(a, &w[r][b], sizeof(w[r][b]));
+			q[r] = nibble_block(w[r][b].qs);
+		}
+		for (int t = 0; t < nt; t++) {
+			__m256i xq = _mm256_loadu_si256((const __m256i *)x[t][b].qs);
+			__m256i offset = cpu_dot_u8_s8(_mm256_set1_epi8(8), xq);
+			__m256i p[CPU_GEMM_ROWS];
+			for (int r = 0; r < CPU_GEMM_ROWS; r++)
+				p[r] = _mm256_sub_epi32(cpu_dot_u8_s8(q[r], xq), offset);
+			__m128 isum = _mm_cvtepi32_ps(fold_rows(p));
+			__m128 scale = _mm_mul_ps(wd, _mm_set1_ps(cpu_fp16_to_f32(x[t][b].d)));
+			acc[t] = _mm_fmadd_ps(isum, scale, acc[t]);
+		}
+	}
+	for (int t = 0; t < nt; t++) {
+		float sums[CPU_GEMM_ROWS];
+		_mm_storeu_ps(sums, acc[t]);
+		for (int r = 0; r < a->nr; r++)
+			cpu_tile_out_row(a, t)[r] = sums[r];
+	}
+}
+
 #define TILE_Q8_0(nt) tile_q8_0(a, nt)
+#define TILE_Q4_0(nt) tile_q4_0(a, nt)
+#define TILE_Q4_1(nt) tile_legacy(a, L_Q4_1, nt)
+#define TILE_Q5_0(nt) tile_legacy(a, L_Q5_0, nt)
+#define TILE_Q5_1(nt) tile_legacy(a, L_Q5_1, nt)
 
 #endif
 
 #if defined(__AVX2__)
 
-#define TILE_Q4_0(nt) tile_legacy(a, L_Q4_0, nt)
-#define TILE_Q4_1(nt) tile_legacy(a, L_Q4_1, nt)
-#define TILE_Q5_0(nt) tile_legacy(a, L_Q5_0, nt)
-#define TILE_Q5_1(nt) tile_legacy(a, L_Q5_1, nt)
 CPU_GEMM_TILED(q8_0, TILE_Q8_0)
 CPU_GEMM_TILED(q4_0, TILE_Q4_0)
 CPU_GEMM_TILED(q4_1, TILE_Q4_1)

@@ -88,16 +88,14 @@ CPU_INLINE __m256i cpu_dot_u8_s8(__m256i u, __m256i s)
 #endif
 }
 
-/* Weights stream from memory, in 4 KiB pages when they are a mapped file,
- * and the hardware prefetchers stop at every page boundary; a tile asks for
- * its rows' bytes this far ahead, which keeps its loads from waiting on
- * memory. */
-#define CPU_PREFETCH_AHEAD 2048
-
-CPU_INLINE void cpu_tile_prefetch(const void *p, size_t bytes)
+/* Asks for the bytes a->prefetch_ahead past [p, p + bytes): one request
+ * per 64 bytes, however the range falls on cache lines (a redundant one
+ * costs less than a branch). bytes is a constant in every caller, so the
+ * loop unrolls. */
+CPU_INLINE void cpu_tile_prefetch(const cpu_gemm_args *a, const void *p, size_t bytes)
 {
 	for (size_t o = 0; o < bytes; o += 64)
-		_mm_prefetch((const char *)p + CPU_PREFETCH_AHEAD + o, _MM_HINT_T0);
+		_mm_prefetch((const char *)p + a->prefetch_ahead + o, _MM_HINT_T0);
 }
 
 /* The low (high) 4 bits of each of 32 bytes. */

@@ -101,7 +101,22 @@ static int64_t min64(int64_t a, int64_t b)
 	return a < b ? a : b;
 }
 
-/* Phase 2 for panels [p_lo, p_hi) and tokens [t_lo, t_hi). */
+/* How far ahead of its reads a tile fetches weights: whole panels (the
+ * bytes the next tiles of the thread read, at the same place), at least
+ * PREFETCH_MIN_BYTES, enough to cover the memory's latency. The hardware
+ * prefetchers stop at every 4 KiB page, which a mapped file's weights are
+ * made of. */
+#define PREFETCH_MIN_BYTES 2048
+
+static size_t prefetch_distance(size_t w_stride)
+{
+	size_t panel = (size_t)CPU_GEMM_ROWS * w_stride;
+	return (PREFETCH_MIN_BYTES + panel - 1) / panel * panel;
+}
+
+/* Phase 2 for panels [p_lo, p_hi) and tokens [t_lo, t_hi). The first tile
+ * of a panel reads its weights from memory; the others find them in
+ * cache. */
 static void multiply_block(const cpu_gemm_args *base, cpu_gemm_fn kernel, int64_t n_out,
 			   int64_t p_lo, int64_t p_hi, int64_t t_lo, int64_t t_hi)
 {
@@ -114,6 +129,7 @@ static void multiply_block(const cpu_gemm_args *base, cpu_gemm_fn kernel, int64_
 			a.y = (float *)((char *)base->y + (size_t)t * base->y_stride) + o;
 			a.nr = (int)min64(CPU_GEMM_ROWS, n_out - o);
 			a.nt = (int)min64(CPU_GEMM_TOKENS, t_hi - t);
+			a.prefetch_ahead = t == t_lo ? prefetch_distance(base->w_stride) : 0;
 			kernel(&a);
 		}
 	}

@@ -1,0 +1,210 @@
+/*
+ * matmul.c - the speed of one backend plugin's MATMUL, per weight type:
+ *
+ *   loom-bench-matmul PLUGIN.so [-t THREADS] [-k IN] [-n OUT] [-b TOKENS]
+ *                     [-r REPS] [TYPE...]
+ *
+ * Random weights [OUT x IN] are quantized to each TYPE by the plugin's own
+ * CONVERT, then multiplied with TOKENS activation rows REPS times. It
+ * prints the best and median time of a matmul, the multiply-adds per
+ * second and, for the weight bytes streamed, GB/s: enough to tell a
+ * kernel's compute rate from its memory rate without a whole model around
+ * it. The plugin is driven through its ABI only, as the core drives it.
+ */
+#include "plugin_api.h"
+
+#include <dlfcn.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static void host_log(loom_log_level level, const char *plugin, const char *fmt, ...)
+{
+	va_list ap;
+
+	(void)level;
+	fprintf(stderr, "%s: ", plugin);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+static void host_set_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+static const loom_host host = {
+	.struct_size = sizeof(loom_host),
+	.log = host_log,
+	.set_error = host_set_error,
+};
+
+static void contiguous(loom_tensor *t, loom_dtype type, int64_t ne0, int64_t ne1, void *data)
+{
+	memset(t, 0, sizeof(*t));
+	t->dtype = type;
+	t->ne[0] = ne0;
+	t->ne[1] = ne1;
+	t->ne[2] = t->ne[3] = 1;
+	t->nb[0] = loom_dtype_layout_of(type).block_bytes;
+	t->nb[1] = loom_dtype_row_bytes(type, ne0);
+	t->nb[2] = t->nb[3] = t->nb[1] * (size_t)ne1;
+	t->data = data;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+static loom_dtype dtype_named(const char *name)
+{
+	for (int t = 0; t < LOOM_DTYPE_COUNT; t++)
+		if (loom_dtype_layout_of(t).name != NULL && strcmp(loom_dtype_layout_of(t).name, name) == 0)
+			return (loom_dtype)t;
+	return LOOM_DTYPE_COUNT;
+}
+
+static float rand_normal(unsigned *s)
+{
+	double u1 = (rand_r(s) + 1.0) / ((double)RAND_MAX + 2.0), u2 = rand_r(s) / (double)RAND_MAX;
+	return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+}
+
+static int run(const loom_backend_vtable *vt, void *be, loom_dtype type, int64_t k, int64_t n,
+	       int64_t b, int reps)
+{
+	size_t w_bytes = loom_dtype_row_bytes(type, k) * (size_t)n;
+	float *w32 = malloc(sizeof(float) * (size_t)(k * n)), *x = malloc(sizeof(float) * (size_t)(k * b));
+	float *y = malloc(sizeof(float) * (size_t)(n * b));
+	void *w = malloc(w_bytes);
+	double *times = malloc(sizeof(double) * (size_t)reps);
+	unsigned seed = 1;
+	loom_tensor src, wt, xt, yt;
+	int ok = 0;
+
+	if (!w32 || !x || !y || !w || !times)
+		goto out;
+	for (int64_t i = 0; i < k * n; i++)
+		w32[i] = rand_normal(&seed) / sqrtf((float)k);
+	for (int64_t i = 0; i < k * b; i++)
+		x[i] = rand_normal(&seed);
+	contiguous(&src, LOOM_DTYPE_F32, k, n, w32);
+	contiguous(&wt, type, k, n, w);
+	loom_node conv = {.op = LOOM_OP_CONVERT, .dst = &wt, .src = {&src}};
+	loom_graph g = {.n_nodes = 1, .nodes = &conv};
+	if (type == LOOM_DTYPE_F32)
+		memcpy(w, w32, w_bytes);
+	else if (!vt->supports(be, &conv) || vt->compute(be, &g) != LOOM_OK) {
+		fprintf(stderr, "cannot convert f32 to %s\n", loom_dtype_layout_of(type).name);
+		goto out;
+	}
+	contiguous(&xt, LOOM_DTYPE_F32, k, b, x);
+	contiguous(&yt, LOOM_DTYPE_F32, n, b, y);
+	loom_node mm = {.op = LOOM_OP_MATMUL, .dst = &yt, .src = {&wt, &xt}};
+	g.nodes = &mm;
+	if (!vt->supports(be, &mm)) {
+		fprintf(stderr, "no MATMUL for %s\n", loom_dtype_layout_of(type).name);
+		goto out;
+	}
+	for (int i = -2; i < reps; i++) {
+		double t0 = now_s();
+		if (vt->compute(be, &g) != LOOM_OK)
+			goto out;
+		if (i >= 0)
+			times[i] = now_s() - t0;
+	}
+	qsort(times, (size_t)reps, sizeof(double), cmp_double);
+	double best = times[0], med = times[reps / 2], macs = (double)k * (double)n * (double)b;
+	printf("%-5s %6lld x %-6lld x %3lld tok: best %8.3f ms  median %8.3f ms  %7.1f GMAC/s  %6.2f GB/s\n",
+	       loom_dtype_layout_of(type).name, (long long)n, (long long)k, (long long)b, best * 1e3,
+	       med * 1e3, macs / med * 1e-9, (double)w_bytes / med * 1e-9);
+	ok = 1;
+out:
+	free(w32);
+	free(x);
+	free(y);
+	free(w);
+	free(times);
+	return ok;
+}
+
+int main(int argc, char **argv)
+{
+	int threads = 1, reps = 20, i = 1;
+	int64_t k = 2048, n = 5632, b = 1;
+
+	if (argc < 2) {
+		fprintf(stderr, "usage: %s PLUGIN.so [-t THREADS] [-k IN] [-n OUT] [-b TOKENS] [-r REPS] [TYPE...]\n",
+			argv[0]);
+		return 2;
+	}
+	void *lib = dlopen(argv[i++], RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+	if (lib == NULL) {
+		fprintf(stderr, "%s\n", dlerror());
+		return 1;
+	}
+	loom_plugin_entry_fn entry = (loom_plugin_entry_fn)dlsym(lib, LOOM_PLUGIN_ENTRY_SYMBOL);
+	const loom_plugin_desc *desc = entry ? entry() : NULL;
+	if (desc == NULL || desc->abi_version != LOOM_PLUGIN_ABI_VERSION || desc->kind != LOOM_PLUGIN_BACKEND) {
+		fprintf(stderr, "%s is not a backend plugin of this ABI\n", argv[1]);
+		return 1;
+	}
+	for (; i + 1 < argc && argv[i][0] == '-'; i += 2) {
+		long v = atol(argv[i + 1]);
+		switch (argv[i][1]) {
+		case 't': threads = (int)v; break;
+		case 'k': k = v; break;
+		case 'n': n = v; break;
+		case 'b': b = v; break;
+		case 'r': reps = (int)v; break;
+		default: fprintf(stderr, "unknown option %s\n", argv[i]); return 2;
+		}
+	}
+	if (threads < 1 || k < 1 || n < 1 || b < 1 || reps < 1) {
+		fprintf(stderr, "sizes and counts must be positive\n");
+		return 2;
+	}
+	const loom_backend_vtable *vt = desc->vtable;
+	loom_backend_options opts = {.struct_size = sizeof(opts), .n_threads = threads};
+	void *be = vt->init(&host, &opts);
+	if (be == NULL)
+		return 1;
+	static const char *const all[] = {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0",
+					  "q5_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k"};
+	int n_types = i < argc ? argc - i : (int)(sizeof(all) / sizeof(all[0]));
+	int status = 0;
+	for (int j = 0; j < n_types; j++) {
+		const char *name = i < argc ? argv[i + j] : all[j];
+		loom_dtype type = dtype_named(name);
+		if (type == LOOM_DTYPE_COUNT || k % loom_dtype_layout_of(type).block != 0) {
+			fprintf(stderr, "%s: not a type, or %lld is not a whole number of its blocks\n", name,
+				(long long)k);
+			status = 2;
+			continue;
+		}
+		if (!run(vt, be, type, k, n, b, reps))
+			status = 1;
+	}
+	vt->free(be);
+	return status;
+}
