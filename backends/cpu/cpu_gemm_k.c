@@ -36,7 +36,7 @@ CPU_INLINE bool k_signed(enum k_type type)
 typedef struct k_block_view {
 	const uint8_t *blk;
 	__m256i scales16;   /* 16 sub-blocks: the scales as 16-bit values */
-	__m256i scales8;    /* 8 sub-blocks: the 8 16-bit scales, in both halves */
+	__m128i scales8;    /* 8 sub-blocks: the scales as 16-bit values */
 	__m256i mins;       /* the min of each of Q8_K's 16-element sums, 16-bit */
 	float d, dmin;
 } k_block_view;
@@ -54,7 +54,8 @@ CPU_INLINE __m256i scale_pair_shuffle(void)
 CPU_INLINE __m256i chunk_scale(enum k_type type, const k_block_view *v, int c)
 {
 	if (type == K_Q4 || type == K_Q5)
-		return _mm256_shuffle_epi8(v->scales8, _mm256_set1_epi16((short)((2 * c + 1) << 8 | 2 * c)));
+		return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(v->scales8),
+					   _mm256_set1_epi16((short)((2 * c + 1) << 8 | 2 * c)));
 	__m256i pair = _mm256_permutevar8x32_epi32(v->scales16, _mm256_set1_epi32(c));
 	return _mm256_shuffle_epi8(pair, scale_pair_shuffle());
 }
@@ -190,7 +191,7 @@ CPU_INLINE void view_block(enum k_type type, const uint8_t *blk, k_block_view *v
 		/* The two types share the head: d, dmin, scales. */
 		const cpu_block_q4_k *b = (const void *)blk;
 		__m128i sc_m = q4_k_scales_mins(b->scales);
-		v->scales8 = _mm256_broadcastsi128_si256(widen_u8_low(sc_m));
+		v->scales8 = widen_u8_low(sc_m);
 		v->mins = widen_u8(_mm_unpackhi_epi8(sc_m, sc_m));
 		v->d = cpu_fp16_to_f32(b->d);
 		v->dmin = cpu_fp16_to_f32(b->dmin);
@@ -216,6 +217,96 @@ CPU_INLINE size_t k_block_bytes(enum k_type type)
 	return bytes[type];
 }
 
+#if defined(__AVX512BW__)
+/* Chunks 2 * c2 and 2 * c2 + 1 side by side, as chunk_q gives them. */
+
+/* a over the low 256 bits, b over the high, as bytes or 16-bit values. */
+CPU_INLINE __m512i halves_epi8(int a, int b)
+{
+	return _mm512_inserti64x4(_mm512_set1_epi8((char)a), _mm256_set1_epi8((char)b), 1);
+}
+
+CPU_INLINE __m512i halves_epi16(int a, int b)
+{
+	return _mm512_inserti64x4(_mm512_set1_epi16((short)a), _mm256_set1_epi16((short)b), 1);
+}
+
+CPU_INLINE __m512i both_halves(const uint8_t *p)
+{
+	return _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)p));
+}
+
+/* Bits 2j..2j+1 (low half) and 2j+2..2j+3 (high half) of the 32 bytes at
+ * p, j = 2 * (c2 % 2): Q2_K's and Q3_K's low bits. */
+CPU_INLINE __m512i two_bits_pair(const uint8_t *p, int c2)
+{
+	int j = 2 * (c2 % 2);
+	__m512i v = _mm512_srlv_epi16(both_halves(p), halves_epi16(2 * j, 2 * j + 2));
+	return _mm512_and_si512(v, _mm512_set1_epi8(3));
+}
+
+/* Set where bit 2 * c2 (low half) or 2 * c2 + 1 (high half) of the 32
+ * bytes at p is. */
+CPU_INLINE __mmask64 bit_pair(const uint8_t *p, int c2)
+{
+	return _mm512_test_epi8_mask(both_halves(p), halves_epi8(1 << (2 * c2), 1 << (2 * c2 + 1)));
+}
+
+CPU_INLINE __m512i chunk_pair_q(enum k_type type, const uint8_t *blk, int c2)
+{
+	const __m512i k15 = _mm512_set1_epi8(15);
+
+	switch (type) {
+	case K_Q2: {
+		const cpu_block_q2_k *b = (const void *)blk;
+		return two_bits_pair(b->qs + 32 * (c2 / 2), c2);
+	}
+	case K_Q3: {
+		const cpu_block_q3_k *b = (const void *)blk;
+		__m512i q = two_bits_pair(b->qs + 32 * (c2 / 2), c2);
+		return _mm512_mask_sub_epi8(q, _knot_mask64(bit_pair(b->hmask, c2)), q, _mm512_set1_epi8(4));
+	}
+	case K_Q4:
+	case K_Q5: {
+		const uint8_t *qs = type == K_Q4 ? ((const cpu_block_q4_k *)(const void *)blk)->qs
+						 : ((const cpu_block_q5_k *)(const void *)blk)->qs;
+		__m512i v = _mm512_srlv_epi16(both_halves(qs + 32 * c2), halves_epi16(0, 4));
+		__m512i q = _mm512_and_si512(v, k15);
+		if (type == K_Q5)
+			q = _mm512_mask_add_epi8(q, bit_pair(((const cpu_block_q5_k *)(const void *)blk)->qh, c2), q,
+						 _mm512_set1_epi8(16));
+		return q;
+	}
+	case K_Q6:
+	default: {
+		const cpu_block_q6_k *b = (const void *)blk;
+		int half = c2 / 2, k2 = c2 % 2;
+		__m512i l = _mm512_loadu_si512((const void *)(b->ql + 64 * half));
+		__m512i lo = _mm512_and_si512(k2 ? _mm512_srli_epi16(l, 4) : l, k15);
+		__m512i h = _mm512_srlv_epi16(both_halves(b->qh + 32 * half), halves_epi16(4 * k2, 4 * k2 + 2));
+		__m512i hi = _mm512_and_si512(h, _mm512_set1_epi8(3));
+		__m512i q = _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
+		return _mm512_sub_epi8(q, _mm512_set1_epi8(32));
+	}
+	}
+}
+
+/* The multipliers of chunks 2 * c2 and 2 * c2 + 1, as chunk_scale's. */
+CPU_INLINE __m512i chunk_pair_scale(enum k_type type, const k_block_view *v, int c2)
+{
+	if (type == K_Q4 || type == K_Q5) {
+		__m512i idx = halves_epi16(2 * c2, 2 * c2 + 1);
+		return _mm512_permutexvar_epi16(idx, _mm512_castsi128_si512(v->scales8));
+	}
+	__m512i idx = _mm512_inserti64x4(
+		_mm512_castsi256_si512(_mm256_inserti128_si256(_mm256_set1_epi16((short)(4 * c2)),
+							       _mm_set1_epi16((short)(4 * c2 + 1)), 1)),
+		_mm256_inserti128_si256(_mm256_set1_epi16((short)(4 * c2 + 2)), _mm_set1_epi16((short)(4 * c2 + 3)), 1),
+		1);
+	return _mm512_permutexvar_epi16(idx, _mm512_castsi256_si512(v->scales16));
+}
+#endif
+
 /* The sum of the 8 lanes of integers. */
 CPU_INLINE int32_t hsum_i32(__m256i v)
 {
@@ -230,6 +321,50 @@ CPU_INLINE __m128 pair_lanes(__m256i v)
 {
 	__m256i h = _mm256_hadd_epi32(v, v);
 	return _mm_cvtepi32_ps(_mm256_castsi256_si128(_mm256_permute4x64_epi64(h, _MM_SHUFFLE(3, 1, 2, 0))));
+}
+
+/* lanes[t]: the 8 integer lanes of the super-block with token t's block b:
+ * each chunk's maddubs pairs times its scales, summed. */
+CPU_INLINE void block_lanes(enum k_type type, const k_block_view *v, const cpu_block_q8_k *const *x,
+			    int64_t b, const int nt, __m256i *lanes)
+{
+#if defined(__AVX512BW__)
+	/* Two chunks per 512-bit register; the halves add up at the end. */
+	__m512i sum[CPU_GEMM_TOKENS];
+
+	for (int t = 0; t < nt; t++)
+		sum[t] = _mm512_setzero_si512();
+	for (int c2 = 0; c2 < 4; c2++) {
+		__m512i q = chunk_pair_q(type, v->blk, c2);
+		__m512i scale = chunk_pair_scale(type, v, c2);
+		__m512i qa = k_signed(type) ? _mm512_abs_epi8(q) : q;
+		__mmask64 negative = _mm512_movepi8_mask(q);
+		for (int t = 0; t < nt; t++) {
+			__m512i xq = _mm512_loadu_si512((const void *)(x[t][b].qs + 64 * c2));
+			if (k_signed(type))
+				xq = _mm512_mask_sub_epi8(xq, negative, _mm512_setzero_si512(), xq);
+			__m512i pairs = _mm512_maddubs_epi16(qa, xq);
+			sum[t] = _mm512_add_epi32(sum[t], _mm512_madd_epi16(pairs, scale));
+		}
+	}
+	for (int t = 0; t < nt; t++)
+		lanes[t] = _mm256_add_epi32(_mm512_castsi512_si256(sum[t]), _mm512_extracti64x4_epi64(sum[t], 1));
+#else
+	for (int t = 0; t < nt; t++)
+		lanes[t] = _mm256_setzero_si256();
+	for (int c = 0; c < 8; c++) {
+		__m256i q = chunk_q(type, v->blk, c);
+		__m256i scale = chunk_scale(type, v, c);
+		__m256i qa = k_signed(type) ? _mm256_abs_epi8(q) : q;
+		for (int t = 0; t < nt; t++) {
+			__m256i xq = _mm256_loadu_si256((const __m256i *)(x[t][b].qs + 32 * c));
+			if (k_signed(type))
+				xq = _mm256_sign_epi8(xq, q);
+			__m256i pairs = _mm256_maddubs_epi16(qa, xq);
+			lanes[t] = _mm256_add_epi32(lanes[t], _mm256_madd_epi16(pairs, scale));
+		}
+	}
+#endif
 }
 
 CPU_INLINE void tile_k(const cpu_gemm_args *a, enum k_type type, const int nt)
@@ -257,20 +392,7 @@ CPU_INLINE void tile_k(const cpu_gemm_args *a, enum k_type type, const int nt)
 			__m256i lanes[CPU_GEMM_TOKENS];
 			view_block(type, w[r] + (size_t)b * bb, &v);
 			cpu_tile_prefetch(a, v.blk, bb);
-			for (int t = 0; t < nt; t++)
-				lanes[t] = _mm256_setzero_si256();
-			for (int c = 0; c < 8; c++) {
-				__m256i q = chunk_q(type, v.blk, c);
-				__m256i scale = chunk_scale(type, &v, c);
-				__m256i qa = k_signed(type) ? _mm256_abs_epi8(q) : q;
-				for (int t = 0; t < nt; t++) {
-					__m256i xq = _mm256_loadu_si256((const __m256i *)(x[t][b].qs + 32 * c));
-					if (k_signed(type))
-						xq = _mm256_sign_epi8(xq, q);
-					__m256i pairs = _mm256_maddubs_epi16(qa, xq);
-					lanes[t] = _mm256_add_epi32(lanes[t], _mm256_madd_epi16(pairs, scale));
-				}
-			}
+			block_lanes(type, &v, x, b, nt, lanes);
 			for (int t = 0; t < nt; t++) {
 				const cpu_block_q8_k *xb = &x[t][b];
 				if (type == K_Q2 || type == K_Q4 || type == K_Q5) {
