@@ -9,12 +9,15 @@
  *     share this work, then meet at a barrier.
  *  2. The output rows are split among the threads in panels of
  *     CPU_GEMM_ROWS weight rows; each panel meets the tokens a tile at a
- *     time (cpu_gemm.c).
+ *     time (cpu_gemm.c). With many tokens and a weight type that has one,
+ *     the panels are CPU_PANEL_ROWS rows repacked first (cpu_panel.h),
+ *     each thread into its own part of the scratch memory.
  */
 #include "cpu_backend.h"
 
 #include "cpu_convert.h"
 #include "cpu_gemm.h"
+#include "cpu_panel.h"
 #include "cpu_quant.h"
 
 /* Activations are converted in pieces of this many elements (a whole number
@@ -59,12 +62,37 @@ static bool matmul_supports(const loom_node *node)
 	return cpu_rows_uniform(x) && cpu_rows_uniform(y);
 }
 
-static size_t matmul_scratch_size(const loom_node *node, int n_threads)
+/* Tokens from which repacking a panel pays for itself. */
+#define PANEL_MIN_TOKENS 8
+
+static const cpu_panel_kernel *panel_kernel(const loom_node *node)
 {
 	const loom_tensor *w = node->src[0], *x = node->src[1];
 
-	(void)n_threads;
-	return (size_t)cpu_nrows(x) * act_row_bytes(w->dtype, x->ne[0]);
+	return cpu_nrows(x) >= PANEL_MIN_TOKENS ? cpu_panel_kernel_of(w->dtype) : NULL;
+}
+
+static size_t align64(size_t n)
+{
+	return (n + 63) & ~(size_t)63;
+}
+
+/* The converted activations, then each thread's packed panel. */
+static size_t matmul_scratch_size(const loom_node *node, int n_threads)
+{
+	const loom_tensor *w = node->src[0], *x = node->src[1];
+	const cpu_panel_kernel *pk = panel_kernel(node);
+	size_t act = align64((size_t)cpu_nrows(x) * act_row_bytes(w->dtype, x->ne[0]));
+
+	return act + (pk != NULL ? (size_t)n_threads * align64(pk->packed_bytes(x->ne[0])) : 0);
+}
+
+/* The panel kernels take Q8_0 activations with +128 on every byte. */
+static void offset_blocks(cpu_block_q8_0 *blocks, int64_t n_blocks)
+{
+	for (int64_t b = 0; b < n_blocks; b++)
+		for (int i = 0; i < CPU_QK; i++)
+			blocks[b].qs[i] = (int8_t)((uint8_t)blocks[b].qs[i] ^ 0x80);
 }
 
 static void convert_piece(loom_dtype weight_type, const float *x, char *row, int64_t e0, int64_t n)
@@ -92,7 +120,10 @@ static void convert_activations(const loom_node *node, const cpu_task *task, siz
 		int64_t t = u / per_row, e0 = (u % per_row) * CONVERT_CHUNK;
 		int64_t len = n - e0 < CONVERT_CHUNK ? n - e0 : CONVERT_CHUNK;
 		const float *src = (const float *)((const char *)x->data + t * x->nb[1]);
-		convert_piece(w->dtype, src, (char *)task->scratch + t * row_bytes, e0, len);
+		char *row = (char *)task->scratch + t * row_bytes;
+		convert_piece(w->dtype, src, row, e0, len);
+		if (panel_kernel(node) != NULL)
+			offset_blocks((cpu_block_q8_0 *)row + e0 / CPU_QK, len / CPU_QK);
 	}
 }
 
@@ -157,7 +188,23 @@ static void matmul_run(const loom_node *node, const cpu_task *task)
 #pragma omp barrier
 	}
 
-	int64_t lo, hi, n_panels = (n_out + CPU_GEMM_ROWS - 1) / CPU_GEMM_ROWS;
+	const cpu_panel_kernel *pk = panel_kernel(node);
+	int64_t lo, hi;
+	if (pk != NULL) {
+		size_t panel_bytes = align64(pk->packed_bytes(base.n));
+		void *panel = (char *)task->scratch + align64((size_t)n_tok * row_bytes) +
+			      (size_t)task->ith * panel_bytes;
+		cpu_split((n_out + CPU_PANEL_ROWS - 1) / CPU_PANEL_ROWS, task->ith, task->nth, &lo, &hi);
+		for (int64_t p = lo; p < hi; p++) {
+			int64_t o = p * CPU_PANEL_ROWS;
+			int nr = (int)min64(CPU_PANEL_ROWS, n_out - o);
+			pk->pack(base.w + (size_t)o * base.w_stride, base.w_stride, nr, base.n, panel);
+			pk->multiply(panel, base.n, base.x, base.x_stride, (int)n_tok, base.y + o, base.y_stride, nr);
+		}
+		return;
+	}
+
+	int64_t n_panels = (n_out + CPU_GEMM_ROWS - 1) / CPU_GEMM_ROWS;
 	size_t act_bytes = row_bytes != 0 ? row_bytes : (size_t)x->ne[0] * sizeof(float);
 	int64_t tok_block = (int64_t)(TOKEN_BLOCK_BYTES / act_bytes);
 
