@@ -213,15 +213,10 @@ static bool swiglu_supports(const loom_node *node)
 	       cpu_tensor_is(y, LOOM_DTYPE_F32) && cpu_same_shape(g, y) && cpu_same_shape(u, y);
 }
 
-/* silu(x) = x / (1 + e^-x), written as ggml writes it. */
 static void swiglu_piece(const loom_node *node, int64_t r, int64_t e0, int64_t len)
 {
-	const float *g = row_f32(node->src[0], r) + e0;
-	const float *u = row_f32(node->src[1], r) + e0;
-	float *y = row_f32(node->dst, r) + e0;
-
-	for (int64_t i = 0; i < len; i++)
-		y[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+	cpu_swiglu_row(row_f32(node->src[0], r) + e0, row_f32(node->src[1], r) + e0,
+		       row_f32(node->dst, r) + e0, len);
 }
 
 static void swiglu_run(const loom_node *node, const cpu_task *task)

@@ -24,4 +24,7 @@ double cpu_sum_squares(const float *x, int64_t n);
  * y may be x. */
 void cpu_scale_row(const float *x, float s, const float *w, float *y, int64_t n);
 
+/* y[i] = silu(g[i]) * u[i] (cpu_activation.c). y may be g or u. */
+void cpu_swiglu_row(const float *g, const float *u, float *y, int64_t n);
+
 #endif
