@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Regenerates the llama.cpp comparison models of
 # ../shared/golden/bench/llama-cpp-cpu.md (bench-small: stories110M's shape,
-# tiny1b: TinyLlama-1.1B's) with ../shared/tools/gen_synthetic.py, and checks
-# their md5 against that page. They are too big for the repository or
-# ../shared: give a directory with ~3 GB free.
+# tiny1b: TinyLlama-1.1B's) with ../shared/tools/gen_synthetic.py, checks
+# their md5 against that page, and quantizes them with `loom quantize` to
+# q8_0, q4_0 and q4_k_m (the same types per tensor, and the same sizes, as
+# llama-quantize's files there). They are too big for the repository or
+# ../shared: give a directory with ~6 GB free.
 #
-# usage: bench/make_models.sh DIR
+# usage: bench/make_models.sh DIR [LOOM]   (LOOM: the loom binary, build/loom)
 set -euo pipefail
-dir=${1:?usage: bench/make_models.sh DIR}
+dir=${1:?usage: bench/make_models.sh DIR [LOOM]}
 here=$(cd "$(dirname "$0")/.." && pwd)
+loom=${2:-$here/build/loom}
 shared=${LOOM_TEST_DATA:-$here/../shared}
 python=/usr/bin/python3
 vocab=$shared/models/synthetic/llama-f32.gguf
@@ -22,3 +25,9 @@ make_one() { # preset file dtype md5
 }
 make_one bench-small small-f32.gguf f32 198f840d94df61fcf4258cb24b569a40
 make_one bench-1b tiny1b-f16.gguf f16 ca6d947ae0d4b263c8c134590fc375e5
+for base in small-f32 tiny1b-f16; do
+	for scheme in q8_0 q4_0 q4_k_m; do
+		out="$dir/${base%-*}-$scheme.gguf"
+		[ -f "$out" ] || "$loom" quantize "$dir/$base.gguf" "$out" "$scheme"
+	done
+done
