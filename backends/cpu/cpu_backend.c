@@ -263,8 +263,13 @@ static loom_status prepare(cpu_backend *be, const loom_graph *graph)
 }
 
 /* Runs every node with all threads, a barrier after each. */
+/* Nodes take turns with two work counters: node i's was used last by node
+ * i - 2, and thread 0 zeroes it while node i - 1 runs, before the barrier
+ * that node i starts after. */
 static void run_graph(cpu_backend *be, const loom_graph *graph, atomic_int *bad_node)
 {
+	atomic_llong work[2] = {0, 0};
+
 #pragma omp parallel num_threads(be->n_threads)
 	{
 		cpu_task task = {
@@ -275,6 +280,9 @@ static void run_graph(cpu_backend *be, const loom_graph *graph, atomic_int *bad_
 		};
 		for (int i = 0; i < graph->n_nodes; i++) {
 			task.node = i;
+			task.work = &work[i % 2];
+			if (task.ith == 0)
+				atomic_store(&work[(i + 1) % 2], 0);
 			op_of(&graph->nodes[i])->run(&graph->nodes[i], &task);
 #pragma omp barrier
 		}

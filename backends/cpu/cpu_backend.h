@@ -25,7 +25,23 @@ typedef struct cpu_task {
 	unsigned char *scratch; /* shared by all threads; sized by scratch_size */
 	int node;               /* index of the node being run */
 	atomic_int *bad_node;   /* first node that met a bad index, else -1 */
+	atomic_llong *work;     /* this node's work counter, 0 when it starts */
 } cpu_task;
+
+/* Takes the next `chunk` items of `total` from the node's counter into
+ * [*lo, *hi); false when none are left. Threads that find their share
+ * slower (a busy core, a page fault) take fewer. */
+static inline bool cpu_take_work(const cpu_task *task, int64_t total, int64_t chunk, int64_t *lo,
+				 int64_t *hi)
+{
+	int64_t start = atomic_fetch_add(task->work, chunk);
+
+	if (start >= total)
+		return false;
+	*lo = start;
+	*hi = start + chunk < total ? start + chunk : total;
+	return true;
+}
 
 /* An input index (row, cell) was out of range: the op skips that row and
  * compute() reports the node once the graph is done. */

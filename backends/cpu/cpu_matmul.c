@@ -194,9 +194,9 @@ static void matmul_run(const loom_node *node, const cpu_task *task)
 		size_t panel_bytes = align64(pk->packed_bytes(base.n));
 		void *panel = (char *)task->scratch + align64((size_t)n_tok * row_bytes) +
 			      (size_t)task->ith * panel_bytes;
-		cpu_split((n_out + CPU_PANEL_ROWS - 1) / CPU_PANEL_ROWS, task->ith, task->nth, &lo, &hi);
-		for (int64_t p = lo; p < hi; p++) {
-			int64_t o = p * CPU_PANEL_ROWS;
+		int64_t n_panels = (n_out + CPU_PANEL_ROWS - 1) / CPU_PANEL_ROWS;
+		while (cpu_take_work(task, n_panels, 1, &lo, &hi)) {
+			int64_t o = lo * CPU_PANEL_ROWS;
 			int nr = (int)min64(CPU_PANEL_ROWS, n_out - o);
 			pk->pack(base.w + (size_t)o * base.w_stride, base.w_stride, nr, base.n, panel);
 			pk->multiply(panel, base.n, base.x, base.x_stride, (int)n_tok, base.y + o, base.y_stride, nr);
@@ -210,10 +210,14 @@ static void matmul_run(const loom_node *node, const cpu_task *task)
 
 	tok_block = tok_block < CPU_GEMM_TOKENS ? CPU_GEMM_TOKENS
 						: tok_block / CPU_GEMM_TOKENS * CPU_GEMM_TOKENS;
-	cpu_split(n_panels, task->ith, task->nth, &lo, &hi);
-	for (int64_t t = 0; t < n_tok; t += tok_block)
-		multiply_block(&base, cpu_gemm_kernel(w->dtype), n_out, lo, hi, t,
-			       min64(n_tok, t + tok_block));
+	/* Panels go out in chunks of about 1/16 of a thread's even share, so
+	 * that a thread slowed down can hand some of its share to the others. */
+	int64_t chunk = n_panels / ((int64_t)task->nth * 16);
+	chunk = chunk < 1 ? 1 : chunk;
+	while (cpu_take_work(task, n_panels, chunk, &lo, &hi))
+		for (int64_t t = 0; t < n_tok; t += tok_block)
+			multiply_block(&base, cpu_gemm_kernel(w->dtype), n_out, lo, hi, t,
+				       min64(n_tok, t + tok_block));
 }
 
 const cpu_op cpu_op_matmul = {
