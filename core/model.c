@@ -367,6 +367,57 @@ static loom_status bind_weights(loom_model *m, int fmt)
 	return LOOM_OK;
 }
 
+/* Offers t, a weight only MATMUL reads, to the backend's weight_repack. */
+static loom_status repack(loom_model *m, loom_tensor *t, loom_role role, int il)
+{
+	const loom_backend *be = &m->rt->backend;
+	loom_buffer buf = {0};
+	uint32_t layout = 0;
+	loom_status st = be->vt->weight_repack(be->ctx, t, &buf, &layout);
+	if (st == LOOM_ERR_UNSUPPORTED)
+		return LOOM_OK;
+	if (st != LOOM_OK)
+		return loom_error(st, "backend %s could not repack %s of layer %d", be->plugin->name,
+				  loom_role_name(role), il);
+	if (layout == 0) {
+		be->vt->buffer_free(be->ctx, &buf);
+		return LOOM_OK;
+	}
+	m->repacked[m->n_repacked++] = buf;
+	t->data = buf.base;
+	t->layout = layout;
+	return LOOM_OK;
+}
+
+/* The weights of the layers' matmuls and an untied output head; a tied
+ * head stays as it is, since GET_ROWS reads it too. */
+static loom_status repack_weights(loom_model *m)
+{
+	const loom_backend *be = &m->rt->backend;
+	if (!LOOM_VT_HAS(be->vt, weight_repack))
+		return LOOM_OK;
+	m->repacked = calloc((size_t)m->hp.n_layer * 7 + 1, sizeof(loom_buffer));
+	if (m->repacked == NULL)
+		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+	loom_status st = LOOM_OK;
+	for (int il = 0; il < m->hp.n_layer && st == LOOM_OK; il++) {
+		loom_layer *l = &m->layers[il];
+		struct { loom_tensor *t; loom_role role; } mats[] = {
+			{&l->attn_q, LOOM_ROLE_ATTN_Q},     {&l->attn_k, LOOM_ROLE_ATTN_K},
+			{&l->attn_v, LOOM_ROLE_ATTN_V},     {&l->attn_output, LOOM_ROLE_ATTN_OUTPUT},
+			{&l->ffn_gate, LOOM_ROLE_FFN_GATE}, {&l->ffn_up, LOOM_ROLE_FFN_UP},
+			{&l->ffn_down, LOOM_ROLE_FFN_DOWN},
+		};
+		for (size_t i = 0; i < sizeof(mats) / sizeof(mats[0]) && st == LOOM_OK; i++)
+			st = repack(m, mats[i].t, mats[i].role, il);
+	}
+	if (st == LOOM_OK && m->output.data != m->token_embd.data)
+		st = repack(m, &m->output, LOOM_ROLE_OUTPUT, -1);
+	if (st == LOOM_OK && m->n_repacked > 0)
+		loom_info("backend %s repacked %d weights into its own layouts", be->plugin->name, m->n_repacked);
+	return st;
+}
+
 static loom_status load_weights(loom_model *m)
 {
 	int fmt = loom_contract_format_index(m->format->name);
@@ -380,6 +431,8 @@ static loom_status load_weights(loom_model *m)
 		st = bind_weights(m, fmt);
 	if (st == LOOM_OK && m->weights_allocated)
 		st = upload_weights(m);
+	if (st == LOOM_OK)
+		st = repack_weights(m);
 	return st;
 }
 
@@ -445,6 +498,9 @@ void loom_model_free(loom_model *m)
 	if (m == NULL)
 		return;
 	const loom_backend *be = &m->rt->backend;
+	for (int i = 0; i < m->n_repacked; i++)
+		be->vt->buffer_free(be->ctx, &m->repacked[i]);
+	free(m->repacked);
 	if (m->weights.handle != NULL || m->weights.base != NULL)
 		be->vt->buffer_free(be->ctx, &m->weights);
 	free(m->layers);

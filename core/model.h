@@ -45,6 +45,8 @@ struct loom_model {
 
 	loom_buffer weights;     /* the file mapping in place, or a copy */
 	bool weights_allocated;  /* weights came from buffer_alloc */
+	loom_buffer *repacked;   /* copies in the backend's own layouts */
+	int n_repacked;
 	loom_tensor token_embd;  /* {n_embd, n_vocab} */
 	loom_tensor output_norm; /* {n_embd} */
 	loom_tensor output;      /* {n_embd, n_vocab}; token_embd when tied */

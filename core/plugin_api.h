@@ -109,6 +109,10 @@ typedef struct loom_tensor {
 	size_t nb[LOOM_MAX_DIMS];
 	void *data;
 	const char *name; /* for error messages; may be NULL */
+	/* 0: the dtype's own (GGUF) layout, described by ne and nb. Anything
+	 * else: a layout of the backend's own, given by its weight_repack;
+	 * only that backend reads such a tensor, and only as MATMUL's src0. */
+	uint32_t layout;
 } loom_tensor;
 
 /* The operations of a forward step. Unless stated, tensors are F32, rows are
@@ -257,6 +261,15 @@ typedef struct loom_backend_vtable {
 	/* Run every node of the graph, in order, and wait for the result. The
 	 * core never calls compute on one instance from two threads at once. */
 	loom_status (*compute)(void *backend, const loom_graph *graph);
+
+	/* (optional) Offered, once at load, every weight that only MATMUL
+	 * reads (as src0). The backend may copy it into a layout of its own,
+	 * faster to multiply: it allocates *out (freed later with buffer_free),
+	 * fills it and sets *layout to a nonzero value of its choosing; the
+	 * core then points the tensor at out->base with that layout, other
+	 * fields unchanged. LOOM_ERR_UNSUPPORTED keeps the standard layout;
+	 * any other error fails the load. NULL slot: no weight is repacked. */
+	loom_status (*weight_repack)(void *backend, const loom_tensor *w, loom_buffer *out, uint32_t *layout);
 } loom_backend_vtable;
 
 /* ------------------------------------------------------------------------ */

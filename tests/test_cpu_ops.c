@@ -150,7 +150,11 @@ typedef struct op_case {
 	int32_t ip[LOOM_NODE_MAX_PARAMS];
 	float fp[LOOM_NODE_MAX_PARAMS];
 	bool in_place; /* dst is src[0]'s memory */
+	bool repack;   /* src[0] goes through weight_repack first */
 } op_case;
+
+/* The layout weight_repack gave the last case that asked for it (0: kept). */
+static uint32_t last_repack_layout;
 
 static void case_free(op_case *c)
 {
@@ -248,9 +252,27 @@ static void run_case(variant *v, int k, const op_case *c, size_t pad, void *out)
 	}
 	memcpy(node.ip, c->ip, sizeof(node.ip));
 	memcpy(node.fp, c->fp, sizeof(node.fp));
+	loom_buffer packed = {0};
+	loom_tensor repacked;
+	if (c->repack) {
+		uint32_t layout = 0;
+		st = v->vt->weight_repack(be, &src[0].t, &packed, &layout);
+		ck_assert_msg(st == LOOM_OK || st == LOOM_ERR_UNSUPPORTED, "%s on %s: weight_repack: %d", c->what,
+			      v->name, st);
+		last_repack_layout = st == LOOM_OK ? layout : 0;
+		if (st == LOOM_OK) {
+			ck_assert_msg(layout != 0, "%s on %s: repacked into layout 0", c->what, v->name);
+			repacked = src[0].t;
+			repacked.data = packed.base;
+			repacked.layout = layout;
+			node.src[0] = &repacked;
+		}
+	}
 	ck_assert_msg(v->vt->supports(be, &node), "%s on %s: supports() refused it", c->what, v->name);
 	test_clear_error();
 	st = v->vt->compute(be, &graph);
+	if (packed.base != NULL)
+		v->vt->buffer_free(be, &packed);
 	ck_assert_msg(st == LOOM_OK, "%s on %s: compute failed (%d): %s", c->what, v->name, st,
 		      test_plugin_error());
 	for (int i = 0; i < LOOM_NODE_MAX_SRC; i++) {
@@ -975,6 +997,73 @@ START_TEST(test_matmul_quant)
 }
 END_TEST
 
+/* Weights repacked at load (weight_repack): the variants with AVX-512 VNNI
+ * repack Q4_0 and must then give the standard layout's output bit for bit,
+ * for every token count and for row counts that leave a group part-filled;
+ * other types and variants keep the standard layout. A repacked weight is
+ * for MATMUL alone: GET_ROWS refuses it. */
+START_TEST(test_matmul_repacked)
+{
+	static const loom_dtype types[] = {LOOM_DTYPE_Q4_0, LOOM_DTYPE_Q8_0, LOOM_DTYPE_Q4_K, LOOM_DTYPE_F16};
+	static const int64_t lens[] = {256, 2816};
+	variant *v = usable_variant(_i, "MATMUL repacked");
+	ref_rng rng = {11};
+
+	if (v == NULL)
+		return;
+	for (size_t k = 0; k < N_OF(types); k++) {
+		bool expect = types[k] == LOOM_DTYPE_Q4_0 && _i == V_AVX512;
+		for (size_t li = 0; li < N_OF(lens); li++) {
+			for (size_t ri = 0; ri < N_OF(row_counts); ri++) {
+				for (size_t ti = 0; ti < N_OF(token_counts); ti++) {
+					int64_t n = lens[li], n_out = row_counts[ri], n_tok = token_counts[ti];
+					op_case c = {.op = LOOM_OP_MATMUL};
+					c.src[0] = random_weights(&rng, types[k], n, n_out, 1.0 / sqrt((double)n));
+					c.src[1] = ht(LOOM_DTYPE_F32, n, n_tok, 1, 1);
+					c.dst = ht(LOOM_DTYPE_F32, n_out, n_tok, 1, 1);
+					fill_normal(&rng, f32(&c.src[1]), (size_t)(n * n_tok), 2.0);
+					snprintf(c.what, sizeof(c.what), "MATMUL %s [%lld x %lld] x %lld tokens, repacked",
+						 dtype_name(types[k]), (long long)n, (long long)n_out, (long long)n_tok);
+					float *standard = exercise(v, &c);
+					c.repack = true;
+					float *got = exercise(v, &c);
+					ck_assert_msg((last_repack_layout != 0) == expect, "%s on %s: layout %u", c.what,
+						      v->name, last_repack_layout);
+					size_t bytes = (size_t)(n_out * n_tok) * sizeof(float);
+					ck_assert_msg(memcmp(standard, got, bytes) == 0,
+						      "%s on %s: differs from the standard layout", c.what, v->name);
+					free(standard);
+					free(got);
+					case_free(&c);
+				}
+			}
+		}
+	}
+
+	/* GET_ROWS on a repacked table. */
+	void *be = v->be[0];
+	htensor h = random_weights(&rng, LOOM_DTYPE_Q4_0, 64, 32, 1.0);
+	dtensor d = {0};
+	place(v, be, &h, 0, &d);
+	loom_buffer packed = {0};
+	uint32_t layout = 0;
+	if (v->vt->weight_repack(be, &d.t, &packed, &layout) == LOOM_OK) {
+		loom_tensor t = d.t, ids, out;
+		t.data = packed.base;
+		t.layout = layout;
+		int32_t idx = 0;
+		float row[64];
+		ids = (loom_tensor){.dtype = LOOM_DTYPE_I32, .ne = {1, 1, 1, 1}, .nb = {4, 4, 4, 4}, .data = &idx};
+		out = (loom_tensor){.dtype = LOOM_DTYPE_F32, .ne = {64, 1, 1, 1}, .nb = {4, 256, 256, 256}, .data = row};
+		loom_node node = {.op = LOOM_OP_GET_ROWS, .dst = &out, .src = {&t, &ids}};
+		ck_assert_msg(!v->vt->supports(be, &node), "%s: GET_ROWS took a repacked table", v->name);
+		v->vt->buffer_free(be, &packed);
+	}
+	v->vt->buffer_free(be, &d.buf);
+	free(h.data);
+}
+END_TEST
+
 /* Activations that quantize to exact ties (x * scale = k + 1/2): the
  * rounding must go to even, as llama.cpp's x86 quantizers do. With one
  * element of magnitude 127 per block the Q8_0/Q8_1 scale 127 / amax and
@@ -1631,6 +1720,7 @@ static Suite *cpu_ops_suite(void)
 	add_variant_test(s, "matmul_bf16", test_matmul_bf16);
 	add_type_variant_test(s, "matmul_quant", test_matmul_quant, N_OF(quant_types));
 	add_variant_test(s, "matmul_ties", test_matmul_ties);
+	add_variant_test(s, "matmul_repacked", test_matmul_repacked);
 	add_variant_test(s, "add_mul", test_add_mul);
 	add_variant_test(s, "scale", test_scale);
 	add_variant_test(s, "swiglu", test_swiglu);

@@ -4,6 +4,8 @@
  */
 #include "cpu_backend.h"
 
+#include "cpu_repack.h"
+
 #include <omp.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -315,6 +317,26 @@ static loom_status cpu_compute(void *backend, const loom_graph *graph)
 	return LOOM_OK;
 }
 
+static loom_status cpu_weight_repack(void *backend, const loom_tensor *w, loom_buffer *out, uint32_t *layout)
+{
+	cpu_backend *be = backend;
+	uint32_t l = 0;
+	size_t bytes;
+
+	if (w == NULL || out == NULL || layout == NULL) {
+		report(be->host, "weight_repack: invalid arguments");
+		return LOOM_ERR_INVALID_ARGUMENT;
+	}
+	if (!cpu_tensor_ok(w) || (bytes = cpu_repacked_bytes(w, &l)) == 0)
+		return LOOM_ERR_UNSUPPORTED;
+	loom_status st = cpu_buffer_alloc(backend, bytes, out);
+	if (st != LOOM_OK)
+		return st;
+	cpu_repack(w, out->base);
+	*layout = l;
+	return LOOM_OK;
+}
+
 const loom_backend_vtable cpu_backend_vtable = {
 	.struct_size = sizeof(loom_backend_vtable),
 	.init = cpu_init,
@@ -326,4 +348,5 @@ const loom_backend_vtable cpu_backend_vtable = {
 	.buffer_from_host = cpu_buffer_from_host,
 	.supports = cpu_supports,
 	.compute = cpu_compute,
+	.weight_repack = cpu_weight_repack,
 };

@@ -109,11 +109,13 @@ static inline void *cpu_row(const loom_tensor *t, int64_t r)
 /* A known dtype, positive extents, ne[0] a whole number of blocks and
  * blocks (or elements) packed along dimension 0: what every kernel here
  * assumes of a tensor. Strides of dimensions 1..3 are free. */
+/* A tensor of a dtype with a block layout, whole blocks per row, in the
+ * standard layout (cpu_repack.h has the others). */
 static inline bool cpu_tensor_ok(const loom_tensor *t)
 {
 	loom_dtype_layout l;
 
-	if (t == NULL)
+	if (t == NULL || t->layout != 0)
 		return false;
 	l = loom_dtype_layout_of(t->dtype);
 	if (l.block == 0)

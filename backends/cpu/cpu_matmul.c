@@ -11,7 +11,9 @@
  *     CPU_GEMM_ROWS weight rows; each panel meets the tokens a tile at a
  *     time (cpu_gemm.c). With many tokens and a weight type that has one,
  *     the panels are CPU_PANEL_ROWS rows repacked first (cpu_panel.h),
- *     each thread into its own part of the scratch memory.
+ *     each thread into its own part of the scratch memory. A weight
+ *     repacked at load (cpu_repack.h) goes its own way for every token
+ *     count, with the sums of the activation blocks computed in phase 1.
  */
 #include "cpu_backend.h"
 
@@ -19,6 +21,7 @@
 #include "cpu_gemm.h"
 #include "cpu_panel.h"
 #include "cpu_quant.h"
+#include "cpu_repack.h"
 
 /* Activations are converted in pieces of this many elements (a whole number
  * of blocks of every activation type), so that a single token's row is
@@ -48,7 +51,11 @@ static bool matmul_supports(const loom_node *node)
 {
 	const loom_tensor *w = node->src[0], *x = node->src[1], *y = node->dst;
 
-	if (!cpu_tensor_ok(w) || cpu_gemm_kernel(w->dtype) == NULL)
+	if (w == NULL || !cpu_layout_supported(w->dtype, w->layout))
+		return false;
+	loom_tensor standard = *w;
+	standard.layout = 0;
+	if (!cpu_tensor_ok(&standard) || cpu_gemm_kernel(w->dtype) == NULL)
 		return false;
 	if (!cpu_tensor_is(x, LOOM_DTYPE_F32) || !cpu_tensor_is(y, LOOM_DTYPE_F32))
 		return false;
@@ -69,7 +76,17 @@ static const cpu_panel_kernel *panel_kernel(const loom_node *node)
 {
 	const loom_tensor *w = node->src[0], *x = node->src[1];
 
-	return cpu_nrows(x) >= PANEL_MIN_TOKENS ? cpu_panel_kernel_of(w->dtype) : NULL;
+	if (w->layout != 0 || cpu_nrows(x) < PANEL_MIN_TOKENS)
+		return NULL;
+	return cpu_panel_kernel_of(w->dtype);
+}
+
+/* Bytes of a row of the activation block sums a repacked weight needs. */
+static size_t sums_row_bytes(const loom_node *node)
+{
+	const loom_tensor *w = node->src[0];
+
+	return w->layout != 0 ? (size_t)(w->ne[0] / CPU_QK) * sizeof(int32_t) : 0;
 }
 
 static size_t align64(size_t n)
@@ -84,7 +101,19 @@ static size_t matmul_scratch_size(const loom_node *node, int n_threads)
 	const cpu_panel_kernel *pk = panel_kernel(node);
 	size_t act = align64((size_t)cpu_nrows(x) * act_row_bytes(w->dtype, x->ne[0]));
 
-	return act + (pk != NULL ? (size_t)n_threads * align64(pk->packed_bytes(x->ne[0])) : 0);
+	return act + (pk != NULL ? (size_t)n_threads * align64(pk->packed_bytes(x->ne[0])) : 0) +
+	       (size_t)cpu_nrows(x) * sums_row_bytes(node);
+}
+
+/* Each block's sum of its quantized values, for a repacked weight. */
+static void block_sums(const cpu_block_q8_0 *blocks, int32_t *sums, int64_t n_blocks)
+{
+	for (int64_t b = 0; b < n_blocks; b++) {
+		int32_t s = 0;
+		for (int i = 0; i < CPU_QK; i++)
+			s += blocks[b].qs[i];
+		sums[b] = s;
+	}
 }
 
 /* The panel kernels take Q8_0 activations with +128 on every byte. */
@@ -124,6 +153,11 @@ static void convert_activations(const loom_node *node, const cpu_task *task, siz
 		convert_piece(w->dtype, src, row, e0, len);
 		if (panel_kernel(node) != NULL)
 			offset_blocks((cpu_block_q8_0 *)row + e0 / CPU_QK, len / CPU_QK);
+		if (w->layout != 0) {
+			int32_t *sums = (int32_t *)(task->scratch + align64((size_t)cpu_nrows(x) * row_bytes) +
+						    (size_t)t * sums_row_bytes(node));
+			block_sums((cpu_block_q8_0 *)row + e0 / CPU_QK, sums + e0 / CPU_QK, len / CPU_QK);
+		}
 	}
 }
 
@@ -190,6 +224,15 @@ static void matmul_run(const loom_node *node, const cpu_task *task)
 
 	const cpu_panel_kernel *pk = panel_kernel(node);
 	int64_t lo, hi;
+	if (w->layout != 0) {
+		const int32_t *sums = (const int32_t *)(task->scratch + align64((size_t)n_tok * row_bytes));
+		int64_t n_groups = (n_out + CPU_REPACK_ROWS - 1) / CPU_REPACK_ROWS;
+		int64_t chunk = n_groups / ((int64_t)task->nth * 16);
+		while (cpu_take_work(task, n_groups, chunk < 1 ? 1 : chunk, &lo, &hi))
+			cpu_repacked_multiply(w, lo, hi, base.x, base.x_stride, sums, sums_row_bytes(node), n_tok,
+					      base.y, base.y_stride);
+		return;
+	}
 	if (pk != NULL) {
 		size_t panel_bytes = align64(pk->packed_bytes(base.n));
 		void *panel = (char *)task->scratch + align64((size_t)n_tok * row_bytes) +

@@ -1,0 +1,45 @@
+/*
+ * cpu_repack.h - weights repacked once, at load, into layouts faster to
+ * multiply than the file's (the backend's weight_repack slot).
+ *
+ * CPU_LAYOUT_Q4_0_X16: Q4_0 rows in groups of 16. For each block of a
+ * group: word k (bytes 4k..4k+3 of qs, the nibbles of elements 4k..4k+3 and
+ * 16+4k..16+4k+3) of all 16 rows side by side, for k = 0..3, then the 16
+ * rows' fp16 scales; 288 bytes, as many as the 16 blocks it replaces. A
+ * missing last row of a group is zeros. One 512-bit register then holds
+ * the same elements of all 16 rows, so dpbusd with four activation bytes
+ * copied to every lane advances every row's dot product at once, with no
+ * unpacking across rows and no horizontal sums. Only variants with
+ * AVX-512 VNNI repack.
+ */
+#ifndef LOOM_CPU_REPACK_H
+#define LOOM_CPU_REPACK_H
+
+#include "plugin_api.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define CPU_LAYOUT_Q4_0_X16 1u
+#define CPU_REPACK_ROWS 16
+
+/* Bytes of w in the layout this variant would repack it into; 0 if it
+ * keeps w as it is. */
+size_t cpu_repacked_bytes(const loom_tensor *w, uint32_t *layout);
+
+/* Writes w (standard layout) into dst in that layout. */
+void cpu_repack(const loom_tensor *w, void *dst);
+
+/* Can this variant multiply by a weight in this layout? */
+bool cpu_layout_supported(loom_dtype type, uint32_t layout);
+
+/* y[t][o] for the 16-row groups [g_lo, g_hi) of a CPU_LAYOUT_Q4_0_X16
+ * weight w, with nt tokens of Q8_0 activations x (rows x_stride bytes
+ * apart) and the per-block sums of their quantized values xsum (rows of
+ * n / 32, xsum_stride apart). */
+void cpu_repacked_multiply(const loom_tensor *w, int64_t g_lo, int64_t g_hi, const char *x,
+			   size_t x_stride, const int32_t *xsum, size_t xsum_stride, int64_t nt, float *y,
+			   size_t y_stride);
+
+#endif
