@@ -998,8 +998,9 @@ START_TEST(test_matmul_quant)
 END_TEST
 
 /* Weights repacked at load (weight_repack): the variants with AVX-512 VNNI
- * repack Q4_0 and must then give the standard layout's output bit for bit,
- * for every token count and for row counts that leave a group part-filled;
+ * repack Q4_0 and Q8_0 and must then give the standard layout's output bit
+ * for bit, for every token count and for row counts that leave a group
+ * part-filled;
  * other types and variants keep the standard layout. A repacked weight is
  * for MATMUL alone: GET_ROWS refuses it. */
 START_TEST(test_matmul_repacked)
@@ -1012,7 +1013,7 @@ START_TEST(test_matmul_repacked)
 	if (v == NULL)
 		return;
 	for (size_t k = 0; k < N_OF(types); k++) {
-		bool expect = types[k] == LOOM_DTYPE_Q4_0 && _i == V_AVX512;
+		bool expect = (types[k] == LOOM_DTYPE_Q4_0 || types[k] == LOOM_DTYPE_Q8_0) && _i == V_AVX512;
 		for (size_t li = 0; li < N_OF(lens); li++) {
 			for (size_t ri = 0; ri < N_OF(row_counts); ri++) {
 				for (size_t ti = 0; ti < N_OF(token_counts); ti++) {

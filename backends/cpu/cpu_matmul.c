@@ -86,7 +86,9 @@ static size_t sums_row_bytes(const loom_node *node)
 {
 	const loom_tensor *w = node->src[0];
 
-	return w->layout != 0 ? (size_t)(w->ne[0] / CPU_QK) * sizeof(int32_t) : 0;
+	return w->layout != 0 ? (size_t)(w->ne[0] / CPU_QK) * (size_t)cpu_repacked_sums_per_block(w->layout) *
+					sizeof(int32_t)
+			      : 0;
 }
 
 static size_t align64(size_t n)
@@ -105,14 +107,17 @@ static size_t matmul_scratch_size(const loom_node *node, int n_threads)
 	       (size_t)cpu_nrows(x) * sums_row_bytes(node);
 }
 
-/* Each block's sum of its quantized values, for a repacked weight. */
-static void block_sums(const cpu_block_q8_0 *blocks, int32_t *sums, int64_t n_blocks)
+/* Sums of the quantized values of each block, `per` to a block (each of
+ * CPU_QK / per elements), for a repacked weight. */
+static void block_sums(const cpu_block_q8_0 *blocks, int32_t *sums, int64_t n_blocks, int per)
 {
 	for (int64_t b = 0; b < n_blocks; b++) {
-		int32_t s = 0;
-		for (int i = 0; i < CPU_QK; i++)
-			s += blocks[b].qs[i];
-		sums[b] = s;
+		for (int k = 0; k < per; k++) {
+			int32_t s = 0;
+			for (int i = k * CPU_QK / per; i < (k + 1) * CPU_QK / per; i++)
+				s += blocks[b].qs[i];
+			sums[b * per + k] = s;
+		}
 	}
 }
 
@@ -156,7 +161,8 @@ static void convert_activations(const loom_node *node, const cpu_task *task, siz
 		if (w->layout != 0) {
 			int32_t *sums = (int32_t *)(task->scratch + align64((size_t)cpu_nrows(x) * row_bytes) +
 						    (size_t)t * sums_row_bytes(node));
-			block_sums((cpu_block_q8_0 *)row + e0 / CPU_QK, sums + e0 / CPU_QK, len / CPU_QK);
+			int per = cpu_repacked_sums_per_block(w->layout);
+			block_sums((cpu_block_q8_0 *)row + e0 / CPU_QK, sums + e0 / CPU_QK * per, len / CPU_QK, per);
 		}
 	}
 }

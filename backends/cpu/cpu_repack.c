@@ -20,7 +20,14 @@ typedef struct q4_0_x16 {
 	uint16_t d[CPU_REPACK_ROWS];
 } q4_0_x16;
 
+typedef struct q8_0_x16 {
+	uint8_t qs[2 * WORDS][CPU_REPACK_ROWS][4];
+	uint16_t d[CPU_REPACK_ROWS];
+} q8_0_x16;
+
 _Static_assert(sizeof(q4_0_x16) == CPU_REPACK_ROWS * sizeof(cpu_block_q4_0),
+	       "a repacked group takes the bytes of the blocks it holds");
+_Static_assert(sizeof(q8_0_x16) == CPU_REPACK_ROWS * sizeof(cpu_block_q8_0),
 	       "a repacked group takes the bytes of the blocks it holds");
 
 static int64_t groups_of(const loom_tensor *w)
@@ -30,34 +37,58 @@ static int64_t groups_of(const loom_tensor *w)
 
 size_t cpu_repacked_bytes(const loom_tensor *w, uint32_t *layout)
 {
-	if (w->dtype != LOOM_DTYPE_Q4_0 || w->layout != 0 || w->ne[0] % CPU_QK != 0 || w->ne[2] != 1 ||
-	    w->ne[3] != 1)
+	if (w->layout != 0 || w->ne[0] % CPU_QK != 0 || w->ne[2] != 1 || w->ne[3] != 1)
 		return 0;
-	*layout = CPU_LAYOUT_Q4_0_X16;
-	return (size_t)groups_of(w) * (size_t)(w->ne[0] / CPU_QK) * sizeof(q4_0_x16);
+	size_t blocks = (size_t)groups_of(w) * (size_t)(w->ne[0] / CPU_QK);
+	if (w->dtype == LOOM_DTYPE_Q4_0) {
+		*layout = CPU_LAYOUT_Q4_0_X16;
+		return blocks * sizeof(q4_0_x16);
+	}
+	if (w->dtype == LOOM_DTYPE_Q8_0) {
+		*layout = CPU_LAYOUT_Q8_0_X16;
+		return blocks * sizeof(q8_0_x16);
+	}
+	return 0;
 }
 
 void cpu_repack(const loom_tensor *w, void *dst)
 {
 	int64_t n_blocks = w->ne[0] / CPU_QK;
-	q4_0_x16 *out = dst;
+	uint32_t layout = 0;
 
-	memset(dst, 0, (size_t)groups_of(w) * (size_t)n_blocks * sizeof(q4_0_x16));
+	memset(dst, 0, cpu_repacked_bytes(w, &layout));
 	for (int64_t o = 0; o < w->ne[1]; o++) {
-		const cpu_block_q4_0 *row = (const cpu_block_q4_0 *)((const char *)w->data + o * w->nb[1]);
-		q4_0_x16 *group = out + (o / CPU_REPACK_ROWS) * n_blocks;
+		const char *row = (const char *)w->data + o * w->nb[1];
+		int64_t first = (o / CPU_REPACK_ROWS) * n_blocks;
 		int r = (int)(o % CPU_REPACK_ROWS);
 		for (int64_t b = 0; b < n_blocks; b++) {
-			for (int k = 0; k < WORDS; k++)
-				memcpy(group[b].qs[k][r], row[b].qs + 4 * k, 4);
-			group[b].d[r] = row[b].d;
+			if (layout == CPU_LAYOUT_Q4_0_X16) {
+				const cpu_block_q4_0 *in = (const cpu_block_q4_0 *)row + b;
+				q4_0_x16 *g = (q4_0_x16 *)dst + first + b;
+				for (int k = 0; k < WORDS; k++)
+					memcpy(g->qs[k][r], in->qs + 4 * k, 4);
+				g->d[r] = in->d;
+			} else {
+				const cpu_block_q8_0 *in = (const cpu_block_q8_0 *)row + b;
+				q8_0_x16 *g = (q8_0_x16 *)dst + first + b;
+				for (int k = 0; k < 2 * WORDS; k++)
+					for (int i = 0; i < 4; i++)
+						g->qs[k][r][i] = (uint8_t)(in->qs[4 * k + i] ^ 0x80);
+				g->d[r] = in->d;
+			}
 		}
 	}
 }
 
 bool cpu_layout_supported(loom_dtype type, uint32_t layout)
 {
-	return layout == 0 || (layout == CPU_LAYOUT_Q4_0_X16 && type == LOOM_DTYPE_Q4_0);
+	return layout == 0 || (layout == CPU_LAYOUT_Q4_0_X16 && type == LOOM_DTYPE_Q4_0) ||
+	       (layout == CPU_LAYOUT_Q8_0_X16 && type == LOOM_DTYPE_Q8_0);
+}
+
+int cpu_repacked_sums_per_block(uint32_t layout)
+{
+	return layout == CPU_LAYOUT_Q8_0_X16 ? 2 * WORDS : 1;
 }
 
 /* Group j (elements 4j..4j+3) of an activation block in every lane. */
@@ -76,7 +107,7 @@ CPU_INLINE __m512i act_group(const cpu_block_q8_0 *x, int j)
  * (cpu_quant_legacy.c): a row's block total, exact, added to one f32 sum
  * per row by FMA, so the result equals the standard layout's bit for bit.
  */
-CPU_INLINE void group_tokens(const q4_0_x16 *g, int64_t n_blocks, const char *x, size_t x_stride,
+CPU_INLINE void q4_0_tokens(const q4_0_x16 *g, int64_t n_blocks, const char *x, size_t x_stride,
 			     const int32_t *xsum, size_t xsum_stride, const int nt, float *y, size_t y_stride,
 			     __mmask16 rows)
 {
@@ -108,31 +139,93 @@ CPU_INLINE void group_tokens(const q4_0_x16 *g, int64_t n_blocks, const char *x,
 		_mm512_mask_storeu_ps((float *)((char *)y + (size_t)t * y_stride), rows, acc[t]);
 }
 
+/*
+ * Q8_0: the weights meet dpbusd as w + 128, which adds 128 * sum(x) over
+ * each group of 4; each group's integer sum starts from the negation. The
+ * sums follow the Q8_0 row kernel's order (cpu_quant_legacy.c): 8 f32
+ * lanes per row, lane j taking group j of every block by FMA, reduced as
+ * (j, j + 4) pairs and (0, 2) + (1, 3).
+ */
+CPU_INLINE void q8_0_tokens(const q8_0_x16 *g, int64_t n_blocks, const char *x, size_t x_stride,
+			    const int32_t *xsum, size_t xsum_stride, const int nt, float *y, size_t y_stride,
+			    __mmask16 rows)
+{
+	__m512 acc[2][2 * WORDS];
+
+	for (int t = 0; t < nt; t++)
+		for (int j = 0; j < 2 * WORDS; j++)
+			acc[t][j] = _mm512_setzero_ps();
+	for (int64_t b = 0; b < n_blocks; b++) {
+		__m512i w[2 * WORDS];
+		for (size_t o = 0; o < sizeof(q8_0_x16); o += 64)
+			_mm_prefetch((const char *)&g[b] + 8 * sizeof(q8_0_x16) + o, _MM_HINT_T0);
+		for (int j = 0; j < 2 * WORDS; j++)
+			w[j] = _mm512_loadu_si512((const void *)g[b].qs[j]);
+		__m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)g[b].d));
+		for (int t = 0; t < nt; t++) {
+			const cpu_block_q8_0 *xb = (const cpu_block_q8_0 *)(x + (size_t)t * x_stride) + b;
+			const int32_t *s = (const int32_t *)((const char *)xsum + (size_t)t * xsum_stride) +
+					   (size_t)b * 2 * WORDS;
+			__m512 scale = _mm512_mul_ps(d, _mm512_set1_ps(cpu_fp16_to_f32(xb->d)));
+			for (int j = 0; j < 2 * WORDS; j++) {
+				__m512i sum = _mm512_dpbusd_epi32(_mm512_set1_epi32(-128 * s[j]), w[j], act_group(xb, j));
+				acc[t][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), scale, acc[t][j]);
+			}
+		}
+	}
+	for (int t = 0; t < nt; t++) {
+		__m512 p[WORDS];
+		for (int j = 0; j < WORDS; j++)
+			p[j] = _mm512_add_ps(acc[t][j], acc[t][j + WORDS]);
+		__m512 sum = _mm512_add_ps(_mm512_add_ps(p[0], p[2]), _mm512_add_ps(p[1], p[3]));
+		_mm512_mask_storeu_ps((float *)((char *)y + (size_t)t * y_stride), rows, sum);
+	}
+}
+
+/* Tokens [t, nt) through one group, as many at once as the type's kernel
+ * takes; returns how many it did. */
+CPU_INLINE int64_t group_tokens(uint32_t layout, const void *g, int64_t n_blocks, const char *x,
+				size_t x_stride, const int32_t *xsum, size_t xsum_stride, int64_t left, float *y,
+				size_t y_stride, __mmask16 rows)
+{
+	if (layout == CPU_LAYOUT_Q8_0_X16) {
+		if (left >= 2) {
+			q8_0_tokens(g, n_blocks, x, x_stride, xsum, xsum_stride, 2, y, y_stride, rows);
+			return 2;
+		}
+		q8_0_tokens(g, n_blocks, x, x_stride, xsum, xsum_stride, 1, y, y_stride, rows);
+		return 1;
+	}
+	if (left >= 8) {
+		q4_0_tokens(g, n_blocks, x, x_stride, xsum, xsum_stride, 8, y, y_stride, rows);
+		return 8;
+	}
+	if (left >= 4) {
+		q4_0_tokens(g, n_blocks, x, x_stride, xsum, xsum_stride, 4, y, y_stride, rows);
+		return 4;
+	}
+	q4_0_tokens(g, n_blocks, x, x_stride, xsum, xsum_stride, 1, y, y_stride, rows);
+	return 1;
+}
+
 void cpu_repacked_multiply(const loom_tensor *w, int64_t g_lo, int64_t g_hi, const char *x,
 			   size_t x_stride, const int32_t *xsum, size_t xsum_stride, int64_t nt, float *y,
 			   size_t y_stride)
 {
 	int64_t n_blocks = w->ne[0] / CPU_QK;
-	const q4_0_x16 *groups = w->data;
+	size_t group_bytes = (size_t)n_blocks *
+			     (w->layout == CPU_LAYOUT_Q8_0_X16 ? sizeof(q8_0_x16) : sizeof(q4_0_x16));
 
 	for (int64_t gi = g_lo; gi < g_hi; gi++) {
 		int64_t o = gi * CPU_REPACK_ROWS, left = w->ne[1] - o;
 		__mmask16 rows = left >= CPU_REPACK_ROWS ? 0xffff : (__mmask16)((1u << left) - 1);
-		const q4_0_x16 *g = groups + gi * n_blocks;
+		const char *g = (const char *)w->data + (size_t)gi * group_bytes;
 		for (int64_t t = 0; t < nt;) {
 			const char *xt = x + (size_t)t * x_stride;
 			const int32_t *st = (const int32_t *)((const char *)xsum + (size_t)t * xsum_stride);
 			float *yt = (float *)((char *)y + (size_t)t * y_stride) + o;
-			if (nt - t >= 8) {
-				group_tokens(g, n_blocks, xt, x_stride, st, xsum_stride, 8, yt, y_stride, rows);
-				t += 8;
-			} else if (nt - t >= 4) {
-				group_tokens(g, n_blocks, xt, x_stride, st, xsum_stride, 4, yt, y_stride, rows);
-				t += 4;
-			} else {
-				group_tokens(g, n_blocks, xt, x_stride, st, xsum_stride, 1, yt, y_stride, rows);
-				t += 1;
-			}
+			t += group_tokens(w->layout, g, n_blocks, xt, x_stride, st, xsum_stride, nt - t, yt, y_stride,
+					  rows);
 		}
 	}
 }
@@ -156,6 +249,12 @@ bool cpu_layout_supported(loom_dtype type, uint32_t layout)
 {
 	(void)type;
 	return layout == 0;
+}
+
+int cpu_repacked_sums_per_block(uint32_t layout)
+{
+	(void)layout;
+	return 1;
 }
 
 void cpu_repacked_multiply(const loom_tensor *w, int64_t g_lo, int64_t g_hi, const char *x,

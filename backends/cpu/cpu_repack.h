@@ -9,8 +9,14 @@
  * missing last row of a group is zeros. One 512-bit register then holds
  * the same elements of all 16 rows, so dpbusd with four activation bytes
  * copied to every lane advances every row's dot product at once, with no
- * unpacking across rows and no horizontal sums. Only variants with
- * AVX-512 VNNI repack.
+ * unpacking across rows and no horizontal sums.
+ *
+ * CPU_LAYOUT_Q8_0_X16: Q8_0 rows in groups of 16 the same way: word k
+ * (elements 4k..4k+3, k = 0..7) of all 16 rows, each byte + 128 (so that
+ * the weights are dpbusd's unsigned operand), then the scales; 544 bytes
+ * for 16 blocks.
+ *
+ * Only variants with AVX-512 VNNI repack.
  */
 #ifndef LOOM_CPU_REPACK_H
 #define LOOM_CPU_REPACK_H
@@ -22,6 +28,7 @@
 #include <stdint.h>
 
 #define CPU_LAYOUT_Q4_0_X16 1u
+#define CPU_LAYOUT_Q8_0_X16 2u
 #define CPU_REPACK_ROWS 16
 
 /* Bytes of w in the layout this variant would repack it into; 0 if it
@@ -34,10 +41,14 @@ void cpu_repack(const loom_tensor *w, void *dst);
 /* Can this variant multiply by a weight in this layout? */
 bool cpu_layout_supported(loom_dtype type, uint32_t layout);
 
-/* y[t][o] for the 16-row groups [g_lo, g_hi) of a CPU_LAYOUT_Q4_0_X16
- * weight w, with nt tokens of Q8_0 activations x (rows x_stride bytes
- * apart) and the per-block sums of their quantized values xsum (rows of
- * n / 32, xsum_stride apart). */
+/* The sums of quantized activations the multiply needs per 32-element
+ * block: 1 (the block's, for Q4_0) or 8 (each 4 elements', for Q8_0). */
+int cpu_repacked_sums_per_block(uint32_t layout);
+
+/* y[t][o] for the 16-row groups [g_lo, g_hi) of a repacked weight w, with
+ * nt tokens of Q8_0 activations x (rows x_stride bytes apart) and the sums
+ * of their quantized values xsum (cpu_repacked_sums_per_block per block,
+ * rows xsum_stride bytes apart). */
 void cpu_repacked_multiply(const loom_tensor *w, int64_t g_lo, int64_t g_hi, const char *x,
 			   size_t x_stride, const int32_t *xsum, size_t xsum_stride, int64_t nt, float *y,
 			   size_t y_stride);
