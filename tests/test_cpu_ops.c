@@ -461,8 +461,8 @@ static const loom_dtype quant_types[] = {
 	LOOM_DTYPE_Q2_K, LOOM_DTYPE_Q3_K, LOOM_DTYPE_Q4_K, LOOM_DTYPE_Q5_K, LOOM_DTYPE_Q6_K,
 };
 
-/* 33 rows: two whole 16-row panels and one row; 13 tokens: a group of 8,
- * of 4 and a single token in the panel kernels (cpu_panel.c), 64 the
+/* 33 rows: two whole 16-row groups and one row; 13 tokens: a run of 8, of
+ * 4 and a single token in the repacked kernels (cpu_repack.c), 64 the
  * prompt-sized batch. */
 static const int64_t row_counts[] = {1, 7, 33};
 static const int64_t token_counts[] = {1, 3, 13, 64};

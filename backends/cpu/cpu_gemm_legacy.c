@@ -74,8 +74,9 @@ CPU_INLINE __m256i nibble_block(const uint8_t *qs)
 						       _mm_srli_epi16(packed, 4), 1));
 }
 
-/* Block b of a weight row: its bytes q (weight + offset), scale and min,
- * the last two as fp16. */
+/* Block b of a Q4_1, Q5_0, Q5_1 or Q8_0 weight row: its bytes q (weight +
+ * offset), scale and min, the last two as fp16. (Q4_0's tiles unpack their
+ * blocks themselves.) */
 CPU_INLINE __m256i legacy_block(enum legacy_type type, const char *row, int64_t b, uint16_t *d,
 				uint16_t *m)
 {
@@ -83,11 +84,6 @@ CPU_INLINE __m256i legacy_block(enum legacy_type type, const char *row, int64_t 
 
 	*m = 0;
 	switch (type) {
-	case L_Q4_0: {
-		const cpu_block_q4_0 *q = (const void *)blk;
-		*d = q->d;
-		return nibble_block(q->qs);
-	}
 	case L_Q4_1: {
 		const cpu_block_q4_1 *q = (const void *)blk;
 		*d = q->d;
@@ -136,8 +132,9 @@ CPU_INLINE const int8_t *legacy_act(enum legacy_type type, const char *row, int6
 
 #if defined(__AVX512F__)
 
-/* Two weight rows share a 512-bit register, one per half, against the same
- * activation block in both halves, so one dpbusd serves two rows. */
+/* Q8_0: two weight rows share a 512-bit register, one per half, against
+ * the same activation block in both halves, so one dpbusd serves two rows.
+ * (A repacked Q8_0 weight, cpu_repack.c, takes this tile's place.) */
 
 CPU_INLINE float hsum_halves(__m512 v, int half)
 {
@@ -158,63 +155,50 @@ CPU_INLINE __m128 fp16_x4(const uint16_t *h)
 	return _mm_cvtph_ps(_mm_setr_epi16((short)h[0], (short)h[1], (short)h[2], (short)h[3], 0, 0, 0, 0));
 }
 
-CPU_INLINE void tile_legacy(const cpu_gemm_args *a, enum legacy_type type, const int nt)
+CPU_INLINE void tile_q8_0(const cpu_gemm_args *a, const int nt)
 {
 	_Static_assert(CPU_GEMM_ROWS == 4, "the scales of a tile's rows share a vector");
-	const size_t bb = legacy_block_bytes(type);
+	const size_t bb = sizeof(cpu_block_q8_0);
 	const char *w[CPU_GEMM_ROWS];
-	__m512 acc[CPU_GEMM_ROWS / 2][CPU_GEMM_TOKENS], mins[CPU_GEMM_ROWS / 2][CPU_GEMM_TOKENS];
+	__m512 acc[CPU_GEMM_ROWS / 2][CPU_GEMM_TOKENS];
 
 	for (int r = 0; r < CPU_GEMM_ROWS; r++)
 		w[r] = cpu_tile_weight_row(a, r);
-	for (int p = 0; p < CPU_GEMM_ROWS / 2; p++) {
-		for (int t = 0; t < nt; t++) {
+	for (int p = 0; p < CPU_GEMM_ROWS / 2; p++)
+		for (int t = 0; t < nt; t++)
 			acc[p][t] = _mm512_setzero_ps();
-			mins[p][t] = _mm512_setzero_ps();
-		}
-	}
 	for (int64_t b = 0; b < a->n / CPU_QK; b++) {
 		__m512i xq[CPU_GEMM_TOKENS], corr[CPU_GEMM_TOKENS];
-		__m512 xd[CPU_GEMM_TOKENS], xs[CPU_GEMM_TOKENS];
+		__m512 xd[CPU_GEMM_TOKENS];
 		for (int t = 0; t < nt; t++) {
 			float d, s;
-			const int8_t *q = legacy_act(type, cpu_tile_act_row(a, t), b, &d, &s);
+			const int8_t *q = legacy_act(L_Q8_0, cpu_tile_act_row(a, t), b, &d, &s);
 			xq[t] = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)q));
-			corr[t] = _mm512_setzero_si512();
-			if (legacy_offset(type) != 0)
-				corr[t] = _mm512_sub_epi32(corr[t], _mm512_dpbusd_epi32(corr[t],
-						_mm512_set1_epi8((char)legacy_offset(type)), xq[t]));
+			corr[t] = _mm512_sub_epi32(_mm512_setzero_si512(),
+						   _mm512_dpbusd_epi32(_mm512_setzero_si512(),
+								       _mm512_set1_epi8((char)0x80), xq[t]));
 			xd[t] = _mm512_set1_ps(d);
-			xs[t] = _mm512_set1_ps(s);
 		}
 		__m256i q[CPU_GEMM_ROWS];
 		uint16_t d[CPU_GEMM_ROWS], m[CPU_GEMM_ROWS];
 		for (int r = 0; r < CPU_GEMM_ROWS; r++) {
 			cpu_tile_prefetch(a, w[r] + (size_t)b * bb, bb);
-			q[r] = legacy_block(type, w[r], b, &d[r], &m[r]);
+			q[r] = legacy_block(L_Q8_0, w[r], b, &d[r], &m[r]);
 		}
-		__m128 wd = fp16_x4(d), wm = fp16_x4(m);
+		__m128 wd = fp16_x4(d);
 		for (int p = 0; p < CPU_GEMM_ROWS / 2; p++) {
 			__m512i wq = _mm512_inserti64x4(_mm512_castsi256_si512(q[2 * p]), q[2 * p + 1], 1);
-			__m512 wd_p = spread_pair(wd, p), wm_p = spread_pair(wm, p);
+			__m512 wd_p = spread_pair(wd, p);
 			for (int t = 0; t < nt; t++) {
 				__m512i sum = _mm512_dpbusd_epi32(corr[t], wq, xq[t]);
 				acc[p][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(wd_p, xd[t]),
 							    acc[p][t]);
-				if (legacy_has_min(type))
-					mins[p][t] = _mm512_add_ps(mins[p][t], _mm512_mul_ps(wm_p, xs[t]));
 			}
 		}
 	}
-	for (int t = 0; t < nt; t++) {
-		for (int r = 0; r < a->nr; r++) {
-			float sum = hsum_halves(acc[r / 2][t], r % 2);
-			if (legacy_has_min(type))
-				sum += _mm512_cvtss_f32(_mm512_permutexvar_ps(_mm512_set1_epi32(8 * (r % 2)),
-									       mins[r / 2][t]));
-			cpu_tile_out_row(a, t)[r] = sum;
-		}
-	}
+	for (int t = 0; t < nt; t++)
+		for (int r = 0; r < a->nr; r++)
+			cpu_tile_out_row(a, t)[r] = hsum_halves(acc[r / 2][t], r % 2);
 }
 
 /*
@@ -343,7 +327,7 @@ CPU_INLINE void tile_nibbles(const cpu_gemm_args *a, enum legacy_type type, cons
 	}
 }
 
-#define TILE_Q8_0(nt) tile_legacy(a, L_Q8_0, nt)
+#define TILE_Q8_0(nt) tile_q8_0(a, nt)
 #define TILE_Q4_0(nt) tile_nibbles(a, L_Q4_0, nt)
 #define TILE_Q4_1(nt) tile_nibbles(a, L_Q4_1, nt)
 #define TILE_Q5_0(nt) tile_nibbles(a, L_Q5_0, nt)

@@ -9,17 +9,17 @@
  *     share this work, then meet at a barrier.
  *  2. The output rows are split among the threads in panels of
  *     CPU_GEMM_ROWS weight rows; each panel meets the tokens a tile at a
- *     time (cpu_gemm.c). With many tokens and a weight type that has one,
- *     the panels are CPU_PANEL_ROWS rows repacked first (cpu_panel.h),
- *     each thread into its own part of the scratch memory. A weight
- *     repacked at load (cpu_repack.h) goes its own way for every token
- *     count, with the sums of the activation blocks computed in phase 1.
+ *     time (cpu_gemm.c). A weight repacked at load (cpu_repack.h) is
+ *     multiplied in its groups of CPU_REPACK_ROWS rows instead, for every
+ *     token count; with many tokens, a weight the variant could have
+ *     repacked is, a group at a time, each thread into its own part of
+ *     the scratch memory. Either way phase 1 also sums the quantized
+ *     activations as the repacked kernels need.
  */
 #include "cpu_backend.h"
 
 #include "cpu_convert.h"
 #include "cpu_gemm.h"
-#include "cpu_panel.h"
 #include "cpu_quant.h"
 #include "cpu_repack.h"
 
@@ -69,26 +69,45 @@ static bool matmul_supports(const loom_node *node)
 	return cpu_rows_uniform(x) && cpu_rows_uniform(y);
 }
 
-/* Tokens from which repacking a panel pays for itself. */
-#define PANEL_MIN_TOKENS 8
+/* Tokens from which repacking a group per matmul pays for itself. */
+#define REPACK_MIN_TOKENS 8
 
-static const cpu_panel_kernel *panel_kernel(const loom_node *node)
+/* Rows 0..CPU_REPACK_ROWS-1 of w, as a tensor of their own. */
+static loom_tensor first_group(const loom_tensor *w)
 {
-	const loom_tensor *w = node->src[0], *x = node->src[1];
+	loom_tensor g = *w;
 
-	if (w->layout != 0 || cpu_nrows(x) < PANEL_MIN_TOKENS)
-		return NULL;
-	return cpu_panel_kernel_of(w->dtype);
+	g.ne[1] = w->ne[1] < CPU_REPACK_ROWS ? w->ne[1] : CPU_REPACK_ROWS;
+	return g;
 }
 
-/* Bytes of a row of the activation block sums a repacked weight needs. */
+/* The repacked layout the multiplication uses: the weight's own, or the
+ * one its groups are repacked into per matmul; 0 for none. *group_bytes
+ * gets the bytes of a group repacked per matmul (0 if none is). */
+static uint32_t repacked_layout(const loom_node *node, size_t *group_bytes)
+{
+	const loom_tensor *w = node->src[0], *x = node->src[1];
+	uint32_t layout = 0;
+
+	*group_bytes = 0;
+	if (w->layout != 0)
+		return w->layout;
+	if (cpu_nrows(x) < REPACK_MIN_TOKENS)
+		return 0;
+	loom_tensor g = first_group(w);
+	*group_bytes = cpu_repacked_bytes(&g, &layout);
+	return *group_bytes != 0 ? layout : 0;
+}
+
+/* Bytes of a row of the activation sums the repacked kernels need. */
 static size_t sums_row_bytes(const loom_node *node)
 {
-	const loom_tensor *w = node->src[0];
+	size_t group_bytes;
+	uint32_t layout = repacked_layout(node, &group_bytes);
 
-	return w->layout != 0 ? (size_t)(w->ne[0] / CPU_QK) * (size_t)cpu_repacked_sums_per_block(w->layout) *
-					sizeof(int32_t)
-			      : 0;
+	return layout != 0 ? (size_t)(node->src[0]->ne[0] / CPU_QK) *
+				     (size_t)cpu_repacked_sums_per_block(layout) * sizeof(int32_t)
+			   : 0;
 }
 
 static size_t align64(size_t n)
@@ -96,19 +115,20 @@ static size_t align64(size_t n)
 	return (n + 63) & ~(size_t)63;
 }
 
-/* The converted activations, then each thread's packed panel. */
+/* The converted activations, their sums, then each thread's repacked
+ * group. */
 static size_t matmul_scratch_size(const loom_node *node, int n_threads)
 {
 	const loom_tensor *w = node->src[0], *x = node->src[1];
-	const cpu_panel_kernel *pk = panel_kernel(node);
-	size_t act = align64((size_t)cpu_nrows(x) * act_row_bytes(w->dtype, x->ne[0]));
+	size_t group_bytes;
 
-	return act + (pk != NULL ? (size_t)n_threads * align64(pk->packed_bytes(x->ne[0])) : 0) +
-	       (size_t)cpu_nrows(x) * sums_row_bytes(node);
+	repacked_layout(node, &group_bytes);
+	return align64((size_t)cpu_nrows(x) * act_row_bytes(w->dtype, x->ne[0])) +
+	       align64((size_t)cpu_nrows(x) * sums_row_bytes(node)) + (size_t)n_threads * align64(group_bytes);
 }
 
 /* Sums of the quantized values of each block, `per` to a block (each of
- * CPU_QK / per elements), for a repacked weight. */
+ * CPU_QK / per elements), for the repacked kernels. */
 static void block_sums(const cpu_block_q8_0 *blocks, int32_t *sums, int64_t n_blocks, int per)
 {
 	for (int64_t b = 0; b < n_blocks; b++) {
@@ -119,14 +139,6 @@ static void block_sums(const cpu_block_q8_0 *blocks, int32_t *sums, int64_t n_bl
 			sums[b * per + k] = s;
 		}
 	}
-}
-
-/* The panel kernels take Q8_0 activations with +128 on every byte. */
-static void offset_blocks(cpu_block_q8_0 *blocks, int64_t n_blocks)
-{
-	for (int64_t b = 0; b < n_blocks; b++)
-		for (int i = 0; i < CPU_QK; i++)
-			blocks[b].qs[i] = (int8_t)((uint8_t)blocks[b].qs[i] ^ 0x80);
 }
 
 static void convert_piece(loom_dtype weight_type, const float *x, char *row, int64_t e0, int64_t n)
@@ -148,6 +160,8 @@ static void convert_activations(const loom_node *node, const cpu_task *task, siz
 	int64_t n = x->ne[0];
 	int64_t per_row = (n + CONVERT_CHUNK - 1) / CONVERT_CHUNK;
 	int64_t lo, hi;
+	size_t group_bytes;
+	uint32_t layout = repacked_layout(node, &group_bytes);
 
 	cpu_split(cpu_nrows(x) * per_row, task->ith, task->nth, &lo, &hi);
 	for (int64_t u = lo; u < hi; u++) {
@@ -156,12 +170,10 @@ static void convert_activations(const loom_node *node, const cpu_task *task, siz
 		const float *src = (const float *)((const char *)x->data + t * x->nb[1]);
 		char *row = (char *)task->scratch + t * row_bytes;
 		convert_piece(w->dtype, src, row, e0, len);
-		if (panel_kernel(node) != NULL)
-			offset_blocks((cpu_block_q8_0 *)row + e0 / CPU_QK, len / CPU_QK);
-		if (w->layout != 0) {
+		if (layout != 0) {
 			int32_t *sums = (int32_t *)(task->scratch + align64((size_t)cpu_nrows(x) * row_bytes) +
 						    (size_t)t * sums_row_bytes(node));
-			int per = cpu_repacked_sums_per_block(w->layout);
+			int per = cpu_repacked_sums_per_block(layout);
 			block_sums((cpu_block_q8_0 *)row + e0 / CPU_QK, sums + e0 / CPU_QK * per, len / CPU_QK, per);
 		}
 	}
@@ -228,27 +240,32 @@ static void matmul_run(const loom_node *node, const cpu_task *task)
 #pragma omp barrier
 	}
 
-	const cpu_panel_kernel *pk = panel_kernel(node);
 	int64_t lo, hi;
-	if (w->layout != 0) {
-		const int32_t *sums = (const int32_t *)(task->scratch + align64((size_t)n_tok * row_bytes));
+	size_t group_bytes;
+	uint32_t layout = repacked_layout(node, &group_bytes);
+	if (layout != 0) {
+		const char *scratch = (const char *)task->scratch + align64((size_t)n_tok * row_bytes);
+		const int32_t *sums = (const int32_t *)scratch;
 		int64_t n_groups = (n_out + CPU_REPACK_ROWS - 1) / CPU_REPACK_ROWS;
-		int64_t chunk = n_groups / ((int64_t)task->nth * 16);
-		while (cpu_take_work(task, n_groups, chunk < 1 ? 1 : chunk, &lo, &hi))
-			cpu_repacked_multiply(w, lo, hi, base.x, base.x_stride, sums, sums_row_bytes(node), n_tok,
-					      base.y, base.y_stride);
-		return;
-	}
-	if (pk != NULL) {
-		size_t panel_bytes = align64(pk->packed_bytes(base.n));
-		void *panel = (char *)task->scratch + align64((size_t)n_tok * row_bytes) +
-			      (size_t)task->ith * panel_bytes;
-		int64_t n_panels = (n_out + CPU_PANEL_ROWS - 1) / CPU_PANEL_ROWS;
-		while (cpu_take_work(task, n_panels, 1, &lo, &hi)) {
-			int64_t o = lo * CPU_PANEL_ROWS;
-			int nr = (int)min64(CPU_PANEL_ROWS, n_out - o);
-			pk->pack(base.w + (size_t)o * base.w_stride, base.w_stride, nr, base.n, panel);
-			pk->multiply(panel, base.n, base.x, base.x_stride, (int)n_tok, base.y + o, base.y_stride, nr);
+		int64_t chunk = w->layout != 0 ? n_groups / ((int64_t)task->nth * 16) : 1;
+		void *mine = (char *)scratch + align64((size_t)n_tok * sums_row_bytes(node)) +
+			     (size_t)task->ith * align64(group_bytes);
+		while (cpu_take_work(task, n_groups, chunk < 1 ? 1 : chunk, &lo, &hi)) {
+			if (w->layout != 0) {
+				cpu_repacked_multiply(w, lo, hi, base.x, base.x_stride, sums, sums_row_bytes(node),
+						      n_tok, base.y, base.y_stride);
+				continue;
+			}
+			/* One group, repacked here: rows o.. as a weight of their own. */
+			int64_t o = lo * CPU_REPACK_ROWS;
+			loom_tensor g = first_group(w);
+			g.ne[1] = min64(CPU_REPACK_ROWS, n_out - o);
+			g.data = (char *)w->data + (size_t)o * w->nb[1];
+			cpu_repack(&g, mine);
+			g.data = mine;
+			g.layout = layout;
+			cpu_repacked_multiply(&g, 0, 1, base.x, base.x_stride, sums, sums_row_bytes(node), n_tok,
+					      base.y + o, base.y_stride);
 		}
 		return;
 	}

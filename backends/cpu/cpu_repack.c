@@ -12,8 +12,8 @@
 #define CPU_INLINE static inline __attribute__((always_inline))
 #define WORDS (CPU_QK / 8) /* 32-bit words of nibbles in a Q4_0 block */
 /* The hardware prefetchers stop at every 4 KiB page; the multiply asks for
- * the groups' bytes this far ahead of its reads (8 blocks). */
-#define PREFETCH_AHEAD (8 * sizeof(q4_0_x16))
+ * a group's blocks this many blocks ahead of its reads. */
+#define PREFETCH_BLOCKS 8
 
 typedef struct q4_0_x16 {
 	uint8_t qs[WORDS][CPU_REPACK_ROWS][4];
@@ -118,7 +118,7 @@ CPU_INLINE void q4_0_tokens(const q4_0_x16 *g, int64_t n_blocks, const char *x, 
 	for (int64_t b = 0; b < n_blocks; b++) {
 		__m512i w[2 * WORDS];
 		for (size_t o = 0; o < sizeof(q4_0_x16); o += 64)
-			_mm_prefetch((const char *)&g[b] + PREFETCH_AHEAD + o, _MM_HINT_T0);
+			_mm_prefetch((const char *)&g[b + PREFETCH_BLOCKS] + o, _MM_HINT_T0);
 		for (int k = 0; k < WORDS; k++) {
 			__m512i qs = _mm512_loadu_si512((const void *)g[b].qs[k]);
 			w[k] = _mm512_and_si512(qs, _mm512_set1_epi8(15));
@@ -158,7 +158,7 @@ CPU_INLINE void q8_0_tokens(const q8_0_x16 *g, int64_t n_blocks, const char *x, 
 	for (int64_t b = 0; b < n_blocks; b++) {
 		__m512i w[2 * WORDS];
 		for (size_t o = 0; o < sizeof(q8_0_x16); o += 64)
-			_mm_prefetch((const char *)&g[b] + 8 * sizeof(q8_0_x16) + o, _MM_HINT_T0);
+			_mm_prefetch((const char *)&g[b + PREFETCH_BLOCKS] + o, _MM_HINT_T0);
 		for (int j = 0; j < 2 * WORDS; j++)
 			w[j] = _mm512_loadu_si512((const void *)g[b].qs[j]);
 		__m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)g[b].d));
