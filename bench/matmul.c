@@ -2,10 +2,12 @@
  * matmul.c - the speed of one backend plugin's MATMUL, per weight type:
  *
  *   loom-bench-matmul PLUGIN.so [-t THREADS] [-k IN] [-n OUT] [-b TOKENS]
- *                     [-r REPS] [TYPE...]
+ *                     [-r REPS] [-s 1] [TYPE...]
  *
  * Random weights [OUT x IN] are quantized to each TYPE by the plugin's own
- * CONVERT, then multiplied with TOKENS activation rows REPS times. It
+ * CONVERT, offered to its weight_repack as the core does at load (unless
+ * -s 1 keeps the file's standard layout), then multiplied with TOKENS
+ * activation rows REPS times. It
  * prints the best and median time of a matmul, the multiply-adds per
  * second and, for the weight bytes streamed, GB/s: enough to tell a
  * kernel's compute rate from its memory rate without a whole model around
@@ -15,6 +17,7 @@
 
 #include <dlfcn.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,8 +94,9 @@ static float rand_normal(unsigned *s)
 }
 
 static int run(const loom_backend_vtable *vt, void *be, loom_dtype type, int64_t k, int64_t n,
-	       int64_t b, int reps)
+	       int64_t b, int reps, bool repack)
 {
+	loom_buffer packed = {0};
 	size_t w_bytes = loom_dtype_row_bytes(type, k) * (size_t)n;
 	float *w32 = malloc(sizeof(float) * (size_t)(k * n)), *x = malloc(sizeof(float) * (size_t)(k * b));
 	float *y = malloc(sizeof(float) * (size_t)(n * b));
@@ -118,6 +122,17 @@ static int run(const loom_backend_vtable *vt, void *be, loom_dtype type, int64_t
 		fprintf(stderr, "cannot convert f32 to %s\n", loom_dtype_layout_of(type).name);
 		goto out;
 	}
+	uint32_t layout = 0;
+	if (repack && vt->weight_repack != NULL) {
+		loom_status st = vt->weight_repack(be, &wt, &packed, &layout);
+		if (st == LOOM_OK) {
+			wt.data = packed.base;
+			wt.layout = layout;
+		} else if (st != LOOM_ERR_UNSUPPORTED) {
+			fprintf(stderr, "cannot repack %s\n", loom_dtype_layout_of(type).name);
+			goto out;
+		}
+	}
 	contiguous(&xt, LOOM_DTYPE_F32, k, b, x);
 	contiguous(&yt, LOOM_DTYPE_F32, n, b, y);
 	loom_node mm = {.op = LOOM_OP_MATMUL, .dst = &yt, .src = {&wt, &xt}};
@@ -135,11 +150,13 @@ static int run(const loom_backend_vtable *vt, void *be, loom_dtype type, int64_t
 	}
 	qsort(times, (size_t)reps, sizeof(double), cmp_double);
 	double best = times[0], med = times[reps / 2], macs = (double)k * (double)n * (double)b;
-	printf("%-5s %6lld x %-6lld x %3lld tok: best %8.3f ms  median %8.3f ms  %7.1f GMAC/s  %6.2f GB/s\n",
-	       loom_dtype_layout_of(type).name, (long long)n, (long long)k, (long long)b, best * 1e3,
+	printf("%-5s%c %6lld x %-6lld x %3lld tok: best %8.3f ms  median %8.3f ms  %7.1f GMAC/s  %6.2f GB/s\n",
+	       loom_dtype_layout_of(type).name, layout != 0 ? '*' : ' ', (long long)n, (long long)k, (long long)b, best * 1e3,
 	       med * 1e3, macs / med * 1e-9, (double)w_bytes / med * 1e-9);
 	ok = 1;
 out:
+	if (packed.base != NULL)
+		vt->buffer_free(be, &packed);
 	free(w32);
 	free(x);
 	free(y);
@@ -151,10 +168,11 @@ out:
 int main(int argc, char **argv)
 {
 	int threads = 1, reps = 20, i = 1;
+	bool repack = true;
 	int64_t k = 2048, n = 5632, b = 1;
 
 	if (argc < 2) {
-		fprintf(stderr, "usage: %s PLUGIN.so [-t THREADS] [-k IN] [-n OUT] [-b TOKENS] [-r REPS] [TYPE...]\n",
+		fprintf(stderr, "usage: %s PLUGIN.so [-t THREADS] [-k IN] [-n OUT] [-b TOKENS] [-r REPS] [-s 1] [TYPE...]\n",
 			argv[0]);
 		return 2;
 	}
@@ -177,6 +195,7 @@ int main(int argc, char **argv)
 		case 'n': n = v; break;
 		case 'b': b = v; break;
 		case 'r': reps = (int)v; break;
+		case 's': repack = v == 0; break;
 		default: fprintf(stderr, "unknown option %s\n", argv[i]); return 2;
 		}
 	}
@@ -202,7 +221,7 @@ int main(int argc, char **argv)
 			status = 2;
 			continue;
 		}
-		if (!run(vt, be, type, k, n, b, reps))
+		if (!run(vt, be, type, k, n, b, reps, repack))
 			status = 1;
 	}
 	vt->free(be);

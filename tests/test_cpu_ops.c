@@ -998,14 +998,16 @@ START_TEST(test_matmul_quant)
 END_TEST
 
 /* Weights repacked at load (weight_repack): the variants with AVX-512 VNNI
- * repack Q4_0 and Q8_0 and must then give the standard layout's output bit
- * for bit, for every token count and for row counts that leave a group
- * part-filled;
- * other types and variants keep the standard layout. A repacked weight is
- * for MATMUL alone: GET_ROWS refuses it. */
+ * repack Q4_0, Q8_0, Q4_K and Q6_K and must then give the standard
+ * layout's output bit for bit, for every token count and for row counts
+ * that leave a group part-filled (with 1 and 3 tokens the standard layout
+ * goes through the tile kernels, with more it is repacked a group at a
+ * time); other types and variants keep the standard layout. A repacked
+ * weight is for MATMUL alone: GET_ROWS refuses it. */
 START_TEST(test_matmul_repacked)
 {
-	static const loom_dtype types[] = {LOOM_DTYPE_Q4_0, LOOM_DTYPE_Q8_0, LOOM_DTYPE_Q4_K, LOOM_DTYPE_F16};
+	static const loom_dtype types[] = {LOOM_DTYPE_Q4_0, LOOM_DTYPE_Q8_0, LOOM_DTYPE_Q4_K,
+					   LOOM_DTYPE_Q6_K, LOOM_DTYPE_Q5_K, LOOM_DTYPE_F16};
 	static const int64_t lens[] = {256, 2816};
 	variant *v = usable_variant(_i, "MATMUL repacked");
 	ref_rng rng = {11};
@@ -1013,7 +1015,9 @@ START_TEST(test_matmul_repacked)
 	if (v == NULL)
 		return;
 	for (size_t k = 0; k < N_OF(types); k++) {
-		bool expect = (types[k] == LOOM_DTYPE_Q4_0 || types[k] == LOOM_DTYPE_Q8_0) && _i == V_AVX512;
+		bool expect = (types[k] == LOOM_DTYPE_Q4_0 || types[k] == LOOM_DTYPE_Q8_0 ||
+			       types[k] == LOOM_DTYPE_Q4_K || types[k] == LOOM_DTYPE_Q6_K) &&
+			      _i == V_AVX512;
 		for (size_t li = 0; li < N_OF(lens); li++) {
 			for (size_t ri = 0; ri < N_OF(row_counts); ri++) {
 				for (size_t ti = 0; ti < N_OF(token_counts); ti++) {

@@ -170,10 +170,10 @@ static void convert_activations(const loom_node *node, const cpu_task *task, siz
 		const float *src = (const float *)((const char *)x->data + t * x->nb[1]);
 		char *row = (char *)task->scratch + t * row_bytes;
 		convert_piece(w->dtype, src, row, e0, len);
-		if (layout != 0) {
+		int per = layout != 0 ? cpu_repacked_sums_per_block(layout) : 0;
+		if (per != 0) {
 			int32_t *sums = (int32_t *)(task->scratch + align64((size_t)cpu_nrows(x) * row_bytes) +
 						    (size_t)t * sums_row_bytes(node));
-			int per = cpu_repacked_sums_per_block(layout);
 			block_sums((cpu_block_q8_0 *)row + e0 / CPU_QK, sums + e0 / CPU_QK * per, len / CPU_QK, per);
 		}
 	}

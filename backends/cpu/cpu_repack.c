@@ -37,7 +37,14 @@ static int64_t groups_of(const loom_tensor *w)
 
 size_t cpu_repacked_bytes(const loom_tensor *w, uint32_t *layout)
 {
-	if (w->layout != 0 || w->ne[0] % CPU_QK != 0 || w->ne[2] != 1 || w->ne[3] != 1)
+	if (w->layout != 0 || w->ne[2] != 1 || w->ne[3] != 1)
+		return 0;
+	if (w->ne[0] % CPU_QK_K == 0) {
+		size_t block = cpu_repacked_k_block_bytes(w->dtype, layout);
+		if (block != 0)
+			return (size_t)groups_of(w) * (size_t)(w->ne[0] / CPU_QK_K) * block;
+	}
+	if (w->ne[0] % CPU_QK != 0)
 		return 0;
 	size_t blocks = (size_t)groups_of(w) * (size_t)(w->ne[0] / CPU_QK);
 	if (w->dtype == LOOM_DTYPE_Q4_0) {
@@ -51,12 +58,21 @@ size_t cpu_repacked_bytes(const loom_tensor *w, uint32_t *layout)
 	return 0;
 }
 
+static bool k_layout(uint32_t layout)
+{
+	return layout == CPU_LAYOUT_Q4_K_X16 || layout == CPU_LAYOUT_Q6_K_X16;
+}
+
 void cpu_repack(const loom_tensor *w, void *dst)
 {
 	int64_t n_blocks = w->ne[0] / CPU_QK;
 	uint32_t layout = 0;
 
 	memset(dst, 0, cpu_repacked_bytes(w, &layout));
+	if (k_layout(layout)) {
+		cpu_repack_k(w, layout, dst);
+		return;
+	}
 	for (int64_t o = 0; o < w->ne[1]; o++) {
 		const char *row = (const char *)w->data + o * w->nb[1];
 		int64_t first = (o / CPU_REPACK_ROWS) * n_blocks;
@@ -83,11 +99,15 @@ void cpu_repack(const loom_tensor *w, void *dst)
 bool cpu_layout_supported(loom_dtype type, uint32_t layout)
 {
 	return layout == 0 || (layout == CPU_LAYOUT_Q4_0_X16 && type == LOOM_DTYPE_Q4_0) ||
-	       (layout == CPU_LAYOUT_Q8_0_X16 && type == LOOM_DTYPE_Q8_0);
+	       (layout == CPU_LAYOUT_Q8_0_X16 && type == LOOM_DTYPE_Q8_0) ||
+	       (layout == CPU_LAYOUT_Q4_K_X16 && type == LOOM_DTYPE_Q4_K) ||
+	       (layout == CPU_LAYOUT_Q6_K_X16 && type == LOOM_DTYPE_Q6_K);
 }
 
 int cpu_repacked_sums_per_block(uint32_t layout)
 {
+	if (k_layout(layout))
+		return 0;
 	return layout == CPU_LAYOUT_Q8_0_X16 ? 2 * WORDS : 1;
 }
 
@@ -212,6 +232,10 @@ void cpu_repacked_multiply(const loom_tensor *w, int64_t g_lo, int64_t g_hi, con
 			   size_t x_stride, const int32_t *xsum, size_t xsum_stride, int64_t nt, float *y,
 			   size_t y_stride)
 {
+	if (k_layout(w->layout)) {
+		cpu_repacked_multiply_k(w, g_lo, g_hi, x, x_stride, nt, y, y_stride);
+		return;
+	}
 	int64_t n_blocks = w->ne[0] / CPU_QK;
 	size_t group_bytes = (size_t)n_blocks *
 			     (w->layout == CPU_LAYOUT_Q8_0_X16 ? sizeof(q8_0_x16) : sizeof(q4_0_x16));

@@ -16,6 +16,11 @@
  * the weights are dpbusd's unsigned operand), then the scales; 544 bytes
  * for 16 blocks.
  *
+ * CPU_LAYOUT_Q4_K_X16 and CPU_LAYOUT_Q6_K_X16: super-blocks of 16 rows
+ * with the quants of each 4-element group of all 16 rows side by side and
+ * the sub-block scales as bytes (cpu_repack_k.c); Q6_K's take the bytes of
+ * the blocks they replace, Q4_K's 2368 for 16 blocks of 144.
+ *
  * Only variants with AVX-512 VNNI repack.
  */
 #ifndef LOOM_CPU_REPACK_H
@@ -29,6 +34,8 @@
 
 #define CPU_LAYOUT_Q4_0_X16 1u
 #define CPU_LAYOUT_Q8_0_X16 2u
+#define CPU_LAYOUT_Q4_K_X16 3u
+#define CPU_LAYOUT_Q6_K_X16 4u
 #define CPU_REPACK_ROWS 16
 
 /* Bytes of w in the layout this variant would repack it into; 0 if it
@@ -42,7 +49,8 @@ void cpu_repack(const loom_tensor *w, void *dst);
 bool cpu_layout_supported(loom_dtype type, uint32_t layout);
 
 /* The sums of quantized activations the multiply needs per 32-element
- * block: 1 (the block's, for Q4_0) or 8 (each 4 elements', for Q8_0). */
+ * block: 1 (the block's, for Q4_0), 8 (each 4 elements', for Q8_0) or 0
+ * (the K-quants, whose Q8_K activations carry their own). */
 int cpu_repacked_sums_per_block(uint32_t layout);
 
 /* y[t][o] for the 16-row groups [g_lo, g_hi) of a repacked weight w, with
@@ -52,5 +60,13 @@ int cpu_repacked_sums_per_block(uint32_t layout);
 void cpu_repacked_multiply(const loom_tensor *w, int64_t g_lo, int64_t g_hi, const char *x,
 			   size_t x_stride, const int32_t *xsum, size_t xsum_stride, int64_t nt, float *y,
 			   size_t y_stride);
+
+/* The K-quant layouts (cpu_repack_k.c), behind the functions above:
+ * bytes of a repacked super-block of 16 rows of this type, 0 if the type
+ * has no such layout; the repacking; the multiply, with Q8_K activations. */
+size_t cpu_repacked_k_block_bytes(loom_dtype type, uint32_t *layout);
+void cpu_repack_k(const loom_tensor *w, uint32_t layout, void *dst);
+void cpu_repacked_multiply_k(const loom_tensor *w, int64_t g_lo, int64_t g_hi, const char *x, size_t x_stride,
+			     int64_t nt, float *y, size_t y_stride);
 
 #endif

@@ -1,0 +1,371 @@
+/*
+ * cpu_repack_k.c - Q4_K and Q6_K in 16-row groups (cpu_repack.h).
+ *
+ * A K-quant dot product in llama.cpp's order (cpu_quant_k.c) gives each
+ * row, per super-block, 8 exact integer lanes: lane l = sum over the
+ * chunks c (32 elements each) of sc * (q . x) over elements 4l..4l+3 of
+ * the chunk, sc being the scale of the sub-block those elements are in.
+ * With 16 rows side by side, one 512-bit register holds one 4-element
+ * group of all 16 rows; maddubs gives each row its two pair sums q . x as
+ * 16-bit values and dpwssd multiplies them by the row's scale, repeated in
+ * both halves of its 32 bits, into the row's lane. The scales are stored
+ * as bytes, widened once per super-block for every token, and a lane's
+ * integer sum goes to f32 as the row kernels' does, so the results equal
+ * theirs bit for bit.
+ */
+#include "cpu_repack.h"
+
+#include "cpu_blocks.h"
+#include "cpu_quant.h"
+
+#include <string.h>
+
+#if defined(__AVX512F__) && defined(__AVX512VNNI__)
+#include <immintrin.h>
+
+#define CPU_INLINE static inline __attribute__((always_inline))
+#define ROWS CPU_REPACK_ROWS
+#define LANES 8  /* the row kernels' integer lanes, 4 elements each */
+#define CHUNKS 8 /* 32-element chunks in a super-block */
+
+/*
+ * Q4_K: qs byte 32k + 4l + i (k = 0..3) holds element 64k + 4l + i in its
+ * low nibble (sub-block 2k) and 64k + 32 + 4l + i in its high (2k + 1), so
+ * qs[l][k] holds lane l of chunks 2k and 2k + 1. sc[j] is sub-block j's
+ * scale for every row; m[p] the mins of sub-blocks 2p and 2p + 1, in
+ * pairs. 2368 bytes for 16 blocks of 144.
+ */
+typedef struct q4_k_x16 {
+	uint8_t qs[LANES][4][ROWS][4];
+	uint8_t sc[8][ROWS];
+	uint8_t m[4][ROWS][2];
+	uint16_t d[ROWS];
+	uint16_t dmin[ROWS];
+} q4_k_x16;
+
+/*
+ * Q6_K: in half h, chunk 4h + k (k = 0..3) takes its low 4 bits from the
+ * ql bytes 64h + 32 (k % 2) + 4l + i, low nibbles for k < 2, and its top 2
+ * from bits 2k..2k+1 of qh byte 32h + 4l + i. Sub-blocks are 16 elements,
+ * so lanes 0..3 of chunk c take the scale of sub-block 2c and lanes 4..7
+ * that of 2c + 1: sc[s][c] holds sub-block 2c + s's. 3360 bytes, as many
+ * as the 16 blocks.
+ */
+typedef struct q6_k_x16 {
+	uint8_t ql[2][LANES][2][ROWS][4];
+	uint8_t qh[2][LANES][ROWS][4];
+	int8_t sc[2][CHUNKS][ROWS];
+	uint16_t d[ROWS];
+} q6_k_x16;
+
+_Static_assert(sizeof(q6_k_x16) == ROWS * sizeof(cpu_block_q6_k),
+	       "a repacked Q6_K group takes the bytes of the blocks it holds");
+
+size_t cpu_repacked_k_block_bytes(loom_dtype type, uint32_t *layout)
+{
+	if (type == LOOM_DTYPE_Q4_K) {
+		*layout = CPU_LAYOUT_Q4_K_X16;
+		return sizeof(q4_k_x16);
+	}
+	if (type == LOOM_DTYPE_Q6_K) {
+		*layout = CPU_LAYOUT_Q6_K_X16;
+		return sizeof(q6_k_x16);
+	}
+	return 0;
+}
+
+static void repack_q4_k(const cpu_block_q4_k *in, q4_k_x16 *g, int r)
+{
+	for (int l = 0; l < LANES; l++)
+		for (int k = 0; k < 4; k++)
+			memcpy(g->qs[l][k][r], in->qs + 32 * k + 4 * l, 4);
+	for (int j = 0; j < 8; j++) {
+		uint8_t sc, m;
+		cpu_k_scale_min(in->scales, j, &sc, &m);
+		g->sc[j][r] = sc;
+		g->m[j / 2][r][j % 2] = m;
+	}
+	g->d[r] = in->d;
+	g->dmin[r] = in->dmin;
+}
+
+static void repack_q6_k(const cpu_block_q6_k *in, q6_k_x16 *g, int r)
+{
+	for (int h = 0; h < 2; h++) {
+		for (int l = 0; l < LANES; l++) {
+			for (int kk = 0; kk < 2; kk++)
+				memcpy(g->ql[h][l][kk][r], in->ql + 64 * h + 32 * kk + 4 * l, 4);
+			memcpy(g->qh[h][l][r], in->qh + 32 * h + 4 * l, 4);
+		}
+	}
+	for (int j = 0; j < 16; j++)
+		g->sc[j % 2][j / 2][r] = in->scales[j];
+	g->d[r] = in->d;
+}
+
+void cpu_repack_k(const loom_tensor *w, uint32_t layout, void *dst)
+{
+	int64_t n_super = w->ne[0] / CPU_QK_K;
+
+	for (int64_t o = 0; o < w->ne[1]; o++) {
+		const char *row = (const char *)w->data + o * w->nb[1];
+		int64_t first = (o / ROWS) * n_super;
+		int r = (int)(o % ROWS);
+		for (int64_t b = 0; b < n_super; b++) {
+			if (layout == CPU_LAYOUT_Q4_K_X16)
+				repack_q4_k((const cpu_block_q4_k *)row + b, (q4_k_x16 *)dst + first + b, r);
+			else
+				repack_q6_k((const cpu_block_q6_k *)row + b, (q6_k_x16 *)dst + first + b, r);
+		}
+	}
+}
+
+/* ---- multiplication ---- */
+
+CPU_INLINE const cpu_block_q8_k *act_block(const char *x, size_t x_stride, int t, int64_t b)
+{
+	return (const cpu_block_q8_k *)(x + (size_t)t * x_stride) + b;
+}
+
+/* Four activation bytes, elements 4g..4g+3, in every lane. */
+CPU_INLINE __m512i act_group(const int8_t *qs, int g)
+{
+	int32_t v;
+
+	memcpy(&v, qs + 4 * g, sizeof(v));
+	return _mm512_set1_epi32(v);
+}
+
+/* Part `part` of `parts` of the group's next super-block, asked for while
+ * this one is multiplied: spread over the super-block, so that the
+ * requests do not all wait for the line fill buffers at once. The
+ * hardware prefetchers stop at every 4 KiB page. */
+CPU_INLINE void prefetch_part(const void *next, size_t bytes, int part, int parts)
+{
+	size_t lo = bytes * (size_t)part / (size_t)parts / 64 * 64;
+	size_t hi = part + 1 == parts ? bytes : bytes * (size_t)(part + 1) / (size_t)parts / 64 * 64;
+
+	for (size_t o = lo; o < hi; o += 64)
+		_mm_prefetch((const char *)next + o, _MM_HINT_T0);
+}
+
+/* Two rows of 16 byte scales (a, then b) as the multipliers dpwssd takes:
+ * row r's scale in both 16-bit halves of lane r; *a_out from a, *b_out
+ * from b. */
+CPU_INLINE void widen_scale_pair(__m512i bytes16, __m512i *a_out, __m512i *b_out)
+{
+	const __m512i lo = _mm512_set_epi16(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8,
+					    7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+	const __m512i hi = _mm512_add_epi16(lo, _mm512_set1_epi16(16));
+
+	*a_out = _mm512_permutexvar_epi16(lo, bytes16);
+	*b_out = _mm512_permutexvar_epi16(hi, bytes16);
+}
+
+/* The rows' 8 f32 lanes and 4 min lanes reduced as cpu_reduce_lanes and
+ * cpu_reduce_4 do, plus the min part (zero for the types without). */
+CPU_INLINE __m512 reduce_rows(const __m512 *acc, const __m512 *acc_m)
+{
+	__m512 r[4];
+
+	for (int l = 0; l < 4; l++)
+		r[l] = _mm512_add_ps(acc[l], acc[l + 4]);
+	__m512 main = _mm512_add_ps(_mm512_add_ps(r[0], r[2]), _mm512_add_ps(r[1], r[3]));
+	if (acc_m == NULL)
+		return main;
+	__m512 mins = _mm512_add_ps(_mm512_add_ps(acc_m[0], acc_m[2]), _mm512_add_ps(acc_m[1], acc_m[3]));
+	return _mm512_add_ps(main, mins);
+}
+
+/*
+ * Q4_K, nt tokens. Per super-block: the min terms first, pair p of
+ * sub-blocks into acc_m[p] (m . pair sums of Q8_K's bsums, exact), then
+ * lane by lane the main terms, each lane's integer sum scaled into acc.
+ */
+CPU_INLINE void q4_k_tokens(const q4_k_x16 *g, int64_t n_super, const char *x, size_t x_stride,
+			     const int nt, float *y, size_t y_stride, __mmask16 rows)
+{
+	__m512 acc[4][LANES], acc_m[4][4];
+
+	for (int t = 0; t < nt; t++) {
+		for (int l = 0; l < LANES; l++)
+			acc[t][l] = _mm512_setzero_ps();
+		for (int p = 0; p < 4; p++)
+			acc_m[t][p] = _mm512_setzero_ps();
+	}
+	for (int64_t b = 0; b < n_super; b++) {
+		const q4_k_x16 *gb = g + b;
+
+		__m512i scale[8];
+		for (int k = 0; k < 4; k++)
+			widen_scale_pair(_mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)gb->sc[2 * k])),
+					 &scale[2 * k], &scale[2 * k + 1]);
+		__m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)gb->d));
+		__m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)gb->dmin));
+
+		__m512 dt[4];
+		for (int t = 0; t < nt; t++) {
+			const cpu_block_q8_k *xb = act_block(x, x_stride, t, b);
+			dt[t] = _mm512_mul_ps(d, _mm512_set1_ps(xb->d));
+			__m512 dmt = _mm512_mul_ps(dmin, _mm512_set1_ps(-xb->d));
+			/* Sub-block j's sum of x (Q8_K's bsums 2j and 2j + 1), in pairs
+			 * of sub-blocks as the mins are. */
+			int32_t pair_sums[4];
+			_mm_storeu_si128((__m128i *)pair_sums,
+					 _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)xb->bsums),
+							_mm_loadu_si128((const __m128i *)(xb->bsums + 8))));
+			for (int p = 0; p < 4; p++) {
+				__m512i m = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)gb->m[p]));
+				__m512i mins = _mm512_madd_epi16(m, _mm512_set1_epi32(pair_sums[p]));
+				acc_m[t][p] = _mm512_fmadd_ps(dmt, _mm512_cvtepi32_ps(mins), acc_m[t][p]);
+			}
+		}
+
+		for (int l = 0; l < LANES; l++) {
+			prefetch_part(gb + 2, sizeof(q4_k_x16), l, LANES);
+			/* Two integer sums per token, the even chunks' and the odd
+			 * ones', so that consecutive dpwssd do not wait on each other. */
+			__m512i even[4], odd[4];
+			for (int t = 0; t < nt; t++)
+				even[t] = odd[t] = _mm512_setzero_si512();
+			for (int k = 0; k < 4; k++) {
+				__m512i v = _mm512_loadu_si512((const void *)gb->qs[l][k]);
+				__m512i lo = _mm512_and_si512(v, _mm512_set1_epi8(15));
+				__m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), _mm512_set1_epi8(15));
+				for (int t = 0; t < nt; t++) {
+					const int8_t *qs = act_block(x, x_stride, t, b)->qs;
+					__m512i plo = _mm512_maddubs_epi16(lo, act_group(qs, 16 * k + l));
+					__m512i phi = _mm512_maddubs_epi16(hi, act_group(qs, 16 * k + 8 + l));
+					even[t] = _mm512_dpwssd_epi32(even[t], plo, scale[2 * k]);
+					odd[t] = _mm512_dpwssd_epi32(odd[t], phi, scale[2 * k + 1]);
+				}
+			}
+			for (int t = 0; t < nt; t++)
+				acc[t][l] = _mm512_fmadd_ps(dt[t], _mm512_cvtepi32_ps(_mm512_add_epi32(even[t], odd[t])),
+							    acc[t][l]);
+		}
+	}
+	for (int t = 0; t < nt; t++)
+		_mm512_mask_storeu_ps((float *)((char *)y + (size_t)t * y_stride), rows,
+				      reduce_rows(acc[t], acc_m[t]));
+}
+
+/*
+ * Q6_K, nt tokens. maddubs takes the weights unsigned (q + 32, as stored)
+ * and 32 * x is taken off each pair sum before the scale, which leaves the
+ * exact (q . x) of the signed weights: the pair sums stay within 16 bits
+ * either way.
+ */
+CPU_INLINE void q6_k_tokens(const q6_k_x16 *g, int64_t n_super, const char *x, size_t x_stride,
+			     const int nt, float *y, size_t y_stride, __mmask16 rows)
+{
+	__m512 acc[4][LANES];
+
+	for (int t = 0; t < nt; t++)
+		for (int l = 0; l < LANES; l++)
+			acc[t][l] = _mm512_setzero_ps();
+	for (int64_t b = 0; b < n_super; b++) {
+		const q6_k_x16 *gb = g + b;
+
+		/* 32 (x0 + x1) and 32 (x2 + x3) of each group of 4, by token. */
+		int32_t offset[4][CPU_QK_K / 4];
+		__m512 dt[4];
+		__m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)gb->d));
+		for (int t = 0; t < nt; t++) {
+			const cpu_block_q8_k *xb = act_block(x, x_stride, t, b);
+			for (int i = 0; i < CPU_QK_K / 64; i++)
+				_mm512_storeu_si512(offset[t] + 16 * i,
+						    _mm512_maddubs_epi16(_mm512_set1_epi8(32),
+									 _mm512_loadu_si512(xb->qs + 64 * i)));
+			dt[t] = _mm512_mul_ps(d, _mm512_set1_ps(xb->d));
+		}
+
+		for (int s = 0; s < 2; s++) {
+			__m512i scale[CHUNKS];
+			for (int c = 0; c < CHUNKS; c += 2)
+				widen_scale_pair(_mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)gb->sc[s][c])),
+						 &scale[c], &scale[c + 1]);
+			for (int l = 4 * s; l < 4 * s + 4; l++) {
+				prefetch_part(gb + 2, sizeof(q6_k_x16), l, LANES);
+				__m512i sum[4][2];
+				for (int t = 0; t < nt; t++)
+					sum[t][0] = sum[t][1] = _mm512_setzero_si512();
+				for (int h = 0; h < 2; h++) {
+					__m512i ql0 = _mm512_loadu_si512((const void *)gb->ql[h][l][0]);
+					__m512i ql1 = _mm512_loadu_si512((const void *)gb->ql[h][l][1]);
+					__m512i qh = _mm512_loadu_si512((const void *)gb->qh[h][l]);
+					const __m512i low4 = _mm512_set1_epi8(15), top2 = _mm512_set1_epi8(0x30);
+					__m512i q[4] = {
+						_mm512_or_si512(_mm512_and_si512(ql0, low4),
+								_mm512_and_si512(_mm512_slli_epi16(qh, 4), top2)),
+						_mm512_or_si512(_mm512_and_si512(ql1, low4),
+								_mm512_and_si512(_mm512_slli_epi16(qh, 2), top2)),
+						_mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql0, 4), low4),
+								_mm512_and_si512(qh, top2)),
+						_mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql1, 4), low4),
+								_mm512_and_si512(_mm512_srli_epi16(qh, 2), top2)),
+					};
+					for (int t = 0; t < nt; t++) {
+						const int8_t *qs = act_block(x, x_stride, t, b)->qs;
+						for (int k = 0; k < 4; k++) {
+							int c = 4 * h + k, grp = 8 * c + l;
+							__m512i p = _mm512_sub_epi16(_mm512_maddubs_epi16(q[k], act_group(qs, grp)),
+										     _mm512_set1_epi32(offset[t][grp]));
+							sum[t][k % 2] = _mm512_dpwssd_epi32(sum[t][k % 2], p, scale[c]);
+						}
+					}
+				}
+				for (int t = 0; t < nt; t++)
+					acc[t][l] = _mm512_fmadd_ps(
+						dt[t], _mm512_cvtepi32_ps(_mm512_add_epi32(sum[t][0], sum[t][1])), acc[t][l]);
+			}
+		}
+	}
+	for (int t = 0; t < nt; t++)
+		_mm512_mask_storeu_ps((float *)((char *)y + (size_t)t * y_stride), rows, reduce_rows(acc[t], NULL));
+}
+
+/* Tokens [t, t + left) through one group, up to 4 at once; returns how
+ * many it did. */
+#define K_TOKENS(kernel, type)                                                                 \
+	do {                                                                                   \
+		if (left >= 4) {                                                               \
+			kernel((const type *)g, n_super, x, x_stride, 4, y, y_stride, rows);   \
+			return 4;                                                              \
+		}                                                                              \
+		if (left >= 2) {                                                               \
+			kernel((const type *)g, n_super, x, x_stride, 2, y, y_stride, rows);   \
+			return 2;                                                              \
+		}                                                                              \
+		kernel((const type *)g, n_super, x, x_stride, 1, y, y_stride, rows);           \
+		return 1;                                                                      \
+	} while (0)
+
+static int64_t group_tokens(uint32_t layout, const void *g, int64_t n_super, const char *x, size_t x_stride,
+			    int64_t left, float *y, size_t y_stride, __mmask16 rows)
+{
+	if (layout == CPU_LAYOUT_Q4_K_X16)
+		K_TOKENS(q4_k_tokens, q4_k_x16);
+	K_TOKENS(q6_k_tokens, q6_k_x16);
+}
+
+void cpu_repacked_multiply_k(const loom_tensor *w, int64_t g_lo, int64_t g_hi, const char *x, size_t x_stride,
+			     int64_t nt, float *y, size_t y_stride)
+{
+	int64_t n_super = w->ne[0] / CPU_QK_K;
+	uint32_t layout = 0;
+	size_t group_bytes = (size_t)n_super * cpu_repacked_k_block_bytes(w->dtype, &layout);
+
+	for (int64_t gi = g_lo; gi < g_hi; gi++) {
+		int64_t o = gi * ROWS, left = w->ne[1] - o;
+		__mmask16 rows = left >= ROWS ? 0xffff : (__mmask16)((1u << left) - 1);
+		const char *g = (const char *)w->data + (size_t)gi * group_bytes;
+		for (int64_t t = 0; t < nt;) {
+			float *yt = (float *)((char *)y + (size_t)t * y_stride) + o;
+			t += group_tokens(w->layout, g, n_super, x + (size_t)t * x_stride, x_stride, nt - t, yt,
+					  y_stride, rows);
+		}
+	}
+}
+
+#endif
