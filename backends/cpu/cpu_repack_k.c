@@ -149,6 +149,14 @@ CPU_INLINE void prefetch_part(const void *next, size_t bytes, int part, int part
 		_mm_prefetch((const char *)next + o, _MM_HINT_T0);
 }
 
+/* Lanes of a super-block multiplied together: two for few tokens, to
+ * have more independent dpwssd chains; one for more, whose tokens give
+ * enough and would run out of registers with two. */
+CPU_INLINE int lanes_at_once(int nt)
+{
+	return nt <= 2 ? 2 : 1;
+}
+
 /* Two rows of 16 byte scales (a, then b) as the multipliers dpwssd takes:
  * row r's scale in both 16-bit halves of lane r; *a_out from a, *b_out
  * from b. */
@@ -221,33 +229,59 @@ CPU_INLINE void q4_k_tokens(const q4_k_x16 *g, int64_t n_super, const char *x, s
 			}
 		}
 
-		for (int l = 0; l < LANES; l++) {
-			prefetch_part(gb + 2, sizeof(q4_k_x16), l, LANES);
-			/* Two integer sums per token, the even chunks' and the odd
-			 * ones', so that consecutive dpwssd do not wait on each other. */
-			__m512i even[4], odd[4];
+		/* Lanes_at_once(nt) lanes at a time, each with two integer sums
+		 * per token (the even chunks' and the odd ones'): dpwssd chains
+		 * that do not wait on each other. */
+		const int at_once = lanes_at_once(nt);
+		for (int l = 0; l < LANES; l += at_once) {
+			prefetch_part(gb + 2, sizeof(q4_k_x16), l / at_once, LANES / at_once);
+			__m512i sum[4][2][2];
 			for (int t = 0; t < nt; t++)
-				even[t] = odd[t] = _mm512_setzero_si512();
+				for (int u = 0; u < at_once; u++)
+					sum[t][u][0] = sum[t][u][1] = _mm512_setzero_si512();
 			for (int k = 0; k < 4; k++) {
-				__m512i v = _mm512_loadu_si512((const void *)gb->qs[l][k]);
-				__m512i lo = _mm512_and_si512(v, _mm512_set1_epi8(15));
-				__m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), _mm512_set1_epi8(15));
+				__m512i lo[2], hi[2];
+				for (int u = 0; u < at_once; u++) {
+					__m512i v = _mm512_loadu_si512((const void *)gb->qs[l + u][k]);
+					lo[u] = _mm512_and_si512(v, _mm512_set1_epi8(15));
+					hi[u] = _mm512_and_si512(_mm512_srli_epi16(v, 4), _mm512_set1_epi8(15));
+				}
 				for (int t = 0; t < nt; t++) {
 					const int8_t *qs = act_block(x, x_stride, t, b)->qs;
-					__m512i plo = _mm512_maddubs_epi16(lo, act_group(qs, 16 * k + l));
-					__m512i phi = _mm512_maddubs_epi16(hi, act_group(qs, 16 * k + 8 + l));
-					even[t] = _mm512_dpwssd_epi32(even[t], plo, scale[2 * k]);
-					odd[t] = _mm512_dpwssd_epi32(odd[t], phi, scale[2 * k + 1]);
+					for (int u = 0; u < at_once; u++) {
+						__m512i plo = _mm512_maddubs_epi16(lo[u], act_group(qs, 16 * k + l + u));
+						__m512i phi = _mm512_maddubs_epi16(hi[u], act_group(qs, 16 * k + 8 + l + u));
+						sum[t][u][0] = _mm512_dpwssd_epi32(sum[t][u][0], plo, scale[2 * k]);
+						sum[t][u][1] = _mm512_dpwssd_epi32(sum[t][u][1], phi, scale[2 * k + 1]);
+					}
 				}
 			}
 			for (int t = 0; t < nt; t++)
-				acc[t][l] = _mm512_fmadd_ps(dt[t], _mm512_cvtepi32_ps(_mm512_add_epi32(even[t], odd[t])),
-							    acc[t][l]);
+				for (int u = 0; u < at_once; u++)
+					acc[t][l + u] = _mm512_fmadd_ps(
+						dt[t], _mm512_cvtepi32_ps(_mm512_add_epi32(sum[t][u][0], sum[t][u][1])),
+						acc[t][l + u]);
 		}
 	}
 	for (int t = 0; t < nt; t++)
 		_mm512_mask_storeu_ps((float *)((char *)y + (size_t)t * y_stride), rows,
 				      reduce_rows(acc[t], acc_m[t]));
+}
+
+/* Lane l of the four chunks of half h of a Q6_K super-block, as bytes
+ * q + 32 (0..63). */
+CPU_INLINE void q6_k_unpack(const q6_k_x16 *gb, int h, int l, __m512i q[4])
+{
+	const __m512i low4 = _mm512_set1_epi8(15), top2 = _mm512_set1_epi8(0x30);
+	__m512i ql0 = _mm512_loadu_si512((const void *)gb->ql[h][l][0]);
+	__m512i ql1 = _mm512_loadu_si512((const void *)gb->ql[h][l][1]);
+	__m512i qh = _mm512_loadu_si512((const void *)gb->qh[h][l]);
+
+	q[0] = _mm512_or_si512(_mm512_and_si512(ql0, low4), _mm512_and_si512(_mm512_slli_epi16(qh, 4), top2));
+	q[1] = _mm512_or_si512(_mm512_and_si512(ql1, low4), _mm512_and_si512(_mm512_slli_epi16(qh, 2), top2));
+	q[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql0, 4), low4), _mm512_and_si512(qh, top2));
+	q[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql1, 4), low4),
+			       _mm512_and_si512(_mm512_srli_epi16(qh, 2), top2));
 }
 
 /*
@@ -285,39 +319,36 @@ CPU_INLINE void q6_k_tokens(const q6_k_x16 *g, int64_t n_super, const char *x, s
 			for (int c = 0; c < CHUNKS; c += 2)
 				widen_scale_pair(_mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)gb->sc[s][c])),
 						 &scale[c], &scale[c + 1]);
-			for (int l = 4 * s; l < 4 * s + 4; l++) {
-				prefetch_part(gb + 2, sizeof(q6_k_x16), l, LANES);
-				__m512i sum[4][2];
+			/* Lanes_at_once(nt) lanes at a time, as for Q4_K. */
+			const int at_once = lanes_at_once(nt);
+			for (int l = 4 * s; l < 4 * s + 4; l += at_once) {
+				prefetch_part(gb + 2, sizeof(q6_k_x16), l / at_once, LANES / at_once);
+				__m512i sum[4][2][2];
 				for (int t = 0; t < nt; t++)
-					sum[t][0] = sum[t][1] = _mm512_setzero_si512();
+					for (int u = 0; u < at_once; u++)
+						sum[t][u][0] = sum[t][u][1] = _mm512_setzero_si512();
 				for (int h = 0; h < 2; h++) {
-					__m512i ql0 = _mm512_loadu_si512((const void *)gb->ql[h][l][0]);
-					__m512i ql1 = _mm512_loadu_si512((const void *)gb->ql[h][l][1]);
-					__m512i qh = _mm512_loadu_si512((const void *)gb->qh[h][l]);
-					const __m512i low4 = _mm512_set1_epi8(15), top2 = _mm512_set1_epi8(0x30);
-					__m512i q[4] = {
-						_mm512_or_si512(_mm512_and_si512(ql0, low4),
-								_mm512_and_si512(_mm512_slli_epi16(qh, 4), top2)),
-						_mm512_or_si512(_mm512_and_si512(ql1, low4),
-								_mm512_and_si512(_mm512_slli_epi16(qh, 2), top2)),
-						_mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql0, 4), low4),
-								_mm512_and_si512(qh, top2)),
-						_mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql1, 4), low4),
-								_mm512_and_si512(_mm512_srli_epi16(qh, 2), top2)),
-					};
+					__m512i q[2][4];
+					for (int u = 0; u < at_once; u++)
+						q6_k_unpack(gb, h, l + u, q[u]);
 					for (int t = 0; t < nt; t++) {
 						const int8_t *qs = act_block(x, x_stride, t, b)->qs;
 						for (int k = 0; k < 4; k++) {
-							int c = 4 * h + k, grp = 8 * c + l;
-							__m512i p = _mm512_sub_epi16(_mm512_maddubs_epi16(q[k], act_group(qs, grp)),
-										     _mm512_set1_epi32(offset[t][grp]));
-							sum[t][k % 2] = _mm512_dpwssd_epi32(sum[t][k % 2], p, scale[c]);
+							for (int u = 0; u < at_once; u++) {
+								int c = 4 * h + k, grp = 8 * c + l + u;
+								__m512i p = _mm512_sub_epi16(
+									_mm512_maddubs_epi16(q[u][k], act_group(qs, grp)),
+									_mm512_set1_epi32(offset[t][grp]));
+								sum[t][u][k % 2] = _mm512_dpwssd_epi32(sum[t][u][k % 2], p, scale[c]);
+							}
 						}
 					}
 				}
 				for (int t = 0; t < nt; t++)
-					acc[t][l] = _mm512_fmadd_ps(
-						dt[t], _mm512_cvtepi32_ps(_mm512_add_epi32(sum[t][0], sum[t][1])), acc[t][l]);
+					for (int u = 0; u < at_once; u++)
+						acc[t][l + u] = _mm512_fmadd_ps(
+							dt[t], _mm512_cvtepi32_ps(_mm512_add_epi32(sum[t][u][0], sum[t][u][1])),
+							acc[t][l + u]);
 			}
 		}
 	}
