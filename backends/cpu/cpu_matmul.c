@@ -12,9 +12,9 @@
  *     time (cpu_gemm.c). A weight repacked at load (cpu_repack.h) is
  *     multiplied in its groups of CPU_REPACK_ROWS rows instead, for every
  *     token count; with many tokens, a weight the variant could have
- *     repacked is, a group at a time, each thread into its own part of
- *     the scratch memory. Either way phase 1 also sums the quantized
- *     activations as the repacked kernels need.
+ *     repacked with the same results is, a group at a time, each thread
+ *     into its own part of the scratch memory. Either way phase 1 also
+ *     sums the quantized activations as the repacked kernels need.
  */
 #include "cpu_backend.h"
 
@@ -82,8 +82,10 @@ static loom_tensor first_group(const loom_tensor *w)
 }
 
 /* The repacked layout the multiplication uses: the weight's own, or the
- * one its groups are repacked into per matmul; 0 for none. *group_bytes
- * gets the bytes of a group repacked per matmul (0 if none is). */
+ * one its groups are repacked into per matmul, only where that gives the
+ * tile kernels' results bit for bit (so that a weight's results do not
+ * depend on how many tokens come at once); 0 for none. *group_bytes gets
+ * the bytes of a group repacked per matmul (0 if none is). */
 static uint32_t repacked_layout(const loom_node *node, size_t *group_bytes)
 {
 	const loom_tensor *w = node->src[0], *x = node->src[1];
@@ -95,8 +97,11 @@ static uint32_t repacked_layout(const loom_node *node, size_t *group_bytes)
 	if (cpu_nrows(x) < REPACK_MIN_TOKENS)
 		return 0;
 	loom_tensor g = first_group(w);
-	*group_bytes = cpu_repacked_bytes(&g, &layout);
-	return *group_bytes != 0 ? layout : 0;
+	size_t bytes = cpu_repacked_bytes(&g, &layout);
+	if (bytes == 0 || !cpu_layout_exact(layout))
+		return 0;
+	*group_bytes = bytes;
+	return layout;
 }
 
 /* Bytes of a row of the activation sums the repacked kernels need. */
@@ -105,9 +110,7 @@ static size_t sums_row_bytes(const loom_node *node)
 	size_t group_bytes;
 	uint32_t layout = repacked_layout(node, &group_bytes);
 
-	return layout != 0 ? (size_t)(node->src[0]->ne[0] / CPU_QK) *
-				     (size_t)cpu_repacked_sums_per_block(layout) * sizeof(int32_t)
-			   : 0;
+	return cpu_repacked_needs_sums(layout) ? (size_t)(node->src[0]->ne[0] / CPU_QK) * sizeof(int32_t) : 0;
 }
 
 static size_t align64(size_t n)
@@ -127,17 +130,15 @@ static size_t matmul_scratch_size(const loom_node *node, int n_threads)
 	       align64((size_t)cpu_nrows(x) * sums_row_bytes(node)) + (size_t)n_threads * align64(group_bytes);
 }
 
-/* Sums of the quantized values of each block, `per` to a block (each of
- * CPU_QK / per elements), for the repacked kernels. */
-static void block_sums(const cpu_block_q8_0 *blocks, int32_t *sums, int64_t n_blocks, int per)
+/* The sum of the quantized values of each block, for the repacked
+ * kernels. */
+static void block_sums(const cpu_block_q8_0 *blocks, int32_t *sums, int64_t n_blocks)
 {
 	for (int64_t b = 0; b < n_blocks; b++) {
-		for (int k = 0; k < per; k++) {
-			int32_t s = 0;
-			for (int i = k * CPU_QK / per; i < (k + 1) * CPU_QK / per; i++)
-				s += blocks[b].qs[i];
-			sums[b * per + k] = s;
-		}
+		int32_t s = 0;
+		for (int i = 0; i < CPU_QK; i++)
+			s += blocks[b].qs[i];
+		sums[b] = s;
 	}
 }
 
@@ -170,11 +171,10 @@ static void convert_activations(const loom_node *node, const cpu_task *task, siz
 		const float *src = (const float *)((const char *)x->data + t * x->nb[1]);
 		char *row = (char *)task->scratch + t * row_bytes;
 		convert_piece(w->dtype, src, row, e0, len);
-		int per = layout != 0 ? cpu_repacked_sums_per_block(layout) : 0;
-		if (per != 0) {
+		if (cpu_repacked_needs_sums(layout)) {
 			int32_t *sums = (int32_t *)(task->scratch + align64((size_t)cpu_nrows(x) * row_bytes) +
 						    (size_t)t * sums_row_bytes(node));
-			block_sums((cpu_block_q8_0 *)row + e0 / CPU_QK, sums + e0 / CPU_QK * per, len / CPU_QK, per);
+			block_sums((cpu_block_q8_0 *)row + e0 / CPU_QK, sums + e0 / CPU_QK, len / CPU_QK);
 		}
 	}
 }

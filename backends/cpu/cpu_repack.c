@@ -104,11 +104,14 @@ bool cpu_layout_supported(loom_dtype type, uint32_t layout)
 	       (layout == CPU_LAYOUT_Q6_K_X16 && type == LOOM_DTYPE_Q6_K);
 }
 
-int cpu_repacked_sums_per_block(uint32_t layout)
+bool cpu_layout_exact(uint32_t layout)
 {
-	if (k_layout(layout))
-		return 0;
-	return layout == CPU_LAYOUT_Q8_0_X16 ? 2 * WORDS : 1;
+	return layout != CPU_LAYOUT_Q8_0_X16;
+}
+
+bool cpu_repacked_needs_sums(uint32_t layout)
+{
+	return layout == CPU_LAYOUT_Q4_0_X16 || layout == CPU_LAYOUT_Q8_0_X16;
 }
 
 /* Group j (elements 4j..4j+3) of an activation block in every lane. */
@@ -161,20 +164,20 @@ CPU_INLINE void q4_0_tokens(const q4_0_x16 *g, int64_t n_blocks, const char *x, 
 
 /*
  * Q8_0: the weights meet dpbusd as w + 128, which adds 128 * sum(x) over
- * each group of 4; each group's integer sum starts from the negation. The
- * sums follow the Q8_0 row kernel's order (cpu_quant_legacy.c): 8 f32
- * lanes per row, lane j taking group j of every block by FMA, reduced as
- * (j, j + 4) pairs and (0, 2) + (1, 3).
+ * the block; each block's integer sum starts from the negation. Unlike the
+ * row kernel (llama.cpp's order: 8 f32 lanes per row, each group of 4
+ * scaled on its own), a block's 32 products are summed exactly in
+ * integers and scaled once, so a row takes one FMA per block: fewer
+ * roundings than llama.cpp's, and the fewest operations.
  */
 CPU_INLINE void q8_0_tokens(const q8_0_x16 *g, int64_t n_blocks, const char *x, size_t x_stride,
 			    const int32_t *xsum, size_t xsum_stride, const int nt, float *y, size_t y_stride,
 			    __mmask16 rows)
 {
-	__m512 acc[2][2 * WORDS];
+	__m512 acc[8];
 
 	for (int t = 0; t < nt; t++)
-		for (int j = 0; j < 2 * WORDS; j++)
-			acc[t][j] = _mm512_setzero_ps();
+		acc[t] = _mm512_setzero_ps();
 	for (int64_t b = 0; b < n_blocks; b++) {
 		__m512i w[2 * WORDS];
 		for (size_t o = 0; o < sizeof(q8_0_x16); o += 64)
@@ -184,22 +187,16 @@ CPU_INLINE void q8_0_tokens(const q8_0_x16 *g, int64_t n_blocks, const char *x, 
 		__m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)g[b].d));
 		for (int t = 0; t < nt; t++) {
 			const cpu_block_q8_0 *xb = (const cpu_block_q8_0 *)(x + (size_t)t * x_stride) + b;
-			const int32_t *s = (const int32_t *)((const char *)xsum + (size_t)t * xsum_stride) +
-					   (size_t)b * 2 * WORDS;
+			int32_t s = *(const int32_t *)((const char *)xsum + (size_t)t * xsum_stride + 4 * (size_t)b);
+			__m512i sum = _mm512_set1_epi32(-128 * s);
+			for (int j = 0; j < 2 * WORDS; j++)
+				sum = _mm512_dpbusd_epi32(sum, w[j], act_group(xb, j));
 			__m512 scale = _mm512_mul_ps(d, _mm512_set1_ps(cpu_fp16_to_f32(xb->d)));
-			for (int j = 0; j < 2 * WORDS; j++) {
-				__m512i sum = _mm512_dpbusd_epi32(_mm512_set1_epi32(-128 * s[j]), w[j], act_group(xb, j));
-				acc[t][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), scale, acc[t][j]);
-			}
+			acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), scale, acc[t]);
 		}
 	}
-	for (int t = 0; t < nt; t++) {
-		__m512 p[WORDS];
-		for (int j = 0; j < WORDS; j++)
-			p[j] = _mm512_add_ps(acc[t][j], acc[t][j + WORDS]);
-		__m512 sum = _mm512_add_ps(_mm512_add_ps(p[0], p[2]), _mm512_add_ps(p[1], p[3]));
-		_mm512_mask_storeu_ps((float *)((char *)y + (size_t)t * y_stride), rows, sum);
-	}
+	for (int t = 0; t < nt; t++)
+		_mm512_mask_storeu_ps((float *)((char *)y + (size_t)t * y_stride), rows, acc[t]);
 }
 
 /* Tokens [t, nt) through one group, as many at once as the type's kernel
@@ -209,9 +206,13 @@ CPU_INLINE int64_t group_tokens(uint32_t layout, const void *g, int64_t n_blocks
 				size_t y_stride, __mmask16 rows)
 {
 	if (layout == CPU_LAYOUT_Q8_0_X16) {
-		if (left >= 2) {
-			q8_0_tokens(g, n_blocks, x, x_stride, xsum, xsum_stride, 2, y, y_stride, rows);
-			return 2;
+		if (left >= 8) {
+			q8_0_tokens(g, n_blocks, x, x_stride, xsum, xsum_stride, 8, y, y_stride, rows);
+			return 8;
+		}
+		if (left >= 4) {
+			q8_0_tokens(g, n_blocks, x, x_stride, xsum, xsum_stride, 4, y, y_stride, rows);
+			return 4;
 		}
 		q8_0_tokens(g, n_blocks, x, x_stride, xsum, xsum_stride, 1, y, y_stride, rows);
 		return 1;
@@ -275,10 +276,16 @@ bool cpu_layout_supported(loom_dtype type, uint32_t layout)
 	return layout == 0;
 }
 
-int cpu_repacked_sums_per_block(uint32_t layout)
+bool cpu_layout_exact(uint32_t layout)
 {
 	(void)layout;
-	return 1;
+	return true;
+}
+
+bool cpu_repacked_needs_sums(uint32_t layout)
+{
+	(void)layout;
+	return false;
 }
 
 void cpu_repacked_multiply(const loom_tensor *w, int64_t g_lo, int64_t g_hi, const char *x,

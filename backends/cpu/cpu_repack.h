@@ -14,7 +14,9 @@
  * CPU_LAYOUT_Q8_0_X16: Q8_0 rows in groups of 16 the same way: word k
  * (elements 4k..4k+3, k = 0..7) of all 16 rows, each byte + 128 (so that
  * the weights are dpbusd's unsigned operand), then the scales; 544 bytes
- * for 16 blocks.
+ * for 16 blocks. Its multiply sums each block exactly before scaling it,
+ * which is not the standard layout's (llama.cpp's) order: results agree
+ * to rounding, not bit for bit. The other layouts' do.
  *
  * CPU_LAYOUT_Q4_K_X16 and CPU_LAYOUT_Q6_K_X16: super-blocks of 16 rows
  * with the quants of each 4-element group of all 16 rows side by side and
@@ -48,15 +50,18 @@ void cpu_repack(const loom_tensor *w, void *dst);
 /* Can this variant multiply by a weight in this layout? */
 bool cpu_layout_supported(loom_dtype type, uint32_t layout);
 
-/* The sums of quantized activations the multiply needs per 32-element
- * block: 1 (the block's, for Q4_0), 8 (each 4 elements', for Q8_0) or 0
- * (the K-quants, whose Q8_K activations carry their own). */
-int cpu_repacked_sums_per_block(uint32_t layout);
+/* Does the multiply in this layout give the standard layout's results
+ * bit for bit? */
+bool cpu_layout_exact(uint32_t layout);
+
+/* Does the multiply in this layout need the sum of each Q8_0 activation
+ * block's quantized values? (The K-quants' Q8_K blocks carry their own.) */
+bool cpu_repacked_needs_sums(uint32_t layout);
 
 /* y[t][o] for the 16-row groups [g_lo, g_hi) of a repacked weight w, with
- * nt tokens of Q8_0 activations x (rows x_stride bytes apart) and the sums
- * of their quantized values xsum (cpu_repacked_sums_per_block per block,
- * rows xsum_stride bytes apart). */
+ * nt tokens of activations x (Q8_0 or Q8_K, rows x_stride bytes apart)
+ * and, where needed, the sums of their Q8_0 blocks xsum (rows xsum_stride
+ * bytes apart). */
 void cpu_repacked_multiply(const loom_tensor *w, int64_t g_lo, int64_t g_hi, const char *x,
 			   size_t x_stride, const int32_t *xsum, size_t xsum_stride, int64_t nt, float *y,
 			   size_t y_stride);
