@@ -14,7 +14,8 @@
  *     token count; with many tokens, a weight the variant could have
  *     repacked with the same results is, a group at a time, each thread
  *     into its own part of the scratch memory. Either way phase 1 also
- *     sums the quantized activations as the repacked kernels need.
+ *     makes of the quantized activations what the repacked kernels need
+ *     (cpu_repacked_prepare).
  */
 #include "cpu_backend.h"
 
@@ -104,13 +105,14 @@ static uint32_t repacked_layout(const loom_node *node, size_t *group_bytes)
 	return layout;
 }
 
-/* Bytes of a row of the activation sums the repacked kernels need. */
-static size_t sums_row_bytes(const loom_node *node)
+/* Bytes of a row of what the repacked kernels make of the activations
+ * (cpu_repacked_prepare). */
+static size_t prepared_row_bytes(const loom_node *node)
 {
 	size_t group_bytes;
 	uint32_t layout = repacked_layout(node, &group_bytes);
 
-	return cpu_repacked_needs_sums(layout) ? (size_t)(node->src[0]->ne[0] / CPU_QK) * sizeof(int32_t) : 0;
+	return layout != 0 ? cpu_repacked_act_bytes(layout, node->src[0]->ne[0]) : 0;
 }
 
 static size_t align64(size_t n)
@@ -118,8 +120,8 @@ static size_t align64(size_t n)
 	return (n + 63) & ~(size_t)63;
 }
 
-/* The converted activations, their sums, then each thread's repacked
- * group. */
+/* The converted activations, what the repacked kernels make of them,
+ * then each thread's repacked group. */
 static size_t matmul_scratch_size(const loom_node *node, int n_threads)
 {
 	const loom_tensor *w = node->src[0], *x = node->src[1];
@@ -127,19 +129,7 @@ static size_t matmul_scratch_size(const loom_node *node, int n_threads)
 
 	repacked_layout(node, &group_bytes);
 	return align64((size_t)cpu_nrows(x) * act_row_bytes(w->dtype, x->ne[0])) +
-	       align64((size_t)cpu_nrows(x) * sums_row_bytes(node)) + (size_t)n_threads * align64(group_bytes);
-}
-
-/* The sum of the quantized values of each block, for the repacked
- * kernels. */
-static void block_sums(const cpu_block_q8_0 *blocks, int32_t *sums, int64_t n_blocks)
-{
-	for (int64_t b = 0; b < n_blocks; b++) {
-		int32_t s = 0;
-		for (int i = 0; i < CPU_QK; i++)
-			s += blocks[b].qs[i];
-		sums[b] = s;
-	}
+	       align64((size_t)cpu_nrows(x) * prepared_row_bytes(node)) + (size_t)n_threads * align64(group_bytes);
 }
 
 static void convert_piece(loom_dtype weight_type, const float *x, char *row, int64_t e0, int64_t n)
@@ -171,10 +161,11 @@ static void convert_activations(const loom_node *node, const cpu_task *task, siz
 		const float *src = (const float *)((const char *)x->data + t * x->nb[1]);
 		char *row = (char *)task->scratch + t * row_bytes;
 		convert_piece(w->dtype, src, row, e0, len);
-		if (cpu_repacked_needs_sums(layout)) {
-			int32_t *sums = (int32_t *)(task->scratch + align64((size_t)cpu_nrows(x) * row_bytes) +
-						    (size_t)t * sums_row_bytes(node));
-			block_sums((cpu_block_q8_0 *)row + e0 / CPU_QK, sums + e0 / CPU_QK, len / CPU_QK);
+		size_t prepared = prepared_row_bytes(node);
+		if (prepared != 0) {
+			uint8_t *out = task->scratch + align64((size_t)cpu_nrows(x) * row_bytes) + (size_t)t * prepared;
+			cpu_repacked_prepare(layout, (const cpu_block_q8_0 *)row + e0 / CPU_QK,
+					     len / CPU_QK, (cpu_repacked_act *)out + e0 / CPU_QK);
 		}
 	}
 }
@@ -245,14 +236,14 @@ static void matmul_run(const loom_node *node, const cpu_task *task)
 	uint32_t layout = repacked_layout(node, &group_bytes);
 	if (layout != 0) {
 		const char *scratch = (const char *)task->scratch + align64((size_t)n_tok * row_bytes);
-		const int32_t *sums = (const int32_t *)scratch;
+		const void *prepared = scratch;
 		int64_t n_groups = (n_out + CPU_REPACK_ROWS - 1) / CPU_REPACK_ROWS;
 		int64_t chunk = w->layout != 0 ? n_groups / ((int64_t)task->nth * 16) : 1;
-		void *mine = (char *)scratch + align64((size_t)n_tok * sums_row_bytes(node)) +
+		void *mine = (char *)scratch + align64((size_t)n_tok * prepared_row_bytes(node)) +
 			     (size_t)task->ith * align64(group_bytes);
 		while (cpu_take_work(task, n_groups, chunk < 1 ? 1 : chunk, &lo, &hi)) {
 			if (w->layout != 0) {
-				cpu_repacked_multiply(w, lo, hi, base.x, base.x_stride, sums, sums_row_bytes(node),
+				cpu_repacked_multiply(w, lo, hi, base.x, base.x_stride, prepared, prepared_row_bytes(node),
 						      n_tok, base.y, base.y_stride);
 				continue;
 			}
@@ -264,7 +255,7 @@ static void matmul_run(const loom_node *node, const cpu_task *task)
 			cpu_repack(&g, mine);
 			g.data = mine;
 			g.layout = layout;
-			cpu_repacked_multiply(&g, 0, 1, base.x, base.x_stride, sums, sums_row_bytes(node), n_tok,
+			cpu_repacked_multiply(&g, 0, 1, base.x, base.x_stride, prepared, prepared_row_bytes(node), n_tok,
 					      base.y + o, base.y_stride);
 		}
 		return;

@@ -109,129 +109,142 @@ bool cpu_layout_exact(uint32_t layout)
 	return layout != CPU_LAYOUT_Q8_0_X16;
 }
 
-bool cpu_repacked_needs_sums(uint32_t layout)
+/* What dpbusd's unsigned weights carry on top of the signed values:
+ * 8 for Q4_0 (q in 0..15 for q - 8), 128 for Q8_0 (stored q + 128). */
+static int32_t weight_offset(uint32_t layout)
 {
-	return layout == CPU_LAYOUT_Q4_0_X16 || layout == CPU_LAYOUT_Q8_0_X16;
+	return layout == CPU_LAYOUT_Q8_0_X16 ? 128 : 8;
 }
 
-/* Group j (elements 4j..4j+3) of an activation block in every lane. */
-CPU_INLINE __m512i act_group(const cpu_block_q8_0 *x, int j)
+size_t cpu_repacked_act_bytes(uint32_t layout, int64_t n)
 {
+	return layout == CPU_LAYOUT_Q4_0_X16 || layout == CPU_LAYOUT_Q8_0_X16
+		       ? (size_t)(n / CPU_QK) * sizeof(cpu_repacked_act)
+		       : 0;
+}
+
+void cpu_repacked_prepare(uint32_t layout, const void *x, int64_t n_blocks, void *out)
+{
+	const cpu_block_q8_0 *blocks = x;
+	cpu_repacked_act *a = out;
+	const __m256i ones = _mm256_set1_epi8(1);
+
+	for (int64_t b = 0; b < n_blocks; b++) {
+		__m256i q = _mm256_loadu_si256((const __m256i *)blocks[b].qs);
+		__m256i s = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ones, q);
+		__m128i h = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+		h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4e));
+		h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xb1));
+		a[b].bias = -weight_offset(layout) * _mm_cvtsi128_si32(h);
+		a[b].d = cpu_fp16_to_f32(blocks[b].d);
+	}
+}
+
+/* Group j (elements 4j..4j+3) of token t's activation block b in every
+ * lane. */
+CPU_INLINE __m512i act_group(const char *x, size_t x_stride, int t, int64_t b, int j)
+{
+	const cpu_block_q8_0 *blk = (const cpu_block_q8_0 *)(x + (size_t)t * x_stride) + b;
 	int32_t v;
 
-	memcpy(&v, x->qs + 4 * j, sizeof(v));
+	memcpy(&v, blk->qs + 4 * j, sizeof(v));
 	return _mm512_set1_epi32(v);
 }
 
-/*
- * The weights meet dpbusd unsigned (q, 0..15) and the activations signed;
- * q - 8 is q less 8 * sum(x), and that correction, per token and block,
- * starts each block's integer sums. The sums follow llama.cpp's Q4_0 order
- * (cpu_quant_legacy.c): a row's block total, exact, added to one f32 sum
- * per row by FMA, so the result equals the standard layout's bit for bit.
- */
-CPU_INLINE void q4_0_tokens(const q4_0_x16 *g, int64_t n_blocks, const char *x, size_t x_stride,
-			     const int32_t *xsum, size_t xsum_stride, const int nt, float *y, size_t y_stride,
-			     __mmask16 rows)
+/* What cpu_repacked_prepare made of token t's block b. */
+CPU_INLINE const cpu_repacked_act *act_of(const cpu_repacked_act *xa, size_t xa_stride, int t, int64_t b)
 {
-	__m512 acc[8];
+	return (const cpu_repacked_act *)((const char *)xa + (size_t)t * xa_stride) + b;
+}
 
-	for (int t = 0; t < nt; t++)
-		acc[t] = _mm512_setzero_ps();
-	for (int64_t b = 0; b < n_blocks; b++) {
-		__m512i w[2 * WORDS];
-		for (size_t o = 0; o < sizeof(q4_0_x16); o += 64)
-			_mm_prefetch((const char *)&g[b + PREFETCH_BLOCKS] + o, _MM_HINT_T0);
+/* Block b's weights of a Q4_0 or Q8_0 group as dpbusd's unsigned operand,
+ * elements 4j..4j+3 of all 16 rows in w[j]; returns the rows' scales. */
+CPU_INLINE __m512 group_block(const bool q8, const void *g, int64_t b, __m512i w[2 * WORDS])
+{
+	const uint16_t *d;
+
+	if (q8) {
+		const q8_0_x16 *blk = (const q8_0_x16 *)g + b;
+		for (int j = 0; j < 2 * WORDS; j++)
+			w[j] = _mm512_loadu_si512((const void *)blk->qs[j]);
+		d = blk->d;
+	} else {
+		const q4_0_x16 *blk = (const q4_0_x16 *)g + b;
 		for (int k = 0; k < WORDS; k++) {
-			__m512i qs = _mm512_loadu_si512((const void *)g[b].qs[k]);
+			__m512i qs = _mm512_loadu_si512((const void *)blk->qs[k]);
 			w[k] = _mm512_and_si512(qs, _mm512_set1_epi8(15));
 			w[k + WORDS] = _mm512_and_si512(_mm512_srli_epi16(qs, 4), _mm512_set1_epi8(15));
 		}
-		__m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)g[b].d));
-		for (int t = 0; t < nt; t++) {
-			const cpu_block_q8_0 *xb = (const cpu_block_q8_0 *)(x + (size_t)t * x_stride) + b;
-			int32_t s = *(const int32_t *)((const char *)xsum + (size_t)t * xsum_stride + 4 * (size_t)b);
-			__m512i sum = _mm512_set1_epi32(-8 * s);
-			for (int j = 0; j < 2 * WORDS; j++)
-				sum = _mm512_dpbusd_epi32(sum, w[j], act_group(xb, j));
-			__m512 scale = _mm512_mul_ps(d, _mm512_set1_ps(cpu_fp16_to_f32(xb->d)));
-			acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), scale, acc[t]);
-		}
+		d = blk->d;
 	}
-	for (int t = 0; t < nt; t++)
-		_mm512_mask_storeu_ps((float *)((char *)y + (size_t)t * y_stride), rows, acc[t]);
+	return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)d));
 }
 
 /*
- * Q8_0: the weights meet dpbusd as w + 128, which adds 128 * sum(x) over
- * the block; each block's integer sum starts from the negation. Unlike the
- * row kernel (llama.cpp's order: 8 f32 lanes per row, each group of 4
- * scaled on its own), a block's 32 products are summed exactly in
- * integers and scaled once, so a row takes one FMA per block: fewer
- * roundings than llama.cpp's, and the fewest operations.
+ * Q4_0 or Q8_0, nt tokens. A block's 32 products are summed exactly in
+ * integers, from the bias that takes the weights' offset back off, then
+ * scaled by d_w * d_x and added to one f32 sum per row by FMA. That is
+ * llama.cpp's Q4_0 order (cpu_quant_legacy.c), so Q4_0 gives the standard
+ * layout's results bit for bit; Q8_0's row kernel scales each group of 4
+ * products on its own, which costs 8 times the f32 work for no accuracy.
  */
-CPU_INLINE void q8_0_tokens(const q8_0_x16 *g, int64_t n_blocks, const char *x, size_t x_stride,
-			    const int32_t *xsum, size_t xsum_stride, const int nt, float *y, size_t y_stride,
-			    __mmask16 rows)
+CPU_INLINE void blocks_tokens(const bool q8, const void *g, int64_t n_blocks, const char *x, size_t x_stride,
+			      const cpu_repacked_act *xa, size_t xa_stride, const int nt, float *y,
+			      size_t y_stride, __mmask16 rows)
 {
+	const size_t block_bytes = q8 ? sizeof(q8_0_x16) : sizeof(q4_0_x16);
 	__m512 acc[8];
 
 	for (int t = 0; t < nt; t++)
 		acc[t] = _mm512_setzero_ps();
 	for (int64_t b = 0; b < n_blocks; b++) {
 		__m512i w[2 * WORDS];
-		for (size_t o = 0; o < sizeof(q8_0_x16); o += 64)
-			_mm_prefetch((const char *)&g[b + PREFETCH_BLOCKS] + o, _MM_HINT_T0);
+		const char *ahead = (const char *)g + (size_t)(b + PREFETCH_BLOCKS) * block_bytes;
+		for (size_t o = 0; o < block_bytes; o += 64)
+			_mm_prefetch(ahead + o, _MM_HINT_T0);
+		__m512 d = group_block(q8, g, b, w);
+		/* Tokens inner: the tokens' dpbusd chains side by side, so that
+		 * the scheduler always has independent ones at hand. */
+		__m512i sum[8];
+		for (int t = 0; t < nt; t++)
+			sum[t] = _mm512_set1_epi32(act_of(xa, xa_stride, t, b)->bias);
 		for (int j = 0; j < 2 * WORDS; j++)
-			w[j] = _mm512_loadu_si512((const void *)g[b].qs[j]);
-		__m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)g[b].d));
+			for (int t = 0; t < nt; t++)
+				sum[t] = _mm512_dpbusd_epi32(sum[t], w[j], act_group(x, x_stride, t, b, j));
 		for (int t = 0; t < nt; t++) {
-			const cpu_block_q8_0 *xb = (const cpu_block_q8_0 *)(x + (size_t)t * x_stride) + b;
-			int32_t s = *(const int32_t *)((const char *)xsum + (size_t)t * xsum_stride + 4 * (size_t)b);
-			__m512i sum = _mm512_set1_epi32(-128 * s);
-			for (int j = 0; j < 2 * WORDS; j++)
-				sum = _mm512_dpbusd_epi32(sum, w[j], act_group(xb, j));
-			__m512 scale = _mm512_mul_ps(d, _mm512_set1_ps(cpu_fp16_to_f32(xb->d)));
-			acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), scale, acc[t]);
+			__m512 scale = _mm512_mul_ps(d, _mm512_set1_ps(act_of(xa, xa_stride, t, b)->d));
+			acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[t]), scale, acc[t]);
 		}
 	}
 	for (int t = 0; t < nt; t++)
 		_mm512_mask_storeu_ps((float *)((char *)y + (size_t)t * y_stride), rows, acc[t]);
 }
 
-/* Tokens [t, nt) through one group, as many at once as the type's kernel
- * takes; returns how many it did. */
-CPU_INLINE int64_t group_tokens(uint32_t layout, const void *g, int64_t n_blocks, const char *x,
-				size_t x_stride, const int32_t *xsum, size_t xsum_stride, int64_t left, float *y,
-				size_t y_stride, __mmask16 rows)
+/* Tokens [t, nt) through one group, 8, 4 or 1 at a time; returns how
+ * many it did. */
+#define BLOCKS_TOKENS(q8)                                                                              \
+	do {                                                                                           \
+		int n = left >= 8 ? 8 : left >= 4 ? 4 : 1;                                             \
+		if (n == 8)                                                                            \
+			blocks_tokens(q8, g, n_blocks, x, x_stride, xa, xa_stride, 8, y, y_stride, rows); \
+		else if (n == 4)                                                                       \
+			blocks_tokens(q8, g, n_blocks, x, x_stride, xa, xa_stride, 4, y, y_stride, rows); \
+		else                                                                                   \
+			blocks_tokens(q8, g, n_blocks, x, x_stride, xa, xa_stride, 1, y, y_stride, rows); \
+		return n;                                                                              \
+	} while (0)
+
+static int64_t group_tokens(uint32_t layout, const void *g, int64_t n_blocks, const char *x, size_t x_stride,
+			    const cpu_repacked_act *xa, size_t xa_stride, int64_t left, float *y, size_t y_stride,
+			    __mmask16 rows)
 {
-	if (layout == CPU_LAYOUT_Q8_0_X16) {
-		if (left >= 8) {
-			q8_0_tokens(g, n_blocks, x, x_stride, xsum, xsum_stride, 8, y, y_stride, rows);
-			return 8;
-		}
-		if (left >= 4) {
-			q8_0_tokens(g, n_blocks, x, x_stride, xsum, xsum_stride, 4, y, y_stride, rows);
-			return 4;
-		}
-		q8_0_tokens(g, n_blocks, x, x_stride, xsum, xsum_stride, 1, y, y_stride, rows);
-		return 1;
-	}
-	if (left >= 8) {
-		q4_0_tokens(g, n_blocks, x, x_stride, xsum, xsum_stride, 8, y, y_stride, rows);
-		return 8;
-	}
-	if (left >= 4) {
-		q4_0_tokens(g, n_blocks, x, x_stride, xsum, xsum_stride, 4, y, y_stride, rows);
-		return 4;
-	}
-	q4_0_tokens(g, n_blocks, x, x_stride, xsum, xsum_stride, 1, y, y_stride, rows);
-	return 1;
+	if (layout == CPU_LAYOUT_Q8_0_X16)
+		BLOCKS_TOKENS(true);
+	BLOCKS_TOKENS(false);
 }
 
-void cpu_repacked_multiply(const loom_tensor *w, int64_t g_lo, int64_t g_hi, const char *x,
-			   size_t x_stride, const int32_t *xsum, size_t xsum_stride, int64_t nt, float *y,
-			   size_t y_stride)
+void cpu_repacked_multiply(const loom_tensor *w, int64_t g_lo, int64_t g_hi, const char *x, size_t x_stride,
+			   const void *xa, size_t xa_stride, int64_t nt, float *y, size_t y_stride)
 {
 	if (k_layout(w->layout)) {
 		cpu_repacked_multiply_k(w, g_lo, g_hi, x, x_stride, nt, y, y_stride);
@@ -247,10 +260,9 @@ void cpu_repacked_multiply(const loom_tensor *w, int64_t g_lo, int64_t g_hi, con
 		const char *g = (const char *)w->data + (size_t)gi * group_bytes;
 		for (int64_t t = 0; t < nt;) {
 			const char *xt = x + (size_t)t * x_stride;
-			const int32_t *st = (const int32_t *)((const char *)xsum + (size_t)t * xsum_stride);
+			const cpu_repacked_act *at = (const cpu_repacked_act *)((const char *)xa + (size_t)t * xa_stride);
 			float *yt = (float *)((char *)y + (size_t)t * y_stride) + o;
-			t += group_tokens(w->layout, g, n_blocks, xt, x_stride, st, xsum_stride, nt - t, yt, y_stride,
-					  rows);
+			t += group_tokens(w->layout, g, n_blocks, xt, x_stride, at, xa_stride, nt - t, yt, y_stride, rows);
 		}
 	}
 }
@@ -282,17 +294,22 @@ bool cpu_layout_exact(uint32_t layout)
 	return true;
 }
 
-bool cpu_repacked_needs_sums(uint32_t layout)
+size_t cpu_repacked_act_bytes(uint32_t layout, int64_t n)
 {
 	(void)layout;
-	return false;
+	(void)n;
+	return 0;
 }
 
-void cpu_repacked_multiply(const loom_tensor *w, int64_t g_lo, int64_t g_hi, const char *x,
-			   size_t x_stride, const int32_t *xsum, size_t xsum_stride, int64_t nt, float *y,
-			   size_t y_stride)
+void cpu_repacked_prepare(uint32_t layout, const void *x, int64_t n_blocks, void *out)
 {
-	(void)w, (void)g_lo, (void)g_hi, (void)x, (void)x_stride, (void)xsum, (void)xsum_stride;
+	(void)layout, (void)x, (void)n_blocks, (void)out;
+}
+
+void cpu_repacked_multiply(const loom_tensor *w, int64_t g_lo, int64_t g_hi, const char *x, size_t x_stride,
+			   const void *xa, size_t xa_stride, int64_t nt, float *y, size_t y_stride)
+{
+	(void)w, (void)g_lo, (void)g_hi, (void)x, (void)x_stride, (void)xa, (void)xa_stride;
 	(void)nt, (void)y, (void)y_stride;
 }
 

@@ -54,17 +54,26 @@ bool cpu_layout_supported(loom_dtype type, uint32_t layout);
  * bit for bit? */
 bool cpu_layout_exact(uint32_t layout);
 
-/* Does the multiply in this layout need the sum of each Q8_0 activation
- * block's quantized values? (The K-quants' Q8_K blocks carry their own.) */
-bool cpu_repacked_needs_sums(uint32_t layout);
+/* What the Q4_0 and Q8_0 multiplies take per Q8_0 activation block
+ * besides its quants, made once per matmul by cpu_repacked_prepare. */
+typedef struct cpu_repacked_act {
+	int32_t bias; /* takes the weights' offset back off: -offset * sum of q_x */
+	float d;      /* the block's scale */
+} cpu_repacked_act;
+
+/* Bytes of those for an activation row of n elements; 0 for the layouts
+ * that need none (the K-quants, whose Q8_K blocks carry their sums). */
+size_t cpu_repacked_act_bytes(uint32_t layout, int64_t n);
+
+/* Fills out with them for n_blocks Q8_0 blocks x. */
+void cpu_repacked_prepare(uint32_t layout, const void *x, int64_t n_blocks, void *out);
 
 /* y[t][o] for the 16-row groups [g_lo, g_hi) of a repacked weight w, with
  * nt tokens of activations x (Q8_0 or Q8_K, rows x_stride bytes apart)
- * and, where needed, the sums of their Q8_0 blocks xsum (rows xsum_stride
- * bytes apart). */
-void cpu_repacked_multiply(const loom_tensor *w, int64_t g_lo, int64_t g_hi, const char *x,
-			   size_t x_stride, const int32_t *xsum, size_t xsum_stride, int64_t nt, float *y,
-			   size_t y_stride);
+ * and, where needed, what cpu_repacked_prepare made of them (rows
+ * xa_stride bytes apart). */
+void cpu_repacked_multiply(const loom_tensor *w, int64_t g_lo, int64_t g_hi, const char *x, size_t x_stride,
+			   const void *xa, size_t xa_stride, int64_t nt, float *y, size_t y_stride);
 
 /* The K-quant layouts (cpu_repack_k.c), behind the functions above:
  * bytes of a repacked super-block of 16 rows of this type, 0 if the type
