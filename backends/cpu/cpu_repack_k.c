@@ -170,6 +170,16 @@ CPU_INLINE void widen_scale_pair(__m512i bytes16, __m512i *a_out, __m512i *b_out
 	*b_out = _mm512_permutexvar_epi16(hi, bytes16);
 }
 
+/* Lanes l..l+at_once-1 of each token's super-block, two integer sums
+ * each, scaled by the token's d_w * d_x into its f32 lanes. */
+CPU_INLINE void add_lanes(__m512 acc[][LANES], const __m512 *dt, __m512i sum[][2][2], int nt, int l, int at_once)
+{
+	for (int t = 0; t < nt; t++)
+		for (int u = 0; u < at_once; u++)
+			acc[t][l + u] = _mm512_fmadd_ps(
+				dt[t], _mm512_cvtepi32_ps(_mm512_add_epi32(sum[t][u][0], sum[t][u][1])), acc[t][l + u]);
+}
+
 /* The rows' 8 f32 lanes and 4 min lanes reduced as cpu_reduce_lanes and
  * cpu_reduce_4 do, plus the min part (zero for the types without). */
 CPU_INLINE __m512 reduce_rows(const __m512 *acc, const __m512 *acc_m)
@@ -256,11 +266,7 @@ CPU_INLINE void q4_k_tokens(const q4_k_x16 *g, int64_t n_super, const char *x, s
 					}
 				}
 			}
-			for (int t = 0; t < nt; t++)
-				for (int u = 0; u < at_once; u++)
-					acc[t][l + u] = _mm512_fmadd_ps(
-						dt[t], _mm512_cvtepi32_ps(_mm512_add_epi32(sum[t][u][0], sum[t][u][1])),
-						acc[t][l + u]);
+			add_lanes(acc, dt, sum, nt, l, at_once);
 		}
 	}
 	for (int t = 0; t < nt; t++)
@@ -344,11 +350,7 @@ CPU_INLINE void q6_k_tokens(const q6_k_x16 *g, int64_t n_super, const char *x, s
 						}
 					}
 				}
-				for (int t = 0; t < nt; t++)
-					for (int u = 0; u < at_once; u++)
-						acc[t][l + u] = _mm512_fmadd_ps(
-							dt[t], _mm512_cvtepi32_ps(_mm512_add_epi32(sum[t][u][0], sum[t][u][1])),
-							acc[t][l + u]);
+				add_lanes(acc, dt, sum, nt, l, at_once);
 			}
 		}
 	}
