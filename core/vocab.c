@@ -12,6 +12,7 @@
  */
 #include "error.h"
 #include "meta.h"
+#include "pretokenizer.h"
 #include "vocab_internal.h"
 
 #include <inttypes.h>
@@ -25,6 +26,7 @@
 #define KEY_TYPES "tokenizer.ggml.token_type"
 #define KEY_ADD_BOS "tokenizer.ggml.add_bos_token"
 #define KEY_ADD_EOS "tokenizer.ggml.add_eos_token"
+#define KEY_ADD_SEP "tokenizer.ggml.add_sep_token"
 #define KEY_ADD_SPACE_PREFIX "tokenizer.ggml.add_space_prefix"
 
 /* ------------------------------------------------------------------------ */
@@ -366,24 +368,59 @@ static loom_status optional_bool(const loom_model_file *file, const char *key, b
 	return loom_meta_get_bool(file, key, value);
 }
 
+/* The special tokens and flags llama.cpp assumes for each algorithm where
+ * the file does not say. */
+static void kind_defaults(loom_vocab *v, loom_token ids[ROLE_COUNT])
+{
+	unsigned pre;
+	for (int r = 0; r < ROLE_COUNT; r++)
+		ids[r] = -1;
+	v->add_eos = false;
+	v->add_sep = false;
+	v->add_space_prefix = false;
+	switch (v->kind) {
+	case LOOM_VOCAB_SPM:
+		/* SentencePiece's fixed layout: <unk> <s> </s>. */
+		ids[ROLE_UNK] = 0;
+		ids[ROLE_BOS] = 1;
+		ids[ROLE_EOS] = 2;
+		v->add_bos = true;
+		v->add_space_prefix = true;
+		break;
+	case LOOM_VOCAB_BPE:
+		/* Falcon's <|endoftext|>, where GGUF BPE support began. */
+		pre = loom_bpe_pretok_flags(v->bpe);
+		ids[ROLE_BOS] = (pre & LOOM_PRETOK_NO_BOS) ? -1 : 11;
+		ids[ROLE_EOS] = 11;
+		v->add_bos = pre & LOOM_PRETOK_ADD_BOS;
+		break;
+	case LOOM_VOCAB_WPM:
+		/* BERT's [PAD] ... [MASK] at 0 and 100-103. */
+		ids[ROLE_PAD] = 0;
+		ids[ROLE_UNK] = 100;
+		ids[ROLE_BOS] = 101;
+		ids[ROLE_SEP] = 102;
+		ids[ROLE_MASK] = 103;
+		v->add_bos = true;
+		v->add_sep = true;
+		break;
+	}
+	for (int r = 0; r < ROLE_COUNT; r++)
+		if (ids[r] >= v->n_tokens)
+			ids[r] = -1;
+}
+
 static loom_status load_specials(loom_vocab *v, const loom_model_file *file)
 {
 	loom_token ids[ROLE_COUNT];
-	for (int r = 0; r < ROLE_COUNT; r++)
-		ids[r] = -1;
-	/* SentencePiece's fixed layout: <unk> <s> </s>. */
-	ids[ROLE_UNK] = v->n_tokens > 0 ? 0 : -1;
-	ids[ROLE_BOS] = v->n_tokens > 1 ? 1 : -1;
-	ids[ROLE_EOS] = v->n_tokens > 2 ? 2 : -1;
-	v->add_bos = true;
-	v->add_eos = false;
-	v->add_space_prefix = true;
-
+	kind_defaults(v, ids);
 	loom_status st = read_role_ids(v, file, ids);
 	if (st == LOOM_OK)
 		st = optional_bool(file, KEY_ADD_BOS, &v->add_bos);
 	if (st == LOOM_OK)
 		st = optional_bool(file, KEY_ADD_EOS, &v->add_eos);
+	if (st == LOOM_OK)
+		st = optional_bool(file, KEY_ADD_SEP, &v->add_sep);
 	if (st == LOOM_OK)
 		st = optional_bool(file, KEY_ADD_SPACE_PREFIX, &v->add_space_prefix);
 	if (st != LOOM_OK)
@@ -393,12 +430,16 @@ static loom_status load_specials(loom_vocab *v, const loom_model_file *file)
 	v->bos = ids[ROLE_BOS];
 	v->eos = ids[ROLE_EOS];
 	v->unk = ids[ROLE_UNK];
+	v->sep = ids[ROLE_SEP];
 	if (v->add_bos && v->bos < 0)
 		return loom_error(LOOM_ERR_BAD_FORMAT, "'%s' is set but there is no BOS token",
 				  KEY_ADD_BOS);
 	if (v->add_eos && v->eos < 0)
 		return loom_error(LOOM_ERR_BAD_FORMAT, "'%s' is set but there is no EOS token",
 				  KEY_ADD_EOS);
+	if (v->kind == LOOM_VOCAB_WPM && v->add_sep && v->sep < 0)
+		return loom_error(LOOM_ERR_BAD_FORMAT, "'%s' is set but there is no separator token",
+				  KEY_ADD_SEP);
 	return LOOM_OK;
 }
 
@@ -493,6 +534,17 @@ static void apply_phi3_rstrip(loom_vocab *v, const loom_model_file *file)
 	}
 }
 
+/* Jina's v2 embedding models declare "<mask>" lstrip, which GGUF does not
+ * record either; llama.cpp restores it by the pre-tokenizer's name. */
+static void apply_mask_lstrip(loom_vocab *v)
+{
+	if (v->kind != LOOM_VOCAB_BPE || !(loom_bpe_pretok_flags(v->bpe) & LOOM_PRETOK_LSTRIP_MASK))
+		return;
+	loom_token mask = find_cstr(v, "<mask>");
+	if (mask >= 0)
+		v->flags[mask] |= LOOM_TOKEN_LSTRIP;
+}
+
 static void find_byte_tokens(loom_vocab *v)
 {
 	for (int b = 0; b < 256; b++) {
@@ -514,11 +566,22 @@ static loom_status read_kind(const loom_model_file *file, enum loom_vocab_kind *
 	loom_status st = loom_meta_get_string(file, KEY_MODEL, &model);
 	if (st != LOOM_OK)
 		return st;
-	if (loom_string_eq(model, "llama")) {
-		*kind = LOOM_VOCAB_SPM;
-		return LOOM_OK;
+	static const struct {
+		const char *name;
+		enum loom_vocab_kind kind;
+	} kinds[] = {
+		{"llama", LOOM_VOCAB_SPM},
+		{"gpt2", LOOM_VOCAB_BPE},
+		{"bert", LOOM_VOCAB_WPM},
+	};
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+		if (loom_string_eq(model, kinds[i].name)) {
+			*kind = kinds[i].kind;
+			return LOOM_OK;
+		}
 	}
-	return loom_error(LOOM_ERR_UNSUPPORTED, "tokenizer model '%.*s' is not supported (only 'llama')",
+	return loom_error(LOOM_ERR_UNSUPPORTED,
+			  "tokenizer model '%.*s' is not supported ('llama', 'gpt2' or 'bert')",
 			  (int)(model.len > 64 ? 64 : model.len), model.data);
 }
 
@@ -535,6 +598,8 @@ loom_status loom_vocab_load(const loom_model_file *file, loom_vocab **out)
 		st = load_tokens(v, file);
 	if (st == LOOM_OK)
 		st = build_index(v);
+	if (st == LOOM_OK && v->kind == LOOM_VOCAB_BPE)
+		st = loom_bpe_load(file, &v->bpe);
 	if (st == LOOM_OK)
 		st = load_specials(v, file);
 	if (st == LOOM_OK)
@@ -544,6 +609,7 @@ loom_status loom_vocab_load(const loom_model_file *file, loom_vocab **out)
 		return st;
 	}
 	apply_phi3_rstrip(v, file);
+	apply_mask_lstrip(v);
 	find_byte_tokens(v);
 	v->spm_word_merges = v->kind == LOOM_VOCAB_SPM && loom_spm_word_merges(v);
 	*out = v;
@@ -554,6 +620,7 @@ void loom_vocab_free(loom_vocab *v)
 {
 	if (v == NULL)
 		return;
+	loom_bpe_free(v->bpe);
 	free(v->specials);
 	free(v->slots);
 	free(v->flags);
@@ -664,9 +731,12 @@ static loom_status split_fragment(const loom_vocab *v, const char *text, loom_fr
 	const char *m;
 
 	while (st == LOOM_OK && (m = find_bytes(text + pos, end - pos, t, tlen)) != NULL) {
-		size_t at = (size_t)(m - text);
-		if (at > pos)
-			st = frag_push(out, pos, at - pos, -1);
+		size_t at = (size_t)(m - text), left_end = at;
+		if (v->flags[id] & LOOM_TOKEN_LSTRIP)
+			while (left_end > pos && is_space(text[left_end - 1]))
+				left_end--;
+		if (left_end > pos)
+			st = frag_push(out, pos, left_end - pos, -1);
 		if (st == LOOM_OK)
 			st = frag_push(out, at, tlen, id);
 		pos = at + tlen;
@@ -730,6 +800,12 @@ loom_status loom_vocab_tokenize(const loom_vocab *v, const char *text, size_t le
 		switch (v->kind) {
 		case LOOM_VOCAB_SPM:
 			st = loom_spm_tokenize(v, text, frags.data, frags.n, add_special, &toks);
+			break;
+		case LOOM_VOCAB_BPE:
+			st = loom_bpe_tokenize(v, text, frags.data, frags.n, add_special, &toks);
+			break;
+		case LOOM_VOCAB_WPM:
+			st = loom_wpm_tokenize(v, text, frags.data, frags.n, add_special, &toks);
 			break;
 		}
 	}
@@ -812,6 +888,8 @@ loom_status loom_vocab_token_to_piece(const loom_vocab *v, loom_token token, boo
 	case LOOM_TOKEN_USER_DEFINED:
 		return put_piece(t, len, buf, size, n_out);
 	case LOOM_TOKEN_NORMAL:
+		if (v->kind == LOOM_VOCAB_BPE)
+			return loom_bpe_piece(t, len, buf, size, n_out);
 		return put_unescaped(t, len, buf, size, n_out);
 	case LOOM_TOKEN_BYTE:
 		byte = (char)(hex_value(t[3]) << 4 | hex_value(t[4]));

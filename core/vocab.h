@@ -8,7 +8,8 @@ typedef struct loom_vocab loom_vocab;
 
 /* Builds the vocabulary from the tokenizer.ggml.* metadata of file
  * (tokenizer.ggml.model selects the algorithm). The vocab copies what it
- * needs: file may be closed afterwards. UNSUPPORTED for an unknown model. */
+ * needs: file may be closed afterwards. UNSUPPORTED for an unknown model
+ * or pre-tokenizer (tokenizer.ggml.pre). */
 loom_status loom_vocab_load(const loom_model_file *file, loom_vocab **out);
 void loom_vocab_free(loom_vocab *vocab);
 

@@ -26,12 +26,17 @@ enum loom_token_flag {
 	LOOM_TOKEN_EOG = 1 << 0,    /* ends generation */
 	LOOM_TOKEN_RSTRIP = 1 << 1, /* when split out as a special token, eats the
 				     * whitespace that follows it */
+	LOOM_TOKEN_LSTRIP = 1 << 2, /* ... or the whitespace before it */
 };
 
 /* The tokenizer algorithm, chosen by tokenizer.ggml.model. */
 enum loom_vocab_kind {
 	LOOM_VOCAB_SPM, /* "llama": SentencePiece-style, merges by score */
+	LOOM_VOCAB_BPE, /* "gpt2": byte-level BPE, merges by rank */
+	LOOM_VOCAB_WPM, /* "bert": WordPiece, greedy longest match */
 };
+
+struct loom_bpe; /* merge ranks and pre-tokenizer (tokenizer_bpe.c) */
 
 struct loom_vocab {
 	enum loom_vocab_kind kind;
@@ -53,8 +58,10 @@ struct loom_vocab {
 	 * word by word (see tokenizer_spm.c). */
 	bool spm_word_merges;
 
-	loom_token bos, eos, unk; /* -1 if none */
-	bool add_bos, add_eos, add_space_prefix;
+	loom_token bos, eos, unk, sep; /* -1 if none */
+	bool add_bos, add_eos, add_sep, add_space_prefix;
+
+	struct loom_bpe *bpe; /* LOOM_VOCAB_BPE only */
 
 	/* The token each byte falls back to when a piece of text is no token:
 	 * "<0xXX>", else the byte itself as a token, else unk; -1 if none. */
@@ -97,6 +104,25 @@ bool loom_spm_word_merges(const loom_vocab *v);
 /* SentencePiece-style tokenization of the fragments of text, appending to
  * out (tokenizer_spm.c). */
 loom_status loom_spm_tokenize(const loom_vocab *v, const char *text, const loom_fragment *frags,
+			      size_t n_frags, bool add_special, loom_token_vec *out);
+
+/* Reads byte-level BPE's merges and pre-tokenizer (tokenizer.ggml.merges,
+ * tokenizer.ggml.pre) from file (tokenizer_bpe.c). */
+loom_status loom_bpe_load(const loom_model_file *file, struct loom_bpe **out);
+void loom_bpe_free(struct loom_bpe *bpe);
+/* The pre-tokenizer's enum loom_pretok_flag. */
+unsigned loom_bpe_pretok_flags(const struct loom_bpe *bpe);
+
+/* Byte-level BPE of the fragments of text, appending to out. */
+loom_status loom_bpe_tokenize(const loom_vocab *v, const char *text, const loom_fragment *frags,
+			      size_t n_frags, bool add_special, loom_token_vec *out);
+
+/* The bytes a byte-level BPE token's text[0 .. len) stands for, with
+ * loom_vocab_token_to_piece's contract for buf, size and n_out. */
+loom_status loom_bpe_piece(const char *text, size_t len, char *buf, size_t size, size_t *n_out);
+
+/* WordPiece of the fragments of text, appending to out (tokenizer_wpm.c). */
+loom_status loom_wpm_tokenize(const loom_vocab *v, const char *text, const loom_fragment *frags,
 			      size_t n_frags, bool add_special, loom_token_vec *out);
 
 #endif

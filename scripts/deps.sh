@@ -2,7 +2,7 @@
 # Installs loom's build and test dependencies with apt-get, if missing.
 # Sourced by the quick-start and test scripts.
 loom_install_deps() {
-	local pkgs=(cmake make gcc pkg-config libyaml-dev check libcjson-dev curl ca-certificates)
+	local pkgs=(cmake make gcc pkg-config libyaml-dev check libcjson-dev libpcre2-dev curl ca-certificates)
 	local missing=()
 	for p in "${pkgs[@]}"; do
 		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

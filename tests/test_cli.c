@@ -98,6 +98,29 @@ START_TEST(tokenize_prints_ids)
 }
 END_TEST
 
+/* Vocabulary-only files (no tensors) of the other tokenizers tokenize too. */
+START_TEST(tokenize_vocab_only_files)
+{
+	static const struct {
+		const char *file, *want;
+	} cases[] = {
+		{"ggml-vocab-gpt-2.gguf", "15496 995 0\n"},
+		{"ggml-vocab-bert-bge.gguf", "101 7592 2088 999 102\n"},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char rel[256], path[4096];
+		snprintf(rel, sizeof(rel), "golden/tokenizer/%s", cases[i].file);
+		if (!test_data_path(path, sizeof(path), rel))
+			return;
+		cmd_result r = run_cmd("$LOOM tokenize -m %s -p 'Hello world!' --plugins %s", path,
+				       test_plugins_file());
+		ck_assert_msg(r.status == 0 && strcmp(r.out, cases[i].want) == 0, "%s: exit %d, out '%s' %s",
+			      cases[i].file, r.status, r.out, r.err);
+		cmd_result_free(&r);
+	}
+}
+END_TEST
+
 /* Perplexity as llama-perplexity computes it, within 0.1% of its value
  * (the reference used an f16 KV cache, as loom does by default). */
 static const char *const ppl_models[] = {
@@ -264,6 +287,7 @@ static Suite *cli_suite(void)
 	tcase_add_test(tc, run_sampling_is_seeded);
 	tcase_add_test(tc, run_stop_string);
 	tcase_add_test(tc, tokenize_prints_ids);
+	tcase_add_test(tc, tokenize_vocab_only_files);
 	tcase_add_loop_test(tc, perplexity_matches_reference, 0, N_PPL_MODELS * test_n_cpu_backends);
 	tcase_add_test(tc, info_lists_metadata_and_tensors);
 	tcase_add_test(tc, bench_json_has_llama_bench_fields);

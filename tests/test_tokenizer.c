@@ -1,11 +1,14 @@
 /*
- * test_tokenizer.c - the vocabulary and the SentencePiece-style tokenizer.
+ * test_tokenizer.c - the vocabulary and its tokenizers: SentencePiece-style,
+ * byte-level BPE and WordPiece.
  *
  * Unit tests run on small vocabularies built in memory; golden tests compare
- * with what llama.cpp produced for the tokenizer test vocabularies and for
- * every golden prompt of a model with a "llama" tokenizer.
+ * with what llama.cpp produced for its tokenizer test vocabularies, for the
+ * synthetic models and for every golden prompt of every model.
  */
 #include "check_main.h"
+#include "fixture.h"
+#include "gguf_writer.h"
 #include "meta.h"
 #include "plugin_host.h"
 #include "testdata.h"
@@ -24,6 +27,7 @@
 /* A vocabulary built in memory                                             */
 
 #define FAKE_MAX_TOKENS 320
+#define FAKE_MAX_MERGES 16
 #define FAKE_MAX_KV 24
 
 enum {
@@ -43,6 +47,8 @@ struct fake {
 	int32_t types[FAKE_MAX_TOKENS];
 	char byte_names[256][8];
 	int n_tokens;
+	loom_string merges[FAKE_MAX_MERGES];
+	int n_merges;
 };
 
 static loom_string str(const char *s)
@@ -194,6 +200,30 @@ static void load_fails(const loom_model_file *file, loom_status want, const char
 /* ------------------------------------------------------------------------ */
 /* Helpers                                                                  */
 
+static size_t put_utf8(char *out, unsigned cp)
+{
+	if (cp < 0x80) {
+		out[0] = (char)cp;
+		return 1;
+	}
+	if (cp < 0x800) {
+		out[0] = (char)(0xc0 | cp >> 6);
+		out[1] = (char)(0x80 | (cp & 0x3f));
+		return 2;
+	}
+	if (cp < 0x10000) {
+		out[0] = (char)(0xe0 | cp >> 12);
+		out[1] = (char)(0x80 | (cp >> 6 & 0x3f));
+		out[2] = (char)(0x80 | (cp & 0x3f));
+		return 3;
+	}
+	out[0] = (char)(0xf0 | cp >> 18);
+	out[1] = (char)(0x80 | (cp >> 12 & 0x3f));
+	out[2] = (char)(0x80 | (cp >> 6 & 0x3f));
+	out[3] = (char)(0x80 | (cp & 0x3f));
+	return 4;
+}
+
 static void format_tokens(const loom_token *t, size_t n, char *buf, size_t size)
 {
 	size_t o = 0;
@@ -332,8 +362,8 @@ START_TEST(test_load_unsupported_model)
 {
 	struct tiny t;
 	struct fake *f = tiny_vocab(false, &t);
-	fake_string(f, "tokenizer.ggml.model", "gpt2");
-	load_fails(&f->file, LOOM_ERR_UNSUPPORTED, "'gpt2'");
+	fake_string(f, "tokenizer.ggml.model", "t5");
+	load_fails(&f->file, LOOM_ERR_UNSUPPORTED, "'t5'");
 	free(f);
 }
 END_TEST
@@ -763,6 +793,290 @@ START_TEST(test_phi3_rstrip)
 END_TEST
 
 /* ------------------------------------------------------------------------ */
+/* Byte-level BPE on a vocabulary built in memory                           */
+
+/* GPT-2's character for byte b, written independently of the tokenizer:
+ * printable Latin-1 stands for itself, the other bytes take U+0100 on. */
+static unsigned gpt2_cp(unsigned b)
+{
+	unsigned n = 0;
+	for (unsigned c = 0; c < 256; c++) {
+		bool printable = (c >= 0x21 && c <= 0x7E) || (c >= 0xA1 && c <= 0xAC) || c >= 0xAE;
+		if (c == b)
+			return printable ? c : 0x100 + n;
+		n += !printable;
+	}
+	return 0;
+}
+
+static void fake_merge(struct fake *f, const char *merge)
+{
+	ck_assert(f->n_merges < FAKE_MAX_MERGES);
+	f->merges[f->n_merges++] = str(merge);
+}
+
+struct tiny_bpe {
+	loom_token he, ll, hell, hello, sp_hello, sp_one, end, tool, mask, euro;
+};
+
+/* Token b is GPT-2's spelling of byte b; merges build "hello" and
+ * "Ġhello" ("Ġ" is the space). */
+static struct fake *tiny_bpe_vocab(const char *pre, struct tiny_bpe *t)
+{
+	struct fake *f = fake_new();
+	fake_string(f, "tokenizer.ggml.model", "gpt2");
+	if (pre != NULL)
+		fake_string(f, "tokenizer.ggml.pre", pre);
+	for (unsigned b = 0; b < 256; b++) {
+		put_utf8(f->byte_names[b], gpt2_cp(b));
+		fake_token(f, f->byte_names[b], 0, T_NORMAL);
+	}
+	t->he = fake_token(f, "he", 0, T_NORMAL);
+	t->ll = fake_token(f, "ll", 0, T_NORMAL);
+	t->hell = fake_token(f, "hell", 0, T_NORMAL);
+	t->hello = fake_token(f, "hello", 0, T_NORMAL);
+	t->sp_hello = fake_token(f, "\xc4\xa0hello", 0, T_NORMAL);
+	t->sp_one = fake_token(f, "\xc4\xa0" "1", 0, T_NORMAL);
+	t->end = fake_token(f, "<|endoftext|>", 0, T_CONTROL);
+	t->tool = fake_token(f, "<tool>", 0, T_USER);
+	t->mask = fake_token(f, "<mask>", 0, T_CONTROL);
+	t->euro = fake_token(f, "\xe2\x82\xac", 0, T_NORMAL); /* "€" is no byte's spelling */
+	fake_merge(f, "h e");
+	fake_merge(f, "l l");
+	fake_merge(f, "he ll");
+	fake_merge(f, "hell o");
+	fake_merge(f, "\xc4\xa0 hello");
+	fake_merge(f, "\xc4\xa0 1");
+	fake_merge(f, "broken");
+	fake_arrays(f);
+	fake_array(f, "tokenizer.ggml.merges", LOOM_META_STRING, f->merges, f->n_merges);
+	fake_u32(f, "tokenizer.ggml.bos_token_id", (uint32_t)t->end);
+	fake_u32(f, "tokenizer.ggml.eos_token_id", (uint32_t)t->end);
+	return f;
+}
+
+START_TEST(test_bpe_load)
+{
+	struct tiny_bpe t;
+	struct fake *f = tiny_bpe_vocab("gpt-2", &t);
+	loom_vocab *v = load_ok(&f->file);
+	ck_assert_int_eq(loom_vocab_bos(v), t.end);
+	ck_assert(!loom_vocab_adds_bos(v));
+	ck_assert(loom_vocab_is_eog(v, t.end));
+	loom_vocab_free(v);
+
+	/* llama3's name implies BOS, unless the file says otherwise */
+	fake_string(f, "tokenizer.ggml.pre", "llama-bpe");
+	v = load_ok(&f->file);
+	ck_assert(loom_vocab_adds_bos(v));
+	EXPECT(v, "hello", true, false, t.end, t.hello);
+	loom_vocab_free(v);
+	fake_bool(f, "tokenizer.ggml.add_bos_token", false);
+	v = load_ok(&f->file);
+	ck_assert(!loom_vocab_adds_bos(v));
+	loom_vocab_free(v);
+	free(f);
+}
+END_TEST
+
+START_TEST(test_bpe_unknown_pretokenizer)
+{
+	struct tiny_bpe t;
+	struct fake *f = tiny_bpe_vocab("no-such-pre", &t);
+	load_fails(&f->file, LOOM_ERR_UNSUPPORTED, "'no-such-pre'");
+	free(f);
+}
+END_TEST
+
+/* Without tokenizer.ggml.pre, llama.cpp's "default" expressions apply. */
+START_TEST(test_bpe_default_pretokenizer)
+{
+	struct tiny_bpe t;
+	struct fake *f = tiny_bpe_vocab(NULL, &t);
+	loom_vocab *v = load_ok(&f->file);
+	/* the default cuts digit runs out of the words GPT-2's expression makes */
+	EXPECT(v, "hello 1", false, false, t.hello, ' ', '1');
+	loom_vocab_free(v);
+	/* GPT-2's keeps a space with the number after it */
+	fake_string(f, "tokenizer.ggml.pre", "gpt-2");
+	v = load_ok(&f->file);
+	EXPECT(v, "hello 1", false, false, t.hello, t.sp_one);
+	loom_vocab_free(v);
+	free(f);
+}
+END_TEST
+
+START_TEST(test_bpe_missing_merges)
+{
+	struct tiny_bpe t;
+	struct fake *f = tiny_bpe_vocab("gpt-2", &t);
+	for (uint64_t i = 0; i < f->file.n_meta; i++)
+		if (loom_string_eq(f->kv[i].key, "tokenizer.ggml.merges"))
+			f->kv[i].key = str("tokenizer.ggml.mergez");
+	load_fails(&f->file, LOOM_ERR_NOT_FOUND, "tokenizer.ggml.merges");
+	free(f);
+}
+END_TEST
+
+/* A vocabulary-only GGUF file (no tensors) with a BPE tokenizer whose
+ * pre-tokenizer is pre, written to dir/name; its path goes to buf. */
+static const char *write_bpe_gguf(char *buf, size_t size, const char *dir, const char *name,
+				  const char *pre)
+{
+	static const char *const tokens[] = {"h", "e", "l", "o", "\xc4\xa0", "he", "ll", "hell",
+					     "hello", "<|endoftext|>"};
+	static const int32_t types[] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 3};
+	static const char *const merges[] = {"h e", "l l", "he ll", "hell o"};
+	gguf_writer *w = gguf_writer_create();
+	gguf_writer_add_string(w, "general.architecture", "gpt2");
+	gguf_writer_add_string(w, "tokenizer.ggml.model", "gpt2");
+	gguf_writer_add_string(w, "tokenizer.ggml.pre", pre);
+	gguf_writer_add_string_array(w, "tokenizer.ggml.tokens", tokens, 10);
+	gguf_writer_add_array(w, "tokenizer.ggml.token_type", LOOM_META_I32, types, 10);
+	gguf_writer_add_string_array(w, "tokenizer.ggml.merges", merges, 4);
+	gguf_writer_add_u32(w, "tokenizer.ggml.bos_token_id", 9);
+	gguf_writer_add_u32(w, "tokenizer.ggml.eos_token_id", 9);
+	snprintf(buf, size, "%s/%s", dir, name);
+	ck_assert_msg(gguf_writer_write(w, buf), "cannot write %s", buf);
+	gguf_writer_free(w);
+	return buf;
+}
+
+/* Through the public API: an unknown pre-tokenizer fails the load, naming
+ * it; a known one tokenizes from a file without tensors. */
+START_TEST(test_bpe_gguf_file)
+{
+	const char *dir = test_tmp_dir("tokenizer_bpe_gguf");
+	char bad[4096], good[4096];
+	write_bpe_gguf(bad, sizeof(bad), dir, "bad.gguf", "no-such-pre");
+	write_bpe_gguf(good, sizeof(good), dir, "good.gguf", "gpt-2");
+	loom_runtime *rt = test_runtime(NULL, 1);
+	if (rt == NULL)
+		return;
+	loom_model_params mp = loom_model_default_params();
+	mp.vocab_only = true;
+	loom_model *m = NULL;
+	loom_status st = loom_model_load(rt, bad, &mp, &m);
+	ck_assert_int_eq(st, LOOM_ERR_UNSUPPORTED);
+	ck_assert_ptr_null(m);
+	ck_assert_msg(strstr(loom_last_error(), "'no-such-pre'") != NULL &&
+			      strstr(loom_last_error(), "bad.gguf") != NULL,
+		      "message: %s", loom_last_error());
+
+	st = loom_model_load(rt, good, &mp, &m);
+	ck_assert_msg(st == LOOM_OK, "%s", loom_last_error());
+	loom_token toks[8];
+	size_t n = 0;
+	ck_assert_int_eq(loom_tokenize(m, "hello hello", 11, true, false, toks, 8, &n), LOOM_OK);
+	ck_assert_uint_eq(n, 3);
+	ck_assert_int_eq(toks[0], 8);
+	ck_assert_int_eq(toks[1], 4);
+	ck_assert_int_eq(toks[2], 8);
+	loom_model_free(m);
+	loom_runtime_free(rt);
+}
+END_TEST
+
+START_TEST(test_bpe_merges)
+{
+	struct tiny_bpe t;
+	struct fake *f = tiny_bpe_vocab("gpt-2", &t);
+	loom_vocab *v = load_ok(&f->file);
+	EXPECT(v, "hello", false, false, t.hello);
+	EXPECT(v, "hello hello", false, false, t.hello, t.sp_hello);
+	/* equal ranks: the leftmost pair first */
+	EXPECT(v, "lll", false, false, t.ll, 'l');
+	/* he + ll needs both merges first; "hel" stops at he + l */
+	EXPECT(v, "hel", false, false, t.he, 'l');
+	/* bytes that are not printable are spelled by their GPT-2 characters */
+	EXPECT(v, "\n\t", false, false, '\n', '\t');
+	loom_vocab_free(v);
+	free(f);
+}
+END_TEST
+
+/* Every byte string is spelled byte for byte when nothing merges, and the
+ * pieces give it back exactly. */
+START_TEST(test_bpe_invalid_utf8)
+{
+	static const char *const inputs[] = {
+		"\xff", "\xc3", "\xc3hello", "\x80\x80 x", "he\xe2\x96", "\xf0\x9f\x98", "a\xed\xa0\x80z",
+		"hello \xfe\xff hello", "\xf4\x90\x80\x80",
+	};
+	struct tiny_bpe t;
+	struct fake *f = tiny_bpe_vocab("gpt-2", &t);
+	loom_vocab *v = load_ok(&f->file);
+	for (size_t i = 0; i < sizeof(inputs) / sizeof(inputs[0]); i++) {
+		loom_token toks[MAX_TOKENS];
+		size_t len = strlen(inputs[i]), back_len;
+		size_t n = tokenize(v, inputs[i], len, false, false, toks);
+		char *back = detokenize(v, toks, n, false, &back_len);
+		char esc[64];
+		escape_text(inputs[i], len, esc, sizeof(esc));
+		ck_assert_msg(back_len == len && memcmp(back, inputs[i], len) == 0,
+			      "'%s' does not come back from its tokens", esc);
+		free(back);
+	}
+	EXPECT(v, "\xc3hello", false, false, 0xc3, t.hello);
+	loom_vocab_free(v);
+	free(f);
+}
+END_TEST
+
+START_TEST(test_bpe_special)
+{
+	struct tiny_bpe t;
+	struct fake *f = tiny_bpe_vocab("gpt-2", &t);
+	loom_vocab *v = load_ok(&f->file);
+	EXPECT(v, "<|endoftext|>hello", false, true, t.end, t.hello);
+	/* as plain text when special tokens are not parsed */
+	EXPECT(v, "<|endoftext|>", false, false, '<', '|', 'e', 'n', 'd', 'o', 'f', 't', 'e', 'x', 't',
+	       '|', '>');
+	/* user-defined tokens are always cut out */
+	EXPECT(v, "hello<tool>hello", false, false, t.hello, t.tool, t.hello);
+	EXPECT(v, "hello <mask>", false, true, t.hello, 0x20, t.mask);
+	loom_vocab_free(v);
+
+	/* Jina's v2 models strip the whitespace before <mask> */
+	fake_string(f, "tokenizer.ggml.pre", "jina-v2-code");
+	v = load_ok(&f->file);
+	EXPECT(v, "hello \n<mask> hello", false, true, t.hello, t.mask, t.sp_hello);
+	loom_vocab_free(v);
+	free(f);
+}
+END_TEST
+
+START_TEST(test_bpe_pieces)
+{
+	struct tiny_bpe t;
+	struct fake *f = tiny_bpe_vocab("gpt-2", &t);
+	loom_vocab *v = load_ok(&f->file);
+	expect_piece(v, t.sp_hello, false, " hello");
+	expect_piece(v, '\n', false, "\n");
+	expect_piece(v, 'A', false, "A");
+	expect_piece(v, t.end, false, "");
+	expect_piece(v, t.end, true, "<|endoftext|>");
+	expect_piece(v, t.tool, false, "<tool>");
+	/* a token outside GPT-2's alphabet comes out as it is written */
+	expect_piece(v, t.euro, false, "\xe2\x82\xac");
+	for (unsigned b = 0; b < 256; b++) {
+		char buf[4];
+		size_t n = 0;
+		ck_assert_int_eq(loom_vocab_token_to_piece(v, (loom_token)b, false, buf, 1, &n), LOOM_OK);
+		ck_assert_uint_eq(n, 1);
+		ck_assert_uint_eq((unsigned char)buf[0], b);
+	}
+	size_t n = 0;
+	char buf[4];
+	ck_assert_int_eq(loom_vocab_token_to_piece(v, t.sp_hello, false, buf, 3, &n),
+			 LOOM_ERR_BUFFER_TOO_SMALL);
+	ck_assert_uint_eq(n, 6);
+	loom_vocab_free(v);
+	free(f);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
 /* llama.cpp's tokenizer test vocabularies                                  */
 
 #define CASE_SEPARATOR "\n__ggml_vocab_test__\n"
@@ -883,6 +1197,54 @@ START_TEST(test_golden_phi3)
 }
 END_TEST
 
+START_TEST(test_golden_gpt2)
+{
+	check_vocab_cases("ggml-vocab-gpt-2.gguf");
+}
+END_TEST
+
+START_TEST(test_golden_falcon)
+{
+	check_vocab_cases("ggml-vocab-falcon.gguf");
+}
+END_TEST
+
+START_TEST(test_golden_mpt)
+{
+	check_vocab_cases("ggml-vocab-mpt.gguf");
+}
+END_TEST
+
+START_TEST(test_golden_starcoder)
+{
+	check_vocab_cases("ggml-vocab-starcoder.gguf");
+}
+END_TEST
+
+START_TEST(test_golden_refact)
+{
+	check_vocab_cases("ggml-vocab-refact.gguf");
+}
+END_TEST
+
+START_TEST(test_golden_deepseek_llm)
+{
+	check_vocab_cases("ggml-vocab-deepseek-llm.gguf");
+}
+END_TEST
+
+START_TEST(test_golden_deepseek_coder)
+{
+	check_vocab_cases("ggml-vocab-deepseek-coder.gguf");
+}
+END_TEST
+
+START_TEST(test_golden_bert_bge)
+{
+	check_vocab_cases("ggml-vocab-bert-bge.gguf");
+}
+END_TEST
+
 /* Pieces give the text back, less the space the prefix added. */
 static void check_round_trip(const char *name)
 {
@@ -924,6 +1286,146 @@ START_TEST(test_round_trip_phi3)
 }
 END_TEST
 
+/* Byte-level BPE gives every text back byte for byte. */
+static void check_exact_round_trip(const loom_vocab *v, const char *what, const char *text,
+				   size_t len)
+{
+	static loom_token toks[MAX_TOKENS];
+	size_t n = tokenize(v, text, len, false, false, toks), back_len;
+	char *back = detokenize(v, toks, n, false, &back_len);
+	char esc[512];
+	escape_text(text, len, esc, sizeof(esc));
+	ck_assert_msg(back_len == len && memcmp(back, text, len) == 0,
+		      "%s: '%s' does not come back from its tokens", what, esc);
+	free(back);
+}
+
+START_TEST(test_round_trip_gpt2)
+{
+	static const char *const invalid[] = {
+		"\xff", "\xc3", "\xc3hello", "\x80\x80 x", "he\xe2\x96", "\xf0\x9f\x98", "a\xed\xa0\x80z",
+		"Hello \xfe\xff world", "\xf4\x90\x80\x80", " \xc0\xaf\n\xe0\x80\x80  ", "caf\xe9 ",
+	};
+	const char *name = "ggml-vocab-gpt-2.gguf";
+	loom_vocab *v = load_gguf_vocab("golden/tokenizer/ggml-vocab-gpt-2.gguf");
+	struct vocab_cases c;
+	if (v == NULL || !open_cases(&c, name))
+		return;
+	static loom_token want[MAX_TOKENS];
+	const char *text;
+	size_t len, n_want, n_cases = 0;
+	while (next_case(&c, &text, &len, want, &n_want)) {
+		check_exact_round_trip(v, name, text, len);
+		n_cases++;
+	}
+	ck_assert_uint_gt(n_cases, 0);
+	for (size_t i = 0; i < sizeof(invalid) / sizeof(invalid[0]); i++)
+		check_exact_round_trip(v, name, invalid[i], strlen(invalid[i]));
+	close_cases(&c);
+	loom_vocab_free(v);
+}
+END_TEST
+
+/* GPT-2's <|endoftext|> is a control token: one id when special tokens are
+ * parsed, plain text otherwise. */
+START_TEST(test_parse_special_gpt2)
+{
+	loom_vocab *v = load_gguf_vocab("golden/tokenizer/ggml-vocab-gpt-2.gguf");
+	if (v == NULL)
+		return;
+	EXPECT(v, "Hello<|endoftext|>world", false, true, 15496, 50256, 6894);
+	EXPECT(v, "<|endoftext|><|endoftext|>", false, true, 50256, 50256);
+	EXPECT(v, "Hello<|endoftext|>world", false, false, 15496, 27, 91, 437, 1659, 5239, 91, 29,
+	       6894);
+	expect_piece(v, 50256, false, "");
+	expect_piece(v, 50256, true, "<|endoftext|>");
+	expect_piece(v, 15496, false, "Hello");
+	loom_vocab_free(v);
+}
+END_TEST
+
+/* Whitespace is Unicode's White_Space, as in llama.cpp: U+180E is not (it
+ * goes with the space before it, as a symbol would), U+3000 is. */
+START_TEST(test_white_space_gpt2)
+{
+	loom_vocab *v = load_gguf_vocab("golden/tokenizer/ggml-vocab-gpt-2.gguf");
+	if (v == NULL)
+		return;
+	EXPECT(v, " \xe1\xa0\x8e" "a", false, false, 28053, 254, 236, 64);
+	EXPECT(v, "a\xe3\x80\x80\xe3\x80\x80" "b", false, false, 64, 5099, 222, 5099, 222, 65);
+	loom_vocab_free(v);
+}
+END_TEST
+
+/* BERT's [CLS] and [SEP] around the text; word-initial pieces start with a
+ * space, continuations do not. */
+START_TEST(test_wpm_special)
+{
+	loom_vocab *v = load_gguf_vocab("golden/tokenizer/ggml-vocab-bert-bge.gguf");
+	if (v == NULL)
+		return;
+	ck_assert_int_eq(loom_vocab_bos(v), 101);
+	ck_assert(loom_vocab_adds_bos(v));
+	EXPECT(v, "Hello world", true, false, 101, 7592, 2088, 102);
+	EXPECT(v, "Hello world", false, false, 7592, 2088);
+	EXPECT(v, "[CLS] hello [SEP]", false, true, 101, 7592, 102);
+	EXPECT(v, "", true, false, 101, 102);
+	expect_piece(v, 7592, false, " hello");
+	expect_piece(v, 101, false, "");
+	expect_piece(v, 101, true, "[CLS]");
+	/* a word with no spelling is [UNK] as a whole */
+	EXPECT(v, "hello \xe2\xbe\x80\xe2\xbe\x81x world", false, false, 7592, 100, 2088);
+	loom_vocab_free(v);
+}
+END_TEST
+
+/* The synthetic models carry GPT-2's BPE cut to 511 tokens and
+ * <|endoftext|> at 511; llama.cpp gave these ids. */
+START_TEST(test_synthetic_bpe)
+{
+	static const char *const models[] = {"qwen2", "qwen3", "gpt2", "phi2", "stablelm",
+					     "starcoder2"};
+	for (size_t i = 0; i < sizeof(models) / sizeof(models[0]); i++) {
+		char rel[256];
+		snprintf(rel, sizeof(rel), "models/synthetic/%s-f32.gguf", models[i]);
+		loom_vocab *v = load_gguf_vocab(rel);
+		if (v == NULL)
+			return;
+		ck_assert_msg(!loom_vocab_adds_bos(v), "%s adds BOS", models[i]);
+		EXPECT(v, "Once upon a time", true, false, 46, 77, 344, 510, 261, 257, 256, 320, 68);
+		EXPECT(v, "The quick brown fox", true, false, 464, 220, 421, 291, 74, 275, 305, 86, 77,
+		       277, 78, 87);
+		expect_piece(v, 510, false, " up");
+		loom_vocab_free(v);
+	}
+}
+END_TEST
+
+/* A long text goes through the pre-tokenizer and the merges in linear
+ * time: 1 MiB takes well under a second. */
+START_TEST(test_long_input_gpt2)
+{
+	loom_vocab *v = load_gguf_vocab("golden/tokenizer/ggml-vocab-gpt-2.gguf");
+	if (v == NULL)
+		return;
+	static const char unit[] = "Hello, y'all! 3333 caf\xc3\xa9\n\n   \xf0\x9f\xa6\x99 x\xff ";
+	size_t unit_len = sizeof(unit) - 1, reps = (1u << 20) / unit_len, len = reps * unit_len;
+	char *text = malloc(len);
+	loom_token *toks = malloc(len * sizeof(*toks));
+	ck_assert(text != NULL && toks != NULL);
+	for (size_t i = 0; i < reps; i++)
+		memcpy(text + i * unit_len, unit, unit_len);
+	size_t n, back_len;
+	ck_assert_int_eq(loom_vocab_tokenize(v, text, len, false, false, toks, len, &n), LOOM_OK);
+	char *back = detokenize(v, toks, n, false, &back_len);
+	ck_assert(back_len == len && memcmp(back, text, len) == 0);
+	free(back);
+	free(toks);
+	free(text);
+	loom_vocab_free(v);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------ */
 /* Golden prompts: a minimal reader for the few JSON values they need.     */
 
@@ -939,30 +1441,6 @@ static const char *json_value(const char *from, const char *key)
 	while (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r')
 		p++;
 	return p;
-}
-
-static size_t put_utf8(char *out, unsigned cp)
-{
-	if (cp < 0x80) {
-		out[0] = (char)cp;
-		return 1;
-	}
-	if (cp < 0x800) {
-		out[0] = (char)(0xc0 | cp >> 6);
-		out[1] = (char)(0x80 | (cp & 0x3f));
-		return 2;
-	}
-	if (cp < 0x10000) {
-		out[0] = (char)(0xe0 | cp >> 12);
-		out[1] = (char)(0x80 | (cp >> 6 & 0x3f));
-		out[2] = (char)(0x80 | (cp & 0x3f));
-		return 3;
-	}
-	out[0] = (char)(0xf0 | cp >> 18);
-	out[1] = (char)(0x80 | (cp >> 12 & 0x3f));
-	out[2] = (char)(0x80 | (cp >> 6 & 0x3f));
-	out[3] = (char)(0x80 | (cp & 0x3f));
-	return 4;
 }
 
 static unsigned json_hex4(const char *p)
@@ -1111,10 +1589,10 @@ static void check_prompt(const loom_vocab *v, const char *what, const char *doc)
 	const char *tok = json_value(doc, "tokenize");
 	ck_assert_msg(tok != NULL, "%s: no 'tokenize'", what);
 	bool add = json_true(tok, "add_special"), parse = json_true(tok, "parse_special");
-	size_t n_want = json_int_array(json_value(doc, "prompt_tokens"), want, MAX_TOKENS);
-	/* The prompt tokenized to nothing and the runner fed one token instead. */
-	if (json_true(tok, "bos_forced_for_empty_prompt"))
-		n_want = 0;
+	size_t n_fed = json_int_array(json_value(doc, "prompt_tokens"), want, MAX_TOKENS);
+	/* The prompt tokenized to nothing and the runner fed one token instead;
+	 * the pieces are that token's. */
+	size_t n_want = json_true(tok, "bos_forced_for_empty_prompt") ? 0 : n_fed;
 	size_t n = tokenize(v, prompt, len, add, parse, got);
 	char w[1024], g[1024];
 	format_tokens(want, n_want, w, sizeof(w));
@@ -1122,7 +1600,7 @@ static void check_prompt(const loom_vocab *v, const char *what, const char *doc)
 	ck_assert_msg(n == n_want && memcmp(got, want, n * sizeof(*got)) == 0,
 		      "%s: prompt '%s': expected [%s], got [%s]", what, prompt, w, g);
 	json_string_array(json_value(doc, "prompt_token_pieces"), &pieces);
-	check_pieces(v, what, got, n, &pieces, true);
+	check_pieces(v, what, want, n_fed, &pieces, true);
 	free_strings(&pieces);
 	free(prompt);
 }
@@ -1196,9 +1674,8 @@ static int check_model_prompts(const char *model, const loom_vocab *v)
 	return n;
 }
 
-/* The vocabulary of models/<name>.gguf if that file exists and has a "llama"
- * tokenizer; NULL otherwise. */
-static loom_vocab *llama_model_vocab(const char *name)
+/* The vocabulary of models/<name>.gguf if that file exists; NULL otherwise. */
+static loom_vocab *model_vocab(const char *name)
 {
 	char path[4096];
 	struct stat st;
@@ -1207,20 +1684,12 @@ static loom_vocab *llama_model_vocab(const char *name)
 		return NULL;
 	loom_model_file *file = test_open_gguf(path);
 	ck_assert_msg(file != NULL, "opening %s: %s", path, test_plugin_error());
-	loom_string model;
-	loom_vocab *v = NULL;
-	ck_assert_msg(loom_meta_get_string(file, "tokenizer.ggml.model", &model) == LOOM_OK,
-		      "%s: %s", path, loom_last_error());
-	if (loom_string_eq(model, "llama"))
-		v = load_ok(file);
-	else
-		printf("golden prompts: skipping %s (tokenizer '%.*s')\n", name, (int)model.len,
-		       model.data);
+	loom_vocab *v = load_ok(file);
 	test_close_gguf(file);
 	return v;
 }
 
-/* Every golden prompt of every model with a "llama" tokenizer. */
+/* Every golden prompt of every model, whatever its tokenizer. */
 START_TEST(test_golden_prompts)
 {
 	if (test_data_dir() == NULL)
@@ -1233,7 +1702,7 @@ START_TEST(test_golden_prompts)
 	for (struct dirent *e; (e = readdir(dir)) != NULL;) {
 		if (e->d_name[0] == '.')
 			continue;
-		loom_vocab *v = llama_model_vocab(e->d_name);
+		loom_vocab *v = model_vocab(e->d_name);
 		if (v == NULL)
 			continue;
 		n_prompts += check_model_prompts(e->d_name, v);
@@ -1284,11 +1753,37 @@ static Suite *tokenizer_suite(void)
 	tcase_add_test(spm, test_phi3_rstrip);
 	suite_add_tcase(s, spm);
 
+	TCase *bpe = tcase_create("bpe");
+	tcase_add_test(bpe, test_bpe_load);
+	tcase_add_test(bpe, test_bpe_unknown_pretokenizer);
+	tcase_add_test(bpe, test_bpe_gguf_file);
+	tcase_add_test(bpe, test_bpe_default_pretokenizer);
+	tcase_add_test(bpe, test_bpe_missing_merges);
+	tcase_add_test(bpe, test_bpe_merges);
+	tcase_add_test(bpe, test_bpe_invalid_utf8);
+	tcase_add_test(bpe, test_bpe_special);
+	tcase_add_test(bpe, test_bpe_pieces);
+	suite_add_tcase(s, bpe);
+
 	TCase *golden = tcase_create("golden");
 	tcase_add_test(golden, test_golden_llama_spm);
 	tcase_add_test(golden, test_golden_phi3);
+	tcase_add_test(golden, test_golden_gpt2);
+	tcase_add_test(golden, test_golden_falcon);
+	tcase_add_test(golden, test_golden_mpt);
+	tcase_add_test(golden, test_golden_starcoder);
+	tcase_add_test(golden, test_golden_refact);
+	tcase_add_test(golden, test_golden_deepseek_llm);
+	tcase_add_test(golden, test_golden_deepseek_coder);
+	tcase_add_test(golden, test_golden_bert_bge);
 	tcase_add_test(golden, test_round_trip_llama_spm);
 	tcase_add_test(golden, test_round_trip_phi3);
+	tcase_add_test(golden, test_round_trip_gpt2);
+	tcase_add_test(golden, test_parse_special_gpt2);
+	tcase_add_test(golden, test_white_space_gpt2);
+	tcase_add_test(golden, test_wpm_special);
+	tcase_add_test(golden, test_synthetic_bpe);
+	tcase_add_test(golden, test_long_input_gpt2);
 	tcase_add_test(golden, test_golden_prompts);
 	suite_add_tcase(s, golden);
 	return s;
