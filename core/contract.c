@@ -395,7 +395,8 @@ static loom_status check_complete(loom_yaml *y, yaml_node_t *tensors, loom_contr
 
 static loom_status parse_contract(loom_yaml *y, loom_contract *c)
 {
-	static const char *const keys[] = {"name", "description", "block", "hparams", "defaults", "tensors", NULL};
+	static const char *const keys[] = {"name",	   "description", "block", "hparams", "defaults",
+					   "tensors", "chat_template", NULL};
 	yaml_node_t *root = loom_yaml_root(y);
 	loom_status st = loom_yaml_check_keys(y, root, keys, LOOM_ERR_CONTRACT, "the contract");
 	if (st != LOOM_OK)
@@ -414,6 +415,15 @@ static loom_status parse_contract(loom_yaml *y, loom_contract *c)
 		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
 	if ((st = parse_block(y, block, c)) != LOOM_OK)
 		return st;
+	yaml_node_t *chat = loom_yaml_get(y, root, "chat_template");
+	if (chat != NULL) {
+		static const char *const chat_choices[] = {"chatml", "llama2", "llama3", "mistral",
+							   "zephyr", "phi3",   "gemma",  "plain", NULL};
+		int k;
+		if ((st = loom_yaml_get_choice(y, chat, chat_choices, LOOM_ERR_CONTRACT, "chat_template", &k)) != LOOM_OK)
+			return st;
+		c->has_chat_template = loom_chat_template_by_name(chat_choices[k], &c->chat_template);
+	}
 	if ((st = parse_name_map(y, hparams, "hparams", hparam_names, LOOM_HP_COUNT, c->hparam_keys)) != LOOM_OK)
 		return st;
 	if (defaults != NULL && (st = parse_defaults(y, defaults, c)) != LOOM_OK)

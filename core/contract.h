@@ -4,6 +4,7 @@
 #ifndef LOOM_CONTRACT_H
 #define LOOM_CONTRACT_H
 
+#include "chat_template.h"
 #include "loom.h"
 
 #include <stdbool.h>
@@ -112,6 +113,8 @@ typedef struct loom_contract {
 	float embd_scale;         /* else times this */
 	bool attn_scale_default;  /* 1 / sqrt(head_dim) */
 	float attn_scale;         /* else this */
+	bool has_chat_template;   /* the family's chat format, for files without one */
+	loom_chat_kind chat_template;
 	/* Where each format keeps each hyperparameter ("{arch}" stands for the
 	 * file's architecture name); NULL: not stored. */
 	char *hparam_keys[LOOM_CFMT_COUNT][LOOM_HP_COUNT];
