@@ -109,6 +109,10 @@ bool cli_parse(const char *cmd, int argc, char **argv, unsigned allowed, cli_opt
 			o->prompt = v;
 		else if ((IS("-f") || IS("--file")) && NEED(CLI_FILE))
 			o->file = v;
+		else if (IS("--chat-template") && NEED(CLI_CHAT))
+			o->chat_template = v;
+		else if (IS("--system") && NEED(CLI_CHAT))
+			o->system = v;
 		else if (IS("--backend") && NEED(CLI_BACKEND))
 			o->backend = v;
 		else if (IS("--plugins") && NEED(CLI_BACKEND))

@@ -15,6 +15,8 @@ typedef struct cli_options {
 	const char *backend;
 	const char *plugins;
 	const char *output_format; /* bench: md | json */
+	const char *chat_template; /* chat: a template name instead of the model's */
+	const char *system;        /* chat: the system message */
 	int n_predict;
 	int n_threads;
 	int n_ctx;
@@ -43,6 +45,7 @@ enum cli_flag {
 	CLI_NO_BOS = 1 << 6,
 	CLI_BENCH = 1 << 7,   /* -p, -n, -r, -o */
 	CLI_PLUGINS_LIST = 1 << 8,
+	CLI_CHAT = 1 << 9,    /* --chat-template, --system */
 };
 
 /* Parses argv[1..argc) for subcommand `cmd`; false (after a message) on a
@@ -66,6 +69,7 @@ loom_token *cli_tokenize(const loom_model *m, const char *text, bool add_special
 double cli_now_ms(void);
 
 int cmd_run(int argc, char **argv);
+int cmd_chat(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
 int cmd_info(int argc, char **argv);

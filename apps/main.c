@@ -13,6 +13,8 @@ static void usage(FILE *out)
 		"           [--repeat-penalty R] [--repeat-last-n N] [--seed S] [--stop STR]...\n"
 		"           [-t THREADS] [-c CTX] [-b BATCH] [--kv-type f16|f32] [--backend NAME]\n"
 		"           [--plugins FILE] [-v]\n"
+		"  loom chat -m FILE [--chat-template NAME] [--system TEXT] [sampling and context options]\n"
+		"           a conversation on stdin, one user message per line; replies on stdout\n"
 		"  loom tokenize -m FILE -p TEXT [--no-bos]\n"
 		"  loom perplexity -m FILE -f TEXTFILE [-c CTX] [-b BATCH] [-t THREADS] [--kv-type f16|f32]\n"
 		"  loom info FILE            metadata and tensor table\n"
@@ -35,6 +37,8 @@ int main(int argc, char **argv)
 	const char *cmd = argv[1];
 	if (strcmp(cmd, "run") == 0)
 		return cmd_run(argc - 1, argv + 1);
+	if (strcmp(cmd, "chat") == 0)
+		return cmd_chat(argc - 1, argv + 1);
 	if (strcmp(cmd, "tokenize") == 0)
 		return cmd_tokenize(argc - 1, argv + 1);
 	if (strcmp(cmd, "perplexity") == 0)

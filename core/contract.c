@@ -25,17 +25,40 @@ static const char *const hparam_names[LOOM_HP_COUNT] = {
 
 static const char *const role_names[LOOM_ROLE_COUNT] = {
 	[LOOM_ROLE_TOKEN_EMBD] = "token_embd",
+	[LOOM_ROLE_POS_EMBD] = "pos_embd",
 	[LOOM_ROLE_OUTPUT_NORM] = "output_norm",
+	[LOOM_ROLE_OUTPUT_NORM_B] = "output_norm_bias",
 	[LOOM_ROLE_OUTPUT] = "output",
+	[LOOM_ROLE_OUTPUT_B] = "output_bias",
 	[LOOM_ROLE_ATTN_NORM] = "attn_norm",
+	[LOOM_ROLE_ATTN_NORM_B] = "attn_norm_bias",
+	[LOOM_ROLE_ATTN_QKV] = "attn_qkv",
+	[LOOM_ROLE_ATTN_QKV_B] = "attn_qkv_bias",
 	[LOOM_ROLE_ATTN_Q] = "attn_q",
+	[LOOM_ROLE_ATTN_Q_B] = "attn_q_bias",
 	[LOOM_ROLE_ATTN_K] = "attn_k",
+	[LOOM_ROLE_ATTN_K_B] = "attn_k_bias",
 	[LOOM_ROLE_ATTN_V] = "attn_v",
+	[LOOM_ROLE_ATTN_V_B] = "attn_v_bias",
+	[LOOM_ROLE_ATTN_Q_NORM] = "attn_q_norm",
+	[LOOM_ROLE_ATTN_K_NORM] = "attn_k_norm",
 	[LOOM_ROLE_ATTN_OUTPUT] = "attn_output",
+	[LOOM_ROLE_ATTN_OUTPUT_B] = "attn_output_bias",
 	[LOOM_ROLE_FFN_NORM] = "ffn_norm",
+	[LOOM_ROLE_FFN_NORM_B] = "ffn_norm_bias",
 	[LOOM_ROLE_FFN_GATE] = "ffn_gate",
+	[LOOM_ROLE_FFN_GATE_B] = "ffn_gate_bias",
 	[LOOM_ROLE_FFN_UP] = "ffn_up",
+	[LOOM_ROLE_FFN_UP_B] = "ffn_up_bias",
 	[LOOM_ROLE_FFN_DOWN] = "ffn_down",
+	[LOOM_ROLE_FFN_DOWN_B] = "ffn_down_bias",
+};
+
+/* NULL-terminated: the values block.biases allows. */
+static const char *const bias_names[LOOM_BIAS_COUNT + 1] = {
+	[LOOM_BIAS_Q] = "q",       [LOOM_BIAS_K] = "k",   [LOOM_BIAS_V] = "v",
+	[LOOM_BIAS_QKV] = "qkv",   [LOOM_BIAS_O] = "o",   [LOOM_BIAS_GATE] = "gate",
+	[LOOM_BIAS_UP] = "up",     [LOOM_BIAS_DOWN] = "down", [LOOM_BIAS_OUTPUT] = "output",
 };
 
 /* NULL-terminated too: it is the list of keys hparams and tensors allow. */
@@ -68,24 +91,65 @@ int loom_contract_format_index(const char *format_name)
 
 bool loom_contract_uses_role(const loom_contract *c, loom_role role)
 {
+	bool fused = c->qkv == LOOM_QKV_FUSED, sequential = c->residual == LOOM_RESIDUAL_SEQUENTIAL;
+	bool gated = c->ffn != LOOM_FFN_MLP;
+
 	switch (role) {
+	case LOOM_ROLE_POS_EMBD:
+		return c->positions == LOOM_POSITIONS_LEARNED;
+	case LOOM_ROLE_OUTPUT_NORM_B:
+	case LOOM_ROLE_ATTN_NORM_B:
+		return c->norm_bias;
 	case LOOM_ROLE_OUTPUT:
 		return c->tied != LOOM_TIED_ALWAYS;
+	case LOOM_ROLE_OUTPUT_B:
+		return c->bias[LOOM_BIAS_OUTPUT];
+	case LOOM_ROLE_ATTN_QKV:
+		return fused;
+	case LOOM_ROLE_ATTN_QKV_B:
+		return fused && c->bias[LOOM_BIAS_QKV];
+	case LOOM_ROLE_ATTN_Q:
+	case LOOM_ROLE_ATTN_K:
+	case LOOM_ROLE_ATTN_V:
+		return !fused;
+	case LOOM_ROLE_ATTN_Q_B:
+		return !fused && c->bias[LOOM_BIAS_Q];
+	case LOOM_ROLE_ATTN_K_B:
+		return !fused && c->bias[LOOM_BIAS_K];
+	case LOOM_ROLE_ATTN_V_B:
+		return !fused && c->bias[LOOM_BIAS_V];
+	case LOOM_ROLE_ATTN_Q_NORM:
+	case LOOM_ROLE_ATTN_K_NORM:
+		return c->qk_norm;
+	case LOOM_ROLE_ATTN_OUTPUT_B:
+		return c->bias[LOOM_BIAS_O];
+	case LOOM_ROLE_FFN_NORM:
+		return sequential;
+	case LOOM_ROLE_FFN_NORM_B:
+		return sequential && c->norm_bias;
+	case LOOM_ROLE_FFN_GATE:
+		return gated;
+	case LOOM_ROLE_FFN_GATE_B:
+		return gated && c->bias[LOOM_BIAS_GATE];
+	case LOOM_ROLE_FFN_UP_B:
+		return c->bias[LOOM_BIAS_UP];
+	case LOOM_ROLE_FFN_DOWN_B:
+		return c->bias[LOOM_BIAS_DOWN];
 	default:
-		/* rmsnorm, separate q/k/v, swiglu and sequential residual use
-		 * every other role. */
+		/* token_embd, the norms, attn_output, ffn_up, ffn_down. */
 		return true;
 	}
 }
 
 /* Each `block:` choice is listed with the values loom implements; an
  * unknown value is an error, never a silent default. */
-static const char *const norm_choices[] = {"rmsnorm", NULL};
-static const char *const ffn_choices[] = {"swiglu", NULL};
-static const char *const positions_choices[] = {"rope", NULL};
+static const char *const norm_choices[] = {"rmsnorm", "layernorm", NULL};
+static const char *const ffn_choices[] = {"swiglu", "geglu", "mlp", NULL};
+static const char *const activation_choices[] = {"silu", "gelu", "gelu_tanh", NULL};
+static const char *const positions_choices[] = {"rope", "learned", NULL};
 static const char *const rope_style_choices[] = {"normal", "neox", NULL};
-static const char *const qkv_choices[] = {"separate", NULL};
-static const char *const residual_choices[] = {"sequential", NULL};
+static const char *const qkv_choices[] = {"separate", "fused", NULL};
+static const char *const residual_choices[] = {"sequential", "parallel", NULL};
 static const char *const tied_choices[] = {"never", "always", "if_missing", NULL};
 
 static loom_status choice(loom_yaml *y, yaml_node_t *map, const char *key, const char *const *choices,
@@ -105,16 +169,107 @@ static loom_status choice(loom_yaml *y, yaml_node_t *map, const char *key, const
 	return loom_yaml_get_choice(y, n, choices, LOOM_ERR_CONTRACT, key, out);
 }
 
+static loom_status flag(loom_yaml *y, yaml_node_t *map, const char *key, bool *out)
+{
+	yaml_node_t *n = loom_yaml_get(y, map, key);
+
+	*out = false;
+	return n != NULL ? loom_yaml_get_bool(y, n, LOOM_ERR_CONTRACT, key, out) : LOOM_OK;
+}
+
+/* A positive number, or the word `named` for the value the block derives
+ * (*is_named); absent, the derived one if derived_default, else 1. */
+static loom_status scale_value(loom_yaml *y, yaml_node_t *map, const char *key, const char *named,
+			       bool derived_default, bool *is_named, float *value)
+{
+	yaml_node_t *n = loom_yaml_get(y, map, key);
+	double v;
+
+	*is_named = n != NULL || derived_default;
+	*value = 1.0f;
+	if (n == NULL)
+		return LOOM_OK;
+	const char *text = loom_yaml_scalar(n);
+	if (text != NULL && strcmp(text, named) == 0)
+		return LOOM_OK;
+	loom_status st = loom_yaml_get_double(y, n, LOOM_ERR_CONTRACT, key, &v);
+	if (st != LOOM_OK)
+		return st;
+	if (!(v > 0) || v > 1e30)
+		return loom_error(LOOM_ERR_CONTRACT, "%s:%d: %s must be %s or a positive number", y->path,
+				  loom_yaml_line(n), key, named);
+	*is_named = false;
+	*value = (float)v;
+	return LOOM_OK;
+}
+
+static loom_status parse_biases(loom_yaml *y, yaml_node_t *list, loom_contract *c)
+{
+	loom_status st = loom_yaml_expect(y, list, YAML_SEQUENCE_NODE, LOOM_ERR_CONTRACT, "biases");
+	if (st != LOOM_OK)
+		return st;
+	loom_yaml_for_each_item(y, list, item) {
+		yaml_node_t *n = loom_yaml_node(y, *item);
+		int b;
+		if ((st = loom_yaml_get_choice(y, n, bias_names, LOOM_ERR_CONTRACT, "biases", &b)) != LOOM_OK)
+			return st;
+		if (c->bias[b])
+			return loom_error(LOOM_ERR_CONTRACT, "%s:%d: biases lists '%s' twice", y->path,
+					  loom_yaml_line(n), bias_names[b]);
+		c->bias[b] = true;
+	}
+	return LOOM_OK;
+}
+
+/* An error at key's line for a choice that contradicts another. */
+static loom_status contradiction(loom_yaml *y, yaml_node_t *block, const char *key, const char *why)
+{
+	yaml_node_t *n = loom_yaml_get(y, block, key);
+	return loom_error(LOOM_ERR_CONTRACT, "%s:%d: %s: %s", y->path, loom_yaml_line(n != NULL ? n : block), key,
+			  why);
+}
+
+static loom_status check_choices(loom_yaml *y, yaml_node_t *block, const loom_contract *c)
+{
+	bool fused = c->qkv == LOOM_QKV_FUSED;
+
+	if (c->norm_bias && c->norm != LOOM_NORM_LAYERNORM)
+		return contradiction(y, block, "norm_bias", "only layernorm has a bias");
+	if (loom_yaml_get(y, block, "activation") != NULL &&
+	    ((c->ffn == LOOM_FFN_SWIGLU && c->activation != LOOM_ACT_SILU) ||
+	     (c->ffn == LOOM_FFN_GEGLU && c->activation == LOOM_ACT_SILU)))
+		return contradiction(y, block, "activation",
+				     c->ffn == LOOM_FFN_SWIGLU ? "swiglu's activation is silu"
+							       : "geglu's activation is gelu or gelu_tanh");
+	if (c->ffn == LOOM_FFN_MLP && c->activation == LOOM_ACT_SILU)
+		return contradiction(y, block, "activation", "an mlp takes gelu or gelu_tanh (silu is gated: swiglu)");
+	if (c->positions != LOOM_POSITIONS_ROPE && loom_yaml_get(y, block, "rope_style") != NULL)
+		return contradiction(y, block, "rope_style", "positions are not rope");
+	if (c->bias[LOOM_BIAS_QKV] && !fused)
+		return contradiction(y, block, "biases", "a qkv bias needs qkv: fused");
+	if ((c->bias[LOOM_BIAS_Q] || c->bias[LOOM_BIAS_K] || c->bias[LOOM_BIAS_V]) && fused)
+		return contradiction(y, block, "biases", "with qkv: fused the bias is 'qkv'");
+	if (c->bias[LOOM_BIAS_GATE] && c->ffn == LOOM_FFN_MLP)
+		return contradiction(y, block, "biases", "an mlp has no gate");
+	return LOOM_OK;
+}
+
 static loom_status parse_block(loom_yaml *y, yaml_node_t *block, loom_contract *c)
 {
-	static const char *const keys[] = {"norm", "ffn", "positions", "rope_style", "qkv",
-					   "residual", "tied_embeddings", NULL};
-	int norm = 0, ffn = 0, pos = 0, style = 0, qkv = 0, res = 0, tied = 0;
+	static const char *const keys[] = {"norm", "norm_bias", "norm_weight_offset", "ffn", "activation",
+					   "positions", "rope_style", "qkv", "qk_norm", "residual",
+					   "tied_embeddings", "biases", "embedding_scale", "attention_scale",
+					   NULL};
+	static const loom_activation ffn_activation[] = {LOOM_ACT_SILU, LOOM_ACT_GELU_TANH, LOOM_ACT_GELU_TANH};
+	int norm = 0, ffn = 0, act = 0, pos = 0, style = 0, qkv = 0, res = 0, tied = 0;
+	double offset = 0.0;
 	loom_status st = loom_yaml_check_keys(y, block, keys, LOOM_ERR_CONTRACT, "block");
 	if (st == LOOM_OK)
 		st = choice(y, block, "norm", norm_choices, NULL, &norm);
 	if (st == LOOM_OK)
 		st = choice(y, block, "ffn", ffn_choices, NULL, &ffn);
+	if (st == LOOM_OK)
+		st = choice(y, block, "activation", activation_choices, activation_choices[ffn_activation[ffn]], &act);
 	if (st == LOOM_OK)
 		st = choice(y, block, "positions", positions_choices, NULL, &pos);
 	if (st == LOOM_OK)
@@ -125,16 +280,33 @@ static loom_status parse_block(loom_yaml *y, yaml_node_t *block, loom_contract *
 		st = choice(y, block, "residual", residual_choices, "sequential", &res);
 	if (st == LOOM_OK)
 		st = choice(y, block, "tied_embeddings", tied_choices, "never", &tied);
+	if (st == LOOM_OK)
+		st = flag(y, block, "norm_bias", &c->norm_bias);
+	if (st == LOOM_OK)
+		st = flag(y, block, "qk_norm", &c->qk_norm);
+	if (st == LOOM_OK && loom_yaml_get(y, block, "norm_weight_offset") != NULL)
+		st = loom_yaml_get_double(y, loom_yaml_get(y, block, "norm_weight_offset"), LOOM_ERR_CONTRACT,
+					  "norm_weight_offset", &offset);
+	if (st == LOOM_OK && loom_yaml_get(y, block, "biases") != NULL)
+		st = parse_biases(y, loom_yaml_get(y, block, "biases"), c);
+	if (st == LOOM_OK)
+		st = scale_value(y, block, "embedding_scale", "sqrt_n_embd", false, &c->embd_scale_sqrt,
+				 &c->embd_scale);
+	if (st == LOOM_OK)
+		st = scale_value(y, block, "attention_scale", "inv_sqrt_head_dim", true, &c->attn_scale_default,
+				 &c->attn_scale);
 	if (st != LOOM_OK)
 		return st;
 	c->norm = (loom_norm_kind)norm;
+	c->norm_weight_offset = (float)offset;
 	c->ffn = (loom_ffn_kind)ffn;
+	c->activation = (loom_activation)act;
 	c->positions = (loom_positions_kind)pos;
 	c->rope_style = style == 0 ? LOOM_ROPE_NORMAL : LOOM_ROPE_NEOX;
 	c->qkv = (loom_qkv_kind)qkv;
 	c->residual = (loom_residual_kind)res;
 	c->tied = (loom_tied_kind)tied;
-	return LOOM_OK;
+	return check_choices(y, block, c);
 }
 
 /* A per-format mapping from loom names (names[0..count)) to strings. */
@@ -197,13 +369,18 @@ static loom_status check_complete(loom_yaml *y, yaml_node_t *tensors, loom_contr
 			described = described || c->tensor_names[f][r] != NULL;
 		if (!described)
 			continue;
-		for (int r = 0; r < LOOM_ROLE_COUNT; r++) {
-			if (!loom_contract_uses_role(c, (loom_role)r) || c->tensor_names[f][r] != NULL)
-				continue;
-			return loom_error(LOOM_ERR_CONTRACT, "%s:%d: tensors.%s lacks '%s', which the block needs",
-					  y->path, loom_yaml_line(tensors), format_names[f], role_names[r]);
-		}
 		yaml_node_t *names = loom_yaml_get(y, tensors, format_names[f]);
+		for (int r = 0; r < LOOM_ROLE_COUNT; r++) {
+			bool used = loom_contract_uses_role(c, (loom_role)r), named = c->tensor_names[f][r] != NULL;
+			if (used && !named)
+				return loom_error(LOOM_ERR_CONTRACT, "%s:%d: tensors.%s lacks '%s', which the block needs",
+						  y->path, loom_yaml_line(tensors), format_names[f], role_names[r]);
+			if (named && !used)
+				return loom_error(LOOM_ERR_CONTRACT,
+						  "%s:%d: tensors.%s.%s names a tensor the block's choices do not use",
+						  y->path, loom_yaml_line(loom_yaml_get(y, names, role_names[r])),
+						  format_names[f], role_names[r]);
+		}
 		for (int r = 0; r < LOOM_ROLE_COUNT; r++) {
 			const char *name = c->tensor_names[f][r];
 			if (name != NULL && loom_role_is_per_layer((loom_role)r) && strstr(name, "{i}") == NULL)
@@ -218,7 +395,8 @@ static loom_status check_complete(loom_yaml *y, yaml_node_t *tensors, loom_contr
 
 static loom_status parse_contract(loom_yaml *y, loom_contract *c)
 {
-	static const char *const keys[] = {"name", "description", "block", "hparams", "defaults", "tensors", NULL};
+	static const char *const keys[] = {"name",	   "description", "block", "hparams", "defaults",
+					   "tensors", "chat_template", NULL};
 	yaml_node_t *root = loom_yaml_root(y);
 	loom_status st = loom_yaml_check_keys(y, root, keys, LOOM_ERR_CONTRACT, "the contract");
 	if (st != LOOM_OK)
@@ -237,6 +415,15 @@ static loom_status parse_contract(loom_yaml *y, loom_contract *c)
 		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
 	if ((st = parse_block(y, block, c)) != LOOM_OK)
 		return st;
+	yaml_node_t *chat = loom_yaml_get(y, root, "chat_template");
+	if (chat != NULL) {
+		static const char *const chat_choices[] = {"chatml", "llama2", "llama3", "mistral",
+							   "zephyr", "phi3",   "gemma",  "plain", NULL};
+		int k;
+		if ((st = loom_yaml_get_choice(y, chat, chat_choices, LOOM_ERR_CONTRACT, "chat_template", &k)) != LOOM_OK)
+			return st;
+		c->has_chat_template = loom_chat_template_by_name(chat_choices[k], &c->chat_template);
+	}
 	if ((st = parse_name_map(y, hparams, "hparams", hparam_names, LOOM_HP_COUNT, c->hparam_keys)) != LOOM_OK)
 		return st;
 	if (defaults != NULL && (st = parse_defaults(y, defaults, c)) != LOOM_OK)

@@ -4,15 +4,24 @@
 #ifndef LOOM_CONTRACT_H
 #define LOOM_CONTRACT_H
 
+#include "chat_template.h"
 #include "loom.h"
 
 #include <stdbool.h>
 
-typedef enum loom_norm_kind { LOOM_NORM_RMSNORM } loom_norm_kind;
-typedef enum loom_ffn_kind { LOOM_FFN_SWIGLU } loom_ffn_kind;
-typedef enum loom_positions_kind { LOOM_POSITIONS_ROPE } loom_positions_kind;
-typedef enum loom_qkv_kind { LOOM_QKV_SEPARATE } loom_qkv_kind;
-typedef enum loom_residual_kind { LOOM_RESIDUAL_SEQUENTIAL } loom_residual_kind;
+typedef enum loom_norm_kind { LOOM_NORM_RMSNORM, LOOM_NORM_LAYERNORM } loom_norm_kind;
+typedef enum loom_ffn_kind {
+	LOOM_FFN_SWIGLU, /* down(silu(gate(x)) * up(x)) */
+	LOOM_FFN_GEGLU,  /* down(gelu(gate(x)) * up(x)) */
+	LOOM_FFN_MLP     /* down(act(up(x))) */
+} loom_ffn_kind;
+typedef enum loom_activation { LOOM_ACT_SILU, LOOM_ACT_GELU, LOOM_ACT_GELU_TANH } loom_activation;
+typedef enum loom_positions_kind { LOOM_POSITIONS_ROPE, LOOM_POSITIONS_LEARNED } loom_positions_kind;
+typedef enum loom_qkv_kind { LOOM_QKV_SEPARATE, LOOM_QKV_FUSED } loom_qkv_kind;
+typedef enum loom_residual_kind {
+	LOOM_RESIDUAL_SEQUENTIAL, /* x += attn(norm(x)); x += ffn(ffn_norm(x)) */
+	LOOM_RESIDUAL_PARALLEL    /* x += attn(norm(x)) + ffn(norm(x)) */
+} loom_residual_kind;
 typedef enum loom_tied_kind {
 	LOOM_TIED_NEVER,      /* output.weight must exist */
 	LOOM_TIED_ALWAYS,     /* the head is the token embedding */
@@ -34,22 +43,53 @@ typedef enum loom_hparam {
 	LOOM_HP_COUNT
 } loom_hparam;
 
-/* Weight tensors the generic block may use. */
+/* Weight tensors the generic block may use: the model's, then each
+ * layer's (loom_role_is_per_layer). _B is a bias. */
 typedef enum loom_role {
 	LOOM_ROLE_TOKEN_EMBD,
+	LOOM_ROLE_POS_EMBD,
 	LOOM_ROLE_OUTPUT_NORM,
+	LOOM_ROLE_OUTPUT_NORM_B,
 	LOOM_ROLE_OUTPUT,
+	LOOM_ROLE_OUTPUT_B,
 	LOOM_ROLE_ATTN_NORM,
+	LOOM_ROLE_ATTN_NORM_B,
+	LOOM_ROLE_ATTN_QKV,
+	LOOM_ROLE_ATTN_QKV_B,
 	LOOM_ROLE_ATTN_Q,
+	LOOM_ROLE_ATTN_Q_B,
 	LOOM_ROLE_ATTN_K,
+	LOOM_ROLE_ATTN_K_B,
 	LOOM_ROLE_ATTN_V,
+	LOOM_ROLE_ATTN_V_B,
+	LOOM_ROLE_ATTN_Q_NORM,
+	LOOM_ROLE_ATTN_K_NORM,
 	LOOM_ROLE_ATTN_OUTPUT,
+	LOOM_ROLE_ATTN_OUTPUT_B,
 	LOOM_ROLE_FFN_NORM,
+	LOOM_ROLE_FFN_NORM_B,
 	LOOM_ROLE_FFN_GATE,
+	LOOM_ROLE_FFN_GATE_B,
 	LOOM_ROLE_FFN_UP,
+	LOOM_ROLE_FFN_UP_B,
 	LOOM_ROLE_FFN_DOWN,
+	LOOM_ROLE_FFN_DOWN_B,
 	LOOM_ROLE_COUNT
 } loom_role;
+
+/* The projections that may carry a bias (block.biases). */
+typedef enum loom_bias {
+	LOOM_BIAS_Q,
+	LOOM_BIAS_K,
+	LOOM_BIAS_V,
+	LOOM_BIAS_QKV,
+	LOOM_BIAS_O,
+	LOOM_BIAS_GATE,
+	LOOM_BIAS_UP,
+	LOOM_BIAS_DOWN,
+	LOOM_BIAS_OUTPUT,
+	LOOM_BIAS_COUNT
+} loom_bias;
 
 /* Formats a contract can describe (the format plugin's name). */
 typedef enum loom_contract_format { LOOM_CFMT_GGUF, LOOM_CFMT_COUNT } loom_contract_format;
@@ -58,12 +98,23 @@ typedef struct loom_contract {
 	char *name;
 	char *path;
 	loom_norm_kind norm;
+	bool norm_bias;           /* layernorm: the norms have biases */
+	float norm_weight_offset; /* added to every norm weight (Gemma's 1 + w) */
 	loom_ffn_kind ffn;
+	loom_activation activation;
 	loom_positions_kind positions;
 	int rope_style; /* loom_rope_style */
 	loom_qkv_kind qkv;
+	bool qk_norm;   /* RMSNorm of each head's q and k before RoPE */
 	loom_residual_kind residual;
 	loom_tied_kind tied;
+	bool bias[LOOM_BIAS_COUNT];
+	bool embd_scale_sqrt;     /* token embeddings times sqrt(n_embd) */
+	float embd_scale;         /* else times this */
+	bool attn_scale_default;  /* 1 / sqrt(head_dim) */
+	float attn_scale;         /* else this */
+	bool has_chat_template;   /* the family's chat format, for files without one */
+	loom_chat_kind chat_template;
 	/* Where each format keeps each hyperparameter ("{arch}" stands for the
 	 * file's architecture name); NULL: not stored. */
 	char *hparam_keys[LOOM_CFMT_COUNT][LOOM_HP_COUNT];

@@ -16,7 +16,9 @@ loom_generate_params loom_generate_default_params(void)
 		.stop = NULL,
 		.n_stop = 0,
 		.seq_id = 0,
+		.keep_cache = false,
 		.add_special = true,
+		.parse_special = false,
 	};
 	return p;
 }
@@ -98,6 +100,7 @@ typedef struct gen_state {
 	loom_sampler *sampler;
 	loom_token *tokens;
 	size_t n_tokens;
+	int32_t start; /* position of the prompt's first token: what the cache already holds */
 	pending_text text;
 	loom_generate_stats stats;
 } gen_state;
@@ -106,23 +109,26 @@ static loom_status tokenize_prompt(gen_state *g, const char *prompt)
 {
 	const loom_model *m = g->ctx->model;
 	size_t len = strlen(prompt), need = 0;
-	loom_status st = loom_tokenize(m, prompt, len, g->params->add_special, false, NULL, 0, &need);
+	bool special = g->params->parse_special;
+	loom_status st = loom_tokenize(m, prompt, len, g->params->add_special, special, NULL, 0, &need);
 	if (st != LOOM_OK && st != LOOM_ERR_BUFFER_TOO_SMALL)
 		return st;
 	g->tokens = malloc((need + 1) * sizeof(loom_token));
 	if (g->tokens == NULL)
 		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
-	if ((st = loom_tokenize(m, prompt, len, g->params->add_special, false, g->tokens, need, &g->n_tokens)) != LOOM_OK)
+	if ((st = loom_tokenize(m, prompt, len, g->params->add_special, special, g->tokens, need, &g->n_tokens)) != LOOM_OK)
 		return st;
+	if (g->n_tokens == 0 && g->start > 0)
+		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "the prompt to continue the sequence with is empty");
 	if (g->n_tokens == 0) {
 		/* An empty prompt starts from BOS, as llama.cpp does. */
 		if (loom_token_bos(m) < 0)
 			return loom_error(LOOM_ERR_INVALID_ARGUMENT, "the prompt is empty and the model has no BOS token");
 		g->tokens[g->n_tokens++] = loom_token_bos(m);
 	}
-	if (g->n_tokens >= loom_context_n_ctx(g->ctx))
-		return loom_error(LOOM_ERR_CONTEXT_FULL, "the prompt has %zu tokens; the context holds %u",
-				  g->n_tokens, loom_context_n_ctx(g->ctx));
+	if (g->start + g->n_tokens >= loom_context_n_ctx(g->ctx))
+		return loom_error(LOOM_ERR_CONTEXT_FULL, "the prompt has %zu tokens after %d cached; the context holds %u",
+				  g->n_tokens, g->start, loom_context_n_ctx(g->ctx));
 	return LOOM_OK;
 }
 
@@ -139,7 +145,7 @@ static loom_status eval_prompt(gen_state *g)
 	for (size_t start = 0; st == LOOM_OK && start < g->n_tokens; start += n_batch) {
 		size_t n = g->n_tokens - start < n_batch ? g->n_tokens - start : n_batch;
 		for (size_t i = 0; i < n; i++) {
-			pos[i] = (int32_t)(start + i);
+			pos[i] = g->start + (int32_t)(start + i);
 			seqs[i] = seq;
 			want[i] = start + i == g->n_tokens - 1;
 		}
@@ -170,7 +176,7 @@ static loom_status generate_loop(gen_state *g, loom_token_fn on_token, void *use
 	const loom_model *m = ctx->model;
 	const loom_generate_params *p = g->params;
 	const int32_t n_vocab = loom_model_n_vocab(m);
-	int32_t pos = (int32_t)g->n_tokens;
+	int32_t pos = g->start + (int32_t)g->n_tokens;
 	const float *logits = loom_get_logits(ctx, (int32_t)((g->n_tokens - 1) % ctx->params.n_batch));
 	char piece[256];
 	loom_status st = LOOM_OK;
@@ -238,7 +244,10 @@ loom_status loom_generate(loom_context *ctx, const char *prompt, const loom_gene
 	gen_state g = {.ctx = ctx, .params = params};
 	loom_status st = loom_sampler_create(&params->sampling, &g.sampler);
 	if (st == LOOM_OK) {
-		loom_kv_seq_remove(ctx, params->seq_id, 0, -1);
+		if (params->keep_cache)
+			g.start = loom_kv_seq_pos_max(ctx, params->seq_id) + 1;
+		else
+			loom_kv_seq_remove(ctx, params->seq_id, 0, -1);
 		st = tokenize_prompt(&g, prompt);
 	}
 	if (st == LOOM_OK) {

@@ -187,7 +187,9 @@ static loom_status load_hparams(loom_model *m, int fmt)
 	    (st = optional_hparam(m, fmt, LOOM_HP_HEAD_DIM, hp->n_embd / hp->n_head, &hp->head_dim)) != LOOM_OK ||
 	    (st = optional_hparam(m, fmt, LOOM_HP_N_ROT, hp->head_dim, &hp->n_rot)) != LOOM_OK ||
 	    (st = require_hparam(m, fmt, LOOM_HP_N_CTX_TRAIN, &hp->n_ctx_train)) != LOOM_OK ||
-	    (st = read_float_hparam(m, fmt, LOOM_HP_NORM_EPS, &hp->norm_eps)) != LOOM_OK ||
+	    (st = read_float_hparam(m, fmt, LOOM_HP_NORM_EPS, &hp->norm_eps)) != LOOM_OK)
+		return st;
+	if (m->contract->positions == LOOM_POSITIONS_ROPE &&
 	    (st = read_float_hparam(m, fmt, LOOM_HP_ROPE_THETA, &hp->rope_theta)) != LOOM_OK)
 		return st;
 	if (hp->n_layer > 4096)
@@ -305,7 +307,7 @@ static loom_status bind(loom_model *m, int fmt, loom_role role, int il, int64_t 
 	const char *type = loom_dtype_name(ft->dtype);
 	if (ne1 <= 0) {
 		if (ft->dtype != LOOM_DTYPE_F32)
-			return loom_error(LOOM_ERR_UNSUPPORTED, "tensor '%s' is %s; norm weights must be f32", name, type);
+			return loom_error(LOOM_ERR_UNSUPPORTED, "tensor '%s' is %s; norm weights and biases must be f32", name, type);
 		return LOOM_OK;
 	}
 	loom_op op = role == LOOM_ROLE_TOKEN_EMBD ? LOOM_OP_GET_ROWS : LOOM_OP_MATMUL;
@@ -316,10 +318,87 @@ static loom_status bind(loom_model *m, int fmt, loom_role role, int il, int64_t 
 	return LOOM_OK;
 }
 
-static loom_status bind_weights(loom_model *m, int fmt)
+/* Binds role if the contract's choices use it; leaves t zeroed if not. */
+static loom_status bind_used(loom_model *m, int fmt, loom_role role, int il, int64_t ne0, int64_t ne1,
+			     loom_tensor *t)
+{
+	memset(t, 0, sizeof(*t));
+	if (!loom_contract_uses_role(m->contract, role))
+		return LOOM_OK;
+	return bind(m, fmt, role, il, ne0, ne1, false, t);
+}
+
+/* Rows [row, row + n) of matrix w (or elements of vector w) as a tensor of
+ * their own: fused QKV split into q, k and v. */
+static loom_tensor row_range(const loom_tensor *w, int64_t row, int64_t n)
+{
+	loom_tensor t = *w;
+	bool matrix = w->ne[1] > 1;
+
+	if (matrix) {
+		t.ne[1] = n;
+		t.data = (char *)w->data + (size_t)row * w->nb[1];
+		t.nb[2] = t.nb[3] = t.nb[1] * (size_t)n;
+	} else {
+		t.ne[0] = n;
+		t.data = (char *)w->data + (size_t)row * sizeof(float);
+		t.nb[1] = t.nb[2] = t.nb[3] = (size_t)n * sizeof(float);
+	}
+	return t;
+}
+
+static loom_status bind_layer(loom_model *m, int fmt, int il, loom_layer *l)
 {
 	const loom_hparams *hp = &m->hp;
 	const int64_t q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim;
+	const int64_t E = hp->n_embd;
+	struct { loom_role role; int64_t ne0, ne1; loom_tensor *t; } roles[] = {
+		{LOOM_ROLE_ATTN_NORM, E, 0, &l->attn_norm},
+		{LOOM_ROLE_ATTN_NORM_B, E, 0, &l->attn_norm_b},
+		{LOOM_ROLE_ATTN_Q, E, q_dim, &l->attn_q},
+		{LOOM_ROLE_ATTN_Q_B, q_dim, 0, &l->attn_q_b},
+		{LOOM_ROLE_ATTN_K, E, kv_dim, &l->attn_k},
+		{LOOM_ROLE_ATTN_K_B, kv_dim, 0, &l->attn_k_b},
+		{LOOM_ROLE_ATTN_V, E, kv_dim, &l->attn_v},
+		{LOOM_ROLE_ATTN_V_B, kv_dim, 0, &l->attn_v_b},
+		{LOOM_ROLE_ATTN_Q_NORM, hp->head_dim, 0, &l->attn_q_norm},
+		{LOOM_ROLE_ATTN_K_NORM, hp->head_dim, 0, &l->attn_k_norm},
+		{LOOM_ROLE_ATTN_OUTPUT, q_dim, E, &l->attn_output},
+		{LOOM_ROLE_ATTN_OUTPUT_B, E, 0, &l->attn_output_b},
+		{LOOM_ROLE_FFN_NORM, E, 0, &l->ffn_norm},
+		{LOOM_ROLE_FFN_NORM_B, E, 0, &l->ffn_norm_b},
+		{LOOM_ROLE_FFN_GATE, E, hp->n_ff, &l->ffn_gate},
+		{LOOM_ROLE_FFN_GATE_B, hp->n_ff, 0, &l->ffn_gate_b},
+		{LOOM_ROLE_FFN_UP, E, hp->n_ff, &l->ffn_up},
+		{LOOM_ROLE_FFN_UP_B, hp->n_ff, 0, &l->ffn_up_b},
+		{LOOM_ROLE_FFN_DOWN, hp->n_ff, E, &l->ffn_down},
+		{LOOM_ROLE_FFN_DOWN_B, E, 0, &l->ffn_down_b},
+	};
+	loom_status st;
+	for (size_t i = 0; i < sizeof(roles) / sizeof(roles[0]); i++)
+		if ((st = bind_used(m, fmt, roles[i].role, il, roles[i].ne0, roles[i].ne1, roles[i].t)) != LOOM_OK)
+			return st;
+	if (m->contract->qkv != LOOM_QKV_FUSED)
+		return LOOM_OK;
+	/* One matrix whose rows are q's, then k's, then v's. */
+	loom_tensor qkv, qkv_b;
+	if ((st = bind_used(m, fmt, LOOM_ROLE_ATTN_QKV, il, E, q_dim + 2 * kv_dim, &qkv)) != LOOM_OK ||
+	    (st = bind_used(m, fmt, LOOM_ROLE_ATTN_QKV_B, il, q_dim + 2 * kv_dim, 0, &qkv_b)) != LOOM_OK)
+		return st;
+	l->attn_q = row_range(&qkv, 0, q_dim);
+	l->attn_k = row_range(&qkv, q_dim, kv_dim);
+	l->attn_v = row_range(&qkv, q_dim + kv_dim, kv_dim);
+	if (qkv_b.data != NULL) {
+		l->attn_q_b = row_range(&qkv_b, 0, q_dim);
+		l->attn_k_b = row_range(&qkv_b, q_dim, kv_dim);
+		l->attn_v_b = row_range(&qkv_b, q_dim + kv_dim, kv_dim);
+	}
+	return LOOM_OK;
+}
+
+static loom_status bind_weights(loom_model *m, int fmt)
+{
+	const loom_hparams *hp = &m->hp;
 	loom_status st;
 
 	char name[256];
@@ -333,8 +412,14 @@ static loom_status bind_weights(loom_model *m, int fmt)
 				  name, m->hp.n_vocab, loom_vocab_n_tokens(m->vocab));
 
 	if ((st = bind(m, fmt, LOOM_ROLE_TOKEN_EMBD, -1, hp->n_embd, hp->n_vocab, false, &m->token_embd)) != LOOM_OK ||
-	    (st = bind(m, fmt, LOOM_ROLE_OUTPUT_NORM, -1, hp->n_embd, 0, false, &m->output_norm)) != LOOM_OK)
+	    (st = bind_used(m, fmt, LOOM_ROLE_POS_EMBD, -1, hp->n_embd, hp->n_ctx_train, &m->pos_embd)) != LOOM_OK ||
+	    (st = bind(m, fmt, LOOM_ROLE_OUTPUT_NORM, -1, hp->n_embd, 0, false, &m->output_norm)) != LOOM_OK ||
+	    (st = bind_used(m, fmt, LOOM_ROLE_OUTPUT_NORM_B, -1, hp->n_embd, 0, &m->output_norm_b)) != LOOM_OK ||
+	    (st = bind_used(m, fmt, LOOM_ROLE_OUTPUT_B, -1, hp->n_vocab, 0, &m->output_b)) != LOOM_OK)
 		return st;
+	if (m->pos_embd.data != NULL && !backend_supports(m, LOOM_OP_GET_ROWS, &m->pos_embd))
+		return loom_error(LOOM_ERR_UNSUPPORTED, "the position embeddings have a type backend %s cannot read",
+				  m->rt->backend.plugin->name);
 	if (m->contract->tied == LOOM_TIED_ALWAYS) {
 		m->output = m->token_embd;
 	} else {
@@ -351,19 +436,9 @@ static loom_status bind_weights(loom_model *m, int fmt)
 	m->layers = calloc((size_t)hp->n_layer, sizeof(loom_layer));
 	if (m->layers == NULL)
 		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
-	for (int il = 0; il < hp->n_layer; il++) {
-		loom_layer *l = &m->layers[il];
-		if ((st = bind(m, fmt, LOOM_ROLE_ATTN_NORM, il, hp->n_embd, 0, false, &l->attn_norm)) != LOOM_OK ||
-		    (st = bind(m, fmt, LOOM_ROLE_ATTN_Q, il, hp->n_embd, q_dim, false, &l->attn_q)) != LOOM_OK ||
-		    (st = bind(m, fmt, LOOM_ROLE_ATTN_K, il, hp->n_embd, kv_dim, false, &l->attn_k)) != LOOM_OK ||
-		    (st = bind(m, fmt, LOOM_ROLE_ATTN_V, il, hp->n_embd, kv_dim, false, &l->attn_v)) != LOOM_OK ||
-		    (st = bind(m, fmt, LOOM_ROLE_ATTN_OUTPUT, il, q_dim, hp->n_embd, false, &l->attn_output)) != LOOM_OK ||
-		    (st = bind(m, fmt, LOOM_ROLE_FFN_NORM, il, hp->n_embd, 0, false, &l->ffn_norm)) != LOOM_OK ||
-		    (st = bind(m, fmt, LOOM_ROLE_FFN_GATE, il, hp->n_embd, hp->n_ff, false, &l->ffn_gate)) != LOOM_OK ||
-		    (st = bind(m, fmt, LOOM_ROLE_FFN_UP, il, hp->n_embd, hp->n_ff, false, &l->ffn_up)) != LOOM_OK ||
-		    (st = bind(m, fmt, LOOM_ROLE_FFN_DOWN, il, hp->n_ff, hp->n_embd, false, &l->ffn_down)) != LOOM_OK)
+	for (int il = 0; il < hp->n_layer; il++)
+		if ((st = bind_layer(m, fmt, il, &m->layers[il])) != LOOM_OK)
 			return st;
-	}
 	return LOOM_OK;
 }
 
@@ -418,6 +493,49 @@ static loom_status repack_weights(loom_model *m)
 	return st;
 }
 
+/* The norm weights with the contract's norm_weight_offset added (a file
+ * that stores Gemma's w where the block multiplies by 1 + w), in a buffer
+ * of their own: the file's stay as they are. */
+static loom_status offset_norm_weights(loom_model *m)
+{
+	float offset = m->contract->norm_weight_offset;
+	if (offset == 0.0f)
+		return LOOM_OK;
+	int max = 4 * (int)m->hp.n_layer + 1, n = 0;
+	loom_tensor **norms = malloc(sizeof(*norms) * (size_t)max);
+	if (norms == NULL)
+		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+	norms[n++] = &m->output_norm;
+	for (int il = 0; il < m->hp.n_layer; il++) {
+		loom_layer *l = &m->layers[il];
+		loom_tensor *per_layer[] = {&l->attn_norm, &l->ffn_norm, &l->attn_q_norm, &l->attn_k_norm};
+		for (size_t i = 0; i < sizeof(per_layer) / sizeof(per_layer[0]); i++)
+			if (per_layer[i]->data != NULL)
+				norms[n++] = per_layer[i];
+	}
+	size_t total = 0;
+	for (int i = 0; i < n; i++)
+		total += (size_t)norms[i]->ne[0] * sizeof(float);
+	const loom_backend *be = &m->rt->backend;
+	float *host = malloc(total);
+	loom_status st = host != NULL ? be->vt->buffer_alloc(be->ctx, total, &m->adjusted) : LOOM_ERR_NO_MEMORY;
+	/* Read through the backend: its weights need not be host memory. */
+	for (int i = 0, off = 0; st == LOOM_OK && i < n; i++) {
+		size_t bytes = (size_t)norms[i]->ne[0] * sizeof(float);
+		size_t at = (size_t)((char *)norms[i]->data - (char *)m->weights.base);
+		st = be->vt->buffer_download(be->ctx, &m->weights, at, (char *)host + off, bytes);
+		for (int64_t j = 0; j < norms[i]->ne[0]; j++)
+			host[(size_t)off / sizeof(float) + (size_t)j] += offset;
+		norms[i]->data = (char *)m->adjusted.base + off;
+		off += (int)bytes;
+	}
+	if (st == LOOM_OK)
+		st = be->vt->buffer_upload(be->ctx, &m->adjusted, 0, host, total);
+	free(host);
+	free(norms);
+	return st == LOOM_OK ? LOOM_OK : loom_error(st, "could not make the offset norm weights");
+}
+
 static loom_status load_weights(loom_model *m)
 {
 	int fmt = loom_contract_format_index(m->format->name);
@@ -431,6 +549,8 @@ static loom_status load_weights(loom_model *m)
 		st = bind_weights(m, fmt);
 	if (st == LOOM_OK && m->weights_allocated)
 		st = upload_weights(m);
+	if (st == LOOM_OK)
+		st = offset_norm_weights(m);
 	if (st == LOOM_OK)
 		st = repack_weights(m);
 	return st;
@@ -503,6 +623,8 @@ void loom_model_free(loom_model *m)
 	free(m->repacked);
 	if (m->weights.handle != NULL || m->weights.base != NULL)
 		be->vt->buffer_free(be->ctx, &m->weights);
+	if (m->adjusted.handle != NULL || m->adjusted.base != NULL)
+		be->vt->buffer_free(be->ctx, &m->adjusted);
 	free(m->layers);
 	loom_vocab_free(m->vocab);
 	loom_contract_free(m->contract);

@@ -21,17 +21,20 @@ typedef struct loom_hparams {
 	float rope_theta;
 } loom_hparams;
 
-/* Weights of one block; shapes in ggml order {n_in, n_out}. */
+/* Weights of one block; shapes in ggml order {n_in, n_out}. A tensor the
+ * contract's choices do not use has data == NULL. With fused QKV, attn_q,
+ * attn_k and attn_v (and their biases) are row ranges of the one matrix. */
 typedef struct loom_layer {
-	loom_tensor attn_norm;   /* {n_embd} */
-	loom_tensor attn_q;      /* {n_embd, n_head * head_dim} */
-	loom_tensor attn_k;      /* {n_embd, n_head_kv * head_dim} */
-	loom_tensor attn_v;      /* {n_embd, n_head_kv * head_dim} */
-	loom_tensor attn_output; /* {n_head * head_dim, n_embd} */
-	loom_tensor ffn_norm;    /* {n_embd} */
-	loom_tensor ffn_gate;    /* {n_embd, n_ff} */
-	loom_tensor ffn_up;      /* {n_embd, n_ff} */
-	loom_tensor ffn_down;    /* {n_ff, n_embd} */
+	loom_tensor attn_norm, attn_norm_b;     /* {n_embd} */
+	loom_tensor attn_q, attn_q_b;           /* {n_embd, n_head * head_dim} */
+	loom_tensor attn_k, attn_k_b;           /* {n_embd, n_head_kv * head_dim} */
+	loom_tensor attn_v, attn_v_b;           /* {n_embd, n_head_kv * head_dim} */
+	loom_tensor attn_q_norm, attn_k_norm;   /* {head_dim} */
+	loom_tensor attn_output, attn_output_b; /* {n_head * head_dim, n_embd} */
+	loom_tensor ffn_norm, ffn_norm_b;       /* {n_embd} */
+	loom_tensor ffn_gate, ffn_gate_b;       /* {n_embd, n_ff} */
+	loom_tensor ffn_up, ffn_up_b;           /* {n_embd, n_ff} */
+	loom_tensor ffn_down, ffn_down_b;       /* {n_ff, n_embd} */
 } loom_layer;
 
 struct loom_model {
@@ -47,9 +50,12 @@ struct loom_model {
 	bool weights_allocated;  /* weights came from buffer_alloc */
 	loom_buffer *repacked;   /* copies in the backend's own layouts */
 	int n_repacked;
+	loom_buffer adjusted;    /* norm weights with the contract's offset added */
 	loom_tensor token_embd;  /* {n_embd, n_vocab} */
-	loom_tensor output_norm; /* {n_embd} */
+	loom_tensor pos_embd;    /* {n_embd, n_ctx_train}: learned positions */
+	loom_tensor output_norm, output_norm_b; /* {n_embd} */
 	loom_tensor output;      /* {n_embd, n_vocab}; token_embd when tied */
+	loom_tensor output_b;    /* {n_vocab} */
 	loom_layer *layers;
 };
 

@@ -127,7 +127,8 @@ typedef enum loom_op {
 	LOOM_OP_GET_ROWS = 1,
 
 	/* dst row = src0 row / sqrt(mean(row^2) + fp[0]) (* src1 if given).
-	 * src1 (optional): F32 weight of ne[0] elements, broadcast over rows. */
+	 * src1 (optional): F32 weight of ne[0] elements, broadcast over rows.
+	 * dst may alias src0. */
 	LOOM_OP_RMS_NORM = 2,
 
 	/* dst[t][o] = sum_i src0[o][i] * src1[t][i]
@@ -186,6 +187,18 @@ typedef enum loom_op {
 	 * `loom quantize` writes). */
 	LOOM_OP_CONVERT = 11,
 
+	/* dst row = (src0 row - mean) / sqrt(var + fp[0]) (* src1) (+ src2),
+	 * var the mean of squared deviations. src1, src2 (optional): F32
+	 * weight and bias of ne[0] elements, broadcast over rows; the weight
+	 * multiplies, then the bias adds, each rounded to f32 (as ggml's
+	 * norm, mul and add). dst may alias src0. */
+	LOOM_OP_LAYER_NORM = 12,
+
+	/* dst = gelu(src0), elementwise: ip[0] = 0 for the tanh approximation
+	 * 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), 1 for the exact
+	 * 0.5 x (1 + erf(x / sqrt(2))). dst may alias src0. */
+	LOOM_OP_GELU = 13,
+
 	LOOM_OP_COUNT
 } loom_op;
 
@@ -193,6 +206,11 @@ typedef enum loom_rope_style {
 	LOOM_ROPE_NORMAL = 0, /* rotate adjacent pairs (2i, 2i+1) */
 	LOOM_ROPE_NEOX = 2    /* rotate (i, i + n_rot/2) */
 } loom_rope_style;
+
+typedef enum loom_gelu_kind {
+	LOOM_GELU_TANH = 0, /* the tanh approximation (GPT-2, Phi-2, Gemma) */
+	LOOM_GELU_ERF = 1   /* the exact form */
+} loom_gelu_kind;
 
 #define LOOM_NODE_MAX_SRC 4
 #define LOOM_NODE_MAX_PARAMS 8

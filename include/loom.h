@@ -378,8 +378,12 @@ typedef struct loom_generate_params {
 	loom_sampler_params sampling;
 	const char *const *stop;     /* stop strings (not printed) */
 	size_t n_stop;
-	int32_t seq_id;              /* sequence to use; its cache is cleared first */
+	int32_t seq_id;              /* sequence to use; its cache is cleared first... */
+	bool keep_cache;             /* ...unless this is set: the prompt then continues what the
+				      * sequence holds (a chat's next turn) */
 	bool add_special;            /* BOS as the model asks (default true) */
+	bool parse_special;          /* special tokens' text in the prompt becomes those tokens
+				      * (chat template markers; default false) */
 } loom_generate_params;
 
 typedef struct loom_generate_stats {
@@ -397,6 +401,33 @@ LOOM_API loom_generate_params loom_generate_default_params(void);
 LOOM_API loom_status loom_generate(loom_context *ctx, const char *prompt,
 				   const loom_generate_params *params,
 				   loom_token_fn on_token, void *user, loom_generate_stats *stats);
+
+/* ------------------------------------------------------------------------ */
+/* Chat templates                                                           */
+
+/* One turn of a conversation: role "system" (first only), "user" or
+ * "assistant". */
+typedef struct loom_chat_message {
+	const char *role;
+	const char *content;
+} loom_chat_message;
+
+/* Formats messages as the prompt text of a chat model, ending with the
+ * assistant's opening when add_assistant. template_name: "chatml",
+ * "llama2", "llama3", "mistral", "zephyr", "phi3", "gemma" or "plain"; NULL
+ * for the model's own (loom_chat_template). The text holds no BOS (the
+ * tokenizer adds it) and is meant to be tokenized with special tokens
+ * parsed. Writes a NUL-terminated string; *n_out gets its length, also when
+ * the buffer is too small (LOOM_ERR_BUFFER_TOO_SMALL). */
+LOOM_API loom_status loom_chat_apply(const loom_model *model, const char *template_name,
+				     const loom_chat_message *messages, size_t n_messages, bool add_assistant,
+				     char *buf, size_t size, size_t *n_out);
+
+/* The name of the template loom_chat_apply uses for this model: the one its
+ * GGUF tokenizer.chat_template is recognised as, else its contract's
+ * chat_template, else "plain" (logged as a warning when the file's template
+ * was not recognised). */
+LOOM_API const char *loom_chat_template(const loom_model *model);
 
 #ifdef __cplusplus
 }

@@ -487,6 +487,10 @@ static bool grid_next(int *idx, const int *sizes, int n)
 #define TOL_RMS_NORM 1e-12
 #define TOL_MATMUL 1e-9
 #define TOL_SWIGLU 1e-12
+/* The mean is rounded to f32 before it comes off (as ggml): on rows
+ * offset by 100, an error of ~1e-6 relative to the deviations. */
+#define TOL_LAYER_NORM 1e-10
+#define TOL_GELU 1e-12
 #define TOL_ROPE 1e-12
 #define TOL_ATTENTION_F32 1e-11
 /* An fp16-rounded probability can land on the other side of a rounding
@@ -866,6 +870,68 @@ START_TEST(test_rms_norm)
 END_TEST
 
 /* ------------------------------------------------------------------------ */
+/* LAYER_NORM                                                               */
+
+/* params: bit 0 a weight, bit 1 a bias; in place when in_place. */
+static void check_layer_norm(variant *v, ref_rng *rng, int64_t n, int64_t rows, int params, bool in_place)
+{
+	op_case c = {.op = LOOM_OP_LAYER_NORM, .fp = {1e-5f}, .in_place = in_place};
+	double *ref = malloc(sizeof(double) * (size_t)(n * rows));
+
+	c.src[0] = ht(LOOM_DTYPE_F32, n, rows, 1, 1);
+	c.dst = ht(LOOM_DTYPE_F32, n, rows, 1, 1);
+	/* An offset much larger than the spread: the mean must come off
+	 * before the squares are summed. */
+	fill_normal(rng, f32(&c.src[0]), (size_t)(n * rows), 3.0);
+	for (int64_t i = 0; i < n * rows; i++)
+		f32(&c.src[0])[i] += 100.0f;
+	for (int k = 0; k < 2; k++) {
+		if (params & (1 << k)) {
+			c.src[1 + k] = ht(LOOM_DTYPE_F32, n, 1, 1, 1);
+			fill_normal(rng, f32(&c.src[1 + k]), (size_t)n, 1.0);
+		}
+	}
+	for (int64_t r = 0; r < rows; r++) {
+		const float *x = f32(&c.src[0]) + r * n;
+		double mean = 0.0, var = 0.0;
+		for (int64_t i = 0; i < n; i++)
+			mean += x[i];
+		mean /= (double)n;
+		for (int64_t i = 0; i < n; i++)
+			var += (x[i] - mean) * (x[i] - mean);
+		double scale = 1.0 / sqrt(var / (double)n + (double)c.fp[0]);
+		for (int64_t i = 0; i < n; i++) {
+			double y = (x[i] - mean) * scale;
+			if (params & 1)
+				y *= f32(&c.src[1])[i];
+			if (params & 2)
+				y += f32(&c.src[2])[i];
+			ref[r * n + i] = y;
+		}
+	}
+	snprintf(c.what, sizeof(c.what), "LAYER_NORM [%lld x %lld]%s%s%s", (long long)n, (long long)rows,
+		 params & 1 ? " weighted" : "", params & 2 ? " biased" : "", in_place ? " in place" : "");
+	check_close(v, &c, ref, TOL_LAYER_NORM);
+	free(ref);
+	case_free(&c);
+}
+
+START_TEST(test_layer_norm)
+{
+	variant *v = usable_variant(_i, "LAYER_NORM");
+	static const int64_t lens[] = {5, 32, 172, 256, 2816};
+	int idx[4] = {0}, sizes[4] = {N_OF(lens), N_OF(row_counts), 4, 2};
+	ref_rng rng = {3};
+
+	if (v == NULL)
+		return;
+	do
+		check_layer_norm(v, &rng, lens[idx[0]], row_counts[idx[1]], idx[2], idx[3]);
+	while (grid_next(idx, sizes, 4));
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
 /* MATMUL                                                                   */
 
 /* The activation as the dot product sees it for F32, F16 and BF16 weights. */
@@ -1230,6 +1296,41 @@ START_TEST(test_swiglu)
 	do
 		check_swiglu(v, &rng, elementwise_lens[idx[0]], row_counts[idx[1]]);
 	while (grid_next(idx, sizes, 2));
+}
+END_TEST
+
+static void check_gelu(variant *v, ref_rng *rng, int64_t n, int64_t rows, loom_gelu_kind kind, bool in_place)
+{
+	op_case c = {.op = LOOM_OP_GELU, .ip = {kind}, .in_place = in_place};
+	double *ref = malloc(sizeof(double) * (size_t)(n * rows));
+
+	c.src[0] = ht(LOOM_DTYPE_F32, n, rows, 1, 1);
+	c.dst = ht(LOOM_DTYPE_F32, n, rows, 1, 1);
+	/* Up to |x| ~ 40: tanh and erf saturate, gelu goes to x or -0. */
+	fill_normal(rng, f32(&c.src[0]), (size_t)(n * rows), 10.0);
+	for (int64_t i = 0; i < n * rows; i++) {
+		double x = f32(&c.src[0])[i];
+		ref[i] = kind == LOOM_GELU_ERF ? 0.5 * x * (1.0 + erf(x / sqrt(2.0)))
+					       : 0.5 * x * (1.0 + tanh(0.79788456080286535588 * (x + 0.044715 * x * x * x)));
+	}
+	snprintf(c.what, sizeof(c.what), "GELU %s [%lld x %lld]%s", kind == LOOM_GELU_ERF ? "erf" : "tanh",
+		 (long long)n, (long long)rows, in_place ? " in place" : "");
+	check_close(v, &c, ref, TOL_GELU);
+	free(ref);
+	case_free(&c);
+}
+
+START_TEST(test_gelu)
+{
+	variant *v = usable_variant(_i, "GELU");
+	int idx[4] = {0}, sizes[4] = {N_OF(elementwise_lens), N_OF(row_counts), 2, 2};
+	ref_rng rng = {8};
+
+	if (v == NULL)
+		return;
+	do
+		check_gelu(v, &rng, elementwise_lens[idx[0]], row_counts[idx[1]], (loom_gelu_kind)idx[2], idx[3]);
+	while (grid_next(idx, sizes, 4));
 }
 END_TEST
 
@@ -1751,6 +1852,8 @@ static Suite *cpu_ops_suite(void)
 	add_variant_test(s, "add_mul", test_add_mul);
 	add_variant_test(s, "scale", test_scale);
 	add_variant_test(s, "swiglu", test_swiglu);
+	add_variant_test(s, "layer_norm", test_layer_norm);
+	add_variant_test(s, "gelu", test_gelu);
 	add_variant_test(s, "rope", test_rope);
 	add_variant_test(s, "kv_store", test_kv_store);
 	add_variant_test(s, "attention", test_attention);

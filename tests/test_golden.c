@@ -63,6 +63,9 @@ static const golden_model models[] = {
 	{"synthetic/llama-q2_k.gguf", "synthetic/llama-q2_k", 0.3f},
 	{"synthetic/llama-q3_k.gguf", "synthetic/llama-q3_k", 0.3f},
 	{"synthetic/llama-q4_k_m.gguf", "synthetic/llama-q4_k_m", 0.3f},
+	{"synthetic/gemma-f32.gguf", "synthetic/gemma-f32", 1e-2f},
+	{"synthetic/gemma-q8_0.gguf", "synthetic/gemma-q8_0", 0.3f},
+	{"synthetic/gemma-q4_k_m.gguf", "synthetic/gemma-q4_k_m", 0.3f},
 };
 #define N_MODELS ((int)(sizeof(models) / sizeof(models[0])))
 

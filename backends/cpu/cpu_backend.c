@@ -37,6 +37,8 @@ static const cpu_op *const op_table[LOOM_OP_COUNT] = {
 	[LOOM_OP_SWIGLU] = &cpu_op_swiglu,
 	[LOOM_OP_SCALE] = &cpu_op_scale,
 	[LOOM_OP_CONVERT] = &cpu_op_convert,
+	[LOOM_OP_LAYER_NORM] = &cpu_op_layer_norm,
+	[LOOM_OP_GELU] = &cpu_op_gelu,
 };
 
 static const char *const op_names[LOOM_OP_COUNT] = {
@@ -46,6 +48,7 @@ static const char *const op_names[LOOM_OP_COUNT] = {
 	[LOOM_OP_ROPE] = "ROPE",         [LOOM_OP_KV_STORE] = "KV_STORE",
 	[LOOM_OP_ATTENTION] = "ATTENTION", [LOOM_OP_SWIGLU] = "SWIGLU",
 	[LOOM_OP_SCALE] = "SCALE",       [LOOM_OP_CONVERT] = "CONVERT",
+	[LOOM_OP_LAYER_NORM] = "LAYER_NORM", [LOOM_OP_GELU] = "GELU",
 };
 
 __attribute__((format(printf, 2, 3)))

@@ -72,6 +72,8 @@ extern const cpu_op cpu_op_kv_store;
 extern const cpu_op cpu_op_attention;
 extern const cpu_op cpu_op_swiglu;
 extern const cpu_op cpu_op_scale;
+extern const cpu_op cpu_op_layer_norm;
+extern const cpu_op cpu_op_gelu;
 
 /* Scratch regions start on cache lines so threads do not share one. */
 #define CPU_ALIGN 64

@@ -1,6 +1,7 @@
 /*
- * cpu_ops.c - the row-wise and elementwise ops: GET_ROWS, RMS_NORM, ADD,
- * MUL, SCALE, SWIGLU and KV_STORE. Semantics are in plugin_api.h.
+ * cpu_ops.c - the row-wise and elementwise ops: GET_ROWS, RMS_NORM,
+ * LAYER_NORM, ADD, MUL, SCALE, SWIGLU, GELU and KV_STORE. Semantics are in
+ * plugin_api.h.
  */
 #include "cpu_backend.h"
 
@@ -129,6 +130,55 @@ static void rms_norm_run(const loom_node *node, const cpu_task *task)
 
 const cpu_op cpu_op_rms_norm = {.supports = rms_norm_supports, .run = rms_norm_run};
 
+/* ---- LAYER_NORM ---- */
+
+static bool is_row_param(const loom_tensor *p, int64_t n)
+{
+	return p == NULL || (cpu_tensor_is(p, LOOM_DTYPE_F32) && cpu_is_vector(p) && p->ne[0] == n);
+}
+
+static bool layer_norm_supports(const loom_node *node)
+{
+	const loom_tensor *x = node->src[0], *y = node->dst;
+
+	return cpu_tensor_is(x, LOOM_DTYPE_F32) && cpu_tensor_is(y, LOOM_DTYPE_F32) && cpu_same_shape(x, y) &&
+	       is_row_param(node->src[1], x->ne[0]) && is_row_param(node->src[2], x->ne[0]);
+}
+
+/* As ggml's norm: the sum and the sum of squared deviations in double,
+ * mean and variance rounded to f32; then ggml's separate mul and add. */
+static void layer_norm_run(const loom_node *node, const cpu_task *task)
+{
+	const loom_tensor *x = node->src[0], *w = node->src[1], *b = node->src[2], *y = node->dst;
+	int64_t n = x->ne[0], lo, hi;
+	float eps = node->fp[0];
+
+	cpu_split(cpu_nrows(x), task->ith, task->nth, &lo, &hi);
+	for (int64_t r = lo; r < hi; r++) {
+		const float *xr = row_f32(x, r);
+		float *yr = row_f32(y, r);
+		double sum = 0.0, sum2 = 0.0;
+		for (int64_t i = 0; i < n; i++)
+			sum += xr[i];
+		float mean = (float)(sum / (double)n);
+		for (int64_t i = 0; i < n; i++) {
+			float v = xr[i] - mean;
+			yr[i] = v;
+			sum2 += (double)(v * v);
+		}
+		float scale = 1.0f / sqrtf((float)(sum2 / (double)n) + eps);
+		cpu_scale_row(yr, scale, NULL, yr, n);
+		if (w != NULL)
+			for (int64_t i = 0; i < n; i++)
+				yr[i] *= ((const float *)w->data)[i];
+		if (b != NULL)
+			for (int64_t i = 0; i < n; i++)
+				yr[i] += ((const float *)b->data)[i];
+	}
+}
+
+const cpu_op cpu_op_layer_norm = {.supports = layer_norm_supports, .run = layer_norm_run};
+
 /* ---- ADD, MUL ---- */
 
 static bool binary_supports(const loom_node *node)
@@ -225,6 +275,26 @@ static void swiglu_run(const loom_node *node, const cpu_task *task)
 }
 
 const cpu_op cpu_op_swiglu = {.supports = swiglu_supports, .run = swiglu_run};
+
+/* ---- GELU ---- */
+
+static bool gelu_supports(const loom_node *node)
+{
+	return scale_supports(node) && (node->ip[0] == LOOM_GELU_TANH || node->ip[0] == LOOM_GELU_ERF);
+}
+
+static void gelu_piece(const loom_node *node, int64_t r, int64_t e0, int64_t len)
+{
+	cpu_gelu_row(row_f32(node->src[0], r) + e0, row_f32(node->dst, r) + e0, len,
+		     (loom_gelu_kind)node->ip[0]);
+}
+
+static void gelu_run(const loom_node *node, const cpu_task *task)
+{
+	for_each_piece(node, task, gelu_piece);
+}
+
+const cpu_op cpu_op_gelu = {.supports = gelu_supports, .run = gelu_run};
 
 /* ---- KV_STORE ---- */
 

@@ -5,6 +5,9 @@
 #ifndef LOOM_CPU_VEC_H
 #define LOOM_CPU_VEC_H
 
+#include "plugin_api.h"
+
+#include <math.h>
 #include <stdint.h>
 
 /* sum a[i] * b[i], accumulated in f32. */
@@ -26,5 +29,19 @@ void cpu_scale_row(const float *x, float s, const float *w, float *y, int64_t n)
 
 /* y[i] = silu(g[i]) * u[i] (cpu_activation.c). y may be g or u. */
 void cpu_swiglu_row(const float *g, const float *u, float *y, int64_t n);
+
+#define GELU_SQRT_2_OVER_PI 0.79788456080286535588f
+#define GELU_COEF_A 0.044715f
+
+/* One GELU, in f32 with the C library's tanhf or erff. */
+static inline float cpu_gelu(float x, loom_gelu_kind kind)
+{
+	if (kind == LOOM_GELU_ERF)
+		return 0.5f * x * (1.0f + erff(x * 0.70710678118654752440f));
+	return 0.5f * x * (1.0f + tanhf(GELU_SQRT_2_OVER_PI * x * (1.0f + GELU_COEF_A * x * x)));
+}
+
+/* y[i] = gelu(x[i]) (cpu_activation.c). y may be x. */
+void cpu_gelu_row(const float *x, float *y, int64_t n, loom_gelu_kind kind);
 
 #endif

@@ -1,0 +1,38 @@
+/* chat_template.h - chat templates: recognising a model's, and formatting a
+ * conversation with one (chat_template.c). */
+#ifndef LOOM_CHAT_TEMPLATE_H
+#define LOOM_CHAT_TEMPLATE_H
+
+#include "loom.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef enum loom_chat_kind {
+	LOOM_CHAT_CHATML,
+	LOOM_CHAT_LLAMA2,
+	LOOM_CHAT_LLAMA3,
+	LOOM_CHAT_MISTRAL,
+	LOOM_CHAT_ZEPHYR,
+	LOOM_CHAT_PHI3,
+	LOOM_CHAT_GEMMA,
+	LOOM_CHAT_PLAIN, /* "System: ...\nUser: ...\nAssistant: " for a template loom does not know */
+	LOOM_CHAT_COUNT
+} loom_chat_kind;
+
+const char *loom_chat_template_name(loom_chat_kind kind);
+bool loom_chat_template_by_name(const char *name, loom_chat_kind *out);
+
+/* The family of a Jinja template (GGUF tokenizer.chat_template), by the
+ * markers it emits; false if none is recognised. */
+bool loom_chat_template_detect(const char *jinja, size_t len, loom_chat_kind *out);
+
+/* Formats as loom_chat_apply does (loom.h), with a given family. */
+loom_status loom_chat_format(loom_chat_kind kind, const loom_chat_message *msgs, size_t n, bool add_assistant,
+			     char *buf, size_t size, size_t *n_out);
+
+/* The model's template: its file's, if recognised; else its contract's
+ * chat_template; else plain (with a warning when the file had one). */
+loom_chat_kind loom_model_chat_template(const loom_model *m);
+
+#endif
