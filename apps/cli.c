@@ -223,7 +223,9 @@ bool cli_open_model(const cli_options *o, bool vocab_only, loom_runtime **rt, lo
 bool cli_open_context(const cli_options *o, loom_model *model, loom_context **ctx)
 {
 	loom_context_params cp = loom_context_default_params();
-	cp.n_ctx = (uint32_t)o->n_ctx;
+	int train = loom_model_n_ctx_train(model);
+	/* No -c: the training context, up to 4096. */
+	cp.n_ctx = (uint32_t)(o->n_ctx != 0 ? o->n_ctx : train > 0 && train < 4096 ? train : 4096);
 	cp.n_batch = (uint32_t)o->n_batch;
 	cp.kv_type = o->kv_type;
 	loom_status st = loom_context_create(model, &cp, ctx);

@@ -61,6 +61,7 @@ int cli_fail_status(loom_status st, const char *what);
  * false with everything freed. */
 bool cli_open_runtime(const cli_options *o, loom_runtime **rt);
 bool cli_open_model(const cli_options *o, bool vocab_only, loom_runtime **rt, loom_model **model);
+/* A context of -c tokens (without -c: the training context, up to 4096). */
 bool cli_open_context(const cli_options *o, loom_model *model, loom_context **ctx);
 
 /* Tokenizes into a malloc'd array; NULL after printing an error. */

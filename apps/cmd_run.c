@@ -35,10 +35,6 @@ int cmd_run(int argc, char **argv)
 		return cli_fail("run: no prompt given (-p PROMPT)");
 	if (!cli_open_model(&o, false, &rt, &model))
 		return 1;
-	if (o.n_ctx == 0) {
-		int train = loom_model_n_ctx_train(model);
-		o.n_ctx = train > 0 && train < 4096 ? train : 4096;
-	}
 	if (!cli_open_context(&o, model, &ctx))
 		goto out;
 

@@ -16,6 +16,7 @@
  * is spelled exactly, and token_to_piece gives the bytes back.
  */
 #include "error.h"
+#include "merge_queue.h"
 #include "meta.h"
 #include "pretokenizer.h"
 #include "unicode.h"
@@ -231,96 +232,28 @@ unsigned loom_bpe_pretok_flags(const struct loom_bpe *b)
 /* ------------------------------------------------------------------------ */
 /* Merging one word                                                         */
 
-/* A run of the encoded word, linked to its neighbours (-1 at either end). A
- * symbol merged into its left neighbour has n == 0. */
-struct symbol {
-	int start, n;
-	int prev, next;
-};
-
-/* A candidate merge of neighbours left and right (`size` bytes in all). */
-struct bigram {
-	int32_t rank;
-	int left, right, size;
-};
-
+/* One word at a time: its text in GPT-2's alphabet, cut into symbols
+ * (merge_queue.h). */
 struct bpe_session {
 	const loom_vocab *vocab;
 	const struct loom_bpe *bpe;
 	char *text; /* the word in GPT-2's alphabet */
 	size_t text_cap;
-	struct symbol *syms;
+	loom_symbol *syms;
 	size_t syms_cap;
-	struct bigram *heap;
-	size_t n_heap, heap_cap;
+	loom_merge_queue heap;
 	loom_span_vec words;
 };
 
-/* The order of the heap: lower rank first, then the leftmost pair. */
-static bool bigram_before(const struct bigram *a, const struct bigram *b)
-{
-	if (a->rank != b->rank)
-		return a->rank < b->rank;
-	return a->left < b->left;
-}
-
-static void bigram_swap(struct bigram *a, struct bigram *b)
-{
-	struct bigram t = *a;
-	*a = *b;
-	*b = t;
-}
-
-static loom_status heap_push(struct bpe_session *s, struct bigram b)
-{
-	if (s->n_heap == s->heap_cap) {
-		size_t cap = s->heap_cap ? 2 * s->heap_cap : 64;
-		struct bigram *p = realloc(s->heap, cap * sizeof(*p));
-		if (p == NULL)
-			return loom_error(LOOM_ERR_NO_MEMORY, "tokenizer: out of memory");
-		s->heap = p;
-		s->heap_cap = cap;
-	}
-	size_t i = s->n_heap++;
-	s->heap[i] = b;
-	while (i > 0 && bigram_before(&s->heap[i], &s->heap[(i - 1) / 2])) {
-		bigram_swap(&s->heap[i], &s->heap[(i - 1) / 2]);
-		i = (i - 1) / 2;
-	}
-	return LOOM_OK;
-}
-
-static struct bigram heap_pop(struct bpe_session *s)
-{
-	struct bigram top = s->heap[0];
-	s->heap[0] = s->heap[--s->n_heap];
-	size_t i = 0;
-	for (;;) {
-		size_t l = 2 * i + 1, r = l + 1, best = i;
-		if (l < s->n_heap && bigram_before(&s->heap[l], &s->heap[best]))
-			best = l;
-		if (r < s->n_heap && bigram_before(&s->heap[r], &s->heap[best]))
-			best = r;
-		if (best == i)
-			break;
-		bigram_swap(&s->heap[i], &s->heap[best]);
-		i = best;
-	}
-	return top;
-}
-
-/* Queues the merge of neighbours left and right if it has a rank. They are
+/* Neighbours merge if the pair has a rank; lower ranks first. They are
  * adjacent in the text, so the pair is one run of it. */
-static loom_status try_add_bigram(struct bpe_session *s, int left, int right)
+static bool bpe_pair(const void *ctx, const loom_symbol *syms, int left, int right, double *priority)
 {
-	if (left < 0 || right < 0)
-		return LOOM_OK;
-	const struct symbol *l = &s->syms[left], *r = &s->syms[right];
+	const struct bpe_session *s = ctx;
+	const loom_symbol *l = &syms[left], *r = &syms[right];
 	int32_t rank = merge_rank(s->bpe, s->text + l->start, (size_t)l->n, (size_t)(l->n + r->n));
-	if (rank < 0)
-		return LOOM_OK;
-	return heap_push(s, (struct bigram){.rank = rank, .left = left, .right = right,
-					    .size = l->n + r->n});
+	*priority = rank;
+	return rank >= 0;
 }
 
 /* p (of *cap elements of elem bytes) grown to hold need; NULL if out of
@@ -348,7 +281,7 @@ static loom_status encode_word(struct bpe_session *s, const char *word, size_t l
 	char *text = grow(s->text, &s->text_cap, 2 * len, 1);
 	if (text != NULL)
 		s->text = text;
-	struct symbol *syms = grow(s->syms, &s->syms_cap, len, sizeof(*s->syms));
+	loom_symbol *syms = grow(s->syms, &s->syms_cap, len, sizeof(*s->syms));
 	if (syms != NULL)
 		s->syms = syms;
 	if (text == NULL || syms == NULL)
@@ -357,7 +290,7 @@ static loom_status encode_word(struct bpe_session *s, const char *word, size_t l
 	for (size_t i = 0; i < len; i++) {
 		unsigned char c = (unsigned char)word[i];
 		memcpy(s->text + off, s->bpe->byte_text[c], s->bpe->byte_len[c]);
-		s->syms[i] = (struct symbol){.start = off, .n = s->bpe->byte_len[c], .prev = (int)i - 1,
+		s->syms[i] = (loom_symbol){.start = off, .n = s->bpe->byte_len[c], .prev = (int)i - 1,
 					     .next = (int)i + 1};
 		off += s->bpe->byte_len[c];
 	}
@@ -366,30 +299,10 @@ static loom_status encode_word(struct bpe_session *s, const char *word, size_t l
 	return LOOM_OK;
 }
 
-/* Merges the best-ranked pair until none has a rank. A popped pair is
- * stale if either side has since changed: symbols only grow, so their sizes
- * no longer add up to the pair's. */
-static loom_status merge_word(struct bpe_session *s, int n_syms)
+/* Merges the best-ranked pair until none has a rank. */
+static loom_status merge_word(struct bpe_session *s)
 {
-	loom_status st = LOOM_OK;
-	s->n_heap = 0;
-	for (int i = 1; i < n_syms && st == LOOM_OK; i++)
-		st = try_add_bigram(s, i - 1, i);
-	while (s->n_heap > 0 && st == LOOM_OK) {
-		struct bigram b = heap_pop(s);
-		struct symbol *l = &s->syms[b.left], *r = &s->syms[b.right];
-		if (l->n == 0 || r->n == 0 || l->n + r->n != b.size)
-			continue;
-		l->n += r->n;
-		r->n = 0;
-		l->next = r->next;
-		if (r->next >= 0)
-			s->syms[r->next].prev = b.left;
-		st = try_add_bigram(s, l->prev, b.left);
-		if (st == LOOM_OK)
-			st = try_add_bigram(s, b.left, l->next);
-	}
-	return st;
+	return loom_merge_symbols(&s->heap, s->syms, 0, bpe_pair, s);
 }
 
 /* Each symbol as its token. One that is no token (the vocabulary lacks a
@@ -430,7 +343,7 @@ static loom_status encode_fragment(struct bpe_session *s, const char *text, size
 				continue;
 			}
 		}
-		st = merge_word(s, n_syms);
+		st = merge_word(s);
 		if (st == LOOM_OK)
 			st = emit_symbols(s, out);
 	}
@@ -454,7 +367,7 @@ loom_status loom_bpe_tokenize(const loom_vocab *v, const char *text, const loom_
 	if (st == LOOM_OK && add_special && v->add_eos)
 		st = loom_token_vec_push(out, v->eos);
 	free(s.words.data);
-	free(s.heap);
+	loom_merge_queue_free(&s.heap);
 	free(s.syms);
 	free(s.text);
 	return st;

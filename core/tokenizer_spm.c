@@ -17,6 +17,7 @@
  * and the result is the same as merging the whole fragment at once.
  */
 #include "error.h"
+#include "merge_queue.h"
 #include "vocab_internal.h"
 
 #include <limits.h>
@@ -27,32 +28,14 @@
 #define SPM_SPACE "\xe2\x96\x81"
 #define SPM_SPACE_LEN 3
 
-/* A symbol: a run of bytes of the escaped text, linked to its neighbours
- * (-1 at either end). A symbol merged into its left neighbour has n == 0.
- * The escaped text is at most INT_MAX bytes, so int holds any offset. */
-struct symbol {
-	int start, n;
-	int prev, next;
-};
-
-/* A candidate merge of neighbours left and right into a token of `size`
- * bytes with score `score`. */
-struct bigram {
-	float score;
-	int left, right, size;
-};
-
-struct bigram_heap {
-	struct bigram *data;
-	size_t n, cap;
-};
-
+/* The escaped text cut into symbols (merge_queue.h). It is at most
+ * INT_MAX bytes, so int holds any offset. */
 struct spm_session {
 	const loom_vocab *vocab;
 	const char *text; /* escaped */
-	struct symbol *syms;
+	loom_symbol *syms;
 	int n_syms;
-	struct bigram_heap heap;
+	loom_merge_queue heap;
 };
 
 /* Bytes in the UTF-8 sequence that starts with lead (1 for a stray
@@ -64,72 +47,18 @@ static size_t utf8_seq_len(unsigned char lead)
 	return len[lead >> 4];
 }
 
-/* The order of the heap: higher score first, then the leftmost pair. */
-static bool bigram_before(const struct bigram *a, const struct bigram *b)
+/* Neighbours merge if together they spell a token; higher scores first. */
+static bool spm_pair(const void *ctx, const loom_symbol *syms, int left, int right, double *priority)
 {
-	if (a->score != b->score)
-		return a->score > b->score;
-	return a->left < b->left;
-}
-
-static void bigram_swap(struct bigram *a, struct bigram *b)
-{
-	struct bigram t = *a;
-	*a = *b;
-	*b = t;
-}
-
-static loom_status heap_push(struct bigram_heap *h, struct bigram b)
-{
-	if (h->n == h->cap) {
-		size_t cap = h->cap ? 2 * h->cap : 64;
-		struct bigram *p = realloc(h->data, cap * sizeof(*p));
-		if (p == NULL)
-			return loom_error(LOOM_ERR_NO_MEMORY, "tokenizer: out of memory");
-		h->data = p;
-		h->cap = cap;
-	}
-	size_t i = h->n++;
-	h->data[i] = b;
-	while (i > 0 && bigram_before(&h->data[i], &h->data[(i - 1) / 2])) {
-		bigram_swap(&h->data[i], &h->data[(i - 1) / 2]);
-		i = (i - 1) / 2;
-	}
-	return LOOM_OK;
-}
-
-static struct bigram heap_pop(struct bigram_heap *h)
-{
-	struct bigram top = h->data[0];
-	h->data[0] = h->data[--h->n];
-	size_t i = 0;
-	for (;;) {
-		size_t l = 2 * i + 1, r = l + 1, best = i;
-		if (l < h->n && bigram_before(&h->data[l], &h->data[best]))
-			best = l;
-		if (r < h->n && bigram_before(&h->data[r], &h->data[best]))
-			best = r;
-		if (best == i)
-			break;
-		bigram_swap(&h->data[i], &h->data[best]);
-		i = best;
-	}
-	return top;
-}
-
-/* Queues the merge of symbols left and right if together they spell a token. */
-static loom_status try_add_bigram(struct spm_session *s, int left, int right)
-{
-	if (left < 0 || right < 0)
-		return LOOM_OK;
-	int size = s->syms[left].n + s->syms[right].n;
+	const struct spm_session *s = ctx;
+	int size = syms[left].n + syms[right].n;
 	if ((size_t)size > s->vocab->max_token_len)
-		return LOOM_OK;
-	loom_token id = loom_vocab_find(s->vocab, s->text + s->syms[left].start, (size_t)size);
+		return false;
+	loom_token id = loom_vocab_find(s->vocab, s->text + syms[left].start, (size_t)size);
 	if (id < 0)
-		return LOOM_OK;
-	struct bigram b = {.score = s->vocab->scores[id], .left = left, .right = right, .size = size};
-	return heap_push(&s->heap, b);
+		return false;
+	*priority = -(double)s->vocab->scores[id];
+	return true;
 }
 
 /* Cuts the escaped text into one symbol per UTF-8 character. */
@@ -143,7 +72,7 @@ static loom_status split_chars(struct spm_session *s, size_t len)
 		size_t cl = utf8_seq_len((unsigned char)s->text[off]);
 		if (cl > len - off)
 			cl = len - off;
-		s->syms[n] = (struct symbol){.start = (int)off, .n = (int)cl, .prev = n - 1,
+		s->syms[n] = (loom_symbol){.start = (int)off, .n = (int)cl, .prev = n - 1,
 					     .next = n + 1};
 		off += cl;
 	}
@@ -172,32 +101,12 @@ static int word_end(const struct spm_session *s, int first)
 }
 
 /* Merges the best pair of symbols first .. last - 1 until no neighbours
- * spell a token. A popped pair is stale if either side has since been
- * merged into something else: symbols only grow, so their sizes no longer
- * add up to the pair's. */
+ * spell a token. */
 static loom_status merge_pairs(struct spm_session *s, int first, int last)
 {
-	loom_status st = LOOM_OK;
 	s->syms[first].prev = -1;
 	s->syms[last - 1].next = -1;
-	s->heap.n = 0;
-	for (int i = first + 1; i < last && st == LOOM_OK; i++)
-		st = try_add_bigram(s, i - 1, i);
-	while (s->heap.n > 0 && st == LOOM_OK) {
-		struct bigram b = heap_pop(&s->heap);
-		struct symbol *l = &s->syms[b.left], *r = &s->syms[b.right];
-		if (l->n == 0 || r->n == 0 || l->n + r->n != b.size)
-			continue;
-		l->n += r->n;
-		r->n = 0;
-		l->next = r->next;
-		if (r->next >= 0)
-			s->syms[r->next].prev = b.left;
-		st = try_add_bigram(s, l->prev, b.left);
-		if (st == LOOM_OK)
-			st = try_add_bigram(s, b.left, l->next);
-	}
-	return st;
+	return loom_merge_symbols(&s->heap, s->syms, first, spm_pair, s);
 }
 
 /* Spells a symbol that is no token byte by byte. */
@@ -280,7 +189,7 @@ static loom_status encode_fragment(const loom_vocab *v, const char *text, size_t
 				st = emit_symbols(&s, first, out);
 		}
 	}
-	free(s.heap.data);
+	loom_merge_queue_free(&s.heap);
 	free(s.syms);
 	free(escaped);
 	return st;
