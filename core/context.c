@@ -4,6 +4,7 @@
 #include "error.h"
 #include "log.h"
 
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -83,6 +84,13 @@ loom_status loom_context_create(loom_model *model, const loom_context_params *pa
 		ctx->params.n_batch = DEFAULT_N_BATCH;
 	if (ctx->params.n_batch > ctx->params.n_ctx)
 		ctx->params.n_batch = ctx->params.n_ctx;
+	if (model->contract->positions == LOOM_POSITIONS_LEARNED && ctx->params.n_ctx > model->hp.n_ctx_train) {
+		uint32_t n_ctx = ctx->params.n_ctx;
+		free(ctx);
+		return loom_error(LOOM_ERR_INVALID_ARGUMENT,
+				  "the model has learned positions for %" PRId64 " tokens; a context of %u is longer",
+				  model->hp.n_ctx_train, n_ctx);
+	}
 
 	const loom_backend *be = &model->rt->backend;
 	loom_status st = loom_kv_init(&ctx->kv, model, ctx->params.n_ctx, ctx->params.kv_type);

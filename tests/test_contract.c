@@ -457,6 +457,48 @@ START_TEST(broken_contract_fails_the_load)
 }
 END_TEST
 
+/* Every shipped contract reads back, and a model with learned positions
+ * refuses a context longer than its position table. */
+START_TEST(shipped_contracts_load)
+{
+	static const char *const names[] = {"llama", "qwen2", "qwen3", "gemma", "gpt2", "phi2", "stablelm", "starcoder2"};
+	char dir[4096];
+	snprintf(dir, sizeof(dir), "%s/arch", LOOM_TEST_SOURCE_DIR);
+	char *dirs[] = {dir};
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		loom_contract *c = NULL;
+		loom_status st = loom_contract_find(names[i], dirs, 1, &c);
+		ck_assert_msg(st == LOOM_OK, "%s: %s", names[i], loom_last_error());
+		ck_assert_str_eq(c->name, names[i]);
+		loom_contract_free(c);
+	}
+}
+END_TEST
+
+START_TEST(learned_positions_bound_the_context)
+{
+	loom_runtime *rt = test_runtime(NULL, 1);
+	if (rt == NULL)
+		return;
+	loom_model *m = test_model(rt, "synthetic/gpt2-f32.gguf");
+	if (m == NULL) {
+		loom_runtime_free(rt);
+		return;
+	}
+	loom_context_params cp = loom_context_default_params();
+	loom_context *ctx = NULL;
+	cp.n_ctx = 257;
+	ck_assert_int_eq(loom_context_create(m, &cp, &ctx), LOOM_ERR_INVALID_ARGUMENT);
+	ck_assert_ptr_null(ctx);
+	ck_assert_msg(strstr(loom_last_error(), "learned positions for 256 tokens") != NULL, "%s", loom_last_error());
+	cp.n_ctx = 256;
+	ck_assert_int_eq(loom_context_create(m, &cp, &ctx), LOOM_OK);
+	loom_context_free(ctx);
+	loom_model_free(m);
+	loom_runtime_free(rt);
+}
+END_TEST
+
 static Suite *contract_suite(void)
 {
 	Suite *s = suite_create("contract");
@@ -464,6 +506,7 @@ static Suite *contract_suite(void)
 
 	tc = tcase_create("good");
 	tcase_add_test(tc, llama_contract_reads_back);
+	tcase_add_test(tc, shipped_contracts_load);
 	tcase_add_test(tc, omitted_choices_take_their_defaults);
 	tcase_add_test(tc, tied_head_needs_no_output_tensor);
 	suite_add_tcase(s, tc);
@@ -484,6 +527,7 @@ static Suite *contract_suite(void)
 	tcase_add_test(tc, model_loads_through_a_copied_contract);
 	tcase_add_test(tc, misspelled_tensor_name_fails_the_load);
 	tcase_add_test(tc, broken_contract_fails_the_load);
+	tcase_add_test(tc, learned_positions_bound_the_context);
 	suite_add_tcase(s, tc);
 	return s;
 }
