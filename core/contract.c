@@ -21,6 +21,12 @@ static const char *const hparam_names[LOOM_HP_COUNT] = {
 	[LOOM_HP_N_CTX_TRAIN] = "n_ctx_train",
 	[LOOM_HP_NORM_EPS] = "norm_eps",
 	[LOOM_HP_ROPE_THETA] = "rope_theta",
+	[LOOM_HP_ROPE_SCALING_TYPE] = "rope_scaling_type",
+	[LOOM_HP_ROPE_SCALING_FACTOR] = "rope_scaling_factor",
+	[LOOM_HP_ROPE_ORIG_CTX] = "rope_orig_ctx",
+	[LOOM_HP_ROPE_ATTN_FACTOR] = "rope_attn_factor",
+	[LOOM_HP_ROPE_BETA_FAST] = "rope_beta_fast",
+	[LOOM_HP_ROPE_BETA_SLOW] = "rope_beta_slow",
 };
 
 static const char *const role_names[LOOM_ROLE_COUNT] = {
@@ -30,6 +36,7 @@ static const char *const role_names[LOOM_ROLE_COUNT] = {
 	[LOOM_ROLE_OUTPUT_NORM_B] = "output_norm_bias",
 	[LOOM_ROLE_OUTPUT] = "output",
 	[LOOM_ROLE_OUTPUT_B] = "output_bias",
+	[LOOM_ROLE_ROPE_FREQS] = "rope_freqs",
 	[LOOM_ROLE_ATTN_NORM] = "attn_norm",
 	[LOOM_ROLE_ATTN_NORM_B] = "attn_norm_bias",
 	[LOOM_ROLE_ATTN_QKV] = "attn_qkv",
@@ -81,6 +88,11 @@ bool loom_role_is_per_layer(loom_role role)
 	return role >= LOOM_ROLE_ATTN_NORM;
 }
 
+bool loom_role_is_optional(loom_role role)
+{
+	return role == LOOM_ROLE_ROPE_FREQS;
+}
+
 int loom_contract_format_index(const char *format_name)
 {
 	for (int i = 0; i < LOOM_CFMT_COUNT; i++)
@@ -104,6 +116,8 @@ bool loom_contract_uses_role(const loom_contract *c, loom_role role)
 		return c->tied != LOOM_TIED_ALWAYS;
 	case LOOM_ROLE_OUTPUT_B:
 		return c->bias[LOOM_BIAS_OUTPUT];
+	case LOOM_ROLE_ROPE_FREQS:
+		return c->positions == LOOM_POSITIONS_ROPE;
 	case LOOM_ROLE_ATTN_QKV:
 		return fused;
 	case LOOM_ROLE_ATTN_QKV_B:
@@ -344,10 +358,13 @@ static loom_status parse_name_map(loom_yaml *y, yaml_node_t *map, const char *se
 
 static loom_status parse_defaults(loom_yaml *y, yaml_node_t *map, loom_contract *c)
 {
+	/* Numbers only: rope_scaling_type, a string, defaults to none. */
 	const char *allowed[LOOM_HP_COUNT + 1];
+	int n = 0;
 	for (int i = 0; i < LOOM_HP_COUNT; i++)
-		allowed[i] = hparam_names[i];
-	allowed[LOOM_HP_COUNT] = NULL;
+		if (i != LOOM_HP_ROPE_SCALING_TYPE)
+			allowed[n++] = hparam_names[i];
+	allowed[n] = NULL;
 	loom_status st = loom_yaml_check_keys(y, map, allowed, LOOM_ERR_CONTRACT, "defaults");
 	for (int i = 0; st == LOOM_OK && i < LOOM_HP_COUNT; i++) {
 		yaml_node_t *v = loom_yaml_get(y, map, hparam_names[i]);
@@ -372,7 +389,7 @@ static loom_status check_complete(loom_yaml *y, yaml_node_t *tensors, loom_contr
 		yaml_node_t *names = loom_yaml_get(y, tensors, format_names[f]);
 		for (int r = 0; r < LOOM_ROLE_COUNT; r++) {
 			bool used = loom_contract_uses_role(c, (loom_role)r), named = c->tensor_names[f][r] != NULL;
-			if (used && !named)
+			if (used && !named && !loom_role_is_optional((loom_role)r))
 				return loom_error(LOOM_ERR_CONTRACT, "%s:%d: tensors.%s lacks '%s', which the block needs",
 						  y->path, loom_yaml_line(tensors), format_names[f], role_names[r]);
 			if (named && !used)

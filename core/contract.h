@@ -40,6 +40,12 @@ typedef enum loom_hparam {
 	LOOM_HP_N_CTX_TRAIN,
 	LOOM_HP_NORM_EPS,
 	LOOM_HP_ROPE_THETA,
+	LOOM_HP_ROPE_SCALING_TYPE,   /* a string: none, linear or yarn; default none */
+	LOOM_HP_ROPE_SCALING_FACTOR, /* the context's stretch: frequencies scale by 1 / it */
+	LOOM_HP_ROPE_ORIG_CTX,       /* YaRN: the original context; default n_ctx_train */
+	LOOM_HP_ROPE_ATTN_FACTOR,    /* YaRN: cos and sin scale; default 1 */
+	LOOM_HP_ROPE_BETA_FAST,      /* YaRN: default 32 */
+	LOOM_HP_ROPE_BETA_SLOW,      /* YaRN: default 1 */
 	LOOM_HP_COUNT
 } loom_hparam;
 
@@ -52,6 +58,7 @@ typedef enum loom_role {
 	LOOM_ROLE_OUTPUT_NORM_B,
 	LOOM_ROLE_OUTPUT,
 	LOOM_ROLE_OUTPUT_B,
+	LOOM_ROLE_ROPE_FREQS, /* optional: Llama 3's RoPE frequency factors */
 	LOOM_ROLE_ATTN_NORM,
 	LOOM_ROLE_ATTN_NORM_B,
 	LOOM_ROLE_ATTN_QKV,
@@ -127,6 +134,8 @@ typedef struct loom_contract {
 const char *loom_hparam_name(loom_hparam hp);
 const char *loom_role_name(loom_role role);
 bool loom_role_is_per_layer(loom_role role);
+/* A role whose tensor a file may lack (and a contract need not name). */
+bool loom_role_is_optional(loom_role role);
 /* The contract section for a format plugin's name; -1 if none. */
 int loom_contract_format_index(const char *format_name);
 

@@ -94,10 +94,17 @@ static void rope(loom_context *ctx, loom_tensor *x, loom_tensor *pos)
 {
 	const loom_model *m = ctx->model;
 	loom_node *n = add_node(ctx, LOOM_OP_ROPE, x, x, pos);
-	n->ip[0] = (int32_t)m->hp.n_rot;
+	const loom_hparams *hp = &m->hp;
+	n->src[2] = (loom_tensor *)used(&m->rope_freqs);
+	n->ip[0] = (int32_t)hp->n_rot;
 	n->ip[1] = m->contract->rope_style;
-	n->fp[0] = m->hp.rope_theta;
-	n->fp[1] = 1.0f;
+	n->ip[2] = (int32_t)hp->n_ctx_orig;
+	n->fp[0] = hp->rope_theta;
+	n->fp[1] = hp->rope_freq_scale;
+	n->fp[2] = hp->yarn_ext_factor;
+	n->fp[3] = hp->yarn_attn_factor;
+	n->fp[4] = hp->yarn_beta_fast;
+	n->fp[5] = hp->yarn_beta_slow;
 }
 
 /* RMSNorm of each head's row of x ({head_dim, heads, tokens}), in place. */

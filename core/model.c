@@ -175,6 +175,58 @@ static loom_status read_float_hparam(loom_model *m, int fmt, loom_hparam hp, flo
 	return LOOM_OK;
 }
 
+/* A number for hp, from the file or the contract, else def. */
+static loom_status float_or(loom_model *m, int fmt, loom_hparam hp, double def, float *out)
+{
+	double v;
+	bool found;
+	loom_status st = read_hparam(m, fmt, hp, &v, &found);
+	*out = (float)(found ? v : def);
+	return st;
+}
+
+/* RoPE scaling: none, linear (frequencies times 1 / factor) or YaRN, as
+ * the file's rope_scaling_type says. */
+static loom_status load_rope_scaling(loom_model *m, int fmt)
+{
+	loom_hparams *hp = &m->hp;
+	const char *pattern = m->contract->hparam_keys[fmt][LOOM_HP_ROPE_SCALING_TYPE];
+	char key[256], type[32] = "none";
+	loom_string s;
+	float factor, orig;
+	loom_status st;
+
+	hp->rope_freq_scale = 1.0f;
+	hp->yarn_ext_factor = 0.0f;
+	hp->n_ctx_orig = hp->n_ctx_train;
+	if (pattern != NULL) {
+		expand(key, sizeof(key), pattern, "{arch}", m->arch);
+		if (loom_meta_find(m->file, key) != NULL) {
+			if ((st = loom_meta_get_string(m->file, key, &s)) != LOOM_OK)
+				return st;
+			snprintf(type, sizeof(type), "%.*s", (int)s.len, s.data);
+		}
+	}
+	if ((st = float_or(m, fmt, LOOM_HP_ROPE_SCALING_FACTOR, 1.0, &factor)) != LOOM_OK ||
+	    (st = float_or(m, fmt, LOOM_HP_ROPE_ORIG_CTX, (double)hp->n_ctx_train, &orig)) != LOOM_OK ||
+	    (st = float_or(m, fmt, LOOM_HP_ROPE_ATTN_FACTOR, 1.0, &hp->yarn_attn_factor)) != LOOM_OK ||
+	    (st = float_or(m, fmt, LOOM_HP_ROPE_BETA_FAST, 32.0, &hp->yarn_beta_fast)) != LOOM_OK ||
+	    (st = float_or(m, fmt, LOOM_HP_ROPE_BETA_SLOW, 1.0, &hp->yarn_beta_slow)) != LOOM_OK)
+		return st;
+	if (strcmp(type, "none") == 0)
+		return LOOM_OK;
+	if (strcmp(type, "linear") != 0 && strcmp(type, "yarn") != 0)
+		return loom_error(LOOM_ERR_UNSUPPORTED, "RoPE scaling '%s' is not supported (none, linear, yarn)", type);
+	if (!(factor > 0) || !(orig >= 1) || !(hp->yarn_attn_factor > 0) || !(hp->yarn_beta_fast > 0) ||
+	    !(hp->yarn_beta_slow > 0))
+		return loom_error(LOOM_ERR_BAD_FORMAT, "RoPE scaling parameters out of range (factor %g)", factor);
+	hp->rope_freq_scale = 1.0f / factor;
+	hp->n_ctx_orig = (int64_t)orig;
+	if (strcmp(type, "yarn") == 0)
+		hp->yarn_ext_factor = 1.0f;
+	return LOOM_OK;
+}
+
 static loom_status load_hparams(loom_model *m, int fmt)
 {
 	loom_hparams *hp = &m->hp;
@@ -190,7 +242,8 @@ static loom_status load_hparams(loom_model *m, int fmt)
 	    (st = read_float_hparam(m, fmt, LOOM_HP_NORM_EPS, &hp->norm_eps)) != LOOM_OK)
 		return st;
 	if (m->contract->positions == LOOM_POSITIONS_ROPE &&
-	    (st = read_float_hparam(m, fmt, LOOM_HP_ROPE_THETA, &hp->rope_theta)) != LOOM_OK)
+	    ((st = read_float_hparam(m, fmt, LOOM_HP_ROPE_THETA, &hp->rope_theta)) != LOOM_OK ||
+	     (st = load_rope_scaling(m, fmt)) != LOOM_OK))
 		return st;
 	if (hp->n_layer > 4096)
 		return loom_error(LOOM_ERR_BAD_FORMAT, "n_layer = %" PRId64 " is implausible", hp->n_layer);
@@ -416,6 +469,9 @@ static loom_status bind_weights(loom_model *m, int fmt)
 	    (st = bind(m, fmt, LOOM_ROLE_OUTPUT_NORM, -1, hp->n_embd, 0, false, &m->output_norm)) != LOOM_OK ||
 	    (st = bind_used(m, fmt, LOOM_ROLE_OUTPUT_NORM_B, -1, hp->n_embd, 0, &m->output_norm_b)) != LOOM_OK ||
 	    (st = bind_used(m, fmt, LOOM_ROLE_OUTPUT_B, -1, hp->n_vocab, 0, &m->output_b)) != LOOM_OK)
+		return st;
+	if (m->contract->tensor_names[fmt][LOOM_ROLE_ROPE_FREQS] != NULL &&
+	    (st = bind(m, fmt, LOOM_ROLE_ROPE_FREQS, -1, hp->n_rot / 2, 0, true, &m->rope_freqs)) != LOOM_OK)
 		return st;
 	if (m->pos_embd.data != NULL && !backend_supports(m, LOOM_OP_GET_ROWS, &m->pos_embd))
 		return loom_error(LOOM_ERR_UNSUPPORTED, "the position embeddings have a type backend %s cannot read",

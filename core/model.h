@@ -19,6 +19,12 @@ typedef struct loom_hparams {
 	int64_t n_ctx_train;
 	float norm_eps;
 	float rope_theta;
+	/* RoPE scaling (the ROPE op's parameters): frequencies times
+	 * rope_freq_scale; YaRN mixes in the unscaled angles when
+	 * yarn_ext_factor > 0. */
+	float rope_freq_scale;
+	float yarn_ext_factor, yarn_attn_factor, yarn_beta_fast, yarn_beta_slow;
+	int64_t n_ctx_orig;
 } loom_hparams;
 
 /* Weights of one block; shapes in ggml order {n_in, n_out}. A tensor the
@@ -56,6 +62,7 @@ struct loom_model {
 	loom_tensor output_norm, output_norm_b; /* {n_embd} */
 	loom_tensor output;      /* {n_embd, n_vocab}; token_embd when tied */
 	loom_tensor output_b;    /* {n_vocab} */
+	loom_tensor rope_freqs;  /* {n_rot / 2}, if the file has it */
 	loom_layer *layers;
 };
 

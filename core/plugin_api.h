@@ -147,13 +147,23 @@ typedef enum loom_op {
 	LOOM_OP_MUL = 5,
 
 	/* Rotary position embedding, in place allowed (dst may alias src0).
-	 * src0: ne = {head_dim, n_heads, n_tokens}; src1: I32 positions [n_tokens].
+	 * src0: ne = {head_dim, n_heads, n_tokens}; src1: I32 positions [n_tokens];
+	 * src2 (optional): F32 frequency factors [n_rot/2] (Llama 3's).
 	 * ip[0] = n_rot (dimensions rotated, even, <= head_dim; the rest pass
 	 * through); ip[1] = style (LOOM_ROPE_*); fp[0] = theta base;
 	 * fp[1] = frequency scale (1 = none). For dimension pair i (0-based,
-	 * i < n_rot/2) the angle is pos * fp[1] * base^(-2i/n_rot), fp[1] > 0.
-	 * (llama.cpp computes base^(-2i/n_rot) as a running f32 product; the
-	 * CPU backends do the same, so their angles match it bit for bit.) */
+	 * i < n_rot/2) the angle is pos * fp[1] * base^(-2i/n_rot) / ff[i]
+	 * (ff[i] = 1 without src2), fp[1] > 0. (llama.cpp computes
+	 * base^(-2i/n_rot) as a running f32 product; the CPU backends do the
+	 * same, so their angles match it bit for bit.)
+	 * YaRN, as ggml's rope: fp[2] = ext_factor (0 = none), fp[3] =
+	 * attn_factor (cos and sin are multiplied by it; 0 means 1), fp[4] =
+	 * beta_fast, fp[5] = beta_slow, ip[2] = the original context length.
+	 * With ext_factor e > 0 pair i's angle mixes the scaled angle a_s and
+	 * the unscaled a_u as fma(a_s, 1 - r, a_u r), r = e * ramp(i), ramp going
+	 * from 1 to 0 between the pairs whose wavelengths fit beta_fast and
+	 * beta_slow turns into the original context, and the attn_factor is
+	 * multiplied by 1 + 0.1 ln(1 / fp[1]). */
 	LOOM_OP_ROPE = 6,
 
 	/* Store new keys or values in the cache: dst row src1[t] = src0 row t,

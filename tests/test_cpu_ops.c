@@ -1351,13 +1351,33 @@ static void rope_reference(const op_case *c, double *ref)
 	/* The documented angle: an iterated f32 product, then cos/sin. */
 	float theta_scale = powf(c->fp[0], -2.0f / (float)n_rot);
 
+	/* YaRN's ramp between the pairs that turn beta_fast and beta_slow
+	 * times in the original context (fp[4], fp[5], ip[2]). */
+	float ext = c->fp[2], attn = c->fp[3] != 0.0f ? c->fp[3] : 1.0f, low = 0, high = 0;
+	if (ext > 0) {
+		float dim[2];
+		for (int k = 0; k < 2; k++)
+			dim[k] = (float)n_rot * logf((float)c->ip[2] / (c->fp[4 + k] * 2.0f * (float)M_PI)) /
+				 (2.0f * logf(c->fp[0]));
+		low = fmaxf(0.0f, floorf(dim[0]));
+		high = fminf((float)(n_rot - 1), ceilf(dim[1]));
+	}
+	const float *ff = c->src[2].data != NULL ? f32(&c->src[2]) : NULL;
+
 	for (int64_t t = 0; t < nt; t++) {
 		float theta = (float)i32(&c->src[1])[t];
 		double cs[512][2];
 		for (int i = 0; i < n_rot / 2; i++) {
-			float angle = c->fp[1] * theta;
-			cs[i][0] = cos((double)angle);
-			cs[i][1] = sin((double)angle);
+			float unscaled = ff != NULL ? theta / ff[i] : theta;
+			float angle = c->fp[1] * unscaled;
+			double mscale = attn;
+			if (ext > 0) {
+				float ramp = 1.0f - fminf(1.0f, fmaxf(0.0f, ((float)i - low) / fmaxf(0.001f, high - low)));
+				angle = fmaf(angle, 1.0f - ramp * ext, unscaled * (ramp * ext));
+				mscale *= 1.0 + 0.1 * log(1.0 / (double)c->fp[1]);
+			}
+			cs[i][0] = cos((double)angle) * mscale;
+			cs[i][1] = sin((double)angle) * mscale;
 			theta *= theta_scale;
 		}
 		for (int64_t h = 0; h < nh; h++) {
@@ -1374,12 +1394,28 @@ static void rope_reference(const op_case *c, double *ref)
 	}
 }
 
+/* Scalings of the angles beyond a frequency scale. */
+enum rope_extra { ROPE_PLAIN, ROPE_FREQ_FACTORS, ROPE_YARN, ROPE_EXTRA_COUNT };
+
 static void check_rope(variant *v, ref_rng *rng, const rope_config *rc, int64_t nt, float base,
-		       float freq_scale, bool in_place)
+		       float freq_scale, enum rope_extra extra, bool in_place)
 {
 	op_case c = {.op = LOOM_OP_ROPE, .ip = {rc->n_rot, rc->style}, .fp = {base, freq_scale},
 		     .in_place = in_place};
 	double *ref;
+
+	if (extra == ROPE_FREQ_FACTORS) {
+		/* Llama 3's factors run from 1 (high frequencies) to 8. */
+		c.src[2] = ht(LOOM_DTYPE_F32, rc->n_rot / 2, 1, 1, 1);
+		for (int i = 0; i < rc->n_rot / 2; i++)
+			f32(&c.src[2])[i] = 1.0f + 7.0f * (float)ref_rng_below(rng, 1000) / 1000.0f;
+	} else if (extra == ROPE_YARN) {
+		c.fp[2] = 1.0f;   /* ext_factor */
+		c.fp[3] = 0.9f;   /* attn_factor */
+		c.fp[4] = 32.0f;  /* beta_fast */
+		c.fp[5] = 1.0f;   /* beta_slow */
+		c.ip[2] = 4096;   /* original context */
+	}
 
 	c.src[0] = ht(LOOM_DTYPE_F32, rc->head_dim, rc->n_heads, nt, 1);
 	c.src[1] = ht(LOOM_DTYPE_I32, nt, 1, 1, 1);
@@ -1390,9 +1426,10 @@ static void check_rope(variant *v, ref_rng *rng, const rope_config *rc, int64_t 
 		i32(&c.src[1])[t] = t == 0 ? 0 : (int32_t)ref_rng_below(rng, 32768);
 	ref = malloc(sizeof(double) * n_elements(&c.dst));
 	rope_reference(&c, ref);
-	snprintf(c.what, sizeof(c.what), "ROPE %s hd %lld heads %lld rot %d tokens %lld base %g x%g%s",
+	static const char *const extras[] = {"", " freq factors", " yarn"};
+	snprintf(c.what, sizeof(c.what), "ROPE %s hd %lld heads %lld rot %d tokens %lld base %g x%g%s%s",
 		 rc->style == LOOM_ROPE_NEOX ? "neox" : "normal", (long long)rc->head_dim,
-		 (long long)rc->n_heads, rc->n_rot, (long long)nt, base, freq_scale,
+		 (long long)rc->n_heads, rc->n_rot, (long long)nt, base, freq_scale, extras[extra],
 		 in_place ? " in place" : "");
 	check_close(v, &c, ref, TOL_ROPE);
 	free(ref);
@@ -1410,7 +1447,7 @@ START_TEST(test_rope)
 	};
 	static const float bases[] = {1e4f, 1e6f};
 	static const float freq_scales[] = {1.0f, 0.25f};
-	int idx[4] = {0}, sizes[4] = {N_OF(configs), N_OF(token_counts), 2, 2};
+	int idx[5] = {0}, sizes[5] = {N_OF(configs), N_OF(token_counts), 2, 2, ROPE_EXTRA_COUNT};
 	ref_rng rng = {8};
 	int k = 0;
 
@@ -1418,8 +1455,8 @@ START_TEST(test_rope)
 		return;
 	do
 		check_rope(v, &rng, &configs[idx[0]], token_counts[idx[1]], bases[idx[2]],
-			   freq_scales[idx[3]], k++ % 3 == 0);
-	while (grid_next(idx, sizes, 4));
+			   freq_scales[idx[3]], (enum rope_extra)idx[4], k++ % 3 == 0);
+	while (grid_next(idx, sizes, 5));
 }
 END_TEST
 

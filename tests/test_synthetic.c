@@ -604,6 +604,86 @@ START_TEST(padded_embedding)
 }
 END_TEST
 
+/* Logits of the tokens at the given positions, one batch, every row. */
+static float *logits_at(const char *path, const loom_token *tokens, const int32_t *pos, int n, int n_vocab)
+{
+	loom_runtime *rt = test_runtime("cpu-generic", 1);
+	loom_model *m = NULL;
+	ck_assert_msg(loom_model_load(rt, path, NULL, &m) == LOOM_OK, "%s: %s", path, loom_last_error());
+	loom_context *ctx = test_context(m, 64, 16, LOOM_DTYPE_F32);
+	int8_t want[16];
+	memset(want, 1, sizeof(want));
+	loom_batch b = {.n_tokens = n, .tokens = tokens, .pos = pos, .logits = want};
+	ck_assert_msg(loom_decode(ctx, &b) == LOOM_OK, "%s: %s", path, loom_last_error());
+	float *out = malloc(sizeof(float) * (size_t)(n * n_vocab));
+	for (int i = 0; i < n; i++)
+		memcpy(out + (size_t)i * n_vocab, loom_get_logits(ctx, i), sizeof(float) * (size_t)n_vocab);
+	loom_context_free(ctx);
+	loom_model_free(m);
+	loom_runtime_free(rt);
+	return out;
+}
+
+/* RoPE scaling read from the file: linear scaling by 2 (rope.scaling.*)
+ * or frequency factors of 2 (Llama 3's rope_freqs.weight) halve every
+ * angle, so tokens at positions 0, 2, 4, ... give exactly the logits the
+ * unscaled model gives at 0, 1, 2, ...: the angles are the same f32
+ * numbers, only scaled by powers of two. */
+START_TEST(rope_scaling_from_the_file)
+{
+	const char *dir = test_tmp_dir("rope_scaling");
+	synth_config plain = config_of(&shapes[0], LOOM_DTYPE_F32), linear = plain, factors = plain;
+	linear.rope_scaling = "linear";
+	linear.rope_scaling_factor = 2.0f;
+	factors.rope_freq_factor = 2.0f;
+	const synth_config *configs[] = {&plain, &linear, &factors};
+	char paths[3][4200];
+	for (int k = 0; k < 3; k++) {
+		synth_model *sm = synth_model_build(configs[k], NULL);
+		snprintf(paths[k], sizeof(paths[k]), "%s/model%d.gguf", dir, k);
+		ck_assert(synth_model_write(sm, paths[k]));
+		synth_model_free(sm);
+	}
+	enum { N = 6 };
+	loom_token tokens[N] = {5, 17, 3, 260, 9, 42};
+	int32_t near[N], far[N];
+	for (int i = 0; i < N; i++) {
+		near[i] = 3 * i;
+		far[i] = 6 * i;
+	}
+	float *want = logits_at(paths[0], tokens, near, N, plain.n_vocab);
+	for (int k = 1; k < 3; k++) {
+		float *got = logits_at(paths[k], tokens, far, N, plain.n_vocab);
+		ck_assert_msg(memcmp(got, want, sizeof(float) * (size_t)(N * plain.n_vocab)) == 0,
+			      "%s at positions 0, 6, 12, ... differs from the plain model at 0, 3, 6, ...",
+			      k == 1 ? "linear scaling by 2" : "frequency factors of 2");
+		free(got);
+	}
+	/* And the scaling is applied: the scaled model at the plain model's
+	 * positions gives other logits. */
+	float *other = logits_at(paths[1], tokens, near, N, plain.n_vocab);
+	ck_assert(memcmp(other, want, sizeof(float) * (size_t)(N * plain.n_vocab)) != 0);
+	free(other);
+	free(want);
+
+	/* A scaling loom does not implement is a load error naming it. */
+	synth_config longrope = plain;
+	longrope.rope_scaling = "longrope";
+	longrope.rope_scaling_factor = 4.0f;
+	synth_model *sm = synth_model_build(&longrope, NULL);
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/longrope.gguf", dir);
+	ck_assert(synth_model_write(sm, path));
+	synth_model_free(sm);
+	loom_runtime *rt = test_runtime("cpu-generic", 1);
+	loom_model *m = NULL;
+	ck_assert_int_eq(loom_model_load(rt, path, NULL, &m), LOOM_ERR_UNSUPPORTED);
+	ck_assert_msg(strstr(loom_last_error(), "RoPE scaling 'longrope' is not supported") != NULL, "%s",
+		      loom_last_error());
+	loom_runtime_free(rt);
+}
+END_TEST
+
 static Suite *synthetic_suite(void)
 {
 	Suite *s = suite_create("synthetic");
@@ -613,6 +693,7 @@ static Suite *synthetic_suite(void)
 	tcase_add_test(tc, encoding);
 	tcase_add_test(tc, vocabulary);
 	tcase_add_test(tc, padded_embedding);
+	tcase_add_test(tc, rope_scaling_from_the_file);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("reference");

@@ -215,6 +215,13 @@ static void add_tensors(synth_model *sm)
 	add_norm(sm, "output_norm.weight", c->n_embd);
 	if (!c->tied)
 		add_matrix(sm, "output.weight", c->n_embd, c->n_vocab);
+	if (c->rope_freq_factor != 0) {
+		float *v = xmalloc((size_t)c->n_rot / 2 * sizeof(float));
+		for (int i = 0; i < c->n_rot / 2; i++)
+			v[i] = c->rope_freq_factor;
+		add_tensor(sm, "rope_freqs.weight", LOOM_DTYPE_F32, c->n_rot / 2, 0, v);
+		free(v);
+	}
 }
 
 /* ---- metadata ------------------------------------------------------------ */
@@ -283,6 +290,10 @@ static void add_hparams(synth_model *sm)
 	put_u32(sm, arch_key(sm, k, sizeof(k), "rope.dimension_count"), (uint32_t)c->n_rot);
 	put_f32(sm, arch_key(sm, k, sizeof(k), "attention.layer_norm_rms_epsilon"), c->norm_eps);
 	put_f32(sm, arch_key(sm, k, sizeof(k), "rope.freq_base"), c->rope_theta);
+	if (c->rope_scaling != NULL) {
+		gguf_writer_add_string(sm->w, arch_key(sm, k, sizeof(k), "rope.scaling.type"), c->rope_scaling);
+		put_f32(sm, arch_key(sm, k, sizeof(k), "rope.scaling.factor"), c->rope_scaling_factor);
+	}
 }
 
 /* The normal tokens; past this list they are "▁w<i>". SentencePiece builds

@@ -42,6 +42,9 @@ typedef struct synth_config {
 	int n_ctx;     /* the training context written to the file */
 	float rope_theta;
 	float norm_eps;
+	const char *rope_scaling;  /* rope.scaling.type ("linear", "yarn"); NULL: none */
+	float rope_scaling_factor; /* rope.scaling.factor, with rope_scaling */
+	float rope_freq_factor;    /* nonzero: rope_freqs.weight, n_rot / 2 copies of it */
 	loom_dtype weight_type; /* of every 2-D weight */
 	bool tied;     /* no output.weight: the head reuses token_embd */
 	uint64_t seed;
