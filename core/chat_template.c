@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const template_names[LOOM_CHAT_COUNT] = {
+const char *const loom_chat_template_names[LOOM_CHAT_COUNT + 1] = {
 	[LOOM_CHAT_CHATML] = "chatml", [LOOM_CHAT_LLAMA2] = "llama2", [LOOM_CHAT_LLAMA3] = "llama3",
 	[LOOM_CHAT_MISTRAL] = "mistral", [LOOM_CHAT_ZEPHYR] = "zephyr", [LOOM_CHAT_PHI3] = "phi3",
 	[LOOM_CHAT_GEMMA] = "gemma",   [LOOM_CHAT_PLAIN] = "plain",
@@ -30,13 +30,13 @@ static const char *const template_names[LOOM_CHAT_COUNT] = {
 
 const char *loom_chat_template_name(loom_chat_kind kind)
 {
-	return template_names[kind];
+	return loom_chat_template_names[kind];
 }
 
 bool loom_chat_template_by_name(const char *name, loom_chat_kind *out)
 {
 	for (int k = 0; k < LOOM_CHAT_COUNT; k++) {
-		if (strcmp(template_names[k], name) == 0) {
+		if (strcmp(loom_chat_template_names[k], name) == 0) {
 			*out = (loom_chat_kind)k;
 			return true;
 		}
@@ -256,7 +256,7 @@ loom_status loom_chat_format(loom_chat_kind kind, const loom_chat_message *msgs,
 
 /* ---- a model's template ---- */
 
-loom_chat_kind loom_model_chat_template(const loom_model *m)
+loom_chat_kind loom_chat_template_resolve(const loom_model *m)
 {
 	loom_string jinja;
 	loom_chat_kind kind;
@@ -281,7 +281,7 @@ LOOM_API loom_status loom_chat_apply(const loom_model *model, const char *templa
 	if (model == NULL || (messages == NULL && n_messages > 0) || (buf == NULL && size > 0) || n_out == NULL)
 		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_chat_apply: bad arguments");
 	if (template_name == NULL)
-		kind = loom_model_chat_template(model);
+		kind = model->chat_template;
 	else if (!loom_chat_template_by_name(template_name, &kind))
 		return loom_error(LOOM_ERR_INVALID_ARGUMENT,
 				  "unknown chat template '%s' (chatml, llama2, llama3, mistral, zephyr, phi3, gemma, plain)",
@@ -291,5 +291,5 @@ LOOM_API loom_status loom_chat_apply(const loom_model *model, const char *templa
 
 LOOM_API const char *loom_chat_template(const loom_model *model)
 {
-	return model != NULL ? template_names[loom_model_chat_template(model)] : NULL;
+	return model != NULL ? loom_chat_template_names[model->chat_template] : NULL;
 }

@@ -20,6 +20,9 @@ typedef enum loom_chat_kind {
 	LOOM_CHAT_COUNT
 } loom_chat_kind;
 
+/* The families' names, in loom_chat_kind order, then NULL. */
+extern const char *const loom_chat_template_names[LOOM_CHAT_COUNT + 1];
+
 const char *loom_chat_template_name(loom_chat_kind kind);
 bool loom_chat_template_by_name(const char *name, loom_chat_kind *out);
 
@@ -31,8 +34,9 @@ bool loom_chat_template_detect(const char *jinja, size_t len, loom_chat_kind *ou
 loom_status loom_chat_format(loom_chat_kind kind, const loom_chat_message *msgs, size_t n, bool add_assistant,
 			     char *buf, size_t size, size_t *n_out);
 
-/* The model's template: its file's, if recognised; else its contract's
- * chat_template; else plain (with a warning when the file had one). */
-loom_chat_kind loom_model_chat_template(const loom_model *m);
+/* The model's template, found once at load: its file's, if recognised;
+ * else its contract's chat_template; else plain (with a warning when the
+ * file had one). */
+loom_chat_kind loom_chat_template_resolve(const loom_model *m);
 
 #endif

@@ -434,12 +434,12 @@ static loom_status parse_contract(loom_yaml *y, loom_contract *c)
 		return st;
 	yaml_node_t *chat = loom_yaml_get(y, root, "chat_template");
 	if (chat != NULL) {
-		static const char *const chat_choices[] = {"chatml", "llama2", "llama3", "mistral",
-							   "zephyr", "phi3",   "gemma",  "plain", NULL};
 		int k;
-		if ((st = loom_yaml_get_choice(y, chat, chat_choices, LOOM_ERR_CONTRACT, "chat_template", &k)) != LOOM_OK)
+		if ((st = loom_yaml_get_choice(y, chat, loom_chat_template_names, LOOM_ERR_CONTRACT, "chat_template",
+					       &k)) != LOOM_OK)
 			return st;
-		c->has_chat_template = loom_chat_template_by_name(chat_choices[k], &c->chat_template);
+		c->has_chat_template = true;
+		c->chat_template = (loom_chat_kind)k;
 	}
 	if ((st = parse_name_map(y, hparams, "hparams", hparam_names, LOOM_HP_COUNT, c->hparam_keys)) != LOOM_OK)
 		return st;

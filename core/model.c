@@ -633,8 +633,10 @@ static loom_status load(loom_model *m, const char *path, const loom_model_params
 	/* A missing tokenizer key is a defect of the file, like any other. */
 	if ((st = loom_vocab_load(m->file, &m->vocab)) != LOOM_OK)
 		return loom_error_wrap(st == LOOM_ERR_NOT_FOUND ? LOOM_ERR_BAD_FORMAT : st, "%s: vocabulary", path);
-	if (params->vocab_only)
+	if (params->vocab_only) {
+		m->chat_template = loom_chat_template_resolve(m);
 		return LOOM_OK;
+	}
 	st = loom_contract_find(m->arch, m->rt->arch_dirs, m->rt->n_arch_dirs, &m->contract);
 	if (st != LOOM_OK)
 		return loom_error_wrap(st, "%s", path);
@@ -644,6 +646,7 @@ static loom_status load(loom_model *m, const char *path, const loom_model_params
 	loom_info("loaded %s: %s, %" PRId64 " layers, n_embd %" PRId64 ", vocab %" PRId64 ", weights %s",
 		  path, m->arch, m->hp.n_layer, m->hp.n_embd, m->hp.n_vocab,
 		  m->weights_allocated ? "uploaded" : "used in place");
+	m->chat_template = loom_chat_template_resolve(m);
 	return LOOM_OK;
 }
 

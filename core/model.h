@@ -50,6 +50,7 @@ struct loom_model {
 	char *arch;
 	loom_contract *contract; /* NULL for vocab-only models */
 	loom_vocab *vocab;
+	loom_chat_kind chat_template; /* loom_chat_template_resolve */
 	loom_hparams hp;
 
 	loom_buffer weights;     /* the file mapping in place, or a copy */

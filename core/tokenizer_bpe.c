@@ -93,17 +93,6 @@ struct loom_bpe {
 	size_t n_slots;
 };
 
-/* FNV-1a over the pair's bytes; the split point is compared separately. */
-static uint64_t hash_bytes(const char *s, size_t n)
-{
-	uint64_t h = 0xcbf29ce484222325u;
-	for (size_t i = 0; i < n; i++) {
-		h ^= (unsigned char)s[i];
-		h *= 0x100000001b3u;
-	}
-	return h;
-}
-
 static bool merge_is(const struct loom_bpe *b, const struct merge *m, const char *pair,
 		     size_t left_len, size_t len)
 {
@@ -116,7 +105,8 @@ static bool merge_is(const struct loom_bpe *b, const struct merge *m, const char
 static size_t merge_slot(const struct loom_bpe *b, const char *pair, size_t left_len, size_t len)
 {
 	size_t mask = b->n_slots - 1;
-	size_t i = hash_bytes(pair, len) & mask;
+	/* The pair's bytes; the split point is compared separately. */
+	size_t i = loom_text_hash(pair, len) & mask;
 	while (b->slots[i] >= 0 && !merge_is(b, &b->merges[b->slots[i]], pair, left_len, len))
 		i = (i + 1) & mask;
 	return i;

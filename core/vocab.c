@@ -32,17 +32,6 @@
 /* ------------------------------------------------------------------------ */
 /* Text -> id                                                               */
 
-/* FNV-1a: token texts are short, and this mixes well enough for them. */
-static uint64_t hash_text(const char *text, size_t len)
-{
-	uint64_t h = 0xcbf29ce484222325u;
-	for (size_t i = 0; i < len; i++) {
-		h ^= (unsigned char)text[i];
-		h *= 0x100000001b3u;
-	}
-	return h;
-}
-
 static bool text_is(const loom_vocab *v, loom_token id, const char *text, size_t len)
 {
 	size_t n;
@@ -53,7 +42,7 @@ static bool text_is(const loom_vocab *v, loom_token id, const char *text, size_t
 loom_token loom_vocab_find(const loom_vocab *v, const char *text, size_t len)
 {
 	size_t mask = v->n_slots - 1;
-	for (size_t i = hash_text(text, len) & mask;; i = (i + 1) & mask) {
+	for (size_t i = loom_text_hash(text, len) & mask;; i = (i + 1) & mask) {
 		loom_token id = v->slots[i];
 		if (id < 0 || text_is(v, id, text, len))
 			return id;
@@ -81,7 +70,7 @@ static loom_status build_index(loom_vocab *v)
 	for (loom_token id = 0; id < v->n_tokens; id++) {
 		size_t len;
 		const char *t = loom_vocab_text(v, id, &len);
-		size_t i = hash_text(t, len) & (n - 1);
+		size_t i = loom_text_hash(t, len) & (n - 1);
 		while (v->slots[i] >= 0 && !text_is(v, v->slots[i], t, len))
 			i = (i + 1) & (n - 1);
 		v->slots[i] = id;

@@ -79,6 +79,18 @@ static inline const char *loom_vocab_text(const loom_vocab *v, loom_token id, si
 	return v->text + v->text_off[id];
 }
 
+/* FNV-1a over len bytes: token texts and merge pairs are short, and this
+ * mixes well enough for them. */
+static inline uint64_t loom_text_hash(const char *text, size_t len)
+{
+	uint64_t h = 0xcbf29ce484222325u;
+	for (size_t i = 0; i < len; i++) {
+		h ^= (unsigned char)text[i];
+		h *= 0x100000001b3u;
+	}
+	return h;
+}
+
 /* The id of the token whose text is exactly text[0 .. len), or -1. */
 loom_token loom_vocab_find(const loom_vocab *v, const char *text, size_t len);
 
