@@ -5,6 +5,7 @@
 #include "plugin_api.h"
 #include "yaml_doc.h"
 
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,7 @@ static const char *const hparam_names[LOOM_HP_COUNT] = {
 	[LOOM_HP_ROPE_ATTN_FACTOR] = "rope_attn_factor",
 	[LOOM_HP_ROPE_BETA_FAST] = "rope_beta_fast",
 	[LOOM_HP_ROPE_BETA_SLOW] = "rope_beta_slow",
+	[LOOM_HP_ROPE_PARTIAL] = "rope_partial_factor",
 };
 
 static const char *const role_names[LOOM_ROLE_COUNT] = {
@@ -71,6 +73,7 @@ static const char *const bias_names[LOOM_BIAS_COUNT + 1] = {
 /* NULL-terminated too: it is the list of keys hparams and tensors allow. */
 static const char *const format_names[LOOM_CFMT_COUNT + 1] = {
 	[LOOM_CFMT_GGUF] = "gguf",
+	[LOOM_CFMT_SAFETENSORS] = "safetensors",
 };
 
 const char *loom_hparam_name(loom_hparam hp)
@@ -88,6 +91,23 @@ bool loom_role_is_per_layer(loom_role role)
 	return role >= LOOM_ROLE_ATTN_NORM;
 }
 
+bool loom_role_is_matrix(loom_role role)
+{
+	switch (role) {
+	case LOOM_ROLE_TOKEN_EMBD: case LOOM_ROLE_POS_EMBD: case LOOM_ROLE_OUTPUT:
+	case LOOM_ROLE_ATTN_QKV: case LOOM_ROLE_ATTN_Q: case LOOM_ROLE_ATTN_K: case LOOM_ROLE_ATTN_V:
+	case LOOM_ROLE_ATTN_OUTPUT: case LOOM_ROLE_FFN_GATE: case LOOM_ROLE_FFN_UP: case LOOM_ROLE_FFN_DOWN:
+		return true;
+	default:
+		return false;
+	}
+}
+
+const char *loom_contract_format_name(loom_contract_format f)
+{
+	return format_names[f];
+}
+
 bool loom_role_is_optional(loom_role role)
 {
 	return role == LOOM_ROLE_ROPE_FREQS;
@@ -101,9 +121,9 @@ int loom_contract_format_index(const char *format_name)
 	return -1;
 }
 
-bool loom_contract_uses_role(const loom_contract *c, loom_role role)
+bool loom_contract_uses_role(const loom_contract *c, loom_contract_format f, loom_role role)
 {
-	bool fused = c->qkv == LOOM_QKV_FUSED, sequential = c->residual == LOOM_RESIDUAL_SEQUENTIAL;
+	bool fused = c->qkv[f] == LOOM_QKV_FUSED, sequential = c->residual == LOOM_RESIDUAL_SEQUENTIAL;
 	bool gated = c->ffn != LOOM_FFN_MLP;
 
 	switch (role) {
@@ -127,11 +147,11 @@ bool loom_contract_uses_role(const loom_contract *c, loom_role role)
 	case LOOM_ROLE_ATTN_V:
 		return !fused;
 	case LOOM_ROLE_ATTN_Q_B:
-		return !fused && c->bias[LOOM_BIAS_Q];
+		return !fused && (c->bias[LOOM_BIAS_Q] || c->bias[LOOM_BIAS_QKV]);
 	case LOOM_ROLE_ATTN_K_B:
-		return !fused && c->bias[LOOM_BIAS_K];
+		return !fused && (c->bias[LOOM_BIAS_K] || c->bias[LOOM_BIAS_QKV]);
 	case LOOM_ROLE_ATTN_V_B:
-		return !fused && c->bias[LOOM_BIAS_V];
+		return !fused && (c->bias[LOOM_BIAS_V] || c->bias[LOOM_BIAS_QKV]);
 	case LOOM_ROLE_ATTN_Q_NORM:
 	case LOOM_ROLE_ATTN_K_NORM:
 		return c->qk_norm;
@@ -181,6 +201,53 @@ static loom_status choice(loom_yaml *y, yaml_node_t *map, const char *key, const
 		return LOOM_OK;
 	}
 	return loom_yaml_get_choice(y, n, choices, LOOM_ERR_CONTRACT, key, out);
+}
+
+/* The node giving key's value for format f: key's own, or, when key maps
+ * format names to values, the entry for f (NULL if it has none). */
+static loom_status per_format_node(loom_yaml *y, yaml_node_t *map, const char *key, int f, yaml_node_t **out)
+{
+	yaml_node_t *n = loom_yaml_get(y, map, key);
+	*out = n;
+	if (n == NULL || n->type != YAML_MAPPING_NODE)
+		return LOOM_OK;
+	loom_status st = loom_yaml_check_keys(y, n, format_names, LOOM_ERR_CONTRACT, key);
+	*out = st == LOOM_OK ? loom_yaml_get(y, n, format_names[f]) : NULL;
+	return st;
+}
+
+/* choice() for a key whose value may differ by format. */
+static loom_status format_choice(loom_yaml *y, yaml_node_t *map, const char *key, const char *const *choices,
+				 const char *def, int out[LOOM_CFMT_COUNT])
+{
+	for (int f = 0; f < LOOM_CFMT_COUNT; f++) {
+		yaml_node_t *n;
+		loom_status st = per_format_node(y, map, key, f, &n);
+		for (int i = 0; choices[i] != NULL; i++)
+			if (strcmp(choices[i], def) == 0)
+				out[f] = i;
+		if (st == LOOM_OK && n != NULL)
+			st = loom_yaml_get_choice(y, n, choices, LOOM_ERR_CONTRACT, key, &out[f]);
+		if (st != LOOM_OK)
+			return st;
+	}
+	return LOOM_OK;
+}
+
+/* A number that may differ by format; def where not given. */
+static loom_status format_number(loom_yaml *y, yaml_node_t *map, const char *key, double def,
+				 double out[LOOM_CFMT_COUNT])
+{
+	for (int f = 0; f < LOOM_CFMT_COUNT; f++) {
+		yaml_node_t *n;
+		loom_status st = per_format_node(y, map, key, f, &n);
+		out[f] = def;
+		if (st == LOOM_OK && n != NULL)
+			st = loom_yaml_get_double(y, n, LOOM_ERR_CONTRACT, key, &out[f]);
+		if (st != LOOM_OK)
+			return st;
+	}
+	return LOOM_OK;
 }
 
 static loom_status flag(loom_yaml *y, yaml_node_t *map, const char *key, bool *out)
@@ -245,7 +312,9 @@ static loom_status contradiction(loom_yaml *y, yaml_node_t *block, const char *k
 
 static loom_status check_choices(loom_yaml *y, yaml_node_t *block, const loom_contract *c)
 {
-	bool fused = c->qkv == LOOM_QKV_FUSED;
+	bool fused = false;
+	for (int f = 0; f < LOOM_CFMT_COUNT; f++)
+		fused = fused || c->qkv[f] == LOOM_QKV_FUSED;
 
 	if (c->norm_bias && c->norm != LOOM_NORM_LAYERNORM)
 		return contradiction(y, block, "norm_bias", "only layernorm has a bias");
@@ -259,8 +328,6 @@ static loom_status check_choices(loom_yaml *y, yaml_node_t *block, const loom_co
 		return contradiction(y, block, "activation", "an mlp takes gelu or gelu_tanh (silu is gated: swiglu)");
 	if (c->positions != LOOM_POSITIONS_ROPE && loom_yaml_get(y, block, "rope_style") != NULL)
 		return contradiction(y, block, "rope_style", "positions are not rope");
-	if (c->bias[LOOM_BIAS_QKV] && !fused)
-		return contradiction(y, block, "biases", "a qkv bias needs qkv: fused");
 	if ((c->bias[LOOM_BIAS_Q] || c->bias[LOOM_BIAS_K] || c->bias[LOOM_BIAS_V]) && fused)
 		return contradiction(y, block, "biases", "with qkv: fused the bias is 'qkv'");
 	if (c->bias[LOOM_BIAS_GATE] && c->ffn == LOOM_FFN_MLP)
@@ -275,8 +342,8 @@ static loom_status parse_block(loom_yaml *y, yaml_node_t *block, loom_contract *
 					   "tied_embeddings", "biases", "embedding_scale", "attention_scale",
 					   NULL};
 	static const loom_activation ffn_activation[] = {LOOM_ACT_SILU, LOOM_ACT_GELU_TANH, LOOM_ACT_GELU_TANH};
-	int norm = 0, ffn = 0, act = 0, pos = 0, style = 0, qkv = 0, res = 0, tied = 0;
-	double offset = 0.0;
+	int norm = 0, ffn = 0, act = 0, pos = 0, style[LOOM_CFMT_COUNT], qkv[LOOM_CFMT_COUNT], res = 0, tied = 0;
+	double offset[LOOM_CFMT_COUNT];
 	loom_status st = loom_yaml_check_keys(y, block, keys, LOOM_ERR_CONTRACT, "block");
 	if (st == LOOM_OK)
 		st = choice(y, block, "norm", norm_choices, NULL, &norm);
@@ -287,9 +354,9 @@ static loom_status parse_block(loom_yaml *y, yaml_node_t *block, loom_contract *
 	if (st == LOOM_OK)
 		st = choice(y, block, "positions", positions_choices, NULL, &pos);
 	if (st == LOOM_OK)
-		st = choice(y, block, "rope_style", rope_style_choices, "normal", &style);
+		st = format_choice(y, block, "rope_style", rope_style_choices, "normal", style);
 	if (st == LOOM_OK)
-		st = choice(y, block, "qkv", qkv_choices, "separate", &qkv);
+		st = format_choice(y, block, "qkv", qkv_choices, "separate", qkv);
 	if (st == LOOM_OK)
 		st = choice(y, block, "residual", residual_choices, "sequential", &res);
 	if (st == LOOM_OK)
@@ -298,9 +365,8 @@ static loom_status parse_block(loom_yaml *y, yaml_node_t *block, loom_contract *
 		st = flag(y, block, "norm_bias", &c->norm_bias);
 	if (st == LOOM_OK)
 		st = flag(y, block, "qk_norm", &c->qk_norm);
-	if (st == LOOM_OK && loom_yaml_get(y, block, "norm_weight_offset") != NULL)
-		st = loom_yaml_get_double(y, loom_yaml_get(y, block, "norm_weight_offset"), LOOM_ERR_CONTRACT,
-					  "norm_weight_offset", &offset);
+	if (st == LOOM_OK)
+		st = format_number(y, block, "norm_weight_offset", 0.0, offset);
 	if (st == LOOM_OK && loom_yaml_get(y, block, "biases") != NULL)
 		st = parse_biases(y, loom_yaml_get(y, block, "biases"), c);
 	if (st == LOOM_OK)
@@ -312,20 +378,60 @@ static loom_status parse_block(loom_yaml *y, yaml_node_t *block, loom_contract *
 	if (st != LOOM_OK)
 		return st;
 	c->norm = (loom_norm_kind)norm;
-	c->norm_weight_offset = (float)offset;
+	for (int f = 0; f < LOOM_CFMT_COUNT; f++) {
+		c->norm_weight_offset[f] = (float)offset[f];
+		c->rope_style[f] = style[f] == 0 ? LOOM_ROPE_NORMAL : LOOM_ROPE_NEOX;
+		c->qkv[f] = (loom_qkv_kind)qkv[f];
+	}
 	c->ffn = (loom_ffn_kind)ffn;
 	c->activation = (loom_activation)act;
 	c->positions = (loom_positions_kind)pos;
-	c->rope_style = style == 0 ? LOOM_ROPE_NORMAL : LOOM_ROPE_NEOX;
-	c->qkv = (loom_qkv_kind)qkv;
 	c->residual = (loom_residual_kind)res;
 	c->tied = (loom_tied_kind)tied;
 	return check_choices(y, block, c);
 }
 
-/* A per-format mapping from loom names (names[0..count)) to strings. */
+static void free_strings(char **v)
+{
+	for (char **p = v; p != NULL && *p != NULL; p++)
+		free(*p);
+	free(v);
+}
+
+/* A string, or a list of them, as a NULL-terminated vector. */
+static loom_status parse_strings(loom_yaml *y, yaml_node_t *n, const char *key, char ***out)
+{
+	size_t count = 1;
+	if (n->type == YAML_SEQUENCE_NODE)
+		count = (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
+	else if (n->type != YAML_SCALAR_NODE)
+		return loom_error(LOOM_ERR_CONTRACT, "%s:%d: %s must be a string or a list of strings", y->path,
+				  loom_yaml_line(n), key);
+	if (count == 0)
+		return loom_error(LOOM_ERR_CONTRACT, "%s:%d: %s is an empty list", y->path, loom_yaml_line(n), key);
+	char **v = calloc(count + 1, sizeof(*v));
+	if (v == NULL)
+		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+	*out = v;
+	if (n->type == YAML_SCALAR_NODE) {
+		v[0] = strdup(loom_yaml_scalar(n));
+		return v[0] != NULL ? LOOM_OK : loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+	}
+	size_t i = 0;
+	loom_yaml_for_each_item(y, n, item) {
+		yaml_node_t *e = loom_yaml_node(y, *item);
+		loom_status st = loom_yaml_expect(y, e, YAML_SCALAR_NODE, LOOM_ERR_CONTRACT, key);
+		if (st != LOOM_OK)
+			return st;
+		if ((v[i++] = strdup(loom_yaml_scalar(e))) == NULL)
+			return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+	}
+	return LOOM_OK;
+}
+
+/* A per-format mapping from loom names (names[0..count)) to spellings. */
 static loom_status parse_name_map(loom_yaml *y, yaml_node_t *map, const char *section,
-				  const char *const *names, int count, char *out[LOOM_CFMT_COUNT][count])
+				  const char *const *names, int count, loom_spellings out[LOOM_CFMT_COUNT][count])
 {
 	loom_status st = loom_yaml_check_keys(y, map, format_names, LOOM_ERR_CONTRACT, section);
 	if (st != LOOM_OK)
@@ -344,13 +450,8 @@ static loom_status parse_name_map(loom_yaml *y, yaml_node_t *map, const char *se
 			return st;
 		for (int i = 0; i < count; i++) {
 			yaml_node_t *v = loom_yaml_get(y, fm, names[i]);
-			if (v == NULL)
-				continue;
-			if ((st = loom_yaml_expect(y, v, YAML_SCALAR_NODE, LOOM_ERR_CONTRACT, names[i])) != LOOM_OK)
+			if (v != NULL && (st = parse_strings(y, v, names[i], &out[f][i])) != LOOM_OK)
 				return st;
-			out[f][i] = strdup(loom_yaml_scalar(v));
-			if (out[f][i] == NULL)
-				return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
 		}
 	}
 	return LOOM_OK;
@@ -388,7 +489,7 @@ static loom_status check_complete(loom_yaml *y, yaml_node_t *tensors, loom_contr
 			continue;
 		yaml_node_t *names = loom_yaml_get(y, tensors, format_names[f]);
 		for (int r = 0; r < LOOM_ROLE_COUNT; r++) {
-			bool used = loom_contract_uses_role(c, (loom_role)r), named = c->tensor_names[f][r] != NULL;
+			bool used = loom_contract_uses_role(c, (loom_contract_format)f, (loom_role)r), named = c->tensor_names[f][r] != NULL;
 			if (used && !named && !loom_role_is_optional((loom_role)r))
 				return loom_error(LOOM_ERR_CONTRACT, "%s:%d: tensors.%s lacks '%s', which the block needs",
 						  y->path, loom_yaml_line(tensors), format_names[f], role_names[r]);
@@ -399,21 +500,46 @@ static loom_status check_complete(loom_yaml *y, yaml_node_t *tensors, loom_contr
 						  format_names[f], role_names[r]);
 		}
 		for (int r = 0; r < LOOM_ROLE_COUNT; r++) {
-			const char *name = c->tensor_names[f][r];
-			if (name != NULL && loom_role_is_per_layer((loom_role)r) && strstr(name, "{i}") == NULL)
-				return loom_error(LOOM_ERR_CONTRACT,
-						  "%s:%d: tensors.%s.%s ('%s') needs the layer placeholder {i}",
-						  y->path, loom_yaml_line(loom_yaml_get(y, names, role_names[r])),
-						  format_names[f], role_names[r], name);
+			for (char **name = c->tensor_names[f][r]; name != NULL && *name != NULL; name++)
+				if (loom_role_is_per_layer((loom_role)r) && strstr(*name, "{i}") == NULL)
+					return loom_error(LOOM_ERR_CONTRACT,
+							  "%s:%d: tensors.%s.%s ('%s') needs the layer placeholder {i}",
+							  y->path, loom_yaml_line(loom_yaml_get(y, names, role_names[r])),
+							  format_names[f], role_names[r], *name);
 		}
 	}
 	return LOOM_OK;
 }
 
+/* transposed: {FORMAT: [role, ...]}: matrices the format stores with
+ * rows and columns swapped. Each must be a matrix the format names. */
+static loom_status parse_transposed(loom_yaml *y, yaml_node_t *map, loom_contract *c)
+{
+	loom_status st = loom_yaml_check_keys(y, map, format_names, LOOM_ERR_CONTRACT, "transposed");
+	for (int f = 0; st == LOOM_OK && f < LOOM_CFMT_COUNT; f++) {
+		yaml_node_t *list = loom_yaml_get(y, map, format_names[f]);
+		if (list == NULL)
+			continue;
+		if ((st = loom_yaml_expect(y, list, YAML_SEQUENCE_NODE, LOOM_ERR_CONTRACT, "transposed")) != LOOM_OK)
+			return st;
+		loom_yaml_for_each_item(y, list, item) {
+			yaml_node_t *n = loom_yaml_node(y, *item);
+			int r;
+			if ((st = loom_yaml_get_choice(y, n, role_names, LOOM_ERR_CONTRACT, "transposed", &r)) != LOOM_OK)
+				return st;
+			if (!loom_role_is_matrix((loom_role)r) || c->tensor_names[f][r] == NULL)
+				return loom_error(LOOM_ERR_CONTRACT, "%s:%d: transposed.%s: %s is not a matrix tensors.%s names",
+						  y->path, loom_yaml_line(n), format_names[f], role_names[r], format_names[f]);
+			c->transposed[f][r] = true;
+		}
+	}
+	return st;
+}
+
 static loom_status parse_contract(loom_yaml *y, loom_contract *c)
 {
-	static const char *const keys[] = {"name",	   "description", "block", "hparams", "defaults",
-					   "tensors", "chat_template", NULL};
+	static const char *const keys[] = {"name",	   "description", "aliases", "block", "hparams", "defaults",
+					   "tensors", "transposed", "chat_template", NULL};
 	yaml_node_t *root = loom_yaml_root(y);
 	loom_status st = loom_yaml_check_keys(y, root, keys, LOOM_ERR_CONTRACT, "the contract");
 	if (st != LOOM_OK)
@@ -447,6 +573,11 @@ static loom_status parse_contract(loom_yaml *y, loom_contract *c)
 		return st;
 	if ((st = parse_name_map(y, tensors, "tensors", role_names, LOOM_ROLE_COUNT, c->tensor_names)) != LOOM_OK)
 		return st;
+	yaml_node_t *aliases = loom_yaml_get(y, root, "aliases"), *transposed = loom_yaml_get(y, root, "transposed");
+	if (aliases != NULL && (st = parse_strings(y, aliases, "aliases", &c->aliases)) != LOOM_OK)
+		return st;
+	if (transposed != NULL && (st = parse_transposed(y, transposed, c)) != LOOM_OK)
+		return st;
 	return check_complete(y, tensors, c);
 }
 
@@ -473,6 +604,48 @@ loom_status loom_contract_load(const char *path, loom_contract **out)
 	return LOOM_OK;
 }
 
+static bool has_alias(const loom_contract *c, const char *name)
+{
+	for (char **a = c->aliases; a != NULL && *a != NULL; a++)
+		if (strcmp(*a, name) == 0)
+			return true;
+	return false;
+}
+
+static int is_yaml_file(const struct dirent *e)
+{
+	size_t n = strlen(e->d_name);
+	return e->d_name[0] != '.' && n > 5 && strcmp(e->d_name + n - 5, ".yaml") == 0;
+}
+
+/* The first contract in dir, by file name, whose aliases list name.
+ * Contracts that do not load are passed over here: they are reported
+ * when a model names them. */
+static loom_status find_alias(const char *name, const char *dir, loom_contract **out)
+{
+	struct dirent **entries;
+	int n = scandir(dir, &entries, is_yaml_file, alphasort);
+	loom_status st = LOOM_ERR_NOT_FOUND;
+	for (int i = 0; i < n; i++) {
+		char path[4096];
+		loom_contract *c;
+		snprintf(path, sizeof(path), "%s/%s", dir, entries[i]->d_name);
+		if (st == LOOM_ERR_NOT_FOUND && loom_contract_load(path, &c) == LOOM_OK) {
+			if (has_alias(c, name)) {
+				*out = c;
+				st = LOOM_OK;
+			} else {
+				loom_contract_free(c);
+			}
+		}
+		free(entries[i]);
+	}
+	if (n >= 0)
+		free(entries);
+	loom_error_clear();
+	return st;
+}
+
 loom_status loom_contract_find(const char *name, char *const *dirs, int n_dirs, loom_contract **out)
 {
 	char path[4096], searched[2048] = "";
@@ -494,7 +667,11 @@ loom_status loom_contract_find(const char *name, char *const *dirs, int n_dirs, 
 		strncat(searched, i ? ", " : "", sizeof(searched) - strlen(searched) - 1);
 		strncat(searched, dirs[i], sizeof(searched) - strlen(searched) - 1);
 	}
-	return loom_error(LOOM_ERR_NOT_FOUND, "no contract for architecture '%s' (looked for %s.yaml in %s)",
+	for (int i = 0; i < n_dirs; i++)
+		if (find_alias(name, dirs[i], out) == LOOM_OK)
+			return LOOM_OK;
+	return loom_error(LOOM_ERR_NOT_FOUND,
+			  "no contract for architecture '%s' (looked for %s.yaml, and for a contract whose aliases list it, in %s)",
 			  name, name, searched);
 }
 
@@ -504,10 +681,11 @@ void loom_contract_free(loom_contract *c)
 		return;
 	for (int f = 0; f < LOOM_CFMT_COUNT; f++) {
 		for (int i = 0; i < LOOM_HP_COUNT; i++)
-			free(c->hparam_keys[f][i]);
+			free_strings(c->hparam_keys[f][i]);
 		for (int i = 0; i < LOOM_ROLE_COUNT; i++)
-			free(c->tensor_names[f][i]);
+			free_strings(c->tensor_names[f][i]);
 	}
+	free_strings(c->aliases);
 	free(c->name);
 	free(c->path);
 	free(c);

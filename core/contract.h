@@ -46,6 +46,7 @@ typedef enum loom_hparam {
 	LOOM_HP_ROPE_ATTN_FACTOR,    /* YaRN: cos and sin scale; default 1 */
 	LOOM_HP_ROPE_BETA_FAST,      /* YaRN: default 32 */
 	LOOM_HP_ROPE_BETA_SLOW,      /* YaRN: default 1 */
+	LOOM_HP_ROPE_PARTIAL,        /* n_rot as a fraction of head_dim, when n_rot is not stored */
 	LOOM_HP_COUNT
 } loom_hparam;
 
@@ -99,19 +100,32 @@ typedef enum loom_bias {
 } loom_bias;
 
 /* Formats a contract can describe (the format plugin's name). */
-typedef enum loom_contract_format { LOOM_CFMT_GGUF, LOOM_CFMT_COUNT } loom_contract_format;
+typedef enum loom_contract_format {
+	LOOM_CFMT_GGUF,
+	LOOM_CFMT_SAFETENSORS,
+	LOOM_CFMT_COUNT
+} loom_contract_format;
+
+/* Where a format keeps a value: one or more spellings, tried in order,
+ * NULL-terminated (Hugging Face checkpoints of one family do not all
+ * agree on their names). NULL: the format does not store it. */
+typedef char **loom_spellings;
 
 typedef struct loom_contract {
 	char *name;
 	char *path;
 	loom_norm_kind norm;
 	bool norm_bias;           /* layernorm: the norms have biases */
-	float norm_weight_offset; /* added to every norm weight (Gemma's 1 + w) */
+	/* Per format: added to every norm weight (Gemma's 1 + w, where a
+	 * format stores w). */
+	float norm_weight_offset[LOOM_CFMT_COUNT];
 	loom_ffn_kind ffn;
 	loom_activation activation;
 	loom_positions_kind positions;
-	int rope_style; /* loom_rope_style */
-	loom_qkv_kind qkv;
+	/* loom_rope_style, per format: GGUF llama files store Q and K
+	 * permuted for adjacent-pair rotation, Hugging Face ones do not. */
+	int rope_style[LOOM_CFMT_COUNT];
+	loom_qkv_kind qkv[LOOM_CFMT_COUNT]; /* per format: Phi-2's GGUF fuses what HF keeps apart */
 	bool qk_norm;   /* RMSNorm of each head's q and k before RoPE */
 	loom_residual_kind residual;
 	loom_tied_kind tied;
@@ -124,11 +138,16 @@ typedef struct loom_contract {
 	loom_chat_kind chat_template;
 	/* Where each format keeps each hyperparameter ("{arch}" stands for the
 	 * file's architecture name); NULL: not stored. */
-	char *hparam_keys[LOOM_CFMT_COUNT][LOOM_HP_COUNT];
+	loom_spellings hparam_keys[LOOM_CFMT_COUNT][LOOM_HP_COUNT];
 	bool has_default[LOOM_HP_COUNT];
 	double defaults[LOOM_HP_COUNT];
 	/* Tensor names per format ("{i}" stands for the layer); NULL: unused. */
-	char *tensor_names[LOOM_CFMT_COUNT][LOOM_ROLE_COUNT];
+	loom_spellings tensor_names[LOOM_CFMT_COUNT][LOOM_ROLE_COUNT];
+	/* Matrices a format stores as {n_out, n_in} (GPT-2's Conv1D). */
+	bool transposed[LOOM_CFMT_COUNT][LOOM_ROLE_COUNT];
+	/* Other architecture names files give this family (Hugging Face's
+	 * model_type "mistral" for llama.yaml); NULL-terminated or NULL. */
+	char **aliases;
 } loom_contract;
 
 const char *loom_hparam_name(loom_hparam hp);
@@ -138,14 +157,19 @@ bool loom_role_is_per_layer(loom_role role);
 bool loom_role_is_optional(loom_role role);
 /* The contract section for a format plugin's name; -1 if none. */
 int loom_contract_format_index(const char *format_name);
+const char *loom_contract_format_name(loom_contract_format f);
+/* A role whose tensor is a matrix (may be transposed). */
+bool loom_role_is_matrix(loom_role role);
 
 /* Reads and checks a contract; errors (LOOM_ERR_CONTRACT) name file and line. */
 loom_status loom_contract_load(const char *path, loom_contract **out);
-/* Finds NAME.yaml in dirs (in order) and loads it; NOT_FOUND lists the dirs. */
+/* Finds NAME.yaml in dirs (in order), else the first contract (by file
+ * name) whose aliases list NAME, and loads it; NOT_FOUND lists the dirs. */
 loom_status loom_contract_find(const char *name, char *const *dirs, int n_dirs, loom_contract **out);
 void loom_contract_free(loom_contract *c);
 
-/* Roles the contract's choices need; tensors of other roles are not read. */
-bool loom_contract_uses_role(const loom_contract *c, loom_role role);
+/* Roles the contract's choices need in format f's files; tensors of other
+ * roles are not read. */
+bool loom_contract_uses_role(const loom_contract *c, loom_contract_format f, loom_role role);
 
 #endif

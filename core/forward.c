@@ -97,7 +97,7 @@ static void rope(loom_context *ctx, loom_tensor *x, loom_tensor *pos)
 	const loom_hparams *hp = &m->hp;
 	n->src[2] = (loom_tensor *)used(&m->rope_freqs);
 	n->ip[0] = (int32_t)hp->n_rot;
-	n->ip[1] = m->contract->rope_style;
+	n->ip[1] = m->rope_style;
 	n->ip[2] = (int32_t)hp->n_ctx_orig;
 	n->fp[0] = hp->rope_theta;
 	n->fp[1] = hp->rope_freq_scale;

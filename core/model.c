@@ -100,22 +100,36 @@ static void expand(char *buf, size_t size, const char *pattern, const char *plac
 	snprintf(buf, size, "%.*s%s%s", (int)(at - pattern), pattern, value, at + strlen(placeholder));
 }
 
+/* The metadata key under which the file stores hp (the first spelling
+ * it has, else the first spelling, for messages), or NULL when the
+ * contract names none. */
+static const loom_meta_value *hparam_value(const loom_model *m, int fmt, loom_hparam hp, char *key, size_t size)
+{
+	loom_spellings keys = m->contract->hparam_keys[fmt][hp];
+	snprintf(key, size, "(no key in the contract)");
+	for (char **k = keys; k != NULL && *k != NULL; k++) {
+		expand(key, size, *k, "{arch}", m->arch);
+		const loom_meta_value *v = loom_meta_find(m->file, key);
+		if (v != NULL)
+			return v;
+	}
+	if (keys != NULL)
+		expand(key, size, keys[0], "{arch}", m->arch);
+	return NULL;
+}
+
 /* The value of hp from the file, else the contract's default; *found says
  * whether either had one. */
 static loom_status read_hparam(loom_model *m, int fmt, loom_hparam hp, double *out, bool *found)
 {
-	const char *pattern = m->contract->hparam_keys[fmt][hp];
+	char key[256];
 	*found = false;
-	if (pattern != NULL) {
-		char key[256];
-		expand(key, sizeof(key), pattern, "{arch}", m->arch);
-		if (loom_meta_find(m->file, key) != NULL) {
-			loom_status st = loom_meta_get_float(m->file, key, out);
-			if (st != LOOM_OK)
-				return st;
-			*found = true;
-			return LOOM_OK;
-		}
+	if (hparam_value(m, fmt, hp, key, sizeof(key)) != NULL) {
+		loom_status st = loom_meta_get_float(m->file, key, out);
+		if (st != LOOM_OK)
+			return st;
+		*found = true;
+		return LOOM_OK;
 	}
 	if (m->contract->has_default[hp]) {
 		*out = m->contract->defaults[hp];
@@ -132,9 +146,8 @@ static loom_status require_hparam(loom_model *m, int fmt, loom_hparam hp, int64_
 	if (st != LOOM_OK)
 		return st;
 	if (!found) {
-		char key[256] = "(no key in the contract)";
-		if (m->contract->hparam_keys[fmt][hp] != NULL)
-			expand(key, sizeof(key), m->contract->hparam_keys[fmt][hp], "{arch}", m->arch);
+		char key[256];
+		hparam_value(m, fmt, hp, key, sizeof(key));
 		return loom_error(LOOM_ERR_BAD_FORMAT, "the model lacks hyperparameter %s (%s)",
 				  loom_hparam_name(hp), key);
 	}
@@ -157,6 +170,75 @@ static loom_status optional_hparam(loom_model *m, int fmt, loom_hparam hp, int64
 	}
 	return require_hparam(m, fmt, hp, out);
 }
+
+static const loom_file_tensor *find_tensor(const loom_model_file *f, const char *name)
+{
+	for (uint64_t i = 0; i < f->n_tensors; i++)
+		if (loom_string_eq(f->tensors[i].name, name))
+			return &f->tensors[i];
+	return NULL;
+}
+
+/* The file's tensor for role (of layer il, or -1): the first of the
+ * contract's spellings the file has. name gets that spelling, or the
+ * first one when none is there (for messages). */
+static const loom_file_tensor *find_role(const loom_model *m, int fmt, loom_role role, int il, char *name,
+					 size_t size)
+{
+	loom_spellings names = m->contract->tensor_names[fmt][role];
+	char layer[16];
+	snprintf(layer, sizeof(layer), "%d", il);
+	snprintf(name, size, "(unnamed %s)", loom_role_name(role));
+	for (char **n = names; n != NULL && *n != NULL; n++) {
+		expand(name, size, *n, "{i}", layer);
+		const loom_file_tensor *ft = find_tensor(m->file, name);
+		if (ft != NULL)
+			return ft;
+	}
+	if (names != NULL)
+		expand(name, size, names[0], "{i}", layer);
+	return NULL;
+}
+
+/* n_ff from the first layer's up projection, for files that leave it
+ * implicit (GPT-2's n_inner: null means 4 n_embd). */
+static loom_status n_ff_from_tensor(loom_model *m, int fmt, int64_t *out)
+{
+	char name[256];
+	const loom_file_tensor *ft = find_role(m, fmt, LOOM_ROLE_FFN_UP, 0, name, sizeof(name));
+	if (ft == NULL || ft->n_dims != 2)
+		return loom_error(LOOM_ERR_BAD_FORMAT, "the model lacks hyperparameter n_ff and tensor '%s' to infer it from",
+				  name);
+	*out = m->contract->transposed[fmt][LOOM_ROLE_FFN_UP] ? ft->ne[0] : ft->ne[1];
+	return LOOM_OK;
+}
+
+static loom_status n_ff_from_tensor_if_absent(loom_model *m, int fmt, int64_t *out)
+{
+	double v;
+	bool found;
+	loom_status st = read_hparam(m, fmt, LOOM_HP_N_FF, &v, &found);
+	if (st != LOOM_OK)
+		return st;
+	return found ? require_hparam(m, fmt, LOOM_HP_N_FF, out) : n_ff_from_tensor(m, fmt, out);
+}
+
+/* n_rot from the fraction of each head rotated, where a file gives that
+ * instead (Hugging Face's partial_rotary_factor). */
+static loom_status n_rot_from_fraction(loom_model *m, int fmt, int64_t *out)
+{
+	double v;
+	bool found;
+	loom_status st = read_hparam(m, fmt, LOOM_HP_ROPE_PARTIAL, &v, &found);
+	*out = m->hp.head_dim;
+	if (st != LOOM_OK || !found)
+		return st;
+	if (!(v > 0 && v <= 1))
+		return loom_error(LOOM_ERR_BAD_FORMAT, "hyperparameter rope_partial_factor = %g is not in (0, 1]", v);
+	*out = (int64_t)((double)m->hp.head_dim * v);
+	return LOOM_OK;
+}
+
 
 static loom_status read_float_hparam(loom_model *m, int fmt, loom_hparam hp, float *out)
 {
@@ -190,7 +272,6 @@ static loom_status float_or(loom_model *m, int fmt, loom_hparam hp, double def, 
 static loom_status load_rope_scaling(loom_model *m, int fmt)
 {
 	loom_hparams *hp = &m->hp;
-	const char *pattern = m->contract->hparam_keys[fmt][LOOM_HP_ROPE_SCALING_TYPE];
 	char key[256], type[32] = "none";
 	loom_string s;
 	float factor, orig;
@@ -199,13 +280,10 @@ static loom_status load_rope_scaling(loom_model *m, int fmt)
 	hp->rope_freq_scale = 1.0f;
 	hp->yarn_ext_factor = 0.0f;
 	hp->n_ctx_orig = hp->n_ctx_train;
-	if (pattern != NULL) {
-		expand(key, sizeof(key), pattern, "{arch}", m->arch);
-		if (loom_meta_find(m->file, key) != NULL) {
-			if ((st = loom_meta_get_string(m->file, key, &s)) != LOOM_OK)
-				return st;
-			snprintf(type, sizeof(type), "%.*s", (int)s.len, s.data);
-		}
+	if (hparam_value(m, fmt, LOOM_HP_ROPE_SCALING_TYPE, key, sizeof(key)) != NULL) {
+		if ((st = loom_meta_get_string(m->file, key, &s)) != LOOM_OK)
+			return st;
+		snprintf(type, sizeof(type), "%.*s", (int)s.len, s.data);
 	}
 	if ((st = float_or(m, fmt, LOOM_HP_ROPE_SCALING_FACTOR, 1.0, &factor)) != LOOM_OK ||
 	    (st = float_or(m, fmt, LOOM_HP_ROPE_ORIG_CTX, (double)hp->n_ctx_train, &orig)) != LOOM_OK ||
@@ -213,7 +291,8 @@ static loom_status load_rope_scaling(loom_model *m, int fmt)
 	    (st = float_or(m, fmt, LOOM_HP_ROPE_BETA_FAST, 32.0, &hp->yarn_beta_fast)) != LOOM_OK ||
 	    (st = float_or(m, fmt, LOOM_HP_ROPE_BETA_SLOW, 1.0, &hp->yarn_beta_slow)) != LOOM_OK)
 		return st;
-	if (strcmp(type, "none") == 0)
+	/* Hugging Face spells no scaling "default". */
+	if (strcmp(type, "none") == 0 || strcmp(type, "default") == 0)
 		return LOOM_OK;
 	if (strcmp(type, "linear") != 0 && strcmp(type, "yarn") != 0)
 		return loom_error(LOOM_ERR_UNSUPPORTED, "RoPE scaling '%s' is not supported (none, linear, yarn)", type);
@@ -233,11 +312,12 @@ static loom_status load_hparams(loom_model *m, int fmt)
 	loom_status st;
 	if ((st = require_hparam(m, fmt, LOOM_HP_N_EMBD, &hp->n_embd)) != LOOM_OK ||
 	    (st = require_hparam(m, fmt, LOOM_HP_N_LAYER, &hp->n_layer)) != LOOM_OK ||
-	    (st = require_hparam(m, fmt, LOOM_HP_N_FF, &hp->n_ff)) != LOOM_OK ||
+	    (st = n_ff_from_tensor_if_absent(m, fmt, &hp->n_ff)) != LOOM_OK ||
 	    (st = require_hparam(m, fmt, LOOM_HP_N_HEAD, &hp->n_head)) != LOOM_OK ||
 	    (st = optional_hparam(m, fmt, LOOM_HP_N_HEAD_KV, hp->n_head, &hp->n_head_kv)) != LOOM_OK ||
 	    (st = optional_hparam(m, fmt, LOOM_HP_HEAD_DIM, hp->n_embd / hp->n_head, &hp->head_dim)) != LOOM_OK ||
-	    (st = optional_hparam(m, fmt, LOOM_HP_N_ROT, hp->head_dim, &hp->n_rot)) != LOOM_OK ||
+	    (st = n_rot_from_fraction(m, fmt, &hp->n_rot)) != LOOM_OK ||
+	    (st = optional_hparam(m, fmt, LOOM_HP_N_ROT, hp->n_rot, &hp->n_rot)) != LOOM_OK ||
 	    (st = require_hparam(m, fmt, LOOM_HP_N_CTX_TRAIN, &hp->n_ctx_train)) != LOOM_OK ||
 	    (st = read_float_hparam(m, fmt, LOOM_HP_NORM_EPS, &hp->norm_eps)) != LOOM_OK)
 		return st;
@@ -258,13 +338,6 @@ static loom_status load_hparams(loom_model *m, int fmt)
 
 /* ---- weights ---------------------------------------------------------- */
 
-static const loom_file_tensor *find_tensor(const loom_model_file *f, const char *name)
-{
-	for (uint64_t i = 0; i < f->n_tensors; i++)
-		if (loom_string_eq(f->tensors[i].name, name))
-			return &f->tensors[i];
-	return NULL;
-}
 
 static bool uses_in_place(const loom_model *m)
 {
@@ -335,15 +408,62 @@ static bool backend_supports(const loom_model *m, loom_op op, loom_tensor *t)
 	return be->vt->supports(be->ctx, &node);
 }
 
+/* A backend buffer of the model's own holding a copy of host[0 .. size). */
+static loom_status own_copy(loom_model *m, const void *host, size_t size, void **data)
+{
+	const loom_backend *be = &m->rt->backend;
+	if (m->n_owned == m->cap_owned) {
+		int cap = m->cap_owned ? 2 * m->cap_owned : 16;
+		loom_buffer *owned = realloc(m->owned, (size_t)cap * sizeof(*owned));
+		if (owned == NULL)
+			return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+		m->owned = owned;
+		m->cap_owned = cap;
+	}
+	loom_buffer *buf = &m->owned[m->n_owned];
+	loom_status st = be->vt->buffer_alloc(be->ctx, size ? size : 1, buf);
+	if (st != LOOM_OK)
+		return loom_error(st, "backend %s cannot allocate %zu bytes", be->plugin->name, size);
+	m->n_owned++;
+	if ((st = be->vt->buffer_upload(be->ctx, buf, 0, host, size)) != LOOM_OK)
+		return loom_error(st, "uploading %zu bytes to backend %s failed", size, be->plugin->name);
+	*data = buf->base;
+	return LOOM_OK;
+}
+
+/* ft, stored {n_out, n_in}, as the {n_in, n_out} matrix the block
+ * multiplies by: a copy with rows and columns swapped. */
+static loom_status transpose_into_place(loom_model *m, const loom_file_tensor *ft, const char *name, loom_tensor *t)
+{
+	const size_t es = ft->dtype == LOOM_DTYPE_F32 ? 4 : 2;
+	const int64_t rows = ft->ne[1], cols = ft->ne[0];
+	if (ft->dtype != LOOM_DTYPE_F32 && ft->dtype != LOOM_DTYPE_F16 && ft->dtype != LOOM_DTYPE_BF16)
+		return loom_error(LOOM_ERR_UNSUPPORTED, "tensor '%s' is stored transposed as %s; only f32, f16 and bf16 can be",
+				  name, loom_dtype_name(ft->dtype));
+	char *copy = malloc((size_t)(rows * cols) * es);
+	if (copy == NULL)
+		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory transposing '%s'", name);
+	const char *src = ft->data;
+	/* Tiles keep both sides' rows in cache. */
+	for (int64_t r0 = 0; r0 < rows; r0 += 32)
+		for (int64_t c0 = 0; c0 < cols; c0 += 32)
+			for (int64_t r = r0; r < rows && r < r0 + 32; r++)
+				for (int64_t c = c0; c < cols && c < c0 + 32; c++)
+					memcpy(copy + ((size_t)(c * rows + r)) * es, src + ((size_t)(r * cols + c)) * es, es);
+	loom_tensor_set_contiguous(t, ft->dtype, rows, cols, 1, 1);
+	loom_status st = own_copy(m, copy, (size_t)(rows * cols) * es, &t->data);
+	free(copy);
+	return st;
+}
+
 /* Binds role (of layer il, or -1) to its tensor, checking shape and type.
  * A missing optional tensor leaves t zeroed. */
 static loom_status bind(loom_model *m, int fmt, loom_role role, int il, int64_t ne0, int64_t ne1,
 			bool optional, loom_tensor *t)
 {
-	char name[256], layer[16];
-	snprintf(layer, sizeof(layer), "%d", il);
-	expand(name, sizeof(name), m->contract->tensor_names[fmt][role], "{i}", layer);
-	const loom_file_tensor *ft = find_tensor(m->file, name);
+	char name[256];
+	const loom_file_tensor *ft = find_role(m, fmt, role, il, name, sizeof(name));
+	const bool transposed = m->contract->transposed[fmt][role];
 	memset(t, 0, sizeof(*t));
 	if (ft == NULL) {
 		if (optional)
@@ -351,18 +471,27 @@ static loom_status bind(loom_model *m, int fmt, loom_role role, int il, int64_t 
 		return loom_error(LOOM_ERR_BAD_FORMAT, "tensor '%s' (%s) is missing", name, loom_role_name(role));
 	}
 	int want_dims = ne1 > 0 ? 2 : 1;
-	if (ft->n_dims != want_dims || ft->ne[0] != ne0 || (ne1 > 0 && ft->ne[1] != ne1))
+	int64_t want0 = transposed ? ne1 : ne0, want1 = transposed ? ne0 : ne1;
+	if (ft->n_dims != want_dims || ft->ne[0] != want0 || (ne1 > 0 && ft->ne[1] != want1))
 		return loom_error(LOOM_ERR_BAD_FORMAT,
-				  "tensor '%s' has shape [%" PRId64 ", %" PRId64 "], expected [%" PRId64 ", %" PRId64 "]",
-				  name, ft->ne[0], ft->n_dims > 1 ? ft->ne[1] : 1, ne0, ne1 > 0 ? ne1 : 1);
-	loom_tensor_set_contiguous(t, ft->dtype, ft->ne[0], ft->n_dims > 1 ? ft->ne[1] : 1, 1, 1);
-	t->data = (char *)m->weights.base + weight_offset(m, ft);
+				  "tensor '%s' has shape [%" PRId64 ", %" PRId64 "], expected [%" PRId64 ", %" PRId64 "]%s",
+				  name, ft->ne[0], ft->n_dims > 1 ? ft->ne[1] : 1, want0, ne1 > 0 ? want1 : 1,
+				  transposed ? " (stored transposed)" : "");
 	const char *type = loom_dtype_name(ft->dtype);
 	if (ne1 <= 0) {
 		if (ft->dtype != LOOM_DTYPE_F32)
 			return loom_error(LOOM_ERR_UNSUPPORTED, "tensor '%s' is %s; norm weights and biases must be f32", name, type);
-		return LOOM_OK;
 	}
+	loom_status st;
+	if (transposed) {
+		if ((st = transpose_into_place(m, ft, name, t)) != LOOM_OK)
+			return st;
+	} else {
+		loom_tensor_set_contiguous(t, ft->dtype, ft->ne[0], ft->n_dims > 1 ? ft->ne[1] : 1, 1, 1);
+		t->data = (char *)m->weights.base + weight_offset(m, ft);
+	}
+	if (ne1 <= 0)
+		return LOOM_OK;
 	loom_op op = role == LOOM_ROLE_TOKEN_EMBD ? LOOM_OP_GET_ROWS : LOOM_OP_MATMUL;
 	if (!backend_supports(m, op, t))
 		return loom_error(LOOM_ERR_UNSUPPORTED, "tensor '%s' has type %s, which backend %s cannot %s", name,
@@ -376,7 +505,7 @@ static loom_status bind_used(loom_model *m, int fmt, loom_role role, int il, int
 			     loom_tensor *t)
 {
 	memset(t, 0, sizeof(*t));
-	if (!loom_contract_uses_role(m->contract, role))
+	if (!loom_contract_uses_role(m->contract, (loom_contract_format)fmt, role))
 		return LOOM_OK;
 	return bind(m, fmt, role, il, ne0, ne1, false, t);
 }
@@ -431,7 +560,7 @@ static loom_status bind_layer(loom_model *m, int fmt, int il, loom_layer *l)
 	for (size_t i = 0; i < sizeof(roles) / sizeof(roles[0]); i++)
 		if ((st = bind_used(m, fmt, roles[i].role, il, roles[i].ne0, roles[i].ne1, roles[i].t)) != LOOM_OK)
 			return st;
-	if (m->contract->qkv != LOOM_QKV_FUSED)
+	if (m->contract->qkv[fmt] != LOOM_QKV_FUSED)
 		return LOOM_OK;
 	/* One matrix whose rows are q's, then k's, then v's. */
 	loom_tensor qkv, qkv_b;
@@ -455,11 +584,10 @@ static loom_status bind_weights(loom_model *m, int fmt)
 	loom_status st;
 
 	char name[256];
-	expand(name, sizeof(name), m->contract->tensor_names[fmt][LOOM_ROLE_TOKEN_EMBD], "{i}", "");
-	const loom_file_tensor *emb = find_tensor(m->file, name);
+	const loom_file_tensor *emb = find_role(m, fmt, LOOM_ROLE_TOKEN_EMBD, -1, name, sizeof(name));
 	if (emb == NULL)
 		return loom_error(LOOM_ERR_BAD_FORMAT, "tensor '%s' (token_embd) is missing", name);
-	m->hp.n_vocab = emb->n_dims == 2 ? emb->ne[1] : 0;
+	m->hp.n_vocab = emb->n_dims != 2 ? 0 : m->contract->transposed[fmt][LOOM_ROLE_TOKEN_EMBD] ? emb->ne[0] : emb->ne[1];
 	if (m->hp.n_vocab < loom_vocab_n_tokens(m->vocab))
 		return loom_error(LOOM_ERR_BAD_FORMAT, "tensor '%s' has %" PRId64 " rows but the vocabulary has %d tokens",
 				  name, m->hp.n_vocab, loom_vocab_n_tokens(m->vocab));
@@ -554,7 +682,7 @@ static loom_status repack_weights(loom_model *m)
  * of their own: the file's stay as they are. */
 static loom_status offset_norm_weights(loom_model *m)
 {
-	float offset = m->contract->norm_weight_offset;
+	float offset = m->contract->norm_weight_offset[m->fmt];
 	if (offset == 0.0f)
 		return LOOM_OK;
 	int max = 4 * (int)m->hp.n_layer + 1, n = 0;
@@ -574,19 +702,24 @@ static loom_status offset_norm_weights(loom_model *m)
 		total += (size_t)norms[i]->ne[0] * sizeof(float);
 	const loom_backend *be = &m->rt->backend;
 	float *host = malloc(total);
-	loom_status st = host != NULL ? be->vt->buffer_alloc(be->ctx, total, &m->adjusted) : LOOM_ERR_NO_MEMORY;
+	loom_status st = host != NULL ? LOOM_OK : LOOM_ERR_NO_MEMORY;
 	/* Read through the backend: its weights need not be host memory. */
-	for (int i = 0, off = 0; st == LOOM_OK && i < n; i++) {
+	size_t off = 0;
+	for (int i = 0; st == LOOM_OK && i < n; i++) {
 		size_t bytes = (size_t)norms[i]->ne[0] * sizeof(float);
 		size_t at = (size_t)((char *)norms[i]->data - (char *)m->weights.base);
 		st = be->vt->buffer_download(be->ctx, &m->weights, at, (char *)host + off, bytes);
 		for (int64_t j = 0; j < norms[i]->ne[0]; j++)
-			host[(size_t)off / sizeof(float) + (size_t)j] += offset;
-		norms[i]->data = (char *)m->adjusted.base + off;
-		off += (int)bytes;
+			host[off / sizeof(float) + (size_t)j] += offset;
+		off += bytes;
 	}
+	void *base = NULL;
 	if (st == LOOM_OK)
-		st = be->vt->buffer_upload(be->ctx, &m->adjusted, 0, host, total);
+		st = own_copy(m, host, total, &base);
+	for (int i = 0, o = 0; st == LOOM_OK && i < n; i++) {
+		norms[i]->data = (char *)base + o;
+		o += (int)(norms[i]->ne[0] * (int64_t)sizeof(float));
+	}
 	free(host);
 	free(norms);
 	return st == LOOM_OK ? LOOM_OK : loom_error(st, "could not make the offset norm weights");
@@ -598,6 +731,8 @@ static loom_status load_weights(loom_model *m)
 	if (fmt < 0 || m->contract->tensor_names[fmt][LOOM_ROLE_TOKEN_EMBD] == NULL)
 		return loom_error(LOOM_ERR_CONTRACT, "%s does not describe %s files", m->contract->path,
 				  m->format->name);
+	m->fmt = fmt;
+	m->rope_style = m->contract->rope_style[fmt];
 	loom_status st = load_hparams(m, fmt);
 	if (st == LOOM_OK)
 		st = place_weights(m);
@@ -682,8 +817,9 @@ void loom_model_free(loom_model *m)
 	free(m->repacked);
 	if (m->weights.handle != NULL || m->weights.base != NULL)
 		be->vt->buffer_free(be->ctx, &m->weights);
-	if (m->adjusted.handle != NULL || m->adjusted.base != NULL)
-		be->vt->buffer_free(be->ctx, &m->adjusted);
+	for (int i = 0; i < m->n_owned; i++)
+		be->vt->buffer_free(be->ctx, &m->owned[i]);
+	free(m->owned);
 	free(m->layers);
 	loom_vocab_free(m->vocab);
 	loom_contract_free(m->contract);

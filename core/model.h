@@ -57,7 +57,10 @@ struct loom_model {
 	bool weights_allocated;  /* weights came from buffer_alloc */
 	loom_buffer *repacked;   /* copies in the backend's own layouts */
 	int n_repacked;
-	loom_buffer adjusted;    /* norm weights with the contract's offset added */
+	loom_buffer *owned;      /* weights the core made: transposed, offset */
+	int n_owned, cap_owned;
+	int fmt;                 /* the contract section of the file's format */
+	int rope_style;          /* loom_rope_style for this file's layout */
 	loom_tensor token_embd;  /* {n_embd, n_vocab} */
 	loom_tensor pos_embd;    /* {n_embd, n_ctx_train}: learned positions */
 	loom_tensor output_norm, output_norm_b; /* {n_embd} */

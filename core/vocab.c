@@ -28,6 +28,7 @@
 #define KEY_ADD_EOS "tokenizer.ggml.add_eos_token"
 #define KEY_ADD_SEP "tokenizer.ggml.add_sep_token"
 #define KEY_ADD_SPACE_PREFIX "tokenizer.ggml.add_space_prefix"
+#define KEY_EOG_IDS "tokenizer.loom.eog_token_ids"
 
 /* ------------------------------------------------------------------------ */
 /* Text -> id                                                               */
@@ -349,6 +350,27 @@ static void mark_eog(loom_vocab *v, const loom_token ids[ROLE_COUNT])
 			v->flags[ids[eog_roles[i]]] |= LOOM_TOKEN_EOG;
 }
 
+/* Further end-of-generation tokens a file lists (Hugging Face's
+ * generation_config.json gives several: Llama 3's <|eot_id|> and
+ * <|eom_id|> besides EOS). */
+static loom_status mark_listed_eog(loom_vocab *v, const loom_model_file *file)
+{
+	const loom_meta_value *list = loom_meta_find(file, KEY_EOG_IDS);
+	if (list == NULL)
+		return LOOM_OK;
+	if (list->type != LOOM_META_ARRAY || (list->elem_type != LOOM_META_I32 && list->elem_type != LOOM_META_I64))
+		return loom_error(LOOM_ERR_BAD_FORMAT, "'%s' is not an array of integers", KEY_EOG_IDS);
+	for (uint64_t i = 0; i < list->count; i++) {
+		int64_t id = list->elem_type == LOOM_META_I32 ? ((const int32_t *)list->v.array)[i]
+							       : ((const int64_t *)list->v.array)[i];
+		if (id < 0 || id >= v->n_tokens)
+			return loom_error(LOOM_ERR_BAD_FORMAT, "'%s' lists token %" PRId64 " of %d", KEY_EOG_IDS, id,
+					  v->n_tokens);
+		v->flags[id] |= LOOM_TOKEN_EOG;
+	}
+	return LOOM_OK;
+}
+
 /* A bool key that may be absent. */
 static loom_status optional_bool(const loom_model_file *file, const char *key, bool *value)
 {
@@ -416,6 +438,8 @@ static loom_status load_specials(loom_vocab *v, const loom_model_file *file)
 		return st;
 	find_roles_by_text(v, ids);
 	mark_eog(v, ids);
+	if ((st = mark_listed_eog(v, file)) != LOOM_OK)
+		return st;
 	v->bos = ids[ROLE_BOS];
 	v->eos = ids[ROLE_EOS];
 	v->unk = ids[ROLE_UNK];

@@ -99,19 +99,20 @@ START_TEST(llama_contract_reads_back)
 	ck_assert_int_eq(c->norm, LOOM_NORM_RMSNORM);
 	ck_assert_int_eq(c->ffn, LOOM_FFN_SWIGLU);
 	ck_assert_int_eq(c->positions, LOOM_POSITIONS_ROPE);
-	ck_assert_int_eq(c->rope_style, LOOM_ROPE_NORMAL);
-	ck_assert_int_eq(c->qkv, LOOM_QKV_SEPARATE);
+	ck_assert_int_eq(c->rope_style[LOOM_CFMT_GGUF], LOOM_ROPE_NORMAL);
+	ck_assert_int_eq(c->qkv[LOOM_CFMT_GGUF], LOOM_QKV_SEPARATE);
 	ck_assert_int_eq(c->residual, LOOM_RESIDUAL_SEQUENTIAL);
 	ck_assert_int_eq(c->tied, LOOM_TIED_IF_MISSING);
 
-	char *const *keys = c->hparam_keys[LOOM_CFMT_GGUF];
-	ck_assert_str_eq(keys[LOOM_HP_N_EMBD], "{arch}.embedding_length");
-	ck_assert_str_eq(keys[LOOM_HP_N_LAYER], "{arch}.block_count");
-	ck_assert_str_eq(keys[LOOM_HP_N_HEAD_KV], "{arch}.attention.head_count_kv");
-	ck_assert_str_eq(keys[LOOM_HP_NORM_EPS], "{arch}.attention.layer_norm_rms_epsilon");
-	ck_assert_str_eq(keys[LOOM_HP_ROPE_THETA], "{arch}.rope.freq_base");
+	loom_spellings const *keys = c->hparam_keys[LOOM_CFMT_GGUF];
+	ck_assert_str_eq(keys[LOOM_HP_N_EMBD][0], "{arch}.embedding_length");
+	ck_assert_str_eq(keys[LOOM_HP_N_LAYER][0], "{arch}.block_count");
+	ck_assert_str_eq(keys[LOOM_HP_N_HEAD_KV][0], "{arch}.attention.head_count_kv");
+	ck_assert_str_eq(keys[LOOM_HP_NORM_EPS][0], "{arch}.attention.layer_norm_rms_epsilon");
+	ck_assert_str_eq(keys[LOOM_HP_ROPE_THETA][0], "{arch}.rope.freq_base");
+	/* GGUF stores n_rot itself, never the fraction. */
 	for (int hp = 0; hp < LOOM_HP_COUNT; hp++)
-		ck_assert_msg(keys[hp] != NULL, "llama.yaml gives no GGUF key for %s",
+		ck_assert_msg(keys[hp] != NULL || hp == LOOM_HP_ROPE_PARTIAL, "llama.yaml gives no GGUF key for %s",
 			      loom_hparam_name((loom_hparam)hp));
 
 	ck_assert_msg(c->has_default[LOOM_HP_NORM_EPS] && c->defaults[LOOM_HP_NORM_EPS] == 1e-5,
@@ -122,21 +123,21 @@ START_TEST(llama_contract_reads_back)
 		      "n_ctx_train default %g", c->defaults[LOOM_HP_N_CTX_TRAIN]);
 	ck_assert_msg(!c->has_default[LOOM_HP_N_EMBD], "n_embd has a default");
 
-	char *const *names = c->tensor_names[LOOM_CFMT_GGUF];
-	ck_assert_str_eq(names[LOOM_ROLE_TOKEN_EMBD], "token_embd.weight");
-	ck_assert_str_eq(names[LOOM_ROLE_OUTPUT], "output.weight");
-	ck_assert_str_eq(names[LOOM_ROLE_ATTN_Q], "blk.{i}.attn_q.weight");
-	ck_assert_str_eq(names[LOOM_ROLE_FFN_DOWN], "blk.{i}.ffn_down.weight");
+	loom_spellings const *names = c->tensor_names[LOOM_CFMT_GGUF];
+	ck_assert_str_eq(names[LOOM_ROLE_TOKEN_EMBD][0], "token_embd.weight");
+	ck_assert_str_eq(names[LOOM_ROLE_OUTPUT][0], "output.weight");
+	ck_assert_str_eq(names[LOOM_ROLE_ATTN_Q][0], "blk.{i}.attn_q.weight");
+	ck_assert_str_eq(names[LOOM_ROLE_FFN_DOWN][0], "blk.{i}.ffn_down.weight");
 	/* Exactly the roles llama's choices use are named. */
 	for (int r = 0; r < LOOM_ROLE_COUNT; r++) {
-		bool uses = loom_contract_uses_role(c, (loom_role)r);
+		bool uses = loom_contract_uses_role(c, LOOM_CFMT_GGUF, (loom_role)r);
 		ck_assert_msg(uses == (names[r] != NULL), "llama.yaml: %s used %d, named %d",
 			      loom_role_name((loom_role)r), uses, names[r] != NULL);
 		if (!uses)
 			continue;
-		ck_assert_msg(loom_role_is_per_layer((loom_role)r) == (strstr(names[r], "{i}") != NULL),
+		ck_assert_msg(loom_role_is_per_layer((loom_role)r) == (strstr(names[r][0], "{i}") != NULL),
 			      "%s: per layer %d, name %s", loom_role_name((loom_role)r),
-			      loom_role_is_per_layer((loom_role)r), names[r]);
+			      loom_role_is_per_layer((loom_role)r), names[r][0]);
 	}
 	loom_contract_free(c);
 	loom_contract_free(NULL);
@@ -150,8 +151,8 @@ START_TEST(omitted_choices_take_their_defaults)
 	tmp_dir(dir, sizeof(dir), "contract_defaults");
 	loom_contract *c = load_ok(test_write_file(path, sizeof(path), dir, "tiny.yaml", tiny_yaml));
 	ck_assert_str_eq(c->name, "tiny");
-	ck_assert_int_eq(c->rope_style, LOOM_ROPE_NORMAL);
-	ck_assert_int_eq(c->qkv, LOOM_QKV_SEPARATE);
+	ck_assert_int_eq(c->rope_style[LOOM_CFMT_GGUF], LOOM_ROPE_NORMAL);
+	ck_assert_int_eq(c->qkv[LOOM_CFMT_GGUF], LOOM_QKV_SEPARATE);
 	ck_assert_int_eq(c->residual, LOOM_RESIDUAL_SEQUENTIAL);
 	ck_assert_int_eq(c->tied, LOOM_TIED_NEVER);
 	ck_assert_ptr_null(c->hparam_keys[LOOM_CFMT_GGUF][LOOM_HP_ROPE_THETA]);
@@ -170,8 +171,8 @@ START_TEST(tied_head_needs_no_output_tensor)
 	edit(text2, sizeof(text2), text, "    output: output.weight\n", "");
 	loom_contract *c = load_ok(test_write_file(path, sizeof(path), dir, "tiny.yaml", text2));
 	ck_assert_int_eq(c->tied, LOOM_TIED_ALWAYS);
-	ck_assert_int_eq(c->rope_style, LOOM_ROPE_NEOX);
-	ck_assert_msg(!loom_contract_uses_role(c, LOOM_ROLE_OUTPUT), "a tied head still uses output");
+	ck_assert_int_eq(c->rope_style[LOOM_CFMT_GGUF], LOOM_ROPE_NEOX);
+	ck_assert_msg(!loom_contract_uses_role(c, LOOM_CFMT_GGUF, LOOM_ROLE_OUTPUT), "a tied head still uses output");
 	ck_assert_ptr_null(c->tensor_names[LOOM_CFMT_GGUF][LOOM_ROLE_OUTPUT]);
 	loom_contract_free(c);
 }
@@ -191,7 +192,7 @@ struct broken {
 static const struct broken broken[] = {
 	{"contract_unknown_top_key", "defaults:\n", "license: mit\ndefaults:\n", "license",
 	 "unknown key 'license' in the contract",
-	 "expected one of: name, description, block, hparams, defaults, tensors"},
+	 "expected one of: name, description, aliases, block, hparams, defaults, tensors"},
 	{"contract_unknown_block_key", "  ffn: swiglu\n", "  ffn: swiglu\n  parallel_residual: true\n",
 	 "parallel_residual", "unknown key 'parallel_residual' in block", "expected one of: norm, norm_bias,"},
 	{"contract_unknown_hparam", "    n_ff:", "    n_inner:", "n_inner",
@@ -214,8 +215,14 @@ static const struct broken broken[] = {
 	 "norm_bias: only layernorm has a bias", NULL},
 	{"contract_swiglu_with_gelu", "  ffn: swiglu\n", "  ffn: swiglu\n  activation: gelu\n", "activation",
 	 "activation: swiglu's activation is silu", NULL},
-	{"contract_qkv_bias_separate", "  ffn: swiglu\n", "  ffn: swiglu\n  biases: [qkv]\n", "biases",
-	 "biases: a qkv bias needs qkv: fused", NULL},
+	{"contract_qkv_bias_separate", "  ffn: swiglu\n", "  ffn: swiglu\n  biases: [qkv]\n", "  gguf:\n    token_embd",
+	 "tensors.gguf lacks 'attn_q_bias', which the block needs", NULL},
+	{"contract_per_format_unknown_format", "  ffn: swiglu\n", "  ffn: swiglu\n  rope_style: {gguf: normal, onnx: neox}\n",
+	 "rope_style", "unknown key 'onnx' in rope_style", "gguf, safetensors"},
+	{"contract_transposed_vector", "tensors:\n", "transposed:\n  gguf: [attn_norm]\ntensors:\n", "attn_norm]",
+	 "transposed.gguf: attn_norm is not a matrix tensors.gguf names", NULL},
+	{"contract_empty_spellings", "    ffn_up: blk.{i}.ffn_up.weight\n", "    ffn_up: []\n", "ffn_up: []",
+	 "ffn_up is an empty list", NULL},
 	{"contract_fused_without_tensor", "  ffn: swiglu\n", "  ffn: swiglu\n  qkv: fused\n", "  gguf:\n    token_embd",
 	 "tensors.gguf lacks 'attn_qkv', which the block needs", NULL},
 	{"contract_unused_tensor", "    ffn_down: blk.{i}.ffn_down.weight\n",
@@ -242,7 +249,7 @@ static const struct broken broken[] = {
 	{"contract_block_scalar", "block:\n  norm: rmsnorm\n  ffn: swiglu\n  positions: rope\n",
 	 "block: rmsnorm\n", "block:",
 	 "block must be a mapping, not a scalar", NULL},
-	{"contract_tensor_name_list", "token_embd: token_embd.weight", "token_embd: [token_embd.weight]",
+	{"contract_tensor_name_nested", "token_embd: token_embd.weight", "token_embd: [[token_embd.weight]]",
 	 "token_embd:", "token_embd must be a scalar, not a list", NULL},
 	{"contract_default_not_number", "norm_eps: 1.0e-5", "norm_eps: tiny", "norm_eps",
 	 "norm_eps must be a number, not 'tiny'", NULL},
@@ -308,12 +315,67 @@ START_TEST(find_takes_the_first_directory_that_has_it)
 	loom_status st = loom_contract_find("tiny", dirs, 2, &c);
 	ck_assert_msg(st == LOOM_OK, "find tiny: %s", loom_last_error());
 	ck_assert_str_eq(c->path, path);
-	ck_assert_int_eq(c->rope_style, LOOM_ROPE_NEOX);
+	ck_assert_int_eq(c->rope_style[LOOM_CFMT_GGUF], LOOM_ROPE_NEOX);
 	loom_contract_free(c);
 }
 END_TEST
 
 /* A file must call itself what its name says. */
+/* Values that differ by format, several spellings of a name, transposed
+ * storage and aliases read back as written. */
+START_TEST(per_format_values_read_back)
+{
+	char dir[4096], path[4200], text[4096], text2[8192];
+	tmp_dir(dir, sizeof(dir), "contract_per_format");
+	edit(text, sizeof(text), tiny_yaml, "  positions: rope\n",
+	     "  positions: rope\n  rope_style: {gguf: normal, safetensors: neox}\n"
+	     "  norm_weight_offset: {safetensors: 1}\n");
+	edit(text2, sizeof(text2), text, "tensors:\n",
+	     "aliases: [small, little]\n"
+	     "transposed:\n  safetensors: [ffn_up]\n"
+	     "tensors:\n"
+	     "  safetensors:\n"
+	     "    token_embd: [model.wte.weight, wte.weight]\n"
+	     "    output_norm: ln_f.weight\n    output: lm_head.weight\n"
+	     "    attn_norm: h.{i}.ln_1.weight\n    attn_q: h.{i}.q.weight\n    attn_k: h.{i}.k.weight\n"
+	     "    attn_v: h.{i}.v.weight\n    attn_output: h.{i}.o.weight\n    ffn_norm: h.{i}.ln_2.weight\n"
+	     "    ffn_gate: h.{i}.gate.weight\n    ffn_up: h.{i}.up.weight\n    ffn_down: h.{i}.down.weight\n");
+	loom_contract *c = load_ok(test_write_file(path, sizeof(path), dir, "tiny.yaml", text2));
+	ck_assert_int_eq(c->rope_style[LOOM_CFMT_GGUF], LOOM_ROPE_NORMAL);
+	ck_assert_int_eq(c->rope_style[LOOM_CFMT_SAFETENSORS], LOOM_ROPE_NEOX);
+	ck_assert_msg(c->norm_weight_offset[LOOM_CFMT_GGUF] == 0.0f && c->norm_weight_offset[LOOM_CFMT_SAFETENSORS] == 1.0f,
+		      "offsets %g %g", c->norm_weight_offset[LOOM_CFMT_GGUF], c->norm_weight_offset[LOOM_CFMT_SAFETENSORS]);
+	loom_spellings embd = c->tensor_names[LOOM_CFMT_SAFETENSORS][LOOM_ROLE_TOKEN_EMBD];
+	ck_assert_str_eq(embd[0], "model.wte.weight");
+	ck_assert_str_eq(embd[1], "wte.weight");
+	ck_assert_ptr_null(embd[2]);
+	ck_assert_msg(c->transposed[LOOM_CFMT_SAFETENSORS][LOOM_ROLE_FFN_UP], "ffn_up is not transposed");
+	ck_assert_msg(!c->transposed[LOOM_CFMT_GGUF][LOOM_ROLE_FFN_UP], "ffn_up is transposed in GGUF");
+	ck_assert_str_eq(c->aliases[1], "little");
+	loom_contract_free(c);
+}
+END_TEST
+
+/* A name no contract file has is found through a contract's aliases. */
+START_TEST(find_by_alias)
+{
+	char dir[4096], path[4200], text[4096];
+	tmp_dir(dir, sizeof(dir), "contract_find_alias");
+	edit(text, sizeof(text), tiny_yaml, "block:\n", "aliases: [wee]\nblock:\n");
+	test_write_file(path, sizeof(path), dir, "tiny.yaml", text);
+	test_write_file(path, sizeof(path), dir, "broken.yaml", "name: [\n");
+	char *dirs[] = {dir};
+	loom_contract *c = NULL;
+	loom_status st = loom_contract_find("wee", dirs, 1, &c);
+	ck_assert_msg(st == LOOM_OK, "find wee: %s", loom_last_error());
+	ck_assert_str_eq(c->name, "tiny");
+	loom_contract_free(c);
+	st = loom_contract_find("tinier", dirs, 1, &c);
+	ck_assert_int_eq(st, LOOM_ERR_NOT_FOUND);
+	ck_assert_msg(strstr(loom_last_error(), "aliases") != NULL, "message: %s", loom_last_error());
+}
+END_TEST
+
 START_TEST(find_rejects_a_misnamed_contract)
 {
 	char dir[4096], path[4200];
@@ -509,6 +571,7 @@ static Suite *contract_suite(void)
 	tcase_add_test(tc, shipped_contracts_load);
 	tcase_add_test(tc, omitted_choices_take_their_defaults);
 	tcase_add_test(tc, tied_head_needs_no_output_tensor);
+	tcase_add_test(tc, per_format_values_read_back);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("broken");
@@ -519,6 +582,7 @@ static Suite *contract_suite(void)
 	tc = tcase_create("find");
 	tcase_add_test(tc, find_takes_the_first_directory_that_has_it);
 	tcase_add_test(tc, find_rejects_a_misnamed_contract);
+	tcase_add_test(tc, find_by_alias);
 	tcase_add_test(tc, find_lists_the_directories_it_searched);
 	tcase_add_test(tc, find_refuses_names_that_are_paths);
 	suite_add_tcase(s, tc);
