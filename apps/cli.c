@@ -113,6 +113,10 @@ bool cli_parse(const char *cmd, int argc, char **argv, unsigned allowed, cli_opt
 			o->chat_template = v;
 		else if (IS("--system") && NEED(CLI_CHAT))
 			o->system = v;
+		else if (IS("--quantize") && NEED(CLI_QUANTIZE))
+			o->quantize = v;
+		else if (IS("--type") && NEED(CLI_TYPE))
+			o->type = v;
 		else if (IS("--backend") && NEED(CLI_BACKEND))
 			o->backend = v;
 		else if (IS("--plugins") && NEED(CLI_BACKEND))
@@ -210,6 +214,7 @@ bool cli_open_model(const cli_options *o, bool vocab_only, loom_runtime **rt, lo
 		return false;
 	loom_model_params mp = loom_model_default_params();
 	mp.vocab_only = vocab_only;
+	mp.quantize = o->quantize;
 	loom_status st = loom_model_load(*rt, o->model, &mp, model);
 	if (st != LOOM_OK) {
 		cli_fail_status(st, "cannot load model");

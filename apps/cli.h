@@ -17,6 +17,8 @@ typedef struct cli_options {
 	const char *output_format; /* bench: md | json */
 	const char *chat_template; /* chat: a template name instead of the model's */
 	const char *system;        /* chat: the system message */
+	const char *quantize;      /* a scheme to quantize the weights to at load */
+	const char *type;          /* convert: the output's scheme */
 	int n_predict;
 	int n_threads;
 	int n_ctx;
@@ -46,6 +48,8 @@ enum cli_flag {
 	CLI_BENCH = 1 << 7,   /* -p, -n, -r, -o */
 	CLI_PLUGINS_LIST = 1 << 8,
 	CLI_CHAT = 1 << 9,    /* --chat-template, --system */
+	CLI_QUANTIZE = 1 << 10, /* --quantize SCHEME */
+	CLI_TYPE = 1 << 11,   /* --type SCHEME (convert) */
 };
 
 /* Parses argv[1..argc) for subcommand `cmd`; false (after a message) on a
@@ -76,5 +80,6 @@ int cmd_perplexity(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
+int cmd_convert(int argc, char **argv);
 
 #endif

@@ -136,7 +136,7 @@ int cmd_bench(int argc, char **argv)
 	bench_result results[2];
 	int n_results = 0, rc = 1;
 
-	if (!cli_parse("bench", argc, argv, CLI_MODEL | CLI_BACKEND | CLI_CTX | CLI_BENCH, &o))
+	if (!cli_parse("bench", argc, argv, CLI_MODEL | CLI_BACKEND | CLI_CTX | CLI_BENCH | CLI_QUANTIZE, &o))
 		return 1;
 	if (o.n_prompt_bench == 0 && o.n_gen_bench == 0)
 		return cli_fail("bench: nothing to measure (-p 0 -n 0)");

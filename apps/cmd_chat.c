@@ -143,7 +143,7 @@ int cmd_chat(int argc, char **argv)
 	size_t line_cap = 0;
 	int rc = 1;
 
-	if (!cli_parse("chat", argc, argv, CLI_MODEL | CLI_BACKEND | CLI_CTX | CLI_SAMPLING | CLI_CHAT, &o))
+	if (!cli_parse("chat", argc, argv, CLI_MODEL | CLI_BACKEND | CLI_CTX | CLI_SAMPLING | CLI_CHAT | CLI_QUANTIZE, &o))
 		return 1;
 	if (!cli_open_model(&o, false, &rt, &model))
 		return 1;

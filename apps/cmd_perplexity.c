@@ -104,7 +104,7 @@ int cmd_perplexity(int argc, char **argv)
 	char *text = NULL;
 	int rc = 1;
 
-	if (!cli_parse("perplexity", argc, argv, CLI_MODEL | CLI_FILE | CLI_BACKEND | CLI_CTX, &o))
+	if (!cli_parse("perplexity", argc, argv, CLI_MODEL | CLI_FILE | CLI_BACKEND | CLI_CTX | CLI_QUANTIZE, &o))
 		return 1;
 	if (o.file == NULL)
 		return cli_fail("perplexity: no text file given (-f FILE)");

@@ -29,7 +29,7 @@ int cmd_run(int argc, char **argv)
 	loom_context *ctx = NULL;
 	int rc = 1;
 
-	if (!cli_parse("run", argc, argv, CLI_MODEL | CLI_PROMPT | CLI_BACKEND | CLI_CTX | CLI_SAMPLING, &o))
+	if (!cli_parse("run", argc, argv, CLI_MODEL | CLI_PROMPT | CLI_BACKEND | CLI_CTX | CLI_SAMPLING | CLI_QUANTIZE, &o))
 		return 1;
 	if (o.prompt == NULL)
 		return cli_fail("run: no prompt given (-p PROMPT)");

@@ -9,10 +9,11 @@ static void usage(FILE *out)
 		"loom %s - LLM inference runtime\n"
 		"\n"
 		"usage:\n"
-		"  loom run -m FILE -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
+		"  loom run -m MODEL -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
 		"           [--repeat-penalty R] [--repeat-last-n N] [--seed S] [--stop STR]...\n"
-		"           [-t THREADS] [-c CTX] [-b BATCH] [--kv-type f16|f32] [--backend NAME]\n"
-		"           [--plugins FILE] [-v]\n"
+		"           [-t THREADS] [-c CTX] [-b BATCH] [--kv-type f16|f32] [--quantize SCHEME]\n"
+		"           [--backend NAME] [--plugins FILE] [-v]\n"
+		"           MODEL: a GGUF file, or a Hugging Face directory (config.json, *.safetensors)\n"
 		"  loom chat -m FILE [--chat-template NAME] [--system TEXT] [sampling and context options]\n"
 		"           a conversation on stdin, one user message per line; replies on stdout\n"
 		"  loom tokenize -m FILE -p TEXT [--no-bos]\n"
@@ -21,6 +22,8 @@ static void usage(FILE *out)
 		"  loom info --plugins       plugins found, their scores, which backend is chosen and why\n"
 		"  loom bench -m FILE [-p 64] [-n 32] [-t 2] [-r 3] [-o md|json] [--kv-type f16|f32]\n"
 		"  loom quantize IN.gguf OUT.gguf SCHEME [-t THREADS] [-v]\n"
+		"  loom convert MODEL OUT.gguf [--type SCHEME] [-t THREADS] [-v]\n"
+		"           writes any model loom reads (a Hugging Face directory) as GGUF\n"
 		"           SCHEME: q8_0 q4_0 q4_1 q5_0 q5_1 q6_k q4_k_s q4_k_m q5_k_s q5_k_m f16 f32\n"
 		"  loom help | --version\n"
 		"\n"
@@ -49,6 +52,8 @@ int main(int argc, char **argv)
 		return cmd_bench(argc - 1, argv + 1);
 	if (strcmp(cmd, "quantize") == 0)
 		return cmd_quantize(argc - 1, argv + 1);
+	if (strcmp(cmd, "convert") == 0)
+		return cmd_convert(argc - 1, argv + 1);
 	if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
 		usage(stdout);
 		return 0;

@@ -91,6 +91,12 @@ bool loom_role_is_per_layer(loom_role role)
 	return role >= LOOM_ROLE_ATTN_NORM;
 }
 
+bool loom_role_is_norm(loom_role role)
+{
+	return role == LOOM_ROLE_OUTPUT_NORM || role == LOOM_ROLE_ATTN_NORM || role == LOOM_ROLE_FFN_NORM ||
+	       role == LOOM_ROLE_ATTN_Q_NORM || role == LOOM_ROLE_ATTN_K_NORM;
+}
+
 bool loom_role_is_matrix(loom_role role)
 {
 	switch (role) {

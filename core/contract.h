@@ -158,6 +158,8 @@ bool loom_role_is_optional(loom_role role);
 /* The contract section for a format plugin's name; -1 if none. */
 int loom_contract_format_index(const char *format_name);
 const char *loom_contract_format_name(loom_contract_format f);
+/* A role whose tensor is a norm's weight (norm_weight_offset applies). */
+bool loom_role_is_norm(loom_role role);
 /* A role whose tensor is a matrix (may be transposed). */
 bool loom_role_is_matrix(loom_role role);
 

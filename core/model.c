@@ -5,6 +5,8 @@
 #include "host.h"
 #include "log.h"
 #include "meta.h"
+#include "model_export.h"
+#include "quantize.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -18,7 +20,7 @@
 
 loom_model_params loom_model_default_params(void)
 {
-	loom_model_params p = {.vocab_only = false, .metadata_only = false};
+	loom_model_params p = {.vocab_only = false, .metadata_only = false, .quantize = NULL};
 	return p;
 }
 
@@ -81,7 +83,7 @@ static loom_status open_file(loom_model *m, const char *path)
 		return loom_error(LOOM_ERR_BAD_FORMAT, "%s: no format plugin recognises this file", path);
 	const loom_format_vtable *vt = m->format->desc->vtable;
 	loom_error_clear();
-	m->file = vt->open(loom_host_table(), path);
+	m->file = m->opened = vt->open(loom_host_table(), path);
 	if (m->file == NULL)
 		return loom_error(LOOM_ERR_BAD_FORMAT, "%s", loom_last_error()[0] ? loom_last_error() : path);
 	return LOOM_OK;
@@ -179,11 +181,8 @@ static const loom_file_tensor *find_tensor(const loom_model_file *f, const char 
 	return NULL;
 }
 
-/* The file's tensor for role (of layer il, or -1): the first of the
- * contract's spellings the file has. name gets that spelling, or the
- * first one when none is there (for messages). */
-static const loom_file_tensor *find_role(const loom_model *m, int fmt, loom_role role, int il, char *name,
-					 size_t size)
+const loom_file_tensor *loom_model_find_role(const loom_model *m, int fmt, loom_role role, int il, char *name,
+					     size_t size)
 {
 	loom_spellings names = m->contract->tensor_names[fmt][role];
 	char layer[16];
@@ -205,7 +204,7 @@ static const loom_file_tensor *find_role(const loom_model *m, int fmt, loom_role
 static loom_status n_ff_from_tensor(loom_model *m, int fmt, int64_t *out)
 {
 	char name[256];
-	const loom_file_tensor *ft = find_role(m, fmt, LOOM_ROLE_FFN_UP, 0, name, sizeof(name));
+	const loom_file_tensor *ft = loom_model_find_role(m, fmt, LOOM_ROLE_FFN_UP, 0, name, sizeof(name));
 	if (ft == NULL || ft->n_dims != 2)
 		return loom_error(LOOM_ERR_BAD_FORMAT, "the model lacks hyperparameter n_ff and tensor '%s' to infer it from",
 				  name);
@@ -456,13 +455,41 @@ static loom_status transpose_into_place(loom_model *m, const loom_file_tensor *f
 	return st;
 }
 
+/* A norm weight or bias: in place when it is f32 as the block wants it,
+ * else an f32 copy with the contract's norm_weight_offset added (a format
+ * that stores Gemma's w where the block multiplies by 1 + w). */
+static loom_status bind_vector(loom_model *m, int fmt, loom_role role, const loom_file_tensor *ft, const char *name,
+			       loom_tensor *t)
+{
+	const float offset = loom_role_is_norm(role) ? m->contract->norm_weight_offset[fmt] : 0.0f;
+	loom_tensor_set_contiguous(t, LOOM_DTYPE_F32, ft->ne[0], 1, 1, 1);
+	if (ft->dtype == LOOM_DTYPE_F32 && offset == 0.0f) {
+		t->data = (char *)m->weights.base + weight_offset(m, ft);
+		return LOOM_OK;
+	}
+	if (ft->dtype != LOOM_DTYPE_F32 && ft->dtype != LOOM_DTYPE_F16 && ft->dtype != LOOM_DTYPE_BF16)
+		return loom_error(LOOM_ERR_UNSUPPORTED, "tensor '%s' is %s; norm weights and biases must be f32, f16 or bf16",
+				  name, loom_dtype_name(ft->dtype));
+	void *bytes;
+	uint64_t n_bytes;
+	loom_status st = loom_convert_tensor(m->rt, ft, LOOM_DTYPE_F32, &bytes, &n_bytes);
+	if (st != LOOM_OK)
+		return loom_error_wrap(st, "tensor '%s'", name);
+	float *v = bytes;
+	for (int64_t i = 0; i < ft->ne[0]; i++)
+		v[i] += offset;
+	st = own_copy(m, bytes, (size_t)n_bytes, &t->data);
+	free(bytes);
+	return st;
+}
+
 /* Binds role (of layer il, or -1) to its tensor, checking shape and type.
  * A missing optional tensor leaves t zeroed. */
 static loom_status bind(loom_model *m, int fmt, loom_role role, int il, int64_t ne0, int64_t ne1,
 			bool optional, loom_tensor *t)
 {
 	char name[256];
-	const loom_file_tensor *ft = find_role(m, fmt, role, il, name, sizeof(name));
+	const loom_file_tensor *ft = loom_model_find_role(m, fmt, role, il, name, sizeof(name));
 	const bool transposed = m->contract->transposed[fmt][role];
 	memset(t, 0, sizeof(*t));
 	if (ft == NULL) {
@@ -478,10 +505,8 @@ static loom_status bind(loom_model *m, int fmt, loom_role role, int il, int64_t 
 				  name, ft->ne[0], ft->n_dims > 1 ? ft->ne[1] : 1, want0, ne1 > 0 ? want1 : 1,
 				  transposed ? " (stored transposed)" : "");
 	const char *type = loom_dtype_name(ft->dtype);
-	if (ne1 <= 0) {
-		if (ft->dtype != LOOM_DTYPE_F32)
-			return loom_error(LOOM_ERR_UNSUPPORTED, "tensor '%s' is %s; norm weights and biases must be f32", name, type);
-	}
+	if (ne1 <= 0)
+		return bind_vector(m, fmt, role, ft, name, t);
 	loom_status st;
 	if (transposed) {
 		if ((st = transpose_into_place(m, ft, name, t)) != LOOM_OK)
@@ -490,8 +515,6 @@ static loom_status bind(loom_model *m, int fmt, loom_role role, int il, int64_t 
 		loom_tensor_set_contiguous(t, ft->dtype, ft->ne[0], ft->n_dims > 1 ? ft->ne[1] : 1, 1, 1);
 		t->data = (char *)m->weights.base + weight_offset(m, ft);
 	}
-	if (ne1 <= 0)
-		return LOOM_OK;
 	loom_op op = role == LOOM_ROLE_TOKEN_EMBD ? LOOM_OP_GET_ROWS : LOOM_OP_MATMUL;
 	if (!backend_supports(m, op, t))
 		return loom_error(LOOM_ERR_UNSUPPORTED, "tensor '%s' has type %s, which backend %s cannot %s", name,
@@ -584,7 +607,7 @@ static loom_status bind_weights(loom_model *m, int fmt)
 	loom_status st;
 
 	char name[256];
-	const loom_file_tensor *emb = find_role(m, fmt, LOOM_ROLE_TOKEN_EMBD, -1, name, sizeof(name));
+	const loom_file_tensor *emb = loom_model_find_role(m, fmt, LOOM_ROLE_TOKEN_EMBD, -1, name, sizeof(name));
 	if (emb == NULL)
 		return loom_error(LOOM_ERR_BAD_FORMAT, "tensor '%s' (token_embd) is missing", name);
 	m->hp.n_vocab = emb->n_dims != 2 ? 0 : m->contract->transposed[fmt][LOOM_ROLE_TOKEN_EMBD] ? emb->ne[0] : emb->ne[1];
@@ -677,55 +700,8 @@ static loom_status repack_weights(loom_model *m)
 	return st;
 }
 
-/* The norm weights with the contract's norm_weight_offset added (a file
- * that stores Gemma's w where the block multiplies by 1 + w), in a buffer
- * of their own: the file's stay as they are. */
-static loom_status offset_norm_weights(loom_model *m)
-{
-	float offset = m->contract->norm_weight_offset[m->fmt];
-	if (offset == 0.0f)
-		return LOOM_OK;
-	int max = 4 * (int)m->hp.n_layer + 1, n = 0;
-	loom_tensor **norms = malloc(sizeof(*norms) * (size_t)max);
-	if (norms == NULL)
-		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
-	norms[n++] = &m->output_norm;
-	for (int il = 0; il < m->hp.n_layer; il++) {
-		loom_layer *l = &m->layers[il];
-		loom_tensor *per_layer[] = {&l->attn_norm, &l->ffn_norm, &l->attn_q_norm, &l->attn_k_norm};
-		for (size_t i = 0; i < sizeof(per_layer) / sizeof(per_layer[0]); i++)
-			if (per_layer[i]->data != NULL)
-				norms[n++] = per_layer[i];
-	}
-	size_t total = 0;
-	for (int i = 0; i < n; i++)
-		total += (size_t)norms[i]->ne[0] * sizeof(float);
-	const loom_backend *be = &m->rt->backend;
-	float *host = malloc(total);
-	loom_status st = host != NULL ? LOOM_OK : LOOM_ERR_NO_MEMORY;
-	/* Read through the backend: its weights need not be host memory. */
-	size_t off = 0;
-	for (int i = 0; st == LOOM_OK && i < n; i++) {
-		size_t bytes = (size_t)norms[i]->ne[0] * sizeof(float);
-		size_t at = (size_t)((char *)norms[i]->data - (char *)m->weights.base);
-		st = be->vt->buffer_download(be->ctx, &m->weights, at, (char *)host + off, bytes);
-		for (int64_t j = 0; j < norms[i]->ne[0]; j++)
-			host[off / sizeof(float) + (size_t)j] += offset;
-		off += bytes;
-	}
-	void *base = NULL;
-	if (st == LOOM_OK)
-		st = own_copy(m, host, total, &base);
-	for (int i = 0, o = 0; st == LOOM_OK && i < n; i++) {
-		norms[i]->data = (char *)base + o;
-		o += (int)(norms[i]->ne[0] * (int64_t)sizeof(float));
-	}
-	free(host);
-	free(norms);
-	return st == LOOM_OK ? LOOM_OK : loom_error(st, "could not make the offset norm weights");
-}
-
-static loom_status load_weights(loom_model *m)
+/* The file's format section of the contract, and the hyperparameters. */
+static loom_status load_layout(loom_model *m)
 {
 	int fmt = loom_contract_format_index(m->format->name);
 	if (fmt < 0 || m->contract->tensor_names[fmt][LOOM_ROLE_TOKEN_EMBD] == NULL)
@@ -733,15 +709,48 @@ static loom_status load_weights(loom_model *m)
 				  m->format->name);
 	m->fmt = fmt;
 	m->rope_style = m->contract->rope_style[fmt];
-	loom_status st = load_hparams(m, fmt);
+	return load_hparams(m, fmt);
+}
+
+/* Replaces the file by its GGUF layout with the weights quantized to
+ * scheme, in memory: what `loom convert --type` would write. */
+static loom_status quantize_in_memory(loom_model *m, const char *scheme_name)
+{
+	const loom_quant_scheme *scheme = loom_quantize_scheme(scheme_name);
+	if (scheme == NULL)
+		return LOOM_ERR_INVALID_ARGUMENT;
+	m->export = calloc(1, sizeof(*m->export));
+	m->quantized = calloc(1, sizeof(*m->quantized));
+	if (m->export == NULL || m->quantized == NULL)
+		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+	loom_quantize_params qp = loom_quantize_default_params();
+	loom_status st = loom_export_gguf(m, m->export);
 	if (st == LOOM_OK)
-		st = place_weights(m);
+		st = loom_quantize_file(m->rt, &m->export->file, scheme, &qp, m->quantized);
+	if (st != LOOM_OK) {
+		free(m->quantized);
+		m->quantized = NULL;
+		return loom_error_wrap(st, "quantizing to %s at load", scheme->name);
+	}
+	char *arch = strdup(m->contract->name);
+	if (arch == NULL)
+		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+	free(m->arch);
+	m->arch = arch;
+	m->file = &m->quantized->out;
+	m->fmt = LOOM_CFMT_GGUF;
+	m->rope_style = m->contract->rope_style[LOOM_CFMT_GGUF];
+	loom_info("quantized the weights to %s at load", scheme->name);
+	return LOOM_OK;
+}
+
+static loom_status load_weights(loom_model *m)
+{
+	loom_status st = place_weights(m);
 	if (st == LOOM_OK)
-		st = bind_weights(m, fmt);
+		st = bind_weights(m, m->fmt);
 	if (st == LOOM_OK && m->weights_allocated)
 		st = upload_weights(m);
-	if (st == LOOM_OK)
-		st = offset_norm_weights(m);
 	if (st == LOOM_OK)
 		st = repack_weights(m);
 	return st;
@@ -749,7 +758,9 @@ static loom_status load_weights(loom_model *m)
 
 /* ---- public ------------------------------------------------------------ */
 
-static loom_status load(loom_model *m, const char *path, const loom_model_params *params)
+/* Loads path as far as its contract and hyperparameters; the weights
+ * too unless layout_only. */
+static loom_status load(loom_model *m, const char *path, const loom_model_params *params, bool layout_only)
 {
 	loom_status st = open_file(m, path);
 	if (st != LOOM_OK)
@@ -775,7 +786,13 @@ static loom_status load(loom_model *m, const char *path, const loom_model_params
 	st = loom_contract_find(m->arch, m->rt->arch_dirs, m->rt->n_arch_dirs, &m->contract);
 	if (st != LOOM_OK)
 		return loom_error_wrap(st, "%s", path);
-	st = load_weights(m);
+	st = load_layout(m);
+	if (st == LOOM_OK && layout_only)
+		return LOOM_OK;
+	if (st == LOOM_OK && params->quantize != NULL)
+		st = quantize_in_memory(m, params->quantize);
+	if (st == LOOM_OK)
+		st = load_weights(m);
 	if (st != LOOM_OK)
 		return loom_error_wrap(st, "%s (contract %s)", path, m->contract->path);
 	loom_info("loaded %s: %s, %" PRId64 " layers, n_embd %" PRId64 ", vocab %" PRId64 ", weights %s",
@@ -785,8 +802,8 @@ static loom_status load(loom_model *m, const char *path, const loom_model_params
 	return LOOM_OK;
 }
 
-loom_status loom_model_load(loom_runtime *rt, const char *path, const loom_model_params *params,
-			    loom_model **out)
+static loom_status load_model(loom_runtime *rt, const char *path, const loom_model_params *params, bool layout_only,
+			      loom_model **out)
 {
 	loom_model_params defaults = loom_model_default_params();
 	if (out == NULL)
@@ -798,13 +815,24 @@ loom_status loom_model_load(loom_runtime *rt, const char *path, const loom_model
 	if (m == NULL)
 		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
 	m->rt = rt;
-	loom_status st = load(m, path, params != NULL ? params : &defaults);
+	loom_status st = load(m, path, params != NULL ? params : &defaults, layout_only);
 	if (st != LOOM_OK) {
 		loom_model_free(m);
 		return st;
 	}
 	*out = m;
 	return LOOM_OK;
+}
+
+loom_status loom_model_load(loom_runtime *rt, const char *path, const loom_model_params *params,
+			    loom_model **out)
+{
+	return load_model(rt, path, params, false, out);
+}
+
+loom_status loom_model_load_layout(loom_runtime *rt, const char *path, loom_model **out)
+{
+	return load_model(rt, path, NULL, true, out);
 }
 
 void loom_model_free(loom_model *m)
@@ -823,8 +851,14 @@ void loom_model_free(loom_model *m)
 	free(m->layers);
 	loom_vocab_free(m->vocab);
 	loom_contract_free(m->contract);
-	if (m->file != NULL)
-		((const loom_format_vtable *)m->format->desc->vtable)->close(m->file);
+	if (m->quantized != NULL)
+		loom_quantized_free(m->quantized);
+	if (m->export != NULL)
+		loom_export_free(m->export);
+	free(m->quantized);
+	free(m->export);
+	if (m->opened != NULL)
+		((const loom_format_vtable *)m->format->desc->vtable)->close(m->opened);
 	free(m->arch);
 	free(m);
 }

@@ -46,7 +46,10 @@ typedef struct loom_layer {
 struct loom_model {
 	loom_runtime *rt;
 	const loom_plugin *format;
-	loom_model_file *file;
+	loom_model_file *file;      /* the tensors and metadata in use */
+	loom_model_file *opened;    /* the format plugin's, closed at free */
+	struct loom_export *export; /* the GGUF layout quantizing at load made */
+	struct loom_quantized *quantized;
 	char *arch;
 	loom_contract *contract; /* NULL for vocab-only models */
 	loom_vocab *vocab;
@@ -69,6 +72,16 @@ struct loom_model {
 	loom_tensor rope_freqs;  /* {n_rot / 2}, if the file has it */
 	loom_layer *layers;
 };
+
+/* The file's tensor for role (of layer il, or -1) in contract section fmt:
+ * the first of the contract's spellings the file has. name gets that
+ * spelling, or the first one when none is there (for messages). */
+const loom_file_tensor *loom_model_find_role(const loom_model *m, int fmt, loom_role role, int il, char *name,
+					     size_t size);
+
+/* Opens path with its vocabulary, contract and hyperparameters, but no
+ * weights: for writing it in another layout. */
+loom_status loom_model_load_layout(loom_runtime *rt, const char *path, loom_model **out);
 
 /* Strides for a contiguous tensor of the given type and shape. */
 void loom_tensor_set_contiguous(loom_tensor *t, loom_dtype type, int64_t ne0, int64_t ne1,

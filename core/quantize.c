@@ -1,12 +1,11 @@
 /* quantize.c - writing a model with its weights converted to a scheme
  * ("q4_k_m", ...): the policy picks each tensor's type, the backend converts
  * (LOOM_OP_CONVERT), the format plugin writes the file. */
-#include "model.h"
+#include "quantize.h"
 
 #include "error.h"
 #include "host.h"
 #include "meta.h"
-#include "quant_policy.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,19 +18,6 @@ loom_quantize_params loom_quantize_default_params(void)
 	loom_quantize_params p = {.scheme = "q8_0", .progress = NULL, .progress_user = NULL};
 	return p;
 }
-
-/* The output being assembled: the input's metadata with the file type
- * updated, and each tensor's (possibly converted) bytes. */
-typedef struct quant_job {
-	loom_runtime *rt;
-	const loom_model_file *in;
-	const loom_quant_scheme *scheme;
-	loom_dtype *types;
-	loom_model_file out;
-	loom_meta_kv *meta;
-	loom_file_tensor *tensors;
-	void **owned; /* converted bytes, freed at the end */
-} quant_job;
 
 /* The tensor's bytes as a backend buffer: in place where the backend can
  * use host memory, else a copy. */
@@ -46,10 +32,10 @@ static loom_status buffer_for(loom_backend *be, const loom_file_tensor *t, loom_
 	return st;
 }
 
-/* Converts one tensor on the backend into a malloc'd block of n_bytes. */
-static loom_status convert(loom_backend *be, const loom_file_tensor *t, loom_dtype type, void **bytes,
-			   uint64_t *n_bytes)
+loom_status loom_convert_tensor(loom_runtime *rt, const loom_file_tensor *t, loom_dtype type, void **bytes,
+				uint64_t *n_bytes)
 {
+	loom_backend *be = &rt->backend;
 	const int64_t rows = t->ne[1] * t->ne[2] * t->ne[3];
 	loom_tensor src = {0}, dst = {0};
 	loom_buffer in = {0}, out = {0};
@@ -85,7 +71,7 @@ static loom_status convert(loom_backend *be, const loom_file_tensor *t, loom_dty
 
 /* The input's metadata, with general.file_type and (for quantized schemes)
  * general.quantization_version set. */
-static loom_status build_meta(quant_job *j)
+static loom_status build_meta(loom_quantized *j)
 {
 	static const char file_type_key[] = "general.file_type", qv_key[] = "general.quantization_version";
 	const bool quantized = loom_dtype_layout_of(j->scheme->base).block > 1;
@@ -114,9 +100,8 @@ static loom_status build_meta(quant_job *j)
 	return LOOM_OK;
 }
 
-static loom_status build_tensors(quant_job *j, const loom_quantize_params *p)
+static loom_status build_tensors(loom_quantized *j, const loom_quantize_params *p)
 {
-	loom_backend *be = &j->rt->backend;
 	const uint64_t n = j->in->n_tensors;
 	j->tensors = calloc(n + 1, sizeof(loom_file_tensor));
 	j->owned = calloc(n + 1, sizeof(void *));
@@ -126,7 +111,7 @@ static loom_status build_tensors(quant_job *j, const loom_quantize_params *p)
 		const loom_file_tensor *t = &j->in->tensors[i];
 		j->tensors[i] = *t;
 		if (j->types[i] != t->dtype) {
-			loom_status st = convert(be, t, j->types[i], &j->owned[i], &j->tensors[i].n_bytes);
+			loom_status st = loom_convert_tensor(j->rt, t, j->types[i], &j->owned[i], &j->tensors[i].n_bytes);
 			if (st != LOOM_OK)
 				return loom_error_wrap(st, "tensor %.*s", (int)t->name.len, t->name.data);
 			j->tensors[i].dtype = j->types[i];
@@ -143,7 +128,7 @@ static loom_status build_tensors(quant_job *j, const loom_quantize_params *p)
 	return LOOM_OK;
 }
 
-static void free_job(quant_job *j)
+void loom_quantized_free(loom_quantized *j)
 {
 	for (uint64_t i = 0; j->owned != NULL && i < j->in->n_tensors; i++)
 		free(j->owned[i]);
@@ -151,6 +136,33 @@ static void free_job(quant_job *j)
 	free(j->tensors);
 	free(j->meta);
 	free(j->types);
+	memset(j, 0, sizeof(*j));
+}
+
+loom_status loom_quantize_file(loom_runtime *rt, const loom_model_file *in, const loom_quant_scheme *scheme,
+			       const loom_quantize_params *params, loom_quantized *j)
+{
+	*j = (loom_quantized){.rt = rt, .in = in, .scheme = scheme, .out = {.struct_size = sizeof(loom_model_file)}};
+	j->out.format = in->format;
+	j->types = malloc((in->n_tensors + 1) * sizeof(loom_dtype));
+	loom_status st = j->types != NULL ? loom_quant_plan(in, scheme, j->types)
+					  : loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+	if (st == LOOM_OK)
+		st = build_meta(j);
+	if (st == LOOM_OK)
+		st = build_tensors(j, params);
+	if (st != LOOM_OK)
+		loom_quantized_free(j);
+	return st;
+}
+
+const loom_quant_scheme *loom_quantize_scheme(const char *name)
+{
+	const loom_quant_scheme *scheme = name != NULL ? loom_quant_scheme_find(name) : NULL;
+	if (scheme == NULL)
+		loom_error(LOOM_ERR_INVALID_ARGUMENT, "unknown quantization scheme '%s' (known: %s)",
+			   name != NULL ? name : "(null)", loom_quant_scheme_names());
+	return scheme;
 }
 
 loom_status loom_quantize(loom_runtime *rt, const char *in_path, const char *out_path,
@@ -161,10 +173,9 @@ loom_status loom_quantize(loom_runtime *rt, const char *in_path, const char *out
 		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_quantize: runtime and both paths are required");
 	if (params == NULL)
 		params = &defaults;
-	const loom_quant_scheme *scheme = params->scheme ? loom_quant_scheme_find(params->scheme) : NULL;
+	const loom_quant_scheme *scheme = loom_quantize_scheme(params->scheme);
 	if (scheme == NULL)
-		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "unknown quantization scheme '%s' (known: %s)",
-				  params->scheme ? params->scheme : "(null)", loom_quant_scheme_names());
+		return LOOM_ERR_INVALID_ARGUMENT;
 
 	loom_model *m = NULL;
 	loom_model_params mp = loom_model_default_params();
@@ -173,25 +184,19 @@ loom_status loom_quantize(loom_runtime *rt, const char *in_path, const char *out
 	if (st != LOOM_OK)
 		return st;
 	const loom_format_vtable *fvt = m->format->desc->vtable;
-	quant_job j = {.rt = rt, .in = m->file, .scheme = scheme, .out = {.struct_size = sizeof(loom_model_file)}};
-	j.types = malloc((m->file->n_tensors + 1) * sizeof(loom_dtype));
+	loom_quantized q;
 	if (!LOOM_VT_HAS(fvt, write))
-		st = loom_error(LOOM_ERR_UNSUPPORTED, "format %s cannot write files", m->format->name);
-	else if (j.types == NULL)
-		st = loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+		st = loom_error(LOOM_ERR_UNSUPPORTED, "format %s cannot write files (loom convert writes GGUF)",
+				m->format->name);
 	else
-		st = loom_quant_plan(m->file, scheme, j.types);
-	if (st == LOOM_OK)
-		st = build_meta(&j);
-	if (st == LOOM_OK)
-		st = build_tensors(&j, params);
+		st = loom_quantize_file(rt, m->file, scheme, params, &q);
 	if (st == LOOM_OK) {
 		loom_error_clear();
-		st = fvt->write(loom_host_table(), out_path, &j.out);
+		st = fvt->write(loom_host_table(), out_path, &q.out);
+		loom_quantized_free(&q);
 	}
 	if (st != LOOM_OK)
 		st = loom_error_wrap(st, "quantizing %s to %s", in_path, scheme->name);
-	free_job(&j);
 	loom_model_free(m);
 	return st;
 }

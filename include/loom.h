@@ -197,6 +197,10 @@ typedef struct loom_model_params {
 	/* Read only metadata and the tensor table (no vocabulary either): for
 	 * inspecting any file of a known format. */
 	bool metadata_only;
+	/* Quantize the weights at load to this scheme ("q8_0", "q4_k_m", ...:
+	 * loom_quantize's names), as `loom convert --type` would write them;
+	 * NULL keeps the file's types. */
+	const char *quantize;
 } loom_model_params;
 
 LOOM_API loom_model_params loom_model_default_params(void);
@@ -259,6 +263,23 @@ LOOM_API loom_quantize_params loom_quantize_default_params(void);
  * input's format (which must be writable). */
 LOOM_API loom_status loom_quantize(loom_runtime *rt, const char *in_path, const char *out_path,
 				   const loom_quantize_params *params);
+
+typedef struct loom_convert_params {
+	/* A scheme of loom_quantize's ("f16", "q8_0", "q4_k_m", ...), or NULL
+	 * to keep each weight's type. */
+	const char *type;
+	void (*progress)(void *user, size_t index, size_t count, const char *name, loom_dtype type);
+	void *progress_user;
+} loom_convert_params;
+
+LOOM_API loom_convert_params loom_convert_default_params(void);
+
+/* Writes the model at in_path (any format loom reads, such as a Hugging
+ * Face safetensors directory) as a GGUF file of its contract's
+ * architecture: GGUF metadata keys and tensor names, the tokenizer as
+ * tokenizer.ggml.*, matrices and Q/K rows laid out as llama.cpp expects. */
+LOOM_API loom_status loom_convert(loom_runtime *rt, const char *in_path, const char *out_path,
+				  const loom_convert_params *params);
 
 /* ------------------------------------------------------------------------ */
 /* Vocabulary                                                               */

@@ -1,0 +1,38 @@
+/* cmd_convert.c - `loom convert IN OUT.gguf [--type T]`: a Hugging Face
+ * checkpoint (or any model loom reads) written as GGUF. */
+#include "cli.h"
+
+#include <string.h>
+
+static void show_progress(void *user, size_t index, size_t count, const char *name, loom_dtype type)
+{
+	(void)user;
+	fprintf(stderr, "[%4zu/%4zu] %-40s -> %s\n", index + 1, count, name, loom_dtype_name(type));
+}
+
+int cmd_convert(int argc, char **argv)
+{
+	cli_options o;
+	loom_runtime *rt = NULL;
+
+	if (!cli_parse("convert", argc, argv, CLI_BACKEND | CLI_TYPE, &o))
+		return 1;
+	if (o.n_positional != 2)
+		return cli_fail("convert: usage: loom convert IN OUT.gguf [--type f16|q8_0|q4_k_m|...]");
+	const char *in = o.positional[0], *out = o.positional[1];
+	if (strcmp(in, out) == 0)
+		return cli_fail("convert: the output would overwrite the input");
+	if (!cli_open_runtime(&o, &rt))
+		return 1;
+	loom_convert_params cp = loom_convert_default_params();
+	cp.type = o.type;
+	cp.progress = o.verbose ? show_progress : NULL;
+	double t0 = cli_now_ms();
+	loom_status st = loom_convert(rt, in, out, &cp);
+	loom_runtime_free(rt);
+	if (st != LOOM_OK)
+		return cli_fail_status(st, "convert");
+	fprintf(stderr, "loom: %s -> %s (%s) in %.1f s\n", in, out, o.type != NULL ? o.type : "types kept",
+		(cli_now_ms() - t0) / 1e3);
+	return 0;
+}
