@@ -34,12 +34,17 @@ loom_runtime *test_runtime(const char *backend, int n_threads)
 
 loom_model *test_model(loom_runtime *rt, const char *rel)
 {
+	return test_model_with(rt, rel, NULL);
+}
+
+loom_model *test_model_with(loom_runtime *rt, const char *rel, const loom_model_params *params)
+{
 	char rel_path[512], path[4096];
 	snprintf(rel_path, sizeof(rel_path), "models/%s", rel);
 	if (!test_data_path(path, sizeof(path), rel_path))
 		return NULL;
 	loom_model *m = NULL;
-	loom_status st = loom_model_load(rt, path, NULL, &m);
+	loom_status st = loom_model_load(rt, path, params, &m);
 	ck_assert_msg(st == LOOM_OK, "load %s: %s", path, loom_last_error());
 	return m;
 }

@@ -21,6 +21,8 @@ loom_runtime *test_runtime(const char *backend, int n_threads);
 /* Loads models/<rel> from the shared data; NULL (after SKIP) if the data
  * is absent. Fails the test if loading fails. */
 loom_model *test_model(loom_runtime *rt, const char *rel);
+/* The same with load parameters. */
+loom_model *test_model_with(loom_runtime *rt, const char *rel, const loom_model_params *params);
 
 /* A context with an f32 KV cache (as the reference data was made). */
 loom_context *test_context(loom_model *m, uint32_t n_ctx, uint32_t n_batch, loom_dtype kv_type);
