@@ -35,10 +35,13 @@ void loom_error_clear(void)
 
 loom_status loom_error(loom_status code, const char *fmt, ...)
 {
+	/* Formatted apart first: an argument may be loom_last_error() itself. */
+	char text[LOOM_ERROR_MAX];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(last_error, sizeof(last_error), fmt, ap);
+	vsnprintf(text, sizeof(text), fmt, ap);
 	va_end(ap);
+	memcpy(last_error, text, sizeof(text));
 	return code;
 }
 
