@@ -37,6 +37,11 @@ static const loom_quant_scheme schemes[] = {
 
 const loom_quant_scheme *loom_quant_scheme_find(const char *name)
 {
+	/* llama-quantize's short names for the _M mixes. */
+	if (strcasecmp(name, "q4_k") == 0)
+		name = "q4_k_m";
+	else if (strcasecmp(name, "q5_k") == 0)
+		name = "q5_k_m";
 	for (size_t i = 0; i < N_SCHEMES; i++)
 		if (strcasecmp(schemes[i].name, name) == 0)
 			return &schemes[i];

@@ -94,6 +94,8 @@ END_TEST
 START_TEST(schemes_are_named)
 {
 	ck_assert_ptr_nonnull(loom_quant_scheme_find("Q4_K_M"));
+	ck_assert_ptr_eq(loom_quant_scheme_find("q4_k"), loom_quant_scheme_find("q4_k_m"));
+	ck_assert_ptr_eq(loom_quant_scheme_find("Q5_K"), loom_quant_scheme_find("q5_k_m"));
 	ck_assert_ptr_null(loom_quant_scheme_find("q3_xl"));
 	ck_assert_msg(strstr(loom_quant_scheme_names(), "q5_k_m") != NULL, "%s", loom_quant_scheme_names());
 }
