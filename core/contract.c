@@ -29,6 +29,8 @@ static const char *const hparam_names[LOOM_HP_COUNT] = {
 	[LOOM_HP_ROPE_BETA_FAST] = "rope_beta_fast",
 	[LOOM_HP_ROPE_BETA_SLOW] = "rope_beta_slow",
 	[LOOM_HP_ROPE_PARTIAL] = "rope_partial_factor",
+	[LOOM_HP_ROPE_LOW_FREQ] = "rope_low_freq_factor",
+	[LOOM_HP_ROPE_HIGH_FREQ] = "rope_high_freq_factor",
 };
 
 static const char *const role_names[LOOM_ROLE_COUNT] = {

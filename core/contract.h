@@ -40,13 +40,15 @@ typedef enum loom_hparam {
 	LOOM_HP_N_CTX_TRAIN,
 	LOOM_HP_NORM_EPS,
 	LOOM_HP_ROPE_THETA,
-	LOOM_HP_ROPE_SCALING_TYPE,   /* a string: none, linear or yarn; default none */
+	LOOM_HP_ROPE_SCALING_TYPE,   /* a string: none, linear, yarn or llama3; default none */
 	LOOM_HP_ROPE_SCALING_FACTOR, /* the context's stretch: frequencies scale by 1 / it */
 	LOOM_HP_ROPE_ORIG_CTX,       /* YaRN: the original context; default n_ctx_train */
 	LOOM_HP_ROPE_ATTN_FACTOR,    /* YaRN: cos and sin scale; default 1 */
 	LOOM_HP_ROPE_BETA_FAST,      /* YaRN: default 32 */
 	LOOM_HP_ROPE_BETA_SLOW,      /* YaRN: default 1 */
 	LOOM_HP_ROPE_PARTIAL,        /* n_rot as a fraction of head_dim, when n_rot is not stored */
+	LOOM_HP_ROPE_LOW_FREQ,       /* Llama 3 scaling: low_freq_factor; default 1 */
+	LOOM_HP_ROPE_HIGH_FREQ,      /* Llama 3 scaling: high_freq_factor; default 4 */
 	LOOM_HP_COUNT
 } loom_hparam;
 

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -266,8 +267,44 @@ static loom_status float_or(loom_model *m, int fmt, loom_hparam hp, double def, 
 	return st;
 }
 
-/* RoPE scaling: none, linear (frequencies times 1 / factor) or YaRN, as
- * the file's rope_scaling_type says. */
+/* Llama 3's scaling as a divisor of each pair's frequency, as llama.cpp's
+ * converter writes rope_freqs: 1 for wavelengths shorter than
+ * orig / high_freq_factor, factor for those longer than orig /
+ * low_freq_factor, and a smooth blend between. */
+static loom_status llama3_freq_factors(loom_model *m, int fmt, float factor, float orig)
+{
+	loom_hparams *hp = &m->hp;
+	float low, high;
+	loom_status st;
+	if ((st = float_or(m, fmt, LOOM_HP_ROPE_LOW_FREQ, 1.0, &low)) != LOOM_OK ||
+	    (st = float_or(m, fmt, LOOM_HP_ROPE_HIGH_FREQ, 4.0, &high)) != LOOM_OK)
+		return st;
+	if (!(factor > 0) || !(orig >= 1) || !(low > 0) || !(high > low))
+		return loom_error(LOOM_ERR_BAD_FORMAT, "Llama 3 RoPE scaling parameters out of range "
+				  "(factor %g, low_freq_factor %g, high_freq_factor %g)", factor, low, high);
+	const int64_t n = hp->n_rot / 2;
+	hp->rope_freq_factors = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+	if (hp->rope_freq_factors == NULL)
+		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+	const double low_wavelen = orig / low, high_wavelen = orig / high;
+	for (int64_t i = 0; i < n; i++) {
+		double freq = pow(hp->rope_theta, -2.0 * (double)i / (double)hp->n_rot);
+		double wavelen = 2.0 * 3.14159265358979323846 / freq, f;
+		if (wavelen < high_wavelen) {
+			f = 1.0;
+		} else if (wavelen > low_wavelen) {
+			f = factor;
+		} else {
+			double smooth = (orig / wavelen - low) / (high - low);
+			f = 1.0 / ((1.0 - smooth) / factor + smooth);
+		}
+		hp->rope_freq_factors[i] = (float)f;
+	}
+	return LOOM_OK;
+}
+
+/* RoPE scaling: none, linear (frequencies times 1 / factor), YaRN or
+ * Llama 3's, as the file's rope_scaling_type says. */
 static loom_status load_rope_scaling(loom_model *m, int fmt)
 {
 	loom_hparams *hp = &m->hp;
@@ -293,8 +330,11 @@ static loom_status load_rope_scaling(loom_model *m, int fmt)
 	/* Hugging Face spells no scaling "default". */
 	if (strcmp(type, "none") == 0 || strcmp(type, "default") == 0)
 		return LOOM_OK;
+	if (strcmp(type, "llama3") == 0)
+		return llama3_freq_factors(m, fmt, factor, orig);
 	if (strcmp(type, "linear") != 0 && strcmp(type, "yarn") != 0)
-		return loom_error(LOOM_ERR_UNSUPPORTED, "RoPE scaling '%s' is not supported (none, linear, yarn)", type);
+		return loom_error(LOOM_ERR_UNSUPPORTED, "RoPE scaling '%s' is not supported (none, linear, yarn, llama3)",
+				  type);
 	if (!(factor > 0) || !(orig >= 1) || !(hp->yarn_attn_factor > 0) || !(hp->yarn_beta_fast > 0) ||
 	    !(hp->yarn_beta_slow > 0))
 		return loom_error(LOOM_ERR_BAD_FORMAT, "RoPE scaling parameters out of range (factor %g)", factor);
@@ -624,6 +664,12 @@ static loom_status bind_weights(loom_model *m, int fmt)
 	if (m->contract->tensor_names[fmt][LOOM_ROLE_ROPE_FREQS] != NULL &&
 	    (st = bind(m, fmt, LOOM_ROLE_ROPE_FREQS, -1, hp->n_rot / 2, 0, true, &m->rope_freqs)) != LOOM_OK)
 		return st;
+	if (m->rope_freqs.data == NULL && hp->rope_freq_factors != NULL) {
+		loom_tensor_set_contiguous(&m->rope_freqs, LOOM_DTYPE_F32, hp->n_rot / 2, 1, 1, 1);
+		if ((st = own_copy(m, hp->rope_freq_factors, (size_t)(hp->n_rot / 2) * sizeof(float),
+				   &m->rope_freqs.data)) != LOOM_OK)
+			return st;
+	}
 	if (m->pos_embd.data != NULL && !backend_supports(m, LOOM_OP_GET_ROWS, &m->pos_embd))
 		return loom_error(LOOM_ERR_UNSUPPORTED, "the position embeddings have a type backend %s cannot read",
 				  m->rt->backend.plugin->name);
@@ -849,6 +895,7 @@ void loom_model_free(loom_model *m)
 		be->vt->buffer_free(be->ctx, &m->owned[i]);
 	free(m->owned);
 	free(m->layers);
+	free(m->hp.rope_freq_factors);
 	loom_vocab_free(m->vocab);
 	loom_contract_free(m->contract);
 	if (m->quantized != NULL)

@@ -25,6 +25,9 @@ typedef struct loom_hparams {
 	float rope_freq_scale;
 	float yarn_ext_factor, yarn_attn_factor, yarn_beta_fast, yarn_beta_slow;
 	int64_t n_ctx_orig;
+	/* Llama 3 scaling as frequency factors, for files that give its
+	 * parameters instead of a rope_freqs tensor: n_rot / 2, or NULL. */
+	float *rope_freq_factors;
 } loom_hparams;
 
 /* Weights of one block; shapes in ggml order {n_in, n_out}. A tensor the

@@ -312,6 +312,12 @@ static loom_status export_role(loom_export *e, loom_model *m, loom_role role, in
 	loom_status st = role_piece(e, m, role, il, &p, &found);
 	if (st != LOOM_OK)
 		return loom_error_wrap(st, "%s", name);
+	if (!found && role == LOOM_ROLE_ROPE_FREQS && m->hp.rope_freq_factors != NULL) {
+		/* Llama 3 scaling from the file's parameters: GGUF keeps it as
+		 * this tensor. */
+		p = (piece){.dtype = LOOM_DTYPE_F32, .n_dims = 1, .ne0 = m->hp.n_rot / 2, .data = m->hp.rope_freq_factors};
+		found = true;
+	}
 	if (!found) {
 		if (optional)
 			return LOOM_OK;

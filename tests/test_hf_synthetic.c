@@ -37,16 +37,35 @@ typedef struct synth_case {
 	int n_shards;      /* 0: one model.safetensors */
 	float tol_source;    /* against the f32 GGUF */
 	float tol_converted; /* against the checkpoint converted to GGUF */
+	bool llama3_rope;    /* config.json asks for Llama 3's RoPE scaling */
 } synth_case;
 
 static const synth_case cases[] = {
-	{"llama-f32", LLAMA, "F32", 0, 1e-4f, 1e-4f},
-	{"llama-f16-sharded", LLAMA, "F16", 3, 0.1f, 2e-2f},
-	{"llama-bf16", LLAMA, "BF16", 0, 0.5f, 0.1f},
-	{"gpt2-f32-sharded", GPT2, "F32", 2, 1e-4f, 1e-4f},
-	{"gpt2-f16", GPT2, "F16", 0, 0.1f, 2e-2f},
-	{"gpt2-bf16-sharded", GPT2, "BF16", 4, 0.5f, 0.1f},
+	{"llama-f32", LLAMA, "F32", 0, 1e-4f, 1e-4f, false},
+	{"llama-f16-sharded", LLAMA, "F16", 3, 0.1f, 2e-2f, false},
+	{"llama-bf16", LLAMA, "BF16", 0, 0.5f, 0.1f, false},
+	{"gpt2-f32-sharded", GPT2, "F32", 2, 1e-4f, 1e-4f, false},
+	{"gpt2-f16", GPT2, "F16", 0, 0.1f, 2e-2f, false},
+	{"gpt2-bf16-sharded", GPT2, "BF16", 4, 0.5f, 0.1f, false},
+	/* The source has no scaling: this one must differ from it. */
+	{"llama-f32-llama3-rope", LLAMA, "F32", 0, 0.0f, 1e-4f, true},
 };
+
+/* Llama 3 scaling of the test's config, computed here in double. */
+#define L3_FACTOR 8.0
+#define L3_LOW 1.0
+#define L3_HIGH 4.0
+#define L3_ORIG 64.0
+static double llama3_factor(int i, int n_rot, double theta)
+{
+	double wavelen = 2 * 3.14159265358979323846 * pow(theta, 2.0 * i / n_rot);
+	if (wavelen < L3_ORIG / L3_HIGH)
+		return 1.0;
+	if (wavelen > L3_ORIG / L3_LOW)
+		return L3_FACTOR;
+	double smooth = (L3_ORIG / wavelen - L3_LOW) / (L3_HIGH - L3_LOW);
+	return 1.0 / ((1.0 - smooth) / L3_FACTOR + smooth);
+}
 #define N_CASES ((int)(sizeof(cases) / sizeof(cases[0])))
 
 /* The checkpoint being assembled: tensor specs and the bytes they own. */
@@ -201,7 +220,7 @@ static void gpt2_tensors(checkpoint *c, const loom_model_file *f, const char *dt
 	}
 }
 
-static char *config_json(const loom_model_file *f, enum family fam)
+static char *config_json(const loom_model_file *f, enum family fam, bool llama3_rope)
 {
 	cJSON *j = cJSON_CreateObject();
 	if (fam == LLAMA) {
@@ -214,7 +233,16 @@ static char *config_json(const loom_model_file *f, enum family fam)
 		cJSON_AddNumberToObject(j, "max_position_embeddings", (double)meta_int(f, "llama.context_length"));
 		cJSON_AddNumberToObject(j, "rms_norm_eps", meta_float(f, "llama.attention.layer_norm_rms_epsilon"));
 		cJSON_AddNumberToObject(j, "rope_theta", meta_float(f, "llama.rope.freq_base"));
-		cJSON_AddNullToObject(j, "rope_scaling");
+		if (llama3_rope) {
+			cJSON *r = cJSON_AddObjectToObject(j, "rope_scaling");
+			cJSON_AddStringToObject(r, "rope_type", "llama3");
+			cJSON_AddNumberToObject(r, "factor", L3_FACTOR);
+			cJSON_AddNumberToObject(r, "low_freq_factor", L3_LOW);
+			cJSON_AddNumberToObject(r, "high_freq_factor", L3_HIGH);
+			cJSON_AddNumberToObject(r, "original_max_position_embeddings", L3_ORIG);
+		} else {
+			cJSON_AddNullToObject(j, "rope_scaling");
+		}
 		cJSON_AddFalseToObject(j, "tie_word_embeddings");
 	} else {
 		cJSON_AddStringToObject(j, "model_type", "gpt2");
@@ -326,6 +354,27 @@ static float max_diff(const float *a, const float *b, size_t n)
 	return m;
 }
 
+/* The converted file carries the scaling as llama.cpp's rope_freqs
+ * tensor, equal to the formula; and the scaling changed the logits. */
+static void check_llama3_factors(const char *converted, float to_unscaled)
+{
+	loom_model_file *f = test_open_gguf(converted);
+	ck_assert_msg(f != NULL, "%s: %s", converted, test_plugin_error());
+	const loom_file_tensor *t = tensor(f, "rope_freqs.weight");
+	const int n_rot = (int)meta_int(f, "llama.rope.dimension_count");
+	const double theta = meta_float(f, "llama.rope.freq_base");
+	ck_assert_int_eq(t->ne[0], n_rot / 2);
+	int blended = 0;
+	for (int i = 0; i < n_rot / 2; i++) {
+		double want = llama3_factor(i, n_rot, theta), got = ((const float *)t->data)[i];
+		ck_assert_msg(fabs(got - want) <= 1e-6 * want, "rope_freqs[%d] = %.9g, expected %.9g", i, got, want);
+		blended += want > 1.0 && want < L3_FACTOR;
+	}
+	ck_assert_msg(blended > 0, "no pair falls between the two wavelengths");
+	test_close_gguf(f);
+	ck_assert_msg(to_unscaled > 1e-3f, "Llama 3 scaling left the logits unchanged (%g)", to_unscaled);
+}
+
 START_TEST(synthetic_checkpoint_computes_its_source)
 {
 	const synth_case *sc = &cases[_i];
@@ -341,7 +390,7 @@ START_TEST(synthetic_checkpoint_computes_its_source)
 		llama_tensors(c, f, sc->dtype);
 	else
 		gpt2_tensors(c, f, sc->dtype);
-	char path[4200], *config = config_json(f, sc->family);
+	char path[4200], *config = config_json(f, sc->family, sc->llama3_rope);
 	snprintf(path, sizeof(path), "%s/model.safetensors", dir);
 	ck_assert(sc->n_shards > 0 ? st_write_sharded(dir, c->t, c->n, sc->n_shards) : st_write_file(path, c->t, c->n));
 	ck_assert(st_write_config(dir, config));
@@ -370,8 +419,11 @@ START_TEST(synthetic_checkpoint_computes_its_source)
 	float to_source = max_diff(a, b, n), to_converted = max_diff(b, d, n);
 	printf("hf %-20s %-24s max |dlogit| to the f32 GGUF %.3g, to its converted GGUF %.3g\n", sc->name,
 	       loom_model_format(hf), to_source, to_converted);
-	ck_assert_msg(to_source <= sc->tol_source, "%s: %g from the source model (tolerance %g)", sc->name, to_source,
-		      sc->tol_source);
+	if (sc->llama3_rope)
+		check_llama3_factors(converted, to_source);
+	else
+		ck_assert_msg(to_source <= sc->tol_source, "%s: %g from the source model (tolerance %g)", sc->name,
+			      to_source, sc->tol_source);
 	ck_assert_msg(to_converted <= sc->tol_converted, "%s: %g from its converted GGUF (tolerance %g)", sc->name,
 		      to_converted, sc->tol_converted);
 	free(a);
