@@ -165,6 +165,11 @@ static bool llama_pre_tokenizer(struct walk *w, const cJSON *p)
 {
 	const char *scheme = string_of(p, "prepend_scheme");
 	int add_prefix = bool_of(p, "add_prefix_space", true), split = bool_of(p, "split", true);
+	/* Gemma splits at spaces after its normalizer has replaced them all:
+	 * nothing to split. */
+	if (string_is(p, "type", "Split") && w->escapes_spaces &&
+	    string_is(cJSON_GetObjectItemCaseSensitive(p, "pattern"), "String", " "))
+		return true;
 	if (!string_is(p, "type", "Metaspace") || !string_is(p, "replacement", SPM_SPACE) ||
 	    split < 0 || (scheme == NULL && add_prefix < 0))
 		return unsupported(w, p, "GGUF's SentencePiece-style tokenizer only knows Metaspace "

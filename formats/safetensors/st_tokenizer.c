@@ -349,8 +349,8 @@ static bool looks_special(const char *s)
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 		if (strcmp(s, names[i]) == 0)
 			return true;
-	return (n >= 4 && memcmp(s, "<|", 2) == 0 && memcmp(s + n - 2, "|>", 2) == 0) ||
-	       (n >= 8 && memcmp(s, "<\xef\xbd\x9c", 4) == 0 && memcmp(s + n - 4, "\xef\xbd\x9c>", 4) == 0) ||
+	return (n >= 3 && memcmp(s, "<|", 2) == 0 && memcmp(s + n - 2, "|>", 2) == 0) ||
+	       (n >= 5 && memcmp(s, "<\xef\xbd\x9c", 4) == 0 && memcmp(s + n - 4, "\xef\xbd\x9c>", 4) == 0) ||
 	       (n >= 8 && memcmp(s, "<unused", 7) == 0 && s[n - 1] == '>');
 }
 
