@@ -20,6 +20,7 @@
  */
 #include "st_tokenizer.h"
 
+#include "st_json.h"
 #include "st_merges.h"
 #include "st_pretokenizer.h"
 #include "st_vocab.h"
@@ -32,12 +33,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define PLUGIN "safetensors"
 
-/* Larger files are refused unread; real tokenizer.json files are tens of
- * megabytes at most. */
-#define MAX_JSON_BYTES ((long)1 << 30)
+/* Larger chat templates are refused unread. */
+#define MAX_TEMPLATE_BYTES ((long)16 << 20)
 
 /* More ids than any vocabulary has: a bound on what a hostile file makes us
  * allocate. */
@@ -96,13 +97,13 @@ static char *read_text(const struct tok *t, const char *name, size_t *len, bool 
 	char *buf = NULL;
 	long size = -1;
 	if (fseek(f, 0, SEEK_END) == 0 && (size = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
-	    size <= MAX_JSON_BYTES && (buf = malloc((size_t)size + 1)) != NULL &&
+	    size <= MAX_TEMPLATE_BYTES && (buf = malloc((size_t)size + 1)) != NULL &&
 	    fread(buf, 1, (size_t)size, f) == (size_t)size) {
 		buf[size] = '\0';
 		*len = (size_t)size;
 	} else {
 		t->host->set_error("%s: %s", path,
-				   size > MAX_JSON_BYTES ? "too large for a tokenizer file"
+				   size > MAX_TEMPLATE_BYTES ? "too large for a chat template"
 				   : buf == NULL && size >= 0 ? "out of memory"
 							       : "cannot read it");
 		free(buf);
@@ -112,31 +113,22 @@ static char *read_text(const struct tok *t, const char *name, size_t *len, bool 
 	return buf;
 }
 
-/* DIR/name parsed; NULL if absent (optional) or after set_error. */
+/* DIR/name parsed; NULL if there is no such file, or (*failed set) after
+ * set_error. */
 static cJSON *load_json(const struct tok *t, const char *name, bool *failed)
 {
-	size_t len;
-	bool missing;
-	char *text = read_text(t, name, &len, &missing);
-	*failed = text == NULL && !missing;
-	if (text == NULL)
+	char path[4096];
+	struct stat st;
+	*failed = !join_path(t, path, sizeof(path), name);
+	if (*failed || (stat(path, &st) != 0 && errno == ENOENT))
 		return NULL;
-	const char *end = NULL;
-	cJSON *json = cJSON_ParseWithLengthOpts(text, len + 1, &end, true);
-	if (json == NULL) {
-		size_t at = end != NULL && end >= text ? (size_t)(end - text) : 0, line = 1;
-		for (size_t i = 0; i < at && i < len; i++)
-			line += text[i] == '\n';
-		t->host->set_error("%s/%s: not valid JSON (line %zu, byte %zu)", t->dir, name, line,
-				   at);
-		*failed = true;
-	} else if (!cJSON_IsObject(json)) {
-		t->host->set_error("%s/%s: not a JSON object", t->dir, name);
+	cJSON *json = st_json_load(t->host, path);
+	if (json != NULL && !cJSON_IsObject(json)) {
+		t->host->set_error("%s: not a JSON object", path);
 		cJSON_Delete(json);
 		json = NULL;
-		*failed = true;
 	}
-	free(text);
+	*failed = json == NULL;
 	return json;
 }
 
