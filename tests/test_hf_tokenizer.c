@@ -1137,6 +1137,13 @@ START_TEST(test_broken_files)
 	expect_load_error(rt, dir, "add_prefix_space", NULL);
 
 	/* an id beyond config.json's vocab_size */
+	hf_dir(dir, sizeof(dir), "hf_no_tokens", NULL);
+	write_text(dir, "tokenizer.json", "{\"model\": {\"type\": \"BPE\", \"vocab\": {}, \"merges\": []}}");
+	expect_load_error(rt, dir, "tokenizer.json", "neither byte_fallback nor a ByteLevel");
+	write_text(dir, "tokenizer.json", "{\"pre_tokenizer\": " BYTE_LEVEL_GPT2 ", "
+		   "\"model\": {\"type\": \"BPE\", \"vocab\": {}, \"merges\": []}}");
+	expect_load_error(rt, dir, "tokenizer.json", "no tokens");
+
 	hf_dir(dir, sizeof(dir), "hf_vocab_size", "{\"model_type\": \"llama\", \"vocab_size\": 264}");
 	write_json(dir, "tokenizer.json", tiny_byte_level(BYTE_LEVEL_GPT2, false));
 	expect_load_error(rt, dir, "out of range", "vocab_size is 264");
@@ -1256,6 +1263,12 @@ START_TEST(test_spm_unsupported)
 		   tiny_spm("[\"a b\", \"b c\", \"ab c\", \"" SPACE " a\"]", NULL, NULL));
 	expect_load_error(rt, dir, "'abc' is 'a' + 'bc'", "model.merges does not list");
 
+	/* merges making one token at ranks apart: a warning, not an error */
+	hf_dir(dir, sizeof(dir), "hf_spm_apart", NULL);
+	write_json(dir, "tokenizer.json",
+		   tiny_spm("[\"a b\", \"b c\", \"ab c\", \"" SPACE " a\", \"a bc\"]", NULL, NULL));
+	loom_model_free(load_vocab(rt, dir));
+
 	/* Metaspace that splits words, with a token holding "▁" inside */
 	hf_dir(dir, sizeof(dir), "hf_spm_split", NULL);
 	write_json(dir, "tokenizer.json",
@@ -1271,8 +1284,7 @@ START_TEST(test_spm_unsupported)
 		   tiny_spm("[\"a b\", \"b c\", \"ab c\", \"a bc\", \"" SPACE " a\"]",
 			    "{\"type\": \"Metaspace\", \"replacement\": \"" SPACE "\", "
 			    "\"prepend_scheme\": \"first\", \"split\": true}", NULL));
-	loom_model *m = load_vocab(rt, dir);
-	loom_model_free(m);
+	loom_model_free(load_vocab(rt, dir));
 
 	/* no "▁" for spaces */
 	hf_dir(dir, sizeof(dir), "hf_spm_no_escape", NULL);

@@ -273,7 +273,9 @@ static size_t config_ids(const struct tok *t, const char *key, int64_t *out, siz
 }
 
 /* How many ids: config.json's vocab_size (the embedding's rows) if it says,
- * else one past the largest id; *limit bounds the ids. */
+ * else one past the largest id. Every id must lie below that vocab_size,
+ * or without one below the number of entries, as llama.cpp's converter
+ * requires. */
 static bool count_ids(struct tok *t, const cJSON *vocab, const cJSON *added, int32_t *n)
 {
 	int64_t size = -1, max_id = -1, id;
@@ -283,8 +285,6 @@ static bool count_ids(struct tok *t, const cJSON *vocab, const cJSON *added, int
 		t->host->set_error("%s/config.json: vocab_size %" PRId64 " is too large", t->dir, size);
 		return false;
 	}
-	/* Without a vocab_size, as in llama.cpp's converter, no id may lie
-	 * beyond the number of entries. */
 	int64_t limit = size >= 0 ? size
 				  : (int64_t)cJSON_GetArraySize(vocab) + cJSON_GetArraySize(added);
 	for (int pass = 0; pass < 2; pass++) {
@@ -306,6 +306,10 @@ static bool count_ids(struct tok *t, const cJSON *vocab, const cJSON *added, int
 		}
 	}
 	*n = (int32_t)(size >= 0 ? size : max_id + 1);
+	if (*n == 0) {
+		t->host->set_error("%s: no tokens", t->path);
+		return false;
+	}
 	return true;
 }
 
