@@ -646,6 +646,7 @@ enum family {
 	FAMILY_GPT2,      /* ByteLevel alone */
 	FAMILY_STARCODER, /* Digits, then ByteLevel */
 	FAMILY_SPM,       /* SentencePiece converted */
+	FAMILY_BERT,      /* WordPiece */
 };
 
 static cJSON *family_tokenizer(const struct gguf_vocab *g, enum family f, bool nfc)
@@ -692,6 +693,48 @@ static cJSON *family_tokenizer(const struct gguf_vocab *g, enum family f, bool n
 	}
 	cJSON_AddNullToObject(tok, "post_processor");
 	cJSON_AddItemToObject(tok, "model", model);
+	return tok;
+}
+
+/* BERT's WordPiece vocabulary as Hugging Face has it: the GGUF's "▁word"
+ * is "word", its continuation "ing" is "##ing". */
+static cJSON *bert_tokenizer(const struct gguf_vocab *g)
+{
+	cJSON *tok = parse("{\"version\": \"1.0\", \"truncation\": null, \"padding\": null,"
+			   "\"normalizer\": {\"type\": \"BertNormalizer\", \"clean_text\": true, "
+			   "\"handle_chinese_chars\": true, \"strip_accents\": null, \"lowercase\": true},"
+			   "\"pre_tokenizer\": {\"type\": \"BertPreTokenizer\"},"
+			   "\"post_processor\": {\"type\": \"TemplateProcessing\", \"single\": ["
+			   "{\"SpecialToken\": {\"id\": \"[CLS]\", \"type_id\": 0}},"
+			   "{\"Sequence\": {\"id\": \"A\", \"type_id\": 0}},"
+			   "{\"SpecialToken\": {\"id\": \"[SEP]\", \"type_id\": 0}}],"
+			   "\"special_tokens\": {\"[CLS]\": {\"id\": \"[CLS]\", \"ids\": [101]},"
+			   "\"[SEP]\": {\"id\": \"[SEP]\", \"ids\": [102]}}},"
+			   "\"decoder\": {\"type\": \"WordPiece\", \"prefix\": \"##\", \"cleanup\": true},"
+			   "\"model\": {\"type\": \"WordPiece\", \"unk_token\": \"[UNK]\", "
+			   "\"continuing_subword_prefix\": \"##\", \"max_input_chars_per_word\": 100}}");
+	cJSON *vocab = cJSON_CreateObject(), *added = cJSON_CreateArray();
+	for (uint64_t i = 0; i < g->n; i++) {
+		char text[8192], name[8200];
+		cstr(g->tokens[i], text, sizeof(text));
+		size_t n = strlen(text);
+		if (n >= 2 && text[0] == '[' && text[n - 1] == ']')
+			snprintf(name, sizeof(name), "%s", text);
+		else if (strncmp(text, SPACE, 3) == 0)
+			snprintf(name, sizeof(name), "%s", text + 3);
+		else
+			snprintf(name, sizeof(name), "##%s", text);
+		cJSON_AddNumberToObject(vocab, name, (double)i);
+		if (g->types[i] != 3)
+			continue;
+		cJSON *a = cJSON_CreateObject();
+		cJSON_AddNumberToObject(a, "id", (double)i);
+		cJSON_AddStringToObject(a, "content", name);
+		cJSON_AddBoolToObject(a, "special", true);
+		cJSON_AddItemToArray(added, a);
+	}
+	cJSON_AddItemToObject(cJSON_GetObjectItem(tok, "model"), "vocab", vocab);
+	cJSON_AddItemToObject(tok, "added_tokens", added);
 	return tok;
 }
 
@@ -773,8 +816,13 @@ static void check_family(const char *name, enum family f, bool nfc, const char *
 	if (!open_gguf_vocab(gguf_name, &g))
 		return;
 	hf_dir(dir, sizeof(dir), gguf_name, NULL);
-	write_json(dir, "tokenizer.json", family_tokenizer(&g, f, nfc));
-	write_json(dir, "tokenizer_config.json", family_config(&g));
+	write_json(dir, "tokenizer.json", f == FAMILY_BERT ? bert_tokenizer(&g) : family_tokenizer(&g, f, nfc));
+	if (f == FAMILY_BERT)
+		write_text(dir, "tokenizer_config.json",
+			   "{\"cls_token\": \"[CLS]\", \"sep_token\": \"[SEP]\", \"unk_token\": \"[UNK]\", "
+			   "\"pad_token\": \"[PAD]\", \"mask_token\": \"[MASK]\"}");
+	else
+		write_json(dir, "tokenizer_config.json", family_config(&g));
 	test_close_gguf(g.file);
 	loom_runtime *rt = test_runtime(NULL, 1);
 	if (rt == NULL)
@@ -786,9 +834,11 @@ static void check_family(const char *name, enum family f, bool nfc, const char *
 	ck_assert_int_eq(loom_token_bos(m), loom_token_bos(ref));
 	ck_assert_int_eq(loom_token_eos(m), loom_token_eos(ref));
 	ck_assert_int_eq(loom_model_adds_bos(m), loom_model_adds_bos(ref));
-	char want_pre[64];
-	snprintf(want_pre, sizeof(want_pre), "\"%s\"", pre);
-	expect_meta(m, "tokenizer.ggml.pre", want_pre);
+	if (pre != NULL) {
+		char want_pre[64];
+		snprintf(want_pre, sizeof(want_pre), "\"%s\"", pre);
+		expect_meta(m, "tokenizer.ggml.pre", want_pre);
+	}
 	check_cases(m, gguf_name);
 	loom_model_free(ref);
 	loom_model_free(m);
@@ -823,6 +873,12 @@ END_TEST
 START_TEST(test_family_llama_spm)
 {
 	check_family("llama-spm", FAMILY_SPM, false, "default");
+}
+END_TEST
+
+START_TEST(test_family_bert)
+{
+	check_family("bert-bge", FAMILY_BERT, false, NULL);
 }
 END_TEST
 
@@ -1058,12 +1114,12 @@ START_TEST(test_broken_files)
 
 	hf_dir(dir, sizeof(dir), "hf_bad_json", NULL);
 	write_text(dir, "tokenizer.json", "{\"model\": {\"type\": \"BPE\",\n \"vocab\": [}");
-	expect_load_error(rt, dir, "tokenizer.json", "line 2");
+	expect_load_error(rt, dir, "tokenizer.json", "JSON syntax error");
 
 	hf_dir(dir, sizeof(dir), "hf_bad_config_json", NULL);
 	write_json(dir, "tokenizer.json", tiny_byte_level(BYTE_LEVEL_GPT2, false));
 	write_text(dir, "tokenizer_config.json", "{\"bos_token\": ");
-	expect_load_error(rt, dir, "tokenizer_config.json", "not valid JSON");
+	expect_load_error(rt, dir, "tokenizer_config.json", "JSON syntax error");
 
 	tiny_dir_edited(dir, sizeof(dir), "hf_unigram", make_unigram);
 	expect_load_error(rt, dir, "tokenizer.json", "'Unigram'");
@@ -1081,6 +1137,13 @@ START_TEST(test_broken_files)
 	expect_load_error(rt, dir, "add_prefix_space", NULL);
 
 	/* an id beyond config.json's vocab_size */
+	hf_dir(dir, sizeof(dir), "hf_no_tokens", NULL);
+	write_text(dir, "tokenizer.json", "{\"model\": {\"type\": \"BPE\", \"vocab\": {}, \"merges\": []}}");
+	expect_load_error(rt, dir, "tokenizer.json", "neither byte_fallback nor a ByteLevel");
+	write_text(dir, "tokenizer.json", "{\"pre_tokenizer\": " BYTE_LEVEL_GPT2 ", "
+		   "\"model\": {\"type\": \"BPE\", \"vocab\": {}, \"merges\": []}}");
+	expect_load_error(rt, dir, "tokenizer.json", "no tokens");
+
 	hf_dir(dir, sizeof(dir), "hf_vocab_size", "{\"model_type\": \"llama\", \"vocab_size\": 264}");
 	write_json(dir, "tokenizer.json", tiny_byte_level(BYTE_LEVEL_GPT2, false));
 	expect_load_error(rt, dir, "out of range", "vocab_size is 264");
@@ -1168,6 +1231,22 @@ START_TEST(test_spm_scores)
 	ck_assert_int_eq(t[1], 11);
 	expect_meta(m, "tokenizer.ggml.add_space_prefix", "false");
 	loom_model_free(m);
+
+	/* Gemma's: spaces replaced, no "▁" first, a split at spaces that finds
+	 * none */
+	cJSON *tok = tiny_spm("[\"a b\", \"b c\", \"ab c\", \"a bc\", \"" SPACE " a\"]", NULL, NULL);
+	cJSON_ReplaceItemInObject(tok, "normalizer",
+				  parse("{\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, "
+					"\"content\": \"" SPACE "\"}"));
+	cJSON_ReplaceItemInObject(tok, "pre_tokenizer",
+				  parse("{\"type\": \"Split\", \"pattern\": {\"String\": \" \"}, "
+					"\"behavior\": \"MergedWithPrevious\", \"invert\": false}"));
+	m = load_spm(rt, "hf_spm_gemma", tok);
+	ck_assert_int_eq(tokenize(m, "abc a", 5, false, false, t), 2);
+	ck_assert_int_eq(t[0], 10);
+	ck_assert_int_eq(t[1], 11);
+	expect_meta(m, "tokenizer.ggml.add_space_prefix", "false");
+	loom_model_free(m);
 	loom_runtime_free(rt);
 }
 END_TEST
@@ -1184,6 +1263,12 @@ START_TEST(test_spm_unsupported)
 		   tiny_spm("[\"a b\", \"b c\", \"ab c\", \"" SPACE " a\"]", NULL, NULL));
 	expect_load_error(rt, dir, "'abc' is 'a' + 'bc'", "model.merges does not list");
 
+	/* merges making one token at ranks apart: a warning, not an error */
+	hf_dir(dir, sizeof(dir), "hf_spm_apart", NULL);
+	write_json(dir, "tokenizer.json",
+		   tiny_spm("[\"a b\", \"b c\", \"ab c\", \"" SPACE " a\", \"a bc\"]", NULL, NULL));
+	loom_model_free(load_vocab(rt, dir));
+
 	/* Metaspace that splits words, with a token holding "▁" inside */
 	hf_dir(dir, sizeof(dir), "hf_spm_split", NULL);
 	write_json(dir, "tokenizer.json",
@@ -1199,8 +1284,7 @@ START_TEST(test_spm_unsupported)
 		   tiny_spm("[\"a b\", \"b c\", \"ab c\", \"a bc\", \"" SPACE " a\"]",
 			    "{\"type\": \"Metaspace\", \"replacement\": \"" SPACE "\", "
 			    "\"prepend_scheme\": \"first\", \"split\": true}", NULL));
-	loom_model *m = load_vocab(rt, dir);
-	loom_model_free(m);
+	loom_model_free(load_vocab(rt, dir));
 
 	/* no "▁" for spaces */
 	hf_dir(dir, sizeof(dir), "hf_spm_no_escape", NULL);
@@ -1231,6 +1315,7 @@ static Suite *hf_tokenizer_suite(void)
 	tcase_add_test(family, test_family_starcoder);
 	tcase_add_test(family, test_family_refact);
 	tcase_add_test(family, test_family_llama_spm);
+	tcase_add_test(family, test_family_bert);
 	suite_add_tcase(s, family);
 
 	TCase *mapping = tcase_create("mapping");

@@ -106,7 +106,7 @@ static bool unsupported(const struct walk *w, const cJSON *node, const char *why
 	char *json = cJSON_PrintUnformatted(node);
 	size_t len = json != NULL ? strlen(json) : 0;
 	w->host->set_error("%s: %s %.300s%s is not supported: %s", w->path, w->part,
-			   json != NULL ? json : "(?)", len > 300 ? "..." : "", why);
+			   json != NULL ? json : "null", len > 300 ? "..." : "", why);
 	free(json);
 	return false;
 }
@@ -165,6 +165,11 @@ static bool llama_pre_tokenizer(struct walk *w, const cJSON *p)
 {
 	const char *scheme = string_of(p, "prepend_scheme");
 	int add_prefix = bool_of(p, "add_prefix_space", true), split = bool_of(p, "split", true);
+	/* Gemma splits at spaces after its normalizer has replaced them all:
+	 * nothing to split. */
+	if (string_is(p, "type", "Split") && w->escapes_spaces &&
+	    string_is(cJSON_GetObjectItemCaseSensitive(p, "pattern"), "String", " "))
+		return true;
 	if (!string_is(p, "type", "Metaspace") || !string_is(p, "replacement", SPM_SPACE) ||
 	    split < 0 || (scheme == NULL && add_prefix < 0))
 		return unsupported(w, p, "GGUF's SentencePiece-style tokenizer only knows Metaspace "
@@ -281,6 +286,14 @@ bool st_pipeline_gpt2(const loom_host *host, const char *path, const cJSON *toke
 	    !walk_part(&w, tokenizer, "decoder", "decoders", gpt2_decoder) ||
 	    !walk_part(&w, tokenizer, "pre_tokenizer", "pretokenizers", gpt2_pre_tokenizer))
 		return false;
+	bool byte_level = false;
+	for (int i = 0; i < w.n_steps; i++)
+		byte_level |= w.steps[i].kind == STEP_BYTE_LEVEL || w.steps[i].kind == STEP_BYTE_LEVEL_GPT2;
+	if (!byte_level) {
+		host->set_error("%s: a BPE with neither byte_fallback nor a ByteLevel pre_tokenizer "
+				"works on characters, which GGUF's BPE tokenizers do not", path);
+		return false;
+	}
 	const char *other = NULL;
 	for (size_t i = 0; i < sizeof(known_pretoks) / sizeof(known_pretoks[0]); i++) {
 		if (!same_steps(w.steps, w.n_steps, known_pretoks[i].steps))

@@ -20,6 +20,7 @@
  */
 #include "st_tokenizer.h"
 
+#include "st_json.h"
 #include "st_merges.h"
 #include "st_pretokenizer.h"
 #include "st_vocab.h"
@@ -32,12 +33,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define PLUGIN "safetensors"
 
-/* Larger files are refused unread; real tokenizer.json files are tens of
- * megabytes at most. */
-#define MAX_JSON_BYTES ((long)1 << 30)
+/* Larger chat templates are refused unread. */
+#define MAX_TEMPLATE_BYTES ((long)16 << 20)
 
 /* More ids than any vocabulary has: a bound on what a hostile file makes us
  * allocate. */
@@ -96,13 +97,13 @@ static char *read_text(const struct tok *t, const char *name, size_t *len, bool 
 	char *buf = NULL;
 	long size = -1;
 	if (fseek(f, 0, SEEK_END) == 0 && (size = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
-	    size <= MAX_JSON_BYTES && (buf = malloc((size_t)size + 1)) != NULL &&
+	    size <= MAX_TEMPLATE_BYTES && (buf = malloc((size_t)size + 1)) != NULL &&
 	    fread(buf, 1, (size_t)size, f) == (size_t)size) {
 		buf[size] = '\0';
 		*len = (size_t)size;
 	} else {
 		t->host->set_error("%s: %s", path,
-				   size > MAX_JSON_BYTES ? "too large for a tokenizer file"
+				   size > MAX_TEMPLATE_BYTES ? "too large for a chat template"
 				   : buf == NULL && size >= 0 ? "out of memory"
 							       : "cannot read it");
 		free(buf);
@@ -112,31 +113,22 @@ static char *read_text(const struct tok *t, const char *name, size_t *len, bool 
 	return buf;
 }
 
-/* DIR/name parsed; NULL if absent (optional) or after set_error. */
+/* DIR/name parsed; NULL if there is no such file, or (*failed set) after
+ * set_error. */
 static cJSON *load_json(const struct tok *t, const char *name, bool *failed)
 {
-	size_t len;
-	bool missing;
-	char *text = read_text(t, name, &len, &missing);
-	*failed = text == NULL && !missing;
-	if (text == NULL)
+	char path[4096];
+	struct stat st;
+	*failed = !join_path(t, path, sizeof(path), name);
+	if (*failed || (stat(path, &st) != 0 && errno == ENOENT))
 		return NULL;
-	const char *end = NULL;
-	cJSON *json = cJSON_ParseWithLengthOpts(text, len + 1, &end, true);
-	if (json == NULL) {
-		size_t at = end != NULL && end >= text ? (size_t)(end - text) : 0, line = 1;
-		for (size_t i = 0; i < at && i < len; i++)
-			line += text[i] == '\n';
-		t->host->set_error("%s/%s: not valid JSON (line %zu, byte %zu)", t->dir, name, line,
-				   at);
-		*failed = true;
-	} else if (!cJSON_IsObject(json)) {
-		t->host->set_error("%s/%s: not a JSON object", t->dir, name);
+	cJSON *json = st_json_load(t->host, path);
+	if (json != NULL && !cJSON_IsObject(json)) {
+		t->host->set_error("%s: not a JSON object", path);
 		cJSON_Delete(json);
 		json = NULL;
-		*failed = true;
 	}
-	free(text);
+	*failed = json == NULL;
 	return json;
 }
 
@@ -281,7 +273,9 @@ static size_t config_ids(const struct tok *t, const char *key, int64_t *out, siz
 }
 
 /* How many ids: config.json's vocab_size (the embedding's rows) if it says,
- * else one past the largest id; *limit bounds the ids. */
+ * else one past the largest id. Every id must lie below that vocab_size,
+ * or without one below the number of entries, as llama.cpp's converter
+ * requires. */
 static bool count_ids(struct tok *t, const cJSON *vocab, const cJSON *added, int32_t *n)
 {
 	int64_t size = -1, max_id = -1, id;
@@ -291,8 +285,6 @@ static bool count_ids(struct tok *t, const cJSON *vocab, const cJSON *added, int
 		t->host->set_error("%s/config.json: vocab_size %" PRId64 " is too large", t->dir, size);
 		return false;
 	}
-	/* Without a vocab_size, as in llama.cpp's converter, no id may lie
-	 * beyond the number of entries. */
 	int64_t limit = size >= 0 ? size
 				  : (int64_t)cJSON_GetArraySize(vocab) + cJSON_GetArraySize(added);
 	for (int pass = 0; pass < 2; pass++) {
@@ -314,6 +306,10 @@ static bool count_ids(struct tok *t, const cJSON *vocab, const cJSON *added, int
 		}
 	}
 	*n = (int32_t)(size >= 0 ? size : max_id + 1);
+	if (*n == 0) {
+		t->host->set_error("%s: no tokens", t->path);
+		return false;
+	}
 	return true;
 }
 
@@ -349,8 +345,8 @@ static bool looks_special(const char *s)
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 		if (strcmp(s, names[i]) == 0)
 			return true;
-	return (n >= 4 && memcmp(s, "<|", 2) == 0 && memcmp(s + n - 2, "|>", 2) == 0) ||
-	       (n >= 8 && memcmp(s, "<\xef\xbd\x9c", 4) == 0 && memcmp(s + n - 4, "\xef\xbd\x9c>", 4) == 0) ||
+	return (n >= 3 && memcmp(s, "<|", 2) == 0 && memcmp(s + n - 2, "|>", 2) == 0) ||
+	       (n >= 5 && memcmp(s, "<\xef\xbd\x9c", 4) == 0 && memcmp(s + n - 4, "\xef\xbd\x9c>", 4) == 0) ||
 	       (n >= 8 && memcmp(s, "<unused", 7) == 0 && s[n - 1] == '>');
 }
 
