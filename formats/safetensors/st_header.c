@@ -144,7 +144,8 @@ static bool read_shape(const st_parse *p, const char *name, const cJSON *entry,
 }
 
 /* "data_offsets" [begin, end] against the shape's byte count, the data
- * section's size and the element alignment loom's kernels need. */
+ * section's size and the element alignment loom's kernels need (files are
+ * mapped at page boundaries: an aligned file offset is an aligned pointer). */
 static bool read_offsets(const st_parse *p, const char *name, const cJSON *entry,
 			 loom_file_tensor *t, uint64_t n_elems)
 {
