@@ -79,8 +79,9 @@ static const broken_model broken[] = {
 	 {"'blk.1.ffn_norm.weight'", "[65, 1]", "expected [64, 1]"}},
 	{"wrong shape of the head", NULL, NULL, {.grow_tensor = "output.weight"}, LOOM_ERR_BAD_FORMAT,
 	 {"'output.weight'", "[64, 301]", "expected [64, 300]"}},
-	{"f16 norm", NULL, NULL, {.retype_tensor = "blk.1.attn_norm.weight", .retype = LOOM_DTYPE_F16},
-	 LOOM_ERR_UNSUPPORTED, {"'blk.1.attn_norm.weight'", "f16", "must be f32"}},
+	/* F16 and BF16 norms are widened at load; a quantized one is refused. */
+	{"i16 norm", NULL, NULL, {.retype_tensor = "blk.1.attn_norm.weight", .retype = LOOM_DTYPE_I16},
+	 LOOM_ERR_UNSUPPORTED, {"'blk.1.attn_norm.weight'", "i16", "must be f32, f16 or bf16"}},
 	/* Q8_K is a block type only activations use: no backend multiplies
 	 * weights stored in it; I32 is no weight type at all. */
 	{"q8_k weight", ff_256, NULL, {.retype_tensor = "blk.0.ffn_down.weight", .retype = LOOM_DTYPE_Q8_K},
