@@ -1,7 +1,8 @@
 /* test_hf_synthetic.c - Hugging Face checkpoints the suite writes from the
  * synthetic GGUF models: every dtype (F32, F16, BF16, norms included),
- * sharded and not, Llama's rotate-half Q/K layout and GPT-2's transposed
- * Conv1D weights. Each must compute what its source computes:
+ * sharded and not, Llama's rotate-half Q/K layout, GPT-2's transposed
+ * Conv1D weights, Phi-2's separate q, k and v, Gemma's w norms: one or
+ * more per contract. Each must compute what its source computes:
  *   F32: the GGUF's logits within 1e-4 (only summation order differs);
  *   F16, BF16: the logits of the same checkpoint converted to GGUF by
  *     `loom convert` (whose f32 output is byte-identical to llama.cpp's,
@@ -28,13 +29,265 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum family { LLAMA, GPT2 };
+/* How a GGUF tensor becomes a Hugging Face one. */
+enum transform {
+	AS_IS,
+	UNPERMUTE_Q, /* llama's Q rows back to rotate-half order, per head */
+	UNPERMUTE_K,
+	CONV1D,      /* stored {n_in, n_out}-major (GPT-2) */
+	MINUS_ONE,   /* GGUF stores Gemma's norms as 1 + w, HF as w */
+	FUSED_Q,     /* rows (or elements) of the fused q, k, v: Phi-2 */
+	FUSED_K,
+	FUSED_V,
+};
+
+/* A tensor: GGUF name, Hugging Face name ("%d" for the layer). */
+typedef struct tensor_map {
+	const char *gguf, *hf;
+	enum transform how;
+} tensor_map;
+
+/* A config.json member from a GGUF key ("%s" for the architecture). */
+enum value_kind { INT, FLOAT, ROT_FRACTION, NULL_VALUE, FALSE_VALUE };
+typedef struct config_map {
+	const char *hf, *gguf;
+	enum value_kind kind;
+} config_map;
+
+typedef struct family {
+	const char *arch, *model_type;
+	const tensor_map *globals, *layer;
+	const config_map *config;
+} family;
+
+#define END {NULL, NULL, 0}
+#define L "model.layers.%d."
+
+static const config_map llama_like_config[] = {
+	{"hidden_size", "%s.embedding_length", INT},
+	{"intermediate_size", "%s.feed_forward_length", INT},
+	{"num_hidden_layers", "%s.block_count", INT},
+	{"num_attention_heads", "%s.attention.head_count", INT},
+	{"num_key_value_heads", "%s.attention.head_count_kv", INT},
+	{"head_dim", "%s.attention.key_length", INT},
+	{"max_position_embeddings", "%s.context_length", INT},
+	{"rms_norm_eps", "%s.attention.layer_norm_rms_epsilon", FLOAT},
+	{"rope_theta", "%s.rope.freq_base", FLOAT},
+	{"rope_scaling", NULL, NULL_VALUE},
+	END,
+};
+static const config_map layernorm_config[] = {
+	{"hidden_size", "%s.embedding_length", INT},
+	{"intermediate_size", "%s.feed_forward_length", INT},
+	{"num_hidden_layers", "%s.block_count", INT},
+	{"num_attention_heads", "%s.attention.head_count", INT},
+	{"num_key_value_heads", "%s.attention.head_count_kv", INT},
+	{"max_position_embeddings", "%s.context_length", INT},
+	{"layer_norm_eps", "%s.attention.layer_norm_epsilon", FLOAT},
+	{"norm_epsilon", "%s.attention.layer_norm_epsilon", FLOAT},
+	{"rope_theta", "%s.rope.freq_base", FLOAT},
+	{"partial_rotary_factor", "%s.rope.dimension_count", ROT_FRACTION},
+	END,
+};
+static const config_map gpt2_config[] = {
+	{"n_embd", "%s.embedding_length", INT},
+	{"n_layer", "%s.block_count", INT},
+	{"n_head", "%s.attention.head_count", INT},
+	{"n_positions", "%s.context_length", INT},
+	/* null: the width comes from the c_fc weight's shape. */
+	{"n_inner", NULL, NULL_VALUE},
+	{"layer_norm_epsilon", "%s.attention.layer_norm_epsilon", FLOAT},
+	END,
+};
+
+static const tensor_map llama_globals[] = {
+	{"token_embd.weight", "model.embed_tokens.weight", AS_IS},
+	{"output_norm.weight", "model.norm.weight", AS_IS},
+	{"output.weight", "lm_head.weight", AS_IS},
+	END,
+};
+static const tensor_map llama_layer[] = {
+	{"attn_norm.weight", L "input_layernorm.weight", AS_IS},
+	{"attn_q.weight", L "self_attn.q_proj.weight", UNPERMUTE_Q},
+	{"attn_k.weight", L "self_attn.k_proj.weight", UNPERMUTE_K},
+	{"attn_v.weight", L "self_attn.v_proj.weight", AS_IS},
+	{"attn_output.weight", L "self_attn.o_proj.weight", AS_IS},
+	{"ffn_norm.weight", L "post_attention_layernorm.weight", AS_IS},
+	{"ffn_gate.weight", L "mlp.gate_proj.weight", AS_IS},
+	{"ffn_up.weight", L "mlp.up_proj.weight", AS_IS},
+	{"ffn_down.weight", L "mlp.down_proj.weight", AS_IS},
+	END,
+};
+/* Neox RoPE in both formats: no reordering. Qwen2's q/k/v biases, Qwen3's
+ * QK-norm, Gemma's 1 + w norms; all three tie the head. */
+static const tensor_map tied_globals[] = {
+	{"token_embd.weight", "model.embed_tokens.weight", AS_IS},
+	{"output_norm.weight", "model.norm.weight", AS_IS},
+	END,
+};
+static const tensor_map qwen2_layer[] = {
+	{"attn_norm.weight", L "input_layernorm.weight", AS_IS},
+	{"attn_q.weight", L "self_attn.q_proj.weight", AS_IS},
+	{"attn_q.bias", L "self_attn.q_proj.bias", AS_IS},
+	{"attn_k.weight", L "self_attn.k_proj.weight", AS_IS},
+	{"attn_k.bias", L "self_attn.k_proj.bias", AS_IS},
+	{"attn_v.weight", L "self_attn.v_proj.weight", AS_IS},
+	{"attn_v.bias", L "self_attn.v_proj.bias", AS_IS},
+	{"attn_output.weight", L "self_attn.o_proj.weight", AS_IS},
+	{"ffn_norm.weight", L "post_attention_layernorm.weight", AS_IS},
+	{"ffn_gate.weight", L "mlp.gate_proj.weight", AS_IS},
+	{"ffn_up.weight", L "mlp.up_proj.weight", AS_IS},
+	{"ffn_down.weight", L "mlp.down_proj.weight", AS_IS},
+	END,
+};
+static const tensor_map qwen3_layer[] = {
+	{"attn_norm.weight", L "input_layernorm.weight", AS_IS},
+	{"attn_q.weight", L "self_attn.q_proj.weight", AS_IS},
+	{"attn_k.weight", L "self_attn.k_proj.weight", AS_IS},
+	{"attn_v.weight", L "self_attn.v_proj.weight", AS_IS},
+	{"attn_q_norm.weight", L "self_attn.q_norm.weight", AS_IS},
+	{"attn_k_norm.weight", L "self_attn.k_norm.weight", AS_IS},
+	{"attn_output.weight", L "self_attn.o_proj.weight", AS_IS},
+	{"ffn_norm.weight", L "post_attention_layernorm.weight", AS_IS},
+	{"ffn_gate.weight", L "mlp.gate_proj.weight", AS_IS},
+	{"ffn_up.weight", L "mlp.up_proj.weight", AS_IS},
+	{"ffn_down.weight", L "mlp.down_proj.weight", AS_IS},
+	END,
+};
+static const tensor_map gemma_globals[] = {
+	{"token_embd.weight", "model.embed_tokens.weight", AS_IS},
+	{"output_norm.weight", "model.norm.weight", MINUS_ONE},
+	END,
+};
+static const tensor_map gemma_layer[] = {
+	{"attn_norm.weight", L "input_layernorm.weight", MINUS_ONE},
+	{"attn_q.weight", L "self_attn.q_proj.weight", AS_IS},
+	{"attn_k.weight", L "self_attn.k_proj.weight", AS_IS},
+	{"attn_v.weight", L "self_attn.v_proj.weight", AS_IS},
+	{"attn_output.weight", L "self_attn.o_proj.weight", AS_IS},
+	{"ffn_norm.weight", L "post_attention_layernorm.weight", MINUS_ONE},
+	{"ffn_gate.weight", L "mlp.gate_proj.weight", AS_IS},
+	{"ffn_up.weight", L "mlp.up_proj.weight", AS_IS},
+	{"ffn_down.weight", L "mlp.down_proj.weight", AS_IS},
+	END,
+};
+/* Phi-2: GGUF fuses q, k and v, Hugging Face keeps them apart. */
+static const tensor_map phi2_globals[] = {
+	{"token_embd.weight", "model.embed_tokens.weight", AS_IS},
+	{"output_norm.weight", "model.final_layernorm.weight", AS_IS},
+	{"output_norm.bias", "model.final_layernorm.bias", AS_IS},
+	{"output.weight", "lm_head.weight", AS_IS},
+	{"output.bias", "lm_head.bias", AS_IS},
+	END,
+};
+static const tensor_map phi2_layer[] = {
+	{"attn_norm.weight", L "input_layernorm.weight", AS_IS},
+	{"attn_norm.bias", L "input_layernorm.bias", AS_IS},
+	{"attn_qkv.weight", L "self_attn.q_proj.weight", FUSED_Q},
+	{"attn_qkv.weight", L "self_attn.k_proj.weight", FUSED_K},
+	{"attn_qkv.weight", L "self_attn.v_proj.weight", FUSED_V},
+	{"attn_qkv.bias", L "self_attn.q_proj.bias", FUSED_Q},
+	{"attn_qkv.bias", L "self_attn.k_proj.bias", FUSED_K},
+	{"attn_qkv.bias", L "self_attn.v_proj.bias", FUSED_V},
+	{"attn_output.weight", L "self_attn.dense.weight", AS_IS},
+	{"attn_output.bias", L "self_attn.dense.bias", AS_IS},
+	{"ffn_up.weight", L "mlp.fc1.weight", AS_IS},
+	{"ffn_up.bias", L "mlp.fc1.bias", AS_IS},
+	{"ffn_down.weight", L "mlp.fc2.weight", AS_IS},
+	{"ffn_down.bias", L "mlp.fc2.bias", AS_IS},
+	END,
+};
+static const tensor_map ln_globals[] = {
+	{"token_embd.weight", "model.embed_tokens.weight", AS_IS},
+	{"output_norm.weight", "model.norm.weight", AS_IS},
+	{"output_norm.bias", "model.norm.bias", AS_IS},
+	{"output.weight", "lm_head.weight", AS_IS},
+	END,
+};
+static const tensor_map stablelm_layer[] = {
+	{"attn_norm.weight", L "input_layernorm.weight", AS_IS},
+	{"attn_norm.bias", L "input_layernorm.bias", AS_IS},
+	{"attn_q.weight", L "self_attn.q_proj.weight", AS_IS},
+	{"attn_q.bias", L "self_attn.q_proj.bias", AS_IS},
+	{"attn_k.weight", L "self_attn.k_proj.weight", AS_IS},
+	{"attn_k.bias", L "self_attn.k_proj.bias", AS_IS},
+	{"attn_v.weight", L "self_attn.v_proj.weight", AS_IS},
+	{"attn_v.bias", L "self_attn.v_proj.bias", AS_IS},
+	{"attn_output.weight", L "self_attn.o_proj.weight", AS_IS},
+	{"ffn_norm.weight", L "post_attention_layernorm.weight", AS_IS},
+	{"ffn_norm.bias", L "post_attention_layernorm.bias", AS_IS},
+	{"ffn_gate.weight", L "mlp.gate_proj.weight", AS_IS},
+	{"ffn_up.weight", L "mlp.up_proj.weight", AS_IS},
+	{"ffn_down.weight", L "mlp.down_proj.weight", AS_IS},
+	END,
+};
+static const tensor_map starcoder2_globals[] = {
+	{"token_embd.weight", "model.embed_tokens.weight", AS_IS},
+	{"output_norm.weight", "model.norm.weight", AS_IS},
+	{"output_norm.bias", "model.norm.bias", AS_IS},
+	END,
+};
+static const tensor_map starcoder2_layer[] = {
+	{"attn_norm.weight", L "input_layernorm.weight", AS_IS},
+	{"attn_norm.bias", L "input_layernorm.bias", AS_IS},
+	{"attn_q.weight", L "self_attn.q_proj.weight", AS_IS},
+	{"attn_q.bias", L "self_attn.q_proj.bias", AS_IS},
+	{"attn_k.weight", L "self_attn.k_proj.weight", AS_IS},
+	{"attn_k.bias", L "self_attn.k_proj.bias", AS_IS},
+	{"attn_v.weight", L "self_attn.v_proj.weight", AS_IS},
+	{"attn_v.bias", L "self_attn.v_proj.bias", AS_IS},
+	{"attn_output.weight", L "self_attn.o_proj.weight", AS_IS},
+	{"attn_output.bias", L "self_attn.o_proj.bias", AS_IS},
+	{"ffn_norm.weight", L "post_attention_layernorm.weight", AS_IS},
+	{"ffn_norm.bias", L "post_attention_layernorm.bias", AS_IS},
+	{"ffn_up.weight", L "mlp.c_fc.weight", AS_IS},
+	{"ffn_up.bias", L "mlp.c_fc.bias", AS_IS},
+	{"ffn_down.weight", L "mlp.c_proj.weight", AS_IS},
+	{"ffn_down.bias", L "mlp.c_proj.bias", AS_IS},
+	END,
+};
+static const tensor_map gpt2_globals[] = {
+	{"token_embd.weight", "transformer.wte.weight", AS_IS},
+	{"position_embd.weight", "transformer.wpe.weight", AS_IS},
+	{"output_norm.weight", "transformer.ln_f.weight", AS_IS},
+	{"output_norm.bias", "transformer.ln_f.bias", AS_IS},
+	{"output.weight", "lm_head.weight", AS_IS},
+	END,
+};
+static const tensor_map gpt2_layer[] = {
+	{"attn_norm.weight", "transformer.h.%d.ln_1.weight", AS_IS},
+	{"attn_norm.bias", "transformer.h.%d.ln_1.bias", AS_IS},
+	{"attn_qkv.weight", "transformer.h.%d.attn.c_attn.weight", CONV1D},
+	{"attn_qkv.bias", "transformer.h.%d.attn.c_attn.bias", AS_IS},
+	{"attn_output.weight", "transformer.h.%d.attn.c_proj.weight", CONV1D},
+	{"attn_output.bias", "transformer.h.%d.attn.c_proj.bias", AS_IS},
+	{"ffn_norm.weight", "transformer.h.%d.ln_2.weight", AS_IS},
+	{"ffn_norm.bias", "transformer.h.%d.ln_2.bias", AS_IS},
+	{"ffn_up.weight", "transformer.h.%d.mlp.c_fc.weight", CONV1D},
+	{"ffn_up.bias", "transformer.h.%d.mlp.c_fc.bias", AS_IS},
+	{"ffn_down.weight", "transformer.h.%d.mlp.c_proj.weight", CONV1D},
+	{"ffn_down.bias", "transformer.h.%d.mlp.c_proj.bias", AS_IS},
+	END,
+};
+#undef L
+
+static const family families[] = {
+	{"llama", "llama", llama_globals, llama_layer, llama_like_config},
+	{"gpt2", "gpt2", gpt2_globals, gpt2_layer, gpt2_config},
+	{"qwen2", "qwen2", tied_globals, qwen2_layer, llama_like_config},
+	{"qwen3", "qwen3", tied_globals, qwen3_layer, llama_like_config},
+	{"gemma", "gemma", gemma_globals, gemma_layer, llama_like_config},
+	{"phi2", "phi", phi2_globals, phi2_layer, layernorm_config},
+	{"stablelm", "stablelm", ln_globals, stablelm_layer, layernorm_config},
+	{"starcoder2", "starcoder2", starcoder2_globals, starcoder2_layer, layernorm_config},
+};
+enum { LLAMA, GPT2, QWEN2, QWEN3, GEMMA, PHI2, STABLELM, STARCODER2 };
 
 typedef struct synth_case {
 	const char *name;
-	enum family family;
-	const char *dtype; /* of every tensor in the checkpoint */
-	int n_shards;      /* 0: one model.safetensors */
+	int family;          /* index in families */
+	const char *dtype;   /* of every tensor in the checkpoint */
+	int n_shards;        /* 0: one model.safetensors */
 	float tol_source;    /* against the f32 GGUF */
 	float tol_converted; /* against the checkpoint converted to GGUF */
 	bool llama3_rope;    /* config.json asks for Llama 3's RoPE scaling */
@@ -49,7 +302,15 @@ static const synth_case cases[] = {
 	{"gpt2-bf16-sharded", GPT2, "BF16", 4, 0.5f, 0.1f, false},
 	/* The source has no scaling: this one must differ from it. */
 	{"llama-f32-llama3-rope", LLAMA, "F32", 0, 0.0f, 1e-4f, true},
+	/* Every other contract's Hugging Face section. */
+	{"qwen2-f32", QWEN2, "F32", 0, 1e-4f, 1e-4f, false},
+	{"qwen3-bf16", QWEN3, "BF16", 2, 0.5f, 0.1f, false},
+	{"gemma-f32", GEMMA, "F32", 0, 1e-4f, 1e-4f, false},
+	{"phi2-f32", PHI2, "F32", 0, 1e-4f, 1e-4f, false},
+	{"stablelm-f16", STABLELM, "F16", 0, 0.1f, 2e-2f, false},
+	{"starcoder2-f32", STARCODER2, "F32", 3, 1e-4f, 1e-4f, false},
 };
+#define N_CASES ((int)(sizeof(cases) / sizeof(cases[0])))
 
 /* Llama 3 scaling of the test's config, computed here in double. */
 #define L3_FACTOR 8.0
@@ -66,23 +327,28 @@ static double llama3_factor(int i, int n_rot, double theta)
 	double smooth = (L3_ORIG / wavelen - L3_LOW) / (L3_HIGH - L3_LOW);
 	return 1.0 / ((1.0 - smooth) / L3_FACTOR + smooth);
 }
-#define N_CASES ((int)(sizeof(cases) / sizeof(cases[0])))
 
 /* The checkpoint being assembled: tensor specs and the bytes they own. */
 typedef struct checkpoint {
-	st_tensor_spec t[64];
-	void *owned[64];
+	st_tensor_spec t[128];
+	void *owned[128];
 	int n;
-	char names[64][96];
+	char names[128][96];
 } checkpoint;
 
-static const loom_file_tensor *tensor(const loom_model_file *f, const char *name)
+static const loom_file_tensor *find_tensor(const loom_model_file *f, const char *name)
 {
 	for (uint64_t i = 0; i < f->n_tensors; i++)
 		if (loom_string_eq(f->tensors[i].name, name))
 			return &f->tensors[i];
-	ck_abort_msg("the synthetic model lacks %s", name);
 	return NULL;
+}
+
+static const loom_file_tensor *tensor(const loom_model_file *f, const char *name)
+{
+	const loom_file_tensor *t = find_tensor(f, name);
+	ck_assert_msg(t != NULL, "the synthetic model lacks %s", name);
+	return t;
 }
 
 static int64_t meta_int(const loom_model_file *f, const char *key)
@@ -104,7 +370,7 @@ static double meta_float(const loom_model_file *f, const char *key)
 static void add(checkpoint *c, const char *name, const char *dtype, const float *values, int64_t rows, int64_t cols,
 		bool vector, bool transposed)
 {
-	ck_assert(c->n < 64);
+	ck_assert(c->n < 128);
 	size_t es = strcmp(dtype, "F32") == 0 ? 4 : 2, n = (size_t)(rows * cols);
 	unsigned char *bytes = malloc(n * es);
 	ck_assert(bytes != NULL);
@@ -134,125 +400,109 @@ static void add(checkpoint *c, const char *name, const char *dtype, const float 
 	c->owned[c->n++] = bytes;
 }
 
-/* A GGUF tensor (f32) under a Hugging Face name. */
-static void add_from(checkpoint *c, const loom_model_file *f, const char *gguf_name, const char *hf_name,
-		     const char *dtype, bool transposed)
-{
-	const loom_file_tensor *t = tensor(f, gguf_name);
-	ck_assert_msg(t->dtype == LOOM_DTYPE_F32, "%s is not f32", gguf_name);
-	add(c, hf_name, dtype, t->data, t->n_dims == 2 ? t->ne[1] : 1, t->ne[0], t->n_dims == 1, transposed);
-}
-
 /* GGUF llama files store Q and K rows permuted for adjacent-pair RoPE;
  * Hugging Face keeps each head's rotate-half order: rows 2j, 2j+1 of a
  * head go back to j and j + head_dim/2 (convert_hf_to_gguf's permute,
  * undone). */
-static void add_unpermuted(checkpoint *c, const loom_model_file *f, const char *gguf_name, const char *hf_name,
-			   const char *dtype, int64_t n_heads)
+static void unpermute(float *dst, const float *src, int64_t rows, int64_t cols, int64_t n_heads)
 {
-	const loom_file_tensor *t = tensor(f, gguf_name);
-	const int64_t cols = t->ne[0], rows = t->ne[1], head_dim = rows / n_heads, half = head_dim / 2;
-	const float *src = t->data;
-	float *dst = malloc((size_t)(rows * cols) * sizeof(float));
-	ck_assert(dst != NULL);
+	const int64_t head_dim = rows / n_heads, half = head_dim / 2;
 	for (int64_t h = 0; h < n_heads; h++)
 		for (int64_t j = 0; j < half; j++) {
 			memcpy(dst + (h * head_dim + j) * cols, src + (h * head_dim + 2 * j) * cols, (size_t)cols * 4);
 			memcpy(dst + (h * head_dim + half + j) * cols, src + (h * head_dim + 2 * j + 1) * cols,
 			       (size_t)cols * 4);
 		}
-	add(c, hf_name, dtype, dst, rows, cols, false, false);
-	free(dst);
 }
 
-static void llama_tensors(checkpoint *c, const loom_model_file *f, const char *dt)
+/* One GGUF tensor (f32) under its Hugging Face name; false when the GGUF
+ * lacks it (a tied head). */
+static void add_mapped(checkpoint *c, const loom_model_file *f, const family *fam, const tensor_map *m, int il,
+		       const char *dtype)
 {
-	const int64_t n_layer = meta_int(f, "llama.block_count");
-	add_from(c, f, "token_embd.weight", "model.embed_tokens.weight", dt, false);
-	add_from(c, f, "output_norm.weight", "model.norm.weight", dt, false);
-	add_from(c, f, "output.weight", "lm_head.weight", dt, false);
-	for (int64_t i = 0; i < n_layer; i++) {
-		static const char *const plain[][2] = {
-			{"attn_norm.weight", "input_layernorm.weight"},   {"attn_v.weight", "self_attn.v_proj.weight"},
-			{"attn_output.weight", "self_attn.o_proj.weight"}, {"ffn_norm.weight", "post_attention_layernorm.weight"},
-			{"ffn_gate.weight", "mlp.gate_proj.weight"},       {"ffn_up.weight", "mlp.up_proj.weight"},
-			{"ffn_down.weight", "mlp.down_proj.weight"},
-		};
-		char g[96], h[96];
-		for (size_t k = 0; k < sizeof(plain) / sizeof(plain[0]); k++) {
-			snprintf(g, sizeof(g), "blk.%lld.%s", (long long)i, plain[k][0]);
-			snprintf(h, sizeof(h), "model.layers.%lld.%s", (long long)i, plain[k][1]);
-			add_from(c, f, g, h, dt, false);
-		}
-		snprintf(g, sizeof(g), "blk.%lld.attn_q.weight", (long long)i);
-		snprintf(h, sizeof(h), "model.layers.%lld.self_attn.q_proj.weight", (long long)i);
-		add_unpermuted(c, f, g, h, dt, meta_int(f, "llama.attention.head_count"));
-		snprintf(g, sizeof(g), "blk.%lld.attn_k.weight", (long long)i);
-		snprintf(h, sizeof(h), "model.layers.%lld.self_attn.k_proj.weight", (long long)i);
-		add_unpermuted(c, f, g, h, dt, meta_int(f, "llama.attention.head_count_kv"));
+	char g[96], h[96], key[96];
+	if (il >= 0) {
+		snprintf(g, sizeof(g), "blk.%d.%s", il, m->gguf);
+		snprintf(h, sizeof(h), m->hf, il);
+	} else {
+		snprintf(g, sizeof(g), "%s", m->gguf);
+		snprintf(h, sizeof(h), "%s", m->hf);
 	}
+	const loom_file_tensor *t = find_tensor(f, g);
+	ck_assert_msg(t != NULL || il < 0, "the synthetic model lacks %s", g);
+	if (t == NULL)
+		return;
+	ck_assert_msg(t->dtype == LOOM_DTYPE_F32, "%s is not f32", g);
+	const bool vector = t->n_dims == 1;
+	int64_t rows = vector ? t->ne[0] : t->ne[1], cols = vector ? 1 : t->ne[0];
+	const float *src = t->data;
+	float *tmp = malloc((size_t)(rows * cols) * sizeof(float));
+	ck_assert(tmp != NULL);
+	memcpy(tmp, src, (size_t)(rows * cols) * sizeof(float));
+	if (m->how == UNPERMUTE_Q || m->how == UNPERMUTE_K) {
+		snprintf(key, sizeof(key), m->how == UNPERMUTE_Q ? "%s.attention.head_count" : "%s.attention.head_count_kv",
+			 fam->arch);
+		unpermute(tmp, src, rows, cols, meta_int(f, key));
+	} else if (m->how == MINUS_ONE) {
+		for (int64_t i = 0; i < rows; i++)
+			tmp[i] -= 1.0f;
+	} else if (m->how == FUSED_Q || m->how == FUSED_K || m->how == FUSED_V) {
+		/* n_head == n_head_kv here: three equal parts. */
+		int64_t part = rows / 3, first = (m->how - FUSED_Q) * part;
+		memmove(tmp, tmp + first * cols, (size_t)(part * cols) * sizeof(float));
+		rows = part;
+	}
+	if (vector)
+		add(c, h, dtype, tmp, 1, rows, true, false);
+	else
+		add(c, h, dtype, tmp, rows, cols, false, m->how == CONV1D);
+	free(tmp);
 }
 
-static void gpt2_tensors(checkpoint *c, const loom_model_file *f, const char *dt)
+static void write_tensors(checkpoint *c, const loom_model_file *f, const family *fam, const char *dtype)
 {
-	const int64_t n_layer = meta_int(f, "gpt2.block_count");
-	add_from(c, f, "token_embd.weight", "transformer.wte.weight", dt, false);
-	add_from(c, f, "position_embd.weight", "transformer.wpe.weight", dt, false);
-	add_from(c, f, "output_norm.weight", "transformer.ln_f.weight", dt, false);
-	add_from(c, f, "output_norm.bias", "transformer.ln_f.bias", dt, false);
-	add_from(c, f, "output.weight", "lm_head.weight", dt, false);
-	for (int64_t i = 0; i < n_layer; i++) {
-		/* {GGUF name, HF name, Conv1D (stored transposed)} */
-		static const struct { const char *g, *h; bool conv; } map[] = {
-			{"attn_norm.weight", "ln_1.weight", false},      {"attn_norm.bias", "ln_1.bias", false},
-			{"attn_qkv.weight", "attn.c_attn.weight", true}, {"attn_qkv.bias", "attn.c_attn.bias", false},
-			{"attn_output.weight", "attn.c_proj.weight", true}, {"attn_output.bias", "attn.c_proj.bias", false},
-			{"ffn_norm.weight", "ln_2.weight", false},       {"ffn_norm.bias", "ln_2.bias", false},
-			{"ffn_up.weight", "mlp.c_fc.weight", true},      {"ffn_up.bias", "mlp.c_fc.bias", false},
-			{"ffn_down.weight", "mlp.c_proj.weight", true},  {"ffn_down.bias", "mlp.c_proj.bias", false},
-		};
-		for (size_t k = 0; k < sizeof(map) / sizeof(map[0]); k++) {
-			char g[96], h[96];
-			snprintf(g, sizeof(g), "blk.%lld.%s", (long long)i, map[k].g);
-			snprintf(h, sizeof(h), "transformer.h.%lld.%s", (long long)i, map[k].h);
-			add_from(c, f, g, h, dt, map[k].conv);
-		}
-	}
+	char key[96];
+	snprintf(key, sizeof(key), "%s.block_count", fam->arch);
+	for (const tensor_map *m = fam->globals; m->gguf != NULL; m++)
+		add_mapped(c, f, fam, m, -1, dtype);
+	for (int il = 0; il < (int)meta_int(f, key); il++)
+		for (const tensor_map *m = fam->layer; m->gguf != NULL; m++)
+			add_mapped(c, f, fam, m, il, dtype);
 }
 
-static char *config_json(const loom_model_file *f, enum family fam, bool llama3_rope)
+static char *config_json(const loom_model_file *f, const family *fam, bool llama3_rope)
 {
 	cJSON *j = cJSON_CreateObject();
-	if (fam == LLAMA) {
-		cJSON_AddStringToObject(j, "model_type", "llama");
-		cJSON_AddNumberToObject(j, "hidden_size", (double)meta_int(f, "llama.embedding_length"));
-		cJSON_AddNumberToObject(j, "intermediate_size", (double)meta_int(f, "llama.feed_forward_length"));
-		cJSON_AddNumberToObject(j, "num_hidden_layers", (double)meta_int(f, "llama.block_count"));
-		cJSON_AddNumberToObject(j, "num_attention_heads", (double)meta_int(f, "llama.attention.head_count"));
-		cJSON_AddNumberToObject(j, "num_key_value_heads", (double)meta_int(f, "llama.attention.head_count_kv"));
-		cJSON_AddNumberToObject(j, "max_position_embeddings", (double)meta_int(f, "llama.context_length"));
-		cJSON_AddNumberToObject(j, "rms_norm_eps", meta_float(f, "llama.attention.layer_norm_rms_epsilon"));
-		cJSON_AddNumberToObject(j, "rope_theta", meta_float(f, "llama.rope.freq_base"));
-		if (llama3_rope) {
-			cJSON *r = cJSON_AddObjectToObject(j, "rope_scaling");
-			cJSON_AddStringToObject(r, "rope_type", "llama3");
-			cJSON_AddNumberToObject(r, "factor", L3_FACTOR);
-			cJSON_AddNumberToObject(r, "low_freq_factor", L3_LOW);
-			cJSON_AddNumberToObject(r, "high_freq_factor", L3_HIGH);
-			cJSON_AddNumberToObject(r, "original_max_position_embeddings", L3_ORIG);
+	cJSON_AddStringToObject(j, "model_type", fam->model_type);
+	for (const config_map *m = fam->config; m->hf != NULL; m++) {
+		char key[96], head_key[96], embd_key[96];
+		if (m->gguf != NULL)
+			snprintf(key, sizeof(key), m->gguf, fam->arch);
+		if (m->kind == NULL_VALUE) {
+			cJSON_AddNullToObject(j, m->hf);
+		} else if (m->kind == FALSE_VALUE) {
+			cJSON_AddFalseToObject(j, m->hf);
+		} else if (loom_meta_find(f, key) == NULL) {
+			continue;
+		} else if (m->kind == INT) {
+			cJSON_AddNumberToObject(j, m->hf, (double)meta_int(f, key));
+		} else if (m->kind == FLOAT) {
+			cJSON_AddNumberToObject(j, m->hf, meta_float(f, key));
 		} else {
-			cJSON_AddNullToObject(j, "rope_scaling");
+			snprintf(head_key, sizeof(head_key), "%s.attention.head_count", fam->arch);
+			snprintf(embd_key, sizeof(embd_key), "%s.embedding_length", fam->arch);
+			double head_dim = (double)meta_int(f, embd_key) / (double)meta_int(f, head_key);
+			cJSON_AddNumberToObject(j, m->hf, (double)meta_int(f, key) / head_dim);
 		}
-		cJSON_AddFalseToObject(j, "tie_word_embeddings");
-	} else {
-		cJSON_AddStringToObject(j, "model_type", "gpt2");
-		cJSON_AddNumberToObject(j, "n_embd", (double)meta_int(f, "gpt2.embedding_length"));
-		cJSON_AddNumberToObject(j, "n_layer", (double)meta_int(f, "gpt2.block_count"));
-		cJSON_AddNumberToObject(j, "n_head", (double)meta_int(f, "gpt2.attention.head_count"));
-		cJSON_AddNumberToObject(j, "n_positions", (double)meta_int(f, "gpt2.context_length"));
-		/* null: the width comes from the c_fc weight's shape. */
-		cJSON_AddNullToObject(j, "n_inner");
-		cJSON_AddNumberToObject(j, "layer_norm_epsilon", meta_float(f, "gpt2.attention.layer_norm_epsilon"));
+	}
+	if (llama3_rope) {
+		cJSON_DeleteItemFromObject(j, "rope_scaling");
+		cJSON *r = cJSON_AddObjectToObject(j, "rope_scaling");
+		cJSON_AddStringToObject(r, "rope_type", "llama3");
+		cJSON_AddNumberToObject(r, "factor", L3_FACTOR);
+		cJSON_AddNumberToObject(r, "low_freq_factor", L3_LOW);
+		cJSON_AddNumberToObject(r, "high_freq_factor", L3_HIGH);
+		cJSON_AddNumberToObject(r, "original_max_position_embeddings", L3_ORIG);
 	}
 	char *text = cJSON_Print(j);
 	cJSON_Delete(j);
@@ -270,13 +520,15 @@ static void copy_file(const char *from, const char *to_dir, const char *name)
 	free(bytes);
 }
 
-/* The tokenizer: for llama the stories checkpoints' tokenizer.json (the
- * synthetic models share their 512-token vocabulary, which the test checks
- * piece by piece); for gpt2 a tokenizer.json of the GGUF's vocabulary and
- * merges. */
-static bool write_tokenizer(const loom_model_file *f, enum family fam, const char *dir)
+/* The tokenizer: for SentencePiece-style vocabularies the stories
+ * checkpoints' tokenizer.json (the synthetic models share their 512-token
+ * vocabulary, which the test checks piece by piece); for byte-level ones a
+ * tokenizer.json of the GGUF's vocabulary and merges. */
+static bool write_tokenizer(const loom_model_file *f, const char *dir)
 {
-	if (fam == LLAMA) {
+	loom_string kind;
+	ck_assert(loom_meta_get_string(f, "tokenizer.ggml.model", &kind) == LOOM_OK);
+	if (loom_string_eq(kind, "llama")) {
 		char from[4096];
 		if (!test_data_path(from, sizeof(from), "models/stories260K-hf/tokenizer.json"))
 			return false;
@@ -378,23 +630,21 @@ static void check_llama3_factors(const char *converted, float to_unscaled)
 START_TEST(synthetic_checkpoint_computes_its_source)
 {
 	const synth_case *sc = &cases[_i];
+	const family *fam = &families[sc->family];
 	char src[4096], rel[128], dir[4096], converted[4200];
-	snprintf(rel, sizeof(rel), "models/synthetic/%s-f32.gguf", sc->family == LLAMA ? "llama" : "gpt2");
+	snprintf(rel, sizeof(rel), "models/synthetic/%s-f32.gguf", fam->arch);
 	if (!test_data_path(src, sizeof(src), rel))
 		return;
 	loom_model_file *f = test_open_gguf(src);
 	ck_assert_msg(f != NULL, "%s: %s", src, test_plugin_error());
 	snprintf(dir, sizeof(dir), "%s", test_tmp_dir(sc->name));
 	checkpoint *c = calloc(1, sizeof(*c));
-	if (sc->family == LLAMA)
-		llama_tensors(c, f, sc->dtype);
-	else
-		gpt2_tensors(c, f, sc->dtype);
-	char path[4200], *config = config_json(f, sc->family, sc->llama3_rope);
+	write_tensors(c, f, fam, sc->dtype);
+	char path[4200], *config = config_json(f, fam, sc->llama3_rope);
 	snprintf(path, sizeof(path), "%s/model.safetensors", dir);
 	ck_assert(sc->n_shards > 0 ? st_write_sharded(dir, c->t, c->n, sc->n_shards) : st_write_file(path, c->t, c->n));
 	ck_assert(st_write_config(dir, config));
-	bool have_tokenizer = write_tokenizer(f, sc->family, dir);
+	bool have_tokenizer = write_tokenizer(f, dir);
 	free(config);
 	for (int i = 0; i < c->n; i++)
 		free(c->owned[i]);
