@@ -18,6 +18,7 @@ static const char *const hparam_names[LOOM_HP_COUNT] = {
 	[LOOM_HP_N_HEAD] = "n_head",
 	[LOOM_HP_N_HEAD_KV] = "n_head_kv",
 	[LOOM_HP_HEAD_DIM] = "head_dim",
+	[LOOM_HP_HEAD_DIM_V] = "head_dim_v",
 	[LOOM_HP_N_ROT] = "n_rot",
 	[LOOM_HP_N_CTX_TRAIN] = "n_ctx_train",
 	[LOOM_HP_NORM_EPS] = "norm_eps",

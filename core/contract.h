@@ -36,6 +36,7 @@ typedef enum loom_hparam {
 	LOOM_HP_N_HEAD,
 	LOOM_HP_N_HEAD_KV,   /* default: n_head */
 	LOOM_HP_HEAD_DIM,    /* default: n_embd / n_head */
+	LOOM_HP_HEAD_DIM_V,  /* the value heads' width: must equal head_dim */
 	LOOM_HP_N_ROT,       /* default: head_dim */
 	LOOM_HP_N_CTX_TRAIN,
 	LOOM_HP_NORM_EPS,

@@ -369,6 +369,12 @@ static loom_status load_hparams(loom_model *m, int fmt)
 	if (hp->n_head_kv > hp->n_head || hp->n_head % hp->n_head_kv != 0)
 		return loom_error(LOOM_ERR_BAD_FORMAT, "n_head (%" PRId64 ") is not a multiple of n_head_kv (%" PRId64 ")",
 				  hp->n_head, hp->n_head_kv);
+	int64_t head_dim_v;
+	if ((st = optional_hparam(m, fmt, LOOM_HP_HEAD_DIM_V, hp->head_dim, &head_dim_v)) != LOOM_OK)
+		return st;
+	if (head_dim_v != hp->head_dim)
+		return loom_error(LOOM_ERR_UNSUPPORTED, "value heads of %" PRId64 " differ from key heads of %" PRId64
+				  "; loom's attention needs them equal", head_dim_v, hp->head_dim);
 	if (hp->head_dim < 1 || hp->n_rot % 2 != 0 || hp->n_rot > hp->head_dim)
 		return loom_error(LOOM_ERR_BAD_FORMAT, "n_rot = %" PRId64 " must be even and at most head_dim = %" PRId64,
 				  hp->n_rot, hp->head_dim);

@@ -402,6 +402,7 @@ static loom_status export_meta(loom_export *e, const loom_model *m)
 		{LOOM_HP_N_HEAD, (double)hp->n_head, true, true},
 		{LOOM_HP_N_HEAD_KV, (double)hp->n_head_kv, true, true},
 		{LOOM_HP_HEAD_DIM, (double)hp->head_dim, true, true},
+		{LOOM_HP_HEAD_DIM_V, (double)hp->head_dim, true, true},
 		{LOOM_HP_N_CTX_TRAIN, (double)hp->n_ctx_train, true, true},
 		{LOOM_HP_NORM_EPS, hp->norm_eps, false, true},
 		{LOOM_HP_N_ROT, (double)hp->n_rot, true, rope},

@@ -627,6 +627,31 @@ static void check_llama3_factors(const char *converted, float to_unscaled)
 	ck_assert_msg(to_unscaled > 1e-3f, "Llama 3 scaling left the logits unchanged (%g)", to_unscaled);
 }
 
+/* Every hyperparameter key of the source GGUF (vocab_size aside, which
+ * llama.cpp takes from the token list) is in the converted file with the
+ * same type and value. */
+static void check_converted_keys(const char *src, const char *converted, const char *arch)
+{
+	loom_model_file *a = test_open_gguf(src), *b = test_open_gguf(converted);
+	ck_assert_msg(a != NULL && b != NULL, "open: %s", test_plugin_error());
+	size_t n = strlen(arch);
+	for (uint64_t i = 0; i < a->n_meta; i++) {
+		loom_string k = a->meta[i].key;
+		if (k.len <= n || memcmp(k.data, arch, n) != 0 || k.data[n] != '.' || loom_string_eq(k, "llama.vocab_size"))
+			continue;
+		char *key = loom_string_dup(k);
+		const loom_meta_value *x = &a->meta[i].value, *y = loom_meta_find(b, key);
+		ck_assert_msg(y != NULL, "the converted file lacks %s", key);
+		ck_assert_msg(x->type == y->type, "%s: %s, the source has %s", key, loom_meta_type_name(y->type),
+			      loom_meta_type_name(x->type));
+		bool same = x->type == LOOM_META_F32 ? fabs(x->v.f - y->v.f) <= 1e-6 * fabs(x->v.f) : x->v.u == y->v.u;
+		ck_assert_msg(same, "%s differs in the converted file", key);
+		free(key);
+	}
+	test_close_gguf(a);
+	test_close_gguf(b);
+}
+
 START_TEST(synthetic_checkpoint_computes_its_source)
 {
 	const synth_case *sc = &cases[_i];
@@ -672,6 +697,8 @@ START_TEST(synthetic_checkpoint_computes_its_source)
 	if (sc->llama3_rope)
 		check_llama3_factors(converted, to_source);
 	else
+		check_converted_keys(src, converted, fam->arch);
+	if (!sc->llama3_rope)
 		ck_assert_msg(to_source <= sc->tol_source, "%s: %g from the source model (tolerance %g)", sc->name,
 			      to_source, sc->tol_source);
 	ck_assert_msg(to_converted <= sc->tol_converted, "%s: %g from its converted GGUF (tolerance %g)", sc->name,
