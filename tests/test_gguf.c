@@ -5,6 +5,8 @@
 #include "plugin_host.h"
 #include "testdata.h"
 
+#include "meta.h"
+
 #include <dirent.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -13,40 +15,6 @@
 #include <unistd.h>
 
 /* ---- helpers ------------------------------------------------------------ */
-
-static bool str_eq(loom_string s, const char *c)
-{
-	return s.len == strlen(c) && memcmp(s.data, c, s.len) == 0;
-}
-
-static const loom_meta_value *find_meta(const loom_model_file *f, const char *key)
-{
-	for (uint64_t i = 0; i < f->n_meta; i++) {
-		if (str_eq(f->meta[i].key, key))
-			return &f->meta[i].value;
-	}
-	return NULL;
-}
-
-/* The value under key, which must exist and have this type. */
-static const loom_meta_value *meta_of(const loom_model_file *f, const char *key,
-				      loom_meta_type type)
-{
-	const loom_meta_value *v = find_meta(f, key);
-
-	ck_assert_msg(v != NULL, "key %s is missing", key);
-	ck_assert_msg(v->type == type, "key %s has type %d, expected %d", key, v->type, type);
-	return v;
-}
-
-static const loom_file_tensor *find_tensor(const loom_model_file *f, const char *name)
-{
-	for (uint64_t i = 0; i < f->n_tensors; i++) {
-		if (str_eq(f->tensors[i].name, name))
-			return &f->tensors[i];
-	}
-	ck_abort_msg("tensor %s is missing", name);
-}
 
 /* "<fresh tmp dir for test>/<file>" in buf. */
 static const char *tmp_file(char *buf, size_t size, const char *test, const char *file)
@@ -163,23 +131,23 @@ static void add_every_tensor(gguf_writer *w)
 
 static void check_scalars(const loom_model_file *f)
 {
-	ck_assert_uint_eq(meta_of(f, "s.u8", LOOM_META_U8)->v.u, 200);
-	ck_assert_int_eq(meta_of(f, "s.i8", LOOM_META_I8)->v.i, -100);
-	ck_assert_uint_eq(meta_of(f, "s.u16", LOOM_META_U16)->v.u, 60000);
-	ck_assert_int_eq(meta_of(f, "s.i16", LOOM_META_I16)->v.i, -30000);
-	ck_assert_uint_eq(meta_of(f, "s.u32", LOOM_META_U32)->v.u, 4000000000u);
-	ck_assert_int_eq(meta_of(f, "s.i32", LOOM_META_I32)->v.i, -2000000000);
-	ck_assert_msg(meta_of(f, "s.f32", LOOM_META_F32)->v.f == (double)0.1f, "s.f32 = %.17g",
-		      meta_of(f, "s.f32", LOOM_META_F32)->v.f);
-	ck_assert(meta_of(f, "s.true", LOOM_META_BOOL)->v.b);
-	ck_assert(!meta_of(f, "s.false", LOOM_META_BOOL)->v.b);
-	ck_assert_msg(meta_of(f, "s.u64", LOOM_META_U64)->v.u == UINT64_MAX - 1, "s.u64");
-	ck_assert_msg(meta_of(f, "s.i64", LOOM_META_I64)->v.i == INT64_MIN + 1, "s.i64");
-	ck_assert_msg(meta_of(f, "s.f64", LOOM_META_F64)->v.f == -1.0 / 3.0, "s.f64 = %.17g",
-		      meta_of(f, "s.f64", LOOM_META_F64)->v.f);
-	ck_assert_msg(str_eq(meta_of(f, "s.string", LOOM_META_STRING)->v.s, "hello, gguf"),
+	ck_assert_uint_eq(test_meta_of(f, "s.u8", LOOM_META_U8)->v.u, 200);
+	ck_assert_int_eq(test_meta_of(f, "s.i8", LOOM_META_I8)->v.i, -100);
+	ck_assert_uint_eq(test_meta_of(f, "s.u16", LOOM_META_U16)->v.u, 60000);
+	ck_assert_int_eq(test_meta_of(f, "s.i16", LOOM_META_I16)->v.i, -30000);
+	ck_assert_uint_eq(test_meta_of(f, "s.u32", LOOM_META_U32)->v.u, 4000000000u);
+	ck_assert_int_eq(test_meta_of(f, "s.i32", LOOM_META_I32)->v.i, -2000000000);
+	ck_assert_msg(test_meta_of(f, "s.f32", LOOM_META_F32)->v.f == (double)0.1f, "s.f32 = %.17g",
+		      test_meta_of(f, "s.f32", LOOM_META_F32)->v.f);
+	ck_assert(test_meta_of(f, "s.true", LOOM_META_BOOL)->v.b);
+	ck_assert(!test_meta_of(f, "s.false", LOOM_META_BOOL)->v.b);
+	ck_assert_msg(test_meta_of(f, "s.u64", LOOM_META_U64)->v.u == UINT64_MAX - 1, "s.u64");
+	ck_assert_msg(test_meta_of(f, "s.i64", LOOM_META_I64)->v.i == INT64_MIN + 1, "s.i64");
+	ck_assert_msg(test_meta_of(f, "s.f64", LOOM_META_F64)->v.f == -1.0 / 3.0, "s.f64 = %.17g",
+		      test_meta_of(f, "s.f64", LOOM_META_F64)->v.f);
+	ck_assert_msg(loom_string_eq(test_meta_of(f, "s.string", LOOM_META_STRING)->v.s, "hello, gguf"),
 		      "s.string");
-	ck_assert_uint_eq(meta_of(f, "s.empty", LOOM_META_STRING)->v.s.len, 0);
+	ck_assert_uint_eq(test_meta_of(f, "s.empty", LOOM_META_STRING)->v.s.len, 0);
 }
 
 static void check_arrays(const loom_model_file *f)
@@ -188,7 +156,7 @@ static void check_arrays(const loom_model_file *f)
 	const loom_string *s;
 
 	for (size_t i = 0; i < N_ARRAYS; i++) {
-		v = meta_of(f, arrays[i].key, LOOM_META_ARRAY);
+		v = test_meta_of(f, arrays[i].key, LOOM_META_ARRAY);
 		ck_assert_msg(v->elem_type == arrays[i].type && v->count == 3,
 			      "%s: elem_type %d count %" PRIu64, arrays[i].key, v->elem_type,
 			      v->count);
@@ -197,17 +165,17 @@ static void check_arrays(const loom_model_file *f)
 		ck_assert_msg(memcmp(v->v.array, arrays[i].values, 3 * arrays[i].elem_size) == 0,
 			      "%s: values differ", arrays[i].key);
 	}
-	v = meta_of(f, "arr.string", LOOM_META_ARRAY);
+	v = test_meta_of(f, "arr.string", LOOM_META_ARRAY);
 	ck_assert_msg(v->elem_type == LOOM_META_STRING && v->count == 3, "arr.string");
 	s = v->v.array;
 	for (int i = 0; i < 3; i++)
-		ck_assert_msg(str_eq(s[i], strs[i]), "arr.string[%d] = '%.*s'", i, (int)s[i].len,
+		ck_assert_msg(loom_string_eq(s[i], strs[i]), "arr.string[%d] = '%.*s'", i, (int)s[i].len,
 			      s[i].data);
 	/* Strings point into the mapping. */
 	ck_assert_msg((const char *)s[0].data > (const char *)f->mapping &&
 			      (const char *)s[0].data < (const char *)f->mapping + f->mapping_size,
 		      "arr.string[0] does not point into the mapping");
-	v = meta_of(f, "arr.empty", LOOM_META_ARRAY);
+	v = test_meta_of(f, "arr.empty", LOOM_META_ARRAY);
 	ck_assert_msg(v->elem_type == LOOM_META_U32 && v->count == 0, "arr.empty");
 }
 
@@ -220,7 +188,7 @@ static void check_tensors(const loom_model_file *f, gguf_writer *w, uint32_t ali
 		const loom_file_tensor *t = &f->tensors[i];
 		uint64_t off = data_start + gguf_writer_tensor_data_offset(w, i);
 
-		ck_assert_msg(str_eq(t->name, tensor_specs[i].name), "tensor %zu is '%.*s'", i,
+		ck_assert_msg(loom_string_eq(t->name, tensor_specs[i].name), "tensor %zu is '%.*s'", i,
 			      (int)t->name.len, t->name.data);
 		ck_assert_msg(t->dtype == tensor_specs[i].dtype &&
 				      t->n_dims == tensor_specs[i].n_dims,
@@ -259,7 +227,7 @@ START_TEST(every_type_round_trips)
 	f = open_ok(path);
 	ck_assert_str_eq(f->format, version == 2 ? "gguf v2" : "gguf v3");
 	ck_assert_uint_eq(f->n_meta, 2 + 14 + N_ARRAYS + 2);
-	ck_assert_uint_eq(meta_of(f, "general.alignment", LOOM_META_U32)->v.u, 64);
+	ck_assert_uint_eq(test_meta_of(f, "general.alignment", LOOM_META_U32)->v.u, 64);
 	check_scalars(f);
 	check_arrays(f);
 	check_tensors(f, w, 64);
@@ -359,33 +327,33 @@ START_TEST(stories260k_reads_back)
 	ck_assert_uint_eq(f->n_tensors, 48);
 	ck_assert_uint_eq(f->mapping_size, 1185376);
 
-	ck_assert_msg(str_eq(meta_of(f, "general.architecture", LOOM_META_STRING)->v.s, "llama"),
+	ck_assert_msg(loom_string_eq(test_meta_of(f, "general.architecture", LOOM_META_STRING)->v.s, "llama"),
 		      "architecture");
-	ck_assert_uint_eq(meta_of(f, "llama.embedding_length", LOOM_META_U32)->v.u, 64);
-	ck_assert_uint_eq(meta_of(f, "llama.feed_forward_length", LOOM_META_U32)->v.u, 172);
-	ck_assert_uint_eq(meta_of(f, "llama.block_count", LOOM_META_U32)->v.u, 5);
-	ck_assert_uint_eq(meta_of(f, "llama.attention.head_count_kv", LOOM_META_U32)->v.u, 4);
-	ck_assert_uint_eq(meta_of(f, "tokenizer.ggml.seperator_token_id", LOOM_META_U32)->v.u,
+	ck_assert_uint_eq(test_meta_of(f, "llama.embedding_length", LOOM_META_U32)->v.u, 64);
+	ck_assert_uint_eq(test_meta_of(f, "llama.feed_forward_length", LOOM_META_U32)->v.u, 172);
+	ck_assert_uint_eq(test_meta_of(f, "llama.block_count", LOOM_META_U32)->v.u, 5);
+	ck_assert_uint_eq(test_meta_of(f, "llama.attention.head_count_kv", LOOM_META_U32)->v.u, 4);
+	ck_assert_uint_eq(test_meta_of(f, "tokenizer.ggml.seperator_token_id", LOOM_META_U32)->v.u,
 			  UINT32_MAX);
-	ck_assert_msg(meta_of(f, "llama.attention.layer_norm_rms_epsilon", LOOM_META_F32)->v.f ==
+	ck_assert_msg(test_meta_of(f, "llama.attention.layer_norm_rms_epsilon", LOOM_META_F32)->v.f ==
 			      (double)1e-5f,
 		      "rms epsilon");
 
-	v = meta_of(f, "tokenizer.ggml.tokens", LOOM_META_ARRAY);
+	v = test_meta_of(f, "tokenizer.ggml.tokens", LOOM_META_ARRAY);
 	ck_assert_msg(v->elem_type == LOOM_META_STRING && v->count == 512, "tokens: %d x %" PRIu64,
 		      v->elem_type, v->count);
 	tokens = v->v.array;
-	ck_assert_msg(str_eq(tokens[0], "<unk>") && str_eq(tokens[1], "<s>") &&
-			      str_eq(tokens[2], "</s>") && str_eq(tokens[3], "<0x00>"),
+	ck_assert_msg(loom_string_eq(tokens[0], "<unk>") && loom_string_eq(tokens[1], "<s>") &&
+			      loom_string_eq(tokens[2], "</s>") && loom_string_eq(tokens[3], "<0x00>"),
 		      "first tokens");
-	v = meta_of(f, "tokenizer.ggml.token_type", LOOM_META_ARRAY);
+	v = test_meta_of(f, "tokenizer.ggml.token_type", LOOM_META_ARRAY);
 	ck_assert_msg(v->elem_type == LOOM_META_I32 && v->count == 512, "token_type");
 	ck_assert_int_eq(((const int32_t *)v->v.array)[0], 2);
 	ck_assert_int_eq(((const int32_t *)v->v.array)[3], 6);
-	v = meta_of(f, "tokenizer.ggml.scores", LOOM_META_ARRAY);
+	v = test_meta_of(f, "tokenizer.ggml.scores", LOOM_META_ARRAY);
 	ck_assert_msg(v->elem_type == LOOM_META_F32 && v->count == 512, "scores");
 
-	t = find_tensor(f, "token_embd.weight");
+	t = test_file_tensor(f, "token_embd.weight");
 	ck_assert_msg(t->dtype == LOOM_DTYPE_F32 && t->n_dims == 2 && t->ne[0] == 64 &&
 			      t->ne[1] == 512 && t->ne[2] == 1 && t->n_bytes == 131072 &&
 			      t->file_offset == 14176,
@@ -393,13 +361,13 @@ START_TEST(stories260k_reads_back)
 		      t->dtype, t->ne[0], t->ne[1], t->file_offset);
 	memcpy(&x, t->data, sizeof(x));
 	ck_assert_msg(x == -0.29474878f, "token_embd[0] = %.9g", x);
-	t = find_tensor(f, "output_norm.weight");
+	t = test_file_tensor(f, "output_norm.weight");
 	memcpy(&x, t->data, sizeof(x));
 	ck_assert_msg(t->n_dims == 1 && t->ne[0] == 64 && x == 2.458309f,
 		      "output_norm: n_dims %d, [0] = %.9g", t->n_dims, x);
-	t = find_tensor(f, "blk.0.ffn_down.weight");
+	t = test_file_tensor(f, "blk.0.ffn_down.weight");
 	ck_assert_msg(t->ne[0] == 172 && t->ne[1] == 64 && t->n_bytes == 44032, "ffn_down");
-	t = find_tensor(f, "blk.4.ffn_norm.weight");
+	t = test_file_tensor(f, "blk.4.ffn_norm.weight");
 	ck_assert_msg(t->file_offset + t->n_bytes == f->mapping_size,
 		      "last tensor ends at %" PRIu64, t->file_offset + t->n_bytes);
 	test_close_gguf(f);

@@ -336,21 +336,6 @@ typedef struct checkpoint {
 	char names[128][96];
 } checkpoint;
 
-static const loom_file_tensor *find_tensor(const loom_model_file *f, const char *name)
-{
-	for (uint64_t i = 0; i < f->n_tensors; i++)
-		if (loom_string_eq(f->tensors[i].name, name))
-			return &f->tensors[i];
-	return NULL;
-}
-
-static const loom_file_tensor *tensor(const loom_model_file *f, const char *name)
-{
-	const loom_file_tensor *t = find_tensor(f, name);
-	ck_assert_msg(t != NULL, "the synthetic model lacks %s", name);
-	return t;
-}
-
 static int64_t meta_int(const loom_model_file *f, const char *key)
 {
 	int64_t v;
@@ -428,7 +413,7 @@ static void add_mapped(checkpoint *c, const loom_model_file *f, const family *fa
 		snprintf(g, sizeof(g), "%s", m->gguf);
 		snprintf(h, sizeof(h), "%s", m->hf);
 	}
-	const loom_file_tensor *t = find_tensor(f, g);
+	const loom_file_tensor *t = test_find_file_tensor(f, g);
 	ck_assert_msg(t != NULL || il < 0, "the synthetic model lacks %s", g);
 	if (t == NULL)
 		return;
@@ -612,7 +597,7 @@ static void check_llama3_factors(const char *converted, float to_unscaled)
 {
 	loom_model_file *f = test_open_gguf(converted);
 	ck_assert_msg(f != NULL, "%s: %s", converted, test_plugin_error());
-	const loom_file_tensor *t = tensor(f, "rope_freqs.weight");
+	const loom_file_tensor *t = test_file_tensor(f, "rope_freqs.weight");
 	const int n_rot = (int)meta_int(f, "llama.rope.dimension_count");
 	const double theta = meta_float(f, "llama.rope.freq_base");
 	ck_assert_int_eq(t->ne[0], n_rot / 2);

@@ -16,6 +16,7 @@
  *   message that names the file and the construct.
  */
 #include "check_main.h"
+#include "test_text.h"
 #include "fixture.h"
 #include "meta.h"
 #include "plugin_host.h"
@@ -66,30 +67,6 @@ static size_t piece(const loom_model *m, loom_token id, bool special, char *buf,
 	loom_status st = loom_token_to_piece(m, id, special, buf, size, &n);
 	ck_assert_msg(st == LOOM_OK, "piece of %d: %s", id, loom_last_error());
 	return n;
-}
-
-static void format_ids(const loom_token *t, size_t n, char *buf, size_t size)
-{
-	size_t off = 0;
-	buf[0] = '\0';
-	for (size_t i = 0; i < n && off + 16 < size; i++)
-		off += (size_t)snprintf(buf + off, size - off, i ? " %d" : "%d", t[i]);
-	if (off + 16 >= size)
-		snprintf(buf + off, size - off, " ...");
-}
-
-/* text for a message: printable ASCII as is, the rest as \xNN. */
-static void escape(const char *s, size_t n, char *buf, size_t size)
-{
-	size_t o = 0;
-	for (size_t i = 0; i < n && o + 8 < size; i++) {
-		unsigned char c = (unsigned char)s[i];
-		if (c >= 0x20 && c < 0x7f && c != '\\')
-			buf[o++] = (char)c;
-		else
-			o += (size_t)snprintf(buf + o, size - o, "\\x%02x", c);
-	}
-	buf[o] = '\0';
 }
 
 /* The value under key rendered as text (malloc'd), or NULL if absent. */
@@ -327,8 +304,8 @@ static int check_golden_prompts(const loom_model *m, const char *model)
 				    cJSON_IsTrue(cJSON_GetObjectItem(how, "add_special")),
 				    cJSON_IsTrue(cJSON_GetObjectItem(how, "parse_special")), got);
 		char w[1024], g[1024];
-		format_ids(want, n_want, w, sizeof(w));
-		format_ids(got, n, g, sizeof(g));
+		test_format_tokens(want, n_want, w, sizeof(w));
+		test_format_tokens(got, n, g, sizeof(g));
 		ck_assert_msg(n == n_want && memcmp(got, want, n * sizeof(*got)) == 0,
 			      "%s: '%s': expected [%s], got [%s]", path, prompt, w, g);
 		cJSON_Delete(doc);
@@ -365,9 +342,9 @@ static int compare_on_test_texts(const loom_model *a, const loom_model *b)
 				size_t na = tokenize(a, text, tlen, add, parse_special, ta);
 				size_t nb = tokenize(b, text, tlen, add, parse_special, tb);
 				char esc[256], wa[1024], wb[1024];
-				escape(text, tlen, esc, sizeof(esc));
-				format_ids(ta, na, wa, sizeof(wa));
-				format_ids(tb, nb, wb, sizeof(wb));
+				test_escape(text, tlen, esc, sizeof(esc));
+				test_format_tokens(ta, na, wa, sizeof(wa));
+				test_format_tokens(tb, nb, wb, sizeof(wb));
 				ck_assert_msg(na == nb && memcmp(ta, tb, na * sizeof(*ta)) == 0,
 					      "%s '%s' (add %d, parse %d): directory [%s], GGUF [%s]",
 					      e->d_name, esc, add, parse_special, wa, wb);
@@ -794,9 +771,9 @@ static void check_cases(const loom_model *m, const char *name)
 		next_out = eol + 1;
 		size_t n = tokenize(m, text, len, false, false, got);
 		char esc[256], w[1024], g[1024];
-		escape(text, len, esc, sizeof(esc));
-		format_ids(want, n_want, w, sizeof(w));
-		format_ids(got, n, g, sizeof(g));
+		test_escape(text, len, esc, sizeof(esc));
+		test_format_tokens(want, n_want, w, sizeof(w));
+		test_format_tokens(got, n, g, sizeof(g));
 		ck_assert_msg(n == n_want && memcmp(got, want, n * sizeof(*got)) == 0,
 			      "%s case %zu '%s': expected [%s], got [%s]", name, n_cases, esc, w, g);
 	}

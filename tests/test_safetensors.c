@@ -7,6 +7,8 @@
 #include "st_writer.h"
 #include "testdata.h"
 
+#include "meta.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,38 +35,6 @@ static void close_st(loom_model_file *f)
 {
 	if (f != NULL)
 		vtable()->close(f);
-}
-
-static bool str_eq(loom_string s, const char *c)
-{
-	return s.len == strlen(c) && memcmp(s.data, c, s.len) == 0;
-}
-
-static const loom_meta_value *find_meta(const loom_model_file *f, const char *key)
-{
-	for (uint64_t i = 0; i < f->n_meta; i++)
-		if (str_eq(f->meta[i].key, key))
-			return &f->meta[i].value;
-	return NULL;
-}
-
-/* The value under key, which must exist and have this type. */
-static const loom_meta_value *meta_of(const loom_model_file *f, const char *key,
-				      loom_meta_type type)
-{
-	const loom_meta_value *v = find_meta(f, key);
-
-	ck_assert_msg(v != NULL, "key %s is missing", key);
-	ck_assert_msg(v->type == type, "key %s has type %d, expected %d", key, v->type, type);
-	return v;
-}
-
-static const loom_file_tensor *find_tensor(const loom_model_file *f, const char *name)
-{
-	for (uint64_t i = 0; i < f->n_tensors; i++)
-		if (str_eq(f->tensors[i].name, name))
-			return &f->tensors[i];
-	ck_abort_msg("tensor %s is missing", name);
 }
 
 static const char *tmp_dir(const char *test)
@@ -153,7 +123,7 @@ static void fill_patterns(void)
  * aligned to its element size. */
 static void check_spec(const loom_model_file *f, const st_tensor_spec *s, loom_dtype dtype)
 {
-	const loom_file_tensor *t = find_tensor(f, s->name);
+	const loom_file_tensor *t = test_file_tensor(f, s->name);
 	const uint8_t *map = f->mapping;
 	size_t esize = loom_dtype_layout_of(dtype).block_bytes;
 
@@ -207,8 +177,8 @@ START_TEST(every_dtype_round_trips)
 			      t->name.data);
 	}
 	/* Writers order tensors in the header as given. */
-	ck_assert_msg(str_eq(f->tensors[0].name, "f32.weight") &&
-			      str_eq(f->tensors[N_EVERY - 1].name, "empty.weight"),
+	ck_assert_msg(loom_string_eq(f->tensors[0].name, "f32.weight") &&
+			      loom_string_eq(f->tensors[N_EVERY - 1].name, "empty.weight"),
 		      "tensor order");
 	close_st(f);
 	f = open_ok(dir);
@@ -229,7 +199,7 @@ START_TEST(empty_checkpoint_opens)
 	f = open_ok(dir);
 	ck_assert_uint_eq(f->n_tensors, 0);
 	ck_assert_msg(f->mapping != NULL && f->mapping_size > 0, "no mapping");
-	ck_assert_int_eq(meta_of(f, "hidden_size", LOOM_META_I64)->v.i, 4);
+	ck_assert_int_eq(test_meta_of(f, "hidden_size", LOOM_META_I64)->v.i, 4);
 	close_st(f);
 
 	ck_assert(st_write_file(path, NULL, 0));
@@ -270,7 +240,7 @@ static const char *const rich_config =
 static void check_array(const loom_model_file *f, const char *key, loom_meta_type elem,
 			uint64_t count)
 {
-	const loom_meta_value *v = meta_of(f, key, LOOM_META_ARRAY);
+	const loom_meta_value *v = test_meta_of(f, key, LOOM_META_ARRAY);
 
 	ck_assert_msg(v->elem_type == elem && v->count == count,
 		      "%s: elem_type %d count %" PRIu64 ", expected %d and %" PRIu64, key,
@@ -292,54 +262,54 @@ START_TEST(config_is_flattened)
 	ck_assert(st_write_config(dir, rich_config));
 	f = open_ok(dir);
 
-	ck_assert_msg(str_eq(meta_of(f, "general.architecture", LOOM_META_STRING)->v.s, "llama"),
+	ck_assert_msg(loom_string_eq(test_meta_of(f, "general.architecture", LOOM_META_STRING)->v.s, "llama"),
 		      "general.architecture");
-	ck_assert_msg(str_eq(meta_of(f, "general.name", LOOM_META_STRING)->v.s, "st-config-rich"),
+	ck_assert_msg(loom_string_eq(test_meta_of(f, "general.name", LOOM_META_STRING)->v.s, "st-config-rich"),
 		      "general.name is the directory's name");
-	ck_assert_msg(str_eq(meta_of(f, "model_type", LOOM_META_STRING)->v.s, "llama"), "model_type");
-	ck_assert_int_eq(meta_of(f, "hidden_size", LOOM_META_I64)->v.i, 64);
-	ck_assert_int_eq(meta_of(f, "neg", LOOM_META_I64)->v.i, -3);
-	ck_assert_msg(meta_of(f, "rms_norm_eps", LOOM_META_F64)->v.f == 1e-05, "rms_norm_eps");
+	ck_assert_msg(loom_string_eq(test_meta_of(f, "model_type", LOOM_META_STRING)->v.s, "llama"), "model_type");
+	ck_assert_int_eq(test_meta_of(f, "hidden_size", LOOM_META_I64)->v.i, 64);
+	ck_assert_int_eq(test_meta_of(f, "neg", LOOM_META_I64)->v.i, -3);
+	ck_assert_msg(test_meta_of(f, "rms_norm_eps", LOOM_META_F64)->v.f == 1e-05, "rms_norm_eps");
 	/* An integral number is an integer, whatever its spelling. */
-	ck_assert_int_eq(meta_of(f, "rope_theta", LOOM_META_I64)->v.i, 10000);
-	ck_assert_msg(meta_of(f, "beyond_2_53", LOOM_META_F64)->v.f == 18014398509481984.0,
+	ck_assert_int_eq(test_meta_of(f, "rope_theta", LOOM_META_I64)->v.i, 10000);
+	ck_assert_msg(test_meta_of(f, "beyond_2_53", LOOM_META_F64)->v.f == 18014398509481984.0,
 		      "beyond_2_53");
-	ck_assert(meta_of(f, "tie_word_embeddings", LOOM_META_BOOL)->v.b);
-	ck_assert(!meta_of(f, "use_cache", LOOM_META_BOOL)->v.b);
-	ck_assert_msg(str_eq(meta_of(f, "torch_dtype", LOOM_META_STRING)->v.s, "float32"),
+	ck_assert(test_meta_of(f, "tie_word_embeddings", LOOM_META_BOOL)->v.b);
+	ck_assert(!test_meta_of(f, "use_cache", LOOM_META_BOOL)->v.b);
+	ck_assert_msg(loom_string_eq(test_meta_of(f, "torch_dtype", LOOM_META_STRING)->v.s, "float32"),
 		      "torch_dtype");
-	ck_assert_msg(meta_of(f, "rope_scaling.factor", LOOM_META_F64)->v.f == 8.5, "factor");
-	ck_assert_msg(str_eq(meta_of(f, "rope_scaling.rope_type", LOOM_META_STRING)->v.s, "llama3"),
+	ck_assert_msg(test_meta_of(f, "rope_scaling.factor", LOOM_META_F64)->v.f == 8.5, "factor");
+	ck_assert_msg(loom_string_eq(test_meta_of(f, "rope_scaling.rope_type", LOOM_META_STRING)->v.s, "llama3"),
 		      "rope_type");
-	ck_assert_int_eq(meta_of(f, "rope_scaling.inner.deep", LOOM_META_I64)->v.i, 1);
-	ck_assert_int_eq(meta_of(f, "text_config.hidden_size", LOOM_META_I64)->v.i, 128);
-	ck_assert_msg(str_eq(meta_of(f, "tokenizer_class", LOOM_META_STRING)->v.s,
+	ck_assert_int_eq(test_meta_of(f, "rope_scaling.inner.deep", LOOM_META_I64)->v.i, 1);
+	ck_assert_int_eq(test_meta_of(f, "text_config.hidden_size", LOOM_META_I64)->v.i, 128);
+	ck_assert_msg(loom_string_eq(test_meta_of(f, "tokenizer_class", LOOM_META_STRING)->v.s,
 			     "LlamaTokenizer"),
 		      "tokenizer_class");
 
 	check_array(f, "ints", LOOM_META_I64, 3);
-	ints = meta_of(f, "ints", LOOM_META_ARRAY)->v.array;
+	ints = test_meta_of(f, "ints", LOOM_META_ARRAY)->v.array;
 	ck_assert_msg(ints[0] == 1 && ints[1] == 2 && ints[2] == -3, "ints");
 	check_array(f, "floats", LOOM_META_F64, 2);
-	floats = meta_of(f, "floats", LOOM_META_ARRAY)->v.array;
+	floats = test_meta_of(f, "floats", LOOM_META_ARRAY)->v.array;
 	ck_assert_msg(floats[0] == 0.5 && floats[1] == 1.0, "floats");
 	check_array(f, "architectures", LOOM_META_STRING, 2);
-	s = meta_of(f, "architectures", LOOM_META_ARRAY)->v.array;
-	ck_assert_msg(str_eq(s[0], "LlamaForCausalLM") && str_eq(s[1], "x"), "architectures");
+	s = test_meta_of(f, "architectures", LOOM_META_ARRAY)->v.array;
+	ck_assert_msg(loom_string_eq(s[0], "LlamaForCausalLM") && loom_string_eq(s[1], "x"), "architectures");
 	check_array(f, "empty", LOOM_META_I64, 0);
 
 	/* Left out: null, arrays with no metadata type, and the plugin's own
 	 * namespaces. */
-	ck_assert_msg(find_meta(f, "nothing") == NULL, "null is left out");
-	ck_assert_msg(find_meta(f, "mixed") == NULL && find_meta(f, "objects") == NULL &&
-			      find_meta(f, "bools") == NULL,
+	ck_assert_msg(loom_meta_find(f, "nothing") == NULL, "null is left out");
+	ck_assert_msg(loom_meta_find(f, "mixed") == NULL && loom_meta_find(f, "objects") == NULL &&
+			      loom_meta_find(f, "bools") == NULL,
 		      "arrays of mixed elements, objects or bools are left out");
-	ck_assert_msg(find_meta(f, "general.architecture")->type == LOOM_META_STRING &&
-			      !str_eq(find_meta(f, "general.name")->v.s, "evil") &&
-			      find_meta(f, "tokenizer.ggml.model") == NULL,
+	ck_assert_msg(loom_meta_find(f, "general.architecture")->type == LOOM_META_STRING &&
+			      !loom_string_eq(loom_meta_find(f, "general.name")->v.s, "evil") &&
+			      loom_meta_find(f, "tokenizer.ggml.model") == NULL,
 		      "config.json reached the general. or tokenizer. keys");
-	v = find_meta(f, "general.architecture");
-	ck_assert_msg(str_eq(v->v.s, "llama"), "general.architecture was overwritten");
+	v = loom_meta_find(f, "general.architecture");
+	ck_assert_msg(loom_string_eq(v->v.s, "llama"), "general.architecture was overwritten");
 	/* 18 flattened values and 2 of the plugin's; nothing else. */
 	ck_assert_uint_eq(f->n_meta, 20);
 	close_st(f);
@@ -356,9 +326,9 @@ START_TEST(config_without_model_type_opens)
 	ck_assert(st_write_file(path, NULL, 0));
 	ck_assert(st_write_config(dir, "{\"hidden_size\": 8}"));
 	f = open_ok(dir);
-	ck_assert_msg(find_meta(f, "general.architecture") == NULL,
+	ck_assert_msg(loom_meta_find(f, "general.architecture") == NULL,
 		      "general.architecture without model_type");
-	ck_assert_int_eq(meta_of(f, "hidden_size", LOOM_META_I64)->v.i, 8);
+	ck_assert_int_eq(test_meta_of(f, "hidden_size", LOOM_META_I64)->v.i, 8);
 	close_st(f);
 }
 END_TEST
@@ -375,7 +345,7 @@ static void check_same_tensors(const loom_model_file *a, const loom_model_file *
 		const loom_file_tensor *y;
 
 		snprintf(name, sizeof(name), "%.*s", (int)x->name.len, x->name.data);
-		y = find_tensor(b, name);
+		y = test_file_tensor(b, name);
 
 		ck_assert_msg(x->dtype == y->dtype && x->n_dims == y->n_dims &&
 				      memcmp(x->ne, y->ne, sizeof(x->ne)) == 0 &&
@@ -408,7 +378,7 @@ static void check_shard_slots(const loom_model_file *f, const char *dir,
 		for (; k < n && k * n_shards / n == s; k++) {
 			const loom_file_tensor *t = &f->tensors[k];
 
-			ck_assert_msg(str_eq(t->name, specs[k].name), "tensor %d is not %s", k,
+			ck_assert_msg(loom_string_eq(t->name, specs[k].name), "tensor %d is not %s", k,
 				      specs[k].name);
 			ck_assert_msg(t->data == slot + t->file_offset &&
 					      t->file_offset + t->n_bytes <= size,
@@ -487,7 +457,7 @@ START_TEST(index_may_leave_tensors_out)
 	f = open_ok(dir);
 	ck_assert_str_eq(f->format, "safetensors (1 shard)");
 	ck_assert_uint_eq(f->n_tensors, 2);
-	ck_assert_int_eq(find_tensor(f, "b")->dtype, LOOM_DTYPE_F16);
+	ck_assert_int_eq(test_file_tensor(f, "b")->dtype, LOOM_DTYPE_F16);
 	close_st(f);
 }
 END_TEST
@@ -898,7 +868,7 @@ END_TEST
 static void check_f32(const loom_model_file *f, const char *name, int64_t ne0, int64_t ne1,
 		      float first)
 {
-	const loom_file_tensor *t = find_tensor(f, name);
+	const loom_file_tensor *t = test_file_tensor(f, name);
 	float x;
 
 	ck_assert_msg(t->dtype == LOOM_DTYPE_F32 && t->ne[0] == ne0 && t->ne[1] == ne1 &&
@@ -928,17 +898,17 @@ START_TEST(stories260k_hf_opens)
 	check_f32(f, "model.embed_tokens.weight", 64, 512, -0.29474878f);
 	check_f32(f, "model.layers.0.mlp.down_proj.weight", 172, 64, 0.13498419523239136f);
 	check_f32(f, "model.norm.weight", 64, 1, 2.458309f);
-	ck_assert_uint_eq(find_tensor(f, "model.embed_tokens.weight")->file_offset, 4928);
-	ck_assert_msg(str_eq(meta_of(f, "general.architecture", LOOM_META_STRING)->v.s, "llama"),
+	ck_assert_uint_eq(test_file_tensor(f, "model.embed_tokens.weight")->file_offset, 4928);
+	ck_assert_msg(loom_string_eq(test_meta_of(f, "general.architecture", LOOM_META_STRING)->v.s, "llama"),
 		      "architecture");
-	ck_assert_msg(str_eq(meta_of(f, "general.name", LOOM_META_STRING)->v.s, "stories260K-hf"),
+	ck_assert_msg(loom_string_eq(test_meta_of(f, "general.name", LOOM_META_STRING)->v.s, "stories260K-hf"),
 		      "name");
-	ck_assert_int_eq(meta_of(f, "hidden_size", LOOM_META_I64)->v.i, 64);
-	ck_assert_int_eq(meta_of(f, "intermediate_size", LOOM_META_I64)->v.i, 172);
-	ck_assert_int_eq(meta_of(f, "num_key_value_heads", LOOM_META_I64)->v.i, 4);
-	ck_assert_msg(meta_of(f, "rms_norm_eps", LOOM_META_F64)->v.f == 1e-5, "rms_norm_eps");
-	ck_assert(meta_of(f, "tie_word_embeddings", LOOM_META_BOOL)->v.b);
-	ck_assert_msg(find_meta(f, "rope_scaling") == NULL, "rope_scaling is null");
+	ck_assert_int_eq(test_meta_of(f, "hidden_size", LOOM_META_I64)->v.i, 64);
+	ck_assert_int_eq(test_meta_of(f, "intermediate_size", LOOM_META_I64)->v.i, 172);
+	ck_assert_int_eq(test_meta_of(f, "num_key_value_heads", LOOM_META_I64)->v.i, 4);
+	ck_assert_msg(test_meta_of(f, "rms_norm_eps", LOOM_META_F64)->v.f == 1e-5, "rms_norm_eps");
+	ck_assert(test_meta_of(f, "tie_word_embeddings", LOOM_META_BOOL)->v.b);
+	ck_assert_msg(loom_meta_find(f, "rope_scaling") == NULL, "rope_scaling is null");
 	close_st(f);
 }
 END_TEST
@@ -956,11 +926,11 @@ START_TEST(stories_llama_d256_hf_opens)
 	check_f32(f, "model.embed_tokens.weight", 256, 512, -0.029033174738287926f);
 	check_f32(f, "model.layers.0.mlp.down_proj.weight", 512, 256, 0.009728331118822098f);
 	check_f32(f, "model.norm.weight", 256, 1, 1.1036025285720825f);
-	ck_assert_msg(str_eq(meta_of(f, "general.architecture", LOOM_META_STRING)->v.s, "llama"),
+	ck_assert_msg(loom_string_eq(test_meta_of(f, "general.architecture", LOOM_META_STRING)->v.s, "llama"),
 		      "architecture");
-	ck_assert_int_eq(meta_of(f, "hidden_size", LOOM_META_I64)->v.i, 256);
-	ck_assert_int_eq(meta_of(f, "num_hidden_layers", LOOM_META_I64)->v.i, 3);
-	ck_assert(!meta_of(f, "tie_word_embeddings", LOOM_META_BOOL)->v.b);
+	ck_assert_int_eq(test_meta_of(f, "hidden_size", LOOM_META_I64)->v.i, 256);
+	ck_assert_int_eq(test_meta_of(f, "num_hidden_layers", LOOM_META_I64)->v.i, 3);
+	ck_assert(!test_meta_of(f, "tie_word_embeddings", LOOM_META_BOOL)->v.b);
 	close_st(f);
 }
 END_TEST

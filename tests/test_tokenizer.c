@@ -7,6 +7,7 @@
  * synthetic models and for every golden prompt of every model.
  */
 #include "check_main.h"
+#include "test_text.h"
 #include "fixture.h"
 #include "gguf_writer.h"
 #include "meta.h"
@@ -224,30 +225,6 @@ static size_t put_utf8(char *out, unsigned cp)
 	return 4;
 }
 
-static void format_tokens(const loom_token *t, size_t n, char *buf, size_t size)
-{
-	size_t o = 0;
-	buf[0] = '\0';
-	for (size_t i = 0; i < n && o + 16 < size; i++)
-		o += (size_t)snprintf(buf + o, size - o, "%s%d", i ? " " : "", t[i]);
-	if (n > 0 && o + 16 >= size)
-		snprintf(buf + o, size - o, " ...");
-}
-
-/* text with control and non-ASCII bytes as \xNN, for messages. */
-static void escape_text(const char *s, size_t n, char *buf, size_t size)
-{
-	size_t o = 0;
-	for (size_t i = 0; i < n && o + 8 < size; i++) {
-		unsigned char c = (unsigned char)s[i];
-		if (c >= 0x20 && c < 0x7f && c != '\\')
-			buf[o++] = (char)c;
-		else
-			o += (size_t)snprintf(buf + o, size - o, "\\x%02x", c);
-	}
-	buf[o] = '\0';
-}
-
 static size_t tokenize(const loom_vocab *v, const char *text, size_t len, bool add_special,
 		       bool parse_special, loom_token *out)
 {
@@ -268,9 +245,9 @@ static void expect_tokens(const loom_vocab *v, const char *text, bool add_specia
 		n_want++;
 	size_t n = tokenize(v, text, strlen(text), add_special, parse_special, got);
 	char esc[256], w[512], g[512];
-	escape_text(text, strlen(text), esc, sizeof(esc));
-	format_tokens(want, n_want, w, sizeof(w));
-	format_tokens(got, n, g, sizeof(g));
+	test_escape(text, strlen(text), esc, sizeof(esc));
+	test_format_tokens(want, n_want, w, sizeof(w));
+	test_format_tokens(got, n, g, sizeof(g));
 	ck_assert_msg(n == n_want && memcmp(got, want, n * sizeof(*got)) == 0,
 		      "'%s' (add_special %d, parse_special %d): expected [%s], got [%s]", esc,
 		      add_special, parse_special, w, g);
@@ -596,7 +573,7 @@ START_TEST(test_invalid_utf8)
 		n = tokenize(v, inputs[i], len, false, false, toks);
 		char *back = detokenize(v, toks, n, false, &back_len);
 		char esc[64];
-		escape_text(inputs[i], len, esc, sizeof(esc));
+		test_escape(inputs[i], len, esc, sizeof(esc));
 		ck_assert_msg(back_len == len + 1 && back[0] == ' ' && memcmp(back + 1, inputs[i], len) == 0,
 			      "'%s' does not come back from its tokens", esc);
 		free(back);
@@ -1012,7 +989,7 @@ START_TEST(test_bpe_invalid_utf8)
 		size_t n = tokenize(v, inputs[i], len, false, false, toks);
 		char *back = detokenize(v, toks, n, false, &back_len);
 		char esc[64];
-		escape_text(inputs[i], len, esc, sizeof(esc));
+		test_escape(inputs[i], len, esc, sizeof(esc));
 		ck_assert_msg(back_len == len && memcmp(back, inputs[i], len) == 0,
 			      "'%s' does not come back from its tokens", esc);
 		free(back);
@@ -1168,9 +1145,9 @@ static void check_vocab_cases(const char *name)
 		if (n == n_want && memcmp(got, want, n * sizeof(*got)) == 0)
 			continue;
 		char esc[512], w[640], g[640], msg[2048];
-		escape_text(text, len, esc, sizeof(esc));
-		format_tokens(want, n_want, w, sizeof(w));
-		format_tokens(got, n, g, sizeof(g));
+		test_escape(text, len, esc, sizeof(esc));
+		test_format_tokens(want, n_want, w, sizeof(w));
+		test_format_tokens(got, n, g, sizeof(g));
 		snprintf(msg, sizeof(msg), "%s case %zu '%s': expected [%s], got [%s]", name,
 			 n_cases - 1, esc, w, g);
 		fprintf(stderr, "%s\n", msg);
@@ -1261,7 +1238,7 @@ static void check_round_trip(const char *name)
 		size_t n = tokenize(v, text, len, false, false, got), back_len;
 		char *back = detokenize(v, got, n, false, &back_len);
 		char esc[512];
-		escape_text(text, len, esc, sizeof(esc));
+		test_escape(text, len, esc, sizeof(esc));
 		bool same = len == 0 ? back_len == 0
 				     : back_len == len + 1 && back[0] == ' ' &&
 					       memcmp(back + 1, text, len) == 0;
@@ -1294,7 +1271,7 @@ static void check_exact_round_trip(const loom_vocab *v, const char *what, const 
 	size_t n = tokenize(v, text, len, false, false, toks), back_len;
 	char *back = detokenize(v, toks, n, false, &back_len);
 	char esc[512];
-	escape_text(text, len, esc, sizeof(esc));
+	test_escape(text, len, esc, sizeof(esc));
 	ck_assert_msg(back_len == len && memcmp(back, text, len) == 0,
 		      "%s: '%s' does not come back from its tokens", what, esc);
 	free(back);
@@ -1570,8 +1547,8 @@ static void check_pieces(const loom_vocab *v, const char *what, const loom_token
 	for (size_t i = 0; i < n; i++) {
 		char buf[512], e1[256], e2[256];
 		size_t len = piece(v, t[i], special, buf, sizeof(buf));
-		escape_text(buf, len, e1, sizeof(e1));
-		escape_text(want->s[i], want->len[i], e2, sizeof(e2));
+		test_escape(buf, len, e1, sizeof(e1));
+		test_escape(want->s[i], want->len[i], e2, sizeof(e2));
 		ck_assert_msg(len == want->len[i] && memcmp(buf, want->s[i], len) == 0,
 			      "%s: piece %zu of token %d: expected '%s', got '%s'", what, i, t[i], e2,
 			      e1);
@@ -1595,8 +1572,8 @@ static void check_prompt(const loom_vocab *v, const char *what, const char *doc)
 	size_t n_want = json_true(tok, "bos_forced_for_empty_prompt") ? 0 : n_fed;
 	size_t n = tokenize(v, prompt, len, add, parse, got);
 	char w[1024], g[1024];
-	format_tokens(want, n_want, w, sizeof(w));
-	format_tokens(got, n, g, sizeof(g));
+	test_format_tokens(want, n_want, w, sizeof(w));
+	test_format_tokens(got, n, g, sizeof(g));
 	ck_assert_msg(n == n_want && memcmp(got, want, n * sizeof(*got)) == 0,
 		      "%s: prompt '%s': expected [%s], got [%s]", what, prompt, w, g);
 	json_string_array(json_value(doc, "prompt_token_pieces"), &pieces);

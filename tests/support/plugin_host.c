@@ -1,6 +1,8 @@
 /* plugin_host.c - load plugins directly in tests, without the registry. */
 #include "plugin_host.h"
 
+#include "meta.h"
+
 #include <check.h>
 #include <dlfcn.h>
 #include <stdarg.h>
@@ -81,4 +83,28 @@ void test_close_gguf(loom_model_file *file)
 {
 	if (file != NULL)
 		gguf_vtable()->close(file);
+}
+
+const loom_meta_value *test_meta_of(const loom_model_file *f, const char *key, loom_meta_type type)
+{
+	const loom_meta_value *v = loom_meta_find(f, key);
+
+	ck_assert_msg(v != NULL, "key %s is missing", key);
+	ck_assert_msg(v->type == type, "key %s has type %d, expected %d", key, v->type, type);
+	return v;
+}
+
+const loom_file_tensor *test_find_file_tensor(const loom_model_file *f, const char *name)
+{
+	for (uint64_t i = 0; i < f->n_tensors; i++)
+		if (loom_string_eq(f->tensors[i].name, name))
+			return &f->tensors[i];
+	return NULL;
+}
+
+const loom_file_tensor *test_file_tensor(const loom_model_file *f, const char *name)
+{
+	const loom_file_tensor *t = test_find_file_tensor(f, name);
+	ck_assert_msg(t != NULL, "tensor %s is missing", name);
+	return t;
 }

@@ -21,4 +21,12 @@ const loom_plugin_desc *test_load_plugin(const char *file);
 loom_model_file *test_open_gguf(const char *path);
 void test_close_gguf(loom_model_file *file);
 
+/* The value under key in an open file, which must exist and have this
+ * type (else the test fails). */
+const loom_meta_value *test_meta_of(const loom_model_file *f, const char *key, loom_meta_type type);
+/* The tensor called name, or NULL. */
+const loom_file_tensor *test_find_file_tensor(const loom_model_file *f, const char *name);
+/* The same, failing the test when there is none. */
+const loom_file_tensor *test_file_tensor(const loom_model_file *f, const char *name);
+
 #endif
