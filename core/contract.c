@@ -94,6 +94,15 @@ bool loom_role_is_per_layer(loom_role role)
 	return role >= LOOM_ROLE_ATTN_NORM;
 }
 
+void loom_contract_expand(char *buf, size_t size, const char *pattern, const char *placeholder, const char *value)
+{
+	const char *at = strstr(pattern, placeholder);
+	if (at == NULL)
+		snprintf(buf, size, "%s", pattern);
+	else
+		snprintf(buf, size, "%.*s%s%s", (int)(at - pattern), pattern, value, at + strlen(placeholder));
+}
+
 bool loom_role_is_norm(loom_role role)
 {
 	return role == LOOM_ROLE_OUTPUT_NORM || role == LOOM_ROLE_ATTN_NORM || role == LOOM_ROLE_FFN_NORM ||

@@ -166,6 +166,10 @@ bool loom_role_is_norm(loom_role role);
 /* A role whose tensor is a matrix (may be transposed). */
 bool loom_role_is_matrix(loom_role role);
 
+/* pattern with its placeholder ("{arch}", "{i}") replaced by value, into
+ * buf: "{arch}.embedding_length" -> "llama.embedding_length". */
+void loom_contract_expand(char *buf, size_t size, const char *pattern, const char *placeholder, const char *value);
+
 /* Reads and checks a contract; errors (LOOM_ERR_CONTRACT) name file and line. */
 loom_status loom_contract_load(const char *path, loom_contract **out);
 /* Finds NAME.yaml in dirs (in order), else the first contract (by file

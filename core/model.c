@@ -7,6 +7,7 @@
 #include "meta.h"
 #include "model_export.h"
 #include "quantize.h"
+#include "weight_layout.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -92,17 +93,6 @@ static loom_status open_file(loom_model *m, const char *path)
 
 /* ---- hyperparameters ------------------------------------------------- */
 
-/* "{arch}.embedding_length" -> "llama.embedding_length". */
-static void expand(char *buf, size_t size, const char *pattern, const char *placeholder, const char *value)
-{
-	const char *at = strstr(pattern, placeholder);
-	if (at == NULL) {
-		snprintf(buf, size, "%s", pattern);
-		return;
-	}
-	snprintf(buf, size, "%.*s%s%s", (int)(at - pattern), pattern, value, at + strlen(placeholder));
-}
-
 /* The metadata key under which the file stores hp (the first spelling
  * it has, else the first spelling, for messages), or NULL when the
  * contract names none. */
@@ -111,13 +101,13 @@ static const loom_meta_value *hparam_value(const loom_model *m, int fmt, loom_hp
 	loom_spellings keys = m->contract->hparam_keys[fmt][hp];
 	snprintf(key, size, "(no key in the contract)");
 	for (char **k = keys; k != NULL && *k != NULL; k++) {
-		expand(key, size, *k, "{arch}", m->arch);
+		loom_contract_expand(key, size, *k, "{arch}", m->arch);
 		const loom_meta_value *v = loom_meta_find(m->file, key);
 		if (v != NULL)
 			return v;
 	}
 	if (keys != NULL)
-		expand(key, size, keys[0], "{arch}", m->arch);
+		loom_contract_expand(key, size, keys[0], "{arch}", m->arch);
 	return NULL;
 }
 
@@ -190,13 +180,13 @@ const loom_file_tensor *loom_model_find_role(const loom_model *m, int fmt, loom_
 	snprintf(layer, sizeof(layer), "%d", il);
 	snprintf(name, size, "(unnamed %s)", loom_role_name(role));
 	for (char **n = names; n != NULL && *n != NULL; n++) {
-		expand(name, size, *n, "{i}", layer);
+		loom_contract_expand(name, size, *n, "{i}", layer);
 		const loom_file_tensor *ft = find_tensor(m->file, name);
 		if (ft != NULL)
 			return ft;
 	}
 	if (names != NULL)
-		expand(name, size, names[0], "{i}", layer);
+		loom_contract_expand(name, size, names[0], "{i}", layer);
 	return NULL;
 }
 
@@ -238,7 +228,6 @@ static loom_status n_rot_from_fraction(loom_model *m, int fmt, int64_t *out)
 	*out = (int64_t)((double)m->hp.head_dim * v);
 	return LOOM_OK;
 }
-
 
 static loom_status read_float_hparam(loom_model *m, int fmt, loom_hparam hp, float *out)
 {
@@ -383,7 +372,6 @@ static loom_status load_hparams(loom_model *m, int fmt)
 
 /* ---- weights ---------------------------------------------------------- */
 
-
 static bool uses_in_place(const loom_model *m)
 {
 	return !m->weights_allocated;
@@ -476,31 +464,6 @@ static loom_status own_copy(loom_model *m, const void *host, size_t size, void *
 	return LOOM_OK;
 }
 
-/* ft, stored {n_out, n_in}, as the {n_in, n_out} matrix the block
- * multiplies by: a copy with rows and columns swapped. */
-static loom_status transpose_into_place(loom_model *m, const loom_file_tensor *ft, const char *name, loom_tensor *t)
-{
-	const size_t es = ft->dtype == LOOM_DTYPE_F32 ? 4 : 2;
-	const int64_t rows = ft->ne[1], cols = ft->ne[0];
-	if (ft->dtype != LOOM_DTYPE_F32 && ft->dtype != LOOM_DTYPE_F16 && ft->dtype != LOOM_DTYPE_BF16)
-		return loom_error(LOOM_ERR_UNSUPPORTED, "tensor '%s' is stored transposed as %s; only f32, f16 and bf16 can be",
-				  name, loom_dtype_name(ft->dtype));
-	char *copy = malloc((size_t)(rows * cols) * es);
-	if (copy == NULL)
-		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory transposing '%s'", name);
-	const char *src = ft->data;
-	/* Tiles keep both sides' rows in cache. */
-	for (int64_t r0 = 0; r0 < rows; r0 += 32)
-		for (int64_t c0 = 0; c0 < cols; c0 += 32)
-			for (int64_t r = r0; r < rows && r < r0 + 32; r++)
-				for (int64_t c = c0; c < cols && c < c0 + 32; c++)
-					memcpy(copy + ((size_t)(c * rows + r)) * es, src + ((size_t)(r * cols + c)) * es, es);
-	loom_tensor_set_contiguous(t, ft->dtype, rows, cols, 1, 1);
-	loom_status st = own_copy(m, copy, (size_t)(rows * cols) * es, &t->data);
-	free(copy);
-	return st;
-}
-
 /* A norm weight or bias: in place when it is f32 as the block wants it,
  * else an f32 copy with the contract's norm_weight_offset added (a format
  * that stores Gemma's w where the block multiplies by 1 + w). */
@@ -513,19 +476,11 @@ static loom_status bind_vector(loom_model *m, int fmt, loom_role role, const loo
 		t->data = (char *)m->weights.base + weight_offset(m, ft);
 		return LOOM_OK;
 	}
-	if (ft->dtype != LOOM_DTYPE_F32 && ft->dtype != LOOM_DTYPE_F16 && ft->dtype != LOOM_DTYPE_BF16)
-		return loom_error(LOOM_ERR_UNSUPPORTED, "tensor '%s' is %s; norm weights and biases must be f32, f16 or bf16",
-				  name, loom_dtype_name(ft->dtype));
-	void *bytes;
-	uint64_t n_bytes;
-	loom_status st = loom_convert_tensor(m->rt, ft, LOOM_DTYPE_F32, &bytes, &n_bytes);
-	if (st != LOOM_OK)
-		return loom_error_wrap(st, "tensor '%s'", name);
-	float *v = bytes;
-	for (int64_t i = 0; i < ft->ne[0]; i++)
-		v[i] += offset;
-	st = own_copy(m, bytes, (size_t)n_bytes, &t->data);
-	free(bytes);
+	float *v = NULL;
+	loom_status st = loom_weight_vector_f32(m->rt, ft, name, offset, &v);
+	if (st == LOOM_OK)
+		st = own_copy(m, v, (size_t)ft->ne[0] * sizeof(float), &t->data);
+	free(v);
 	return st;
 }
 
@@ -555,7 +510,15 @@ static loom_status bind(loom_model *m, int fmt, loom_role role, int il, int64_t 
 		return bind_vector(m, fmt, role, ft, name, t);
 	loom_status st;
 	if (transposed) {
-		if ((st = transpose_into_place(m, ft, name, t)) != LOOM_OK)
+		/* A copy with rows and columns swapped: {n_in, n_out}. */
+		void *turned;
+		if ((st = loom_weight_transposed(ft, name, &turned)) != LOOM_OK)
+			return st;
+		loom_tensor_set_contiguous(t, ft->dtype, ft->ne[1], ft->ne[0], 1, 1);
+		st = own_copy(m, turned, (size_t)(ft->ne[0] * ft->ne[1]) * (ft->dtype == LOOM_DTYPE_F32 ? 4 : 2),
+			      &t->data);
+		free(turned);
+		if (st != LOOM_OK)
 			return st;
 	} else {
 		loom_tensor_set_contiguous(t, ft->dtype, ft->ne[0], ft->n_dims > 1 ? ft->ne[1] : 1, 1, 1);

@@ -4,7 +4,7 @@
 
 #include "error.h"
 #include "meta.h"
-#include "quantize.h"
+#include "weight_layout.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -69,40 +69,7 @@ static char *own_string(loom_export *e, const char *s)
 	return p;
 }
 
-/* pattern with placeholder replaced by value. */
-static void expand(char *buf, size_t size, const char *pattern, const char *placeholder, const char *value)
-{
-	const char *at = strstr(pattern, placeholder);
-	if (at == NULL)
-		snprintf(buf, size, "%s", pattern);
-	else
-		snprintf(buf, size, "%.*s%s%s", (int)(at - pattern), pattern, value, at + strlen(placeholder));
-}
-
 /* ---- reshaping ---------------------------------------------------------- */
-
-/* A {n_out, n_in} float matrix as {n_in, n_out}. */
-static loom_status transpose(loom_export *e, const char *name, piece *p)
-{
-	if (p->dtype != LOOM_DTYPE_F32 && p->dtype != LOOM_DTYPE_F16 && p->dtype != LOOM_DTYPE_BF16)
-		return loom_error(LOOM_ERR_UNSUPPORTED, "tensor '%s' is stored transposed as %s; only f32, f16 and bf16 can be",
-				  name, loom_dtype_name(p->dtype));
-	const size_t es = p->dtype == LOOM_DTYPE_F32 ? 4 : 2;
-	const int64_t rows = p->ne1, cols = p->ne0;
-	char *dst = own_block(e, (size_t)(rows * cols) * es);
-	if (dst == NULL)
-		return LOOM_ERR_NO_MEMORY;
-	const char *src = p->data;
-	for (int64_t r0 = 0; r0 < rows; r0 += 32)
-		for (int64_t c0 = 0; c0 < cols; c0 += 32)
-			for (int64_t r = r0; r < rows && r < r0 + 32; r++)
-				for (int64_t c = c0; c < cols && c < c0 + 32; c++)
-					memcpy(dst + (size_t)(c * rows + r) * es, src + (size_t)(r * cols + c) * es, es);
-	p->ne0 = rows;
-	p->ne1 = cols;
-	p->data = dst;
-	return LOOM_OK;
-}
 
 /* The rows of each head reordered between RoPE's two pairings: neox
  * rotates rows (j, j + n_rot/2), normal rows (2j, 2j + 1). Rows past
@@ -189,27 +156,33 @@ static loom_status source_piece(loom_export *e, loom_model *m, loom_role role, i
 	if (ft->n_dims != want)
 		return loom_error(LOOM_ERR_BAD_FORMAT, "tensor '%s' has %d dimensions, expected %d", name, ft->n_dims, want);
 	*p = (piece){.dtype = ft->dtype, .n_dims = want, .ne0 = ft->ne[0], .ne1 = ft->ne[1], .data = ft->data};
-	if (want == 2)
-		return m->contract->transposed[m->fmt][role] ? transpose(e, name, p) : LOOM_OK;
+	if (want == 2 && !m->contract->transposed[m->fmt][role])
+		return LOOM_OK;
 	/* A norm weight moves from the file's offset to GGUF's (Gemma's w
 	 * becomes 1 + w). */
 	const float *offsets = m->contract->norm_weight_offset;
 	const float shift = loom_role_is_norm(role) ? offsets[m->fmt] - offsets[LOOM_CFMT_GGUF] : 0.0f;
-	if (ft->dtype == LOOM_DTYPE_F32 && shift == 0.0f)
+	if (want == 1 && ft->dtype == LOOM_DTYPE_F32 && shift == 0.0f)
 		return LOOM_OK;
-	void *bytes;
-	uint64_t n_bytes;
-	loom_status st = loom_convert_tensor(m->rt, ft, LOOM_DTYPE_F32, &bytes, &n_bytes);
+	void *bytes = NULL;
+	float *vector = NULL;
+	loom_status st = want == 2 ? loom_weight_transposed(ft, name, &bytes)
+				   : loom_weight_vector_f32(m->rt, ft, name, shift, &vector);
 	if (st != LOOM_OK)
-		return loom_error_wrap(st, "tensor '%s'", name);
+		return st;
+	if (vector != NULL)
+		bytes = vector;
 	if (!push(&e->blocks, &e->n_blocks, &e->cap_blocks, bytes)) {
 		free(bytes);
 		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
 	}
-	for (int64_t i = 0; i < ft->ne[0]; i++)
-		((float *)bytes)[i] += shift;
-	p->dtype = LOOM_DTYPE_F32;
 	p->data = bytes;
+	if (want == 2) {
+		p->ne0 = ft->ne[1];
+		p->ne1 = ft->ne[0];
+	} else {
+		p->dtype = LOOM_DTYPE_F32;
+	}
 	return LOOM_OK;
 }
 
@@ -306,7 +279,7 @@ static loom_status export_role(loom_export *e, loom_model *m, loom_role role, in
 	}
 	char name[256], layer[16];
 	snprintf(layer, sizeof(layer), "%d", il);
-	expand(name, sizeof(name), names[0], "{i}", layer);
+	loom_contract_expand(name, sizeof(name), names[0], "{i}", layer);
 	piece p;
 	bool found;
 	loom_status st = role_piece(e, m, role, il, &p, &found);
@@ -347,7 +320,7 @@ static loom_status add_hparam(loom_export *e, const loom_model *m, loom_hparam h
 	if (keys == NULL)
 		return LOOM_OK;
 	char key[256];
-	expand(key, sizeof(key), keys[0], "{arch}", m->contract->name);
+	loom_contract_expand(key, sizeof(key), keys[0], "{arch}", m->contract->name);
 	loom_meta_value v = count ? (loom_meta_value){.type = LOOM_META_U32, .v.u = (uint64_t)value}
 				  : (loom_meta_value){.type = LOOM_META_F32, .v.f = value};
 	return add_meta(e, key, v);
@@ -361,7 +334,7 @@ static loom_status add_rope_scaling(loom_export *e, const loom_model *m)
 	if (type == NULL || keys == NULL)
 		return LOOM_OK;
 	char key[256];
-	expand(key, sizeof(key), keys[0], "{arch}", m->contract->name);
+	loom_contract_expand(key, sizeof(key), keys[0], "{arch}", m->contract->name);
 	char *value = own_string(e, type);
 	loom_status st = value != NULL ? LOOM_OK : LOOM_ERR_NO_MEMORY;
 	if (st == LOOM_OK)
