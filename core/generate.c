@@ -2,7 +2,9 @@
  * time, with stop strings and whole UTF-8 characters in the text passed on. */
 #include "context.h"
 
+#include "array_grow.h"
 #include "error.h"
+#include "unicode.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -38,14 +40,10 @@ typedef struct pending_text {
 
 static loom_status pending_append(pending_text *p, const char *s, size_t n)
 {
-	if (p->len + n + 1 > p->cap) {
-		size_t cap = (p->len + n + 1) * 2;
-		char *b = realloc(p->buf, cap);
-		if (b == NULL)
-			return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
-		p->buf = b;
-		p->cap = cap;
-	}
+	char *b = loom_array_grow(p->buf, &p->cap, p->len + n + 1, 1);
+	if (b == NULL)
+		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+	p->buf = b;
 	memcpy(p->buf + p->len, s, n);
 	p->len += n;
 	p->buf[p->len] = '\0';
@@ -59,7 +57,7 @@ static size_t incomplete_utf8_tail(const char *s, size_t len)
 		unsigned char c = (unsigned char)s[len - back];
 		if ((c & 0xC0) == 0x80)
 			continue; /* continuation byte: keep looking for the lead */
-		size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+		size_t need = loom_utf8_seq_len(c);
 		return need > back ? back : 0;
 	}
 	return 0;

@@ -2,6 +2,7 @@
  * (merge_queue.h). */
 #include "merge_queue.h"
 
+#include "array_grow.h"
 #include "error.h"
 
 #include <stdbool.h>
@@ -23,14 +24,10 @@ static void swap(loom_merge *a, loom_merge *b)
 
 static loom_status push(loom_merge_queue *q, loom_merge m)
 {
-	if (q->n == q->cap) {
-		size_t cap = q->cap ? 2 * q->cap : 64;
-		loom_merge *p = realloc(q->data, cap * sizeof(*p));
-		if (p == NULL)
-			return loom_error(LOOM_ERR_NO_MEMORY, "tokenizer: out of memory");
-		q->data = p;
-		q->cap = cap;
-	}
+	loom_merge *p = loom_array_grow(q->data, &q->cap, q->n + 1, sizeof(*p));
+	if (p == NULL)
+		return loom_error(LOOM_ERR_NO_MEMORY, "tokenizer: out of memory");
+	q->data = p;
 	size_t i = q->n++;
 	q->data[i] = m;
 	while (i > 0 && before(&q->data[i], &q->data[(i - 1) / 2])) {

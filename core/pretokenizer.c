@@ -20,7 +20,9 @@
 
 #include "pretokenizer.h"
 
+#include "array_grow.h"
 #include "error.h"
+#include "unicode.h"
 
 #include <pcre2.h>
 #include <stdint.h>
@@ -329,14 +331,10 @@ static loom_status span_push(loom_span_vec *v, size_t off, size_t len)
 {
 	if (len == 0)
 		return LOOM_OK;
-	if (v->n == v->cap) {
-		size_t cap = v->cap ? 2 * v->cap : 64;
-		loom_span *p = realloc(v->data, cap * sizeof(*p));
-		if (p == NULL)
-			return loom_error(LOOM_ERR_NO_MEMORY, "tokenize: out of memory");
-		v->data = p;
-		v->cap = cap;
-	}
+	loom_span *p = loom_array_grow(v->data, &v->cap, v->n + 1, sizeof(*p));
+	if (p == NULL)
+		return loom_error(LOOM_ERR_NO_MEMORY, "tokenize: out of memory");
+	v->data = p;
 	v->data[v->n++] = (loom_span){.off = off, .len = len};
 	return LOOM_OK;
 }
@@ -364,11 +362,11 @@ static int next_match(const pcre2_code *code, const char *subject, size_t len, s
 	return 1;
 }
 
-/* Bytes of the UTF-8 sequence at subject[at] (1 for a stray byte). */
+/* Bytes of the UTF-8 sequence at subject[at] (1 for a stray byte), within
+ * the subject. */
 static size_t utf8_len(const char *subject, size_t len, size_t at)
 {
-	static const unsigned char seq[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
-	size_t n = seq[(unsigned char)subject[at] >> 4];
+	size_t n = loom_utf8_seq_len((unsigned char)subject[at]);
 	return n < len - at ? n : len - at;
 }
 

@@ -15,6 +15,7 @@
  * Because every byte is a symbol, any byte string - invalid UTF-8 included -
  * is spelled exactly, and token_to_piece gives the bytes back.
  */
+#include "array_grow.h"
 #include "error.h"
 #include "merge_queue.h"
 #include "meta.h"
@@ -246,21 +247,6 @@ static bool bpe_pair(const void *ctx, const loom_symbol *syms, int left, int rig
 	return rank >= 0;
 }
 
-/* p (of *cap elements of elem bytes) grown to hold need; NULL if out of
- * memory, p itself then still valid. */
-static void *grow(void *p, size_t *cap, size_t need, size_t elem)
-{
-	if (need <= *cap)
-		return p;
-	size_t c = *cap ? *cap : 64;
-	while (c < need)
-		c *= 2;
-	void *q = realloc(p, c * elem);
-	if (q != NULL)
-		*cap = c;
-	return q;
-}
-
 /* Writes word[0 .. len) in GPT-2's alphabet into s->text, one symbol per
  * byte. */
 static loom_status encode_word(struct bpe_session *s, const char *word, size_t len, int *n_syms)
@@ -268,10 +254,10 @@ static loom_status encode_word(struct bpe_session *s, const char *word, size_t l
 	if (len > INT_MAX / 2)
 		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "tokenizer: a word of %zu bytes is too long",
 				  len);
-	char *text = grow(s->text, &s->text_cap, 2 * len, 1);
+	char *text = loom_array_grow(s->text, &s->text_cap, 2 * len, 1);
 	if (text != NULL)
 		s->text = text;
-	loom_symbol *syms = grow(s->syms, &s->syms_cap, len, sizeof(*s->syms));
+	loom_symbol *syms = loom_array_grow(s->syms, &s->syms_cap, len, sizeof(*s->syms));
 	if (syms != NULL)
 		s->syms = syms;
 	if (text == NULL || syms == NULL)

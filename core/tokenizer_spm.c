@@ -18,15 +18,13 @@
  */
 #include "error.h"
 #include "merge_queue.h"
+#include "unicode.h"
 #include "vocab_internal.h"
 
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* "▁", the SentencePiece meta symbol that stands for a space. */
-#define SPM_SPACE "\xe2\x96\x81"
-#define SPM_SPACE_LEN 3
 
 /* The escaped text cut into symbols (merge_queue.h). It is at most
  * INT_MAX bytes, so int holds any offset. */
@@ -37,15 +35,6 @@ struct spm_session {
 	int n_syms;
 	loom_merge_queue heap;
 };
-
-/* Bytes in the UTF-8 sequence that starts with lead (1 for a stray
- * continuation byte): invalid input still cuts into symbols, which then fall
- * back to byte tokens. */
-static size_t utf8_seq_len(unsigned char lead)
-{
-	static const unsigned char len[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
-	return len[lead >> 4];
-}
 
 /* Neighbours merge if together they spell a token; higher scores first. */
 static bool spm_pair(const void *ctx, const loom_symbol *syms, int left, int right, double *priority)
@@ -69,7 +58,7 @@ static loom_status split_chars(struct spm_session *s, size_t len)
 		return loom_error(LOOM_ERR_NO_MEMORY, "tokenizer: out of memory");
 	int n = 0;
 	for (size_t off = 0; off < len; n++) {
-		size_t cl = utf8_seq_len((unsigned char)s->text[off]);
+		size_t cl = loom_utf8_seq_len((unsigned char)s->text[off]);
 		if (cl > len - off)
 			cl = len - off;
 		s->syms[n] = (loom_symbol){.start = (int)off, .n = (int)cl, .prev = n - 1,
@@ -83,8 +72,8 @@ static loom_status split_chars(struct spm_session *s, size_t len)
 
 static bool is_space_symbol(const struct spm_session *s, int i)
 {
-	return s->syms[i].n == SPM_SPACE_LEN &&
-	       memcmp(s->text + s->syms[i].start, SPM_SPACE, SPM_SPACE_LEN) == 0;
+	return s->syms[i].n == LOOM_SPM_SPACE_LEN &&
+	       memcmp(s->text + s->syms[i].start, LOOM_SPM_SPACE, LOOM_SPM_SPACE_LEN) == 0;
 }
 
 /* The end of the run of symbols starting at first that merges can never
@@ -144,20 +133,20 @@ static loom_status emit_symbols(const struct spm_session *s, int first, loom_tok
 /* text with every space replaced by "▁", after a "▁" if prefix is set. */
 static char *escape_spaces(const char *text, size_t len, bool prefix, size_t *out_len)
 {
-	if (len > (SIZE_MAX - SPM_SPACE_LEN) / SPM_SPACE_LEN)
+	if (len > (SIZE_MAX - LOOM_SPM_SPACE_LEN) / LOOM_SPM_SPACE_LEN)
 		return NULL;
-	char *buf = malloc(SPM_SPACE_LEN * (len + 1));
+	char *buf = malloc(LOOM_SPM_SPACE_LEN * (len + 1));
 	if (buf == NULL)
 		return NULL;
 	size_t n = 0;
 	if (prefix) {
-		memcpy(buf, SPM_SPACE, SPM_SPACE_LEN);
-		n = SPM_SPACE_LEN;
+		memcpy(buf, LOOM_SPM_SPACE, LOOM_SPM_SPACE_LEN);
+		n = LOOM_SPM_SPACE_LEN;
 	}
 	for (size_t i = 0; i < len; i++) {
 		if (text[i] == ' ') {
-			memcpy(buf + n, SPM_SPACE, SPM_SPACE_LEN);
-			n += SPM_SPACE_LEN;
+			memcpy(buf + n, LOOM_SPM_SPACE, LOOM_SPM_SPACE_LEN);
+			n += LOOM_SPM_SPACE_LEN;
 		} else {
 			buf[n++] = text[i];
 		}
@@ -227,10 +216,10 @@ bool loom_spm_word_merges(const loom_vocab *v)
 	for (loom_token id = 0; id < v->n_tokens; id++) {
 		size_t len, i = 0;
 		const char *t = loom_vocab_text(v, id, &len);
-		while (len - i >= SPM_SPACE_LEN && memcmp(t + i, SPM_SPACE, SPM_SPACE_LEN) == 0)
-			i += SPM_SPACE_LEN;
-		for (; len - i >= SPM_SPACE_LEN; i++)
-			if (memcmp(t + i, SPM_SPACE, SPM_SPACE_LEN) == 0)
+		while (len - i >= LOOM_SPM_SPACE_LEN && memcmp(t + i, LOOM_SPM_SPACE, LOOM_SPM_SPACE_LEN) == 0)
+			i += LOOM_SPM_SPACE_LEN;
+		for (; len - i >= LOOM_SPM_SPACE_LEN; i++)
+			if (memcmp(t + i, LOOM_SPM_SPACE, LOOM_SPM_SPACE_LEN) == 0)
 				return false;
 	}
 	return true;

@@ -12,6 +12,7 @@
  * (BERT's "##" pieces, stored without the "##"). A word that cannot be
  * spelled entirely is the unknown token.
  */
+#include "array_grow.h"
 #include "error.h"
 #include "unicode.h"
 #include "vocab_internal.h"
@@ -19,8 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define WORD_START "\xe2\x96\x81" /* "▁" */
-#define WORD_START_LEN 3
 
 /* The CJK ideograph blocks BERT puts in words of their own. The upper end of
  * the sixth is 0x2CEAF where Unicode has 0x2B81F: Hugging Face's tokenizers
@@ -48,14 +47,10 @@ struct word {
 /* Makes room for one more character. */
 static loom_status word_reserve(struct word *w)
 {
-	if (w->cap - w->len >= 4)
-		return LOOM_OK;
-	size_t cap = w->cap ? 2 * w->cap : 64;
-	char *p = realloc(w->buf, cap);
+	char *p = loom_array_grow(w->buf, &w->cap, w->len + 4, 1);
 	if (p == NULL)
 		return loom_error(LOOM_ERR_NO_MEMORY, "tokenize: out of memory");
 	w->buf = p;
-	w->cap = cap;
 	return LOOM_OK;
 }
 
@@ -74,9 +69,9 @@ static loom_status spell_word(const loom_vocab *v, struct word *w, loom_token_ve
 	size_t n = w->len, first = out->n;
 	loom_status st = LOOM_OK;
 
-	if (n == WORD_START_LEN)
+	if (n == LOOM_SPM_SPACE_LEN)
 		return LOOM_OK;
-	w->len = WORD_START_LEN;
+	w->len = LOOM_SPM_SPACE_LEN;
 	for (size_t i = 0; i < n && st == LOOM_OK;) {
 		size_t j = n - i > v->max_token_len ? i + v->max_token_len : n;
 		loom_token id = -1;
@@ -103,7 +98,7 @@ static loom_status encode_fragment(const loom_vocab *v, const char *text, size_t
 				   struct word *w, loom_token_vec *out)
 {
 	loom_status st = LOOM_OK;
-	w->len = WORD_START_LEN;
+	w->len = LOOM_SPM_SPACE_LEN;
 	for (size_t i = 0, n; i < len && st == LOOM_OK; i += n) {
 		uint32_t cp = loom_unicode_nfd_first(loom_utf8_decode(text + i, len - i, &n));
 		if (loom_unicode_is_space(cp)) {
@@ -133,7 +128,7 @@ loom_status loom_wpm_tokenize(const loom_vocab *v, const char *text, const loom_
 	struct word w = {0};
 	loom_status st = word_reserve(&w);
 	if (st == LOOM_OK)
-		memcpy(w.buf, WORD_START, WORD_START_LEN);
+		memcpy(w.buf, LOOM_SPM_SPACE, LOOM_SPM_SPACE_LEN);
 	if (st == LOOM_OK && add_special && v->add_bos)
 		st = loom_token_vec_push(out, v->bos);
 	for (size_t i = 0; i < n_frags && st == LOOM_OK; i++) {

@@ -15,6 +15,15 @@
  * as in llama.cpp. */
 uint32_t loom_utf8_decode(const char *s, size_t len, size_t *n);
 
+/* Bytes of the UTF-8 sequence lead starts, 1 to 4, from its top bits
+ * alone (1 for ASCII and for a stray continuation byte): cuts any text,
+ * well-formed or not, into characters. */
+static inline size_t loom_utf8_seq_len(unsigned char lead)
+{
+	static const unsigned char len[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
+	return len[lead >> 4];
+}
+
 /* Writes cp (at most U+10FFFF) as UTF-8; returns its length, 1 to 4. */
 size_t loom_utf8_encode(uint32_t cp, char out[4]);
 

@@ -10,6 +10,7 @@
  * The vocabulary is immutable once loaded, so tokenizing from several
  * threads at once is safe.
  */
+#include "array_grow.h"
 #include "error.h"
 #include "meta.h"
 #include "pretokenizer.h"
@@ -258,7 +259,7 @@ static const struct {
  * finds them so, and so does loom. The DeepSeek spellings use U+FF5C "｜"
  * and U+2581 "▁". */
 #define FW_BAR "\xef\xbd\x9c"
-#define SP "\xe2\x96\x81"
+#define SP LOOM_SPM_SPACE
 static const char *const *const role_texts[ROLE_COUNT] = {
 	[ROLE_EOT] = (const char *const[]){"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>",
 					   "<|endoftext|>", "<EOT>",
@@ -679,14 +680,10 @@ bool loom_vocab_adds_eos(const loom_vocab *v)
 
 loom_status loom_token_vec_push(loom_token_vec *vec, loom_token token)
 {
-	if (vec->n == vec->cap) {
-		size_t cap = vec->cap ? 2 * vec->cap : 64;
-		loom_token *p = realloc(vec->data, cap * sizeof(*p));
-		if (p == NULL)
-			return loom_error(LOOM_ERR_NO_MEMORY, "tokenize: out of memory");
-		vec->data = p;
-		vec->cap = cap;
-	}
+	loom_token *p = loom_array_grow(vec->data, &vec->cap, vec->n + 1, sizeof(*p));
+	if (p == NULL)
+		return loom_error(LOOM_ERR_NO_MEMORY, "tokenize: out of memory");
+	vec->data = p;
 	vec->data[vec->n++] = token;
 	return LOOM_OK;
 }
@@ -698,14 +695,10 @@ struct frag_list {
 
 static loom_status frag_push(struct frag_list *l, size_t off, size_t len, loom_token token)
 {
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? 2 * l->cap : 16;
-		loom_fragment *p = realloc(l->data, cap * sizeof(*p));
-		if (p == NULL)
-			return loom_error(LOOM_ERR_NO_MEMORY, "tokenize: out of memory");
-		l->data = p;
-		l->cap = cap;
-	}
+	loom_fragment *p = loom_array_grow(l->data, &l->cap, l->n + 1, sizeof(*p));
+	if (p == NULL)
+		return loom_error(LOOM_ERR_NO_MEMORY, "tokenize: out of memory");
+	l->data = p;
 	l->data[l->n++] = (loom_fragment){.off = off, .len = len, .token = token};
 	return LOOM_OK;
 }
@@ -851,20 +844,24 @@ static loom_status put_piece(const char *piece, size_t n, char *buf, size_t size
 }
 
 /* A normal token's text with each "▁" turned back into a space. */
+static bool spm_space_at(const char *t, size_t len, size_t i)
+{
+	return len - i >= LOOM_SPM_SPACE_LEN && memcmp(t + i, LOOM_SPM_SPACE, LOOM_SPM_SPACE_LEN) == 0;
+}
+
 static loom_status put_unescaped(const char *t, size_t len, char *buf, size_t size, size_t *n_out)
 {
-	static const char space[] = "\xe2\x96\x81";
 	size_t n = 0;
 	for (size_t i = 0; i < len; n++)
-		i += (len - i >= 3 && memcmp(t + i, space, 3) == 0) ? 3 : 1;
+		i += spm_space_at(t, len, i) ? LOOM_SPM_SPACE_LEN : 1;
 	*n_out = n;
 	if (n > size)
 		return loom_error(LOOM_ERR_BUFFER_TOO_SMALL,
 				  "token piece: %zu bytes do not fit in a buffer of %zu", n, size);
 	for (size_t i = 0, o = 0; i < len; o++) {
-		if (len - i >= 3 && memcmp(t + i, space, 3) == 0) {
+		if (spm_space_at(t, len, i)) {
 			buf[o] = ' ';
-			i += 3;
+			i += LOOM_SPM_SPACE_LEN;
 		} else {
 			buf[o] = t[i++];
 		}

@@ -9,6 +9,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* "▁", the SentencePiece meta symbol that stands for a space (and starts
+ * a word in llama.cpp's spelling of WordPiece vocabularies). */
+#define LOOM_SPM_SPACE "\xe2\x96\x81"
+#define LOOM_SPM_SPACE_LEN 3
+
 /* GGUF's token types (tokenizer.ggml.token_type), llama.cpp's numbering. */
 enum loom_token_type {
 	LOOM_TOKEN_UNDEFINED = 0,
