@@ -116,17 +116,6 @@ static void put_scalar(char *buf, size_t size, size_t *len, loom_meta_type type,
 	}
 }
 
-static size_t elem_size(loom_meta_type t)
-{
-	switch (t) {
-	case LOOM_META_U8: case LOOM_META_I8: case LOOM_META_BOOL: return 1;
-	case LOOM_META_U16: case LOOM_META_I16: return 2;
-	case LOOM_META_U32: case LOOM_META_I32: case LOOM_META_F32: return 4;
-	case LOOM_META_STRING: return sizeof(loom_string);
-	default: return 8;
-	}
-}
-
 size_t loom_model_meta_value_str(const loom_model *m, size_t index, char *buf, size_t size)
 {
 	size_t len = 0;
@@ -143,7 +132,7 @@ size_t loom_model_meta_value_str(const loom_model *m, size_t index, char *buf, s
 		uint64_t shown = v->count < 8 ? v->count : 8;
 		for (uint64_t i = 0; i < shown; i++) {
 			put(buf, size, &len, i ? ", " : " ");
-			put_scalar(buf, size, &len, v->elem_type, (const char *)v->v.array + i * elem_size(v->elem_type));
+			put_scalar(buf, size, &len, v->elem_type, (const char *)v->v.array + i * loom_meta_elem_size(v->elem_type));
 		}
 		if (shown < v->count)
 			put(buf, size, &len, ", ...");

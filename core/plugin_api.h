@@ -343,6 +343,21 @@ typedef struct loom_meta_value {
 	} v;
 } loom_meta_value;
 
+/* Bytes of one element of an array of t (loom_string for STRING; GGUF
+ * stores each scalar in the same width); 0 for ARRAY and unknown types. */
+static inline size_t loom_meta_elem_size(loom_meta_type t)
+{
+	switch (t) {
+	case LOOM_META_U8: case LOOM_META_I8: case LOOM_META_BOOL: return 1;
+	case LOOM_META_U16: case LOOM_META_I16: return 2;
+	case LOOM_META_U32: case LOOM_META_I32: case LOOM_META_F32: return 4;
+	case LOOM_META_U64: case LOOM_META_I64: case LOOM_META_F64: return 8;
+	case LOOM_META_STRING: return sizeof(loom_string);
+	case LOOM_META_ARRAY: break;
+	}
+	return 0;
+}
+
 typedef struct loom_meta_kv {
 	loom_string key;
 	loom_meta_value value;

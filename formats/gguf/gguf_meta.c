@@ -8,18 +8,15 @@
 
 #define N_META_TYPES (LOOM_META_F64 + 1)
 
-/* size: bytes of a value in the file, 0 for the variable-length types. */
-static const struct {
-	const char *name;
-	uint8_t size;
-} meta_types[N_META_TYPES] = {
-	[LOOM_META_U8] = {"u8", 1},         [LOOM_META_I8] = {"i8", 1},
-	[LOOM_META_U16] = {"u16", 2},       [LOOM_META_I16] = {"i16", 2},
-	[LOOM_META_U32] = {"u32", 4},       [LOOM_META_I32] = {"i32", 4},
-	[LOOM_META_F32] = {"f32", 4},       [LOOM_META_BOOL] = {"bool", 1},
-	[LOOM_META_STRING] = {"string", 0}, [LOOM_META_ARRAY] = {"array", 0},
-	[LOOM_META_U64] = {"u64", 8},       [LOOM_META_I64] = {"i64", 8},
-	[LOOM_META_F64] = {"f64", 8},
+/* A scalar's width in the file is loom_meta_elem_size's. */
+static const char *const meta_type_names[N_META_TYPES] = {
+	[LOOM_META_U8] = "u8",         [LOOM_META_I8] = "i8",
+	[LOOM_META_U16] = "u16",       [LOOM_META_I16] = "i16",
+	[LOOM_META_U32] = "u32",       [LOOM_META_I32] = "i32",
+	[LOOM_META_F32] = "f32",       [LOOM_META_BOOL] = "bool",
+	[LOOM_META_STRING] = "string", [LOOM_META_ARRAY] = "array",
+	[LOOM_META_U64] = "u64",       [LOOM_META_I64] = "i64",
+	[LOOM_META_F64] = "f64",
 };
 
 /* A value of type T from possibly unaligned bytes. */
@@ -47,7 +44,7 @@ static void widen_scalar(loom_meta_type type, const uint8_t *p, loom_meta_value 
 
 static bool read_scalar(gguf_cursor *c, loom_meta_type type, loom_meta_value *v)
 {
-	const uint8_t *p = gguf_take(c, meta_types[type].size, meta_types[type].name);
+	const uint8_t *p = gguf_take(c, loom_meta_elem_size(type), meta_type_names[type]);
 
 	if (p == NULL)
 		return false;
@@ -76,7 +73,7 @@ static bool read_string_array(gguf_cursor *c, loom_meta_value *v)
  * 0 or 1. */
 static bool read_number_array(gguf_cursor *c, loom_meta_value *v)
 {
-	uint64_t n_bytes = v->count * meta_types[v->elem_type].size;
+	uint64_t n_bytes = v->count * loom_meta_elem_size(v->elem_type);
 	const uint8_t *p = gguf_take(c, n_bytes, "array");
 	uint8_t *out;
 
@@ -116,11 +113,11 @@ static bool read_array(gguf_cursor *c, loom_meta_value *v)
 	if (!gguf_read_u64(c, &count, "array count"))
 		return false;
 	/* A string element takes at least its 8-byte length. */
-	elem_min = elem == LOOM_META_STRING ? 8 : meta_types[elem].size;
+	elem_min = elem == LOOM_META_STRING ? 8 : loom_meta_elem_size(elem);
 	if (count > gguf_left(c) / elem_min) {
 		gguf_fail(c, "array count %" PRIu64 " (%s) at offset %" PRIu64
 			     " runs past the end of the file (%" PRIu64 " bytes)",
-			  count, meta_types[elem].name, at, c->size);
+			  count, meta_type_names[elem], at, c->size);
 		return false;
 	}
 	v->type = LOOM_META_ARRAY;
@@ -166,7 +163,7 @@ static bool check_alignment(gguf_cursor *c, const loom_meta_value *v, uint64_t a
 {
 	if (v->type != LOOM_META_U32) {
 		gguf_fail(c, "value at offset %" PRIu64 " has type %s, expected u32", at,
-			  meta_types[v->type].name);
+			  meta_type_names[v->type]);
 		return false;
 	}
 	if (v->v.u == 0 || (v->v.u & (v->v.u - 1)) != 0) {

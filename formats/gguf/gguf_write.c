@@ -50,18 +50,6 @@ static void pad_to(gguf_out *o, uint64_t alignment)
 	}
 }
 
-/* Bytes of one element of a scalar type; 0 for strings and arrays. */
-static size_t scalar_size(loom_meta_type t)
-{
-	switch (t) {
-	case LOOM_META_U8: case LOOM_META_I8: case LOOM_META_BOOL: return 1;
-	case LOOM_META_U16: case LOOM_META_I16: return 2;
-	case LOOM_META_U32: case LOOM_META_I32: case LOOM_META_F32: return 4;
-	case LOOM_META_U64: case LOOM_META_I64: case LOOM_META_F64: return 8;
-	default: return 0;
-	}
-}
-
 /* A widened scalar back in its stored width (little-endian hosts). */
 static void put_scalar(gguf_out *o, const loom_meta_value *v)
 {
@@ -75,7 +63,7 @@ static void put_scalar(gguf_out *o, const loom_meta_value *v)
 	case LOOM_META_F64: x.f64 = v->v.f; break;
 	default: x.u64 = v->v.u; break;
 	}
-	put(o, &x, scalar_size(v->type));
+	put(o, &x, loom_meta_elem_size(v->type));
 }
 
 static bool put_value(gguf_out *o, const loom_meta_value *v)
@@ -90,12 +78,12 @@ static bool put_value(gguf_out *o, const loom_meta_value *v)
 			const loom_string *s = v->v.array;
 			for (uint64_t i = 0; i < v->count; i++)
 				put_string(o, s[i]);
-		} else if (scalar_size(v->elem_type) != 0) {
-			put(o, v->v.array, (size_t)v->count * scalar_size(v->elem_type));
+		} else if (loom_meta_elem_size(v->elem_type) != 0) {
+			put(o, v->v.array, (size_t)v->count * loom_meta_elem_size(v->elem_type));
 		} else {
 			return false;
 		}
-	} else if (scalar_size(v->type) != 0) {
+	} else if (loom_meta_elem_size(v->type) != 0) {
 		put_scalar(o, v);
 	} else {
 		return false;

@@ -3,12 +3,10 @@
 #include "st_json.h"
 #include "st_layout.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 /* What flattening needs at hand. */
 typedef struct st_flatten {
@@ -163,7 +161,7 @@ static bool put_architecture(const st_flatten *f, const cJSON *root)
 bool st_config_load(const loom_host *host, const char *dir, st_meta *meta)
 {
 	char path[PATH_MAX];
-	struct stat st;
+	bool missing;
 	st_flatten f = {.host = host, .path = path, .meta = meta};
 	cJSON *root;
 	bool ok;
@@ -172,16 +170,15 @@ bool st_config_load(const loom_host *host, const char *dir, st_meta *meta)
 		host->set_error("%s: the path is too long", dir);
 		return false;
 	}
-	if (stat(path, &st) != 0 && errno == ENOENT) {
-		host->set_error("%s: no " ST_CONFIG_FILE
-				" (a Hugging Face model directory needs one: it names the "
-				"architecture and its hyperparameters)",
-				dir);
+	root = st_json_load(host, path, &missing);
+	if (root == NULL) {
+		if (missing)
+			host->set_error("%s: no " ST_CONFIG_FILE
+					" (a Hugging Face model directory needs one: it names the "
+					"architecture and its hyperparameters)",
+					dir);
 		return false;
 	}
-	root = st_json_load(host, path);
-	if (root == NULL)
-		return false;
 	if (!cJSON_IsObject(root)) {
 		host->set_error("%s: the top level is not a JSON object", path);
 		ok = false;

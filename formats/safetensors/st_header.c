@@ -3,7 +3,6 @@
 #include "st_json.h"
 
 #include <inttypes.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,15 +75,7 @@ static bool fail(const st_parse *p, const char *name, const char *fmt, ...)
 /* A JSON number that is an integer in 0..2^53. */
 static bool exact_uint(const cJSON *item, uint64_t *out)
 {
-	double x;
-
-	if (!cJSON_IsNumber(item))
-		return false;
-	x = item->valuedouble;
-	if (!(x >= 0 && x <= (double)ST_MAX_EXACT) || x != floor(x))
-		return false;
-	*out = (uint64_t)x;
-	return true;
+	return st_json_uint(item, ST_MAX_EXACT + 1, out);
 }
 
 static bool read_dtype(const st_parse *p, const char *name, const cJSON *entry, loom_dtype *out)
@@ -188,7 +179,6 @@ static bool read_tensor(const st_parse *p, const cJSON *entry, loom_file_tensor 
 {
 	const char *name = entry->string;
 	uint64_t n_elems = 0;
-	size_t len = strlen(name);
 	char *copy;
 
 	if (!cJSON_IsObject(entry))
@@ -196,12 +186,11 @@ static bool read_tensor(const st_parse *p, const cJSON *entry, loom_file_tensor 
 	if (!read_dtype(p, name, entry, &t->dtype) || !read_shape(p, name, entry, t, &n_elems) ||
 	    !read_offsets(p, name, entry, t, n_elems))
 		return false;
-	copy = malloc(len + 1);
+	copy = strdup(name);
 	if (copy == NULL)
 		return fail(p, name, "out of memory");
-	memcpy(copy, name, len + 1);
 	t->name.data = copy;
-	t->name.len = len;
+	t->name.len = strlen(copy);
 	return true;
 }
 

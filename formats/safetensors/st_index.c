@@ -5,16 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static char *copy_string(const char *s)
-{
-	size_t len = strlen(s) + 1;
-	char *p = malloc(len);
-
-	if (p != NULL)
-		memcpy(p, s, len);
-	return p;
-}
-
 /* A shard is named relative to the index's directory and may not leave it
  * (or name the directory itself, or a hidden file). */
 static bool plain_file_name(const char *s)
@@ -65,7 +55,7 @@ static bool collect_shards(const loom_host *host, const char *path, const cJSON 
 	for (uint64_t i = 0; i < n; i++) {
 		if (i > 0 && strcmp(names[i], names[i - 1]) == 0)
 			continue;
-		idx->shards[idx->n_shards] = copy_string(names[i]);
+		idx->shards[idx->n_shards] = strdup(names[i]);
 		if (idx->shards[idx->n_shards] == NULL) {
 			host->set_error("%s: out of memory", path);
 			goto out;
@@ -95,7 +85,7 @@ static bool collect_entries(const loom_host *host, const char *path, const cJSON
 				       sizeof(*idx->shards), by_string);
 
 		idx->entries[i].shard = (int)(found - idx->shards);
-		idx->entries[i].tensor = copy_string(item->string);
+		idx->entries[i].tensor = strdup(item->string);
 		if (idx->entries[i].tensor == NULL) {
 			host->set_error("%s: out of memory", path);
 			return false;
@@ -107,7 +97,7 @@ static bool collect_entries(const loom_host *host, const char *path, const cJSON
 
 bool st_index_load(const loom_host *host, const char *path, st_index *out)
 {
-	cJSON *root = st_json_load(host, path);
+	cJSON *root = st_json_load(host, path, NULL);
 	const cJSON *map;
 	bool ok = false;
 

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -38,28 +39,48 @@ cJSON *st_json_parse(const loom_host *host, const char *path, const char *what,
 	return root;
 }
 
-/* The whole file in a malloc'd buffer; NULL after host->set_error. */
-static char *read_all(const loom_host *host, const char *path, size_t *len)
+bool st_json_uint(const cJSON *item, uint64_t limit, uint64_t *out)
+{
+	double x;
+
+	if (!cJSON_IsNumber(item))
+		return false;
+	x = item->valuedouble;
+	/* Below 2^64 before the conversion; then limit compared exactly, as a
+	 * double may not hold it. */
+	if (!(x >= 0 && x < 18446744073709551616.0) || x != floor(x) || (uint64_t)x >= limit)
+		return false;
+	*out = (uint64_t)x;
+	return true;
+}
+
+char *st_read_file(const loom_host *host, const char *path, size_t max, const char *what,
+		   size_t *len, bool *missing)
 {
 	struct stat st;
 	char *buf = NULL;
 	size_t done = 0;
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 
+	if (missing != NULL)
+		*missing = false;
 	if (fd < 0) {
-		host->set_error("%s: cannot open: %s", path, strerror(errno));
+		if (missing != NULL && errno == ENOENT)
+			*missing = true;
+		else
+			host->set_error("%s: cannot open: %s", path, strerror(errno));
 		return NULL;
 	}
 	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
 		host->set_error("%s: not a regular file", path);
 		goto out;
 	}
-	if ((uint64_t)st.st_size > ST_JSON_MAX) {
-		host->set_error("%s: %" PRIu64 " bytes, over the %" PRIu64 " MiB limit for JSON",
-				path, (uint64_t)st.st_size, ST_JSON_MAX >> 20);
+	if ((uint64_t)st.st_size > (uint64_t)max) {
+		host->set_error("%s: %" PRIu64 " bytes, over the %" PRIu64 " MiB limit for %s",
+				path, (uint64_t)st.st_size, (uint64_t)max >> 20, what);
 		goto out;
 	}
-	buf = malloc((size_t)st.st_size + 1); /* + 1: an empty file is no malloc(0) */
+	buf = malloc((size_t)st.st_size + 1);
 	if (buf == NULL) {
 		host->set_error("%s: out of memory", path);
 		goto out;
@@ -76,16 +97,17 @@ static char *read_all(const loom_host *host, const char *path, size_t *len)
 		}
 		done += (size_t)n;
 	}
+	buf[done] = '\0';
 	*len = done;
 out:
 	close(fd);
 	return buf;
 }
 
-cJSON *st_json_load(const loom_host *host, const char *path)
+cJSON *st_json_load(const loom_host *host, const char *path, bool *missing)
 {
 	size_t len;
-	char *text = read_all(host, path, &len);
+	char *text = st_read_file(host, path, ST_JSON_MAX, "JSON", &len, missing);
 	cJSON *root;
 
 	if (text == NULL)

@@ -36,12 +36,11 @@
  * tokens compete, so it is a warning.
  */
 #include "st_merges.h"
+#include "st_plugin.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define PLUGIN "safetensors"
 
 /* Scores are F32: ranks up to 2^24 are exact. */
 #define MAX_SCORED_MERGES (1 << 24)

@@ -4,19 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static size_t elem_size(loom_meta_type t)
-{
-	switch (t) {
-	case LOOM_META_U8: case LOOM_META_I8: case LOOM_META_BOOL: return 1;
-	case LOOM_META_U16: case LOOM_META_I16: return 2;
-	case LOOM_META_U32: case LOOM_META_I32: case LOOM_META_F32: return 4;
-	case LOOM_META_U64: case LOOM_META_I64: case LOOM_META_F64: return 8;
-	case LOOM_META_STRING: return sizeof(loom_string);
-	case LOOM_META_ARRAY: break;
-	}
-	return 0;
-}
-
 static void free_value(loom_meta_value *v)
 {
 	if (v->type == LOOM_META_STRING) {
@@ -29,6 +16,7 @@ static void free_value(loom_meta_value *v)
 	}
 }
 
+/* Not strndup: a value's bytes may hold a NUL (a chat template file). */
 static bool copy_string(loom_string *dst, const char *s, size_t len)
 {
 	char *p = malloc(len + 1);
@@ -41,84 +29,93 @@ static bool copy_string(loom_string *dst, const char *s, size_t len)
 	return true;
 }
 
-/* The slot for key: its old value freed, or a new entry. */
-static loom_meta_value *slot(st_meta *m, const char *key)
+static loom_meta_kv *find(const st_meta *m, const char *key)
 {
 	size_t len = strlen(key);
-	for (uint64_t i = 0; i < m->n; i++) {
-		if (m->kv[i].key.len == len && memcmp(m->kv[i].key.data, key, len) == 0) {
-			free_value(&m->kv[i].value);
-			memset(&m->kv[i].value, 0, sizeof(m->kv[i].value));
-			return &m->kv[i].value;
-		}
+	for (uint64_t i = 0; i < m->n; i++)
+		if (m->kv[i].key.len == len && memcmp(m->kv[i].key.data, key, len) == 0)
+			return &m->kv[i];
+	return NULL;
+}
+
+/* Puts v (owned from here on success) under key, replacing and freeing an
+ * earlier value only once nothing can fail, so that a failure leaves the
+ * table as it was. */
+static bool store(st_meta *m, const char *key, loom_meta_value v)
+{
+	loom_meta_kv *e = find(m, key);
+	if (e != NULL) {
+		free_value(&e->value);
+		e->value = v;
+		return true;
 	}
 	if (m->n == m->cap) {
 		uint64_t cap = m->cap ? m->cap * 2 : 32;
 		loom_meta_kv *kv = realloc(m->kv, cap * sizeof(*kv));
 		if (kv == NULL)
-			return NULL;
+			return false;
 		m->kv = kv;
 		m->cap = cap;
 	}
-	loom_meta_kv *e = &m->kv[m->n];
-	memset(e, 0, sizeof(*e));
-	if (!copy_string(&e->key, key, len))
-		return NULL;
+	e = &m->kv[m->n];
+	char *name = strdup(key);
+	if (name == NULL)
+		return false;
+	*e = (loom_meta_kv){.key = {.len = strlen(key), .data = name}, .value = v};
 	m->n++;
-	return &e->value;
+	return true;
+}
+
+/* Zeroed whole, as a reader may look at more of the union than was set. */
+static loom_meta_value blank(loom_meta_type type)
+{
+	loom_meta_value v;
+	memset(&v, 0, sizeof(v));
+	v.type = type;
+	return v;
 }
 
 bool st_meta_set_string(st_meta *m, const char *key, const char *s, size_t len)
 {
-	loom_meta_value *v = slot(m, key);
-	if (v == NULL || !copy_string(&v->v.s, s, len))
+	loom_meta_value v = blank(LOOM_META_STRING);
+	if (!copy_string(&v.v.s, s, len))
 		return false;
-	v->type = LOOM_META_STRING;
-	return true;
+	if (store(m, key, v))
+		return true;
+	free_value(&v);
+	return false;
 }
 
 bool st_meta_set_int(st_meta *m, const char *key, int64_t x)
 {
-	loom_meta_value *v = slot(m, key);
-	if (v == NULL)
-		return false;
-	v->type = LOOM_META_I64;
-	v->v.i = x;
-	return true;
+	loom_meta_value v = blank(LOOM_META_I64);
+	v.v.i = x;
+	return store(m, key, v);
 }
 
 bool st_meta_set_float(st_meta *m, const char *key, double x)
 {
-	loom_meta_value *v = slot(m, key);
-	if (v == NULL)
-		return false;
-	v->type = LOOM_META_F64;
-	v->v.f = x;
-	return true;
+	loom_meta_value v = blank(LOOM_META_F64);
+	v.v.f = x;
+	return store(m, key, v);
 }
 
 bool st_meta_set_bool(st_meta *m, const char *key, bool x)
 {
-	loom_meta_value *v = slot(m, key);
-	if (v == NULL)
-		return false;
-	v->type = LOOM_META_BOOL;
-	v->v.b = x;
-	return true;
+	loom_meta_value v = blank(LOOM_META_BOOL);
+	v.v.b = x;
+	return store(m, key, v);
 }
 
 bool st_meta_set_array(st_meta *m, const char *key, loom_meta_type elem, const void *data,
 		       uint64_t count)
 {
-	size_t size = elem_size(elem);
+	size_t size = loom_meta_elem_size(elem);
 	if (size == 0 || count > SIZE_MAX / size)
 		return false;
-	loom_meta_value *v = slot(m, key);
 	void *copy = malloc(count ? count * size : 1);
-	if (v == NULL || copy == NULL) {
-		free(copy);
+	if (copy == NULL)
 		return false;
-	}
 	if (elem == LOOM_META_STRING) {
 		const loom_string *src = data;
 		loom_string *dst = copy;
@@ -133,20 +130,20 @@ bool st_meta_set_array(st_meta *m, const char *key, loom_meta_type elem, const v
 	} else if (count > 0) {
 		memcpy(copy, data, count * size);
 	}
-	v->type = LOOM_META_ARRAY;
-	v->elem_type = elem;
-	v->count = count;
-	v->v.array = copy;
-	return true;
+	loom_meta_value v = blank(LOOM_META_ARRAY);
+	v.elem_type = elem;
+	v.count = count;
+	v.v.array = copy;
+	if (store(m, key, v))
+		return true;
+	free_value(&v);
+	return false;
 }
 
 const loom_meta_value *st_meta_get(const st_meta *m, const char *key)
 {
-	size_t len = strlen(key);
-	for (uint64_t i = 0; i < m->n; i++)
-		if (m->kv[i].key.len == len && memcmp(m->kv[i].key.data, key, len) == 0)
-			return &m->kv[i].value;
-	return NULL;
+	const loom_meta_kv *e = find(m, key);
+	return e != NULL ? &e->value : NULL;
 }
 
 void st_meta_free(st_meta *m)

@@ -2,6 +2,7 @@
 #include "st_file.h"
 #include "st_header.h"
 #include "st_layout.h"
+#include "st_plugin.h"
 
 #include <stdio.h>
 #include <sys/stat.h>
@@ -47,7 +48,7 @@ static const loom_format_vtable st_vtable = {
 static const loom_plugin_desc st_desc = {
 	.abi_version = LOOM_PLUGIN_ABI_VERSION,
 	.kind = LOOM_PLUGIN_FORMAT,
-	.name = "safetensors",
+	.name = PLUGIN,
 	.version = ST_PLUGIN_VERSION,
 	.description = "Hugging Face checkpoints: model.safetensors or a sharded index, "
 		       "config.json and the tokenizer files, memory-mapped",

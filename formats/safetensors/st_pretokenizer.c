@@ -11,13 +11,11 @@
  * default and tokenize differently.
  */
 #include "st_pretokenizer.h"
+#include "st_plugin.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* "▁", the SentencePiece meta symbol that stands for a space. */
-#define SPM_SPACE "\xe2\x96\x81"
 
 /* ------------------------------------------------------------------------ */
 /* Byte-level pre-tokenizers                                                */
@@ -36,8 +34,6 @@ enum step_kind {
 	STEP_END = 0,
 	STEP_SPLIT,           /* Split {Regex}, Isolated, not inverted */
 	STEP_DIGITS,          /* Digits, individual_digits */
-	STEP_DIGIT_RUNS,      /* Digits, runs together */
-	STEP_PUNCTUATION,     /* Punctuation, Contiguous */
 	STEP_BYTE_LEVEL_GPT2, /* ByteLevel with GPT-2's expression (use_regex) */
 	STEP_BYTE_LEVEL,      /* ByteLevel, bytes to characters only */
 };
@@ -253,11 +249,9 @@ static bool gpt2_pre_tokenizer(struct walk *w, const cJSON *p)
 	if (string_is(p, "type", "Split") && regex != NULL && string_is(p, "behavior", "Isolated") &&
 	    bool_of(p, "invert", false) == 0)
 		return add_step(w, p, STEP_SPLIT, regex);
-	if (string_is(p, "type", "Digits") && bool_of(p, "individual_digits", false) >= 0)
-		return add_step(w, p, bool_of(p, "individual_digits", false) ? STEP_DIGITS
-									    : STEP_DIGIT_RUNS, NULL);
-	if (string_is(p, "type", "Punctuation") && string_is(p, "behavior", "Contiguous"))
-		return add_step(w, p, STEP_PUNCTUATION, NULL);
+	/* Only steps some known list has: any other is refused here. */
+	if (string_is(p, "type", "Digits") && bool_of(p, "individual_digits", false) == 1)
+		return add_step(w, p, STEP_DIGITS, NULL);
 	return unsupported(w, p, "not a step of any pre-tokenizer loom knows");
 }
 

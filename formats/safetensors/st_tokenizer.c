@@ -21,30 +21,25 @@
 #include "st_tokenizer.h"
 
 #include "st_json.h"
+#include "st_layout.h"
 #include "st_merges.h"
+#include "st_plugin.h"
 #include "st_pretokenizer.h"
 #include "st_vocab.h"
 
 #include <cjson/cJSON.h>
-#include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-
-#define PLUGIN "safetensors"
 
 /* Larger chat templates are refused unread. */
-#define MAX_TEMPLATE_BYTES ((long)16 << 20)
+#define MAX_TEMPLATE_BYTES ((size_t)16 << 20)
 
 /* More ids than any vocabulary has: a bound on what a hostile file makes us
  * allocate. */
 #define MAX_TOKENS (1 << 24)
-
-#define SPM_SPACE "\xe2\x96\x81" /* "▁" */
 
 enum tok_kind { KIND_LLAMA, KIND_GPT2, KIND_BERT };
 
@@ -55,80 +50,46 @@ struct tok {
 	const loom_host *host;
 	const char *dir;
 	st_meta *meta;
-	char path[4096];    /* DIR/tokenizer.json, for messages */
-	cJSON *json;        /* tokenizer.json */
-	cJSON *config;      /* tokenizer_config.json, or NULL */
-	cJSON *special_map; /* special_tokens_map.json, or NULL */
-	cJSON *generation;  /* generation_config.json, or NULL */
+	char path[PATH_MAX]; /* DIR/tokenizer.json, for messages */
+	cJSON *json;         /* tokenizer.json */
+	cJSON *config;       /* tokenizer_config.json, or NULL */
+	cJSON *special_map;  /* special_tokens_map.json, or NULL */
+	cJSON *generation;   /* generation_config.json, or NULL */
 	const cJSON *model;
 	enum tok_kind kind;
 	st_pipeline pipe;
 	st_vocab vocab;
+	int32_t unk; /* model.unk_token's id ("llama" only), or -1 */
 };
 
 /* ------------------------------------------------------------------------ */
 /* Files                                                                    */
 
-static bool join_path(const struct tok *t, char *buf, size_t size, const char *name)
+/* DIR/name into buf of PATH_MAX bytes. */
+static bool join_path(const struct tok *t, char *buf, const char *name)
 {
-	int n = snprintf(buf, size, "%s/%s", t->dir, name);
-	if (n < 0 || (size_t)n >= size) {
-		t->host->set_error("%s/%s: path too long", t->dir, name);
-		return false;
-	}
-	return true;
-}
-
-/* The whole of DIR/name, NUL-terminated. NULL with *missing set if there is
- * no such file; NULL after set_error if it cannot be read. */
-static char *read_text(const struct tok *t, const char *name, size_t *len, bool *missing)
-{
-	char path[4096];
-	*missing = false;
-	if (!join_path(t, path, sizeof(path), name))
-		return NULL;
-	FILE *f = fopen(path, "rb");
-	if (f == NULL) {
-		*missing = errno == ENOENT;
-		if (!*missing)
-			t->host->set_error("%s: %s", path, strerror(errno));
-		return NULL;
-	}
-	char *buf = NULL;
-	long size = -1;
-	if (fseek(f, 0, SEEK_END) == 0 && (size = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
-	    size <= MAX_TEMPLATE_BYTES && (buf = malloc((size_t)size + 1)) != NULL &&
-	    fread(buf, 1, (size_t)size, f) == (size_t)size) {
-		buf[size] = '\0';
-		*len = (size_t)size;
-	} else {
-		t->host->set_error("%s: %s", path,
-				   size > MAX_TEMPLATE_BYTES ? "too large for a chat template"
-				   : buf == NULL && size >= 0 ? "out of memory"
-							       : "cannot read it");
-		free(buf);
-		buf = NULL;
-	}
-	fclose(f);
-	return buf;
+	if (st_layout_join(buf, t->dir, name))
+		return true;
+	t->host->set_error("%s/%s: path too long", t->dir, name);
+	return false;
 }
 
 /* DIR/name parsed; NULL if there is no such file, or (*failed set) after
  * set_error. */
 static cJSON *load_json(const struct tok *t, const char *name, bool *failed)
 {
-	char path[4096];
-	struct stat st;
-	*failed = !join_path(t, path, sizeof(path), name);
-	if (*failed || (stat(path, &st) != 0 && errno == ENOENT))
+	char path[PATH_MAX];
+	bool missing = false;
+	*failed = !join_path(t, path, name);
+	if (*failed)
 		return NULL;
-	cJSON *json = st_json_load(t->host, path);
+	cJSON *json = st_json_load(t->host, path, &missing);
 	if (json != NULL && !cJSON_IsObject(json)) {
 		t->host->set_error("%s: not a JSON object", path);
 		cJSON_Delete(json);
 		json = NULL;
 	}
-	*failed = json == NULL;
+	*failed = json == NULL && !missing;
 	return json;
 }
 
@@ -159,12 +120,10 @@ static bool is_absent(const cJSON *item)
 /* A JSON number that is a whole number in [0, limit). */
 static bool as_id(const cJSON *item, int64_t limit, int64_t *out)
 {
-	if (!cJSON_IsNumber(item))
+	uint64_t id;
+	if (limit < 0 || !st_json_uint(item, (uint64_t)limit, &id))
 		return false;
-	double d = item->valuedouble;
-	if (!(d >= 0 && d < (double)limit) || d != floor(d))
-		return false;
-	*out = (int64_t)d;
+	*out = (int64_t)id;
 	return true;
 }
 
@@ -260,7 +219,8 @@ static size_t config_ids(const struct tok *t, const char *key, int64_t *out, siz
 	const loom_meta_value *v = st_meta_get(t->meta, key);
 	if (v == NULL)
 		return 0;
-	if (v->type == LOOM_META_I64 || v->type == LOOM_META_U64) {
+	/* st_config writes whole numbers as I64, others as F64. */
+	if (v->type == LOOM_META_I64) {
 		out[0] = v->v.i;
 		return 1;
 	}
@@ -454,6 +414,7 @@ static bool mark_unknown(struct tok *t)
 		return false;
 	}
 	t->vocab.type[id] = ST_TOKEN_UNKNOWN;
+	t->unk = id;
 	return true;
 }
 
@@ -619,10 +580,8 @@ static bool write_roles(struct tok *t)
 		return false;
 	if (ids[0] < 0)
 		ids[0] = template_token(t, false);
-	if (ids[2] < 0 && t->kind == KIND_LLAMA) {
-		const char *unk = cJSON_GetStringValue(member(t->model, "unk_token"));
-		ids[2] = unk != NULL ? st_vocab_find(&t->vocab, unk, strlen(unk)) : -1;
-	}
+	if (ids[2] < 0)
+		ids[2] = t->unk;
 	for (size_t i = 0; i < 6; i++)
 		if (!set_id(t, roles[i].key, ids[i]))
 			return false;
@@ -754,9 +713,13 @@ static bool write_chat_template(struct tok *t)
 	if (!is_absent(tmpl))
 		t->host->log(LOOM_LOG_WARN, PLUGIN, "%s/tokenizer_config.json: chat_template is neither "
 			     "a string nor a list; ignored", t->dir);
+	char path[PATH_MAX];
 	size_t len;
 	bool missing, failed;
-	char *jinja = read_text(t, "chat_template.jinja", &len, &missing);
+	if (!join_path(t, path, "chat_template.jinja"))
+		return false;
+	char *jinja = st_read_file(t->host, path, MAX_TEMPLATE_BYTES, "a chat template", &len,
+				   &missing);
 	if (jinja != NULL) {
 		bool ok = set_string(t, "tokenizer.chat_template", jinja, len);
 		free(jinja);
@@ -820,9 +783,9 @@ static bool write_merges(struct tok *t)
 
 bool st_tokenizer_load(const loom_host *host, const char *dir, st_meta *meta)
 {
-	struct tok t = {.host = host, .dir = dir, .meta = meta};
+	struct tok t = {.host = host, .dir = dir, .meta = meta, .unk = -1};
 	bool failed;
-	if (!join_path(&t, t.path, sizeof(t.path), "tokenizer.json"))
+	if (!join_path(&t, t.path, "tokenizer.json"))
 		return false;
 	t.json = load_json(&t, "tokenizer.json", &failed);
 	if (t.json == NULL)

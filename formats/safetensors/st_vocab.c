@@ -37,22 +37,12 @@ void st_vocab_free(st_vocab *v)
 	memset(v, 0, sizeof(*v));
 }
 
-static char *copy_text(const char *text, size_t len)
-{
-	char *p = malloc(len + 1);
-	if (p != NULL) {
-		memcpy(p, text, len);
-		p[len] = '\0';
-	}
-	return p;
-}
-
 enum st_vocab_set_result st_vocab_set(st_vocab *v, int32_t id, const char *text, size_t len)
 {
 	if (v->text[id] != NULL)
 		return v->len[id] == len && memcmp(v->text[id], text, len) == 0 ? ST_VOCAB_SET
 										 : ST_VOCAB_CONFLICT;
-	if (len > UINT32_MAX || (v->text[id] = copy_text(text, len)) == NULL)
+	if (len > UINT32_MAX || (v->text[id] = strndup(text, len)) == NULL)
 		return ST_VOCAB_NO_MEMORY;
 	v->len[id] = (uint32_t)len;
 	return ST_VOCAB_SET;
@@ -60,7 +50,7 @@ enum st_vocab_set_result st_vocab_set(st_vocab *v, int32_t id, const char *text,
 
 bool st_vocab_rename(st_vocab *v, int32_t id, const char *text, size_t len)
 {
-	char *p = len <= UINT32_MAX ? copy_text(text, len) : NULL;
+	char *p = len <= UINT32_MAX ? strndup(text, len) : NULL;
 	if (p == NULL)
 		return false;
 	free(v->text[id]);

@@ -38,10 +38,11 @@ enum st_vocab_set_result {
 	ST_VOCAB_NO_MEMORY,
 };
 
-/* Names id (0 <= id < n) text[0 .. len). */
+/* Names id (0 <= id < n) text[0 .. len), which holds no NUL. */
 enum st_vocab_set_result st_vocab_set(st_vocab *v, int32_t id, const char *text, size_t len);
 
-/* Replaces id's text (which must be set). false: out of memory. */
+/* Replaces id's text (which must be set) with text[0 .. len), which holds
+ * no NUL. false: out of memory. */
 bool st_vocab_rename(st_vocab *v, int32_t id, const char *text, size_t len);
 
 /* Names every unnamed id "[PAD<id>]", type UNUSED, as llama.cpp's converter
