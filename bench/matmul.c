@@ -13,7 +13,7 @@
  * kernel's compute rate from its memory rate without a whole model around
  * it. The plugin is driven through its ABI only, as the core drives it.
  */
-#include "plugin_api.h"
+#include "loom/plugin_api.h"
 
 #include <dlfcn.h>
 #include <math.h>

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Writes core/unicode_tables.h: the Unicode data the WordPiece tokenizer
-needs (core/unicode.c), from this Python's unicodedata.
+"""Writes core/text/unicode_tables.h: the Unicode data the WordPiece tokenizer
+needs (core/text/unicode.c), from this Python's unicodedata.
 
-    python3 scripts/gen_unicode_tables.py > core/unicode_tables.h
+    python3 scripts/gen_unicode_tables.py > core/text/unicode_tables.h
 
 The properties are those llama.cpp derives the same way (its
 scripts/gen-unicode-data.py): general category C and P as ranges, the first

@@ -1,6 +1,6 @@
 /* test_chat.c - chat templates (each family's text, recognising a GGUF
  * file's Jinja template, errors) and `loom chat` end to end. */
-#include "chat_template.h"
+#include "text/chat_template.h"
 #include "check_main.h"
 #include "fixture.h"
 #include "run_cmd.h"

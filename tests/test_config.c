@@ -8,8 +8,8 @@
  * the working directory.
  */
 #include "check_main.h"
-#include "config.h"
-#include "runtime.h"
+#include "runtime/config.h"
+#include "runtime/runtime.h"
 #include "testdata.h"
 
 #include <stdio.h>

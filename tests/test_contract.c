@@ -9,9 +9,9 @@
  * a misspelled tensor name in it must fail the load naming that tensor.
  */
 #include "check_main.h"
-#include "contract.h"
+#include "model/contract.h"
 #include "fixture.h"
-#include "plugin_api.h"
+#include "loom/plugin_api.h"
 #include "testdata.h"
 
 #include <stdio.h>

@@ -10,7 +10,7 @@
 #include "run_cmd.h"
 #include "testdata.h"
 
-#include "meta.h"
+#include "model/meta.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -5,7 +5,7 @@
 #include "plugin_host.h"
 #include "testdata.h"
 
-#include "meta.h"
+#include "model/meta.h"
 
 #include <dirent.h>
 #include <inttypes.h>

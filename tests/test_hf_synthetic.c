@@ -21,7 +21,7 @@
 #include "st_writer.h"
 #include "testdata.h"
 
-#include "meta.h"
+#include "model/meta.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>

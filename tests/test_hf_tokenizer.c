@@ -18,7 +18,7 @@
 #include "check_main.h"
 #include "test_text.h"
 #include "fixture.h"
-#include "meta.h"
+#include "model/meta.h"
 #include "plugin_host.h"
 #include "st_writer.h"
 #include "testdata.h"

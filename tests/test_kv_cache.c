@@ -2,7 +2,7 @@
  * attention mask across sequences, removal and rollback. */
 #include "check_main.h"
 
-#include "kv_cache.h"
+#include "infer/kv_cache.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -5,8 +5,8 @@
 #include "plugin_host.h"
 #include "testdata.h"
 
-#include "meta.h"
-#include "quant_policy.h"
+#include "model/meta.h"
+#include "convert/quant_policy.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -7,7 +7,7 @@
 #include "run_cmd.h"
 #include "testdata.h"
 
-#include "meta.h"
+#include "model/meta.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>

@@ -12,7 +12,7 @@
 #include "testdata.h"
 
 #include <loom.h>
-#include <plugin_api.h>
+#include <loom/plugin_api.h>
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -7,7 +7,7 @@
 #include "st_writer.h"
 #include "testdata.h"
 
-#include "meta.h"
+#include "model/meta.h"
 
 #include <inttypes.h>
 #include <stdio.h>

@@ -10,10 +10,10 @@
 #include "test_text.h"
 #include "fixture.h"
 #include "gguf_writer.h"
-#include "meta.h"
+#include "model/meta.h"
 #include "plugin_host.h"
 #include "testdata.h"
-#include "vocab.h"
+#include "text/vocab.h"
 
 #include <dirent.h>
 #include <stdio.h>

@@ -9,7 +9,7 @@
 #ifndef LOOM_CPU_BACKEND_H
 #define LOOM_CPU_BACKEND_H
 
-#include "plugin_api.h"
+#include "loom/plugin_api.h"
 
 #include <stdatomic.h>
 #include <stdbool.h>

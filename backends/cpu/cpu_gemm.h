@@ -6,7 +6,7 @@
 #ifndef LOOM_CPU_GEMM_H
 #define LOOM_CPU_GEMM_H
 
-#include "plugin_api.h"
+#include "loom/plugin_api.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -15,7 +15,7 @@
 #define LOOM_CPU_QUANT_H
 
 #include "cpu_blocks.h"
-#include "plugin_api.h"
+#include "loom/plugin_api.h"
 
 #include <stdint.h>
 

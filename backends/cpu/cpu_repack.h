@@ -28,7 +28,7 @@
 #ifndef LOOM_CPU_REPACK_H
 #define LOOM_CPU_REPACK_H
 
-#include "plugin_api.h"
+#include "loom/plugin_api.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -5,7 +5,7 @@
 #ifndef LOOM_CPU_VEC_H
 #define LOOM_CPU_VEC_H
 
-#include "plugin_api.h"
+#include "loom/plugin_api.h"
 
 #include <math.h>
 #include <stdint.h>

@@ -2,7 +2,7 @@
 #ifndef LOOM_GGUF_CURSOR_H
 #define LOOM_GGUF_CURSOR_H
 
-#include "plugin_api.h"
+#include "loom/plugin_api.h"
 
 /* GGUF is little-endian and the reader copies arrays of numbers as they lie. */
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,

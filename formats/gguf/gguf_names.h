@@ -2,7 +2,7 @@
 #ifndef LOOM_GGUF_NAMES_H
 #define LOOM_GGUF_NAMES_H
 
-#include "plugin_api.h"
+#include "loom/plugin_api.h"
 
 /* Open addressing over pointers to names the caller keeps alive; a file with
  * many thousands of tensors is checked in linear time. */

@@ -2,7 +2,7 @@
 #ifndef LOOM_ST_CONFIG_H
 #define LOOM_ST_CONFIG_H
 
-#include "plugin_api.h"
+#include "loom/plugin_api.h"
 #include "st_meta.h"
 
 #include <stdbool.h>

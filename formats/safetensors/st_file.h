@@ -2,7 +2,7 @@
 #ifndef LOOM_ST_FILE_H
 #define LOOM_ST_FILE_H
 
-#include "plugin_api.h"
+#include "loom/plugin_api.h"
 
 /* The format vtable's open and close. open takes what st_layout_find
  * accepts; every shard is mapped into one contiguous read-only region

@@ -8,7 +8,7 @@
 #ifndef LOOM_ST_HEADER_H
 #define LOOM_ST_HEADER_H
 
-#include "plugin_api.h"
+#include "loom/plugin_api.h"
 
 #include <stdbool.h>
 #include <stddef.h>

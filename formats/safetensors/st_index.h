@@ -3,7 +3,7 @@
 #ifndef LOOM_ST_INDEX_H
 #define LOOM_ST_INDEX_H
 
-#include "plugin_api.h"
+#include "loom/plugin_api.h"
 
 #include <stdbool.h>
 #include <stdint.h>

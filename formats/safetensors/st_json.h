@@ -3,7 +3,7 @@
 #ifndef LOOM_ST_JSON_H
 #define LOOM_ST_JSON_H
 
-#include "plugin_api.h"
+#include "loom/plugin_api.h"
 
 #include <cjson/cJSON.h>
 #include <stdbool.h>

@@ -4,7 +4,7 @@
 #ifndef LOOM_ST_MERGES_H
 #define LOOM_ST_MERGES_H
 
-#include "plugin_api.h"
+#include "loom/plugin_api.h"
 #include "st_meta.h"
 #include "st_vocab.h"
 

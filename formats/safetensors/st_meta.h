@@ -4,7 +4,7 @@
 #ifndef LOOM_ST_META_H
 #define LOOM_ST_META_H
 
-#include "plugin_api.h"
+#include "loom/plugin_api.h"
 
 #include <stdbool.h>
 #include <stddef.h>

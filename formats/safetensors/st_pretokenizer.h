@@ -6,7 +6,7 @@
 #ifndef LOOM_ST_PRETOKENIZER_H
 #define LOOM_ST_PRETOKENIZER_H
 
-#include "plugin_api.h"
+#include "loom/plugin_api.h"
 
 #include <cjson/cJSON.h>
 #include <stdbool.h>

@@ -4,7 +4,7 @@
 #ifndef LOOM_ST_TOKENIZER_H
 #define LOOM_ST_TOKENIZER_H
 
-#include "plugin_api.h"
+#include "loom/plugin_api.h"
 #include "st_meta.h"
 
 #include <stdbool.h>

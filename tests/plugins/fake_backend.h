@@ -4,7 +4,7 @@
 #ifndef LOOM_TEST_FAKE_BACKEND_H
 #define LOOM_TEST_FAKE_BACKEND_H
 
-#include "plugin_api.h"
+#include "loom/plugin_api.h"
 
 /* Fails with "fake backend cannot start": no fake is meant to run. */
 void *fake_init(const loom_host *host, const loom_backend_options *opts);

@@ -1,5 +1,5 @@
 /* no_entry.c - a library that exports a symbol, but not loom_plugin_entry. */
-#include "plugin_api.h"
+#include "loom/plugin_api.h"
 
 LOOM_API int loom_plugin_init(void);
 

@@ -1,5 +1,5 @@
 /* wrong_kind.c - a format plugin, for listing under backends. */
-#include "plugin_api.h"
+#include "loom/plugin_api.h"
 
 static loom_model_file *open_nothing(const loom_host *host, const char *path)
 {

@@ -25,7 +25,7 @@
 #ifndef LOOM_TEST_GGUF_WRITER_H
 #define LOOM_TEST_GGUF_WRITER_H
 
-#include "plugin_api.h"
+#include "loom/plugin_api.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,7 +1,7 @@
 /* plugin_host.c - load plugins directly in tests, without the registry. */
 #include "plugin_host.h"
 
-#include "meta.h"
+#include "model/meta.h"
 
 #include <check.h>
 #include <dlfcn.h>

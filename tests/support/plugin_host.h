@@ -2,7 +2,7 @@
 #ifndef LOOM_TEST_PLUGIN_HOST_H
 #define LOOM_TEST_PLUGIN_HOST_H
 
-#include "plugin_api.h"
+#include "loom/plugin_api.h"
 
 /* A loom_host whose set_error stores into test_plugin_error() and whose log
  * prints to stderr. */

@@ -25,7 +25,7 @@
 #ifndef LOOM_TEST_SYNTH_MODEL_H
 #define LOOM_TEST_SYNTH_MODEL_H
 
-#include "plugin_api.h"
+#include "loom/plugin_api.h"
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -1,0 +1,36 @@
+/* quantize.h - converting a model file's weights to a quantization scheme
+ * in memory: for loom_quantize, loom_convert and quantizing at load. */
+#ifndef LOOM_QUANTIZE_H
+#define LOOM_QUANTIZE_H
+
+#include "convert/quant_policy.h"
+#include "model/model.h"
+
+/* The output: the input's metadata with the file type updated, and each
+ * tensor's bytes, converted where the scheme changes its type (the rest
+ * point at the input's). The input must outlive it. */
+typedef struct loom_quantized {
+	loom_model_file out;
+	loom_runtime *rt;
+	const loom_model_file *in;
+	const loom_quant_scheme *scheme;
+	loom_dtype *types;
+	loom_meta_kv *meta;
+	loom_file_tensor *tensors;
+	void **owned; /* converted bytes */
+} loom_quantized;
+
+/* t's elements converted to type by the runtime's backend, into a
+ * malloc'd block of *n_bytes. */
+loom_status loom_convert_tensor(loom_runtime *rt, const loom_file_tensor *t, loom_dtype type, void **bytes,
+				uint64_t *n_bytes);
+
+/* The scheme called name, or NULL with loom_last_error() listing them. */
+const loom_quant_scheme *loom_quantize_scheme(const char *name);
+
+/* Converts in's tensors with the runtime's backend (LOOM_OP_CONVERT). */
+loom_status loom_quantize_file(loom_runtime *rt, const loom_model_file *in, const loom_quant_scheme *scheme,
+			       const loom_quantize_params *params, loom_quantized *out);
+void loom_quantized_free(loom_quantized *q);
+
+#endif

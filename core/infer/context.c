@@ -1,0 +1,278 @@
+/* context.c - contexts: creating them, and evaluating a batch. */
+#include "infer/context.h"
+
+#include "runtime/error.h"
+#include "runtime/log.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DEFAULT_N_BATCH 512
+
+loom_context_params loom_context_default_params(void)
+{
+	loom_context_params p = {.n_ctx = 0, .n_batch = DEFAULT_N_BATCH, .kv_type = LOOM_DTYPE_F16};
+	return p;
+}
+
+/* Lays the slots out in one scratch buffer, 64-byte aligned. */
+static size_t layout_scratch(loom_context *ctx)
+{
+	const loom_hparams *hp = &ctx->model->hp;
+	const int64_t q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim;
+	const int64_t width[LOOM_SLOT_COUNT] = {
+		[LOOM_SLOT_TOKENS] = 1, [LOOM_SLOT_POS] = 1, [LOOM_SLOT_CELLS] = 1, [LOOM_SLOT_OUT_IDS] = 1,
+		[LOOM_SLOT_MASK] = ctx->kv.n_cells,
+		[LOOM_SLOT_X] = hp->n_embd, [LOOM_SLOT_XB] = hp->n_embd,
+		[LOOM_SLOT_Q] = q_dim, [LOOM_SLOT_K] = kv_dim, [LOOM_SLOT_V] = kv_dim,
+		[LOOM_SLOT_ATTN] = q_dim, [LOOM_SLOT_PROJ] = hp->n_embd,
+		[LOOM_SLOT_GATE] = hp->n_ff, [LOOM_SLOT_UP] = hp->n_ff,
+		[LOOM_SLOT_XOUT] = hp->n_embd, [LOOM_SLOT_LOGITS] = hp->n_vocab,
+	};
+	size_t off = 0;
+	for (int s = 0; s < LOOM_SLOT_COUNT; s++) {
+		ctx->slot_row_bytes[s] = (size_t)width[s] * 4; /* every slot holds f32 or i32 */
+		ctx->slot_offset[s] = off;
+		off += (ctx->slot_row_bytes[s] * ctx->params.n_batch + 63) & ~(size_t)63;
+	}
+	return off;
+}
+
+static loom_status alloc_host(loom_context *ctx)
+{
+	const size_t nb = ctx->params.n_batch;
+	ctx->tokens = malloc(nb * sizeof(int32_t));
+	ctx->pos = malloc(nb * sizeof(int32_t));
+	ctx->seq = malloc(nb * sizeof(int32_t));
+	ctx->cells = malloc(nb * sizeof(int32_t));
+	ctx->out_ids = malloc(nb * sizeof(int32_t));
+	ctx->logit_row = malloc(nb * sizeof(int32_t));
+	ctx->mask = malloc(nb * ctx->kv.n_cells * sizeof(float));
+	ctx->logits = malloc(nb * (size_t)ctx->model->hp.n_vocab * sizeof(float));
+	ctx->max_nodes = loom_forward_max_nodes(ctx->model);
+	ctx->max_tensors = loom_forward_max_tensors(ctx->model);
+	ctx->nodes = calloc((size_t)ctx->max_nodes, sizeof(loom_node));
+	ctx->tensors = calloc((size_t)ctx->max_tensors, sizeof(loom_tensor));
+	if (!ctx->tokens || !ctx->pos || !ctx->seq || !ctx->cells || !ctx->out_ids || !ctx->logit_row ||
+	    !ctx->mask || !ctx->logits || !ctx->nodes || !ctx->tensors)
+		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory for a context of %u cells", ctx->kv.n_cells);
+	return LOOM_OK;
+}
+
+loom_status loom_context_create(loom_model *model, const loom_context_params *params, loom_context **out)
+{
+	loom_context_params defaults = loom_context_default_params();
+	if (out == NULL)
+		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_context_create: out is NULL");
+	*out = NULL;
+	if (model == NULL || model->contract == NULL)
+		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_context_create: needs a model loaded with weights");
+	if (params == NULL)
+		params = &defaults;
+	if (params->kv_type != LOOM_DTYPE_F16 && params->kv_type != LOOM_DTYPE_F32)
+		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "the KV cache type must be f16 or f32, not %s",
+				  loom_dtype_name(params->kv_type) ? loom_dtype_name(params->kv_type) : "unknown");
+	loom_context *ctx = calloc(1, sizeof(*ctx));
+	if (ctx == NULL)
+		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+	ctx->model = model;
+	ctx->params = *params;
+	if (ctx->params.n_ctx == 0)
+		ctx->params.n_ctx = (uint32_t)model->hp.n_ctx_train;
+	if (ctx->params.n_batch == 0)
+		ctx->params.n_batch = DEFAULT_N_BATCH;
+	if (ctx->params.n_batch > ctx->params.n_ctx)
+		ctx->params.n_batch = ctx->params.n_ctx;
+	if (model->contract->positions == LOOM_POSITIONS_LEARNED && ctx->params.n_ctx > model->hp.n_ctx_train) {
+		uint32_t n_ctx = ctx->params.n_ctx;
+		free(ctx);
+		return loom_error(LOOM_ERR_INVALID_ARGUMENT,
+				  "the model has learned positions for %" PRId64 " tokens; a context of %u is longer",
+				  model->hp.n_ctx_train, n_ctx);
+	}
+
+	const loom_backend *be = &model->rt->backend;
+	loom_status st = loom_kv_init(&ctx->kv, model, ctx->params.n_ctx, ctx->params.kv_type);
+	if (st == LOOM_OK)
+		st = alloc_host(ctx);
+	if (st == LOOM_OK) {
+		size_t bytes = layout_scratch(ctx);
+		st = be->vt->buffer_alloc(be->ctx, bytes, &ctx->scratch);
+		if (st != LOOM_OK)
+			st = loom_error(st, "cannot allocate %zu MiB of activations", bytes >> 20);
+	}
+	if (st != LOOM_OK) {
+		loom_context_free(ctx);
+		return st;
+	}
+	*out = ctx;
+	return LOOM_OK;
+}
+
+void loom_context_free(loom_context *ctx)
+{
+	if (ctx == NULL)
+		return;
+	const loom_backend *be = &ctx->model->rt->backend;
+	if (ctx->scratch.base != NULL || ctx->scratch.handle != NULL)
+		be->vt->buffer_free(be->ctx, &ctx->scratch);
+	loom_kv_free(&ctx->kv, ctx->model);
+	free(ctx->tokens);
+	free(ctx->pos);
+	free(ctx->seq);
+	free(ctx->cells);
+	free(ctx->out_ids);
+	free(ctx->logit_row);
+	free(ctx->mask);
+	free(ctx->logits);
+	free(ctx->nodes);
+	free(ctx->tensors);
+	free(ctx);
+}
+
+uint32_t loom_context_n_ctx(const loom_context *ctx)
+{
+	return ctx->params.n_ctx;
+}
+
+const loom_model *loom_context_model(const loom_context *ctx)
+{
+	return ctx->model;
+}
+
+/* Copies the batch into the host arrays, filling defaults; counts outputs. */
+static loom_status read_batch(loom_context *ctx, const loom_batch *b, int *n_out)
+{
+	const int n = b->n_tokens;
+	const int32_t n_vocab = (int32_t)ctx->model->hp.n_vocab;
+	*n_out = 0;
+	for (int i = 0; i < n; i++) {
+		if (b->tokens[i] < 0 || b->tokens[i] >= n_vocab)
+			return loom_error(LOOM_ERR_INVALID_ARGUMENT, "batch token %d is %d, outside the vocabulary [0, %d)",
+					  i, b->tokens[i], n_vocab);
+		ctx->tokens[i] = b->tokens[i];
+		ctx->seq[i] = b->seq_id != NULL ? b->seq_id[i] : 0;
+		if (ctx->seq[i] < 0)
+			return loom_error(LOOM_ERR_INVALID_ARGUMENT, "batch token %d has sequence id %d", i, ctx->seq[i]);
+		if (b->pos != NULL) {
+			ctx->pos[i] = b->pos[i];
+		} else {
+			/* Continue the sequence: after its cache, or its previous batch token. */
+			int32_t last = loom_kv_pos_max(&ctx->kv, ctx->seq[i]);
+			for (int j = 0; j < i; j++)
+				if (ctx->seq[j] == ctx->seq[i] && ctx->pos[j] > last)
+					last = ctx->pos[j];
+			if (last == INT32_MAX)
+				return loom_error(LOOM_ERR_INVALID_ARGUMENT,
+						  "batch token %d: sequence %d has no position after %d", i, ctx->seq[i], last);
+			ctx->pos[i] = last + 1;
+		}
+		if (ctx->pos[i] < 0)
+			return loom_error(LOOM_ERR_INVALID_ARGUMENT, "batch token %d has position %d", i, ctx->pos[i]);
+		bool want = b->logits != NULL ? b->logits[i] != 0 : i == n - 1;
+		ctx->logit_row[i] = want ? *n_out : -1;
+		if (want)
+			ctx->out_ids[(*n_out)++] = i;
+	}
+	return LOOM_OK;
+}
+
+static loom_status upload_slot(loom_context *ctx, loom_slot s, const void *data, size_t bytes)
+{
+	const loom_backend *be = &ctx->model->rt->backend;
+	return be->vt->buffer_upload(be->ctx, &ctx->scratch, ctx->slot_offset[s], data, bytes);
+}
+
+static loom_status run_step(loom_context *ctx, int n, int n_out)
+{
+	const loom_backend *be = &ctx->model->rt->backend;
+	const uint32_t n_kv = loom_kv_span(&ctx->kv);
+	loom_graph graph;
+
+	loom_kv_build_mask(&ctx->kv, n_kv, n, ctx->pos, ctx->seq, ctx->mask);
+	loom_status st = loom_forward_build(ctx, n, n_kv, n_out, &graph);
+	if (st == LOOM_OK)
+		st = upload_slot(ctx, LOOM_SLOT_TOKENS, ctx->tokens, (size_t)n * 4);
+	if (st == LOOM_OK)
+		st = upload_slot(ctx, LOOM_SLOT_POS, ctx->pos, (size_t)n * 4);
+	if (st == LOOM_OK)
+		st = upload_slot(ctx, LOOM_SLOT_CELLS, ctx->cells, (size_t)n * 4);
+	if (st == LOOM_OK)
+		st = upload_slot(ctx, LOOM_SLOT_OUT_IDS, ctx->out_ids, (size_t)n_out * 4);
+	if (st == LOOM_OK)
+		st = upload_slot(ctx, LOOM_SLOT_MASK, ctx->mask, (size_t)n * n_kv * 4);
+	if (st != LOOM_OK)
+		return st;
+
+	pthread_mutex_lock(&ctx->model->rt->backend.lock);
+	loom_error_clear();
+	st = be->vt->compute(be->ctx, &graph);
+	pthread_mutex_unlock(&ctx->model->rt->backend.lock);
+	if (st != LOOM_OK)
+		return loom_error_wrap(st, "backend %s", be->plugin->name);
+	return be->vt->buffer_download(be->ctx, &ctx->scratch, ctx->slot_offset[LOOM_SLOT_LOGITS], ctx->logits,
+				       (size_t)n_out * (size_t)ctx->model->hp.n_vocab * sizeof(float));
+}
+
+loom_status loom_decode(loom_context *ctx, const loom_batch *batch)
+{
+	int n_out;
+	if (ctx == NULL || batch == NULL || batch->tokens == NULL)
+		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_decode: context, batch and tokens are required");
+	if (batch->n_tokens < 1 || (uint32_t)batch->n_tokens > ctx->params.n_batch)
+		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "a batch holds 1 to %u tokens, not %d", ctx->params.n_batch,
+				  batch->n_tokens);
+	ctx->n_batch_tokens = 0;
+	loom_status st = read_batch(ctx, batch, &n_out);
+	if (st != LOOM_OK)
+		return st;
+	if ((st = loom_kv_claim(&ctx->kv, batch->n_tokens, ctx->pos, ctx->seq, ctx->cells)) != LOOM_OK)
+		return st;
+	if (n_out == 0) {
+		/* The step still has to fill the cache; compute one row's logits. */
+		ctx->out_ids[0] = batch->n_tokens - 1;
+		st = run_step(ctx, batch->n_tokens, 1);
+	} else {
+		st = run_step(ctx, batch->n_tokens, n_out);
+	}
+	if (st != LOOM_OK) {
+		loom_kv_unclaim(&ctx->kv, batch->n_tokens, ctx->cells);
+		return st;
+	}
+	ctx->n_batch_tokens = batch->n_tokens;
+	return LOOM_OK;
+}
+
+const float *loom_get_logits(loom_context *ctx, int32_t i)
+{
+	if (ctx == NULL || i < 0 || i >= ctx->n_batch_tokens || ctx->logit_row[i] < 0) {
+		loom_error(LOOM_ERR_INVALID_ARGUMENT, "no logits for batch token %d", i);
+		return NULL;
+	}
+	return ctx->logits + (size_t)ctx->logit_row[i] * (size_t)ctx->model->hp.n_vocab;
+}
+
+loom_status loom_kv_seq_remove(loom_context *ctx, int32_t seq_id, int32_t p0, int32_t p1)
+{
+	if (ctx == NULL)
+		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_kv_seq_remove: context is NULL");
+	loom_kv_remove(&ctx->kv, seq_id, p0 < 0 ? 0 : p0, p1);
+	return LOOM_OK;
+}
+
+void loom_kv_clear(loom_context *ctx)
+{
+	if (ctx != NULL)
+		loom_kv_remove(&ctx->kv, -1, 0, -1);
+}
+
+int32_t loom_kv_seq_pos_max(const loom_context *ctx, int32_t seq_id)
+{
+	return ctx != NULL ? loom_kv_pos_max(&ctx->kv, seq_id) : -1;
+}
+
+uint32_t loom_kv_used(const loom_context *ctx)
+{
+	return ctx != NULL ? ctx->kv.used : 0;
+}

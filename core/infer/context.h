@@ -1,0 +1,64 @@
+/* context.h - a context: KV cache, activations, logits, the step graph. */
+#ifndef LOOM_CONTEXT_H
+#define LOOM_CONTEXT_H
+
+#include "infer/kv_cache.h"
+#include "model/model.h"
+
+/* Activation and input slots in the context's scratch buffer; each holds
+ * up to n_batch rows. */
+typedef enum loom_slot {
+	LOOM_SLOT_TOKENS,  /* i32 token ids */
+	LOOM_SLOT_POS,     /* i32 positions */
+	LOOM_SLOT_CELLS,   /* i32 cache cells the batch's keys and values go to */
+	LOOM_SLOT_OUT_IDS, /* i32 batch rows whose logits are wanted */
+	LOOM_SLOT_MASK,    /* f32 attention mask, n_cells per row */
+	LOOM_SLOT_X,       /* the residual stream, n_embd */
+	LOOM_SLOT_XB,      /* normalised stream, n_embd */
+	LOOM_SLOT_Q,       /* n_head * head_dim */
+	LOOM_SLOT_K,       /* n_head_kv * head_dim */
+	LOOM_SLOT_V,
+	LOOM_SLOT_ATTN,    /* attention output, n_head * head_dim */
+	LOOM_SLOT_PROJ,    /* a block's output before the residual add, n_embd */
+	LOOM_SLOT_GATE,    /* n_ff */
+	LOOM_SLOT_UP,      /* n_ff */
+	LOOM_SLOT_XOUT,    /* the stream of rows whose logits are wanted */
+	LOOM_SLOT_LOGITS,  /* n_vocab */
+	LOOM_SLOT_COUNT
+} loom_slot;
+
+struct loom_context {
+	loom_model *model;
+	loom_context_params params;
+	loom_kv_cache kv;
+
+	loom_buffer scratch;
+	size_t slot_offset[LOOM_SLOT_COUNT];
+	size_t slot_row_bytes[LOOM_SLOT_COUNT];
+
+	/* Host copies of the inputs of one batch. */
+	int32_t *tokens, *pos, *seq, *cells, *out_ids;
+	float *mask;
+
+	/* Logits of the last batch: row logit_row[i] for batch token i (-1: none). */
+	float *logits;
+	int32_t *logit_row;
+	int32_t n_batch_tokens;
+
+	/* The graph of the step being built, and the tensors it points to. */
+	loom_node *nodes;
+	int n_nodes, max_nodes;
+	loom_tensor *tensors;
+	int n_tensors, max_tensors;
+};
+
+/* Builds the forward graph of a batch of n tokens that attends to cells
+ * [0, n_kv) and wants logits for n_out of its rows (all rows, in order, when
+ * n_out == n, else the rows listed in the OUT_IDS slot). */
+loom_status loom_forward_build(loom_context *ctx, int n, uint32_t n_kv, int n_out, loom_graph *graph);
+
+/* Tensors and nodes needed per step, to size the arenas. */
+int loom_forward_max_nodes(const loom_model *m);
+int loom_forward_max_tensors(const loom_model *m);
+
+#endif

@@ -1,0 +1,266 @@
+/* forward.c - the forward pass of one step, as a graph of backend ops,
+ * driven by the model's contract. */
+#include "infer/context.h"
+
+#include "runtime/error.h"
+
+#include <math.h>
+#include <string.h>
+
+/* ---- graph construction helpers ----------------------------------------- */
+
+/* The arenas are sized by loom_forward_max_*; running past them is a bug in
+ * those counts, reported by loom_forward_build, never a write out of bounds. */
+static loom_tensor *new_tensor(loom_context *ctx)
+{
+	loom_tensor *t = &ctx->tensors[ctx->n_tensors < ctx->max_tensors ? ctx->n_tensors : ctx->max_tensors - 1];
+	ctx->n_tensors++;
+	memset(t, 0, sizeof(*t));
+	return t;
+}
+
+/* A view of rows [0, n) of a scratch slot, shaped {ne0, ne1, ne2}. */
+static loom_tensor *slot(loom_context *ctx, loom_slot s, loom_dtype type, int64_t ne0, int64_t ne1, int64_t ne2)
+{
+	loom_tensor *t = new_tensor(ctx);
+	loom_tensor_set_contiguous(t, type, ne0, ne1, ne2, 1);
+	t->data = (char *)ctx->scratch.base + ctx->slot_offset[s];
+	return t;
+}
+
+static loom_tensor *f32_rows(loom_context *ctx, loom_slot s, int64_t width, int n)
+{
+	return slot(ctx, s, LOOM_DTYPE_F32, width, n, 1);
+}
+
+/* The first n_kv cells of a cache tensor. */
+static loom_tensor *cache_view(loom_context *ctx, const loom_tensor *cache, uint32_t n_kv)
+{
+	loom_tensor *t = new_tensor(ctx);
+	*t = *cache;
+	t->ne[1] = n_kv;
+	t->nb[2] = t->nb[1] * n_kv;
+	t->nb[3] = t->nb[2];
+	return t;
+}
+
+/* Sources are const here: backends read weights and never write them. */
+static loom_node *add_node(loom_context *ctx, loom_op op, loom_tensor *dst, const loom_tensor *a,
+			   const loom_tensor *b)
+{
+	loom_node *n = &ctx->nodes[ctx->n_nodes < ctx->max_nodes ? ctx->n_nodes : ctx->max_nodes - 1];
+	ctx->n_nodes++;
+	memset(n, 0, sizeof(*n));
+	n->op = op;
+	n->dst = dst;
+	n->src[0] = (loom_tensor *)a;
+	n->src[1] = (loom_tensor *)b;
+	return n;
+}
+
+static void matmul(loom_context *ctx, loom_tensor *dst, const loom_tensor *weight, loom_tensor *x)
+{
+	add_node(ctx, LOOM_OP_MATMUL, dst, weight, x);
+}
+
+/* A weight the contract's choices use, else NULL. */
+static const loom_tensor *used(const loom_tensor *t)
+{
+	return t->data != NULL ? t : NULL;
+}
+
+/* dst = weight x (+ bias). */
+static void linear(loom_context *ctx, loom_tensor *dst, const loom_tensor *weight, const loom_tensor *bias,
+		   loom_tensor *x)
+{
+	matmul(ctx, dst, weight, x);
+	if (used(bias))
+		add_node(ctx, LOOM_OP_ADD, dst, dst, bias);
+}
+
+/* The contract's norm: RMSNorm, or LayerNorm with its optional bias. */
+static void norm(loom_context *ctx, loom_tensor *dst, loom_tensor *x, const loom_tensor *weight,
+		 const loom_tensor *bias)
+{
+	const loom_model *m = ctx->model;
+	bool layer = m->contract->norm == LOOM_NORM_LAYERNORM;
+	loom_node *n = add_node(ctx, layer ? LOOM_OP_LAYER_NORM : LOOM_OP_RMS_NORM, dst, x, weight);
+	if (layer)
+		n->src[2] = (loom_tensor *)used(bias);
+	n->fp[0] = m->hp.norm_eps;
+}
+
+static void rope(loom_context *ctx, loom_tensor *x, loom_tensor *pos)
+{
+	const loom_model *m = ctx->model;
+	loom_node *n = add_node(ctx, LOOM_OP_ROPE, x, x, pos);
+	const loom_hparams *hp = &m->hp;
+	n->src[2] = (loom_tensor *)used(&m->rope_freqs);
+	n->ip[0] = (int32_t)hp->n_rot;
+	n->ip[1] = m->rope_style;
+	n->ip[2] = (int32_t)hp->n_ctx_orig;
+	n->fp[0] = hp->rope_theta;
+	n->fp[1] = hp->rope_freq_scale;
+	n->fp[2] = hp->yarn_ext_factor;
+	n->fp[3] = hp->yarn_attn_factor;
+	n->fp[4] = hp->yarn_beta_fast;
+	n->fp[5] = hp->yarn_beta_slow;
+}
+
+/* RMSNorm of each head's row of x ({head_dim, heads, tokens}), in place. */
+static void head_norm(loom_context *ctx, loom_tensor *x, const loom_tensor *weight)
+{
+	loom_node *n = add_node(ctx, LOOM_OP_RMS_NORM, x, x, weight);
+	n->fp[0] = ctx->model->hp.norm_eps;
+}
+
+static void gelu(loom_context *ctx, loom_tensor *x)
+{
+	loom_node *n = add_node(ctx, LOOM_OP_GELU, x, x, NULL);
+	n->ip[0] = ctx->model->contract->activation == LOOM_ACT_GELU ? LOOM_GELU_ERF : LOOM_GELU_TANH;
+}
+
+/* ---- the block ------------------------------------------------------------ */
+
+/* PROJ = attention(xb), keys and values stored in layer il's cache. */
+static void attention_block(loom_context *ctx, const loom_layer *l, int il, int n, uint32_t n_kv, loom_tensor *xb)
+{
+	const loom_model *m = ctx->model;
+	const loom_hparams *hp = &m->hp;
+	const int64_t hd = hp->head_dim, q_dim = hp->n_head * hd, kv_dim = hp->n_head_kv * hd;
+	loom_tensor *pos = slot(ctx, LOOM_SLOT_POS, LOOM_DTYPE_I32, n, 1, 1);
+	loom_tensor *cells = slot(ctx, LOOM_SLOT_CELLS, LOOM_DTYPE_I32, n, 1, 1);
+
+	loom_tensor *q = f32_rows(ctx, LOOM_SLOT_Q, q_dim, n);
+	loom_tensor *k = f32_rows(ctx, LOOM_SLOT_K, kv_dim, n);
+	loom_tensor *v = f32_rows(ctx, LOOM_SLOT_V, kv_dim, n);
+	linear(ctx, q, &l->attn_q, &l->attn_q_b, xb);
+	linear(ctx, k, &l->attn_k, &l->attn_k_b, xb);
+	linear(ctx, v, &l->attn_v, &l->attn_v_b, xb);
+
+	/* QK-norm and RoPE see q and k as {head_dim, heads, tokens}. */
+	loom_tensor *q_heads = slot(ctx, LOOM_SLOT_Q, LOOM_DTYPE_F32, hd, hp->n_head, n);
+	loom_tensor *k_heads = slot(ctx, LOOM_SLOT_K, LOOM_DTYPE_F32, hd, hp->n_head_kv, n);
+	if (m->contract->qk_norm) {
+		head_norm(ctx, q_heads, &l->attn_q_norm);
+		head_norm(ctx, k_heads, &l->attn_k_norm);
+	}
+	if (m->contract->positions == LOOM_POSITIONS_ROPE) {
+		rope(ctx, q_heads, pos);
+		rope(ctx, k_heads, pos);
+	}
+
+	loom_kv_cache *kv = &ctx->kv;
+	add_node(ctx, LOOM_OP_KV_STORE, &kv->k[il], k, cells);
+	add_node(ctx, LOOM_OP_KV_STORE, &kv->v[il], v, cells);
+
+	loom_tensor *attn = f32_rows(ctx, LOOM_SLOT_ATTN, q_dim, n);
+	loom_node *a = add_node(ctx, LOOM_OP_ATTENTION, attn, q_heads, cache_view(ctx, &kv->k[il], n_kv));
+	a->src[2] = cache_view(ctx, &kv->v[il], n_kv);
+	a->src[3] = slot(ctx, LOOM_SLOT_MASK, LOOM_DTYPE_F32, n_kv, n, 1);
+	a->ip[0] = (int32_t)hp->n_head;
+	a->ip[1] = (int32_t)hp->n_head_kv;
+	a->fp[0] = m->contract->attn_scale_default ? 1.0f / sqrtf((float)hd) : m->contract->attn_scale;
+
+	linear(ctx, f32_rows(ctx, LOOM_SLOT_PROJ, hp->n_embd, n), &l->attn_output, &l->attn_output_b, attn);
+}
+
+/* PROJ = ffn(xb): SwiGLU, GeGLU or a plain MLP. */
+static void ffn_block(loom_context *ctx, const loom_layer *l, int n, loom_tensor *xb)
+{
+	const loom_model *m = ctx->model;
+	const loom_hparams *hp = &m->hp;
+	loom_tensor *gate = f32_rows(ctx, LOOM_SLOT_GATE, hp->n_ff, n);
+	loom_tensor *up = f32_rows(ctx, LOOM_SLOT_UP, hp->n_ff, n);
+	loom_tensor *hidden = up;
+
+	linear(ctx, up, &l->ffn_up, &l->ffn_up_b, xb);
+	switch (m->contract->ffn) {
+	case LOOM_FFN_SWIGLU:
+		linear(ctx, gate, &l->ffn_gate, &l->ffn_gate_b, xb);
+		/* silu(gate) * up, written over gate. */
+		add_node(ctx, LOOM_OP_SWIGLU, f32_rows(ctx, LOOM_SLOT_GATE, hp->n_ff, n), gate, up);
+		hidden = gate;
+		break;
+	case LOOM_FFN_GEGLU:
+		linear(ctx, gate, &l->ffn_gate, &l->ffn_gate_b, xb);
+		gelu(ctx, gate);
+		add_node(ctx, LOOM_OP_MUL, gate, gate, up);
+		hidden = gate;
+		break;
+	case LOOM_FFN_MLP:
+		gelu(ctx, up);
+		break;
+	}
+	linear(ctx, f32_rows(ctx, LOOM_SLOT_PROJ, hp->n_embd, n), &l->ffn_down, &l->ffn_down_b, hidden);
+}
+
+/* x += attn(norm(x)); then x += ffn(norm(x)) with the FFN's own norm, or,
+ * with a parallel residual, x += ffn of the same normalised input. */
+static void layer(loom_context *ctx, const loom_layer *l, int il, int n, uint32_t n_kv)
+{
+	const loom_hparams *hp = &ctx->model->hp;
+	loom_tensor *x = f32_rows(ctx, LOOM_SLOT_X, hp->n_embd, n);
+	loom_tensor *xb = f32_rows(ctx, LOOM_SLOT_XB, hp->n_embd, n);
+	loom_tensor *proj = f32_rows(ctx, LOOM_SLOT_PROJ, hp->n_embd, n);
+
+	norm(ctx, xb, x, &l->attn_norm, &l->attn_norm_b);
+	attention_block(ctx, l, il, n, n_kv, xb);
+	add_node(ctx, LOOM_OP_ADD, x, x, proj);
+	if (ctx->model->contract->residual == LOOM_RESIDUAL_SEQUENTIAL)
+		norm(ctx, xb, x, &l->ffn_norm, &l->ffn_norm_b);
+	ffn_block(ctx, l, n, xb);
+	add_node(ctx, LOOM_OP_ADD, x, x, proj);
+}
+
+int loom_forward_max_nodes(const loom_model *m)
+{
+	return 32 * (int)m->hp.n_layer + 16;
+}
+
+int loom_forward_max_tensors(const loom_model *m)
+{
+	return 48 * (int)m->hp.n_layer + 24;
+}
+
+loom_status loom_forward_build(loom_context *ctx, int n, uint32_t n_kv, int n_out, loom_graph *graph)
+{
+	const loom_model *m = ctx->model;
+	const loom_hparams *hp = &m->hp;
+
+	ctx->n_nodes = 0;
+	ctx->n_tensors = 0;
+
+	/* Token embeddings (scaled, plus learned positions) into the residual
+	 * stream. */
+	loom_tensor *x = f32_rows(ctx, LOOM_SLOT_X, hp->n_embd, n);
+	add_node(ctx, LOOM_OP_GET_ROWS, x, &m->token_embd, slot(ctx, LOOM_SLOT_TOKENS, LOOM_DTYPE_I32, n, 1, 1));
+	if (m->contract->embd_scale_sqrt || m->contract->embd_scale != 1.0f) {
+		loom_node *s = add_node(ctx, LOOM_OP_SCALE, x, x, NULL);
+		s->fp[0] = m->contract->embd_scale_sqrt ? sqrtf((float)hp->n_embd) : m->contract->embd_scale;
+	}
+	if (m->contract->positions == LOOM_POSITIONS_LEARNED) {
+		loom_tensor *p = f32_rows(ctx, LOOM_SLOT_PROJ, hp->n_embd, n);
+		add_node(ctx, LOOM_OP_GET_ROWS, p, &m->pos_embd, slot(ctx, LOOM_SLOT_POS, LOOM_DTYPE_I32, n, 1, 1));
+		add_node(ctx, LOOM_OP_ADD, x, x, p);
+	}
+
+	for (int il = 0; il < hp->n_layer; il++)
+		layer(ctx, &m->layers[il], il, n, n_kv);
+
+	/* Only the rows whose logits are wanted go through the head. */
+	if (n_out != n) {
+		loom_tensor *sel = f32_rows(ctx, LOOM_SLOT_XOUT, hp->n_embd, n_out);
+		add_node(ctx, LOOM_OP_GET_ROWS, sel, x, slot(ctx, LOOM_SLOT_OUT_IDS, LOOM_DTYPE_I32, n_out, 1, 1));
+		x = sel;
+	}
+	loom_tensor *xb = f32_rows(ctx, LOOM_SLOT_XB, hp->n_embd, n_out);
+	norm(ctx, xb, x, &m->output_norm, &m->output_norm_b);
+	linear(ctx, f32_rows(ctx, LOOM_SLOT_LOGITS, hp->n_vocab, n_out), &m->output, &m->output_b, xb);
+
+	if (ctx->n_nodes > ctx->max_nodes || ctx->n_tensors > ctx->max_tensors)
+		return loom_error(LOOM_ERR_BACKEND, "internal: the step graph outgrew its arena");
+	graph->n_nodes = ctx->n_nodes;
+	graph->nodes = ctx->nodes;
+	return LOOM_OK;
+}

@@ -1,0 +1,115 @@
+/* kv_cache.c - the key/value cache: cells shared by sequences. */
+#include "infer/kv_cache.h"
+
+#include "runtime/error.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+loom_status loom_kv_init(loom_kv_cache *kv, loom_model *m, uint32_t n_cells, loom_dtype type)
+{
+	const loom_backend *be = &m->rt->backend;
+	const int64_t kv_dim = m->hp.n_head_kv * m->hp.head_dim;
+	const size_t row = loom_dtype_row_bytes(type, kv_dim);
+	const size_t per_layer = row * n_cells;
+	const int n_layer = (int)m->hp.n_layer;
+
+	memset(kv, 0, sizeof(*kv));
+	kv->n_cells = n_cells;
+	kv->type = type;
+	kv->cells = malloc(n_cells * sizeof(loom_kv_cell));
+	kv->k = calloc((size_t)n_layer, sizeof(loom_tensor));
+	kv->v = calloc((size_t)n_layer, sizeof(loom_tensor));
+	if (kv->cells == NULL || kv->k == NULL || kv->v == NULL)
+		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+	for (uint32_t i = 0; i < n_cells; i++)
+		kv->cells[i] = (loom_kv_cell){.pos = -1, .seq = -1};
+	loom_status st = be->vt->buffer_alloc(be->ctx, per_layer * 2 * (size_t)n_layer, &kv->buf);
+	if (st != LOOM_OK)
+		return loom_error(st, "cannot allocate a KV cache of %u cells (%zu MiB)", n_cells,
+				  per_layer * 2 * (size_t)n_layer >> 20);
+	char *base = kv->buf.base;
+	for (int il = 0; il < n_layer; il++) {
+		loom_tensor_set_contiguous(&kv->k[il], type, kv_dim, n_cells, 1, 1);
+		loom_tensor_set_contiguous(&kv->v[il], type, kv_dim, n_cells, 1, 1);
+		kv->k[il].data = base + per_layer * (size_t)(2 * il);
+		kv->v[il].data = base + per_layer * (size_t)(2 * il + 1);
+	}
+	return LOOM_OK;
+}
+
+void loom_kv_free(loom_kv_cache *kv, loom_model *m)
+{
+	const loom_backend *be = &m->rt->backend;
+	if (kv->buf.base != NULL || kv->buf.handle != NULL)
+		be->vt->buffer_free(be->ctx, &kv->buf);
+	free(kv->cells);
+	free(kv->k);
+	free(kv->v);
+	memset(kv, 0, sizeof(*kv));
+}
+
+loom_status loom_kv_claim(loom_kv_cache *kv, int n, const int32_t *pos, const int32_t *seq, int32_t *cells)
+{
+	if ((uint32_t)n > kv->n_cells - kv->used)
+		return loom_error(LOOM_ERR_CONTEXT_FULL, "the context is full: %d tokens do not fit in %u free of %u cells",
+				  n, kv->n_cells - kv->used, kv->n_cells);
+	/* Lowest free cells first, so the attended span stays short. */
+	uint32_t c = 0;
+	for (int i = 0; i < n; i++) {
+		while (kv->cells[c].pos >= 0)
+			c++;
+		kv->cells[c] = (loom_kv_cell){.pos = pos[i], .seq = seq[i]};
+		cells[i] = (int32_t)c;
+	}
+	kv->used += (uint32_t)n;
+	return LOOM_OK;
+}
+
+void loom_kv_unclaim(loom_kv_cache *kv, int n, const int32_t *cells)
+{
+	for (int i = 0; i < n; i++)
+		kv->cells[cells[i]] = (loom_kv_cell){.pos = -1, .seq = -1};
+	kv->used -= (uint32_t)n;
+}
+
+uint32_t loom_kv_span(const loom_kv_cache *kv)
+{
+	uint32_t span = kv->n_cells;
+	while (span > 0 && kv->cells[span - 1].pos < 0)
+		span--;
+	return span;
+}
+
+void loom_kv_build_mask(const loom_kv_cache *kv, uint32_t n_kv, int n, const int32_t *pos,
+			const int32_t *seq, float *mask)
+{
+	for (int t = 0; t < n; t++) {
+		float *row = mask + (size_t)t * n_kv;
+		for (uint32_t j = 0; j < n_kv; j++) {
+			const loom_kv_cell *c = &kv->cells[j];
+			row[j] = c->pos >= 0 && c->seq == seq[t] && c->pos <= pos[t] ? 0.0f : -INFINITY;
+		}
+	}
+}
+
+void loom_kv_remove(loom_kv_cache *kv, int32_t seq, int32_t p0, int32_t p1)
+{
+	for (uint32_t j = 0; j < kv->n_cells; j++) {
+		loom_kv_cell *c = &kv->cells[j];
+		if (c->pos < 0 || (seq >= 0 && c->seq != seq) || c->pos < p0 || (p1 >= 0 && c->pos >= p1))
+			continue;
+		*c = (loom_kv_cell){.pos = -1, .seq = -1};
+		kv->used--;
+	}
+}
+
+int32_t loom_kv_pos_max(const loom_kv_cache *kv, int32_t seq)
+{
+	int32_t best = -1;
+	for (uint32_t j = 0; j < kv->n_cells; j++)
+		if (kv->cells[j].pos > best && kv->cells[j].seq == seq)
+			best = kv->cells[j].pos;
+	return best;
+}

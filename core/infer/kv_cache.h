@@ -1,0 +1,46 @@
+/* kv_cache.h - the key/value cache: cells shared by sequences. */
+#ifndef LOOM_KV_CACHE_H
+#define LOOM_KV_CACHE_H
+
+#include "model/model.h"
+
+/* A cell holds one token's keys and values (in every layer); pos < 0 means
+ * free. */
+typedef struct loom_kv_cell {
+	int32_t pos;
+	int32_t seq;
+} loom_kv_cell;
+
+typedef struct loom_kv_cache {
+	uint32_t n_cells;
+	uint32_t used;
+	loom_kv_cell *cells;
+	loom_dtype type;
+	loom_buffer buf;
+	loom_tensor *k; /* per layer: {kv_dim, n_cells} */
+	loom_tensor *v;
+} loom_kv_cache;
+
+loom_status loom_kv_init(loom_kv_cache *kv, loom_model *m, uint32_t n_cells, loom_dtype type);
+void loom_kv_free(loom_kv_cache *kv, loom_model *m);
+
+/* Claims a free cell for each of n tokens (writing their indices to cells);
+ * CONTEXT_FULL, claiming nothing, if there are too few. */
+loom_status loom_kv_claim(loom_kv_cache *kv, int n, const int32_t *pos, const int32_t *seq, int32_t *cells);
+/* Frees cells claimed by a batch that then failed. */
+void loom_kv_unclaim(loom_kv_cache *kv, int n, const int32_t *cells);
+
+/* One past the highest cell in use: attention looks at cells [0, span). */
+uint32_t loom_kv_span(const loom_kv_cache *kv);
+
+/* mask[t * n_kv + j] = 0 if token t (seq[t], pos[t]) may attend to cell j,
+ * else -INFINITY. */
+void loom_kv_build_mask(const loom_kv_cache *kv, uint32_t n_kv, int n, const int32_t *pos,
+			const int32_t *seq, float *mask);
+
+/* Frees seq's cells with p0 <= pos < p1 (p1 < 0: no upper bound; seq < 0:
+ * every sequence). */
+void loom_kv_remove(loom_kv_cache *kv, int32_t seq, int32_t p0, int32_t p1);
+int32_t loom_kv_pos_max(const loom_kv_cache *kv, int32_t seq);
+
+#endif

@@ -1,0 +1,710 @@
+/* contract.c - reading and checking arch/NAME.yaml. */
+#include "model/contract.h"
+
+#include "loom/plugin_api.h"
+#include "runtime/error.h"
+#include "runtime/yaml_doc.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *const hparam_names[LOOM_HP_COUNT] = {
+	[LOOM_HP_N_EMBD] = "n_embd",
+	[LOOM_HP_N_LAYER] = "n_layer",
+	[LOOM_HP_N_FF] = "n_ff",
+	[LOOM_HP_N_HEAD] = "n_head",
+	[LOOM_HP_N_HEAD_KV] = "n_head_kv",
+	[LOOM_HP_HEAD_DIM] = "head_dim",
+	[LOOM_HP_HEAD_DIM_V] = "head_dim_v",
+	[LOOM_HP_N_ROT] = "n_rot",
+	[LOOM_HP_N_CTX_TRAIN] = "n_ctx_train",
+	[LOOM_HP_NORM_EPS] = "norm_eps",
+	[LOOM_HP_ROPE_THETA] = "rope_theta",
+	[LOOM_HP_ROPE_SCALING_TYPE] = "rope_scaling_type",
+	[LOOM_HP_ROPE_SCALING_FACTOR] = "rope_scaling_factor",
+	[LOOM_HP_ROPE_ORIG_CTX] = "rope_orig_ctx",
+	[LOOM_HP_ROPE_ATTN_FACTOR] = "rope_attn_factor",
+	[LOOM_HP_ROPE_BETA_FAST] = "rope_beta_fast",
+	[LOOM_HP_ROPE_BETA_SLOW] = "rope_beta_slow",
+	[LOOM_HP_ROPE_PARTIAL] = "rope_partial_factor",
+	[LOOM_HP_ROPE_LOW_FREQ] = "rope_low_freq_factor",
+	[LOOM_HP_ROPE_HIGH_FREQ] = "rope_high_freq_factor",
+};
+
+static const char *const role_names[LOOM_ROLE_COUNT] = {
+	[LOOM_ROLE_TOKEN_EMBD] = "token_embd",
+	[LOOM_ROLE_POS_EMBD] = "pos_embd",
+	[LOOM_ROLE_OUTPUT_NORM] = "output_norm",
+	[LOOM_ROLE_OUTPUT_NORM_B] = "output_norm_bias",
+	[LOOM_ROLE_OUTPUT] = "output",
+	[LOOM_ROLE_OUTPUT_B] = "output_bias",
+	[LOOM_ROLE_ROPE_FREQS] = "rope_freqs",
+	[LOOM_ROLE_ATTN_NORM] = "attn_norm",
+	[LOOM_ROLE_ATTN_NORM_B] = "attn_norm_bias",
+	[LOOM_ROLE_ATTN_QKV] = "attn_qkv",
+	[LOOM_ROLE_ATTN_QKV_B] = "attn_qkv_bias",
+	[LOOM_ROLE_ATTN_Q] = "attn_q",
+	[LOOM_ROLE_ATTN_Q_B] = "attn_q_bias",
+	[LOOM_ROLE_ATTN_K] = "attn_k",
+	[LOOM_ROLE_ATTN_K_B] = "attn_k_bias",
+	[LOOM_ROLE_ATTN_V] = "attn_v",
+	[LOOM_ROLE_ATTN_V_B] = "attn_v_bias",
+	[LOOM_ROLE_ATTN_Q_NORM] = "attn_q_norm",
+	[LOOM_ROLE_ATTN_K_NORM] = "attn_k_norm",
+	[LOOM_ROLE_ATTN_OUTPUT] = "attn_output",
+	[LOOM_ROLE_ATTN_OUTPUT_B] = "attn_output_bias",
+	[LOOM_ROLE_FFN_NORM] = "ffn_norm",
+	[LOOM_ROLE_FFN_NORM_B] = "ffn_norm_bias",
+	[LOOM_ROLE_FFN_GATE] = "ffn_gate",
+	[LOOM_ROLE_FFN_GATE_B] = "ffn_gate_bias",
+	[LOOM_ROLE_FFN_UP] = "ffn_up",
+	[LOOM_ROLE_FFN_UP_B] = "ffn_up_bias",
+	[LOOM_ROLE_FFN_DOWN] = "ffn_down",
+	[LOOM_ROLE_FFN_DOWN_B] = "ffn_down_bias",
+};
+
+/* NULL-terminated: the values block.biases allows. */
+static const char *const bias_names[LOOM_BIAS_COUNT + 1] = {
+	[LOOM_BIAS_Q] = "q",       [LOOM_BIAS_K] = "k",   [LOOM_BIAS_V] = "v",
+	[LOOM_BIAS_QKV] = "qkv",   [LOOM_BIAS_O] = "o",   [LOOM_BIAS_GATE] = "gate",
+	[LOOM_BIAS_UP] = "up",     [LOOM_BIAS_DOWN] = "down", [LOOM_BIAS_OUTPUT] = "output",
+};
+
+/* NULL-terminated too: it is the list of keys hparams and tensors allow. */
+static const char *const format_names[LOOM_CFMT_COUNT + 1] = {
+	[LOOM_CFMT_GGUF] = "gguf",
+	[LOOM_CFMT_SAFETENSORS] = "safetensors",
+};
+
+const char *loom_hparam_name(loom_hparam hp)
+{
+	return hparam_names[hp];
+}
+
+const char *loom_role_name(loom_role role)
+{
+	return role_names[role];
+}
+
+bool loom_role_is_per_layer(loom_role role)
+{
+	return role >= LOOM_ROLE_ATTN_NORM;
+}
+
+void loom_contract_expand(char *buf, size_t size, const char *pattern, const char *placeholder, const char *value)
+{
+	const char *at = strstr(pattern, placeholder);
+	if (at == NULL)
+		snprintf(buf, size, "%s", pattern);
+	else
+		snprintf(buf, size, "%.*s%s%s", (int)(at - pattern), pattern, value, at + strlen(placeholder));
+}
+
+bool loom_role_is_norm(loom_role role)
+{
+	return role == LOOM_ROLE_OUTPUT_NORM || role == LOOM_ROLE_ATTN_NORM || role == LOOM_ROLE_FFN_NORM ||
+	       role == LOOM_ROLE_ATTN_Q_NORM || role == LOOM_ROLE_ATTN_K_NORM;
+}
+
+bool loom_role_is_matrix(loom_role role)
+{
+	switch (role) {
+	case LOOM_ROLE_TOKEN_EMBD: case LOOM_ROLE_POS_EMBD: case LOOM_ROLE_OUTPUT:
+	case LOOM_ROLE_ATTN_QKV: case LOOM_ROLE_ATTN_Q: case LOOM_ROLE_ATTN_K: case LOOM_ROLE_ATTN_V:
+	case LOOM_ROLE_ATTN_OUTPUT: case LOOM_ROLE_FFN_GATE: case LOOM_ROLE_FFN_UP: case LOOM_ROLE_FFN_DOWN:
+		return true;
+	default:
+		return false;
+	}
+}
+
+const char *loom_contract_format_name(loom_contract_format f)
+{
+	return format_names[f];
+}
+
+bool loom_role_is_optional(loom_role role)
+{
+	return role == LOOM_ROLE_ROPE_FREQS;
+}
+
+int loom_contract_format_index(const char *format_name)
+{
+	for (int i = 0; i < LOOM_CFMT_COUNT; i++)
+		if (strcmp(format_names[i], format_name) == 0)
+			return i;
+	return -1;
+}
+
+bool loom_contract_uses_role(const loom_contract *c, loom_contract_format f, loom_role role)
+{
+	bool fused = c->qkv[f] == LOOM_QKV_FUSED, sequential = c->residual == LOOM_RESIDUAL_SEQUENTIAL;
+	bool gated = c->ffn != LOOM_FFN_MLP;
+
+	switch (role) {
+	case LOOM_ROLE_POS_EMBD:
+		return c->positions == LOOM_POSITIONS_LEARNED;
+	case LOOM_ROLE_OUTPUT_NORM_B:
+	case LOOM_ROLE_ATTN_NORM_B:
+		return c->norm_bias;
+	case LOOM_ROLE_OUTPUT:
+		return c->tied != LOOM_TIED_ALWAYS;
+	case LOOM_ROLE_OUTPUT_B:
+		return c->bias[LOOM_BIAS_OUTPUT];
+	case LOOM_ROLE_ROPE_FREQS:
+		return c->positions == LOOM_POSITIONS_ROPE;
+	case LOOM_ROLE_ATTN_QKV:
+		return fused;
+	case LOOM_ROLE_ATTN_QKV_B:
+		return fused && c->bias[LOOM_BIAS_QKV];
+	case LOOM_ROLE_ATTN_Q:
+	case LOOM_ROLE_ATTN_K:
+	case LOOM_ROLE_ATTN_V:
+		return !fused;
+	case LOOM_ROLE_ATTN_Q_B:
+		return !fused && (c->bias[LOOM_BIAS_Q] || c->bias[LOOM_BIAS_QKV]);
+	case LOOM_ROLE_ATTN_K_B:
+		return !fused && (c->bias[LOOM_BIAS_K] || c->bias[LOOM_BIAS_QKV]);
+	case LOOM_ROLE_ATTN_V_B:
+		return !fused && (c->bias[LOOM_BIAS_V] || c->bias[LOOM_BIAS_QKV]);
+	case LOOM_ROLE_ATTN_Q_NORM:
+	case LOOM_ROLE_ATTN_K_NORM:
+		return c->qk_norm;
+	case LOOM_ROLE_ATTN_OUTPUT_B:
+		return c->bias[LOOM_BIAS_O];
+	case LOOM_ROLE_FFN_NORM:
+		return sequential;
+	case LOOM_ROLE_FFN_NORM_B:
+		return sequential && c->norm_bias;
+	case LOOM_ROLE_FFN_GATE:
+		return gated;
+	case LOOM_ROLE_FFN_GATE_B:
+		return gated && c->bias[LOOM_BIAS_GATE];
+	case LOOM_ROLE_FFN_UP_B:
+		return c->bias[LOOM_BIAS_UP];
+	case LOOM_ROLE_FFN_DOWN_B:
+		return c->bias[LOOM_BIAS_DOWN];
+	default:
+		/* token_embd, the norms, attn_output, ffn_up, ffn_down. */
+		return true;
+	}
+}
+
+/* Each `block:` choice is listed with the values loom implements; an
+ * unknown value is an error, never a silent default. */
+static const char *const norm_choices[] = {"rmsnorm", "layernorm", NULL};
+static const char *const ffn_choices[] = {"swiglu", "geglu", "mlp", NULL};
+static const char *const activation_choices[] = {"silu", "gelu", "gelu_tanh", NULL};
+static const char *const positions_choices[] = {"rope", "learned", NULL};
+static const char *const rope_style_choices[] = {"normal", "neox", NULL};
+static const char *const qkv_choices[] = {"separate", "fused", NULL};
+static const char *const residual_choices[] = {"sequential", "parallel", NULL};
+static const char *const tied_choices[] = {"never", "always", "if_missing", NULL};
+
+static loom_status choice(loom_yaml *y, yaml_node_t *map, const char *key, const char *const *choices,
+			  const char *def, int *out)
+{
+	yaml_node_t *n = loom_yaml_get(y, map, key);
+	if (n == NULL) {
+		if (def == NULL)
+			return loom_error(LOOM_ERR_CONTRACT, "%s:%d: block needs '%s' (one of the values: %s%s)",
+					  y->path, loom_yaml_line(map), key, choices[0],
+					  choices[1] ? ", ..." : "");
+		for (int i = 0; choices[i] != NULL; i++)
+			if (strcmp(choices[i], def) == 0)
+				*out = i;
+		return LOOM_OK;
+	}
+	return loom_yaml_get_choice(y, n, choices, LOOM_ERR_CONTRACT, key, out);
+}
+
+/* The node giving key's value for format f: key's own, or, when key maps
+ * format names to values, the entry for f (NULL if it has none). */
+static loom_status per_format_node(loom_yaml *y, yaml_node_t *map, const char *key, int f, yaml_node_t **out)
+{
+	yaml_node_t *n = loom_yaml_get(y, map, key);
+	*out = n;
+	if (n == NULL || n->type != YAML_MAPPING_NODE)
+		return LOOM_OK;
+	loom_status st = loom_yaml_check_keys(y, n, format_names, LOOM_ERR_CONTRACT, key);
+	*out = st == LOOM_OK ? loom_yaml_get(y, n, format_names[f]) : NULL;
+	return st;
+}
+
+/* choice() for a key whose value may differ by format. */
+static loom_status format_choice(loom_yaml *y, yaml_node_t *map, const char *key, const char *const *choices,
+				 const char *def, int out[LOOM_CFMT_COUNT])
+{
+	for (int f = 0; f < LOOM_CFMT_COUNT; f++) {
+		yaml_node_t *n;
+		loom_status st = per_format_node(y, map, key, f, &n);
+		for (int i = 0; choices[i] != NULL; i++)
+			if (strcmp(choices[i], def) == 0)
+				out[f] = i;
+		if (st == LOOM_OK && n != NULL)
+			st = loom_yaml_get_choice(y, n, choices, LOOM_ERR_CONTRACT, key, &out[f]);
+		if (st != LOOM_OK)
+			return st;
+	}
+	return LOOM_OK;
+}
+
+/* A number that may differ by format; def where not given. */
+static loom_status format_number(loom_yaml *y, yaml_node_t *map, const char *key, double def,
+				 double out[LOOM_CFMT_COUNT])
+{
+	for (int f = 0; f < LOOM_CFMT_COUNT; f++) {
+		yaml_node_t *n;
+		loom_status st = per_format_node(y, map, key, f, &n);
+		out[f] = def;
+		if (st == LOOM_OK && n != NULL)
+			st = loom_yaml_get_double(y, n, LOOM_ERR_CONTRACT, key, &out[f]);
+		if (st != LOOM_OK)
+			return st;
+	}
+	return LOOM_OK;
+}
+
+static loom_status flag(loom_yaml *y, yaml_node_t *map, const char *key, bool *out)
+{
+	yaml_node_t *n = loom_yaml_get(y, map, key);
+
+	*out = false;
+	return n != NULL ? loom_yaml_get_bool(y, n, LOOM_ERR_CONTRACT, key, out) : LOOM_OK;
+}
+
+/* A positive number, or the word `named` for the value the block derives
+ * (*is_named); absent, the derived one if derived_default, else 1. */
+static loom_status scale_value(loom_yaml *y, yaml_node_t *map, const char *key, const char *named,
+			       bool derived_default, bool *is_named, float *value)
+{
+	yaml_node_t *n = loom_yaml_get(y, map, key);
+	double v;
+
+	*is_named = n != NULL || derived_default;
+	*value = 1.0f;
+	if (n == NULL)
+		return LOOM_OK;
+	const char *text = loom_yaml_scalar(n);
+	if (text != NULL && strcmp(text, named) == 0)
+		return LOOM_OK;
+	loom_status st = loom_yaml_get_double(y, n, LOOM_ERR_CONTRACT, key, &v);
+	if (st != LOOM_OK)
+		return st;
+	if (!(v > 0) || v > 1e30)
+		return loom_error(LOOM_ERR_CONTRACT, "%s:%d: %s must be %s or a positive number", y->path,
+				  loom_yaml_line(n), key, named);
+	*is_named = false;
+	*value = (float)v;
+	return LOOM_OK;
+}
+
+static loom_status parse_biases(loom_yaml *y, yaml_node_t *list, loom_contract *c)
+{
+	loom_status st = loom_yaml_expect(y, list, YAML_SEQUENCE_NODE, LOOM_ERR_CONTRACT, "biases");
+	if (st != LOOM_OK)
+		return st;
+	loom_yaml_for_each_item(y, list, item) {
+		yaml_node_t *n = loom_yaml_node(y, *item);
+		int b;
+		if ((st = loom_yaml_get_choice(y, n, bias_names, LOOM_ERR_CONTRACT, "biases", &b)) != LOOM_OK)
+			return st;
+		if (c->bias[b])
+			return loom_error(LOOM_ERR_CONTRACT, "%s:%d: biases lists '%s' twice", y->path,
+					  loom_yaml_line(n), bias_names[b]);
+		c->bias[b] = true;
+	}
+	return LOOM_OK;
+}
+
+/* An error at key's line for a choice that contradicts another. */
+static loom_status contradiction(loom_yaml *y, yaml_node_t *block, const char *key, const char *why)
+{
+	yaml_node_t *n = loom_yaml_get(y, block, key);
+	return loom_error(LOOM_ERR_CONTRACT, "%s:%d: %s: %s", y->path, loom_yaml_line(n != NULL ? n : block), key,
+			  why);
+}
+
+static loom_status check_choices(loom_yaml *y, yaml_node_t *block, const loom_contract *c)
+{
+	bool fused = false;
+	for (int f = 0; f < LOOM_CFMT_COUNT; f++)
+		fused = fused || c->qkv[f] == LOOM_QKV_FUSED;
+
+	if (c->norm_bias && c->norm != LOOM_NORM_LAYERNORM)
+		return contradiction(y, block, "norm_bias", "only layernorm has a bias");
+	if (loom_yaml_get(y, block, "activation") != NULL &&
+	    ((c->ffn == LOOM_FFN_SWIGLU && c->activation != LOOM_ACT_SILU) ||
+	     (c->ffn == LOOM_FFN_GEGLU && c->activation == LOOM_ACT_SILU)))
+		return contradiction(y, block, "activation",
+				     c->ffn == LOOM_FFN_SWIGLU ? "swiglu's activation is silu"
+							       : "geglu's activation is gelu or gelu_tanh");
+	if (c->ffn == LOOM_FFN_MLP && c->activation == LOOM_ACT_SILU)
+		return contradiction(y, block, "activation", "an mlp takes gelu or gelu_tanh (silu is gated: swiglu)");
+	if (c->positions != LOOM_POSITIONS_ROPE && loom_yaml_get(y, block, "rope_style") != NULL)
+		return contradiction(y, block, "rope_style", "positions are not rope");
+	if ((c->bias[LOOM_BIAS_Q] || c->bias[LOOM_BIAS_K] || c->bias[LOOM_BIAS_V]) && fused)
+		return contradiction(y, block, "biases", "with qkv: fused the bias is 'qkv'");
+	if (c->bias[LOOM_BIAS_GATE] && c->ffn == LOOM_FFN_MLP)
+		return contradiction(y, block, "biases", "an mlp has no gate");
+	return LOOM_OK;
+}
+
+static loom_status parse_block(loom_yaml *y, yaml_node_t *block, loom_contract *c)
+{
+	static const char *const keys[] = {"norm", "norm_bias", "norm_weight_offset", "ffn", "activation",
+					   "positions", "rope_style", "qkv", "qk_norm", "residual",
+					   "tied_embeddings", "biases", "embedding_scale", "attention_scale",
+					   NULL};
+	static const loom_activation ffn_activation[] = {LOOM_ACT_SILU, LOOM_ACT_GELU_TANH, LOOM_ACT_GELU_TANH};
+	int norm = 0, ffn = 0, act = 0, pos = 0, style[LOOM_CFMT_COUNT], qkv[LOOM_CFMT_COUNT], res = 0, tied = 0;
+	double offset[LOOM_CFMT_COUNT];
+	loom_status st = loom_yaml_check_keys(y, block, keys, LOOM_ERR_CONTRACT, "block");
+	if (st == LOOM_OK)
+		st = choice(y, block, "norm", norm_choices, NULL, &norm);
+	if (st == LOOM_OK)
+		st = choice(y, block, "ffn", ffn_choices, NULL, &ffn);
+	if (st == LOOM_OK)
+		st = choice(y, block, "activation", activation_choices, activation_choices[ffn_activation[ffn]], &act);
+	if (st == LOOM_OK)
+		st = choice(y, block, "positions", positions_choices, NULL, &pos);
+	if (st == LOOM_OK)
+		st = format_choice(y, block, "rope_style", rope_style_choices, "normal", style);
+	if (st == LOOM_OK)
+		st = format_choice(y, block, "qkv", qkv_choices, "separate", qkv);
+	if (st == LOOM_OK)
+		st = choice(y, block, "residual", residual_choices, "sequential", &res);
+	if (st == LOOM_OK)
+		st = choice(y, block, "tied_embeddings", tied_choices, "never", &tied);
+	if (st == LOOM_OK)
+		st = flag(y, block, "norm_bias", &c->norm_bias);
+	if (st == LOOM_OK)
+		st = flag(y, block, "qk_norm", &c->qk_norm);
+	if (st == LOOM_OK)
+		st = format_number(y, block, "norm_weight_offset", 0.0, offset);
+	if (st == LOOM_OK && loom_yaml_get(y, block, "biases") != NULL)
+		st = parse_biases(y, loom_yaml_get(y, block, "biases"), c);
+	if (st == LOOM_OK)
+		st = scale_value(y, block, "embedding_scale", "sqrt_n_embd", false, &c->embd_scale_sqrt,
+				 &c->embd_scale);
+	if (st == LOOM_OK)
+		st = scale_value(y, block, "attention_scale", "inv_sqrt_head_dim", true, &c->attn_scale_default,
+				 &c->attn_scale);
+	if (st != LOOM_OK)
+		return st;
+	c->norm = (loom_norm_kind)norm;
+	for (int f = 0; f < LOOM_CFMT_COUNT; f++) {
+		c->norm_weight_offset[f] = (float)offset[f];
+		c->rope_style[f] = style[f] == 0 ? LOOM_ROPE_NORMAL : LOOM_ROPE_NEOX;
+		c->qkv[f] = (loom_qkv_kind)qkv[f];
+	}
+	c->ffn = (loom_ffn_kind)ffn;
+	c->activation = (loom_activation)act;
+	c->positions = (loom_positions_kind)pos;
+	c->residual = (loom_residual_kind)res;
+	c->tied = (loom_tied_kind)tied;
+	return check_choices(y, block, c);
+}
+
+static void free_strings(char **v)
+{
+	for (char **p = v; p != NULL && *p != NULL; p++)
+		free(*p);
+	free(v);
+}
+
+/* A string, or a list of them, as a NULL-terminated vector. */
+static loom_status parse_strings(loom_yaml *y, yaml_node_t *n, const char *key, char ***out)
+{
+	size_t count = 1;
+	if (n->type == YAML_SEQUENCE_NODE)
+		count = (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
+	else if (n->type != YAML_SCALAR_NODE)
+		return loom_error(LOOM_ERR_CONTRACT, "%s:%d: %s must be a string or a list of strings", y->path,
+				  loom_yaml_line(n), key);
+	if (count == 0)
+		return loom_error(LOOM_ERR_CONTRACT, "%s:%d: %s is an empty list", y->path, loom_yaml_line(n), key);
+	char **v = calloc(count + 1, sizeof(*v));
+	if (v == NULL)
+		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+	*out = v;
+	if (n->type == YAML_SCALAR_NODE) {
+		v[0] = strdup(loom_yaml_scalar(n));
+		return v[0] != NULL ? LOOM_OK : loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+	}
+	size_t i = 0;
+	loom_yaml_for_each_item(y, n, item) {
+		yaml_node_t *e = loom_yaml_node(y, *item);
+		loom_status st = loom_yaml_expect(y, e, YAML_SCALAR_NODE, LOOM_ERR_CONTRACT, key);
+		if (st != LOOM_OK)
+			return st;
+		if ((v[i++] = strdup(loom_yaml_scalar(e))) == NULL)
+			return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+	}
+	return LOOM_OK;
+}
+
+/* A per-format mapping from loom names (names[0..count)) to spellings. */
+static loom_status parse_name_map(loom_yaml *y, yaml_node_t *map, const char *section,
+				  const char *const *names, int count, loom_spellings out[LOOM_CFMT_COUNT][count])
+{
+	loom_status st = loom_yaml_check_keys(y, map, format_names, LOOM_ERR_CONTRACT, section);
+	if (st != LOOM_OK)
+		return st;
+	const char *allowed[count + 1];
+	for (int i = 0; i < count; i++)
+		allowed[i] = names[i];
+	allowed[count] = NULL;
+	for (int f = 0; f < LOOM_CFMT_COUNT; f++) {
+		yaml_node_t *fm = loom_yaml_get(y, map, format_names[f]);
+		if (fm == NULL)
+			continue;
+		char where[64];
+		snprintf(where, sizeof(where), "%s.%s", section, format_names[f]);
+		if ((st = loom_yaml_check_keys(y, fm, allowed, LOOM_ERR_CONTRACT, where)) != LOOM_OK)
+			return st;
+		for (int i = 0; i < count; i++) {
+			yaml_node_t *v = loom_yaml_get(y, fm, names[i]);
+			if (v != NULL && (st = parse_strings(y, v, names[i], &out[f][i])) != LOOM_OK)
+				return st;
+		}
+	}
+	return LOOM_OK;
+}
+
+static loom_status parse_defaults(loom_yaml *y, yaml_node_t *map, loom_contract *c)
+{
+	/* Numbers only: rope_scaling_type, a string, defaults to none. */
+	const char *allowed[LOOM_HP_COUNT + 1];
+	int n = 0;
+	for (int i = 0; i < LOOM_HP_COUNT; i++)
+		if (i != LOOM_HP_ROPE_SCALING_TYPE)
+			allowed[n++] = hparam_names[i];
+	allowed[n] = NULL;
+	loom_status st = loom_yaml_check_keys(y, map, allowed, LOOM_ERR_CONTRACT, "defaults");
+	for (int i = 0; st == LOOM_OK && i < LOOM_HP_COUNT; i++) {
+		yaml_node_t *v = loom_yaml_get(y, map, hparam_names[i]);
+		if (v == NULL)
+			continue;
+		st = loom_yaml_get_double(y, v, LOOM_ERR_CONTRACT, hparam_names[i], &c->defaults[i]);
+		c->has_default[i] = true;
+	}
+	return st;
+}
+
+/* Names that the choices need must be given for every format the contract
+ * describes, so a model is never half-described. */
+static loom_status check_complete(loom_yaml *y, yaml_node_t *tensors, loom_contract *c)
+{
+	for (int f = 0; f < LOOM_CFMT_COUNT; f++) {
+		bool described = false;
+		for (int r = 0; r < LOOM_ROLE_COUNT; r++)
+			described = described || c->tensor_names[f][r] != NULL;
+		if (!described)
+			continue;
+		yaml_node_t *names = loom_yaml_get(y, tensors, format_names[f]);
+		for (int r = 0; r < LOOM_ROLE_COUNT; r++) {
+			bool used = loom_contract_uses_role(c, (loom_contract_format)f, (loom_role)r), named = c->tensor_names[f][r] != NULL;
+			if (used && !named && !loom_role_is_optional((loom_role)r))
+				return loom_error(LOOM_ERR_CONTRACT, "%s:%d: tensors.%s lacks '%s', which the block needs",
+						  y->path, loom_yaml_line(tensors), format_names[f], role_names[r]);
+			if (named && !used)
+				return loom_error(LOOM_ERR_CONTRACT,
+						  "%s:%d: tensors.%s.%s names a tensor the block's choices do not use",
+						  y->path, loom_yaml_line(loom_yaml_get(y, names, role_names[r])),
+						  format_names[f], role_names[r]);
+		}
+		for (int r = 0; r < LOOM_ROLE_COUNT; r++) {
+			for (char **name = c->tensor_names[f][r]; name != NULL && *name != NULL; name++)
+				if (loom_role_is_per_layer((loom_role)r) && strstr(*name, "{i}") == NULL)
+					return loom_error(LOOM_ERR_CONTRACT,
+							  "%s:%d: tensors.%s.%s ('%s') needs the layer placeholder {i}",
+							  y->path, loom_yaml_line(loom_yaml_get(y, names, role_names[r])),
+							  format_names[f], role_names[r], *name);
+		}
+	}
+	return LOOM_OK;
+}
+
+/* transposed: {FORMAT: [role, ...]}: matrices the format stores with
+ * rows and columns swapped. Each must be a matrix the format names. */
+static loom_status parse_transposed(loom_yaml *y, yaml_node_t *map, loom_contract *c)
+{
+	loom_status st = loom_yaml_check_keys(y, map, format_names, LOOM_ERR_CONTRACT, "transposed");
+	for (int f = 0; st == LOOM_OK && f < LOOM_CFMT_COUNT; f++) {
+		yaml_node_t *list = loom_yaml_get(y, map, format_names[f]);
+		if (list == NULL)
+			continue;
+		if ((st = loom_yaml_expect(y, list, YAML_SEQUENCE_NODE, LOOM_ERR_CONTRACT, "transposed")) != LOOM_OK)
+			return st;
+		loom_yaml_for_each_item(y, list, item) {
+			yaml_node_t *n = loom_yaml_node(y, *item);
+			int r;
+			if ((st = loom_yaml_get_choice(y, n, role_names, LOOM_ERR_CONTRACT, "transposed", &r)) != LOOM_OK)
+				return st;
+			if (!loom_role_is_matrix((loom_role)r) || c->tensor_names[f][r] == NULL)
+				return loom_error(LOOM_ERR_CONTRACT, "%s:%d: transposed.%s: %s is not a matrix tensors.%s names",
+						  y->path, loom_yaml_line(n), format_names[f], role_names[r], format_names[f]);
+			c->transposed[f][r] = true;
+		}
+	}
+	return st;
+}
+
+static loom_status parse_contract(loom_yaml *y, loom_contract *c)
+{
+	static const char *const keys[] = {"name",	   "description", "aliases", "block", "hparams", "defaults",
+					   "tensors", "transposed", "chat_template", NULL};
+	yaml_node_t *root = loom_yaml_root(y);
+	loom_status st = loom_yaml_check_keys(y, root, keys, LOOM_ERR_CONTRACT, "the contract");
+	if (st != LOOM_OK)
+		return st;
+	yaml_node_t *name = loom_yaml_get(y, root, "name");
+	yaml_node_t *block = loom_yaml_get(y, root, "block");
+	yaml_node_t *hparams = loom_yaml_get(y, root, "hparams");
+	yaml_node_t *defaults = loom_yaml_get(y, root, "defaults");
+	yaml_node_t *tensors = loom_yaml_get(y, root, "tensors");
+	if (name == NULL || block == NULL || hparams == NULL || tensors == NULL)
+		return loom_error(LOOM_ERR_CONTRACT, "%s:%d: a contract needs name, block, hparams and tensors",
+				  y->path, loom_yaml_line(root));
+	if ((st = loom_yaml_expect(y, name, YAML_SCALAR_NODE, LOOM_ERR_CONTRACT, "name")) != LOOM_OK)
+		return st;
+	if ((c->name = strdup(loom_yaml_scalar(name))) == NULL)
+		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+	if ((st = parse_block(y, block, c)) != LOOM_OK)
+		return st;
+	yaml_node_t *chat = loom_yaml_get(y, root, "chat_template");
+	if (chat != NULL) {
+		int k;
+		if ((st = loom_yaml_get_choice(y, chat, loom_chat_template_names, LOOM_ERR_CONTRACT, "chat_template",
+					       &k)) != LOOM_OK)
+			return st;
+		c->has_chat_template = true;
+		c->chat_template = (loom_chat_kind)k;
+	}
+	if ((st = parse_name_map(y, hparams, "hparams", hparam_names, LOOM_HP_COUNT, c->hparam_keys)) != LOOM_OK)
+		return st;
+	if (defaults != NULL && (st = parse_defaults(y, defaults, c)) != LOOM_OK)
+		return st;
+	if ((st = parse_name_map(y, tensors, "tensors", role_names, LOOM_ROLE_COUNT, c->tensor_names)) != LOOM_OK)
+		return st;
+	yaml_node_t *aliases = loom_yaml_get(y, root, "aliases"), *transposed = loom_yaml_get(y, root, "transposed");
+	if (aliases != NULL && (st = parse_strings(y, aliases, "aliases", &c->aliases)) != LOOM_OK)
+		return st;
+	if (transposed != NULL && (st = parse_transposed(y, transposed, c)) != LOOM_OK)
+		return st;
+	return check_complete(y, tensors, c);
+}
+
+loom_status loom_contract_load(const char *path, loom_contract **out)
+{
+	loom_yaml y;
+	*out = NULL;
+	loom_contract *c = calloc(1, sizeof(*c));
+	if (c == NULL)
+		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+	loom_status st = loom_yaml_load(path, LOOM_ERR_CONTRACT, &y);
+	if (st != LOOM_OK) {
+		free(c);
+		return st;
+	}
+	c->path = strdup(path);
+	st = c->path != NULL ? parse_contract(&y, c) : loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+	loom_yaml_free(&y);
+	if (st != LOOM_OK) {
+		loom_contract_free(c);
+		return st;
+	}
+	*out = c;
+	return LOOM_OK;
+}
+
+static bool has_alias(const loom_contract *c, const char *name)
+{
+	for (char **a = c->aliases; a != NULL && *a != NULL; a++)
+		if (strcmp(*a, name) == 0)
+			return true;
+	return false;
+}
+
+static int is_yaml_file(const struct dirent *e)
+{
+	size_t n = strlen(e->d_name);
+	return e->d_name[0] != '.' && n > 5 && strcmp(e->d_name + n - 5, ".yaml") == 0;
+}
+
+/* The first contract in dir, by file name, whose aliases list name.
+ * Contracts that do not load are passed over here: they are reported
+ * when a model names them. */
+static loom_status find_alias(const char *name, const char *dir, loom_contract **out)
+{
+	struct dirent **entries;
+	int n = scandir(dir, &entries, is_yaml_file, alphasort);
+	loom_status st = LOOM_ERR_NOT_FOUND;
+	for (int i = 0; i < n; i++) {
+		char path[4096];
+		loom_contract *c;
+		snprintf(path, sizeof(path), "%s/%s", dir, entries[i]->d_name);
+		if (st == LOOM_ERR_NOT_FOUND && loom_contract_load(path, &c) == LOOM_OK) {
+			if (has_alias(c, name)) {
+				*out = c;
+				st = LOOM_OK;
+			} else {
+				loom_contract_free(c);
+			}
+		}
+		free(entries[i]);
+	}
+	if (n >= 0)
+		free(entries);
+	loom_error_clear();
+	return st;
+}
+
+loom_status loom_contract_find(const char *name, char *const *dirs, int n_dirs, loom_contract **out)
+{
+	char path[4096], searched[2048] = "";
+	*out = NULL;
+	if (strchr(name, '/') != NULL || name[0] == '.' || name[0] == '\0')
+		return loom_error(LOOM_ERR_CONTRACT, "'%s' is not a valid architecture name", name);
+	for (int i = 0; i < n_dirs; i++) {
+		snprintf(path, sizeof(path), "%s/%s.yaml", dirs[i], name);
+		if (access(path, F_OK) == 0) {
+			loom_status st = loom_contract_load(path, out);
+			if (st == LOOM_OK && strcmp((*out)->name, name) != 0) {
+				st = loom_error(LOOM_ERR_CONTRACT, "%s: the contract is named '%s', not '%s'", path,
+						(*out)->name, name);
+				loom_contract_free(*out);
+				*out = NULL;
+			}
+			return st;
+		}
+		strncat(searched, i ? ", " : "", sizeof(searched) - strlen(searched) - 1);
+		strncat(searched, dirs[i], sizeof(searched) - strlen(searched) - 1);
+	}
+	for (int i = 0; i < n_dirs; i++)
+		if (find_alias(name, dirs[i], out) == LOOM_OK)
+			return LOOM_OK;
+	return loom_error(LOOM_ERR_NOT_FOUND,
+			  "no contract for architecture '%s' (looked for %s.yaml, and for a contract whose aliases list it, in %s)",
+			  name, name, searched);
+}
+
+void loom_contract_free(loom_contract *c)
+{
+	if (c == NULL)
+		return;
+	for (int f = 0; f < LOOM_CFMT_COUNT; f++) {
+		for (int i = 0; i < LOOM_HP_COUNT; i++)
+			free_strings(c->hparam_keys[f][i]);
+		for (int i = 0; i < LOOM_ROLE_COUNT; i++)
+			free_strings(c->tensor_names[f][i]);
+	}
+	free_strings(c->aliases);
+	free(c->name);
+	free(c->path);
+	free(c);
+}

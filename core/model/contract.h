@@ -1,0 +1,184 @@
+/* contract.h - an architecture contract (arch/NAME.yaml): a model family as
+ * choices over the generic transformer block, plus where each file format
+ * keeps its hyperparameters and tensors. */
+#ifndef LOOM_CONTRACT_H
+#define LOOM_CONTRACT_H
+
+#include "loom.h"
+#include "text/chat_template.h"
+
+#include <stdbool.h>
+
+typedef enum loom_norm_kind { LOOM_NORM_RMSNORM, LOOM_NORM_LAYERNORM } loom_norm_kind;
+typedef enum loom_ffn_kind {
+	LOOM_FFN_SWIGLU, /* down(silu(gate(x)) * up(x)) */
+	LOOM_FFN_GEGLU,  /* down(gelu(gate(x)) * up(x)) */
+	LOOM_FFN_MLP     /* down(act(up(x))) */
+} loom_ffn_kind;
+typedef enum loom_activation { LOOM_ACT_SILU, LOOM_ACT_GELU, LOOM_ACT_GELU_TANH } loom_activation;
+typedef enum loom_positions_kind { LOOM_POSITIONS_ROPE, LOOM_POSITIONS_LEARNED } loom_positions_kind;
+typedef enum loom_qkv_kind { LOOM_QKV_SEPARATE, LOOM_QKV_FUSED } loom_qkv_kind;
+typedef enum loom_residual_kind {
+	LOOM_RESIDUAL_SEQUENTIAL, /* x += attn(norm(x)); x += ffn(ffn_norm(x)) */
+	LOOM_RESIDUAL_PARALLEL    /* x += attn(norm(x)) + ffn(norm(x)) */
+} loom_residual_kind;
+typedef enum loom_tied_kind {
+	LOOM_TIED_NEVER,      /* output.weight must exist */
+	LOOM_TIED_ALWAYS,     /* the head is the token embedding */
+	LOOM_TIED_IF_MISSING  /* the token embedding stands in when output is absent */
+} loom_tied_kind;
+
+/* Hyperparameters the generic block reads. */
+typedef enum loom_hparam {
+	LOOM_HP_N_EMBD,
+	LOOM_HP_N_LAYER,
+	LOOM_HP_N_FF,
+	LOOM_HP_N_HEAD,
+	LOOM_HP_N_HEAD_KV,   /* default: n_head */
+	LOOM_HP_HEAD_DIM,    /* default: n_embd / n_head */
+	LOOM_HP_HEAD_DIM_V,  /* the value heads' width: must equal head_dim */
+	LOOM_HP_N_ROT,       /* default: head_dim */
+	LOOM_HP_N_CTX_TRAIN,
+	LOOM_HP_NORM_EPS,
+	LOOM_HP_ROPE_THETA,
+	LOOM_HP_ROPE_SCALING_TYPE,   /* a string: none, linear, yarn or llama3; default none */
+	LOOM_HP_ROPE_SCALING_FACTOR, /* the context's stretch: frequencies scale by 1 / it */
+	LOOM_HP_ROPE_ORIG_CTX,       /* YaRN: the original context; default n_ctx_train */
+	LOOM_HP_ROPE_ATTN_FACTOR,    /* YaRN: cos and sin scale; default 1 */
+	LOOM_HP_ROPE_BETA_FAST,      /* YaRN: default 32 */
+	LOOM_HP_ROPE_BETA_SLOW,      /* YaRN: default 1 */
+	LOOM_HP_ROPE_PARTIAL,        /* n_rot as a fraction of head_dim, when n_rot is not stored */
+	LOOM_HP_ROPE_LOW_FREQ,       /* Llama 3 scaling: low_freq_factor; default 1 */
+	LOOM_HP_ROPE_HIGH_FREQ,      /* Llama 3 scaling: high_freq_factor; default 4 */
+	LOOM_HP_COUNT
+} loom_hparam;
+
+/* Weight tensors the generic block may use: the model's, then each
+ * layer's (loom_role_is_per_layer). _B is a bias. */
+typedef enum loom_role {
+	LOOM_ROLE_TOKEN_EMBD,
+	LOOM_ROLE_POS_EMBD,
+	LOOM_ROLE_OUTPUT_NORM,
+	LOOM_ROLE_OUTPUT_NORM_B,
+	LOOM_ROLE_OUTPUT,
+	LOOM_ROLE_OUTPUT_B,
+	LOOM_ROLE_ROPE_FREQS, /* optional: Llama 3's RoPE frequency factors */
+	LOOM_ROLE_ATTN_NORM,
+	LOOM_ROLE_ATTN_NORM_B,
+	LOOM_ROLE_ATTN_QKV,
+	LOOM_ROLE_ATTN_QKV_B,
+	LOOM_ROLE_ATTN_Q,
+	LOOM_ROLE_ATTN_Q_B,
+	LOOM_ROLE_ATTN_K,
+	LOOM_ROLE_ATTN_K_B,
+	LOOM_ROLE_ATTN_V,
+	LOOM_ROLE_ATTN_V_B,
+	LOOM_ROLE_ATTN_Q_NORM,
+	LOOM_ROLE_ATTN_K_NORM,
+	LOOM_ROLE_ATTN_OUTPUT,
+	LOOM_ROLE_ATTN_OUTPUT_B,
+	LOOM_ROLE_FFN_NORM,
+	LOOM_ROLE_FFN_NORM_B,
+	LOOM_ROLE_FFN_GATE,
+	LOOM_ROLE_FFN_GATE_B,
+	LOOM_ROLE_FFN_UP,
+	LOOM_ROLE_FFN_UP_B,
+	LOOM_ROLE_FFN_DOWN,
+	LOOM_ROLE_FFN_DOWN_B,
+	LOOM_ROLE_COUNT
+} loom_role;
+
+/* The projections that may carry a bias (block.biases). */
+typedef enum loom_bias {
+	LOOM_BIAS_Q,
+	LOOM_BIAS_K,
+	LOOM_BIAS_V,
+	LOOM_BIAS_QKV,
+	LOOM_BIAS_O,
+	LOOM_BIAS_GATE,
+	LOOM_BIAS_UP,
+	LOOM_BIAS_DOWN,
+	LOOM_BIAS_OUTPUT,
+	LOOM_BIAS_COUNT
+} loom_bias;
+
+/* Formats a contract can describe (the format plugin's name). */
+typedef enum loom_contract_format {
+	LOOM_CFMT_GGUF,
+	LOOM_CFMT_SAFETENSORS,
+	LOOM_CFMT_COUNT
+} loom_contract_format;
+
+/* Where a format keeps a value: one or more spellings, tried in order,
+ * NULL-terminated (Hugging Face checkpoints of one family do not all
+ * agree on their names). NULL: the format does not store it. */
+typedef char **loom_spellings;
+
+typedef struct loom_contract {
+	char *name;
+	char *path;
+	loom_norm_kind norm;
+	bool norm_bias;           /* layernorm: the norms have biases */
+	/* Per format: added to every norm weight (Gemma's 1 + w, where a
+	 * format stores w). */
+	float norm_weight_offset[LOOM_CFMT_COUNT];
+	loom_ffn_kind ffn;
+	loom_activation activation;
+	loom_positions_kind positions;
+	/* loom_rope_style, per format: GGUF llama files store Q and K
+	 * permuted for adjacent-pair rotation, Hugging Face ones do not. */
+	int rope_style[LOOM_CFMT_COUNT];
+	loom_qkv_kind qkv[LOOM_CFMT_COUNT]; /* per format: Phi-2's GGUF fuses what HF keeps apart */
+	bool qk_norm;   /* RMSNorm of each head's q and k before RoPE */
+	loom_residual_kind residual;
+	loom_tied_kind tied;
+	bool bias[LOOM_BIAS_COUNT];
+	bool embd_scale_sqrt;     /* token embeddings times sqrt(n_embd) */
+	float embd_scale;         /* else times this */
+	bool attn_scale_default;  /* 1 / sqrt(head_dim) */
+	float attn_scale;         /* else this */
+	bool has_chat_template;   /* the family's chat format, for files without one */
+	loom_chat_kind chat_template;
+	/* Where each format keeps each hyperparameter ("{arch}" stands for the
+	 * file's architecture name); NULL: not stored. */
+	loom_spellings hparam_keys[LOOM_CFMT_COUNT][LOOM_HP_COUNT];
+	bool has_default[LOOM_HP_COUNT];
+	double defaults[LOOM_HP_COUNT];
+	/* Tensor names per format ("{i}" stands for the layer); NULL: unused. */
+	loom_spellings tensor_names[LOOM_CFMT_COUNT][LOOM_ROLE_COUNT];
+	/* Matrices a format stores as {n_out, n_in} (GPT-2's Conv1D). */
+	bool transposed[LOOM_CFMT_COUNT][LOOM_ROLE_COUNT];
+	/* Other architecture names files give this family (Hugging Face's
+	 * model_type "mistral" for llama.yaml); NULL-terminated or NULL. */
+	char **aliases;
+} loom_contract;
+
+const char *loom_hparam_name(loom_hparam hp);
+const char *loom_role_name(loom_role role);
+bool loom_role_is_per_layer(loom_role role);
+/* A role whose tensor a file may lack (and a contract need not name). */
+bool loom_role_is_optional(loom_role role);
+/* The contract section for a format plugin's name; -1 if none. */
+int loom_contract_format_index(const char *format_name);
+const char *loom_contract_format_name(loom_contract_format f);
+/* A role whose tensor is a norm's weight (norm_weight_offset applies). */
+bool loom_role_is_norm(loom_role role);
+/* A role whose tensor is a matrix (may be transposed). */
+bool loom_role_is_matrix(loom_role role);
+
+/* pattern with its placeholder ("{arch}", "{i}") replaced by value, into
+ * buf: "{arch}.embedding_length" -> "llama.embedding_length". */
+void loom_contract_expand(char *buf, size_t size, const char *pattern, const char *placeholder, const char *value);
+
+/* Reads and checks a contract; errors (LOOM_ERR_CONTRACT) name file and line. */
+loom_status loom_contract_load(const char *path, loom_contract **out);
+/* Finds NAME.yaml in dirs (in order), else the first contract (by file
+ * name) whose aliases list NAME, and loads it; NOT_FOUND lists the dirs. */
+loom_status loom_contract_find(const char *name, char *const *dirs, int n_dirs, loom_contract **out);
+void loom_contract_free(loom_contract *c);
+
+/* Roles the contract's choices need in format f's files; tensors of other
+ * roles are not read. */
+bool loom_contract_uses_role(const loom_contract *c, loom_contract_format f, loom_role role);
+
+#endif

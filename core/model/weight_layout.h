@@ -1,0 +1,20 @@
+/* weight_layout.h - a file's tensor in the layout the block wants, where
+ * the format stores it otherwise: matrices turned (GPT-2's Conv1D in
+ * Hugging Face files), norm weights and biases as f32 with an offset
+ * added (Gemma's w where the block multiplies by 1 + w). Loading and
+ * `loom convert` both use these. */
+#ifndef LOOM_WEIGHT_LAYOUT_H
+#define LOOM_WEIGHT_LAYOUT_H
+
+#include "runtime/runtime.h"
+
+/* ft, an f32, f16 or bf16 matrix stored {n_out, n_in}, as a malloc'd
+ * {n_in, n_out} copy; name is for messages. */
+loom_status loom_weight_transposed(const loom_file_tensor *ft, const char *name, void **out);
+
+/* ft, a vector of f32, f16 or bf16, as a malloc'd f32 copy with add added
+ * to every element (converted by rt's backend). */
+loom_status loom_weight_vector_f32(loom_runtime *rt, const loom_file_tensor *ft, const char *name, float add,
+				   float **out);
+
+#endif

@@ -1,0 +1,295 @@
+/*
+ * chat_template.c - a conversation as the prompt text a chat model was
+ * trained on.
+ *
+ * A GGUF file carries its template as Jinja source
+ * (tokenizer.chat_template). loom runs no Jinja: it recognises the common
+ * families by the markers their templates emit and formats with its own
+ * code for each, as llama.cpp does. The text never holds BOS: the
+ * tokenizer adds it as the model asks. Messages are (role, content) with
+ * the roles system, user and assistant; a family without a system turn
+ * puts the system text in front of the first user message.
+ */
+#include "text/chat_template.h"
+
+#include "model/meta.h"
+#include "model/model.h"
+#include "runtime/error.h"
+#include "runtime/log.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *const loom_chat_template_names[LOOM_CHAT_COUNT + 1] = {
+	[LOOM_CHAT_CHATML] = "chatml", [LOOM_CHAT_LLAMA2] = "llama2", [LOOM_CHAT_LLAMA3] = "llama3",
+	[LOOM_CHAT_MISTRAL] = "mistral", [LOOM_CHAT_ZEPHYR] = "zephyr", [LOOM_CHAT_PHI3] = "phi3",
+	[LOOM_CHAT_GEMMA] = "gemma",   [LOOM_CHAT_PLAIN] = "plain",
+};
+
+const char *loom_chat_template_name(loom_chat_kind kind)
+{
+	return loom_chat_template_names[kind];
+}
+
+bool loom_chat_template_by_name(const char *name, loom_chat_kind *out)
+{
+	for (int k = 0; k < LOOM_CHAT_COUNT; k++) {
+		if (strcmp(loom_chat_template_names[k], name) == 0) {
+			*out = (loom_chat_kind)k;
+			return true;
+		}
+	}
+	return false;
+}
+
+bool loom_chat_template_detect(const char *jinja, size_t len, loom_chat_kind *out)
+{
+	char *t = strndup(jinja, len);
+	bool found = true;
+
+	if (t == NULL)
+		return false;
+	if (strstr(t, "<|im_start|>"))
+		*out = LOOM_CHAT_CHATML;
+	else if (strstr(t, "<|start_header_id|>"))
+		*out = LOOM_CHAT_LLAMA3;
+	else if (strstr(t, "<start_of_turn>"))
+		*out = LOOM_CHAT_GEMMA;
+	else if (strstr(t, "<|end|>") && strstr(t, "<|assistant|>"))
+		*out = LOOM_CHAT_PHI3;
+	else if (strstr(t, "<|user|>") && strstr(t, "<|assistant|>"))
+		*out = LOOM_CHAT_ZEPHYR;
+	else if (strstr(t, "[INST]"))
+		*out = strstr(t, "<<SYS>>") ? LOOM_CHAT_LLAMA2 : LOOM_CHAT_MISTRAL;
+	else
+		found = false;
+	free(t);
+	return found;
+}
+
+/* ---- formatting ---- */
+
+typedef struct out_text {
+	char *buf;
+	size_t size, len; /* len counts what did not fit too */
+} out_text;
+
+static void put_n(out_text *o, const char *s, size_t n)
+{
+	if (o->len < o->size) {
+		size_t room = o->size - o->len - 1;
+		memcpy(o->buf + o->len, s, n < room ? n : room);
+	}
+	o->len += n;
+}
+
+static void put(out_text *o, const char *s)
+{
+	put_n(o, s, strlen(s));
+}
+
+/* s without leading and trailing white space (Llama 3's `| trim`). */
+static void put_trimmed(out_text *o, const char *s)
+{
+	size_t n = strlen(s);
+	while (n > 0 && isspace((unsigned char)*s))
+		s++, n--;
+	while (n > 0 && isspace((unsigned char)s[n - 1]))
+		n--;
+	put_n(o, s, n);
+}
+
+static bool is_role(const loom_chat_message *m, const char *role)
+{
+	return strcmp(m->role, role) == 0;
+}
+
+/* The families whose turns are one marker, the role, the content and an
+ * end marker. */
+static void put_turns(out_text *o, const loom_chat_message *msgs, size_t n, bool add_assistant, const char *start,
+		      const char *after_role, const char *end)
+{
+	for (size_t i = 0; i < n; i++) {
+		put(o, start);
+		put(o, msgs[i].role);
+		put(o, after_role);
+		put(o, msgs[i].content);
+		put(o, end);
+	}
+	if (add_assistant) {
+		put(o, start);
+		put(o, "assistant");
+		put(o, after_role);
+	}
+}
+
+/* Llama 2, Mistral and Gemma have no system turn: its text goes in front
+ * of the first user message. */
+static const char *system_text(const loom_chat_message *msgs, size_t n, size_t *first)
+{
+	*first = 0;
+	if (n > 0 && is_role(&msgs[0], "system")) {
+		*first = 1;
+		return msgs[0].content;
+	}
+	return NULL;
+}
+
+static void put_inst(out_text *o, const loom_chat_message *msgs, size_t n, bool llama2)
+{
+	size_t first;
+	const char *sys = system_text(msgs, n, &first);
+	bool opened = false;
+
+	for (size_t i = first; i < n; i++) {
+		if (is_role(&msgs[i], "assistant")) {
+			put(o, llama2 ? " " : "");
+			put(o, msgs[i].content);
+			put(o, llama2 ? " </s>" : "</s>");
+			continue;
+		}
+		/* A user turn; after the first, Llama 2 opens a new sequence. */
+		put(o, opened && llama2 ? "<s>[INST] " : "[INST] ");
+		if (!opened && sys != NULL) {
+			if (llama2) {
+				put(o, "<<SYS>>\n");
+				put(o, sys);
+				put(o, "\n<</SYS>>\n\n");
+			} else {
+				put(o, sys);
+				put(o, "\n\n");
+			}
+		}
+		opened = true;
+		put(o, msgs[i].content);
+		put(o, " [/INST]");
+	}
+}
+
+static void put_gemma(out_text *o, const loom_chat_message *msgs, size_t n, bool add_assistant)
+{
+	size_t first;
+	const char *sys = system_text(msgs, n, &first);
+
+	for (size_t i = first; i < n; i++) {
+		bool user = !is_role(&msgs[i], "assistant");
+		put(o, user ? "<start_of_turn>user\n" : "<start_of_turn>model\n");
+		if (i == first && sys != NULL) {
+			put(o, sys);
+			put(o, "\n\n");
+		}
+		put(o, msgs[i].content);
+		put(o, "<end_of_turn>\n");
+	}
+	if (add_assistant)
+		put(o, "<start_of_turn>model\n");
+}
+
+static void put_plain(out_text *o, const loom_chat_message *msgs, size_t n, bool add_assistant)
+{
+	for (size_t i = 0; i < n; i++) {
+		put(o, is_role(&msgs[i], "system") ? "System: " : is_role(&msgs[i], "user") ? "User: " : "Assistant: ");
+		put(o, msgs[i].content);
+		put(o, "\n");
+	}
+	if (add_assistant)
+		put(o, "Assistant: ");
+}
+
+loom_status loom_chat_format(loom_chat_kind kind, const loom_chat_message *msgs, size_t n, bool add_assistant,
+			     char *buf, size_t size, size_t *n_out)
+{
+	out_text o = {buf, size, 0};
+
+	for (size_t i = 0; i < n; i++) {
+		if (msgs[i].role == NULL || msgs[i].content == NULL)
+			return loom_error(LOOM_ERR_INVALID_ARGUMENT, "chat message %zu has no role or content", i);
+		if (!is_role(&msgs[i], "system") && !is_role(&msgs[i], "user") && !is_role(&msgs[i], "assistant"))
+			return loom_error(LOOM_ERR_INVALID_ARGUMENT,
+					  "chat message %zu has role '%s'; the roles are system, user and assistant", i,
+					  msgs[i].role);
+		if (is_role(&msgs[i], "system") && i > 0)
+			return loom_error(LOOM_ERR_INVALID_ARGUMENT, "a system message may only come first");
+	}
+	switch (kind) {
+	case LOOM_CHAT_CHATML:
+		put_turns(&o, msgs, n, add_assistant, "<|im_start|>", "\n", "<|im_end|>\n");
+		break;
+	case LOOM_CHAT_LLAMA3:
+		for (size_t i = 0; i < n; i++) {
+			put(&o, "<|start_header_id|>");
+			put(&o, msgs[i].role);
+			put(&o, "<|end_header_id|>\n\n");
+			put_trimmed(&o, msgs[i].content);
+			put(&o, "<|eot_id|>");
+		}
+		if (add_assistant)
+			put(&o, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+		break;
+	case LOOM_CHAT_ZEPHYR:
+		put_turns(&o, msgs, n, add_assistant, "<|", "|>\n", "</s>\n");
+		break;
+	case LOOM_CHAT_PHI3:
+		put_turns(&o, msgs, n, add_assistant, "<|", "|>\n", "<|end|>\n");
+		break;
+	case LOOM_CHAT_LLAMA2:
+	case LOOM_CHAT_MISTRAL:
+		put_inst(&o, msgs, n, kind == LOOM_CHAT_LLAMA2);
+		break;
+	case LOOM_CHAT_GEMMA:
+		put_gemma(&o, msgs, n, add_assistant);
+		break;
+	default:
+		put_plain(&o, msgs, n, add_assistant);
+		break;
+	}
+	*n_out = o.len;
+	if (size > 0)
+		buf[o.len < size ? o.len : size - 1] = '\0';
+	if (o.len >= size)
+		return loom_error(LOOM_ERR_BUFFER_TOO_SMALL, "the chat text needs %zu bytes, the buffer has %zu",
+				  o.len + 1, size);
+	return LOOM_OK;
+}
+
+/* ---- a model's template ---- */
+
+loom_chat_kind loom_chat_template_resolve(const loom_model *m)
+{
+	loom_string jinja;
+	loom_chat_kind kind;
+
+	if (m->file != NULL && loom_meta_get_string(m->file, "tokenizer.chat_template", &jinja) == LOOM_OK) {
+		if (loom_chat_template_detect(jinja.data, jinja.len, &kind))
+			return kind;
+		loom_warn("%s: tokenizer.chat_template is not a template loom knows; using the plain format",
+			  m->arch);
+	}
+	if (m->contract != NULL && m->contract->has_chat_template)
+		return m->contract->chat_template;
+	return LOOM_CHAT_PLAIN;
+}
+
+LOOM_API loom_status loom_chat_apply(const loom_model *model, const char *template_name,
+				     const loom_chat_message *messages, size_t n_messages, bool add_assistant,
+				     char *buf, size_t size, size_t *n_out)
+{
+	loom_chat_kind kind;
+
+	if (model == NULL || (messages == NULL && n_messages > 0) || (buf == NULL && size > 0) || n_out == NULL)
+		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_chat_apply: bad arguments");
+	if (template_name == NULL)
+		kind = model->chat_template;
+	else if (!loom_chat_template_by_name(template_name, &kind))
+		return loom_error(LOOM_ERR_INVALID_ARGUMENT,
+				  "unknown chat template '%s' (chatml, llama2, llama3, mistral, zephyr, phi3, gemma, plain)",
+				  template_name);
+	return loom_chat_format(kind, messages, n_messages, add_assistant, buf, size, n_out);
+}
+
+LOOM_API const char *loom_chat_template(const loom_model *model)
+{
+	return model != NULL ? loom_chat_template_names[model->chat_template] : NULL;
+}
