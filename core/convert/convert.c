@@ -1,28 +1,18 @@
-/* convert.c - `loom convert`: a model of any format loom reads written as
- * a GGUF file, optionally quantized on the way. */
+/* convert.c - `loom convert` and `loom quantize`: a model written as a new
+ * file, as GGUF from any format loom reads, or in its own format with its
+ * weights quantized. */
 #include "convert/model_export.h"
 
 #include "convert/quantize.h"
+#include "model/model.h"
 #include "runtime/error.h"
-#include "runtime/host.h"
+#include "runtime/format.h"
 
-#include <string.h>
 
 loom_convert_params loom_convert_default_params(void)
 {
 	loom_convert_params p = {.type = NULL, .progress = NULL, .progress_user = NULL};
 	return p;
-}
-
-static const loom_plugin *gguf_writer(loom_runtime *rt)
-{
-	for (size_t i = 0; i < rt->registry.n_plugins; i++) {
-		const loom_plugin *p = &rt->registry.plugins[i];
-		if (p->kind == LOOM_PLUGIN_FORMAT && p->desc != NULL && strcmp(p->name, "gguf") == 0 &&
-		    LOOM_VT_HAS((const loom_format_vtable *)p->desc->vtable, write))
-			return p;
-	}
-	return NULL;
 }
 
 loom_status loom_convert(loom_runtime *rt, const char *in_path, const char *out_path, const loom_convert_params *params)
@@ -32,15 +22,18 @@ loom_status loom_convert(loom_runtime *rt, const char *in_path, const char *out_
 		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_convert: runtime and both paths are required");
 	if (params == NULL)
 		params = &defaults;
-	const loom_plugin *writer = gguf_writer(rt);
+	/* The export is laid out as the contracts' gguf section names it: any
+	 * format plugin whose files that section names can write it. */
+	const char *section = loom_contract_format_name(LOOM_CFMT_GGUF);
+	const loom_plugin *writer = loom_format_writer(&rt->registry, section);
 	if (writer == NULL)
-		return loom_error(LOOM_ERR_UNSUPPORTED, "no usable gguf format plugin to write %s", out_path);
+		return loom_error(LOOM_ERR_UNSUPPORTED, "no usable format plugin writes %s files (%s)", section, out_path);
 	const loom_quant_scheme *scheme = NULL;
 	if (params->type != NULL && (scheme = loom_quantize_scheme(params->type)) == NULL)
 		return LOOM_ERR_INVALID_ARGUMENT;
 
 	loom_model *m = NULL;
-	loom_status st = loom_model_load_layout(rt, in_path, &m);
+	loom_status st = loom_model_open(rt, in_path, LOOM_STAGE_LAYOUT, &m);
 	if (st != LOOM_OK)
 		return st;
 	loom_export e;
@@ -55,16 +48,46 @@ loom_status loom_convert(loom_runtime *rt, const char *in_path, const char *out_
 			st = loom_quantize_file(rt, &e.file, scheme, &qp, &q);
 			out = &q.out;
 		}
-		if (st == LOOM_OK) {
-			loom_error_clear();
-			st = ((const loom_format_vtable *)writer->desc->vtable)->write(loom_host_table(), out_path, out);
-		}
+		if (st == LOOM_OK)
+			st = loom_format_write(writer, out_path, out);
 		if (scheme != NULL && st == LOOM_OK)
 			loom_quantized_free(&q);
 		loom_export_free(&e);
 	}
 	if (st != LOOM_OK)
 		st = loom_error_wrap(st, "converting %s to %s", in_path, out_path);
+	loom_model_free(m);
+	return st;
+}
+
+loom_status loom_quantize(loom_runtime *rt, const char *in_path, const char *out_path,
+			  const loom_quantize_params *params)
+{
+	loom_quantize_params defaults = loom_quantize_default_params();
+	if (rt == NULL || in_path == NULL || out_path == NULL)
+		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_quantize: runtime and both paths are required");
+	if (params == NULL)
+		params = &defaults;
+	const loom_quant_scheme *scheme = loom_quantize_scheme(params->scheme);
+	if (scheme == NULL)
+		return LOOM_ERR_INVALID_ARGUMENT;
+
+	loom_model *m = NULL;
+	loom_status st = loom_model_open(rt, in_path, LOOM_STAGE_METADATA, &m);
+	if (st != LOOM_OK)
+		return st;
+	loom_quantized q;
+	if (!loom_format_writes(m->format))
+		st = loom_error(LOOM_ERR_UNSUPPORTED, "format %s cannot write files (loom convert writes GGUF)",
+				m->format->name);
+	else
+		st = loom_quantize_file(rt, m->file, scheme, params, &q);
+	if (st == LOOM_OK) {
+		st = loom_format_write(m->format, out_path, &q.out);
+		loom_quantized_free(&q);
+	}
+	if (st != LOOM_OK)
+		st = loom_error_wrap(st, "quantizing %s to %s", in_path, scheme->name);
 	loom_model_free(m);
 	return st;
 }

@@ -3,6 +3,7 @@
 #include "convert/model_export.h"
 
 #include "model/meta.h"
+#include "model/naming.h"
 #include "model/weight_layout.h"
 #include "runtime/error.h"
 

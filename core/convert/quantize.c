@@ -1,11 +1,11 @@
-/* quantize.c - writing a model with its weights converted to a scheme
- * ("q4_k_m", ...): the policy picks each tensor's type, the backend converts
- * (LOOM_OP_CONVERT), the format plugin writes the file. */
+/* quantize.c - a model file's weights converted to a scheme ("q4_k_m",
+ * ...) in memory: the policy picks each tensor's type, the backend
+ * converts (LOOM_OP_CONVERT). */
 #include "convert/quantize.h"
 
 #include "model/meta.h"
 #include "runtime/error.h"
-#include "runtime/host.h"
+#include "model/weight_layout.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,56 +17,6 @@ loom_quantize_params loom_quantize_default_params(void)
 {
 	loom_quantize_params p = {.scheme = "q8_0", .progress = NULL, .progress_user = NULL};
 	return p;
-}
-
-/* The tensor's bytes as a backend buffer: in place where the backend can
- * use host memory, else a copy. */
-static loom_status buffer_for(loom_backend *be, const loom_file_tensor *t, loom_buffer *buf)
-{
-	if (LOOM_VT_HAS(be->vt, buffer_from_host) &&
-	    be->vt->buffer_from_host(be->ctx, (void *)t->data, t->n_bytes, buf) == LOOM_OK)
-		return LOOM_OK;
-	loom_status st = be->vt->buffer_alloc(be->ctx, t->n_bytes, buf);
-	if (st == LOOM_OK)
-		st = be->vt->buffer_upload(be->ctx, buf, 0, t->data, t->n_bytes);
-	return st;
-}
-
-loom_status loom_convert_tensor(loom_runtime *rt, const loom_file_tensor *t, loom_dtype type, void **bytes,
-				uint64_t *n_bytes)
-{
-	loom_backend *be = &rt->backend;
-	const int64_t rows = t->ne[1] * t->ne[2] * t->ne[3];
-	loom_tensor src = {0}, dst = {0};
-	loom_buffer in = {0}, out = {0};
-	loom_tensor_set_contiguous(&src, t->dtype, t->ne[0], rows, 1, 1);
-	loom_tensor_set_contiguous(&dst, type, t->ne[0], rows, 1, 1);
-	*n_bytes = (uint64_t)dst.nb[1] * (uint64_t)rows;
-	loom_node node = {.op = LOOM_OP_CONVERT, .dst = &dst, .src = {&src}};
-	if (!be->vt->supports(be->ctx, &node))
-		return loom_error(LOOM_ERR_UNSUPPORTED, "backend %s cannot convert %s to %s", be->plugin->name,
-				  loom_dtype_name(t->dtype), loom_dtype_name(type));
-	*bytes = malloc(*n_bytes ? *n_bytes : 1);
-	if (*bytes == NULL)
-		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
-	loom_status st = buffer_for(be, t, &in);
-	if (st == LOOM_OK)
-		st = be->vt->buffer_alloc(be->ctx, *n_bytes, &out);
-	if (st == LOOM_OK) {
-		src.data = in.base;
-		dst.data = out.base;
-		loom_graph g = {.n_nodes = 1, .nodes = &node};
-		pthread_mutex_lock(&be->lock);
-		st = be->vt->compute(be->ctx, &g);
-		pthread_mutex_unlock(&be->lock);
-	}
-	if (st == LOOM_OK)
-		st = be->vt->buffer_download(be->ctx, &out, 0, *bytes, *n_bytes);
-	if (out.base != NULL || out.handle != NULL)
-		be->vt->buffer_free(be->ctx, &out);
-	if (in.base != NULL || in.handle != NULL)
-		be->vt->buffer_free(be->ctx, &in);
-	return st;
 }
 
 /* The input's metadata, with general.file_type and (for quantized schemes)
@@ -111,7 +61,7 @@ static loom_status build_tensors(loom_quantized *j, const loom_quantize_params *
 		const loom_file_tensor *t = &j->in->tensors[i];
 		j->tensors[i] = *t;
 		if (j->types[i] != t->dtype) {
-			loom_status st = loom_convert_tensor(j->rt, t, j->types[i], &j->owned[i], &j->tensors[i].n_bytes);
+			loom_status st = loom_weight_converted(j->rt, t, j->types[i], &j->owned[i], &j->tensors[i].n_bytes);
 			if (st != LOOM_OK)
 				return loom_error_wrap(st, "tensor %.*s", (int)t->name.len, t->name.data);
 			j->tensors[i].dtype = j->types[i];
@@ -163,40 +113,4 @@ const loom_quant_scheme *loom_quantize_scheme(const char *name)
 		loom_error(LOOM_ERR_INVALID_ARGUMENT, "unknown quantization scheme '%s' (known: %s)",
 			   name != NULL ? name : "(null)", loom_quant_scheme_names());
 	return scheme;
-}
-
-loom_status loom_quantize(loom_runtime *rt, const char *in_path, const char *out_path,
-			  const loom_quantize_params *params)
-{
-	loom_quantize_params defaults = loom_quantize_default_params();
-	if (rt == NULL || in_path == NULL || out_path == NULL)
-		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_quantize: runtime and both paths are required");
-	if (params == NULL)
-		params = &defaults;
-	const loom_quant_scheme *scheme = loom_quantize_scheme(params->scheme);
-	if (scheme == NULL)
-		return LOOM_ERR_INVALID_ARGUMENT;
-
-	loom_model *m = NULL;
-	loom_model_params mp = loom_model_default_params();
-	mp.metadata_only = true;
-	loom_status st = loom_model_load(rt, in_path, &mp, &m);
-	if (st != LOOM_OK)
-		return st;
-	const loom_format_vtable *fvt = m->format->desc->vtable;
-	loom_quantized q;
-	if (!LOOM_VT_HAS(fvt, write))
-		st = loom_error(LOOM_ERR_UNSUPPORTED, "format %s cannot write files (loom convert writes GGUF)",
-				m->format->name);
-	else
-		st = loom_quantize_file(rt, m->file, scheme, params, &q);
-	if (st == LOOM_OK) {
-		loom_error_clear();
-		st = fvt->write(loom_host_table(), out_path, &q.out);
-		loom_quantized_free(&q);
-	}
-	if (st != LOOM_OK)
-		st = loom_error_wrap(st, "quantizing %s to %s", in_path, scheme->name);
-	loom_model_free(m);
-	return st;
 }

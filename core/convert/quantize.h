@@ -4,7 +4,7 @@
 #define LOOM_QUANTIZE_H
 
 #include "convert/quant_policy.h"
-#include "model/model.h"
+#include "runtime/runtime.h"
 
 /* The output: the input's metadata with the file type updated, and each
  * tensor's bytes, converted where the scheme changes its type (the rest
@@ -19,11 +19,6 @@ typedef struct loom_quantized {
 	loom_file_tensor *tensors;
 	void **owned; /* converted bytes */
 } loom_quantized;
-
-/* t's elements converted to type by the runtime's backend, into a
- * malloc'd block of *n_bytes. */
-loom_status loom_convert_tensor(loom_runtime *rt, const loom_file_tensor *t, loom_dtype type, void **bytes,
-				uint64_t *n_bytes);
 
 /* The scheme called name, or NULL with loom_last_error() listing them. */
 const loom_quant_scheme *loom_quantize_scheme(const char *name);

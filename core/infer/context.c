@@ -66,7 +66,7 @@ loom_status loom_context_create(loom_model *model, const loom_context_params *pa
 	if (out == NULL)
 		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_context_create: out is NULL");
 	*out = NULL;
-	if (model == NULL || model->contract == NULL)
+	if (model == NULL || model->layers == NULL)
 		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_context_create: needs a model loaded with weights");
 	if (params == NULL)
 		params = &defaults;
@@ -92,15 +92,14 @@ loom_status loom_context_create(loom_model *model, const loom_context_params *pa
 				  model->hp.n_ctx_train, n_ctx);
 	}
 
-	const loom_backend *be = &model->rt->backend;
 	loom_status st = loom_kv_init(&ctx->kv, model, ctx->params.n_ctx, ctx->params.kv_type);
 	if (st == LOOM_OK)
 		st = alloc_host(ctx);
 	if (st == LOOM_OK) {
 		size_t bytes = layout_scratch(ctx);
-		st = be->vt->buffer_alloc(be->ctx, bytes, &ctx->scratch);
+		st = loom_backend_alloc(&model->rt->backend, bytes, &ctx->scratch);
 		if (st != LOOM_OK)
-			st = loom_error(st, "cannot allocate %zu MiB of activations", bytes >> 20);
+			st = loom_error_wrap(st, "%zu MiB of activations", bytes >> 20);
 	}
 	if (st != LOOM_OK) {
 		loom_context_free(ctx);
@@ -114,9 +113,7 @@ void loom_context_free(loom_context *ctx)
 {
 	if (ctx == NULL)
 		return;
-	const loom_backend *be = &ctx->model->rt->backend;
-	if (ctx->scratch.base != NULL || ctx->scratch.handle != NULL)
-		be->vt->buffer_free(be->ctx, &ctx->scratch);
+	loom_backend_release(&ctx->model->rt->backend, &ctx->scratch);
 	loom_kv_free(&ctx->kv, ctx->model);
 	free(ctx->tokens);
 	free(ctx->pos);
@@ -180,13 +177,12 @@ static loom_status read_batch(loom_context *ctx, const loom_batch *b, int *n_out
 
 static loom_status upload_slot(loom_context *ctx, loom_slot s, const void *data, size_t bytes)
 {
-	const loom_backend *be = &ctx->model->rt->backend;
-	return be->vt->buffer_upload(be->ctx, &ctx->scratch, ctx->slot_offset[s], data, bytes);
+	return loom_backend_upload(&ctx->model->rt->backend, &ctx->scratch, ctx->slot_offset[s], data, bytes);
 }
 
 static loom_status run_step(loom_context *ctx, int n, int n_out)
 {
-	const loom_backend *be = &ctx->model->rt->backend;
+	loom_backend *be = &ctx->model->rt->backend;
 	const uint32_t n_kv = loom_kv_span(&ctx->kv);
 	loom_graph graph;
 
@@ -205,14 +201,10 @@ static loom_status run_step(loom_context *ctx, int n, int n_out)
 	if (st != LOOM_OK)
 		return st;
 
-	pthread_mutex_lock(&ctx->model->rt->backend.lock);
-	loom_error_clear();
-	st = be->vt->compute(be->ctx, &graph);
-	pthread_mutex_unlock(&ctx->model->rt->backend.lock);
-	if (st != LOOM_OK)
-		return loom_error_wrap(st, "backend %s", be->plugin->name);
-	return be->vt->buffer_download(be->ctx, &ctx->scratch, ctx->slot_offset[LOOM_SLOT_LOGITS], ctx->logits,
-				       (size_t)n_out * (size_t)ctx->model->hp.n_vocab * sizeof(float));
+	if ((st = loom_backend_compute(be, &graph)) != LOOM_OK)
+		return st;
+	return loom_backend_download(be, &ctx->scratch, ctx->slot_offset[LOOM_SLOT_LOGITS], ctx->logits,
+				     (size_t)n_out * (size_t)ctx->model->hp.n_vocab * sizeof(float));
 }
 
 loom_status loom_decode(loom_context *ctx, const loom_batch *batch)

@@ -9,7 +9,6 @@
 
 loom_status loom_kv_init(loom_kv_cache *kv, loom_model *m, uint32_t n_cells, loom_dtype type)
 {
-	const loom_backend *be = &m->rt->backend;
 	const int64_t kv_dim = m->hp.n_head_kv * m->hp.head_dim;
 	const size_t row = loom_dtype_row_bytes(type, kv_dim);
 	const size_t per_layer = row * n_cells;
@@ -25,10 +24,10 @@ loom_status loom_kv_init(loom_kv_cache *kv, loom_model *m, uint32_t n_cells, loo
 		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
 	for (uint32_t i = 0; i < n_cells; i++)
 		kv->cells[i] = (loom_kv_cell){.pos = -1, .seq = -1};
-	loom_status st = be->vt->buffer_alloc(be->ctx, per_layer * 2 * (size_t)n_layer, &kv->buf);
+	loom_status st = loom_backend_alloc(&m->rt->backend, per_layer * 2 * (size_t)n_layer, &kv->buf);
 	if (st != LOOM_OK)
-		return loom_error(st, "cannot allocate a KV cache of %u cells (%zu MiB)", n_cells,
-				  per_layer * 2 * (size_t)n_layer >> 20);
+		return loom_error_wrap(st, "a KV cache of %u cells (%zu MiB)", n_cells,
+				       per_layer * 2 * (size_t)n_layer >> 20);
 	char *base = kv->buf.base;
 	for (int il = 0; il < n_layer; il++) {
 		loom_tensor_set_contiguous(&kv->k[il], type, kv_dim, n_cells, 1, 1);
@@ -41,9 +40,7 @@ loom_status loom_kv_init(loom_kv_cache *kv, loom_model *m, uint32_t n_cells, loo
 
 void loom_kv_free(loom_kv_cache *kv, loom_model *m)
 {
-	const loom_backend *be = &m->rt->backend;
-	if (kv->buf.base != NULL || kv->buf.handle != NULL)
-		be->vt->buffer_free(be->ctx, &kv->buf);
+	loom_backend_release(&m->rt->backend, &kv->buf);
 	free(kv->cells);
 	free(kv->k);
 	free(kv->v);

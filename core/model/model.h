@@ -1,4 +1,12 @@
-/* model.h - a loaded model: file, contract, hyperparameters, weights. */
+/* model.h - a loaded model: its file, contract, hyperparameters,
+ * vocabulary and weights.
+ *
+ * Loading goes one way (docs/internals.md): open the file through its
+ * format plugin (open.c), find the contract, read the vocabulary and the
+ * hyperparameters (hparams.c), bind each of the contract's roles to a file
+ * tensor (bind.c), then place the weights in backend memory (place.c).
+ * load.c drives it; quantizing at load (convert/) sits between the
+ * hyperparameters and binding and swaps in another file. */
 #ifndef LOOM_MODEL_H
 #define LOOM_MODEL_H
 
@@ -47,44 +55,66 @@ typedef struct loom_layer {
 	loom_tensor ffn_down, ffn_down_b;       /* {n_ff, n_embd} */
 } loom_layer;
 
+/* A weight's bytes that bind.c made in host memory (a matrix turned, a
+ * vector widened to f32), until place.c uploads them. */
+typedef struct loom_host_copy {
+	void *data;
+	size_t size;
+} loom_host_copy;
+
 struct loom_model {
 	loom_runtime *rt;
 	const loom_plugin *format;
-	loom_model_file *file;      /* the tensors and metadata in use */
-	loom_model_file *opened;    /* the format plugin's, closed at free */
-	struct loom_export *export; /* the GGUF layout quantizing at load made */
-	struct loom_quantized *quantized;
+	loom_model_file *opened;  /* the format plugin's, closed at free */
+	loom_model_file *file;    /* the tensors and metadata in use: opened, or an adopted one */
+	void *adopted;            /* what keeps an adopted file alive, released at free */
+	void (*release_adopted)(void *adopted);
 	char *arch;
-	loom_contract *contract; /* NULL for vocab-only models */
+	loom_contract *contract;  /* NULL for metadata-only models (and vocab-only ones
+				   * of an architecture without a contract) */
 	loom_vocab *vocab;
 	loom_chat_kind chat_template; /* loom_chat_template_resolve */
 	loom_hparams hp;
+	int fmt;                  /* the contract section naming the file's keys and tensors */
+	int rope_style;           /* loom_rope_style of the file's Q and K rows */
 
-	loom_buffer weights;     /* the file mapping in place, or a copy */
-	bool weights_allocated;  /* weights came from buffer_alloc */
-	loom_buffer *repacked;   /* copies in the backend's own layouts */
-	int n_repacked;
-	loom_buffer *owned;      /* weights the core made: transposed, offset */
-	int n_owned, cap_owned;
-	int fmt;                 /* the contract section of the file's format */
-	int rope_style;          /* loom_rope_style for this file's layout */
-	loom_tensor token_embd;  /* {n_embd, n_vocab} */
-	loom_tensor pos_embd;    /* {n_embd, n_ctx_train}: learned positions */
+	/* The weights, bound to their roles (bind.c); data points into the
+	 * file, or into host copies until place.c puts them in backend memory. */
+	loom_tensor token_embd;   /* {n_embd, n_vocab} */
+	loom_tensor pos_embd;     /* {n_embd, n_ctx_train}: learned positions */
 	loom_tensor output_norm, output_norm_b; /* {n_embd} */
-	loom_tensor output;      /* {n_embd, n_vocab}; token_embd when tied */
-	loom_tensor output_b;    /* {n_vocab} */
-	loom_tensor rope_freqs;  /* {n_rot / 2}, if the file has it */
+	loom_tensor output;       /* {n_embd, n_vocab}; token_embd when tied */
+	loom_tensor output_b;     /* {n_vocab} */
+	loom_tensor rope_freqs;   /* {n_rot / 2}, from the file or its Llama 3 scaling */
 	loom_layer *layers;
+	char **names;             /* the bound tensors' names */
+	size_t n_names, cap_names;
+	loom_host_copy *copies;   /* bind's host copies (turned, widened), freed once placed */
+	size_t n_copies, cap_copies;
+
+	/* Backend memory (place.c). */
+	loom_buffer weights;      /* the file mapping in place, or the file's tensors uploaded */
+	bool weights_allocated;   /* weights came from buffer_alloc */
+	loom_buffer *owned;       /* the host copies, uploaded */
+	size_t n_owned;
+	loom_buffer *repacked;    /* weights in the backend's own layouts */
+	int n_repacked;
 };
 
-/* The file's tensor for role (of layer il, or -1) in contract section fmt:
- * the first of the contract's spellings the file has. name gets that
- * spelling, or the first one when none is there (for messages). */
-const loom_file_tensor *loom_model_find_role(const loom_model *m, int fmt, loom_role role, int il, char *name,
-					     size_t size);
+/* How far loom_model_open goes. */
+typedef enum loom_model_stage {
+	LOOM_STAGE_METADATA, /* the file: metadata and the tensor table */
+	LOOM_STAGE_VOCAB,    /* and the vocabulary */
+	LOOM_STAGE_LAYOUT    /* and the contract and hyperparameters: all but the weights */
+} loom_model_stage;
 
-/* Opens path with its vocabulary, contract and hyperparameters, but no
- * weights: for writing it in another layout. */
-loom_status loom_model_load_layout(loom_runtime *rt, const char *path, loom_model **out);
+/* Opens path up to stage (open.c). On failure *out is NULL. */
+loom_status loom_model_open(loom_runtime *rt, const char *path, loom_model_stage stage, loom_model **out);
+
+/* Makes m read its tensors and metadata from file, laid out as contract
+ * section fmt names them, instead of the file it opened; release(owner)
+ * runs when m is freed. For quantizing at load, before the weights are
+ * bound. */
+void loom_model_adopt_file(loom_model *m, loom_model_file *file, int fmt, void *owner, void (*release)(void *));
 
 #endif

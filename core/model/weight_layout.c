@@ -1,11 +1,55 @@
-/* weight_layout.c - turning matrices and widening vectors of a file. */
+/* weight_layout.c - converting, turning and widening a file's tensors. */
 #include "model/weight_layout.h"
 
-#include "convert/quantize.h"
 #include "runtime/error.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+/* The tensor's bytes as a backend buffer: in place where the backend can
+ * use host memory, else a copy. */
+static loom_status buffer_for(loom_backend *be, const loom_file_tensor *t, loom_buffer *buf)
+{
+	if (loom_backend_wrap_host(be, (void *)t->data, t->n_bytes, buf) == LOOM_OK)
+		return LOOM_OK;
+	loom_status st = loom_backend_alloc(be, t->n_bytes, buf);
+	if (st == LOOM_OK)
+		st = loom_backend_upload(be, buf, 0, t->data, t->n_bytes);
+	return st;
+}
+
+loom_status loom_weight_converted(loom_runtime *rt, const loom_file_tensor *t, loom_dtype type, void **bytes,
+				uint64_t *n_bytes)
+{
+	loom_backend *be = &rt->backend;
+	const int64_t rows = t->ne[1] * t->ne[2] * t->ne[3];
+	loom_tensor src = {0}, dst = {0};
+	loom_buffer in = {0}, out = {0};
+	loom_tensor_set_contiguous(&src, t->dtype, t->ne[0], rows, 1, 1);
+	loom_tensor_set_contiguous(&dst, type, t->ne[0], rows, 1, 1);
+	*n_bytes = (uint64_t)dst.nb[1] * (uint64_t)rows;
+	loom_node node = {.op = LOOM_OP_CONVERT, .dst = &dst, .src = {&src}};
+	if (!loom_backend_supports(be, &node))
+		return loom_error(LOOM_ERR_UNSUPPORTED, "backend %s cannot convert %s to %s", loom_backend_name(be),
+				  loom_dtype_name(t->dtype), loom_dtype_name(type));
+	*bytes = malloc(*n_bytes ? *n_bytes : 1);
+	if (*bytes == NULL)
+		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+	loom_status st = buffer_for(be, t, &in);
+	if (st == LOOM_OK)
+		st = loom_backend_alloc(be, *n_bytes, &out);
+	if (st == LOOM_OK) {
+		src.data = in.base;
+		dst.data = out.base;
+		loom_graph g = {.n_nodes = 1, .nodes = &node};
+		st = loom_backend_compute(be, &g);
+	}
+	if (st == LOOM_OK)
+		st = loom_backend_download(be, &out, 0, *bytes, *n_bytes);
+	loom_backend_release(be, &out);
+	loom_backend_release(be, &in);
+	return st;
+}
 
 static bool is_float(loom_dtype t)
 {
@@ -49,7 +93,7 @@ loom_status loom_weight_vector_f32(loom_runtime *rt, const loom_file_tensor *ft,
 	} else {
 		void *bytes;
 		uint64_t n_bytes;
-		loom_status st = loom_convert_tensor(rt, ft, LOOM_DTYPE_F32, &bytes, &n_bytes);
+		loom_status st = loom_weight_converted(rt, ft, LOOM_DTYPE_F32, &bytes, &n_bytes);
 		if (st != LOOM_OK)
 			return loom_error_wrap(st, "tensor '%s'", name);
 		v = bytes;

@@ -1,12 +1,18 @@
-/* weight_layout.h - a file's tensor in the layout the block wants, where
- * the format stores it otherwise: matrices turned (GPT-2's Conv1D in
+/* weight_layout.h - a file's tensor in the type or layout the block wants,
+ * where the format stores it otherwise: converted by the backend, matrices turned (GPT-2's Conv1D in
  * Hugging Face files), norm weights and biases as f32 with an offset
  * added (Gemma's w where the block multiplies by 1 + w). Loading and
  * `loom convert` both use these. */
 #ifndef LOOM_WEIGHT_LAYOUT_H
 #define LOOM_WEIGHT_LAYOUT_H
 
+#include "model/tensor.h"
 #include "runtime/runtime.h"
+
+/* t's elements converted to type by the runtime's backend (LOOM_OP_CONVERT),
+ * into a malloc'd block of *n_bytes. */
+loom_status loom_weight_converted(loom_runtime *rt, const loom_file_tensor *t, loom_dtype type, void **bytes,
+				  uint64_t *n_bytes);
 
 /* ft, an f32, f16 or bf16 matrix stored {n_out, n_in}, as a malloc'd
  * {n_in, n_out} copy; name is for messages. */

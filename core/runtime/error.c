@@ -8,6 +8,7 @@
 #define LOOM_ERROR_MAX 1024
 
 static _Thread_local char last_error[LOOM_ERROR_MAX];
+static _Thread_local unsigned long serial;
 
 const char *loom_strerror(loom_status status)
 {
@@ -33,6 +34,11 @@ void loom_error_clear(void)
 	last_error[0] = '\0';
 }
 
+unsigned long loom_error_serial(void)
+{
+	return serial;
+}
+
 loom_status loom_error(loom_status code, const char *fmt, ...)
 {
 	/* Formatted apart first: an argument may be loom_last_error() itself. */
@@ -42,6 +48,7 @@ loom_status loom_error(loom_status code, const char *fmt, ...)
 	vsnprintf(text, sizeof(text), fmt, ap);
 	va_end(ap);
 	memcpy(last_error, text, sizeof(text));
+	serial++;
 	return code;
 }
 
@@ -69,5 +76,6 @@ loom_status loom_error_wrap(loom_status code, const char *fmt, ...)
 	len = strlen(last_error);
 	append(last_error, &len, ": ");
 	append(last_error, &len, old[0] != '\0' ? old : loom_strerror(code));
+	serial++;
 	return code;
 }

@@ -14,4 +14,8 @@ loom_status loom_error_wrap(loom_status code, const char *fmt, ...) __attribute_
 
 void loom_error_clear(void);
 
+/* How many messages this thread has recorded: a caller compares it before
+ * and after a plugin call to tell whether the plugin gave a reason. */
+unsigned long loom_error_serial(void);
+
 #endif

@@ -2,7 +2,9 @@
 #define _GNU_SOURCE /* RTLD_NODELETE */
 #include "runtime/registry.h"
 
+#include "runtime/backend.h"
 #include "runtime/error.h"
+#include "runtime/format.h"
 #include "runtime/host.h"
 #include "runtime/install_paths.h"
 #include "runtime/log.h"
@@ -66,32 +68,13 @@ static bool vtable_too_small(const loom_plugin *p, size_t *have, size_t *need)
 	return *have < *need;
 }
 
-/* Checks the slots the core calls unconditionally; names the first missing.
- * Call only once the table is known to be large enough. */
+/* The first slot the core calls unconditionally that the plugin lacks, or
+ * NULL. Call only once the table is known to be large enough. */
 static const char *missing_slot(const loom_plugin *p)
 {
-	if (p->kind == LOOM_PLUGIN_BACKEND) {
-		const loom_backend_vtable *vt = p->desc->vtable;
-		if (vt->struct_size < LOOM_BACKEND_VTABLE_MIN_SIZE)
-			return NULL;
-#define REQUIRE_SLOT(slot) if (vt->slot == NULL) return #slot
-		REQUIRE_SLOT(init);
-		REQUIRE_SLOT(free);
-		REQUIRE_SLOT(buffer_alloc);
-		REQUIRE_SLOT(buffer_free);
-		REQUIRE_SLOT(buffer_upload);
-		REQUIRE_SLOT(buffer_download);
-		REQUIRE_SLOT(supports);
-		REQUIRE_SLOT(compute);
-	} else {
-		const loom_format_vtable *vt = p->desc->vtable;
-		if (vt->struct_size < LOOM_FORMAT_VTABLE_MIN_SIZE)
-			return NULL;
-		REQUIRE_SLOT(open);
-		REQUIRE_SLOT(close);
-#undef REQUIRE_SLOT
-	}
-	return NULL;
+	if (p->kind == LOOM_PLUGIN_BACKEND)
+		return loom_backend_missing_slot(p->desc->vtable);
+	return loom_format_missing_slot(p->desc->vtable);
 }
 
 /* dlopen, ABI check, descriptor and vtable checks, probe. */

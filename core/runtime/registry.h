@@ -27,8 +27,4 @@ typedef struct loom_registry {
 loom_status loom_registry_load(loom_registry *reg, const loom_config *cfg);
 void loom_registry_free(loom_registry *reg);
 
-/* The vtable sizes the core needs, so a too-old plugin is refused. */
-#define LOOM_BACKEND_VTABLE_MIN_SIZE (offsetof(loom_backend_vtable, compute) + sizeof(void *))
-#define LOOM_FORMAT_VTABLE_MIN_SIZE (offsetof(loom_format_vtable, close) + sizeof(void *))
-
 #endif

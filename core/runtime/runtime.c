@@ -2,7 +2,6 @@
 #include "runtime/runtime.h"
 
 #include "runtime/error.h"
-#include "runtime/host.h"
 #include "runtime/install_paths.h"
 #include "runtime/log.h"
 
@@ -82,18 +81,12 @@ static loom_status start_backend(loom_runtime *rt, loom_plugin *p)
 		.option_keys = (const char *const *)p->config->option_keys,
 		.option_values = (const char *const *)p->config->option_values,
 	};
-	loom_error_clear();
-	const loom_backend_vtable *vt = p->desc->vtable;
-	void *ctx = vt->init(loom_host_table(), &opts);
-	if (ctx == NULL) {
+	if (loom_backend_start(&rt->backend, p, &opts) != LOOM_OK) {
 		snprintf(p->why, sizeof(p->why), "init failed: %s",
 			 loom_last_error()[0] ? loom_last_error() : "no reason given");
 		loom_warn("backend '%s' %s", p->name, p->why);
 		return LOOM_ERR_BACKEND;
 	}
-	rt->backend.plugin = p;
-	rt->backend.vt = vt;
-	rt->backend.ctx = ctx;
 	p->chosen = true;
 	p->why[0] = '\0';
 	return LOOM_OK;
@@ -197,8 +190,7 @@ void loom_runtime_free(loom_runtime *rt)
 {
 	if (rt == NULL)
 		return;
-	if (rt->backend.ctx != NULL)
-		rt->backend.vt->free(rt->backend.ctx);
+	loom_backend_stop(&rt->backend);
 	pthread_mutex_destroy(&rt->backend.lock);
 	loom_registry_free(&rt->registry);
 	for (int i = 0; i < rt->n_arch_dirs; i++)

@@ -3,18 +3,9 @@
 #define LOOM_RUNTIME_H
 
 #include "loom/plugin_api.h"
+#include "runtime/backend.h"
 #include "runtime/config.h"
 #include "runtime/registry.h"
-
-#include <pthread.h>
-
-typedef struct loom_backend {
-	const loom_plugin *plugin;
-	const loom_backend_vtable *vt;
-	void *ctx;
-	/* One compute at a time: contexts of different threads share it. */
-	pthread_mutex_t lock;
-} loom_backend;
 
 struct loom_runtime {
 	loom_config config;

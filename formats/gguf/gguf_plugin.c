@@ -37,6 +37,7 @@ static const loom_format_vtable gguf_vtable = {
 	.open = gguf_open,
 	.close = gguf_close,
 	.write = gguf_write,
+	.contract_section = "gguf",
 };
 
 static const loom_plugin_desc gguf_desc = {

@@ -43,6 +43,7 @@ static const loom_format_vtable st_vtable = {
 	.struct_size = sizeof(loom_format_vtable),
 	.open = st_open,
 	.close = st_close,
+	.contract_section = "safetensors",
 };
 
 static const loom_plugin_desc st_desc = {

@@ -402,6 +402,14 @@ typedef struct loom_format_vtable {
 	 * pointer; file_offset and mapping are ignored). The file appears
 	 * whole or not at all. NULL slot: the format cannot be written. */
 	loom_status (*write)(const loom_host *host, const char *path, const loom_model_file *content);
+
+	/* (optional) The section of the architecture contracts (their
+	 * hparams.NAME and tensors.NAME) that names this format's metadata
+	 * keys and tensors: "gguf" for GGUF's names, "safetensors" for Hugging
+	 * Face's. A format plugin of its own naming translates to one of these.
+	 * NULL: the format's files can be inspected (metadata, tensor table,
+	 * vocabulary) but not run. */
+	const char *contract_section;
 } loom_format_vtable;
 
 /* ------------------------------------------------------------------------ */

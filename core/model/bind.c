@@ -1,0 +1,292 @@
+/* bind.c - each role the contract's choices use, bound to its tensor in
+ * the file: shape and type checked, the backend asked whether it can use
+ * it, matrices stored transposed turned and norms widened to f32 in host
+ * copies. The tensors point into host memory until place.c moves them. */
+#include "model/bind.h"
+
+#include "model/naming.h"
+#include "model/weight_layout.h"
+#include "runtime/array_grow.h"
+#include "runtime/error.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Keeps a copy of name for t's messages, with the model. */
+static loom_status name_tensor(loom_model *m, loom_tensor *t, const char *name)
+{
+	char **names = loom_array_grow(m->names, &m->cap_names, m->n_names + 1, sizeof(*names));
+	char *copy = strdup(name);
+	if (names == NULL || copy == NULL) {
+		free(copy);
+		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+	}
+	m->names = names;
+	m->names[m->n_names++] = copy;
+	t->name = copy;
+	return LOOM_OK;
+}
+
+/* Hands a malloc'd host copy of size bytes to the model, for place.c. */
+static loom_status keep_copy(loom_model *m, void *copy, size_t size, loom_tensor *t)
+{
+	loom_host_copy *copies = loom_array_grow(m->copies, &m->cap_copies, m->n_copies + 1, sizeof(*copies));
+	if (copies == NULL) {
+		free(copy);
+		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+	}
+	m->copies = copies;
+	m->copies[m->n_copies++] = (loom_host_copy){.data = copy, .size = size};
+	t->data = copy;
+	return LOOM_OK;
+}
+
+/* Asks the backend whether it can use t as the weight of op. */
+static bool backend_supports(const loom_model *m, loom_op op, const loom_tensor *t)
+{
+	loom_tensor in, out;
+	loom_node node = {.op = op, .dst = &out, .src = {(loom_tensor *)t, &in}};
+	memset(&in, 0, sizeof(in));
+	memset(&out, 0, sizeof(out));
+	if (op == LOOM_OP_GET_ROWS) {
+		loom_tensor_set_contiguous(&in, LOOM_DTYPE_I32, 1, 1, 1, 1);
+		loom_tensor_set_contiguous(&out, LOOM_DTYPE_F32, t->ne[0], 1, 1, 1);
+	} else {
+		loom_tensor_set_contiguous(&in, LOOM_DTYPE_F32, t->ne[0], 1, 1, 1);
+		loom_tensor_set_contiguous(&out, LOOM_DTYPE_F32, t->ne[1], 1, 1, 1);
+	}
+	return loom_backend_supports(&m->rt->backend, &node);
+}
+
+/* A norm weight or bias: the file's bytes when they are f32 as the block
+ * wants them, else an f32 copy with the contract's norm_weight_offset
+ * added (a format that stores Gemma's w where the block multiplies by
+ * 1 + w). */
+static loom_status bind_vector(loom_model *m, int fmt, loom_role role, const loom_file_tensor *ft, const char *name,
+			       loom_tensor *t)
+{
+	const float offset = loom_role_is_norm(role) ? m->contract->norm_weight_offset[fmt] : 0.0f;
+	loom_tensor_set_contiguous(t, LOOM_DTYPE_F32, ft->ne[0], 1, 1, 1);
+	if (ft->dtype == LOOM_DTYPE_F32 && offset == 0.0f) {
+		t->data = (void *)ft->data;
+		return LOOM_OK;
+	}
+	float *v = NULL;
+	loom_status st = loom_weight_vector_f32(m->rt, ft, name, offset, &v);
+	if (st != LOOM_OK)
+		return st;
+	return keep_copy(m, v, (size_t)ft->ne[0] * sizeof(float), t);
+}
+
+/* Binds role (of layer il, or -1) to its tensor, checking shape and type.
+ * A missing optional tensor leaves t zeroed. */
+static loom_status bind(loom_model *m, int fmt, loom_role role, int il, int64_t ne0, int64_t ne1,
+			bool optional, loom_tensor *t)
+{
+	char name[256];
+	const loom_file_tensor *ft = loom_model_find_role(m, fmt, role, il, name, sizeof(name));
+	const bool transposed = m->contract->transposed[fmt][role];
+	memset(t, 0, sizeof(*t));
+	if (ft == NULL) {
+		if (optional)
+			return LOOM_OK;
+		return loom_error(LOOM_ERR_BAD_FORMAT, "tensor '%s' (%s) is missing", name, loom_role_name(role));
+	}
+	int want_dims = ne1 > 0 ? 2 : 1;
+	int64_t want0 = transposed ? ne1 : ne0, want1 = transposed ? ne0 : ne1;
+	if (ft->n_dims != want_dims || ft->ne[0] != want0 || (ne1 > 0 && ft->ne[1] != want1))
+		return loom_error(LOOM_ERR_BAD_FORMAT,
+				  "tensor '%s' has shape [%" PRId64 ", %" PRId64 "], expected [%" PRId64 ", %" PRId64 "]%s",
+				  name, ft->ne[0], ft->n_dims > 1 ? ft->ne[1] : 1, want0, ne1 > 0 ? want1 : 1,
+				  transposed ? " (stored transposed)" : "");
+	loom_status st = ne1 <= 0 ? bind_vector(m, fmt, role, ft, name, t) : LOOM_OK;
+	if (st == LOOM_OK && ne1 > 0 && transposed) {
+		/* A copy with rows and columns swapped: {n_in, n_out}. */
+		void *turned;
+		if ((st = loom_weight_transposed(ft, name, &turned)) != LOOM_OK)
+			return st;
+		loom_tensor_set_contiguous(t, ft->dtype, ft->ne[1], ft->ne[0], 1, 1);
+		st = keep_copy(m, turned, (size_t)(ft->ne[0] * ft->ne[1]) * (ft->dtype == LOOM_DTYPE_F32 ? 4 : 2), t);
+	} else if (st == LOOM_OK && ne1 > 0) {
+		loom_tensor_set_contiguous(t, ft->dtype, ft->ne[0], ft->n_dims > 1 ? ft->ne[1] : 1, 1, 1);
+		t->data = (void *)ft->data;
+	}
+	if (st == LOOM_OK)
+		st = name_tensor(m, t, name);
+	if (st != LOOM_OK || ne1 <= 0)
+		return st;
+	const char *type = loom_dtype_name(ft->dtype);
+	loom_op op = role == LOOM_ROLE_TOKEN_EMBD ? LOOM_OP_GET_ROWS : LOOM_OP_MATMUL;
+	if (!backend_supports(m, op, t))
+		return loom_error(LOOM_ERR_UNSUPPORTED, "tensor '%s' has type %s, which backend %s cannot %s", name,
+				  type ? type : "?", loom_backend_name(&m->rt->backend),
+				  op == LOOM_OP_GET_ROWS ? "look rows up in" : "multiply by");
+	return LOOM_OK;
+}
+
+/* Binds role if the contract's choices use it; leaves t zeroed if not. */
+static loom_status bind_used(loom_model *m, int fmt, loom_role role, int il, int64_t ne0, int64_t ne1,
+			     loom_tensor *t)
+{
+	memset(t, 0, sizeof(*t));
+	if (!loom_contract_uses_role(m->contract, (loom_contract_format)fmt, role))
+		return LOOM_OK;
+	return bind(m, fmt, role, il, ne0, ne1, false, t);
+}
+
+/* Rows [row, row + n) of matrix w (or elements of vector w) as a tensor of
+ * their own: fused QKV split into q, k and v. */
+static loom_tensor row_range(const loom_tensor *w, int64_t row, int64_t n)
+{
+	loom_tensor t = *w;
+	bool matrix = w->ne[1] > 1;
+
+	if (matrix) {
+		t.ne[1] = n;
+		t.data = (char *)w->data + (size_t)row * w->nb[1];
+		t.nb[2] = t.nb[3] = t.nb[1] * (size_t)n;
+	} else {
+		t.ne[0] = n;
+		t.data = (char *)w->data + (size_t)row * sizeof(float);
+		t.nb[1] = t.nb[2] = t.nb[3] = (size_t)n * sizeof(float);
+	}
+	return t;
+}
+
+int loom_layer_slots(const loom_model *m, loom_layer *l, loom_weight_slot slots[LOOM_ROLE_COUNT])
+{
+	const loom_hparams *hp = &m->hp;
+	const int64_t q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim;
+	const int64_t E = hp->n_embd;
+	const loom_weight_slot table[] = {
+		{LOOM_ROLE_ATTN_NORM, E, 0, &l->attn_norm},
+		{LOOM_ROLE_ATTN_NORM_B, E, 0, &l->attn_norm_b},
+		{LOOM_ROLE_ATTN_Q, E, q_dim, &l->attn_q},
+		{LOOM_ROLE_ATTN_Q_B, q_dim, 0, &l->attn_q_b},
+		{LOOM_ROLE_ATTN_K, E, kv_dim, &l->attn_k},
+		{LOOM_ROLE_ATTN_K_B, kv_dim, 0, &l->attn_k_b},
+		{LOOM_ROLE_ATTN_V, E, kv_dim, &l->attn_v},
+		{LOOM_ROLE_ATTN_V_B, kv_dim, 0, &l->attn_v_b},
+		{LOOM_ROLE_ATTN_Q_NORM, hp->head_dim, 0, &l->attn_q_norm},
+		{LOOM_ROLE_ATTN_K_NORM, hp->head_dim, 0, &l->attn_k_norm},
+		{LOOM_ROLE_ATTN_OUTPUT, q_dim, E, &l->attn_output},
+		{LOOM_ROLE_ATTN_OUTPUT_B, E, 0, &l->attn_output_b},
+		{LOOM_ROLE_FFN_NORM, E, 0, &l->ffn_norm},
+		{LOOM_ROLE_FFN_NORM_B, E, 0, &l->ffn_norm_b},
+		{LOOM_ROLE_FFN_GATE, E, hp->n_ff, &l->ffn_gate},
+		{LOOM_ROLE_FFN_GATE_B, hp->n_ff, 0, &l->ffn_gate_b},
+		{LOOM_ROLE_FFN_UP, E, hp->n_ff, &l->ffn_up},
+		{LOOM_ROLE_FFN_UP_B, hp->n_ff, 0, &l->ffn_up_b},
+		{LOOM_ROLE_FFN_DOWN, hp->n_ff, E, &l->ffn_down},
+		{LOOM_ROLE_FFN_DOWN_B, E, 0, &l->ffn_down_b},
+	};
+	const int n = (int)(sizeof(table) / sizeof(table[0]));
+	memcpy(slots, table, sizeof(table));
+	return n;
+}
+
+static loom_status bind_layer(loom_model *m, int fmt, int il, loom_layer *l)
+{
+	const loom_hparams *hp = &m->hp;
+	const int64_t q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim;
+	loom_weight_slot slots[LOOM_ROLE_COUNT];
+	const int n = loom_layer_slots(m, l, slots);
+	loom_status st;
+	for (int i = 0; i < n; i++)
+		if ((st = bind_used(m, fmt, slots[i].role, il, slots[i].ne0, slots[i].ne1, slots[i].t)) != LOOM_OK)
+			return st;
+	if (m->contract->qkv[fmt] != LOOM_QKV_FUSED)
+		return LOOM_OK;
+	/* One matrix whose rows are q's, then k's, then v's. */
+	loom_tensor qkv, qkv_b;
+	if ((st = bind_used(m, fmt, LOOM_ROLE_ATTN_QKV, il, hp->n_embd, q_dim + 2 * kv_dim, &qkv)) != LOOM_OK ||
+	    (st = bind_used(m, fmt, LOOM_ROLE_ATTN_QKV_B, il, q_dim + 2 * kv_dim, 0, &qkv_b)) != LOOM_OK)
+		return st;
+	l->attn_q = row_range(&qkv, 0, q_dim);
+	l->attn_k = row_range(&qkv, q_dim, kv_dim);
+	l->attn_v = row_range(&qkv, q_dim + kv_dim, kv_dim);
+	if (qkv_b.data != NULL) {
+		l->attn_q_b = row_range(&qkv_b, 0, q_dim);
+		l->attn_k_b = row_range(&qkv_b, q_dim, kv_dim);
+		l->attn_v_b = row_range(&qkv_b, q_dim + kv_dim, kv_dim);
+	}
+	return LOOM_OK;
+}
+
+/* The head, tied to the token embedding where the contract says or the
+ * file has none. */
+static loom_status bind_output(loom_model *m, int fmt)
+{
+	const loom_hparams *hp = &m->hp;
+	if (m->contract->tied == LOOM_TIED_ALWAYS) {
+		m->output = m->token_embd;
+	} else {
+		bool optional = m->contract->tied == LOOM_TIED_IF_MISSING;
+		loom_status st = bind(m, fmt, LOOM_ROLE_OUTPUT, -1, hp->n_embd, hp->n_vocab, optional, &m->output);
+		if (st != LOOM_OK)
+			return st;
+		if (m->output.data == NULL)
+			m->output = m->token_embd;
+	}
+	if (m->output.data == m->token_embd.data && !backend_supports(m, LOOM_OP_MATMUL, &m->output))
+		return loom_error(LOOM_ERR_UNSUPPORTED, "the tied output head (%s) has a type backend %s cannot multiply by",
+				  m->token_embd.name, loom_backend_name(&m->rt->backend));
+	return LOOM_OK;
+}
+
+/* Llama 3's frequency factors, when the file gives its scaling as
+ * parameters instead of a rope_freqs tensor. */
+static loom_status bind_freq_factors(loom_model *m)
+{
+	const size_t size = (size_t)(m->hp.n_rot / 2) * sizeof(float);
+	float *copy = malloc(size ? size : 1);
+	if (copy == NULL)
+		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+	memcpy(copy, m->hp.rope_freq_factors, size);
+	loom_tensor_set_contiguous(&m->rope_freqs, LOOM_DTYPE_F32, m->hp.n_rot / 2, 1, 1, 1);
+	m->rope_freqs.name = "rope_freqs (from the Llama 3 scaling parameters)";
+	return keep_copy(m, copy, size, &m->rope_freqs);
+}
+
+loom_status loom_model_bind(loom_model *m)
+{
+	const int fmt = m->fmt;
+	const loom_hparams *hp = &m->hp;
+	loom_status st;
+
+	char name[256];
+	const loom_file_tensor *emb = loom_model_find_role(m, fmt, LOOM_ROLE_TOKEN_EMBD, -1, name, sizeof(name));
+	if (emb == NULL)
+		return loom_error(LOOM_ERR_BAD_FORMAT, "tensor '%s' (token_embd) is missing", name);
+	m->hp.n_vocab = emb->n_dims != 2 ? 0 : m->contract->transposed[fmt][LOOM_ROLE_TOKEN_EMBD] ? emb->ne[0] : emb->ne[1];
+	if (m->hp.n_vocab < loom_vocab_n_tokens(m->vocab))
+		return loom_error(LOOM_ERR_BAD_FORMAT, "tensor '%s' has %" PRId64 " rows but the vocabulary has %d tokens",
+				  name, m->hp.n_vocab, loom_vocab_n_tokens(m->vocab));
+
+	if ((st = bind(m, fmt, LOOM_ROLE_TOKEN_EMBD, -1, hp->n_embd, hp->n_vocab, false, &m->token_embd)) != LOOM_OK ||
+	    (st = bind_used(m, fmt, LOOM_ROLE_POS_EMBD, -1, hp->n_embd, hp->n_ctx_train, &m->pos_embd)) != LOOM_OK ||
+	    (st = bind(m, fmt, LOOM_ROLE_OUTPUT_NORM, -1, hp->n_embd, 0, false, &m->output_norm)) != LOOM_OK ||
+	    (st = bind_used(m, fmt, LOOM_ROLE_OUTPUT_NORM_B, -1, hp->n_embd, 0, &m->output_norm_b)) != LOOM_OK ||
+	    (st = bind_used(m, fmt, LOOM_ROLE_OUTPUT_B, -1, hp->n_vocab, 0, &m->output_b)) != LOOM_OK)
+		return st;
+	if (m->contract->tensor_names[fmt][LOOM_ROLE_ROPE_FREQS] != NULL &&
+	    (st = bind(m, fmt, LOOM_ROLE_ROPE_FREQS, -1, hp->n_rot / 2, 0, true, &m->rope_freqs)) != LOOM_OK)
+		return st;
+	if (m->rope_freqs.data == NULL && hp->rope_freq_factors != NULL && (st = bind_freq_factors(m)) != LOOM_OK)
+		return st;
+	if (m->pos_embd.data != NULL && !backend_supports(m, LOOM_OP_GET_ROWS, &m->pos_embd))
+		return loom_error(LOOM_ERR_UNSUPPORTED, "the position embeddings have a type backend %s cannot read",
+				  loom_backend_name(&m->rt->backend));
+	if ((st = bind_output(m, fmt)) != LOOM_OK)
+		return st;
+
+	m->layers = calloc((size_t)hp->n_layer, sizeof(loom_layer));
+	if (m->layers == NULL)
+		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+	for (int il = 0; il < hp->n_layer; il++)
+		if ((st = bind_layer(m, fmt, il, &m->layers[il])) != LOOM_OK)
+			return st;
+	return LOOM_OK;
+}

@@ -1,0 +1,248 @@
+/* hparams.c - a model's hyperparameters: read where its contract says the
+ * file keeps them, else the contract's defaults, checked for range and
+ * consistency; RoPE scaling turned into the ROPE op's parameters. */
+#include "model/hparams.h"
+
+#include "model/meta.h"
+#include "model/naming.h"
+#include "runtime/error.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The value of hp from the file, else the contract's default; *found says
+ * whether either had one. */
+static loom_status read_hparam(loom_model *m, int fmt, loom_hparam hp, double *out, bool *found)
+{
+	char key[256];
+	*found = false;
+	if (loom_model_hparam_value(m, fmt, hp, key, sizeof(key)) != NULL) {
+		loom_status st = loom_meta_get_float(m->file, key, out);
+		if (st != LOOM_OK)
+			return st;
+		*found = true;
+		return LOOM_OK;
+	}
+	if (m->contract->has_default[hp]) {
+		*out = m->contract->defaults[hp];
+		*found = true;
+	}
+	return LOOM_OK;
+}
+
+static loom_status require_hparam(loom_model *m, int fmt, loom_hparam hp, int64_t *out)
+{
+	double v;
+	bool found;
+	loom_status st = read_hparam(m, fmt, hp, &v, &found);
+	if (st != LOOM_OK)
+		return st;
+	if (!found) {
+		char key[256];
+		loom_model_hparam_value(m, fmt, hp, key, sizeof(key));
+		return loom_error(LOOM_ERR_BAD_FORMAT, "the model lacks hyperparameter %s (%s)",
+				  loom_hparam_name(hp), key);
+	}
+	if (v < 1 || v > (double)(1 << 30) || v != (double)(int64_t)v)
+		return loom_error(LOOM_ERR_BAD_FORMAT, "hyperparameter %s = %.17g is out of range",
+				  loom_hparam_name(hp), v);
+	*out = (int64_t)v;
+	return LOOM_OK;
+}
+
+/* Like require_hparam, but def when neither file nor contract has it. */
+static loom_status optional_hparam(loom_model *m, int fmt, loom_hparam hp, int64_t def, int64_t *out)
+{
+	double v;
+	bool found;
+	loom_status st = read_hparam(m, fmt, hp, &v, &found);
+	if (st != LOOM_OK || !found) {
+		*out = def;
+		return st;
+	}
+	return require_hparam(m, fmt, hp, out);
+}
+
+/* n_ff from the first layer's up projection, for files that leave it
+ * implicit (GPT-2's n_inner: null means 4 n_embd). */
+static loom_status n_ff_from_tensor(loom_model *m, int fmt, int64_t *out)
+{
+	char name[256];
+	const loom_file_tensor *ft = loom_model_find_role(m, fmt, LOOM_ROLE_FFN_UP, 0, name, sizeof(name));
+	if (ft == NULL || ft->n_dims != 2)
+		return loom_error(LOOM_ERR_BAD_FORMAT, "the model lacks hyperparameter n_ff and tensor '%s' to infer it from",
+				  name);
+	*out = m->contract->transposed[fmt][LOOM_ROLE_FFN_UP] ? ft->ne[0] : ft->ne[1];
+	return LOOM_OK;
+}
+
+static loom_status n_ff_from_tensor_if_absent(loom_model *m, int fmt, int64_t *out)
+{
+	double v;
+	bool found;
+	loom_status st = read_hparam(m, fmt, LOOM_HP_N_FF, &v, &found);
+	if (st != LOOM_OK)
+		return st;
+	return found ? require_hparam(m, fmt, LOOM_HP_N_FF, out) : n_ff_from_tensor(m, fmt, out);
+}
+
+/* n_rot from the fraction of each head rotated, where a file gives that
+ * instead (Hugging Face's partial_rotary_factor). */
+static loom_status n_rot_from_fraction(loom_model *m, int fmt, int64_t *out)
+{
+	double v;
+	bool found;
+	loom_status st = read_hparam(m, fmt, LOOM_HP_ROPE_PARTIAL, &v, &found);
+	*out = m->hp.head_dim;
+	if (st != LOOM_OK || !found)
+		return st;
+	if (!(v > 0 && v <= 1))
+		return loom_error(LOOM_ERR_BAD_FORMAT, "hyperparameter rope_partial_factor = %g is not in (0, 1]", v);
+	*out = (int64_t)((double)m->hp.head_dim * v);
+	return LOOM_OK;
+}
+
+static loom_status read_float_hparam(loom_model *m, int fmt, loom_hparam hp, float *out)
+{
+	double v;
+	bool found;
+	loom_status st = read_hparam(m, fmt, hp, &v, &found);
+	if (st != LOOM_OK)
+		return st;
+	if (!found)
+		return loom_error(LOOM_ERR_BAD_FORMAT, "the model lacks hyperparameter %s and %s gives no default",
+				  loom_hparam_name(hp), m->contract->path);
+	if (!(v > 0))
+		return loom_error(LOOM_ERR_BAD_FORMAT, "hyperparameter %s = %g must be positive",
+				  loom_hparam_name(hp), v);
+	*out = (float)v;
+	return LOOM_OK;
+}
+
+/* A number for hp, from the file or the contract, else def. */
+static loom_status float_or(loom_model *m, int fmt, loom_hparam hp, double def, float *out)
+{
+	double v;
+	bool found;
+	loom_status st = read_hparam(m, fmt, hp, &v, &found);
+	*out = (float)(found ? v : def);
+	return st;
+}
+
+/* Llama 3's scaling as a divisor of each pair's frequency, as llama.cpp's
+ * converter writes rope_freqs: 1 for wavelengths shorter than
+ * orig / high_freq_factor, factor for those longer than orig /
+ * low_freq_factor, and a smooth blend between. */
+static loom_status llama3_freq_factors(loom_model *m, int fmt, float factor, float orig)
+{
+	loom_hparams *hp = &m->hp;
+	float low, high;
+	loom_status st;
+	if ((st = float_or(m, fmt, LOOM_HP_ROPE_LOW_FREQ, 1.0, &low)) != LOOM_OK ||
+	    (st = float_or(m, fmt, LOOM_HP_ROPE_HIGH_FREQ, 4.0, &high)) != LOOM_OK)
+		return st;
+	if (!(factor > 0) || !(orig >= 1) || !(low > 0) || !(high > low))
+		return loom_error(LOOM_ERR_BAD_FORMAT, "Llama 3 RoPE scaling parameters out of range "
+				  "(factor %g, low_freq_factor %g, high_freq_factor %g)", factor, low, high);
+	const int64_t n = hp->n_rot / 2;
+	hp->rope_freq_factors = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+	if (hp->rope_freq_factors == NULL)
+		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+	const double low_wavelen = orig / low, high_wavelen = orig / high;
+	for (int64_t i = 0; i < n; i++) {
+		double freq = pow(hp->rope_theta, -2.0 * (double)i / (double)hp->n_rot);
+		double wavelen = 2.0 * 3.14159265358979323846 / freq, f;
+		if (wavelen < high_wavelen) {
+			f = 1.0;
+		} else if (wavelen > low_wavelen) {
+			f = factor;
+		} else {
+			double smooth = (orig / wavelen - low) / (high - low);
+			f = 1.0 / ((1.0 - smooth) / factor + smooth);
+		}
+		hp->rope_freq_factors[i] = (float)f;
+	}
+	return LOOM_OK;
+}
+
+/* RoPE scaling: none, linear (frequencies times 1 / factor), YaRN or
+ * Llama 3's, as the file's rope_scaling_type says. */
+static loom_status load_rope_scaling(loom_model *m, int fmt)
+{
+	loom_hparams *hp = &m->hp;
+	char key[256], type[32] = "none";
+	loom_string s;
+	float factor, orig;
+	loom_status st;
+
+	hp->rope_freq_scale = 1.0f;
+	hp->yarn_ext_factor = 0.0f;
+	hp->n_ctx_orig = hp->n_ctx_train;
+	if (loom_model_hparam_value(m, fmt, LOOM_HP_ROPE_SCALING_TYPE, key, sizeof(key)) != NULL) {
+		if ((st = loom_meta_get_string(m->file, key, &s)) != LOOM_OK)
+			return st;
+		snprintf(type, sizeof(type), "%.*s", (int)s.len, s.data);
+	}
+	if ((st = float_or(m, fmt, LOOM_HP_ROPE_SCALING_FACTOR, 1.0, &factor)) != LOOM_OK ||
+	    (st = float_or(m, fmt, LOOM_HP_ROPE_ORIG_CTX, (double)hp->n_ctx_train, &orig)) != LOOM_OK ||
+	    (st = float_or(m, fmt, LOOM_HP_ROPE_ATTN_FACTOR, 1.0, &hp->yarn_attn_factor)) != LOOM_OK ||
+	    (st = float_or(m, fmt, LOOM_HP_ROPE_BETA_FAST, 32.0, &hp->yarn_beta_fast)) != LOOM_OK ||
+	    (st = float_or(m, fmt, LOOM_HP_ROPE_BETA_SLOW, 1.0, &hp->yarn_beta_slow)) != LOOM_OK)
+		return st;
+	/* Hugging Face spells no scaling "default". */
+	if (strcmp(type, "none") == 0 || strcmp(type, "default") == 0)
+		return LOOM_OK;
+	if (strcmp(type, "llama3") == 0)
+		return llama3_freq_factors(m, fmt, factor, orig);
+	if (strcmp(type, "linear") != 0 && strcmp(type, "yarn") != 0)
+		return loom_error(LOOM_ERR_UNSUPPORTED, "RoPE scaling '%s' is not supported (none, linear, yarn, llama3)",
+				  type);
+	if (!(factor > 0) || !(orig >= 1) || !(hp->yarn_attn_factor > 0) || !(hp->yarn_beta_fast > 0) ||
+	    !(hp->yarn_beta_slow > 0))
+		return loom_error(LOOM_ERR_BAD_FORMAT, "RoPE scaling parameters out of range (factor %g)", factor);
+	hp->rope_freq_scale = 1.0f / factor;
+	hp->n_ctx_orig = (int64_t)orig;
+	if (strcmp(type, "yarn") == 0)
+		hp->yarn_ext_factor = 1.0f;
+	return LOOM_OK;
+}
+
+loom_status loom_model_read_hparams(loom_model *m)
+{
+	const int fmt = m->fmt;
+	loom_hparams *hp = &m->hp;
+	loom_status st;
+	if ((st = require_hparam(m, fmt, LOOM_HP_N_EMBD, &hp->n_embd)) != LOOM_OK ||
+	    (st = require_hparam(m, fmt, LOOM_HP_N_LAYER, &hp->n_layer)) != LOOM_OK ||
+	    (st = n_ff_from_tensor_if_absent(m, fmt, &hp->n_ff)) != LOOM_OK ||
+	    (st = require_hparam(m, fmt, LOOM_HP_N_HEAD, &hp->n_head)) != LOOM_OK ||
+	    (st = optional_hparam(m, fmt, LOOM_HP_N_HEAD_KV, hp->n_head, &hp->n_head_kv)) != LOOM_OK ||
+	    (st = optional_hparam(m, fmt, LOOM_HP_HEAD_DIM, hp->n_embd / hp->n_head, &hp->head_dim)) != LOOM_OK ||
+	    (st = n_rot_from_fraction(m, fmt, &hp->n_rot)) != LOOM_OK ||
+	    (st = optional_hparam(m, fmt, LOOM_HP_N_ROT, hp->n_rot, &hp->n_rot)) != LOOM_OK ||
+	    (st = require_hparam(m, fmt, LOOM_HP_N_CTX_TRAIN, &hp->n_ctx_train)) != LOOM_OK ||
+	    (st = read_float_hparam(m, fmt, LOOM_HP_NORM_EPS, &hp->norm_eps)) != LOOM_OK)
+		return st;
+	if (m->contract->positions == LOOM_POSITIONS_ROPE &&
+	    ((st = read_float_hparam(m, fmt, LOOM_HP_ROPE_THETA, &hp->rope_theta)) != LOOM_OK ||
+	     (st = load_rope_scaling(m, fmt)) != LOOM_OK))
+		return st;
+	if (hp->n_layer > 4096)
+		return loom_error(LOOM_ERR_BAD_FORMAT, "n_layer = %" PRId64 " is implausible", hp->n_layer);
+	if (hp->n_head_kv > hp->n_head || hp->n_head % hp->n_head_kv != 0)
+		return loom_error(LOOM_ERR_BAD_FORMAT, "n_head (%" PRId64 ") is not a multiple of n_head_kv (%" PRId64 ")",
+				  hp->n_head, hp->n_head_kv);
+	int64_t head_dim_v;
+	if ((st = optional_hparam(m, fmt, LOOM_HP_HEAD_DIM_V, hp->head_dim, &head_dim_v)) != LOOM_OK)
+		return st;
+	if (head_dim_v != hp->head_dim)
+		return loom_error(LOOM_ERR_UNSUPPORTED, "value heads of %" PRId64 " differ from key heads of %" PRId64
+				  "; loom's attention needs them equal", head_dim_v, hp->head_dim);
+	if (hp->head_dim < 1 || hp->n_rot % 2 != 0 || hp->n_rot > hp->head_dim)
+		return loom_error(LOOM_ERR_BAD_FORMAT, "n_rot = %" PRId64 " must be even and at most head_dim = %" PRId64,
+				  hp->n_rot, hp->head_dim);
+	return LOOM_OK;
+}

@@ -1,0 +1,59 @@
+/* load.c - loom_model_load: open the file up to its hyperparameters,
+ * quantize it in memory if asked, bind the weights, place them. */
+#include "model/model.h"
+
+#include "convert/quantize_at_load.h"
+#include "model/bind.h"
+#include "model/place.h"
+#include "runtime/error.h"
+#include "runtime/log.h"
+
+#include <inttypes.h>
+
+loom_model_params loom_model_default_params(void)
+{
+	loom_model_params p = {.vocab_only = false, .metadata_only = false, .quantize = NULL};
+	return p;
+}
+
+static loom_status load_weights(loom_model *m, const char *path, const char *quantize)
+{
+	loom_status st = LOOM_OK;
+	if (quantize != NULL)
+		st = loom_quantize_at_load(m, quantize);
+	if (st == LOOM_OK)
+		st = loom_model_bind(m);
+	if (st == LOOM_OK)
+		st = loom_model_place(m);
+	if (st != LOOM_OK)
+		return loom_error_wrap(st, "%s (contract %s)", path, m->contract->path);
+	loom_info("loaded %s: %s, %" PRId64 " layers, n_embd %" PRId64 ", vocab %" PRId64 ", weights %s", path, m->arch,
+		  m->hp.n_layer, m->hp.n_embd, m->hp.n_vocab, m->weights_allocated ? "uploaded" : "used in place");
+	return LOOM_OK;
+}
+
+loom_status loom_model_load(loom_runtime *rt, const char *path, const loom_model_params *params,
+			    loom_model **out)
+{
+	loom_model_params defaults = loom_model_default_params();
+	if (out == NULL)
+		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_model_load: out is NULL");
+	*out = NULL;
+	if (rt == NULL || path == NULL)
+		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_model_load: runtime and path are required");
+	if (params == NULL)
+		params = &defaults;
+	const loom_model_stage stage = params->metadata_only ? LOOM_STAGE_METADATA
+				       : params->vocab_only  ? LOOM_STAGE_VOCAB
+							     : LOOM_STAGE_LAYOUT;
+	loom_model *m;
+	loom_status st = loom_model_open(rt, path, stage, &m);
+	if (st == LOOM_OK && stage == LOOM_STAGE_LAYOUT)
+		st = load_weights(m, path, params->quantize);
+	if (st != LOOM_OK) {
+		loom_model_free(m);
+		return st;
+	}
+	*out = m;
+	return LOOM_OK;
+}

@@ -1,0 +1,168 @@
+/* place.c - the bound weights moved into backend memory: the file's
+ * mapping used in place where the backend takes host memory, else the
+ * file's tensors uploaded into one buffer; bind's host copies uploaded
+ * each into a buffer of its own; every weight pointed at its new address;
+ * then the matrices offered to the backend's own layouts. */
+#include "model/place.h"
+
+#include "model/bind.h"
+#include "runtime/error.h"
+#include "runtime/log.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Uploaded tensors start at multiples of this. */
+#define WEIGHT_ALIGN 64
+
+static size_t aligned(size_t n)
+{
+	return (n + WEIGHT_ALIGN - 1) & ~(size_t)(WEIGHT_ALIGN - 1);
+}
+
+/* The file's tensors in backend memory: the mapping itself where the
+ * backend can use host memory (*offsets stays NULL), else one buffer
+ * holding tensor i at (*offsets)[i], in file order. */
+static loom_status place_file(loom_model *m, size_t **offsets)
+{
+	const loom_backend *be = &m->rt->backend;
+	const loom_model_file *f = m->file;
+	*offsets = NULL;
+	if (f->mapping != NULL && loom_backend_wrap_host(be, (void *)f->mapping, f->mapping_size, &m->weights) == LOOM_OK)
+		return LOOM_OK;
+	size_t *off = malloc((f->n_tensors + 1) * sizeof(*off)), total = 0;
+	if (off == NULL)
+		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+	*offsets = off;
+	for (uint64_t i = 0; i < f->n_tensors; i++) {
+		off[i] = total;
+		total += aligned(f->tensors[i].n_bytes);
+	}
+	loom_status st = loom_backend_alloc(be, total ? total : WEIGHT_ALIGN, &m->weights);
+	if (st != LOOM_OK)
+		return loom_error_wrap(st, "placing the weights");
+	m->weights_allocated = true;
+	for (uint64_t i = 0; i < f->n_tensors; i++) {
+		const loom_file_tensor *ft = &f->tensors[i];
+		if ((st = loom_backend_upload(be, &m->weights, off[i], ft->data, ft->n_bytes)) != LOOM_OK)
+			return loom_error_wrap(st, "placing tensor %.*s", (int)ft->name.len, ft->name.data);
+	}
+	return LOOM_OK;
+}
+
+/* Each host copy bind.c made, in a backend buffer of its own. */
+static loom_status place_copies(loom_model *m)
+{
+	const loom_backend *be = &m->rt->backend;
+	m->owned = calloc(m->n_copies + 1, sizeof(*m->owned));
+	if (m->owned == NULL)
+		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+	for (size_t k = 0; k < m->n_copies; k++) {
+		const loom_host_copy *c = &m->copies[k];
+		loom_status st = loom_backend_alloc(be, c->size ? c->size : 1, &m->owned[k]);
+		if (st == LOOM_OK)
+			m->n_owned++;
+		if (st == LOOM_OK)
+			st = loom_backend_upload(be, &m->owned[k], 0, c->data, c->size);
+		if (st != LOOM_OK)
+			return loom_error_wrap(st, "placing a weight of %zu bytes", c->size);
+	}
+	return LOOM_OK;
+}
+
+/* Where host address p, as bind.c left it, now lives in backend memory. */
+static void *placed(const loom_model *m, const size_t *offsets, const void *p)
+{
+	const char *at = p;
+	for (size_t k = 0; k < m->n_copies; k++) {
+		const char *copy = m->copies[k].data;
+		if (at >= copy && at < copy + m->copies[k].size)
+			return (char *)m->owned[k].base + (at - copy);
+	}
+	const loom_model_file *f = m->file;
+	if (offsets == NULL)
+		return (char *)m->weights.base + (at - (const char *)f->mapping);
+	for (uint64_t i = 0; i < f->n_tensors; i++) {
+		const char *data = f->tensors[i].data;
+		if (at >= data && at < data + f->tensors[i].n_bytes)
+			return (char *)m->weights.base + offsets[i] + (at - data);
+	}
+	return NULL;
+}
+
+/* Points every bound weight at its place; frees bind's host copies. */
+static void move_tensors(loom_model *m, const size_t *offsets)
+{
+	loom_tensor *model_tensors[] = {&m->token_embd, &m->pos_embd, &m->output_norm, &m->output_norm_b,
+					&m->output,	&m->output_b,	&m->rope_freqs};
+	for (size_t i = 0; i < sizeof(model_tensors) / sizeof(model_tensors[0]); i++)
+		if (model_tensors[i]->data != NULL)
+			model_tensors[i]->data = placed(m, offsets, model_tensors[i]->data);
+	for (int il = 0; il < m->hp.n_layer; il++) {
+		loom_weight_slot slots[LOOM_ROLE_COUNT];
+		const int n = loom_layer_slots(m, &m->layers[il], slots);
+		for (int i = 0; i < n; i++)
+			if (slots[i].t->data != NULL)
+				slots[i].t->data = placed(m, offsets, slots[i].t->data);
+	}
+	for (size_t k = 0; k < m->n_copies; k++)
+		free(m->copies[k].data);
+	free(m->copies);
+	m->copies = NULL;
+	m->n_copies = m->cap_copies = 0;
+}
+
+/* Offers t, a weight only MATMUL reads, to the backend's weight_repack. */
+static loom_status repack(loom_model *m, loom_tensor *t, loom_role role, int il)
+{
+	loom_buffer buf;
+	uint32_t layout;
+	loom_status st = loom_backend_repack(&m->rt->backend, t, &buf, &layout);
+	if (st != LOOM_OK)
+		return loom_error_wrap(st, "%s of layer %d", loom_role_name(role), il);
+	if (layout == 0)
+		return LOOM_OK;
+	m->repacked[m->n_repacked++] = buf;
+	t->data = buf.base;
+	t->layout = layout;
+	return LOOM_OK;
+}
+
+/* The layers' matrices and an untied output head; a tied head stays as it
+ * is, since GET_ROWS reads it too. */
+static loom_status repack_weights(loom_model *m)
+{
+	const loom_backend *be = &m->rt->backend;
+	if (!loom_backend_repacks(be))
+		return LOOM_OK;
+	m->repacked = calloc((size_t)m->hp.n_layer * LOOM_ROLE_COUNT + 1, sizeof(loom_buffer));
+	if (m->repacked == NULL)
+		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+	loom_status st = LOOM_OK;
+	for (int il = 0; il < m->hp.n_layer && st == LOOM_OK; il++) {
+		loom_weight_slot slots[LOOM_ROLE_COUNT];
+		const int n = loom_layer_slots(m, &m->layers[il], slots);
+		for (int i = 0; i < n && st == LOOM_OK; i++)
+			if (loom_role_is_matrix(slots[i].role) && slots[i].t->data != NULL)
+				st = repack(m, slots[i].t, slots[i].role, il);
+	}
+	if (st == LOOM_OK && m->output.data != m->token_embd.data)
+		st = repack(m, &m->output, LOOM_ROLE_OUTPUT, -1);
+	if (st == LOOM_OK && m->n_repacked > 0)
+		loom_info("backend %s repacked %d weights into its own layouts", loom_backend_name(be), m->n_repacked);
+	return st;
+}
+
+loom_status loom_model_place(loom_model *m)
+{
+	size_t *offsets = NULL;
+	loom_status st = place_file(m, &offsets);
+	if (st == LOOM_OK)
+		st = place_copies(m);
+	if (st == LOOM_OK)
+		move_tensors(m, offsets);
+	free(offsets);
+	if (st == LOOM_OK)
+		st = repack_weights(m);
+	return st;
+}
