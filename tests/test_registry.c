@@ -9,6 +9,7 @@
  * naming it. The loom command is checked to report the same.
  */
 #include "check_main.h"
+#include "synth_model.h"
 #include "testdata.h"
 
 #include <loom.h>
@@ -591,6 +592,111 @@ START_TEST(plugin_info_checks_its_arguments)
 END_TEST
 
 /* ------------------------------------------------------------------------ */
+/* Models a backend cannot run                                              */
+
+/* plugins.yaml with the picky fake as the only backend, refusing what
+ * options say; and a small synthetic llama beside it. */
+static void write_picky(char *yaml, size_t yaml_size, char *model, size_t model_size, const char *name,
+			const char *options)
+{
+	char text[4096], dir[4096];
+	snprintf(text, sizeof(text),
+		 "arch_path: [" LOOM_TEST_SOURCE_DIR "/arch]\nbackend: picky\nbackends:\n" FAKE("picky", "picky.so") "    options: {%s}\n" FORMATS, options);
+	write_yaml(yaml, yaml_size, name, text);
+	snprintf(dir, sizeof(dir), "%s", yaml);
+	*strrchr(dir, '/') = '\0';
+	snprintf(model, model_size, "%s/model.gguf", dir);
+	synth_config c = synth_default_config();
+	synth_model *sm = synth_model_build(&c, NULL);
+	synth_model_write(sm, model);
+	synth_model_free(sm);
+}
+
+static loom_model *load_ok(loom_runtime *rt, const char *path)
+{
+	loom_model *m = NULL;
+	loom_status st = loom_model_load(rt, path, NULL, &m);
+	ck_assert_msg(st == LOOM_OK, "%s: %s", path, loom_last_error());
+	return m;
+}
+
+/* Creating a context must fail naming the op and holding needle. */
+static void context_refused(loom_model *m, loom_dtype kv_type, const char *op, const char *needle)
+{
+	loom_context_params cp = loom_context_default_params();
+	cp.n_ctx = 64;
+	cp.kv_type = kv_type;
+	loom_context *ctx = NULL;
+	loom_status st = loom_context_create(m, &cp, &ctx);
+	const char *err = loom_last_error();
+	char want[128];
+	snprintf(want, sizeof(want), "backend picky cannot run %s on ", op);
+	ck_assert_msg(st == LOOM_ERR_UNSUPPORTED && ctx == NULL, "context on a backend refusing %s: status %d (%s)", op,
+		      st, err);
+	ck_assert_msg(strstr(err, want) != NULL, "\"%s\" is not in the error: %s", want, err);
+	ck_assert_msg(strstr(err, needle) != NULL, "\"%s\" is not in the error: %s", needle, err);
+}
+
+START_TEST(a_step_the_backend_refuses_stops_the_context)
+{
+	char yaml[4096], model[4200];
+	write_picky(yaml, sizeof(yaml), model, sizeof(model), "registry_refuse_rope", "refuse: ROPE");
+	loom_runtime *rt = start_ok(yaml, NULL);
+	loom_model *m = load_ok(rt, model);
+	/* The queries' heads, rotated in place: {head_dim, n_head, tokens}. */
+	context_refused(m, LOOM_DTYPE_F16, "ROPE", "positions i32 [1] -> q f32 [16, 4]");
+	loom_model_free(m);
+	loom_runtime_free(rt);
+}
+END_TEST
+
+START_TEST(a_cache_type_the_backend_refuses_stops_the_context)
+{
+	char yaml[4096], model[4200];
+	write_picky(yaml, sizeof(yaml), model, sizeof(model), "registry_refuse_f16_cache",
+		    "refuse: KV_STORE, refuse_type: f16");
+	loom_runtime *rt = start_ok(yaml, NULL);
+	loom_model *m = load_ok(rt, model);
+	context_refused(m, LOOM_DTYPE_F16, "KV_STORE", "-> k cache f16 [32, 64]");
+	loom_context_params cp = loom_context_default_params();
+	cp.n_ctx = 64;
+	cp.kv_type = LOOM_DTYPE_F32;
+	loom_context *ctx = NULL;
+	ck_assert_msg(loom_context_create(m, &cp, &ctx) == LOOM_OK, "an f32 cache: %s", loom_last_error());
+	loom_context_free(ctx);
+	loom_model_free(m);
+	loom_runtime_free(rt);
+}
+END_TEST
+
+START_TEST(a_weight_type_the_backend_refuses_stops_the_load)
+{
+	char yaml[4096], model[4200];
+	write_picky(yaml, sizeof(yaml), model, sizeof(model), "registry_refuse_f32_matmul",
+		    "refuse: MATMUL, refuse_type: f32");
+	loom_runtime *rt = start_ok(yaml, NULL);
+	loom_model *m = NULL;
+	loom_status st = loom_model_load(rt, model, NULL, &m);
+	ck_assert_msg(st == LOOM_ERR_UNSUPPORTED && m == NULL, "load: status %d (%s)", st, loom_last_error());
+	expect_text(loom_last_error(), "tensor 'output.weight' has type f32, which backend picky cannot multiply by",
+		    "the load error");
+	loom_runtime_free(rt);
+}
+END_TEST
+
+START_TEST(cli_names_the_op_the_backend_refuses)
+{
+	char yaml[4096], model[4200], args[8600], out[16384];
+	write_picky(yaml, sizeof(yaml), model, sizeof(model), "registry_cli_refuse", "refuse: SWIGLU");
+	snprintf(args, sizeof(args), "run -m '%s' -p hi -n 1 --plugins '%s'", model, yaml);
+	int status = run_loom(out, sizeof(out), "", args);
+	ck_assert_msg(status == 1, "loom %s exited %d, expected 1:\n%s", args, status, out);
+	expect_text(out, "backend picky cannot run SWIGLU on gate f32 [160], up f32 [160] -> gate f32 [160]",
+		    "loom run on a backend refusing SWIGLU");
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
 /* The loom command                                                         */
 
 START_TEST(cli_lists_plugins_with_reasons)
@@ -698,6 +804,14 @@ static Suite *registry_suite(void)
 	tcase_add_test(tc, cli_backend_flag_and_env_force_a_backend);
 	tcase_add_test(tc, cli_env_plugins_names_the_file);
 	tcase_add_test(tc, cli_broken_plugins_yaml_is_one_line);
+	tcase_add_test(tc, cli_names_the_op_the_backend_refuses);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("refusals");
+	tcase_add_checked_fixture(tc, clear_env, NULL);
+	tcase_add_test(tc, a_step_the_backend_refuses_stops_the_context);
+	tcase_add_test(tc, a_cache_type_the_backend_refuses_stops_the_context);
+	tcase_add_test(tc, a_weight_type_the_backend_refuses_stops_the_load);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -101,6 +101,8 @@ loom_status loom_context_create(loom_model *model, const loom_context_params *pa
 		if (st != LOOM_OK)
 			st = loom_error_wrap(st, "%zu MiB of activations", bytes >> 20);
 	}
+	if (st == LOOM_OK)
+		st = loom_forward_check(ctx);
 	if (st != LOOM_OK) {
 		loom_context_free(ctx);
 		return st;

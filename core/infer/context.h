@@ -57,6 +57,10 @@ struct loom_context {
  * n_out == n, else the rows listed in the OUT_IDS slot). */
 loom_status loom_forward_build(loom_context *ctx, int n, uint32_t n_kv, int n_out, loom_graph *graph);
 
+/* Asks the backend about every node the context's steps can have;
+ * UNSUPPORTED names the first it cannot run, with its tensors' types. */
+loom_status loom_forward_check(loom_context *ctx);
+
 /* Tensors and nodes needed per step, to size the arenas. */
 int loom_forward_max_nodes(const loom_model *m);
 int loom_forward_max_tensors(const loom_model *m);

@@ -22,9 +22,18 @@ static loom_tensor *new_tensor(loom_context *ctx)
 /* A view of rows [0, n) of a scratch slot, shaped {ne0, ne1, ne2}. */
 static loom_tensor *slot(loom_context *ctx, loom_slot s, loom_dtype type, int64_t ne0, int64_t ne1, int64_t ne2)
 {
+	static const char *const names[LOOM_SLOT_COUNT] = {
+		[LOOM_SLOT_TOKENS] = "tokens", [LOOM_SLOT_POS] = "positions", [LOOM_SLOT_CELLS] = "cells",
+		[LOOM_SLOT_OUT_IDS] = "out_ids", [LOOM_SLOT_MASK] = "mask",	[LOOM_SLOT_X] = "x",
+		[LOOM_SLOT_XB] = "xb",		 [LOOM_SLOT_Q] = "q",		[LOOM_SLOT_K] = "k",
+		[LOOM_SLOT_V] = "v",		 [LOOM_SLOT_ATTN] = "attn",	[LOOM_SLOT_PROJ] = "proj",
+		[LOOM_SLOT_GATE] = "gate",	 [LOOM_SLOT_UP] = "up",		[LOOM_SLOT_XOUT] = "xout",
+		[LOOM_SLOT_LOGITS] = "logits",
+	};
 	loom_tensor *t = new_tensor(ctx);
 	loom_tensor_set_contiguous(t, type, ne0, ne1, ne2, 1);
 	t->data = (char *)ctx->scratch.base + ctx->slot_offset[s];
+	t->name = names[s];
 	return t;
 }
 

@@ -34,6 +34,8 @@ loom_status loom_kv_init(loom_kv_cache *kv, loom_model *m, uint32_t n_cells, loo
 		loom_tensor_set_contiguous(&kv->v[il], type, kv_dim, n_cells, 1, 1);
 		kv->k[il].data = base + per_layer * (size_t)(2 * il);
 		kv->v[il].data = base + per_layer * (size_t)(2 * il + 1);
+		kv->k[il].name = "k cache";
+		kv->v[il].name = "v cache";
 	}
 	return LOOM_OK;
 }

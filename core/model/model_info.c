@@ -3,10 +3,10 @@
 #include "model/model.h"
 
 #include "model/meta.h"
+#include "runtime/appendf.h"
 #include "runtime/error.h"
 
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -78,41 +78,28 @@ const char *loom_model_meta_key(const loom_model *m, size_t index)
 	return key;
 }
 
-/* Appends to buf like snprintf, tracking the length the full text needs. */
-static void put(char *buf, size_t size, size_t *len, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-
-static void put(char *buf, size_t size, size_t *len, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	int n = vsnprintf(*len < size ? buf + *len : NULL, *len < size ? size - *len : 0, fmt, ap);
-	va_end(ap);
-	if (n > 0)
-		*len += (size_t)n;
-}
-
 static void put_scalar(char *buf, size_t size, size_t *len, loom_meta_type type, const void *p)
 {
 	switch (type) {
-	case LOOM_META_U8: put(buf, size, len, "%u", *(const uint8_t *)p); break;
-	case LOOM_META_I8: put(buf, size, len, "%d", *(const int8_t *)p); break;
-	case LOOM_META_U16: put(buf, size, len, "%u", *(const uint16_t *)p); break;
-	case LOOM_META_I16: put(buf, size, len, "%d", *(const int16_t *)p); break;
-	case LOOM_META_U32: put(buf, size, len, "%" PRIu32, *(const uint32_t *)p); break;
-	case LOOM_META_I32: put(buf, size, len, "%" PRId32, *(const int32_t *)p); break;
-	case LOOM_META_U64: put(buf, size, len, "%" PRIu64, *(const uint64_t *)p); break;
-	case LOOM_META_I64: put(buf, size, len, "%" PRId64, *(const int64_t *)p); break;
-	case LOOM_META_F32: put(buf, size, len, "%g", *(const float *)p); break;
-	case LOOM_META_F64: put(buf, size, len, "%g", *(const double *)p); break;
-	case LOOM_META_BOOL: put(buf, size, len, "%s", *(const uint8_t *)p ? "true" : "false"); break;
+	case LOOM_META_U8: loom_appendf(buf, size, len, "%u", *(const uint8_t *)p); break;
+	case LOOM_META_I8: loom_appendf(buf, size, len, "%d", *(const int8_t *)p); break;
+	case LOOM_META_U16: loom_appendf(buf, size, len, "%u", *(const uint16_t *)p); break;
+	case LOOM_META_I16: loom_appendf(buf, size, len, "%d", *(const int16_t *)p); break;
+	case LOOM_META_U32: loom_appendf(buf, size, len, "%" PRIu32, *(const uint32_t *)p); break;
+	case LOOM_META_I32: loom_appendf(buf, size, len, "%" PRId32, *(const int32_t *)p); break;
+	case LOOM_META_U64: loom_appendf(buf, size, len, "%" PRIu64, *(const uint64_t *)p); break;
+	case LOOM_META_I64: loom_appendf(buf, size, len, "%" PRId64, *(const int64_t *)p); break;
+	case LOOM_META_F32: loom_appendf(buf, size, len, "%g", *(const float *)p); break;
+	case LOOM_META_F64: loom_appendf(buf, size, len, "%g", *(const double *)p); break;
+	case LOOM_META_BOOL: loom_appendf(buf, size, len, "%s", *(const uint8_t *)p ? "true" : "false"); break;
 	case LOOM_META_STRING: {
 		const loom_string *s = p;
-		put(buf, size, len, "\"%.*s\"", (int)(s->len > 200 ? 200 : s->len), s->data);
+		loom_appendf(buf, size, len, "\"%.*s\"", (int)(s->len > 200 ? 200 : s->len), s->data);
 		if (s->len > 200)
-			put(buf, size, len, "...");
+			loom_appendf(buf, size, len, "...");
 		break;
 	}
-	default: put(buf, size, len, "?"); break;
+	default: loom_appendf(buf, size, len, "?"); break;
 	}
 }
 
@@ -128,14 +115,14 @@ size_t loom_model_meta_value_str(const loom_model *m, size_t index, char *buf, s
 		uint64_t u64; int64_t i64; float f32; double f64; loom_string s; } x;
 	switch (v->type) {
 	case LOOM_META_ARRAY: {
-		put(buf, size, &len, "[%" PRIu64 " x %s]", v->count, loom_meta_type_name(v->elem_type));
+		loom_appendf(buf, size, &len, "[%" PRIu64 " x %s]", v->count, loom_meta_type_name(v->elem_type));
 		uint64_t shown = v->count < 8 ? v->count : 8;
 		for (uint64_t i = 0; i < shown; i++) {
-			put(buf, size, &len, i ? ", " : " ");
+			loom_appendf(buf, size, &len, i ? ", " : " ");
 			put_scalar(buf, size, &len, v->elem_type, (const char *)v->v.array + i * loom_meta_elem_size(v->elem_type));
 		}
 		if (shown < v->count)
-			put(buf, size, &len, ", ...");
+			loom_appendf(buf, size, &len, ", ...");
 		return len;
 	}
 	case LOOM_META_U8: x.u8 = (uint8_t)v->v.u; break;
