@@ -260,6 +260,12 @@ static const struct broken broken[] = {
 	 "key 'ffn' appears twice in block", NULL},
 	{"contract_syntax", "  ffn: swiglu\n", "  ffn: [swiglu\n", "  positions",
 	 "flow sequence", NULL},
+	{"contract_tokenizer_unknown_key", "defaults:\n", "tokenizer:\n  lstrip_special: true\ndefaults:\n",
+	 "lstrip_special", "unknown key 'lstrip_special' in tokenizer", "rstrip_special"},
+	{"contract_rstrip_except_alone", "defaults:\n", "tokenizer:\n  rstrip_except: [\"<s>\"]\ndefaults:\n",
+	 "rstrip_except", "tokenizer.rstrip_except needs rstrip_special: true", NULL},
+	{"contract_tokenizer_without_block", "block:\n  norm: rmsnorm\n  ffn: swiglu\n  positions: rope\n",
+	 "tokenizer:\n  rstrip_special: true\n", "name: tiny", "hparams and tensors (or only a tokenizer section)", NULL},
 };
 #define N_BROKEN ((int)(sizeof(broken) / sizeof(broken[0])))
 
@@ -522,11 +528,75 @@ START_TEST(broken_contract_fails_the_load)
 }
 END_TEST
 
+/* A contract may describe only a family's tokenizer: Phi-3's. */
+START_TEST(tokenizer_only_contract_reads_back)
+{
+	loom_contract *c = load_ok(LOOM_TEST_SOURCE_DIR "/arch/phi3.yaml");
+	ck_assert(!c->has_block);
+	ck_assert(c->tokenizer.rstrip_special);
+	ck_assert_ptr_nonnull(c->tokenizer.rstrip_except);
+	ck_assert_str_eq(c->tokenizer.rstrip_except[0], "<unk>");
+	ck_assert_str_eq(c->tokenizer.rstrip_except[1], "<s>");
+	ck_assert_str_eq(c->tokenizer.rstrip_except[2], "<|endoftext|>");
+	ck_assert_ptr_null(c->tokenizer.rstrip_except[3]);
+	ck_assert(c->has_chat_template && c->chat_template == LOOM_CHAT_PHI3);
+	loom_contract_free(c);
+	c = load_ok(LLAMA_YAML);
+	ck_assert(c->has_block && !c->tokenizer.rstrip_special && c->tokenizer.rstrip_except == NULL);
+	loom_contract_free(c);
+}
+END_TEST
+
+/* Tokens of text (add_special off), into out; returns how many. */
+static size_t tokens_of(const loom_model *m, const char *text, bool parse_special, loom_token *out, size_t cap)
+{
+	size_t n = 0;
+	loom_status st = loom_tokenize(m, text, strlen(text), false, parse_special, out, cap, &n);
+	ck_assert_msg(st == LOOM_OK, "tokenize '%s': %s", text, loom_last_error());
+	return n;
+}
+
+/* Phi-3's vocabulary, through arch/phi3.yaml's tokenizer section: a
+ * special token eats the whitespace after it, so "<|user|>\n hello" is
+ * <|user|> and then "hello" as if it began the text. The model cannot
+ * run: the contract describes no block. */
+START_TEST(tokenizer_only_contract_tokenizes_but_does_not_run)
+{
+	char path[4096];
+	if (!test_data_path(path, sizeof(path), "golden/tokenizer/ggml-vocab-phi-3.gguf"))
+		return;
+	loom_runtime *rt = test_runtime(NULL, 1);
+	loom_model_params mp = loom_model_default_params();
+	mp.vocab_only = true;
+	loom_model *m = NULL;
+	ck_assert_msg(loom_model_load(rt, path, &mp, &m) == LOOM_OK, "%s: %s", path, loom_last_error());
+	loom_token got[64], user[8], hello[8], plain[64];
+	size_t n = tokens_of(m, "<|user|>\n hello", true, got, 64);
+	size_t n_user = tokens_of(m, "<|user|>", true, user, 8);
+	size_t n_hello = tokens_of(m, "hello", false, hello, 8);
+	ck_assert_uint_eq(n_user, 1);
+	ck_assert_msg(n == 1 + n_hello && got[0] == user[0] && memcmp(got + 1, hello, n_hello * sizeof(*hello)) == 0,
+		      "'<|user|>\\n hello' gave %zu tokens (first %d), expected <|user|> %d then 'hello'", n, got[0],
+		      user[0]);
+	/* Without parsing specials the text after the marker keeps its space. */
+	size_t n_plain = tokens_of(m, "<|user|>\n hello", false, plain, 64);
+	ck_assert_msg(n_plain != n || memcmp(plain, got, n * sizeof(*got)) != 0, "the rule changed nothing");
+	ck_assert_str_eq(loom_chat_template(m), "phi3");
+	loom_model_free(m);
+
+	m = (loom_model *)&m;
+	loom_status st = loom_model_load(rt, path, NULL, &m);
+	ck_assert_msg(st == LOOM_ERR_UNSUPPORTED && m == NULL, "a full load: status %d (%s)", st, loom_last_error());
+	expect_in(loom_last_error(), "phi3.yaml describes only phi3's tokenizer");
+	loom_runtime_free(rt);
+}
+END_TEST
+
 /* Every shipped contract reads back, and a model with learned positions
  * refuses a context longer than its position table. */
 START_TEST(shipped_contracts_load)
 {
-	static const char *const names[] = {"llama", "qwen2", "qwen3", "gemma", "gpt2", "phi2", "stablelm", "starcoder2"};
+	static const char *const names[] = {"llama", "qwen2", "qwen3", "gemma", "gpt2", "phi2", "phi3", "stablelm", "starcoder2"};
 	char dir[4096];
 	snprintf(dir, sizeof(dir), "%s/arch", LOOM_TEST_SOURCE_DIR);
 	char *dirs[] = {dir};
@@ -572,6 +642,7 @@ static Suite *contract_suite(void)
 	tc = tcase_create("good");
 	tcase_add_test(tc, llama_contract_reads_back);
 	tcase_add_test(tc, shipped_contracts_load);
+	tcase_add_test(tc, tokenizer_only_contract_reads_back);
 	tcase_add_test(tc, omitted_choices_take_their_defaults);
 	tcase_add_test(tc, tied_head_needs_no_output_tensor);
 	tcase_add_test(tc, per_format_values_read_back);
@@ -595,6 +666,7 @@ static Suite *contract_suite(void)
 	tcase_add_test(tc, misspelled_tensor_name_fails_the_load);
 	tcase_add_test(tc, broken_contract_fails_the_load);
 	tcase_add_test(tc, learned_positions_bound_the_context);
+	tcase_add_test(tc, tokenizer_only_contract_tokenizes_but_does_not_run);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -5,8 +5,10 @@
 #include "plugin_host.h"
 #include "testdata.h"
 
-#include "model/meta.h"
 #include "convert/quant_policy.h"
+#include "model/contract.h"
+#include "model/meta.h"
+#include "model/naming.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,6 +62,24 @@ static const loom_file_tensor *find(const loom_model_file *f, loom_string name)
 	return NULL;
 }
 
+/* Each tensor's role in the contract of the file's architecture (the
+ * shipped contracts, GGUF section). */
+static loom_role *roles_of(const loom_model_file *f)
+{
+	loom_string arch;
+	char name[64], dir[4096];
+	ck_assert(loom_meta_get_string(f, "general.architecture", &arch) == LOOM_OK);
+	snprintf(name, sizeof(name), "%.*s", (int)arch.len, arch.data);
+	snprintf(dir, sizeof(dir), "%s/arch", LOOM_TEST_SOURCE_DIR);
+	char *dirs[] = {dir};
+	loom_contract *c = NULL;
+	ck_assert_msg(loom_contract_find(name, dirs, 1, &c) == LOOM_OK, "%s: %s", name, loom_last_error());
+	loom_role *roles = malloc(f->n_tensors * sizeof(*roles));
+	loom_contract_file_roles(c, LOOM_CFMT_GGUF, f, roles);
+	loom_contract_free(c);
+	return roles;
+}
+
 START_TEST(plan_matches_llama_quantize)
 {
 	const quantized_pair *p = &pairs[_i];
@@ -72,7 +92,9 @@ START_TEST(plan_matches_llama_quantize)
 	ck_assert_msg(s != NULL, "no scheme %s", p->scheme);
 	ck_assert_uint_eq(src->n_tensors, ref->n_tensors);
 	loom_dtype *types = malloc(src->n_tensors * sizeof(loom_dtype));
-	ck_assert_int_eq(loom_quant_plan(src, s, types), LOOM_OK);
+	loom_role *roles = roles_of(src);
+	ck_assert_int_eq(loom_quant_plan(src, roles, s, types), LOOM_OK);
+	free(roles);
 	for (uint64_t i = 0; i < src->n_tensors; i++) {
 		const loom_file_tensor *r = find(ref, src->tensors[i].name);
 		ck_assert_msg(r != NULL, "%s lacks %.*s", p->quantized, (int)src->tensors[i].name.len,

@@ -696,6 +696,51 @@ START_TEST(cli_names_the_op_the_backend_refuses)
 }
 END_TEST
 
+START_TEST(a_format_without_a_contract_section_is_inspected_not_run)
+{
+	char yaml[4096], dir[4096], model[4200];
+	write_yaml(yaml, sizeof(yaml), "registry_sectionless",
+		   "arch_path: [" LOOM_TEST_SOURCE_DIR "/arch]\nbackends:\n" REAL("cpu-generic")
+		   "formats:\n" FAKE("sectionless", "sectionless.so"));
+	snprintf(dir, sizeof(dir), "%s", yaml);
+	*strrchr(dir, '/') = '\0';
+	test_write_file(model, sizeof(model), dir, "model.sectionless", "any bytes\n");
+	loom_runtime *rt = start_ok(yaml, NULL);
+	loom_model_params mp = loom_model_default_params();
+	mp.metadata_only = true;
+	loom_model *m = NULL;
+	ck_assert_msg(loom_model_load(rt, model, &mp, &m) == LOOM_OK, "inspecting: %s", loom_last_error());
+	ck_assert_str_eq(loom_model_architecture(m), "llama");
+	ck_assert_str_eq(loom_model_format(m), "sectionless");
+	loom_model_free(m);
+	m = NULL;
+	loom_status st = loom_model_load(rt, model, NULL, &m);
+	ck_assert_msg(st == LOOM_ERR_UNSUPPORTED && m == NULL, "running: status %d (%s)", st, loom_last_error());
+	expect_text(loom_last_error(), "format sectionless names no contract section", "the load error");
+	loom_runtime_free(rt);
+}
+END_TEST
+
+/* loom convert writes GGUF through whichever format plugin declares the
+ * contracts' gguf section and can write: with none listed, it says so. */
+START_TEST(convert_needs_a_plugin_that_writes_the_gguf_section)
+{
+	char yaml[4096], model[4096], out[4200];
+	if (!test_data_path(model, sizeof(model), "models/stories260K-hf"))
+		return;
+	write_yaml(yaml, sizeof(yaml), "registry_no_writer",
+		   "arch_path: [" LOOM_TEST_SOURCE_DIR "/arch]\nbackends:\n" REAL("cpu-generic")
+		   "formats:\n" REAL("safetensors"));
+	snprintf(out, sizeof(out), "%s", yaml);
+	snprintf(strrchr(out, '/'), sizeof(out) - (size_t)(strrchr(out, '/') - out), "/out.gguf");
+	loom_runtime *rt = start_ok(yaml, NULL);
+	loom_status st = loom_convert(rt, model, out, NULL);
+	ck_assert_msg(st == LOOM_ERR_UNSUPPORTED, "convert: status %d (%s)", st, loom_last_error());
+	expect_text(loom_last_error(), "no usable format plugin writes gguf files", "the convert error");
+	loom_runtime_free(rt);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------ */
 /* The loom command                                                         */
 
@@ -812,6 +857,8 @@ static Suite *registry_suite(void)
 	tcase_add_test(tc, a_step_the_backend_refuses_stops_the_context);
 	tcase_add_test(tc, a_cache_type_the_backend_refuses_stops_the_context);
 	tcase_add_test(tc, a_weight_type_the_backend_refuses_stops_the_load);
+	tcase_add_test(tc, a_format_without_a_contract_section_is_inspected_not_run);
+	tcase_add_test(tc, convert_needs_a_plugin_that_writes_the_gguf_section);
 	suite_add_tcase(s, tc);
 	return s;
 }

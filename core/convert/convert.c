@@ -2,11 +2,13 @@
  * file, as GGUF from any format loom reads, or in its own format with its
  * weights quantized. */
 #include "convert/model_export.h"
-
 #include "convert/quantize.h"
 #include "model/model.h"
+#include "model/naming.h"
 #include "runtime/error.h"
 #include "runtime/format.h"
+
+#include <stdlib.h>
 
 
 loom_convert_params loom_convert_default_params(void)
@@ -45,7 +47,7 @@ loom_status loom_convert(loom_runtime *rt, const char *in_path, const char *out_
 			loom_quantize_params qp = loom_quantize_default_params();
 			qp.progress = params->progress;
 			qp.progress_user = params->progress_user;
-			st = loom_quantize_file(rt, &e.file, scheme, &qp, &q);
+			st = loom_quantize_file(rt, &e.file, e.roles, scheme, &qp, &q);
 			out = &q.out;
 		}
 		if (st == LOOM_OK)
@@ -72,22 +74,29 @@ loom_status loom_quantize(loom_runtime *rt, const char *in_path, const char *out
 	if (scheme == NULL)
 		return LOOM_ERR_INVALID_ARGUMENT;
 
+	/* The policy picks types by the tensors' roles in the contract. */
 	loom_model *m = NULL;
-	loom_status st = loom_model_open(rt, in_path, LOOM_STAGE_METADATA, &m);
+	loom_status st = loom_model_open(rt, in_path, LOOM_STAGE_LAYOUT, &m);
 	if (st != LOOM_OK)
 		return st;
 	loom_quantized q;
-	if (!loom_format_writes(m->format))
+	loom_role *roles = malloc((m->file->n_tensors + 1) * sizeof(*roles));
+	if (roles == NULL)
+		st = loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+	else if (!loom_format_writes(m->format))
 		st = loom_error(LOOM_ERR_UNSUPPORTED, "format %s cannot write files (loom convert writes GGUF)",
 				m->format->name);
 	else
-		st = loom_quantize_file(rt, m->file, scheme, params, &q);
+		loom_contract_file_roles(m->contract, m->fmt, m->file, roles);
+	if (st == LOOM_OK)
+		st = loom_quantize_file(rt, m->file, roles, scheme, params, &q);
 	if (st == LOOM_OK) {
 		st = loom_format_write(m->format, out_path, &q.out);
 		loom_quantized_free(&q);
 	}
 	if (st != LOOM_OK)
 		st = loom_error_wrap(st, "quantizing %s to %s", in_path, scheme->name);
+	free(roles);
 	loom_model_free(m);
 	return st;
 }

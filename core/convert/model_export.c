@@ -254,11 +254,12 @@ static loom_status role_piece(loom_export *e, loom_model *m, loom_role role, int
 	return LOOM_OK;
 }
 
-static loom_status add_tensor(loom_export *e, const char *name, const piece *p)
+static loom_status add_tensor(loom_export *e, const char *name, loom_role role, const piece *p)
 {
 	char *owned = own_string(e, name);
 	if (owned == NULL)
 		return LOOM_ERR_NO_MEMORY;
+	e->roles[e->file.n_tensors] = role;
 	loom_file_tensor *t = &e->tensors[e->file.n_tensors++];
 	*t = (loom_file_tensor){.name = {strlen(owned), owned}, .dtype = p->dtype, .n_dims = p->n_dims,
 				.ne = {p->ne0, p->n_dims == 2 ? p->ne1 : 1, 1, 1}, .data = p->data};
@@ -299,7 +300,7 @@ static loom_status export_role(loom_export *e, loom_model *m, loom_role role, in
 		loom_model_find_role(m, m->fmt, role, il, src, sizeof(src));
 		return loom_error(LOOM_ERR_BAD_FORMAT, "tensor '%s' (%s) is missing", src, loom_role_name(role));
 	}
-	return add_tensor(e, name, &p);
+	return add_tensor(e, name, role, &p);
 }
 
 /* ---- metadata ------------------------------------------------------------ */
@@ -405,9 +406,10 @@ loom_status loom_export_gguf(loom_model *m, loom_export *e)
 	e->meta = calloc(m->file->n_meta + 32, sizeof(*e->meta));
 	e->cap_tensors = (uint64_t)LOOM_ROLE_COUNT * (uint64_t)(m->hp.n_layer + 1);
 	e->tensors = calloc(e->cap_tensors, sizeof(*e->tensors));
+	e->roles = calloc(e->cap_tensors, sizeof(*e->roles));
 	e->file.meta = e->meta;
 	e->file.tensors = e->tensors;
-	loom_status st = e->meta != NULL && e->tensors != NULL ? export_meta(e, m)
+	loom_status st = e->meta != NULL && e->tensors != NULL && e->roles != NULL ? export_meta(e, m)
 							       : loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
 	for (size_t i = 0; st == LOOM_OK && i < sizeof(model_roles) / sizeof(model_roles[0]); i++)
 		st = export_role(e, m, model_roles[i], -1);
@@ -429,5 +431,6 @@ void loom_export_free(loom_export *e)
 	free(e->blocks);
 	free(e->meta);
 	free(e->tensors);
+	free(e->roles);
 	memset(e, 0, sizeof(*e));
 }

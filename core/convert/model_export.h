@@ -11,6 +11,7 @@ typedef struct loom_export {
 	loom_model_file file;
 	loom_meta_kv *meta;
 	loom_file_tensor *tensors;
+	loom_role *roles;   /* each tensor's role, for the quantization policy */
 	uint64_t cap_tensors;
 	char **strings; /* keys and names the export made */
 	size_t n_strings, cap_strings;

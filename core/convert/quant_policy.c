@@ -1,9 +1,10 @@
 /* quant_policy.c - which type each tensor gets under a quantization scheme.
  *
  * The rules are llama.cpp's (llama-quantize without an importance matrix)
- * for the schemes loom offers:
- *   - tensors that are not 2-D weights, norms and position embeddings keep
- *     their type;
+ * for the schemes loom offers, applied to the tensors' roles in the
+ * model's contract:
+ *   - tensors that are not weight matrices (norms, biases, position
+ *     embeddings, tensors the contract does not name) keep their type;
  *   - the output head (the token embedding when there is no head) gets
  *     Q6_K, or Q8_0 when its rows are not a multiple of 256, unless the
  *     scheme is Q8_0 already;
@@ -17,7 +18,6 @@
 #define _GNU_SOURCE /* qsort_r */
 #include "convert/quant_policy.h"
 
-#include "model/meta.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,30 +58,16 @@ const char *loom_quant_scheme_names(void)
 	return names;
 }
 
-static bool ends_with(loom_string s, const char *suffix)
-{
-	size_t n = strlen(suffix);
-	return s.len >= n && memcmp(s.data + s.len - n, suffix, n) == 0;
-}
-
-static bool contains(loom_string s, const char *needle)
-{
-	size_t n = strlen(needle);
-	for (size_t i = 0; i + n <= s.len; i++)
-		if (memcmp(s.data + i, needle, n) == 0)
-			return true;
-	return false;
-}
-
 static bool is_float_type(loom_dtype t)
 {
 	return t == LOOM_DTYPE_F32 || t == LOOM_DTYPE_F16 || t == LOOM_DTYPE_BF16;
 }
 
-static bool quantizable(const loom_file_tensor *t)
+/* The weight matrices; norms, biases and learned positions keep their
+ * type. */
+static bool quantizable(const loom_file_tensor *t, loom_role role)
 {
-	return t->n_dims >= 2 && ends_with(t->name, "weight") && !contains(t->name, "_norm.weight") &&
-	       !loom_string_eq(t->name, "position_embd.weight");
+	return role != LOOM_ROLE_COUNT && loom_role_is_matrix(role) && role != LOOM_ROLE_POS_EMBD && t->n_dims >= 2;
 }
 
 /* The first and last eighth of n, and every third one between. */
@@ -121,7 +107,7 @@ typedef struct plan_state {
 	int i_ffn_down, n_ffn_down;
 } plan_state;
 
-static loom_dtype choose(plan_state *st, const loom_file_tensor *t)
+static loom_dtype choose(plan_state *st, const loom_file_tensor *t, loom_role role)
 {
 	const loom_quant_scheme *s = st->scheme;
 	const bool m_mix = s->mixed && (s->file_type == 15 || s->file_type == 17);
@@ -130,24 +116,24 @@ static loom_dtype choose(plan_state *st, const loom_file_tensor *t)
 
 	if (is_float_type(s->base))
 		return type;
-	if (loom_string_eq(t->name, "output.weight") || (!st->has_output && loom_string_eq(t->name, "token_embd.weight"))) {
+	if (role == LOOM_ROLE_OUTPUT || (!st->has_output && role == LOOM_ROLE_TOKEN_EMBD)) {
 		if (t->ne[0] % 256 != 0)
 			type = LOOM_DTYPE_Q8_0;
 		else if (type != LOOM_DTYPE_Q8_0)
 			type = LOOM_DTYPE_Q6_K;
-	} else if (contains(t->name, "attn_v.weight")) {
+	} else if (role == LOOM_ROLE_ATTN_V) {
 		if (m_mix && use_more_bits(st->i_attn_v, st->n_attn_v))
 			type = LOOM_DTYPE_Q6_K;
 		else if (s_mix && st->i_attn_v < 4)
 			type = LOOM_DTYPE_Q5_K;
 		st->i_attn_v++;
-	} else if (contains(t->name, "ffn_down")) {
+	} else if (role == LOOM_ROLE_FFN_DOWN) {
 		if (m_mix && use_more_bits(st->i_ffn_down, st->n_ffn_down))
 			type = LOOM_DTYPE_Q6_K;
 		else if (s_mix && st->i_ffn_down < st->n_ffn_down / 8)
 			type = LOOM_DTYPE_Q5_K;
 		st->i_ffn_down++;
-	} else if (contains(t->name, "attn_qkv.weight") && s->mixed) {
+	} else if (role == LOOM_ROLE_ATTN_QKV && s->mixed) {
 		type = s->base == LOOM_DTYPE_Q4_K ? LOOM_DTYPE_Q5_K : LOOM_DTYPE_Q6_K;
 	}
 	return fit_row(type, t->ne[0]);
@@ -163,23 +149,24 @@ static int by_name(const void *a, const void *b, void *tensors)
 	return c != 0 ? c : (x.len > y.len) - (x.len < y.len);
 }
 
-loom_status loom_quant_plan(const loom_model_file *file, const loom_quant_scheme *scheme, loom_dtype *types)
+loom_status loom_quant_plan(const loom_model_file *file, const loom_role *roles, const loom_quant_scheme *scheme,
+			    loom_dtype *types)
 {
 	plan_state st = {.scheme = scheme};
 	uint64_t *order = malloc((file->n_tensors + 1) * sizeof(uint64_t));
 	if (order == NULL)
 		return LOOM_ERR_NO_MEMORY;
 	for (uint64_t i = 0; i < file->n_tensors; i++) {
-		const loom_file_tensor *t = &file->tensors[i];
 		order[i] = i;
-		st.has_output = st.has_output || loom_string_eq(t->name, "output.weight");
-		st.n_attn_v += contains(t->name, "attn_v.weight");
-		st.n_ffn_down += contains(t->name, "ffn_down") && quantizable(t);
+		st.has_output = st.has_output || roles[i] == LOOM_ROLE_OUTPUT;
+		st.n_attn_v += roles[i] == LOOM_ROLE_ATTN_V;
+		st.n_ffn_down += roles[i] == LOOM_ROLE_FFN_DOWN && quantizable(&file->tensors[i], roles[i]);
 	}
 	qsort_r(order, file->n_tensors, sizeof(order[0]), by_name, (void *)file->tensors);
 	for (uint64_t k = 0; k < file->n_tensors; k++) {
 		const loom_file_tensor *t = &file->tensors[order[k]];
-		types[order[k]] = quantizable(t) ? choose(&st, t) : t->dtype;
+		const loom_role role = roles[order[k]];
+		types[order[k]] = quantizable(t, role) ? choose(&st, t, role) : t->dtype;
 	}
 	free(order);
 	return LOOM_OK;

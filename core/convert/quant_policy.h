@@ -5,6 +5,7 @@
 #define LOOM_QUANT_POLICY_H
 
 #include "loom/plugin_api.h"
+#include "model/contract.h"
 
 typedef struct loom_quant_scheme {
 	const char *name;  /* "q4_k_m" */
@@ -18,9 +19,10 @@ const loom_quant_scheme *loom_quant_scheme_find(const char *name);
 /* Names of every scheme, comma-separated, for messages. */
 const char *loom_quant_scheme_names(void);
 
-/* types[i] = the type tensor i of file becomes (its own type when it is
- * not quantized: 1-D tensors, norms, position embeddings). Tensor names
- * are GGUF's standard ones (token_embd, output, blk.N.attn_v, ...). */
-loom_status loom_quant_plan(const loom_model_file *file, const loom_quant_scheme *scheme, loom_dtype *types);
+/* types[i] = the type tensor i of file becomes, given its contract role
+ * roles[i] (LOOM_ROLE_COUNT for a tensor the contract does not name); a
+ * tensor that is not quantized keeps its type. */
+loom_status loom_quant_plan(const loom_model_file *file, const loom_role *roles, const loom_quant_scheme *scheme,
+			    loom_dtype *types);
 
 #endif

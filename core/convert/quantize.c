@@ -89,13 +89,13 @@ void loom_quantized_free(loom_quantized *j)
 	memset(j, 0, sizeof(*j));
 }
 
-loom_status loom_quantize_file(loom_runtime *rt, const loom_model_file *in, const loom_quant_scheme *scheme,
-			       const loom_quantize_params *params, loom_quantized *j)
+loom_status loom_quantize_file(loom_runtime *rt, const loom_model_file *in, const loom_role *roles,
+			       const loom_quant_scheme *scheme, const loom_quantize_params *params, loom_quantized *j)
 {
 	*j = (loom_quantized){.rt = rt, .in = in, .scheme = scheme, .out = {.struct_size = sizeof(loom_model_file)}};
 	j->out.format = in->format;
 	j->types = malloc((in->n_tensors + 1) * sizeof(loom_dtype));
-	loom_status st = j->types != NULL ? loom_quant_plan(in, scheme, j->types)
+	loom_status st = j->types != NULL ? loom_quant_plan(in, roles, scheme, j->types)
 					  : loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
 	if (st == LOOM_OK)
 		st = build_meta(j);

@@ -23,9 +23,11 @@ typedef struct loom_quantized {
 /* The scheme called name, or NULL with loom_last_error() listing them. */
 const loom_quant_scheme *loom_quantize_scheme(const char *name);
 
-/* Converts in's tensors with the runtime's backend (LOOM_OP_CONVERT). */
-loom_status loom_quantize_file(loom_runtime *rt, const loom_model_file *in, const loom_quant_scheme *scheme,
-			       const loom_quantize_params *params, loom_quantized *out);
+/* Converts in's tensors with the runtime's backend (LOOM_OP_CONVERT),
+ * each to the type the policy gives its role (roles[i] for tensor i, as
+ * loom_contract_file_roles finds them). */
+loom_status loom_quantize_file(loom_runtime *rt, const loom_model_file *in, const loom_role *roles,
+			       const loom_quant_scheme *scheme, const loom_quantize_params *params, loom_quantized *out);
 void loom_quantized_free(loom_quantized *q);
 
 #endif

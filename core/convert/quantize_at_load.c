@@ -42,7 +42,7 @@ loom_status loom_quantize_at_load(loom_model *m, const char *scheme_name)
 	loom_quantize_params qp = loom_quantize_default_params();
 	loom_status st = loom_export_gguf(m, &q->export);
 	if (st == LOOM_OK)
-		st = loom_quantize_file(m->rt, &q->export.file, scheme, &qp, &q->quantized);
+		st = loom_quantize_file(m->rt, &q->export.file, q->export.roles, scheme, &qp, &q->quantized);
 	if (st != LOOM_OK) {
 		release(q);
 		free(arch);

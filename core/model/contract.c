@@ -73,7 +73,7 @@ static const char *const bias_names[LOOM_BIAS_COUNT + 1] = {
 	[LOOM_BIAS_UP] = "up",     [LOOM_BIAS_DOWN] = "down", [LOOM_BIAS_OUTPUT] = "output",
 };
 
-/* NULL-terminated too: it is the list of keys hparams and tensors allow. */
+/* The naming sections, NULL-terminated: the keys hparams and tensors allow. */
 static const char *const format_names[LOOM_CFMT_COUNT + 1] = {
 	[LOOM_CFMT_GGUF] = "gguf",
 	[LOOM_CFMT_SAFETENSORS] = "safetensors",
@@ -131,10 +131,10 @@ bool loom_role_is_optional(loom_role role)
 	return role == LOOM_ROLE_ROPE_FREQS;
 }
 
-int loom_contract_format_index(const char *format_name)
+int loom_contract_format_index(const char *name)
 {
 	for (int i = 0; i < LOOM_CFMT_COUNT; i++)
-		if (strcmp(format_names[i], format_name) == 0)
+		if (strcmp(format_names[i], name) == 0)
 			return i;
 	return -1;
 }
@@ -554,27 +554,74 @@ static loom_status parse_transposed(loom_yaml *y, yaml_node_t *map, loom_contrac
 	return st;
 }
 
+/* tokenizer: what the family's vocabularies need beyond their files. */
+static loom_status parse_tokenizer(loom_yaml *y, yaml_node_t *map, loom_contract *c)
+{
+	static const char *const keys[] = {"rstrip_special", "rstrip_except", NULL};
+	loom_status st = loom_yaml_check_keys(y, map, keys, LOOM_ERR_CONTRACT, "tokenizer");
+	if (st == LOOM_OK)
+		st = flag(y, map, "rstrip_special", &c->tokenizer.rstrip_special);
+	yaml_node_t *except = loom_yaml_get(y, map, "rstrip_except");
+	if (st != LOOM_OK || except == NULL)
+		return st;
+	if (!c->tokenizer.rstrip_special)
+		return loom_error(LOOM_ERR_CONTRACT, "%s:%d: tokenizer.rstrip_except needs rstrip_special: true",
+				  y->path, loom_yaml_line(except));
+	return parse_strings(y, except, "rstrip_except", &c->tokenizer.rstrip_except);
+}
+
+/* The model's block: its choices, hyperparameters and tensors. A contract
+ * may leave all three out to describe only the family's tokenizer. */
+static loom_status parse_model(loom_yaml *y, yaml_node_t *root, loom_contract *c)
+{
+	yaml_node_t *block = loom_yaml_get(y, root, "block");
+	yaml_node_t *hparams = loom_yaml_get(y, root, "hparams");
+	yaml_node_t *defaults = loom_yaml_get(y, root, "defaults");
+	yaml_node_t *tensors = loom_yaml_get(y, root, "tensors");
+	yaml_node_t *tokenizer = loom_yaml_get(y, root, "tokenizer");
+	const bool none = block == NULL && hparams == NULL && tensors == NULL && defaults == NULL &&
+			  loom_yaml_get(y, root, "transposed") == NULL;
+	if (none && tokenizer != NULL)
+		return LOOM_OK;
+	if (block == NULL || hparams == NULL || tensors == NULL)
+		return loom_error(LOOM_ERR_CONTRACT,
+				  "%s:%d: a contract needs name, block, hparams and tensors (or only a tokenizer section)",
+				  y->path, loom_yaml_line(root));
+	c->has_block = true;
+	loom_status st = parse_block(y, block, c);
+	if (st == LOOM_OK)
+		st = parse_name_map(y, hparams, "hparams", hparam_names, LOOM_HP_COUNT, c->hparam_keys);
+	if (st == LOOM_OK && defaults != NULL)
+		st = parse_defaults(y, defaults, c);
+	if (st == LOOM_OK)
+		st = parse_name_map(y, tensors, "tensors", role_names, LOOM_ROLE_COUNT, c->tensor_names);
+	yaml_node_t *transposed = loom_yaml_get(y, root, "transposed");
+	if (st == LOOM_OK && transposed != NULL)
+		st = parse_transposed(y, transposed, c);
+	return st == LOOM_OK ? check_complete(y, tensors, c) : st;
+}
+
 static loom_status parse_contract(loom_yaml *y, loom_contract *c)
 {
-	static const char *const keys[] = {"name",	   "description", "aliases", "block", "hparams", "defaults",
-					   "tensors", "transposed", "chat_template", NULL};
+	static const char *const keys[] = {"name",	"description", "aliases",	"block",     "hparams",
+					   "defaults",	"tensors",     "transposed",	"tokenizer", "chat_template",
+					   NULL};
 	yaml_node_t *root = loom_yaml_root(y);
 	loom_status st = loom_yaml_check_keys(y, root, keys, LOOM_ERR_CONTRACT, "the contract");
 	if (st != LOOM_OK)
 		return st;
 	yaml_node_t *name = loom_yaml_get(y, root, "name");
-	yaml_node_t *block = loom_yaml_get(y, root, "block");
-	yaml_node_t *hparams = loom_yaml_get(y, root, "hparams");
-	yaml_node_t *defaults = loom_yaml_get(y, root, "defaults");
-	yaml_node_t *tensors = loom_yaml_get(y, root, "tensors");
-	if (name == NULL || block == NULL || hparams == NULL || tensors == NULL)
+	if (name == NULL)
 		return loom_error(LOOM_ERR_CONTRACT, "%s:%d: a contract needs name, block, hparams and tensors",
 				  y->path, loom_yaml_line(root));
 	if ((st = loom_yaml_expect(y, name, YAML_SCALAR_NODE, LOOM_ERR_CONTRACT, "name")) != LOOM_OK)
 		return st;
 	if ((c->name = strdup(loom_yaml_scalar(name))) == NULL)
 		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
-	if ((st = parse_block(y, block, c)) != LOOM_OK)
+	if ((st = parse_model(y, root, c)) != LOOM_OK)
+		return st;
+	yaml_node_t *tokenizer = loom_yaml_get(y, root, "tokenizer");
+	if (tokenizer != NULL && (st = parse_tokenizer(y, tokenizer, c)) != LOOM_OK)
 		return st;
 	yaml_node_t *chat = loom_yaml_get(y, root, "chat_template");
 	if (chat != NULL) {
@@ -585,18 +632,10 @@ static loom_status parse_contract(loom_yaml *y, loom_contract *c)
 		c->has_chat_template = true;
 		c->chat_template = (loom_chat_kind)k;
 	}
-	if ((st = parse_name_map(y, hparams, "hparams", hparam_names, LOOM_HP_COUNT, c->hparam_keys)) != LOOM_OK)
-		return st;
-	if (defaults != NULL && (st = parse_defaults(y, defaults, c)) != LOOM_OK)
-		return st;
-	if ((st = parse_name_map(y, tensors, "tensors", role_names, LOOM_ROLE_COUNT, c->tensor_names)) != LOOM_OK)
-		return st;
-	yaml_node_t *aliases = loom_yaml_get(y, root, "aliases"), *transposed = loom_yaml_get(y, root, "transposed");
+	yaml_node_t *aliases = loom_yaml_get(y, root, "aliases");
 	if (aliases != NULL && (st = parse_strings(y, aliases, "aliases", &c->aliases)) != LOOM_OK)
 		return st;
-	if (transposed != NULL && (st = parse_transposed(y, transposed, c)) != LOOM_OK)
-		return st;
-	return check_complete(y, tensors, c);
+	return LOOM_OK;
 }
 
 loom_status loom_contract_load(const char *path, loom_contract **out)
@@ -704,6 +743,7 @@ void loom_contract_free(loom_contract *c)
 			free_strings(c->tensor_names[f][i]);
 	}
 	free_strings(c->aliases);
+	free_strings(c->tokenizer.rstrip_except);
 	free(c->name);
 	free(c->path);
 	free(c);

@@ -5,6 +5,7 @@
 #define LOOM_CONTRACT_H
 
 #include "loom.h"
+#include "text/vocab.h"
 #include "text/chat_template.h"
 
 #include <stdbool.h>
@@ -102,7 +103,9 @@ typedef enum loom_bias {
 	LOOM_BIAS_COUNT
 } loom_bias;
 
-/* Formats a contract can describe (the format plugin's name). */
+/* The sections of a contract that name a format's keys and tensors: GGUF's
+ * names, Hugging Face's. A format plugin declares which one its files use
+ * (loom_format_vtable.contract_section). */
 typedef enum loom_contract_format {
 	LOOM_CFMT_GGUF,
 	LOOM_CFMT_SAFETENSORS,
@@ -117,6 +120,11 @@ typedef char **loom_spellings;
 typedef struct loom_contract {
 	char *name;
 	char *path;
+	/* false for a contract that describes only the family's tokenizer
+	 * (no block, hparams or tensors): its models can be tokenized, not run. */
+	bool has_block;
+	/* What the family's vocabularies need that their files do not record. */
+	loom_vocab_rules tokenizer;
 	loom_norm_kind norm;
 	bool norm_bias;           /* layernorm: the norms have biases */
 	/* Per format: added to every norm weight (Gemma's 1 + w, where a
@@ -158,8 +166,8 @@ const char *loom_role_name(loom_role role);
 bool loom_role_is_per_layer(loom_role role);
 /* A role whose tensor a file may lack (and a contract need not name). */
 bool loom_role_is_optional(loom_role role);
-/* The contract section for a format plugin's name; -1 if none. */
-int loom_contract_format_index(const char *format_name);
+/* The section called name ("gguf", "safetensors"); -1 if none. */
+int loom_contract_format_index(const char *name);
 const char *loom_contract_format_name(loom_contract_format f);
 /* A role whose tensor is a norm's weight (norm_weight_offset applies). */
 bool loom_role_is_norm(loom_role role);

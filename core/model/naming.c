@@ -80,3 +80,10 @@ loom_role loom_contract_role_of(const loom_contract *c, int fmt, loom_string nam
 	*layer = -1;
 	return LOOM_ROLE_COUNT;
 }
+
+void loom_contract_file_roles(const loom_contract *c, int fmt, const loom_model_file *file, loom_role *roles)
+{
+	int layer;
+	for (uint64_t i = 0; i < file->n_tensors; i++)
+		roles[i] = loom_contract_role_of(c, fmt, file->tensors[i].name, &layer);
+}

@@ -22,4 +22,8 @@ const loom_meta_value *loom_model_hparam_value(const loom_model *m, int fmt, loo
  * contract names no such tensor. */
 loom_role loom_contract_role_of(const loom_contract *c, int fmt, loom_string name, int *layer);
 
+/* roles[i] = the role of file's tensor i in section fmt, or LOOM_ROLE_COUNT;
+ * roles holds file->n_tensors entries. */
+void loom_contract_file_roles(const loom_contract *c, int fmt, const loom_model_file *file, loom_role *roles);
+
 #endif

@@ -56,7 +56,7 @@ static loom_status find_contract(loom_model *m, const char *path, loom_model_sta
 static loom_status read_vocab(loom_model *m, const char *path)
 {
 	/* A missing tokenizer key is a defect of the file, like any other. */
-	loom_status st = loom_vocab_load(m->file, &m->vocab);
+	loom_status st = loom_vocab_load(m->file, m->contract != NULL ? &m->contract->tokenizer : NULL, &m->vocab);
 	if (st != LOOM_OK)
 		return loom_error_wrap(st == LOOM_ERR_NOT_FOUND ? LOOM_ERR_BAD_FORMAT : st, "%s: vocabulary", path);
 	m->chat_template = loom_chat_template_resolve(m);
@@ -64,9 +64,12 @@ static loom_status read_vocab(loom_model *m, const char *path)
 }
 
 /* The contract section that names the format's keys and tensors, as the
- * format plugin declares it. */
+ * format plugin declares it; the contract must describe the block. */
 static loom_status choose_section(loom_model *m)
 {
+	if (!m->contract->has_block)
+		return loom_error(LOOM_ERR_UNSUPPORTED, "%s describes only %s's tokenizer: its models can be tokenized, not run",
+				  m->contract->path, m->contract->name);
 	const char *section = loom_format_contract_section(m->format);
 	if (section == NULL)
 		return loom_error(LOOM_ERR_UNSUPPORTED,
@@ -87,13 +90,15 @@ static loom_status open_to(loom_model *m, const char *path, loom_model_stage sta
 		st = read_architecture(m, path, stage);
 	if (st != LOOM_OK || stage == LOOM_STAGE_METADATA)
 		return st;
-	if ((st = find_contract(m, path, stage)) != LOOM_OK || (st = read_vocab(m, path)) != LOOM_OK)
+	if ((st = find_contract(m, path, stage)) != LOOM_OK)
 		return st;
-	if (stage == LOOM_STAGE_VOCAB)
-		return LOOM_OK;
-	if ((st = choose_section(m)) == LOOM_OK)
-		st = loom_model_read_hparams(m);
-	return st == LOOM_OK ? LOOM_OK : loom_error_wrap(st, "%s (contract %s)", path, m->contract->path);
+	if (stage == LOOM_STAGE_LAYOUT && (st = choose_section(m)) != LOOM_OK)
+		return loom_error_wrap(st, "%s (contract %s)", path, m->contract->path);
+	if ((st = read_vocab(m, path)) != LOOM_OK || stage == LOOM_STAGE_VOCAB)
+		return st;
+	if ((st = loom_model_read_hparams(m)) != LOOM_OK)
+		return loom_error_wrap(st, "%s (contract %s)", path, m->contract->path);
+	return LOOM_OK;
 }
 
 loom_status loom_model_open(loom_runtime *rt, const char *path, loom_model_stage stage, loom_model **out)

@@ -504,45 +504,16 @@ static loom_status sort_specials(loom_vocab *v)
 	return LOOM_OK;
 }
 
-static char ascii_lower(char c)
+/* The contract's rules: special tokens that eat the whitespace after them
+ * (Phi-3's tokenizer.json marks them rstrip; GGUF does not record it). */
+static void apply_rules(loom_vocab *v, const loom_vocab_rules *rules)
 {
-	return c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c;
-}
-
-/* Whether name contains needle (lower case), ignoring ASCII case. */
-static bool name_contains(loom_string name, const char *needle)
-{
-	size_t n = strlen(needle);
-	for (size_t i = 0; i + n <= name.len; i++) {
-		size_t j = 0;
-		while (j < n && ascii_lower(name.data[i + j]) == needle[j])
-			j++;
-		if (j == n)
-			return true;
-	}
-	return false;
-}
-
-/* Phi-3's tokenizer.json declares its added tokens rstrip, which GGUF does
- * not record; llama.cpp recognises the model by name and restores it, so
- * "<|user|>\nHi" splits into <|user|> and "Hi". */
-static void apply_phi3_rstrip(loom_vocab *v, const loom_model_file *file)
-{
-	static const char *const keep[] = {"<unk>", "<s>", "<|endoftext|>"};
-	loom_string name;
-	const loom_meta_value *value = loom_meta_find(file, "general.name");
-	if (value == NULL || value->type != LOOM_META_STRING)
-		return;
-	name = value->v.s;
-	if (!name_contains(name, "phi-3") && !name_contains(name, "phi3"))
+	if (rules == NULL || !rules->rstrip_special)
 		return;
 	for (size_t i = 0; i < v->n_specials; i++)
 		v->flags[v->specials[i]] |= LOOM_TOKEN_RSTRIP;
-	loom_token eos = find_cstr(v, "</s>");
-	if (eos >= 0)
-		v->flags[eos] |= LOOM_TOKEN_RSTRIP;
-	for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++) {
-		loom_token id = find_cstr(v, keep[i]);
+	for (char **text = rules->rstrip_except; text != NULL && *text != NULL; text++) {
+		loom_token id = find_cstr(v, *text);
 		if (id >= 0)
 			v->flags[id] &= (uint8_t)~LOOM_TOKEN_RSTRIP;
 	}
@@ -599,7 +570,7 @@ static loom_status read_kind(const loom_model_file *file, enum loom_vocab_kind *
 			  (int)(model.len > 64 ? 64 : model.len), model.data);
 }
 
-loom_status loom_vocab_load(const loom_model_file *file, loom_vocab **out)
+loom_status loom_vocab_load(const loom_model_file *file, const loom_vocab_rules *rules, loom_vocab **out)
 {
 	if (out == NULL || file == NULL)
 		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_vocab_load: NULL argument");
@@ -622,7 +593,7 @@ loom_status loom_vocab_load(const loom_model_file *file, loom_vocab **out)
 		loom_vocab_free(v);
 		return st;
 	}
-	apply_phi3_rstrip(v, file);
+	apply_rules(v, rules);
 	apply_mask_lstrip(v);
 	find_byte_tokens(v);
 	v->spm_word_merges = v->kind == LOOM_VOCAB_SPM && loom_spm_word_merges(v);

@@ -6,11 +6,23 @@
 
 typedef struct loom_vocab loom_vocab;
 
+/* What a family's contract adds to a vocabulary that its files do not
+ * record (arch/NAME.yaml's tokenizer section). */
+typedef struct loom_vocab_rules {
+	/* Every special token eats the whitespace after it when the text is
+	 * split at special tokens (Hugging Face's rstrip on added tokens,
+	 * which GGUF does not keep), except those whose text is listed in
+	 * rstrip_except (NULL-terminated, or NULL). */
+	bool rstrip_special;
+	char **rstrip_except;
+} loom_vocab_rules;
+
 /* Builds the vocabulary from the tokenizer.ggml.* metadata of file
- * (tokenizer.ggml.model selects the algorithm). The vocab copies what it
- * needs: file may be closed afterwards. UNSUPPORTED for an unknown model
- * or pre-tokenizer (tokenizer.ggml.pre). */
-loom_status loom_vocab_load(const loom_model_file *file, loom_vocab **out);
+ * (tokenizer.ggml.model selects the algorithm), with a contract's rules
+ * (NULL: none). The vocab copies what it needs: file may be closed
+ * afterwards. UNSUPPORTED for an unknown model or pre-tokenizer
+ * (tokenizer.ggml.pre). */
+loom_status loom_vocab_load(const loom_model_file *file, const loom_vocab_rules *rules, loom_vocab **out);
 void loom_vocab_free(loom_vocab *vocab);
 
 int32_t loom_vocab_n_tokens(const loom_vocab *vocab);
