@@ -142,8 +142,9 @@ typedef struct loom_runtime_params {
 	const char *plugins_file;
 	/* Backend to force by name; NULL: $LOOM_BACKEND, else plugins.yaml's policy. */
 	const char *backend;
-	/* Directory of architecture contracts; NULL: plugins.yaml's arch_dir, else
-	 * the installed default. */
+	/* A directory of architecture contracts searched first; then
+	 * plugins.yaml's arch_path, then the installed share/loom/arch. NULL:
+	 * none of its own. */
 	const char *arch_dir;
 	/* Compute threads; 0: the number of online CPUs. */
 	int n_threads;
@@ -317,6 +318,8 @@ typedef struct loom_context_params {
 
 LOOM_API loom_context_params loom_context_default_params(void);
 
+/* LOOM_ERR_UNSUPPORTED, naming the op, if the backend cannot run a node of
+ * the context's steps (an op, or the KV cache's type). */
 LOOM_API loom_status loom_context_create(loom_model *model, const loom_context_params *params,
 					 loom_context **out);
 LOOM_API void loom_context_free(loom_context *ctx);

@@ -116,15 +116,6 @@ static void write_renamed(const char *model, const char *dir, const char *name, 
 
 /* ---- the installed tree ---------------------------------------------------- */
 
-/* Installs the build into dir/staged once per test: the binaries the user
- * has, not the build tree's. */
-static void install(const char *dir)
-{
-	cmd_result r = run_cmd("cmake --install %s --prefix %s/staged >/dev/null", LOOM_TEST_BUILD_DIR, dir);
-	ck_assert_msg(r.status == 0, "install: %s", r.err);
-	cmd_result_free(&r);
-}
-
 /* A plugins.yaml with the installed plugins and only `arch_dir` as the
  * arch path. */
 static void write_plugins_yaml(const char *dir, const char *arch_dir, char *path, size_t size)
@@ -196,7 +187,7 @@ START_TEST(copied_contract_runs_a_renamed_model)
 	reference_text(&g, "synthetic/" FAMILY "-f32.gguf", expected, sizeof(expected));
 
 	const char *dir = test_tmp_dir("promise");
-	install(dir);
+	test_install(dir);
 	snprintf(arch_dir, sizeof(arch_dir), "%s/arch", dir);
 	cmd_result r = run_cmd("mkdir -p %s", arch_dir);
 	cmd_result_free(&r);
@@ -232,7 +223,7 @@ START_TEST(broken_copy_names_file_and_line)
 	if (!test_data_path(model, sizeof(model), "models/synthetic/" FAMILY "-f32.gguf"))
 		return;
 	const char *dir = test_tmp_dir("promise_broken");
-	install(dir);
+	test_install(dir);
 	snprintf(arch_dir, sizeof(arch_dir), "%s/arch", dir);
 	cmd_result r = run_cmd("mkdir -p %s", arch_dir);
 	cmd_result_free(&r);

@@ -26,6 +26,12 @@ const char *loom_backend_missing_slot(const loom_backend_vtable *vt)
 	return NULL;
 }
 
+int loom_backend_probe(const loom_plugin *p, char *why, size_t why_size)
+{
+	loom_probe_args args = {.struct_size = sizeof(args), .host = loom_host_table()};
+	return p->desc->probe(&args, why, why_size);
+}
+
 const char *loom_op_name(loom_op op)
 {
 	static const char *const names[LOOM_OP_COUNT] = {

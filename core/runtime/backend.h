@@ -28,6 +28,10 @@ typedef struct loom_backend {
  * NULL when it has them all (vt holds at least the minimum size). */
 const char *loom_backend_missing_slot(const loom_backend_vtable *vt);
 
+/* How well loaded backend plugin p fits this machine (0: not at all, with
+ * why saying why). */
+int loom_backend_probe(const loom_plugin *p, char *why, size_t why_size);
+
 /* The name of an op as docs/plugins.md spells it ("MATMUL"). */
 const char *loom_op_name(loom_op op);
 

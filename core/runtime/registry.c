@@ -5,7 +5,6 @@
 #include "runtime/backend.h"
 #include "runtime/error.h"
 #include "runtime/format.h"
-#include "runtime/host.h"
 #include "runtime/install_paths.h"
 #include "runtime/log.h"
 
@@ -130,9 +129,8 @@ static void load_plugin(loom_plugin *p)
 		return;
 	}
 	if (p->kind == LOOM_PLUGIN_BACKEND) {
-		loom_probe_args args = {.struct_size = sizeof(args), .host = loom_host_table()};
 		char why[256] = "";
-		p->score = desc->probe(&args, why, sizeof(why));
+		p->score = loom_backend_probe(p, why, sizeof(why));
 		if (p->score <= 0) {
 			reject(p, LOOM_LOG_INFO, "unusable on this machine: %s", why[0] ? why : "probe said no");
 			return;

@@ -45,3 +45,10 @@ void cmd_result_free(cmd_result *r)
 	free(r->err);
 	r->out = r->err = NULL;
 }
+
+void test_install(const char *dir)
+{
+	cmd_result r = run_cmd("cmake --install %s --prefix %s/staged >/dev/null", LOOM_TEST_BUILD_DIR, dir);
+	ck_assert_msg(r.status == 0, "install: %s", r.err);
+	cmd_result_free(&r);
+}

@@ -13,4 +13,8 @@ typedef struct cmd_result {
 cmd_result run_cmd(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void cmd_result_free(cmd_result *r);
 
+/* Installs the build tree into dir/staged (cmake --install): the files a
+ * user of the installed loom has, not the build tree's. */
+void test_install(const char *dir);
+
 #endif
