@@ -143,17 +143,22 @@ static bool example_supports(void *backend, const loom_node *node)
 /* ------------------------------------------------------------------------ */
 /* The ops.                                                                 */
 
-static loom_status get_rows(const example_backend *be, const loom_node *node)
+/* GET_ROWS gathers (dst row r = table row index[r]); KV_STORE scatters
+ * (cache row index[t] = src row t). Either way an index outside the
+ * indexed tensor is the caller's error, reported rather than followed. */
+static loom_status copy_rows(const example_backend *be, const loom_node *node, bool scatter)
 {
-	const loom_tensor *table = node->src[0], *y = node->dst;
+	const loom_tensor *src = node->src[0], *dst = node->dst, *indexed = scatter ? dst : src;
 	const int32_t *index = node->src[1]->data;
-	for (int64_t r = 0; r < n_rows(y); r++) {
-		if (index[r] < 0 || index[r] >= n_rows(table)) {
-			be->host->set_error("example-f32: GET_ROWS index %d outside %s's %lld rows", index[r],
-					    table->name != NULL ? table->name : "the table", (long long)n_rows(table));
+	for (int64_t r = 0; r < node->src[1]->ne[0]; r++) {
+		if (index[r] < 0 || index[r] >= n_rows(indexed)) {
+			be->host->set_error("example-f32: %s index %d outside %s's %lld rows",
+					    scatter ? "KV_STORE" : "GET_ROWS", index[r],
+					    indexed->name != NULL ? indexed->name : "the tensor", (long long)n_rows(indexed));
 			return LOOM_ERR_INVALID_ARGUMENT;
 		}
-		memcpy(row(y, r), row(table, index[r]), (size_t)y->ne[0] * sizeof(float));
+		memcpy(scatter ? row(dst, index[r]) : row(dst, r), scatter ? row(src, r) : row(src, index[r]),
+		       (size_t)src->ne[0] * sizeof(float));
 	}
 	return LOOM_OK;
 }
@@ -260,21 +265,6 @@ static void rope(const loom_node *node)
 	}
 }
 
-static loom_status kv_store(const example_backend *be, const loom_node *node)
-{
-	const loom_tensor *x = node->src[0], *cache = node->dst;
-	const int32_t *cell = node->src[1]->data;
-	for (int64_t t = 0; t < n_rows(x); t++) {
-		if (cell[t] < 0 || cell[t] >= n_rows(cache)) {
-			be->host->set_error("example-f32: KV_STORE cell %d outside the cache's %lld", cell[t],
-					    (long long)n_rows(cache));
-			return LOOM_ERR_INVALID_ARGUMENT;
-		}
-		memcpy(row(cache, cell[t]), row(x, t), (size_t)x->ne[0] * sizeof(float));
-	}
-	return LOOM_OK;
-}
-
 /* softmax(q.k * scale + mask) . v for every token and query head. Query
  * head h reads kv head h / (n_head / n_head_kv). */
 static loom_status attention(const example_backend *be, const loom_node *node)
@@ -328,12 +318,12 @@ static loom_status example_compute(void *backend, const loom_graph *graph)
 		const loom_node *node = &graph->nodes[i];
 		loom_status status = LOOM_OK;
 		switch (node->op) {
-		case LOOM_OP_GET_ROWS: status = get_rows(be, node); break;
+		case LOOM_OP_GET_ROWS: status = copy_rows(be, node, false); break;
 		case LOOM_OP_MATMUL: matmul(node); break;
 		case LOOM_OP_RMS_NORM: norm(node, false); break;
 		case LOOM_OP_LAYER_NORM: norm(node, true); break;
 		case LOOM_OP_ROPE: rope(node); break;
-		case LOOM_OP_KV_STORE: status = kv_store(be, node); break;
+		case LOOM_OP_KV_STORE: status = copy_rows(be, node, true); break;
 		case LOOM_OP_ATTENTION: status = attention(be, node); break;
 		case LOOM_OP_ADD:
 		case LOOM_OP_MUL:
