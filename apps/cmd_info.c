@@ -9,7 +9,12 @@ static int list_plugins(const cli_options *o)
 	loom_runtime *rt = NULL;
 	if (!cli_open_runtime(o, &rt))
 		return 1;
-	printf("plugins.yaml policy chose backend: %s\n\n", loom_runtime_backend_name(rt));
+	printf("plugins.yaml policy chose backend: %s\n", loom_runtime_backend_name(rt));
+	loom_device_info dev;
+	if (loom_runtime_device(rt, &dev) == LOOM_OK)
+		printf("device: %s, %.0f MiB free of %.0f MiB\n", dev.name, (double)dev.memory_free / (1 << 20),
+		       (double)dev.memory_total / (1 << 20));
+	printf("\n");
 	printf("%-14s %-8s %-6s %-7s %-10s %s\n", "name", "kind", "score", "chosen", "version", "path / reason");
 	for (size_t i = 0; i < loom_runtime_plugin_count(rt); i++) {
 		loom_plugin_info pi;

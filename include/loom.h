@@ -184,6 +184,17 @@ LOOM_API loom_status loom_runtime_plugin_info(const loom_runtime *rt, size_t ind
 					      loom_plugin_info *out);
 /* Name of the backend in use. */
 LOOM_API const char *loom_runtime_backend_name(const loom_runtime *rt);
+
+/* The device the backend in use computes on. */
+typedef struct loom_device_info {
+	char name[128];        /* e.g. "NVIDIA H100 80GB HBM3 (sm_90)" */
+	uint64_t memory_total; /* bytes of device memory */
+	uint64_t memory_free;  /* bytes free now */
+} loom_device_info;
+
+/* LOOM_ERR_UNSUPPORTED for a backend that computes in host memory (the CPU
+ * backends), which has no device of its own to describe. */
+LOOM_API loom_status loom_runtime_device(const loom_runtime *rt, loom_device_info *out);
 LOOM_API int loom_runtime_n_threads(const loom_runtime *rt);
 
 /* ------------------------------------------------------------------------ */

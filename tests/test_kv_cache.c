@@ -74,6 +74,39 @@ START_TEST(mask_is_causal_per_sequence)
 }
 END_TEST
 
+/* A step attends to whole windows of LOOM_KV_WINDOW_STEP cells, so its
+ * shapes stay put from one token to the next; cells past the span are
+ * masked; a cache smaller than one window is attended whole. */
+START_TEST(window_grows_in_steps_and_masks_the_rest)
+{
+	const uint32_t step = LOOM_KV_WINDOW_STEP;
+	loom_kv_cache kv = make_cells(3 * step);
+	int32_t pos[1] = {0}, seq[1] = {0}, cells[1];
+	ck_assert_int_eq(loom_kv_claim(&kv, 1, pos, seq, cells), LOOM_OK);
+	ck_assert_uint_eq(loom_kv_window(&kv), step);
+	float *mask = malloc(step * sizeof(float));
+	loom_kv_build_mask(&kv, step, 1, pos, seq, mask);
+	ck_assert(mask[0] == 0.0f);
+	for (uint32_t j = 1; j < step; j++)
+		ck_assert_msg(isinf(mask[j]) && mask[j] < 0, "cell %u past the span: mask %g", j, mask[j]);
+	free(mask);
+	for (int32_t p = 1; p < (int32_t)step; p++) {
+		pos[0] = p;
+		ck_assert_int_eq(loom_kv_claim(&kv, 1, pos, seq, cells), LOOM_OK);
+		ck_assert_uint_eq(loom_kv_window(&kv), step);
+	}
+	pos[0] = (int32_t)step;
+	ck_assert_int_eq(loom_kv_claim(&kv, 1, pos, seq, cells), LOOM_OK);
+	ck_assert_uint_eq(loom_kv_window(&kv), 2 * step);
+	free(kv.cells);
+
+	kv = make_cells(step / 2 + 3);
+	ck_assert_int_eq(loom_kv_claim(&kv, 1, pos, seq, cells), LOOM_OK);
+	ck_assert_uint_eq(loom_kv_window(&kv), step / 2 + 3);
+	free(kv.cells);
+}
+END_TEST
+
 static Suite *kv_suite(void)
 {
 	Suite *s = suite_create("kv_cache");
@@ -81,6 +114,7 @@ static Suite *kv_suite(void)
 	tcase_add_test(tc, claims_lowest_free_cells);
 	tcase_add_test(tc, full_cache_claims_nothing);
 	tcase_add_test(tc, mask_is_causal_per_sequence);
+	tcase_add_test(tc, window_grows_in_steps_and_masks_the_rest);
 	suite_add_tcase(s, tc);
 	return s;
 }

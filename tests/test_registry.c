@@ -696,6 +696,70 @@ START_TEST(cli_names_the_op_the_backend_refuses)
 }
 END_TEST
 
+/* ------------------------------------------------------------------------ */
+/* Models and contexts the device has no room for                           */
+
+START_TEST(a_model_larger_than_the_device_is_refused)
+{
+	char yaml[4096], model[4200];
+	write_picky(yaml, sizeof(yaml), model, sizeof(model), "registry_small_device", "free_kib: 1");
+	loom_runtime *rt = start_ok(yaml, NULL);
+	loom_model *m = NULL;
+	loom_status st = loom_model_load(rt, model, NULL, &m);
+	ck_assert_msg(st == LOOM_ERR_NO_MEMORY && m == NULL, "load: status %d (%s)", st, loom_last_error());
+	expect_text(loom_last_error(), "the weights need ", "the load error");
+	expect_text(loom_last_error(), "MiB of device memory; picky device has 0.0 MiB free of 0.0 MiB",
+		    "the load error");
+	loom_runtime_free(rt);
+}
+END_TEST
+
+START_TEST(a_context_larger_than_the_device_is_refused)
+{
+	char yaml[4096], model[4200];
+	write_picky(yaml, sizeof(yaml), model, sizeof(model), "registry_small_context", "free_kib: 4096");
+	loom_runtime *rt = start_ok(yaml, NULL);
+	loom_model *m = load_ok(rt, model);
+	loom_context_params cp = loom_context_default_params();
+	loom_context *ctx = NULL;
+	cp.n_ctx = 64;
+	ck_assert_msg(loom_context_create(m, &cp, &ctx) == LOOM_OK, "64 cells: %s", loom_last_error());
+	loom_context_free(ctx);
+	/* Its mask alone is 512 rows of 8192 cells: 16 MiB. */
+	cp.n_ctx = 8192;
+	loom_status st = loom_context_create(m, &cp, &ctx);
+	ck_assert_msg(st == LOOM_ERR_NO_MEMORY && ctx == NULL, "8192 cells: status %d (%s)", st, loom_last_error());
+	expect_text(loom_last_error(), "a context of 8192 cells (KV cache ", "the context error");
+	expect_text(loom_last_error(), "picky device has 4.0 MiB free of 8.0 MiB", "the context error");
+	loom_model_free(m);
+	loom_runtime_free(rt);
+}
+END_TEST
+
+/* loom_runtime_device and `loom info --plugins` describe a backend's
+ * device; a CPU backend has none. */
+START_TEST(the_device_is_described)
+{
+	char yaml[4096], model[4200], args[8600], out[16384];
+	write_picky(yaml, sizeof(yaml), model, sizeof(model), "registry_device", "free_kib: 4096");
+	loom_runtime *rt = start_ok(yaml, NULL);
+	loom_device_info dev;
+	ck_assert_int_eq(loom_runtime_device(rt, &dev), LOOM_OK);
+	ck_assert_str_eq(dev.name, "picky device");
+	ck_assert(dev.memory_free == 4096 << 10 && dev.memory_total == 8192 << 10);
+	loom_runtime_free(rt);
+	snprintf(args, sizeof(args), "info --plugins --plugins '%s'", yaml);
+	int status = run_loom(out, sizeof(out), "", args);
+	ck_assert_msg(status == 0, "loom %s exited %d:\n%s", args, status, out);
+	expect_text(out, "device: picky device, 4 MiB free of 8 MiB", "loom info --plugins");
+
+	write_yaml(yaml, sizeof(yaml), "registry_no_device", "backends:\n" REAL("cpu-generic") FORMATS);
+	rt = start_ok(yaml, NULL);
+	ck_assert_int_eq(loom_runtime_device(rt, &dev), LOOM_ERR_UNSUPPORTED);
+	loom_runtime_free(rt);
+}
+END_TEST
+
 START_TEST(a_format_without_a_contract_section_is_inspected_not_run)
 {
 	char yaml[4096], dir[4096], model[4200];
@@ -859,6 +923,9 @@ static Suite *registry_suite(void)
 	tcase_add_test(tc, a_weight_type_the_backend_refuses_stops_the_load);
 	tcase_add_test(tc, a_format_without_a_contract_section_is_inspected_not_run);
 	tcase_add_test(tc, convert_needs_a_plugin_that_writes_the_gguf_section);
+	tcase_add_test(tc, a_model_larger_than_the_device_is_refused);
+	tcase_add_test(tc, a_context_larger_than_the_device_is_refused);
+	tcase_add_test(tc, the_device_is_described);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -5,6 +5,7 @@
 #include "runtime/log.h"
 
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,7 +24,7 @@ static size_t layout_scratch(loom_context *ctx)
 	const int64_t q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim;
 	const int64_t width[LOOM_SLOT_COUNT] = {
 		[LOOM_SLOT_TOKENS] = 1, [LOOM_SLOT_POS] = 1, [LOOM_SLOT_CELLS] = 1, [LOOM_SLOT_OUT_IDS] = 1,
-		[LOOM_SLOT_MASK] = ctx->kv.n_cells,
+		[LOOM_SLOT_MASK] = ctx->params.n_ctx,
 		[LOOM_SLOT_X] = hp->n_embd, [LOOM_SLOT_XB] = hp->n_embd,
 		[LOOM_SLOT_Q] = q_dim, [LOOM_SLOT_K] = kv_dim, [LOOM_SLOT_V] = kv_dim,
 		[LOOM_SLOT_ATTN] = q_dim, [LOOM_SLOT_PROJ] = hp->n_embd,
@@ -42,11 +43,15 @@ static size_t layout_scratch(loom_context *ctx)
 static loom_status alloc_host(loom_context *ctx)
 {
 	const size_t nb = ctx->params.n_batch;
-	ctx->tokens = malloc(nb * sizeof(int32_t));
-	ctx->pos = malloc(nb * sizeof(int32_t));
+	ctx->inputs_bytes = ctx->slot_offset[LOOM_SLOT_MASK];
+	ctx->inputs = calloc(1, ctx->inputs_bytes);
+	if (ctx->inputs != NULL) {
+		ctx->tokens = (int32_t *)(ctx->inputs + ctx->slot_offset[LOOM_SLOT_TOKENS]);
+		ctx->pos = (int32_t *)(ctx->inputs + ctx->slot_offset[LOOM_SLOT_POS]);
+		ctx->cells = (int32_t *)(ctx->inputs + ctx->slot_offset[LOOM_SLOT_CELLS]);
+		ctx->out_ids = (int32_t *)(ctx->inputs + ctx->slot_offset[LOOM_SLOT_OUT_IDS]);
+	}
 	ctx->seq = malloc(nb * sizeof(int32_t));
-	ctx->cells = malloc(nb * sizeof(int32_t));
-	ctx->out_ids = malloc(nb * sizeof(int32_t));
 	ctx->logit_row = malloc(nb * sizeof(int32_t));
 	ctx->mask = malloc(nb * ctx->kv.n_cells * sizeof(float));
 	ctx->logits = malloc(nb * (size_t)ctx->model->hp.n_vocab * sizeof(float));
@@ -54,10 +59,25 @@ static loom_status alloc_host(loom_context *ctx)
 	ctx->max_tensors = loom_forward_max_tensors(ctx->model);
 	ctx->nodes = calloc((size_t)ctx->max_nodes, sizeof(loom_node));
 	ctx->tensors = calloc((size_t)ctx->max_tensors, sizeof(loom_tensor));
-	if (!ctx->tokens || !ctx->pos || !ctx->seq || !ctx->cells || !ctx->out_ids || !ctx->logit_row ||
-	    !ctx->mask || !ctx->logits || !ctx->nodes || !ctx->tensors)
+	if (!ctx->inputs || !ctx->seq || !ctx->logit_row || !ctx->mask || !ctx->logits || !ctx->nodes || !ctx->tensors)
 		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory for a context of %u cells", ctx->kv.n_cells);
 	return LOOM_OK;
+}
+
+/* Lays out the scratch buffer and checks, before anything is allocated,
+ * that the cache and the activations fit the backend's device. */
+static loom_status reserve_memory(loom_context *ctx)
+{
+	const loom_backend *be = &ctx->model->rt->backend;
+	const size_t kv_bytes = loom_kv_bytes(ctx->model, ctx->params.n_ctx, ctx->params.kv_type);
+	char what[160];
+	ctx->scratch_bytes = layout_scratch(ctx);
+	snprintf(what, sizeof(what), "a context of %u cells (KV cache %.1f MiB, activations %.1f MiB)",
+		 ctx->params.n_ctx, (double)kv_bytes / (1 << 20), (double)ctx->scratch_bytes / (1 << 20));
+	loom_status st = loom_backend_fits(be, kv_bytes + ctx->scratch_bytes, what);
+	if (st == LOOM_OK)
+		loom_info("backend %s: %s", loom_backend_name(be), what);
+	return st;
 }
 
 loom_status loom_context_create(loom_model *model, const loom_context_params *params, loom_context **out)
@@ -92,14 +112,15 @@ loom_status loom_context_create(loom_model *model, const loom_context_params *pa
 				  model->hp.n_ctx_train, n_ctx);
 	}
 
-	loom_status st = loom_kv_init(&ctx->kv, model, ctx->params.n_ctx, ctx->params.kv_type);
+	loom_status st = reserve_memory(ctx);
+	if (st == LOOM_OK)
+		st = loom_kv_init(&ctx->kv, model, ctx->params.n_ctx, ctx->params.kv_type);
 	if (st == LOOM_OK)
 		st = alloc_host(ctx);
 	if (st == LOOM_OK) {
-		size_t bytes = layout_scratch(ctx);
-		st = loom_backend_alloc(&model->rt->backend, bytes, &ctx->scratch);
+		st = loom_backend_alloc(&model->rt->backend, ctx->scratch_bytes, &ctx->scratch);
 		if (st != LOOM_OK)
-			st = loom_error_wrap(st, "%zu MiB of activations", bytes >> 20);
+			st = loom_error_wrap(st, "%zu MiB of activations", ctx->scratch_bytes >> 20);
 	}
 	if (st == LOOM_OK)
 		st = loom_forward_check(ctx);
@@ -117,11 +138,8 @@ void loom_context_free(loom_context *ctx)
 		return;
 	loom_backend_release(&ctx->model->rt->backend, &ctx->scratch);
 	loom_kv_free(&ctx->kv, ctx->model);
-	free(ctx->tokens);
-	free(ctx->pos);
+	free(ctx->inputs);
 	free(ctx->seq);
-	free(ctx->cells);
-	free(ctx->out_ids);
 	free(ctx->logit_row);
 	free(ctx->mask);
 	free(ctx->logits);
@@ -177,29 +195,19 @@ static loom_status read_batch(loom_context *ctx, const loom_batch *b, int *n_out
 	return LOOM_OK;
 }
 
-static loom_status upload_slot(loom_context *ctx, loom_slot s, const void *data, size_t bytes)
-{
-	return loom_backend_upload(&ctx->model->rt->backend, &ctx->scratch, ctx->slot_offset[s], data, bytes);
-}
-
 static loom_status run_step(loom_context *ctx, int n, int n_out)
 {
 	loom_backend *be = &ctx->model->rt->backend;
-	const uint32_t n_kv = loom_kv_span(&ctx->kv);
+	const uint32_t n_kv = loom_kv_window(&ctx->kv);
 	loom_graph graph;
 
 	loom_kv_build_mask(&ctx->kv, n_kv, n, ctx->pos, ctx->seq, ctx->mask);
 	loom_status st = loom_forward_build(ctx, n, n_kv, n_out, &graph);
 	if (st == LOOM_OK)
-		st = upload_slot(ctx, LOOM_SLOT_TOKENS, ctx->tokens, (size_t)n * 4);
+		st = loom_backend_upload(be, &ctx->scratch, 0, ctx->inputs, ctx->inputs_bytes);
 	if (st == LOOM_OK)
-		st = upload_slot(ctx, LOOM_SLOT_POS, ctx->pos, (size_t)n * 4);
-	if (st == LOOM_OK)
-		st = upload_slot(ctx, LOOM_SLOT_CELLS, ctx->cells, (size_t)n * 4);
-	if (st == LOOM_OK)
-		st = upload_slot(ctx, LOOM_SLOT_OUT_IDS, ctx->out_ids, (size_t)n_out * 4);
-	if (st == LOOM_OK)
-		st = upload_slot(ctx, LOOM_SLOT_MASK, ctx->mask, (size_t)n * n_kv * 4);
+		st = loom_backend_upload(be, &ctx->scratch, ctx->slot_offset[LOOM_SLOT_MASK], ctx->mask,
+					 (size_t)n * n_kv * 4);
 	if (st != LOOM_OK)
 		return st;
 

@@ -8,6 +8,7 @@
 /* Activation and input slots in the context's scratch buffer; each holds
  * up to n_batch rows. */
 typedef enum loom_slot {
+	/* The step's small inputs, uploaded together: keep them first. */
 	LOOM_SLOT_TOKENS,  /* i32 token ids */
 	LOOM_SLOT_POS,     /* i32 positions */
 	LOOM_SLOT_CELLS,   /* i32 cache cells the batch's keys and values go to */
@@ -33,11 +34,17 @@ struct loom_context {
 	loom_kv_cache kv;
 
 	loom_buffer scratch;
+	size_t scratch_bytes;
 	size_t slot_offset[LOOM_SLOT_COUNT];
 	size_t slot_row_bytes[LOOM_SLOT_COUNT];
 
-	/* Host copies of the inputs of one batch. */
-	int32_t *tokens, *pos, *seq, *cells, *out_ids;
+	/* Host copies of the inputs of one batch. tokens, pos, cells and
+	 * out_ids point into `inputs`, laid out as the scratch buffer's first
+	 * slots, so a step's small inputs go to the backend in one upload. */
+	unsigned char *inputs;
+	size_t inputs_bytes;
+	int32_t *tokens, *pos, *cells, *out_ids;
+	int32_t *seq;
 	float *mask;
 
 	/* Logits of the last batch: row logit_row[i] for batch token i (-1: none). */

@@ -7,11 +7,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+size_t loom_kv_bytes(const loom_model *m, uint32_t n_cells, loom_dtype type)
+{
+	return loom_dtype_row_bytes(type, m->hp.n_head_kv * m->hp.head_dim) * n_cells * 2 * (size_t)m->hp.n_layer;
+}
+
 loom_status loom_kv_init(loom_kv_cache *kv, loom_model *m, uint32_t n_cells, loom_dtype type)
 {
 	const int64_t kv_dim = m->hp.n_head_kv * m->hp.head_dim;
-	const size_t row = loom_dtype_row_bytes(type, kv_dim);
-	const size_t per_layer = row * n_cells;
+	const size_t per_layer = loom_dtype_row_bytes(type, kv_dim) * n_cells;
 	const int n_layer = (int)m->hp.n_layer;
 
 	memset(kv, 0, sizeof(*kv));
@@ -79,6 +83,13 @@ uint32_t loom_kv_span(const loom_kv_cache *kv)
 	while (span > 0 && kv->cells[span - 1].pos < 0)
 		span--;
 	return span;
+}
+
+uint32_t loom_kv_window(const loom_kv_cache *kv)
+{
+	uint32_t span = loom_kv_span(kv);
+	uint32_t window = (span + LOOM_KV_WINDOW_STEP - 1) / LOOM_KV_WINDOW_STEP * LOOM_KV_WINDOW_STEP;
+	return window < kv->n_cells ? window : kv->n_cells;
 }
 
 void loom_kv_build_mask(const loom_kv_cache *kv, uint32_t n_kv, int n, const int32_t *pos,

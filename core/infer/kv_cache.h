@@ -30,8 +30,19 @@ loom_status loom_kv_claim(loom_kv_cache *kv, int n, const int32_t *pos, const in
 /* Frees cells claimed by a batch that then failed. */
 void loom_kv_unclaim(loom_kv_cache *kv, int n, const int32_t *cells);
 
-/* One past the highest cell in use: attention looks at cells [0, span). */
+/* Bytes of device memory a cache of n_cells cells of type takes. */
+size_t loom_kv_bytes(const loom_model *m, uint32_t n_cells, loom_dtype type);
+
+/* One past the highest cell in use. */
 uint32_t loom_kv_span(const loom_kv_cache *kv);
+
+/* The cells a step attends to, [0, window): the span rounded up to a
+ * multiple of LOOM_KV_WINDOW_STEP (at most n_cells), the cells past the
+ * span masked. A step's shapes then change once in that many tokens, not
+ * every token, so a GPU backend can replay one captured decode graph; the
+ * masked cells cost the CPU backends a mask read each. */
+#define LOOM_KV_WINDOW_STEP 256
+uint32_t loom_kv_window(const loom_kv_cache *kv);
 
 /* mask[t * n_kv + j] = 0 if token t (seq[t], pos[t]) may attend to cell j,
  * else -INFINITY. */

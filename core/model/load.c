@@ -27,8 +27,8 @@ static loom_status load_weights(loom_model *m, const char *path, const char *qua
 		st = loom_model_place(m);
 	if (st != LOOM_OK)
 		return loom_error_wrap(st, "%s (contract %s)", path, m->contract->path);
-	loom_info("loaded %s: %s, %" PRId64 " layers, n_embd %" PRId64 ", vocab %" PRId64 ", weights %s", path, m->arch,
-		  m->hp.n_layer, m->hp.n_embd, m->hp.n_vocab, m->weights_allocated ? "uploaded" : "used in place");
+	loom_info("loaded %s: %s, %" PRId64 " layers, n_embd %" PRId64 ", vocab %" PRId64, path, m->arch, m->hp.n_layer,
+		  m->hp.n_embd, m->hp.n_vocab);
 	return LOOM_OK;
 }
 

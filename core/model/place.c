@@ -20,6 +20,15 @@ static size_t aligned(size_t n)
 	return (n + WEIGHT_ALIGN - 1) & ~(size_t)(WEIGHT_ALIGN - 1);
 }
 
+/* Bytes of bind's host copies, each placed in a buffer of its own. */
+static size_t copies_bytes(const loom_model *m)
+{
+	size_t n = 0;
+	for (size_t k = 0; k < m->n_copies; k++)
+		n += m->copies[k].size;
+	return n;
+}
+
 /* The file's tensors in backend memory: the mapping itself where the
  * backend can use host memory (*offsets stays NULL), else one buffer
  * holding tensor i at (*offsets)[i], in file order. */
@@ -38,7 +47,10 @@ static loom_status place_file(loom_model *m, size_t **offsets)
 		off[i] = total;
 		total += aligned(f->tensors[i].n_bytes);
 	}
-	loom_status st = loom_backend_alloc(be, total ? total : WEIGHT_ALIGN, &m->weights);
+	loom_status st = loom_backend_fits(be, total + copies_bytes(m), "the weights");
+	if (st != LOOM_OK)
+		return st;
+	st = loom_backend_alloc(be, total ? total : WEIGHT_ALIGN, &m->weights);
 	if (st != LOOM_OK)
 		return loom_error_wrap(st, "placing the weights");
 	m->weights_allocated = true;
@@ -153,10 +165,28 @@ static loom_status repack_weights(loom_model *m)
 	return st;
 }
 
+/* What the weights take in backend memory, for `loom run -v`. */
+static void log_memory(const loom_model *m, size_t copied)
+{
+	size_t repacked = 0;
+	for (int i = 0; i < m->n_repacked; i++)
+		repacked += m->repacked[i].size;
+	const double mib = 1 << 20;
+	if (m->weights_allocated)
+		loom_info("backend %s: weights %.1f MiB uploaded, %.1f MiB converted, %.1f MiB repacked",
+			  loom_backend_name(&m->rt->backend), (double)m->weights.size / mib, (double)copied / mib,
+			  (double)repacked / mib);
+	else
+		loom_info("backend %s: weights used in place (%.1f MiB mapped), %.1f MiB converted, %.1f MiB repacked",
+			  loom_backend_name(&m->rt->backend), (double)m->file->mapping_size / mib, (double)copied / mib,
+			  (double)repacked / mib);
+}
+
 loom_status loom_model_place(loom_model *m)
 {
 	size_t *offsets = NULL;
 	loom_status st = place_file(m, &offsets);
+	const size_t copied = copies_bytes(m);
 	if (st == LOOM_OK)
 		st = place_copies(m);
 	if (st == LOOM_OK)
@@ -164,5 +194,7 @@ loom_status loom_model_place(loom_model *m)
 	free(offsets);
 	if (st == LOOM_OK)
 		st = repack_weights(m);
+	if (st == LOOM_OK)
+		log_memory(m, copied);
 	return st;
 }

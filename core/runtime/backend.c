@@ -174,3 +174,34 @@ loom_status loom_backend_repack(const loom_backend *be, const loom_tensor *w, lo
 		loom_backend_release(be, out);
 	return LOOM_OK;
 }
+
+loom_status loom_backend_device(const loom_backend *be, loom_device_info *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!LOOM_VT_HAS(be->vt, device_info))
+		return LOOM_ERR_UNSUPPORTED;
+	const unsigned long serial = loom_error_serial();
+	loom_status st = be->vt->device_info(be->ctx, out);
+	if (st != LOOM_OK) {
+		memset(out, 0, sizeof(*out));
+		return fail(be, st, serial, "cannot describe its device");
+	}
+	out->name[sizeof(out->name) - 1] = '\0';
+	return LOOM_OK;
+}
+
+loom_status loom_backend_fits(const loom_backend *be, size_t bytes, const char *what)
+{
+	loom_device_info dev;
+	loom_status st = loom_backend_device(be, &dev);
+	if (st == LOOM_ERR_UNSUPPORTED)
+		return LOOM_OK;
+	if (st != LOOM_OK)
+		return st;
+	if (bytes > dev.memory_free)
+		return loom_error(LOOM_ERR_NO_MEMORY,
+				  "%s need %.1f MiB of device memory; %s has %.1f MiB free of %.1f MiB", what,
+				  (double)bytes / (1 << 20), dev.name, (double)dev.memory_free / (1 << 20),
+				  (double)dev.memory_total / (1 << 20));
+	return LOOM_OK;
+}

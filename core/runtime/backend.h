@@ -64,4 +64,13 @@ bool loom_backend_repacks(const loom_backend *be);
  * the backend keeps the standard layout. */
 loom_status loom_backend_repack(const loom_backend *be, const loom_tensor *w, loom_buffer *out, uint32_t *layout);
 
+/* The backend's device (device_info): UNSUPPORTED, without a message, for
+ * a backend that runs in host memory. */
+loom_status loom_backend_device(const loom_backend *be, loom_device_info *out);
+/* LOOM_ERR_NO_MEMORY, naming `what` ("the weights") and the device, when
+ * the backend's device has less than `bytes` free; LOOM_OK on a backend in
+ * host memory. Asked before allocating, so a model that does not fit is
+ * refused with a reason rather than by a failed allocation. */
+loom_status loom_backend_fits(const loom_backend *be, size_t bytes, const char *what);
+
 #endif

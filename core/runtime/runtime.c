@@ -226,6 +226,13 @@ const char *loom_runtime_backend_name(const loom_runtime *rt)
 	return rt != NULL && rt->backend.plugin != NULL ? rt->backend.plugin->name : NULL;
 }
 
+loom_status loom_runtime_device(const loom_runtime *rt, loom_device_info *out)
+{
+	if (rt == NULL || out == NULL)
+		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_runtime_device: runtime and out are required");
+	return loom_backend_device(&rt->backend, out);
+}
+
 int loom_runtime_n_threads(const loom_runtime *rt)
 {
 	return rt != NULL ? rt->n_threads : 0;

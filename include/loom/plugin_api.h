@@ -62,24 +62,42 @@ typedef struct loom_dtype_layout {
 	size_t block_bytes;
 } loom_dtype_layout;
 
+static inline loom_dtype_layout loom_dtype_layout_make_(const char *name, int64_t block, size_t block_bytes)
+{
+	loom_dtype_layout l;
+	l.name = name;
+	l.block = block;
+	l.block_bytes = block_bytes;
+	return l;
+}
+
+/* A switch rather than a designated table, so that C++ (the CUDA backend)
+ * compiles this header too. */
 static inline loom_dtype_layout loom_dtype_layout_of(int type)
 {
-	static const loom_dtype_layout table[LOOM_DTYPE_COUNT] = {
-		[LOOM_DTYPE_F32] = {"f32", 1, 4},       [LOOM_DTYPE_F16] = {"f16", 1, 2},
-		[LOOM_DTYPE_Q4_0] = {"q4_0", 32, 18},   [LOOM_DTYPE_Q4_1] = {"q4_1", 32, 20},
-		[LOOM_DTYPE_Q5_0] = {"q5_0", 32, 22},   [LOOM_DTYPE_Q5_1] = {"q5_1", 32, 24},
-		[LOOM_DTYPE_Q8_0] = {"q8_0", 32, 34},   [LOOM_DTYPE_Q8_1] = {"q8_1", 32, 36},
-		[LOOM_DTYPE_Q2_K] = {"q2_k", 256, 84},  [LOOM_DTYPE_Q3_K] = {"q3_k", 256, 110},
-		[LOOM_DTYPE_Q4_K] = {"q4_k", 256, 144}, [LOOM_DTYPE_Q5_K] = {"q5_k", 256, 176},
-		[LOOM_DTYPE_Q6_K] = {"q6_k", 256, 210}, [LOOM_DTYPE_Q8_K] = {"q8_k", 256, 292},
-		[LOOM_DTYPE_I8] = {"i8", 1, 1},         [LOOM_DTYPE_I16] = {"i16", 1, 2},
-		[LOOM_DTYPE_I32] = {"i32", 1, 4},       [LOOM_DTYPE_I64] = {"i64", 1, 8},
-		[LOOM_DTYPE_F64] = {"f64", 1, 8},       [LOOM_DTYPE_BF16] = {"bf16", 1, 2},
-	};
-	loom_dtype_layout none = {NULL, 0, 0};
-	if (type < 0 || type >= LOOM_DTYPE_COUNT)
-		return none;
-	return table[type];
+	switch (type) {
+	case LOOM_DTYPE_F32: return loom_dtype_layout_make_("f32", 1, 4);
+	case LOOM_DTYPE_F16: return loom_dtype_layout_make_("f16", 1, 2);
+	case LOOM_DTYPE_Q4_0: return loom_dtype_layout_make_("q4_0", 32, 18);
+	case LOOM_DTYPE_Q4_1: return loom_dtype_layout_make_("q4_1", 32, 20);
+	case LOOM_DTYPE_Q5_0: return loom_dtype_layout_make_("q5_0", 32, 22);
+	case LOOM_DTYPE_Q5_1: return loom_dtype_layout_make_("q5_1", 32, 24);
+	case LOOM_DTYPE_Q8_0: return loom_dtype_layout_make_("q8_0", 32, 34);
+	case LOOM_DTYPE_Q8_1: return loom_dtype_layout_make_("q8_1", 32, 36);
+	case LOOM_DTYPE_Q2_K: return loom_dtype_layout_make_("q2_k", 256, 84);
+	case LOOM_DTYPE_Q3_K: return loom_dtype_layout_make_("q3_k", 256, 110);
+	case LOOM_DTYPE_Q4_K: return loom_dtype_layout_make_("q4_k", 256, 144);
+	case LOOM_DTYPE_Q5_K: return loom_dtype_layout_make_("q5_k", 256, 176);
+	case LOOM_DTYPE_Q6_K: return loom_dtype_layout_make_("q6_k", 256, 210);
+	case LOOM_DTYPE_Q8_K: return loom_dtype_layout_make_("q8_k", 256, 292);
+	case LOOM_DTYPE_I8: return loom_dtype_layout_make_("i8", 1, 1);
+	case LOOM_DTYPE_I16: return loom_dtype_layout_make_("i16", 1, 2);
+	case LOOM_DTYPE_I32: return loom_dtype_layout_make_("i32", 1, 4);
+	case LOOM_DTYPE_I64: return loom_dtype_layout_make_("i64", 1, 8);
+	case LOOM_DTYPE_F64: return loom_dtype_layout_make_("f64", 1, 8);
+	case LOOM_DTYPE_BF16: return loom_dtype_layout_make_("bf16", 1, 2);
+	default: return loom_dtype_layout_make_(NULL, 0, 0);
+	}
 }
 
 /* Bytes of a row of n elements; 0 if the type is unknown or n is not a
@@ -298,6 +316,20 @@ typedef struct loom_backend_vtable {
 	 * fields unchanged. LOOM_ERR_UNSUPPORTED keeps the standard layout;
 	 * any other error fails the load. NULL slot: no weight is repacked. */
 	loom_status (*weight_repack)(void *backend, const loom_tensor *w, loom_buffer *out, uint32_t *layout);
+
+	/* (optional) The device this instance runs on (loom.h's
+	 * loom_device_info), for `loom info` and
+	 * for the core to check, before it allocates, that a model and its
+	 * context fit. NULL slot: the host's memory, which the core does not
+	 * budget. */
+	loom_status (*device_info)(void *backend, loom_device_info *out);
+
+	/* (optional) Copy size bytes from src at src_offset to dst at
+	 * dst_offset, within the backend (dst and src may be one buffer if the
+	 * ranges do not overlap), ordered after any compute before it. NULL
+	 * slot: the core copies through host memory. */
+	loom_status (*buffer_copy)(void *backend, loom_buffer *dst, size_t dst_offset, const loom_buffer *src,
+				   size_t src_offset, size_t size);
 } loom_backend_vtable;
 
 /* ------------------------------------------------------------------------ */

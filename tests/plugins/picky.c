@@ -2,9 +2,11 @@
  * (plugins.yaml options: `refuse: OP`, and with `refuse_type: TYPE` only
  * where one of the node's tensors has that type). Models load onto it; a
  * context whose steps need the refused op must be refused when it is made.
- * It computes nothing. */
+ * Its device reports `free_kib: N` KiB free, for the core's check that a
+ * model and its context fit. It computes nothing. */
 #include "fake_backend.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,6 +21,7 @@ static const char *const op_names[LOOM_OP_COUNT] = {
 typedef struct picky {
 	int op;   /* refused op; LOOM_OP_NONE: none */
 	int type; /* -1: any type */
+	uint64_t free_bytes; /* what its device reports free */
 } picky;
 
 static void *picky_init(const loom_host *host, const loom_backend_options *opts)
@@ -29,6 +32,7 @@ static void *picky_init(const loom_host *host, const loom_backend_options *opts)
 		return NULL;
 	}
 	p->type = -1;
+	p->free_bytes = (uint64_t)1 << 40;
 	for (int i = 0; i < opts->n_options; i++) {
 		const char *key = opts->option_keys[i], *value = opts->option_values[i];
 		for (int op = 0; strcmp(key, "refuse") == 0 && op < LOOM_OP_COUNT; op++)
@@ -37,6 +41,8 @@ static void *picky_init(const loom_host *host, const loom_backend_options *opts)
 		for (int t = 0; strcmp(key, "refuse_type") == 0 && t < LOOM_DTYPE_COUNT; t++)
 			if (loom_dtype_layout_of(t).name != NULL && strcmp(loom_dtype_layout_of(t).name, value) == 0)
 				p->type = t;
+		if (strcmp(key, "free_kib") == 0)
+			p->free_bytes = strtoull(value, NULL, 10) << 10;
 	}
 	return p;
 }
@@ -75,6 +81,16 @@ static loom_status picky_download(void *backend, const loom_buffer *buf, size_t 
 	return LOOM_OK;
 }
 
+/* A device with free_kib free of twice that. */
+static loom_status picky_device_info(void *backend, loom_device_info *out)
+{
+	const picky *p = backend;
+	snprintf(out->name, sizeof(out->name), "picky device");
+	out->memory_free = p->free_bytes;
+	out->memory_total = 2 * p->free_bytes;
+	return LOOM_OK;
+}
+
 static bool has_type(const loom_node *node, int type)
 {
 	if (type < 0 || (int)node->dst->dtype == type)
@@ -108,6 +124,7 @@ static const loom_backend_vtable vtable = {
 	.buffer_download = picky_download,
 	.supports = picky_supports,
 	.compute = picky_compute,
+	.device_info = picky_device_info,
 };
 
 static const loom_plugin_desc desc = {

@@ -1,0 +1,290 @@
+/*
+ * cuda_attention.cu - LOOM_OP_ATTENTION: softmax(q.K^T * scale + mask) V
+ * for every (token, query head), one thread block each.
+ *
+ * A block computes all its scores, then their maximum and the sum of the
+ * exponentials, then the probability-weighted sum of the values: the
+ * probabilities are final before they weight V, so they round to fp16 for
+ * an F16 cache exactly as on the CPU (llama.cpp's non-flash path), and q
+ * rounds to fp16 before the dot products with F16 keys. The sum of the
+ * exponentials is kept in double, as ggml's soft_max does.
+ *
+ * Warps take the cache cells a few at a time, the lanes splitting the
+ * head's dimensions, so each cell's row slice is read in one coalesced
+ * sweep. Masked cells (and cells of zero weight) are never read: they may
+ * never have been written.
+ *
+ * Scores live in shared memory when the cache is short; otherwise in work
+ * memory, a row of n_kv floats per block, the blocks launched in groups so
+ * that the work memory stays bounded however long the context.
+ */
+#include "cuda_backend.cuh"
+
+#define ATTN_THREADS 256
+#define ATTN_WARPS (ATTN_THREADS / 32)
+#define ATTN_CELLS 4          /* cells a warp works on at once */
+#define ATTN_DIMS_PER_LANE 8  /* output dimensions a lane accumulates at once */
+#define ATTN_DIM_CHUNK (32 * ATTN_DIMS_PER_LANE)
+#define ATTN_SHARED_CELLS 4096 /* up to this many scores stay in shared memory */
+#define ATTN_MAX_HEAD_DIM 2048 /* q is held in shared memory */
+#define ATTN_WORK_BYTES ((size_t)128 << 20) /* score rows of one launch, beyond the shared case */
+#define ATTN_MAX_BLOCKS ((int64_t)1 << 30)
+
+static bool attention_supports(const loom_node *node)
+{
+	const loom_tensor *q = node->src[0], *k = node->src[1], *v = node->src[2];
+	const loom_tensor *mask = node->src[3], *y = node->dst;
+	int n_head = node->ip[0], n_head_kv = node->ip[1];
+
+	if (!cuda_tensor_is(q, LOOM_DTYPE_F32) || !cuda_tensor_is(y, LOOM_DTYPE_F32) || q->ne[3] != 1 ||
+	    q->ne[0] > ATTN_MAX_HEAD_DIM)
+		return false;
+	if (n_head != q->ne[1] || n_head_kv <= 0 || n_head % n_head_kv != 0)
+		return false;
+	if (!cuda_tensor_is(k, LOOM_DTYPE_F32) && !cuda_tensor_is(k, LOOM_DTYPE_F16))
+		return false;
+	if (!cuda_tensor_is(v, k->dtype) || !cuda_same_shape(k, v) || k->ne[2] != 1 || k->ne[3] != 1 ||
+	    k->ne[0] != q->ne[0] * n_head_kv)
+		return false;
+	if (mask != NULL && (!cuda_tensor_is(mask, LOOM_DTYPE_F32) || mask->ne[0] != k->ne[1] ||
+			     mask->ne[1] != q->ne[2] || mask->ne[2] != 1 || mask->ne[3] != 1))
+		return false;
+	return y->ne[0] == q->ne[0] * n_head && y->ne[1] == q->ne[2] && y->ne[2] == 1 && y->ne[3] == 1;
+}
+
+static bool scores_in_shared(const loom_node *node)
+{
+	return node->src[1]->ne[1] <= ATTN_SHARED_CELLS;
+}
+
+/* Blocks (score rows) per launch. */
+static int64_t rows_per_launch(const loom_node *node)
+{
+	int64_t rows = node->src[0]->ne[1] * node->src[0]->ne[2], most = ATTN_MAX_BLOCKS;
+	if (!scores_in_shared(node)) {
+		most = (int64_t)(ATTN_WORK_BYTES / ((size_t)node->src[1]->ne[1] * sizeof(float)));
+		most = most > 0 ? most : 1;
+	}
+	return rows < most ? rows : most;
+}
+
+static size_t attention_work_size(const loom_node *node)
+{
+	if (scores_in_shared(node))
+		return 0;
+	return (size_t)rows_per_launch(node) * (size_t)node->src[1]->ne[1] * sizeof(float);
+}
+
+struct attn_args {
+	cuda_rows q;        /* rows (head, token) */
+	cuda_rows mask;     /* data NULL: no mask */
+	cuda_rows y;        /* rows: tokens */
+	const char *k, *v;  /* the caches: cell j at j * nb1 */
+	size_t k_nb1, v_nb1;
+	int64_t head_dim, n_head, group, n_kv; /* group: query heads per kv head */
+	float scale;
+	float *scores;      /* work memory, a row per block; NULL: shared */
+};
+
+/* A cache element as f32. */
+static __device__ __forceinline__ float cache_value(float x)
+{
+	return x;
+}
+
+static __device__ __forceinline__ float cache_value(__half x)
+{
+	return __half2float(x);
+}
+
+/* x as the matmul with a cache of type T would see it: itself for F32,
+ * rounded to fp16 for F16. */
+template <typename T> static __device__ __forceinline__ float round_to(float x);
+
+template <> __device__ __forceinline__ float round_to<float>(float x)
+{
+	return x;
+}
+
+template <> __device__ __forceinline__ float round_to<__half>(float x)
+{
+	return __half2float(__float2half_rn(x));
+}
+
+/* The maximum of v over the block, the same in every thread; scratch holds
+ * one value per warp and is free again when this returns. */
+static __device__ float block_max(float v, float *scratch)
+{
+	v = cuda_warp_max(v);
+	if (threadIdx.x % 32 == 0)
+		scratch[threadIdx.x / 32] = v;
+	__syncthreads();
+	float m = -INFINITY;
+	for (int w = 0; w < ATTN_WARPS; w++)
+		m = fmaxf(m, scratch[w]);
+	__syncthreads();
+	return m;
+}
+
+/* scores[j] = q.k_j * scale + mask[j], -inf for masked cells. */
+template <typename T>
+static __device__ void attention_scores(const attn_args &a, const float *q, const float *mask, size_t slice,
+					float *scores)
+{
+	int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+
+	for (int64_t j0 = (int64_t)warp * ATTN_CELLS; j0 < a.n_kv; j0 += ATTN_WARPS * ATTN_CELLS) {
+		const T *k[ATTN_CELLS];
+		float dot[ATTN_CELLS];
+#pragma unroll
+		for (int c = 0; c < ATTN_CELLS; c++) {
+			int64_t j = j0 + c;
+			bool live = j < a.n_kv && (mask == NULL || mask[j] != -INFINITY);
+			k[c] = live ? (const T *)(a.k + j * a.k_nb1) + slice : NULL;
+			dot[c] = 0.0f;
+		}
+		for (int64_t d = lane; d < a.head_dim; d += 32) {
+			float qd = q[d];
+#pragma unroll
+			for (int c = 0; c < ATTN_CELLS; c++)
+				if (k[c] != NULL)
+					dot[c] += qd * cache_value(k[c][d]);
+		}
+#pragma unroll
+		for (int c = 0; c < ATTN_CELLS; c++) {
+			int64_t j = j0 + c;
+			float s = cuda_warp_sum(dot[c]);
+			if (lane != 0 || j >= a.n_kv)
+				continue;
+			/* Rounded as the CPU's separate multiply and add. */
+			scores[j] = k[c] == NULL ? -INFINITY
+						 : __fadd_rn(__fmul_rn(s, a.scale), mask != NULL ? mask[j] : 0.0f);
+		}
+	}
+}
+
+/* Turns the scores into exponentials and returns the reciprocal of their
+ * sum: 0 when every cell is masked, which then weights every value by 0. */
+static __device__ float attention_softmax(const attn_args &a, float *scores, float *scratch_f, double *scratch_d)
+{
+	float m = -INFINITY;
+	for (int64_t j = threadIdx.x; j < a.n_kv; j += ATTN_THREADS)
+		m = fmaxf(m, scores[j]);
+	m = block_max(m, scratch_f);
+
+	double sum = 0.0;
+	for (int64_t j = threadIdx.x; j < a.n_kv; j += ATTN_THREADS) {
+		float e = m == -INFINITY ? 0.0f : expf(scores[j] - m);
+		scores[j] = e;
+		sum += e;
+	}
+	sum = cuda_block_sum(sum, scratch_d, ATTN_WARPS);
+	return sum > 0.0 ? (float)(1.0 / sum) : 0.0f;
+}
+
+/* out[d] = sum_j p_j * v_j[d], p_j = scores[j] * inv rounded for T. Each warp
+ * sums its cells into registers, ATTN_DIM_CHUNK dimensions at a time; the
+ * warps' sums meet in `partial`. */
+template <typename T>
+static __device__ void attention_mix(const attn_args &a, const float *scores, float inv, size_t slice, float *out,
+				     float (*partial)[ATTN_DIM_CHUNK])
+{
+	int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+
+	for (int64_t d0 = 0; d0 < a.head_dim; d0 += ATTN_DIM_CHUNK) {
+		float acc[ATTN_DIMS_PER_LANE];
+#pragma unroll
+		for (int i = 0; i < ATTN_DIMS_PER_LANE; i++)
+			acc[i] = 0.0f;
+		for (int64_t j0 = (int64_t)warp * ATTN_CELLS; j0 < a.n_kv; j0 += ATTN_WARPS * ATTN_CELLS) {
+#pragma unroll
+			for (int c = 0; c < ATTN_CELLS; c++) {
+				int64_t j = j0 + c;
+				float p = j < a.n_kv ? round_to<T>(scores[j] * inv) : 0.0f;
+				if (p == 0.0f)
+					continue;
+				const T *v = (const T *)(a.v + j * a.v_nb1) + slice + d0;
+#pragma unroll
+				for (int i = 0; i < ATTN_DIMS_PER_LANE; i++)
+					if (d0 + lane + 32 * i < a.head_dim)
+						acc[i] += p * cache_value(v[lane + 32 * i]);
+			}
+		}
+#pragma unroll
+		for (int i = 0; i < ATTN_DIMS_PER_LANE; i++)
+			partial[warp][lane + 32 * i] = acc[i];
+		__syncthreads();
+		for (int64_t i = threadIdx.x; i < ATTN_DIM_CHUNK && d0 + i < a.head_dim; i += ATTN_THREADS) {
+			float sum = 0.0f;
+			for (int w = 0; w < ATTN_WARPS; w++)
+				sum += partial[w][i];
+			out[d0 + i] = sum;
+		}
+		/* partial is refilled by the next chunk. */
+		__syncthreads();
+	}
+}
+
+/* Block b computes query row row0 + b, that is token row / n_head, head
+ * row % n_head. Dynamic shared memory: q (head_dim floats), then the
+ * scores (n_kv floats) unless they are in work memory. */
+template <typename T> static __global__ void attention_kernel(attn_args a, int64_t row0)
+{
+	extern __shared__ float shared[];
+	__shared__ float partial[ATTN_WARPS][ATTN_DIM_CHUNK];
+	__shared__ float scratch_f[ATTN_WARPS];
+	__shared__ double scratch_d[ATTN_WARPS];
+
+	int64_t row = row0 + blockIdx.x, t = row / a.n_head, h = row % a.n_head;
+	float *q = shared;
+	float *scores = a.scores != NULL ? a.scores + (int64_t)blockIdx.x * a.n_kv : shared + a.head_dim;
+	const float *q_row = (const float *)cuda_row(a.q, row);
+	const float *mask = a.mask.data != NULL ? (const float *)cuda_row(a.mask, t) : NULL;
+	size_t slice = (size_t)(h / a.group * a.head_dim);
+
+	for (int64_t d = threadIdx.x; d < a.head_dim; d += ATTN_THREADS)
+		q[d] = round_to<T>(q_row[d]);
+	__syncthreads();
+	attention_scores<T>(a, q, mask, slice, scores);
+	__syncthreads();
+	float inv = attention_softmax(a, scores, scratch_f, scratch_d);
+	attention_mix<T>(a, scores, inv, slice, (float *)cuda_row(a.y, t) + h * a.head_dim, partial);
+}
+
+static loom_status attention_run(cuda_backend *be, const loom_node *node, void *work, int)
+{
+	const loom_tensor *q = node->src[0], *k = node->src[1], *v = node->src[2], *mask = node->src[3];
+	bool shared_scores = scores_in_shared(node);
+	attn_args a = {};
+
+	a.q = cuda_rows_of(q);
+	if (mask != NULL)
+		a.mask = cuda_rows_of(mask);
+	a.y = cuda_rows_of(node->dst);
+	a.k = (const char *)k->data;
+	a.v = (const char *)v->data;
+	a.k_nb1 = k->nb[1];
+	a.v_nb1 = v->nb[1];
+	a.head_dim = q->ne[0];
+	a.n_head = node->ip[0];
+	a.group = node->ip[0] / node->ip[1];
+	a.n_kv = k->ne[1];
+	a.scale = node->fp[0];
+	a.scores = shared_scores ? NULL : (float *)work;
+
+	size_t shared_bytes = (size_t)(a.head_dim + (shared_scores ? a.n_kv : 0)) * sizeof(float);
+	int64_t rows = q->ne[1] * q->ne[2], step = rows_per_launch(node);
+	for (int64_t row0 = 0; row0 < rows; row0 += step) {
+		unsigned blocks = (unsigned)(rows - row0 < step ? rows - row0 : step);
+		if (k->dtype == LOOM_DTYPE_F16)
+			attention_kernel<__half><<<blocks, ATTN_THREADS, shared_bytes, be->stream>>>(a, row0);
+		else
+			attention_kernel<float><<<blocks, ATTN_THREADS, shared_bytes, be->stream>>>(a, row0);
+		loom_status st = cuda_launched(be, "attention");
+		if (st != LOOM_OK)
+			return st;
+	}
+	return LOOM_OK;
+}
+
+const cuda_op cuda_op_attention = {attention_supports, attention_work_size, attention_run};

@@ -1,0 +1,256 @@
+/*
+ * cuda_backend.cu - the backend vtable: instances, device memory, and the
+ * compute loop that enqueues a graph's nodes on one stream.
+ *
+ * Memory is plain cudaMalloc'd device memory: the core uploads the weights
+ * once, in their stored types, and the KV cache and activations are
+ * allocated here too. Host memory is never used in place (buffer_from_host
+ * is absent), so the core uploads.
+ */
+#include "cuda_backend.cuh"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+loom_status cuda_status(const cuda_backend *be, cudaError_t err, const char *what)
+{
+	if (err == cudaSuccess)
+		return LOOM_OK;
+	be->host->set_error("cuda: %s: %s", what, cudaGetErrorString(err));
+	return err == cudaErrorMemoryAllocation ? LOOM_ERR_NO_MEMORY : LOOM_ERR_BACKEND;
+}
+
+static const cuda_op *const cuda_ops[LOOM_OP_COUNT] = {
+	[LOOM_OP_NONE] = NULL,
+	[LOOM_OP_GET_ROWS] = &cuda_op_get_rows,
+	[LOOM_OP_RMS_NORM] = &cuda_op_rms_norm,
+	[LOOM_OP_MATMUL] = &cuda_op_matmul,
+	[LOOM_OP_ADD] = &cuda_op_add,
+	[LOOM_OP_MUL] = &cuda_op_mul,
+	[LOOM_OP_ROPE] = &cuda_op_rope,
+	[LOOM_OP_KV_STORE] = &cuda_op_kv_store,
+	[LOOM_OP_ATTENTION] = &cuda_op_attention,
+	[LOOM_OP_SWIGLU] = &cuda_op_swiglu,
+	[LOOM_OP_SCALE] = &cuda_op_scale,
+	[LOOM_OP_CONVERT] = &cuda_op_convert,
+	[LOOM_OP_LAYER_NORM] = &cuda_op_layer_norm,
+	[LOOM_OP_GELU] = &cuda_op_gelu,
+};
+
+static const cuda_op *op_of(const loom_node *node)
+{
+	return node->op > LOOM_OP_NONE && node->op < LOOM_OP_COUNT ? cuda_ops[node->op] : NULL;
+}
+
+/* ---- instances ---- */
+
+static void cuda_free(void *backend);
+
+static void *cuda_init(const loom_host *host, const loom_backend_options *opts)
+{
+	cuda_backend *be = (cuda_backend *)calloc(1, sizeof(*be));
+	if (be == NULL) {
+		host->set_error("cuda: out of memory");
+		return NULL;
+	}
+	be->host = host;
+	be->device = opts->device;
+	int count = 0;
+	loom_status st = cuda_status(be, cudaGetDeviceCount(&count), "counting devices");
+	if (st == LOOM_OK && (be->device < 0 || be->device >= count)) {
+		host->set_error("cuda: device %d asked for, %d present", be->device, count);
+		st = LOOM_ERR_INVALID_ARGUMENT;
+	}
+	if (st == LOOM_OK)
+		st = cuda_status(be, cudaSetDevice(be->device), "selecting the device");
+	if (st == LOOM_OK)
+		st = cuda_status(be, cudaGetDeviceProperties(&be->prop, be->device), "reading the device's properties");
+	if (st == LOOM_OK && be->prop.major < 8) {
+		host->set_error("cuda: %s is compute capability %d.%d; loom-cuda needs 8.0 or newer", be->prop.name,
+				be->prop.major, be->prop.minor);
+		st = LOOM_ERR_UNSUPPORTED;
+	}
+	if (st == LOOM_OK)
+		st = cuda_status(be, cudaStreamCreateWithFlags(&be->stream, cudaStreamNonBlocking), "creating a stream");
+	if (st == LOOM_OK)
+		st = cuda_status(be, cudaMalloc((void **)&be->bad_node, sizeof(int)), "allocating the error word");
+	if (st == LOOM_OK)
+		st = cuda_status(be, cudaMemset(be->bad_node, 0xff, sizeof(int)), "clearing the error word");
+	if (st != LOOM_OK) {
+		cuda_free(be);
+		return NULL;
+	}
+	return be;
+}
+
+static void cuda_free(void *backend)
+{
+	cuda_backend *be = (cuda_backend *)backend;
+	if (be == NULL)
+		return;
+	cudaSetDevice(be->device);
+	if (be->stream != NULL)
+		cudaStreamSynchronize(be->stream);
+	cudaFree(be->work);
+	cudaFree(be->bad_node);
+	if (be->stream != NULL)
+		cudaStreamDestroy(be->stream);
+	free(be);
+}
+
+static loom_status cuda_device_info(void *backend, loom_device_info *out)
+{
+	cuda_backend *be = (cuda_backend *)backend;
+	size_t free_bytes = 0, total_bytes = 0;
+	loom_status st = cuda_status(be, cudaSetDevice(be->device), "selecting the device");
+	if (st == LOOM_OK)
+		st = cuda_status(be, cudaMemGetInfo(&free_bytes, &total_bytes), "reading free memory");
+	if (st != LOOM_OK)
+		return st;
+	snprintf(out->name, sizeof(out->name), "%s (sm_%d%d)", be->prop.name, be->prop.major, be->prop.minor);
+	out->memory_total = total_bytes;
+	out->memory_free = free_bytes;
+	return LOOM_OK;
+}
+
+/* ---- memory ---- */
+
+static loom_status cuda_buffer_alloc(void *backend, size_t size, loom_buffer *out)
+{
+	cuda_backend *be = (cuda_backend *)backend;
+	void *p = NULL;
+	char what[96];
+	snprintf(what, sizeof(what), "allocating %zu MiB of device memory", (size + (1u << 20) - 1) >> 20);
+	loom_status st = cuda_status(be, cudaMalloc(&p, size > 0 ? size : 1), what);
+	if (st == LOOM_OK)
+		st = cuda_status(be, cudaMemsetAsync(p, 0, size, be->stream), "clearing new device memory");
+	if (st == LOOM_OK)
+		st = cuda_status(be, cudaStreamSynchronize(be->stream), "clearing new device memory");
+	if (st != LOOM_OK) {
+		cudaFree(p);
+		return st;
+	}
+	out->handle = p;
+	out->base = p;
+	out->size = size;
+	return LOOM_OK;
+}
+
+static void cuda_buffer_free(void *backend, loom_buffer *buf)
+{
+	cuda_backend *be = (cuda_backend *)backend;
+	if (buf->handle != NULL) {
+		cudaStreamSynchronize(be->stream);
+		cudaFree(buf->handle);
+	}
+	buf->handle = buf->base = NULL;
+	buf->size = 0;
+}
+
+static loom_status cuda_buffer_upload(void *backend, loom_buffer *buf, size_t offset, const void *src, size_t size)
+{
+	cuda_backend *be = (cuda_backend *)backend;
+	/* Ordered after any compute still on the stream, and complete when this
+	 * returns: the caller may reuse src. */
+	loom_status st = cuda_status(be, cudaMemcpyAsync((char *)buf->base + offset, src, size, cudaMemcpyHostToDevice,
+						       be->stream), "uploading");
+	return st == LOOM_OK ? cuda_status(be, cudaStreamSynchronize(be->stream), "uploading") : st;
+}
+
+static loom_status cuda_buffer_download(void *backend, const loom_buffer *buf, size_t offset, void *dst, size_t size)
+{
+	cuda_backend *be = (cuda_backend *)backend;
+	loom_status st = cuda_status(be, cudaMemcpyAsync(dst, (const char *)buf->base + offset, size,
+						       cudaMemcpyDeviceToHost, be->stream), "downloading");
+	return st == LOOM_OK ? cuda_status(be, cudaStreamSynchronize(be->stream), "downloading") : st;
+}
+
+static loom_status cuda_buffer_copy(void *backend, loom_buffer *dst, size_t dst_offset, const loom_buffer *src,
+				    size_t src_offset, size_t size)
+{
+	cuda_backend *be = (cuda_backend *)backend;
+	return cuda_status(be, cudaMemcpyAsync((char *)dst->base + dst_offset, (const char *)src->base + src_offset,
+					       size, cudaMemcpyDeviceToDevice, be->stream), "copying within the device");
+}
+
+/* ---- compute ---- */
+
+static bool cuda_supports(void *backend, const loom_node *node)
+{
+	(void)backend;
+	const cuda_op *op = op_of(node);
+	return op != NULL && node->dst != NULL && op->supports(node);
+}
+
+/* Grows the work memory to the largest any node of the graph needs. */
+static loom_status reserve_work(cuda_backend *be, const loom_graph *graph)
+{
+	size_t need = 0;
+	for (int i = 0; i < graph->n_nodes; i++) {
+		const cuda_op *op = op_of(&graph->nodes[i]);
+		size_t n = op != NULL && op->work_size != NULL ? op->work_size(&graph->nodes[i]) : 0;
+		need = n > need ? n : need;
+	}
+	if (need <= be->work_size)
+		return LOOM_OK;
+	loom_status st = cuda_status(be, cudaStreamSynchronize(be->stream), "waiting for the stream");
+	if (st != LOOM_OK)
+		return st;
+	cudaFree(be->work);
+	be->work = NULL;
+	be->work_size = 0;
+	char what[96];
+	snprintf(what, sizeof(what), "allocating %zu MiB of work memory", (need + (1u << 20) - 1) >> 20);
+	if ((st = cuda_status(be, cudaMalloc(&be->work, need), what)) == LOOM_OK)
+		be->work_size = need;
+	return st;
+}
+
+static loom_status cuda_compute(void *backend, const loom_graph *graph)
+{
+	cuda_backend *be = (cuda_backend *)backend;
+	loom_status st = cuda_status(be, cudaSetDevice(be->device), "selecting the device");
+	if (st == LOOM_OK)
+		st = reserve_work(be, graph);
+	for (int i = 0; st == LOOM_OK && i < graph->n_nodes; i++) {
+		const loom_node *node = &graph->nodes[i];
+		const cuda_op *op = op_of(node);
+		if (op == NULL || !op->supports(node)) {
+			be->host->set_error("cuda: node %d (op %d) is not supported", i, (int)node->op);
+			return LOOM_ERR_UNSUPPORTED;
+		}
+		st = op->run(be, node, be->work, i);
+	}
+	if (st != LOOM_OK)
+		return st;
+	int bad = -1;
+	st = cuda_status(be, cudaMemcpyAsync(&bad, be->bad_node, sizeof(int), cudaMemcpyDeviceToHost, be->stream),
+			 "reading the error word");
+	if (st == LOOM_OK)
+		st = cuda_status(be, cudaStreamSynchronize(be->stream), "running the graph");
+	if (st == LOOM_OK && bad >= 0) {
+		const loom_node *node = &graph->nodes[bad];
+		be->host->set_error("cuda: node %d (%s): an index outside its table or cache", bad,
+				    node->src[0] != NULL && node->src[0]->name != NULL ? node->src[0]->name : "unnamed");
+		cudaMemsetAsync(be->bad_node, 0xff, sizeof(int), be->stream);
+		return LOOM_ERR_INVALID_ARGUMENT;
+	}
+	return st;
+}
+
+const loom_backend_vtable cuda_backend_vtable = {
+	.struct_size = sizeof(loom_backend_vtable),
+	.init = cuda_init,
+	.free = cuda_free,
+	.buffer_alloc = cuda_buffer_alloc,
+	.buffer_free = cuda_buffer_free,
+	.buffer_upload = cuda_buffer_upload,
+	.buffer_download = cuda_buffer_download,
+	.buffer_from_host = NULL,
+	.supports = cuda_supports,
+	.compute = cuda_compute,
+	.weight_repack = NULL,
+	.device_info = cuda_device_info,
+	.buffer_copy = cuda_buffer_copy,
+};

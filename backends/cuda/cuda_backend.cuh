@@ -1,0 +1,172 @@
+/*
+ * cuda_backend.cuh - what the CUDA backend's files share: the instance, the
+ * op table, and tensor helpers for the host and the device.
+ *
+ * compute() enqueues every node's kernels on the instance's one stream and
+ * synchronizes once, at the end: no host round-trip between ops. A kernel
+ * that meets a bad index (a row outside a table, a cell outside the cache)
+ * records the node in a device word instead of reading or writing out of
+ * bounds; compute() reports it after the step.
+ */
+#ifndef LOOM_CUDA_BACKEND_CUH
+#define LOOM_CUDA_BACKEND_CUH
+
+#include "cuda_probe.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+struct cuda_backend {
+	const loom_host *host;
+	int device;
+	cudaDeviceProp prop;
+	cudaStream_t stream;
+	/* Device memory ops borrow during a compute (quantized activations,
+	 * attention scores): the largest any node of a graph asks for. */
+	void *work;
+	size_t work_size;
+	/* The first node that met a bad index, or -1 (device memory). */
+	int *bad_node;
+};
+
+/* Records a CUDA failure as the caller's error; LOOM_OK when err is
+ * cudaSuccess. */
+loom_status cuda_status(const cuda_backend *be, cudaError_t err, const char *what);
+
+/* The last launch's error, if any (launches fail on bad configurations). */
+static inline loom_status cuda_launched(const cuda_backend *be, const char *what)
+{
+	return cuda_status(be, cudaGetLastError(), what);
+}
+
+struct cuda_op {
+	/* The node's dtypes and shapes are ones this op implements. */
+	bool (*supports)(const loom_node *node);
+	/* (optional) Bytes of device work memory the node needs; NULL: none. */
+	size_t (*work_size)(const loom_node *node);
+	/* Enqueue the node on be->stream; work holds work_size bytes. node_index
+	 * is what a kernel writes to be->bad_node on a bad index. */
+	loom_status (*run)(cuda_backend *be, const loom_node *node, void *work, int node_index);
+};
+
+extern const cuda_op cuda_op_get_rows;
+extern const cuda_op cuda_op_rms_norm;
+extern const cuda_op cuda_op_matmul;
+extern const cuda_op cuda_op_add;
+extern const cuda_op cuda_op_mul;
+extern const cuda_op cuda_op_rope;
+extern const cuda_op cuda_op_kv_store;
+extern const cuda_op cuda_op_attention;
+extern const cuda_op cuda_op_swiglu;
+extern const cuda_op cuda_op_scale;
+extern const cuda_op cuda_op_convert;
+extern const cuda_op cuda_op_layer_norm;
+extern const cuda_op cuda_op_gelu;
+
+/* ---- tensors, on the host (supports) ---- */
+
+static inline int64_t cuda_nrows(const loom_tensor *t)
+{
+	return t->ne[1] * t->ne[2] * t->ne[3];
+}
+
+/* A known dtype in the standard layout, positive extents, whole blocks
+ * packed along dimension 0. Strides of dimensions 1..3 are free. */
+static inline bool cuda_tensor_ok(const loom_tensor *t)
+{
+	if (t == NULL || t->layout != 0)
+		return false;
+	loom_dtype_layout l = loom_dtype_layout_of(t->dtype);
+	if (l.block == 0)
+		return false;
+	for (int i = 0; i < LOOM_MAX_DIMS; i++)
+		if (t->ne[i] < 1)
+			return false;
+	return t->ne[0] % l.block == 0 && t->nb[0] == l.block_bytes;
+}
+
+static inline bool cuda_tensor_is(const loom_tensor *t, loom_dtype type)
+{
+	return cuda_tensor_ok(t) && t->dtype == type;
+}
+
+static inline bool cuda_same_shape(const loom_tensor *a, const loom_tensor *b)
+{
+	for (int i = 0; i < LOOM_MAX_DIMS; i++)
+		if (a->ne[i] != b->ne[i])
+			return false;
+	return true;
+}
+
+static inline bool cuda_is_vector(const loom_tensor *t)
+{
+	return t->ne[1] == 1 && t->ne[2] == 1 && t->ne[3] == 1;
+}
+
+/* ---- tensors, on the device ---- */
+
+/* Where a tensor's rows are: row r counts over dimensions 1..3 in order,
+ * as on the CPU. Passed to kernels by value. */
+struct cuda_rows {
+	char *data;
+	int64_t ne1, ne2;
+	size_t nb1, nb2, nb3;
+};
+
+static inline cuda_rows cuda_rows_of(const loom_tensor *t)
+{
+	cuda_rows r = {(char *)t->data, t->ne[1], t->ne[2], t->nb[1], t->nb[2], t->nb[3]};
+	return r;
+}
+
+static __device__ __forceinline__ char *cuda_row(const cuda_rows &t, int64_t r)
+{
+	int64_t i1 = r % t.ne1, i2 = (r / t.ne1) % t.ne2, i3 = r / (t.ne1 * t.ne2);
+	return t.data + i1 * t.nb1 + i2 * t.nb2 + i3 * t.nb3;
+}
+
+/* ---- reductions ---- */
+
+/* The sum of v over the 32 lanes of a warp, in every lane. */
+template <typename T> static __device__ __forceinline__ T cuda_warp_sum(T v)
+{
+	for (int offset = 16; offset > 0; offset >>= 1)
+		v += __shfl_xor_sync(0xffffffffu, v, offset);
+	return v;
+}
+
+/* The maximum of v over the 32 lanes of a warp, in every lane. */
+static __device__ __forceinline__ float cuda_warp_max(float v)
+{
+	for (int offset = 16; offset > 0; offset >>= 1)
+		v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+	return v;
+}
+
+/* The sum of v over a block of n_warps whole warps, the same in every
+ * thread. partial holds one value per warp; it is free again when this
+ * returns. */
+template <typename T> static __device__ T cuda_block_sum(T v, T *partial, int n_warps)
+{
+	v = cuda_warp_sum(v);
+	if (threadIdx.x % 32 == 0)
+		partial[threadIdx.x / 32] = v;
+	__syncthreads();
+	T sum = 0;
+	for (int w = 0; w < n_warps; w++)
+		sum += partial[w];
+	__syncthreads();
+	return sum;
+}
+
+/* Marks node as having met a bad index; the first one wins. */
+static __device__ __forceinline__ void cuda_fail(int *bad_node, int node)
+{
+	atomicCAS(bad_node, -1, node);
+}
+
+#endif

@@ -1,0 +1,78 @@
+/*
+ * cuda_matmul.cu - LOOM_OP_MATMUL: dst[t][o] = sum_i W[o][i] * x[t][i], for
+ * weights of F32, F16, BF16 and the quantized types Q4_0 .. Q6_K in their
+ * GGUF layout. Quantized weights meet Q8_1 activations (in work memory) in
+ * integer dot products (cuda_matmul_quant.cu); the others meet the f32
+ * activations, rounded to F16 or BF16 for those weights, in f32 or tensor
+ * core products (cuda_matmul_float.cu). Both run as matrix-vector products
+ * for a few tokens and as tiles for many.
+ */
+#include "cuda_matmul.cuh"
+
+#include "cuda_blocks.cuh"
+
+#include <climits>
+
+/* F32 rows whose strides are whole floats. */
+static bool f32_strides_ok(const loom_tensor *t)
+{
+	for (int i = 1; i < LOOM_MAX_DIMS; i++)
+		if (t->nb[i] % sizeof(float) != 0)
+			return false;
+	return true;
+}
+
+static bool weight_type_ok(loom_dtype type)
+{
+	return type == LOOM_DTYPE_F32 || type == LOOM_DTYPE_F16 || type == LOOM_DTYPE_BF16 ||
+	       cuda_matmul_is_quant(type);
+}
+
+static bool matmul_supports(const loom_node *node)
+{
+	const loom_tensor *w = node->src[0], *x = node->src[1], *y = node->dst;
+
+	if (!cuda_tensor_ok(w) || !weight_type_ok(w->dtype))
+		return false;
+	if (!cuda_tensor_is(x, LOOM_DTYPE_F32) || !cuda_tensor_is(y, LOOM_DTYPE_F32))
+		return false;
+	if (w->ne[2] != 1 || w->ne[3] != 1 || x->ne[0] != w->ne[0] || y->ne[0] != w->ne[1])
+		return false;
+	for (int i = 1; i < LOOM_MAX_DIMS; i++)
+		if (x->ne[i] != y->ne[i])
+			return false;
+	/* The kernels read weight rows 2 bytes at a time (F32: 4) and count
+	 * elements, rows and tokens in ints. */
+	if (w->nb[1] % (w->dtype == LOOM_DTYPE_F32 ? sizeof(float) : sizeof(uint16_t)) != 0)
+		return false;
+	if (!f32_strides_ok(x) || !f32_strides_ok(y))
+		return false;
+	return w->ne[0] <= INT_MAX && w->ne[1] <= INT_MAX && cuda_nrows(x) <= CUDA_MATMUL_MAX_TOKENS;
+}
+
+/* The Q8_1 activations of quantized weights. */
+static size_t matmul_work_size(const loom_node *node)
+{
+	const loom_tensor *w = node->src[0], *x = node->src[1];
+
+	if (!cuda_matmul_is_quant(w->dtype))
+		return 0;
+	return (size_t)cuda_nrows(x) * (size_t)(x->ne[0] / CUDA_QK) * sizeof(cuda_block_q8_1);
+}
+
+static loom_status matmul_run(cuda_backend *be, const loom_node *node, void *work, int node_index)
+{
+	(void)node_index;
+	loom_dtype type = node->src[0]->dtype;
+	cuda_matmul_shape s = cuda_matmul_shape_of(node);
+
+	if (cuda_matmul_is_quant(type))
+		return cuda_matmul_quant(be, type, &s, work);
+	return cuda_matmul_float(be, type, &s);
+}
+
+const cuda_op cuda_op_matmul = {
+	.supports = matmul_supports,
+	.work_size = matmul_work_size,
+	.run = matmul_run,
+};

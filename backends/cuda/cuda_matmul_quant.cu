@@ -1,0 +1,190 @@
+/*
+ * cuda_matmul_quant.cu - MATMUL with quantized weights. The activations
+ * become Q8_1 blocks in work memory (cuda_quantize_q8_1), then
+ *  - up to CUDA_MATMUL_VEC_TOKENS tokens: one warp per output row, its
+ *    lanes taking the parts (cuda_vecdot.cuh) of consecutive weight blocks,
+ *    each block read once for all the tokens; a shuffle sums the lanes;
+ *  - more: each thread block computes a tile of QT_ROWS outputs by
+ *    QT_TOKENS tokens, staging QT_STEP elements' worth of weight blocks and
+ *    Q8_1 blocks at a time in shared memory, where every weight block meets
+ *    the tokens of the tile.
+ */
+#include "cuda_matmul.cuh"
+#include "cuda_quantize_q8_1.cuh"
+#include "cuda_vecdot.cuh"
+
+#define QV_WARPS 4 /* output rows per thread block of the vector kernel */
+
+#define QT_ROWS 64
+#define QT_TOKENS CUDA_MATMUL_TILE_TOKENS
+#define QT_THREADS 256
+#define QT_STEP 256 /* elements of a row staged at a time: one K-quant super-block */
+#define QT_X_BLOCKS (QT_STEP / CUDA_QK)
+#define QT_X_INTS ((int)(QT_X_BLOCKS * sizeof(cuda_block_q8_1) / 4))
+/* A thread's outputs: rows lane + 32 i, tokens warp + 8 j. */
+#define QT_ROWS_PER_THREAD (QT_ROWS / 32)
+#define QT_TOKENS_PER_THREAD (QT_TOKENS / (QT_THREADS / 32))
+
+static_assert(QT_THREADS == 256 && QT_ROWS == 64 && QT_TOKENS == 64, "the tile kernel's thread mapping");
+
+bool cuda_matmul_is_quant(loom_dtype type)
+{
+	return cuda_vecdot_bytes(type) != 0;
+}
+
+/* NT is the largest token count the instance handles; s.n_tokens <= NT. */
+template <int type, int NT>
+static __global__ void __launch_bounds__(32 * QV_WARPS) matmul_quant_vec(cuda_matmul_shape s, const cuda_block_q8_1 *x)
+{
+	constexpr int parts = cuda_vecdot_parts(type), blocks_per_step = 32 / parts;
+	constexpr int block = cuda_vecdot_block(type), bytes = cuda_vecdot_bytes(type);
+	constexpr int x_per_block = block / CUDA_QK;
+	int o = blockIdx.x * QV_WARPS + threadIdx.y;
+	if (o >= s.n_out)
+		return;
+	int lane = threadIdx.x, part = lane % parts;
+	int n_blocks = s.n_in / block;
+	const char *row = s.w + (size_t)o * s.w_stride;
+	const cuda_block_q8_1 *xt[NT];
+	float acc[NT];
+#pragma unroll
+	for (int t = 0; t < NT; t++) {
+		xt[t] = x + (size_t)(t < s.n_tokens ? t : 0) * n_blocks * x_per_block;
+		acc[t] = 0.0f;
+	}
+	for (int b = lane / parts; b < n_blocks; b += blocks_per_step) {
+		const char *wb = row + (size_t)b * bytes;
+#pragma unroll
+		for (int t = 0; t < NT; t++)
+			if (t < s.n_tokens)
+				acc[t] += cuda_vecdot<type>(wb, xt[t] + b * x_per_block, part);
+	}
+#pragma unroll
+	for (int t = 0; t < NT; t++)
+		acc[t] = cuda_warp_sum(acc[t]);
+	if (lane == 0)
+#pragma unroll
+		for (int t = 0; t < NT; t++)
+			if (t < s.n_tokens)
+				((float *)cuda_row(s.y, t))[o] = acc[t];
+}
+
+/* Bytes of a staged weight row: an odd number of 4-byte words, so that a
+ * warp's lanes, reading 32 rows at one offset, hit 32 different banks. */
+static constexpr int qt_w_row_bytes(int type)
+{
+	return ((QT_STEP / cuda_vecdot_block(type) * cuda_vecdot_bytes(type) + 3) / 4 | 1) * 4;
+}
+
+template <int type>
+static __global__ void __launch_bounds__(QT_THREADS) matmul_quant_tile(cuda_matmul_shape s, const cuda_block_q8_1 *x)
+{
+	constexpr int block = cuda_vecdot_block(type), bytes = cuda_vecdot_bytes(type);
+	constexpr int parts = cuda_vecdot_parts(type), x_per_block = block / CUDA_QK;
+	constexpr int step_blocks = QT_STEP / block, w_row = qt_w_row_bytes(type);
+	constexpr int w_units = step_blocks * bytes / 2; /* 2-byte units of a staged row */
+	__shared__ __align__(16) char w_s[QT_ROWS * w_row];
+	__shared__ __align__(16) cuda_block_q8_1 x_s[QT_TOKENS * QT_X_BLOCKS];
+	__shared__ float *y_rows[QT_TOKENS];
+
+	int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+	int o0 = blockIdx.x * QT_ROWS, t0 = blockIdx.y * QT_TOKENS;
+	int n_blocks = s.n_in / block, n_xblocks = s.n_in / CUDA_QK;
+	if (tid < QT_TOKENS)
+		y_rows[tid] = t0 + tid < s.n_tokens ? (float *)cuda_row(s.y, t0 + tid) : nullptr;
+	__syncthreads();
+
+	float acc[QT_ROWS_PER_THREAD][QT_TOKENS_PER_THREAD] = {};
+	for (int kb0 = 0; kb0 < n_blocks; kb0 += step_blocks) {
+		int nb = min(step_blocks, n_blocks - kb0);
+		/* Weight blocks kb0.. of rows o0.., 2 bytes at a time (their
+		 * alignment); rows past n_out and blocks past the row are zero. */
+		for (int i = tid; i < QT_ROWS * w_units; i += QT_THREADS) {
+			int r = i / w_units, u = i % w_units;
+			uint16_t v = 0;
+			if (o0 + r < s.n_out && u < nb * bytes / 2)
+				v = ((const uint16_t *)(s.w + (size_t)(o0 + r) * s.w_stride + (size_t)kb0 * bytes))[u];
+			((uint16_t *)(w_s + r * w_row))[u] = v;
+		}
+		/* The Q8_1 blocks under them of tokens t0.., 4 bytes at a time. */
+		int xb0 = kb0 * x_per_block, x_units = nb * x_per_block * QT_X_INTS / QT_X_BLOCKS;
+		for (int i = tid; i < QT_TOKENS * QT_X_INTS; i += QT_THREADS) {
+			int tt = i / QT_X_INTS, u = i % QT_X_INTS;
+			int v = 0;
+			if (t0 + tt < s.n_tokens && u < x_units)
+				v = ((const int *)(x + (size_t)(t0 + tt) * n_xblocks + xb0))[u];
+			((int *)(x_s + tt * QT_X_BLOCKS))[u] = v;
+		}
+		__syncthreads();
+		for (int kb = 0; kb < nb; kb++) {
+#pragma unroll 1
+			for (int part = 0; part < parts; part++) {
+#pragma unroll
+				for (int i = 0; i < QT_ROWS_PER_THREAD; i++) {
+					const char *wb = w_s + (lane + 32 * i) * w_row + kb * bytes;
+#pragma unroll
+					for (int j = 0; j < QT_TOKENS_PER_THREAD; j++) {
+						const cuda_block_q8_1 *xb = x_s + (warp + 8 * j) * QT_X_BLOCKS + kb * x_per_block;
+						acc[i][j] += cuda_vecdot<type>(wb, xb, part);
+					}
+				}
+			}
+		}
+		__syncthreads();
+	}
+
+#pragma unroll
+	for (int i = 0; i < QT_ROWS_PER_THREAD; i++) {
+		int o = o0 + lane + 32 * i;
+#pragma unroll
+		for (int j = 0; j < QT_TOKENS_PER_THREAD; j++) {
+			float *y = y_rows[warp + 8 * j];
+			if (o < s.n_out && y != nullptr)
+				y[o] = acc[i][j];
+		}
+	}
+}
+
+template <int type>
+static loom_status matmul_quant_typed(cuda_backend *be, const cuda_matmul_shape *s, const cuda_block_q8_1 *x)
+{
+	if (s->n_tokens <= CUDA_MATMUL_VEC_TOKENS) {
+		dim3 block(32, QV_WARPS), grid((unsigned)((s->n_out + QV_WARPS - 1) / QV_WARPS));
+		if (s->n_tokens == 1)
+			matmul_quant_vec<type, 1><<<grid, block, 0, be->stream>>>(*s, x);
+		else if (s->n_tokens == 2)
+			matmul_quant_vec<type, 2><<<grid, block, 0, be->stream>>>(*s, x);
+		else if (s->n_tokens <= 4)
+			matmul_quant_vec<type, 4><<<grid, block, 0, be->stream>>>(*s, x);
+		else
+			matmul_quant_vec<type, CUDA_MATMUL_VEC_TOKENS><<<grid, block, 0, be->stream>>>(*s, x);
+	} else {
+		dim3 grid((unsigned)((s->n_out + QT_ROWS - 1) / QT_ROWS), (unsigned)((s->n_tokens + QT_TOKENS - 1) / QT_TOKENS));
+		matmul_quant_tile<type><<<grid, QT_THREADS, 0, be->stream>>>(*s, x);
+	}
+	return cuda_launched(be, "matmul of quantized weights");
+}
+
+loom_status cuda_matmul_quant(cuda_backend *be, loom_dtype type, const cuda_matmul_shape *s, void *work)
+{
+	cuda_block_q8_1 *x = (cuda_block_q8_1 *)work;
+	cuda_quantize_q8_1(be->stream, s->x, s->n_in, s->n_tokens, x);
+	loom_status st = cuda_launched(be, "quantizing a matmul's activations to q8_1");
+	if (st != LOOM_OK)
+		return st;
+	switch (type) {
+	case LOOM_DTYPE_Q4_0: return matmul_quant_typed<LOOM_DTYPE_Q4_0>(be, s, x);
+	case LOOM_DTYPE_Q4_1: return matmul_quant_typed<LOOM_DTYPE_Q4_1>(be, s, x);
+	case LOOM_DTYPE_Q5_0: return matmul_quant_typed<LOOM_DTYPE_Q5_0>(be, s, x);
+	case LOOM_DTYPE_Q5_1: return matmul_quant_typed<LOOM_DTYPE_Q5_1>(be, s, x);
+	case LOOM_DTYPE_Q8_0: return matmul_quant_typed<LOOM_DTYPE_Q8_0>(be, s, x);
+	case LOOM_DTYPE_Q2_K: return matmul_quant_typed<LOOM_DTYPE_Q2_K>(be, s, x);
+	case LOOM_DTYPE_Q3_K: return matmul_quant_typed<LOOM_DTYPE_Q3_K>(be, s, x);
+	case LOOM_DTYPE_Q4_K: return matmul_quant_typed<LOOM_DTYPE_Q4_K>(be, s, x);
+	case LOOM_DTYPE_Q5_K: return matmul_quant_typed<LOOM_DTYPE_Q5_K>(be, s, x);
+	case LOOM_DTYPE_Q6_K: return matmul_quant_typed<LOOM_DTYPE_Q6_K>(be, s, x);
+	default: break;
+	}
+	be->host->set_error("cuda: matmul: no quantized kernel for %s", loom_dtype_layout_of(type).name);
+	return LOOM_ERR_UNSUPPORTED;
+}
