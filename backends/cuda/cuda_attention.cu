@@ -86,31 +86,6 @@ struct attn_args {
 	float *scores;      /* work memory, a row per block; NULL: shared */
 };
 
-/* A cache element as f32. */
-static __device__ __forceinline__ float cache_value(float x)
-{
-	return x;
-}
-
-static __device__ __forceinline__ float cache_value(__half x)
-{
-	return __half2float(x);
-}
-
-/* x as the matmul with a cache of type T would see it: itself for F32,
- * rounded to fp16 for F16. */
-template <typename T> static __device__ __forceinline__ float round_to(float x);
-
-template <> __device__ __forceinline__ float round_to<float>(float x)
-{
-	return x;
-}
-
-template <> __device__ __forceinline__ float round_to<__half>(float x)
-{
-	return __half2float(__float2half_rn(x));
-}
-
 /* The maximum of v over the block, the same in every thread; scratch holds
  * one value per warp and is free again when this returns. */
 static __device__ float block_max(float v, float *scratch)
@@ -148,7 +123,7 @@ static __device__ void attention_scores(const attn_args &a, const float *q, cons
 #pragma unroll
 			for (int c = 0; c < ATTN_CELLS; c++)
 				if (k[c] != NULL)
-					dot[c] += qd * cache_value(k[c][d]);
+					dot[c] += qd * cuda_to_f32(k[c][d]);
 		}
 #pragma unroll
 		for (int c = 0; c < ATTN_CELLS; c++) {
@@ -200,14 +175,14 @@ static __device__ void attention_mix(const attn_args &a, const float *scores, fl
 #pragma unroll
 			for (int c = 0; c < ATTN_CELLS; c++) {
 				int64_t j = j0 + c;
-				float p = j < a.n_kv ? round_to<T>(scores[j] * inv) : 0.0f;
+				float p = j < a.n_kv ? cuda_round_to<T>(scores[j] * inv) : 0.0f;
 				if (p == 0.0f)
 					continue;
 				const T *v = (const T *)(a.v + j * a.v_nb1) + slice + d0;
 #pragma unroll
 				for (int i = 0; i < ATTN_DIMS_PER_LANE; i++)
 					if (d0 + lane + 32 * i < a.head_dim)
-						acc[i] += p * cache_value(v[lane + 32 * i]);
+						acc[i] += p * cuda_to_f32(v[lane + 32 * i]);
 			}
 		}
 #pragma unroll
@@ -243,7 +218,7 @@ template <typename T> static __global__ void attention_kernel(attn_args a, int64
 	size_t slice = (size_t)(h / a.group * a.head_dim);
 
 	for (int64_t d = threadIdx.x; d < a.head_dim; d += ATTN_THREADS)
-		q[d] = round_to<T>(q_row[d]);
+		q[d] = cuda_round_to<T>(q_row[d]);
 	__syncthreads();
 	attention_scores<T>(a, q, mask, slice, scores);
 	__syncthreads();

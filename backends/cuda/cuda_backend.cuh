@@ -129,6 +129,49 @@ static __device__ __forceinline__ char *cuda_row(const cuda_rows &t, int64_t r)
 	return t.data + i1 * t.nb1 + i2 * t.nb2 + i3 * t.nb3;
 }
 
+/* ---- f32, f16 and bf16 values ----
+ * The hardware conversions, which make NaNs canonical (cuda_dequant.cuh
+ * has the CPU's bit-exact ones, for tables and CONVERT). */
+
+static __device__ __forceinline__ float cuda_to_f32(float v)
+{
+	return v;
+}
+
+static __device__ __forceinline__ float cuda_to_f32(__half v)
+{
+	return __half2float(v);
+}
+
+static __device__ __forceinline__ float cuda_to_f32(__nv_bfloat16 v)
+{
+	return __bfloat162float(v);
+}
+
+/* v rounded to T (to nearest, ties to even). */
+template <typename T> static __device__ __forceinline__ T cuda_from_f32(float v);
+
+template <> __device__ __forceinline__ float cuda_from_f32<float>(float v)
+{
+	return v;
+}
+
+template <> __device__ __forceinline__ __half cuda_from_f32<__half>(float v)
+{
+	return __float2half_rn(v);
+}
+
+template <> __device__ __forceinline__ __nv_bfloat16 cuda_from_f32<__nv_bfloat16>(float v)
+{
+	return __float2bfloat16_rn(v);
+}
+
+/* v as a kernel that rounds its inputs to T sees it, back in f32. */
+template <typename T> static __device__ __forceinline__ float cuda_round_to(float v)
+{
+	return cuda_to_f32(cuda_from_f32<T>(v));
+}
+
 /* ---- reductions ---- */
 
 /* The sum of v over the 32 lanes of a warp, in every lane. */

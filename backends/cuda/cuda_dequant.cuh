@@ -203,6 +203,10 @@ static inline bool cuda_dequant_supports(loom_dtype type)
  * it, the switch folds away. */
 static __device__ __forceinline__ float cuda_dequant(loom_dtype type, const void *row, int64_t i)
 {
+#define CUDA_DEQUANT_BLOCK_CASE(t, name)                                                                   \
+	case t:                                                                                            \
+		return cuda_dequant_##name((const cuda_block_##name *)row + i / cuda_dequant_block_len(t), \
+					   (int)(i % cuda_dequant_block_len(t)));
 	switch (type) {
 	case LOOM_DTYPE_F32:
 		return ((const float *)row)[i];
@@ -210,29 +214,20 @@ static __device__ __forceinline__ float cuda_dequant(loom_dtype type, const void
 		return cuda_f16_decode(((const uint16_t *)row)[i]);
 	case LOOM_DTYPE_BF16:
 		return cuda_bf16_decode(((const uint16_t *)row)[i]);
-	case LOOM_DTYPE_Q4_0:
-		return cuda_dequant_q4_0((const cuda_block_q4_0 *)row + i / CUDA_QK, (int)(i % CUDA_QK));
-	case LOOM_DTYPE_Q4_1:
-		return cuda_dequant_q4_1((const cuda_block_q4_1 *)row + i / CUDA_QK, (int)(i % CUDA_QK));
-	case LOOM_DTYPE_Q5_0:
-		return cuda_dequant_q5_0((const cuda_block_q5_0 *)row + i / CUDA_QK, (int)(i % CUDA_QK));
-	case LOOM_DTYPE_Q5_1:
-		return cuda_dequant_q5_1((const cuda_block_q5_1 *)row + i / CUDA_QK, (int)(i % CUDA_QK));
-	case LOOM_DTYPE_Q8_0:
-		return cuda_dequant_q8_0((const cuda_block_q8_0 *)row + i / CUDA_QK, (int)(i % CUDA_QK));
-	case LOOM_DTYPE_Q2_K:
-		return cuda_dequant_q2_k((const cuda_block_q2_k *)row + i / CUDA_QK_K, (int)(i % CUDA_QK_K));
-	case LOOM_DTYPE_Q3_K:
-		return cuda_dequant_q3_k((const cuda_block_q3_k *)row + i / CUDA_QK_K, (int)(i % CUDA_QK_K));
-	case LOOM_DTYPE_Q4_K:
-		return cuda_dequant_q4_k((const cuda_block_q4_k *)row + i / CUDA_QK_K, (int)(i % CUDA_QK_K));
-	case LOOM_DTYPE_Q5_K:
-		return cuda_dequant_q5_k((const cuda_block_q5_k *)row + i / CUDA_QK_K, (int)(i % CUDA_QK_K));
-	case LOOM_DTYPE_Q6_K:
-		return cuda_dequant_q6_k((const cuda_block_q6_k *)row + i / CUDA_QK_K, (int)(i % CUDA_QK_K));
+	CUDA_DEQUANT_BLOCK_CASE(LOOM_DTYPE_Q4_0, q4_0)
+	CUDA_DEQUANT_BLOCK_CASE(LOOM_DTYPE_Q4_1, q4_1)
+	CUDA_DEQUANT_BLOCK_CASE(LOOM_DTYPE_Q5_0, q5_0)
+	CUDA_DEQUANT_BLOCK_CASE(LOOM_DTYPE_Q5_1, q5_1)
+	CUDA_DEQUANT_BLOCK_CASE(LOOM_DTYPE_Q8_0, q8_0)
+	CUDA_DEQUANT_BLOCK_CASE(LOOM_DTYPE_Q2_K, q2_k)
+	CUDA_DEQUANT_BLOCK_CASE(LOOM_DTYPE_Q3_K, q3_k)
+	CUDA_DEQUANT_BLOCK_CASE(LOOM_DTYPE_Q4_K, q4_k)
+	CUDA_DEQUANT_BLOCK_CASE(LOOM_DTYPE_Q5_K, q5_k)
+	CUDA_DEQUANT_BLOCK_CASE(LOOM_DTYPE_Q6_K, q6_k)
 	default:
 		return 0.0f;
 	}
+#undef CUDA_DEQUANT_BLOCK_CASE
 }
 
 /* y[i] = element i of a row of type, for i = first, first + step, ... < n:

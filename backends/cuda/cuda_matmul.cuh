@@ -36,6 +36,22 @@ static inline cuda_matmul_shape cuda_matmul_shape_of(const loom_node *node)
 	return s;
 }
 
+/* The end of a matrix-vector kernel, one warp per output row o: sums each
+ * token's acc over the warp and stores it as element o of the token's row
+ * of y. */
+template <int NT>
+static __device__ __forceinline__ void cuda_matmul_vec_store(const cuda_matmul_shape &s, int o, float (&acc)[NT])
+{
+#pragma unroll
+	for (int t = 0; t < NT; t++)
+		acc[t] = cuda_warp_sum(acc[t]);
+	if (threadIdx.x == 0)
+#pragma unroll
+		for (int t = 0; t < NT; t++)
+			if (t < s.n_tokens)
+				((float *)cuda_row(s.y, t))[o] = acc[t];
+}
+
 /* Whether the weight type takes Q8_1 activations (cuda_matmul_quant). */
 bool cuda_matmul_is_quant(loom_dtype type);
 

@@ -13,39 +13,7 @@
 #include "cuda_matmul.cuh"
 
 #include <mma.h>
-
-static __device__ __forceinline__ float to_f32(float v)
-{
-	return v;
-}
-
-static __device__ __forceinline__ float to_f32(__half v)
-{
-	return __half2float(v);
-}
-
-static __device__ __forceinline__ float to_f32(__nv_bfloat16 v)
-{
-	return __bfloat162float(v);
-}
-
-/* v rounded to T. */
-template <typename T> static __device__ __forceinline__ T from_f32(float v);
-
-template <> __device__ __forceinline__ float from_f32<float>(float v)
-{
-	return v;
-}
-
-template <> __device__ __forceinline__ __half from_f32<__half>(float v)
-{
-	return __float2half_rn(v);
-}
-
-template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v)
-{
-	return __float2bfloat16_rn(v);
-}
+#include <type_traits>
 
 /* ---- few tokens ---- */
 
@@ -68,20 +36,13 @@ static __global__ void __launch_bounds__(32 * FV_WARPS) matmul_float_vec(cuda_ma
 		acc[t] = 0.0f;
 	}
 	for (int i = lane; i < s.n_in; i += 32) {
-		float wv = to_f32(w[i]);
+		float wv = cuda_to_f32(w[i]);
 #pragma unroll
 		for (int t = 0; t < NT; t++)
 			if (t < s.n_tokens)
-				acc[t] = fmaf(wv, to_f32(from_f32<T>(x[t][i])), acc[t]);
+				acc[t] = fmaf(wv, cuda_round_to<T>(x[t][i]), acc[t]);
 	}
-#pragma unroll
-	for (int t = 0; t < NT; t++)
-		acc[t] = cuda_warp_sum(acc[t]);
-	if (lane == 0)
-#pragma unroll
-		for (int t = 0; t < NT; t++)
-			if (t < s.n_tokens)
-				((float *)cuda_row(s.y, t))[o] = acc[t];
+	cuda_matmul_vec_store(s, o, acc);
 }
 
 template <typename T> static void launch_vec(cudaStream_t stream, const cuda_matmul_shape *s)
@@ -95,6 +56,21 @@ template <typename T> static void launch_vec(cudaStream_t stream, const cuda_mat
 		matmul_float_vec<T, 4><<<grid, block, 0, stream>>>(*s);
 	else
 		matmul_float_vec<T, CUDA_MATMUL_VEC_TOKENS><<<grid, block, 0, stream>>>(*s);
+}
+
+/* The x and y rows of a tiled kernel's tokens t0.. into x_rows and
+ * y_rows, which the whole block then reads: nullptr past the last token. */
+static __device__ __forceinline__ void stage_tile_rows(const cuda_matmul_shape &s, int t0,
+						       const float *x_rows[CUDA_MATMUL_TILE_TOKENS],
+						       float *y_rows[CUDA_MATMUL_TILE_TOKENS])
+{
+	int tid = threadIdx.x;
+	if (tid < CUDA_MATMUL_TILE_TOKENS) {
+		bool in = t0 + tid < s.n_tokens;
+		x_rows[tid] = in ? (const float *)cuda_row(s.x, t0 + tid) : nullptr;
+		y_rows[tid] = in ? (float *)cuda_row(s.y, t0 + tid) : nullptr;
+	}
+	__syncthreads();
 }
 
 /* ---- many tokens, F32: SGEMM ----
@@ -119,12 +95,7 @@ static __global__ void __launch_bounds__(ST_THREADS) matmul_f32_tile(cuda_matmul
 
 	int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
 	int o0 = blockIdx.x * ST_TILE, t0 = blockIdx.y * ST_TILE;
-	if (tid < ST_TILE) {
-		bool in = t0 + tid < s.n_tokens;
-		x_rows[tid] = in ? (const float *)cuda_row(s.x, t0 + tid) : nullptr;
-		y_rows[tid] = in ? (float *)cuda_row(s.y, t0 + tid) : nullptr;
-	}
-	__syncthreads();
+	stage_tile_rows(s, t0, x_rows, y_rows);
 
 	/* What a thread stages: element lk of the step in rows lr + 16 m. */
 	int lk = tid % ST_K, lr = tid / ST_K;
@@ -199,12 +170,7 @@ template <typename T> static __global__ void __launch_bounds__(HT_THREADS) matmu
 
 	int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
 	int o0 = blockIdx.x * HT_TILE, t0 = blockIdx.y * HT_TILE;
-	if (tid < HT_TILE) {
-		bool in = t0 + tid < s.n_tokens;
-		x_rows[tid] = in ? (const float *)cuda_row(s.x, t0 + tid) : nullptr;
-		y_rows[tid] = in ? (float *)cuda_row(s.y, t0 + tid) : nullptr;
-	}
-	__syncthreads();
+	stage_tile_rows(s, t0, x_rows, y_rows);
 
 	int wo = 32 * (warp / 2), wt = 32 * (warp % 2);
 	wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
@@ -214,7 +180,7 @@ template <typename T> static __global__ void __launch_bounds__(HT_THREADS) matmu
 		for (int j = 0; j < 2; j++)
 			wmma::fill_fragment(acc[i][j], 0.0f);
 
-	const T zero = from_f32<T>(0.0f);
+	const T zero = cuda_from_f32<T>(0.0f);
 	for (int k0 = 0; k0 < s.n_in; k0 += HT_K) {
 		/* Lane l stages element k0 + l of rows warp, warp + 4, ... */
 		int k = k0 + lane;
@@ -223,7 +189,7 @@ template <typename T> static __global__ void __launch_bounds__(HT_THREADS) matmu
 			int o = o0 + r;
 			const float *xr = x_rows[r];
 			w_s[r * HT_LD + lane] = o < s.n_out && k_in ? ((const T *)(s.w + (size_t)o * s.w_stride))[k] : zero;
-			x_s[r * HT_LD + lane] = xr != nullptr && k_in ? from_f32<T>(xr[k]) : zero;
+			x_s[r * HT_LD + lane] = xr != nullptr && k_in ? cuda_from_f32<T>(xr[k]) : zero;
 		}
 		__syncthreads();
 #pragma unroll
@@ -260,29 +226,32 @@ template <typename T> static __global__ void __launch_bounds__(HT_THREADS) matmu
 	}
 }
 
-loom_status cuda_matmul_float(cuda_backend *be, loom_dtype type, const cuda_matmul_shape *s)
+/* The kernels for T weights and s's token count. */
+template <typename T> static void launch(cudaStream_t stream, const cuda_matmul_shape *s)
 {
-	bool vec = s->n_tokens <= CUDA_MATMUL_VEC_TOKENS;
+	if (s->n_tokens <= CUDA_MATMUL_VEC_TOKENS) {
+		launch_vec<T>(stream, s);
+		return;
+	}
 	dim3 tiles((unsigned)((s->n_out + CUDA_MATMUL_TILE_TOKENS - 1) / CUDA_MATMUL_TILE_TOKENS),
 		   (unsigned)((s->n_tokens + CUDA_MATMUL_TILE_TOKENS - 1) / CUDA_MATMUL_TILE_TOKENS));
+	if constexpr (std::is_same_v<T, float>)
+		matmul_f32_tile<<<tiles, ST_THREADS, 0, stream>>>(*s);
+	else
+		matmul_half_tile<T><<<tiles, HT_THREADS, 0, stream>>>(*s);
+}
+
+loom_status cuda_matmul_float(cuda_backend *be, loom_dtype type, const cuda_matmul_shape *s)
+{
 	switch (type) {
 	case LOOM_DTYPE_F32:
-		if (vec)
-			launch_vec<float>(be->stream, s);
-		else
-			matmul_f32_tile<<<tiles, ST_THREADS, 0, be->stream>>>(*s);
+		launch<float>(be->stream, s);
 		break;
 	case LOOM_DTYPE_F16:
-		if (vec)
-			launch_vec<__half>(be->stream, s);
-		else
-			matmul_half_tile<__half><<<tiles, HT_THREADS, 0, be->stream>>>(*s);
+		launch<__half>(be->stream, s);
 		break;
 	case LOOM_DTYPE_BF16:
-		if (vec)
-			launch_vec<__nv_bfloat16>(be->stream, s);
-		else
-			matmul_half_tile<__nv_bfloat16><<<tiles, HT_THREADS, 0, be->stream>>>(*s);
+		launch<__nv_bfloat16>(be->stream, s);
 		break;
 	default:
 		be->host->set_error("cuda: matmul: no float kernel for %s", loom_dtype_layout_of(type).name);

@@ -59,14 +59,7 @@ static __global__ void __launch_bounds__(32 * QV_WARPS) matmul_quant_vec(cuda_ma
 			if (t < s.n_tokens)
 				acc[t] += cuda_vecdot<type>(wb, xt[t] + b * x_per_block, part);
 	}
-#pragma unroll
-	for (int t = 0; t < NT; t++)
-		acc[t] = cuda_warp_sum(acc[t]);
-	if (lane == 0)
-#pragma unroll
-		for (int t = 0; t < NT; t++)
-			if (t < s.n_tokens)
-				((float *)cuda_row(s.y, t))[o] = acc[t];
+	cuda_matmul_vec_store(s, o, acc);
 }
 
 /* Bytes of a staged weight row: an odd number of 4-byte words, so that a

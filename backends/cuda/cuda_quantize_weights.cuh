@@ -447,24 +447,29 @@ static __device__ void quant_block_q3_k(const float *x, cuda_block_q3_k *b)
 	}
 }
 
+/* What Q4_K and Q5_K (B) share: q (256) gets the weights, 0..nmax; b its
+ * steps, its eight 6-bit scales and mins, and the low 4 bits of each weight. */
+template <typename B> static __device__ void quant_k_with_mins(const float *x, int nmax, int *q, B *b)
+{
+	uint8_t sc[8], m[8];
+
+	quant_with_mins(x, 8, nmax, 6, q, sc, m, &b->d, &b->dmin);
+	quant_pack_scales_mins(sc, m, b->scales);
+	quant_pack_4bit(q, b->qs);
+}
+
 static __device__ void quant_block_q4_k(const float *x, cuda_block_q4_k *b)
 {
 	int q[CUDA_QK_K];
-	uint8_t sc[8], m[8];
 
-	quant_with_mins(x, 8, 15, 6, q, sc, m, &b->d, &b->dmin);
-	quant_pack_scales_mins(sc, m, b->scales);
-	quant_pack_4bit(q, b->qs);
+	quant_k_with_mins(x, 15, q, b);
 }
 
 static __device__ void quant_block_q5_k(const float *x, cuda_block_q5_k *b)
 {
 	int q[CUDA_QK_K];
-	uint8_t sc[8], m[8];
 
-	quant_with_mins(x, 8, 31, 6, q, sc, m, &b->d, &b->dmin);
-	quant_pack_scales_mins(sc, m, b->scales);
-	quant_pack_4bit(q, b->qs);
+	quant_k_with_mins(x, 31, q, b);
 	for (int l = 0; l < CUDA_QK_K / 8; l++)
 		b->qh[l] = 0;
 	for (int e = 0; e < CUDA_QK_K; e++)

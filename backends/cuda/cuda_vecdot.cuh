@@ -61,6 +61,11 @@ static constexpr int cuda_vecdot_bytes(int type)
 	}
 }
 
+/* Part `part` of the dot of weight block w with the activations x under
+ * it; each type's comes below. */
+template <int type>
+static __device__ __forceinline__ float cuda_vecdot(const char *w, const cuda_block_q8_1 *x, int part);
+
 static __device__ __forceinline__ float vecdot_half(uint16_t bits)
 {
 	return __half2float(__ushort_as_half(bits));
@@ -85,7 +90,8 @@ static __device__ __forceinline__ int vecdot_bit4_of_bytes(uint32_t h)
  * 4p+16..4p+19: activation ints p and p + 4. Q8_0's part p is elements
  * 8p..8p+7. */
 
-static __device__ __forceinline__ float cuda_vecdot_q4_0(const char *w, const cuda_block_q8_1 *x, int part)
+template <>
+__device__ __forceinline__ float cuda_vecdot<LOOM_DTYPE_Q4_0>(const char *w, const cuda_block_q8_1 *x, int part)
 {
 	const cuda_block_q4_0 *b = (const cuda_block_q4_0 *)w;
 	int v = cuda_load_int_b2(b->qs, part);
@@ -95,7 +101,8 @@ static __device__ __forceinline__ float cuda_vecdot_q4_0(const char *w, const cu
 	return vecdot_half(b->d) * vecdot_half(x->d) * (float)sumi;
 }
 
-static __device__ __forceinline__ float cuda_vecdot_q4_1(const char *w, const cuda_block_q8_1 *x, int part)
+template <>
+__device__ __forceinline__ float cuda_vecdot<LOOM_DTYPE_Q4_1>(const char *w, const cuda_block_q8_1 *x, int part)
 {
 	const cuda_block_q4_1 *b = (const cuda_block_q4_1 *)w;
 	int v = cuda_load_int_b2(b->qs, part);
@@ -115,7 +122,8 @@ static __device__ __forceinline__ void vecdot_unpack_5bit(const uint8_t *qs, con
 	*hi = ((v >> 4) & VECDOT_LOW_NIBBLES) | vecdot_bit4_of_bytes(h >> (4 * part + 16));
 }
 
-static __device__ __forceinline__ float cuda_vecdot_q5_0(const char *w, const cuda_block_q8_1 *x, int part)
+template <>
+__device__ __forceinline__ float cuda_vecdot<LOOM_DTYPE_Q5_0>(const char *w, const cuda_block_q8_1 *x, int part)
 {
 	const cuda_block_q5_0 *b = (const cuda_block_q5_0 *)w;
 	int lo, hi;
@@ -126,7 +134,8 @@ static __device__ __forceinline__ float cuda_vecdot_q5_0(const char *w, const cu
 	return vecdot_half(b->d) * vecdot_half(x->d) * (float)sumi;
 }
 
-static __device__ __forceinline__ float cuda_vecdot_q5_1(const char *w, const cuda_block_q8_1 *x, int part)
+template <>
+__device__ __forceinline__ float cuda_vecdot<LOOM_DTYPE_Q5_1>(const char *w, const cuda_block_q8_1 *x, int part)
 {
 	const cuda_block_q5_1 *b = (const cuda_block_q5_1 *)w;
 	int lo, hi;
@@ -136,7 +145,8 @@ static __device__ __forceinline__ float cuda_vecdot_q5_1(const char *w, const cu
 	return part == 0 ? dot + vecdot_half(b->m) * vecdot_half(x->s) : dot;
 }
 
-static __device__ __forceinline__ float cuda_vecdot_q8_0(const char *w, const cuda_block_q8_1 *x, int part)
+template <>
+__device__ __forceinline__ float cuda_vecdot<LOOM_DTYPE_Q8_0>(const char *w, const cuda_block_q8_1 *x, int part)
 {
 	const cuda_block_q8_0 *b = (const cuda_block_q8_0 *)w;
 	int sumi = __dp4a(cuda_load_int_b2(b->qs, 2 * part), vecdot_x(x, 2 * part), 0);
@@ -176,7 +186,8 @@ static __device__ __forceinline__ int vecdot_q3_k_scale(const uint8_t *s, int j)
 	return (lo | hi << 4) - 32;
 }
 
-static __device__ __forceinline__ float cuda_vecdot_q2_k(const char *w, const cuda_block_q8_1 *x, int part)
+template <>
+__device__ __forceinline__ float cuda_vecdot<LOOM_DTYPE_Q2_K>(const char *w, const cuda_block_q8_1 *x, int part)
 {
 	const cuda_block_q2_k *b = (const cuda_block_q2_k *)w;
 	int half = part / 8, l4 = part % 8;
@@ -194,7 +205,8 @@ static __device__ __forceinline__ float cuda_vecdot_q2_k(const char *w, const cu
 	return dot;
 }
 
-static __device__ __forceinline__ float cuda_vecdot_q3_k(const char *w, const cuda_block_q8_1 *x, int part)
+template <>
+__device__ __forceinline__ float cuda_vecdot<LOOM_DTYPE_Q3_K>(const char *w, const cuda_block_q8_1 *x, int part)
 {
 	const cuda_block_q3_k *b = (const cuda_block_q3_k *)w;
 	int half = part / 8, l4 = part % 8;
@@ -236,7 +248,8 @@ static __device__ __forceinline__ float vecdot_k_4bit(const uint8_t *scales, uin
 	return vecdot_half(xa->d) * dot_a + vecdot_half(xb->d) * dot_b;
 }
 
-static __device__ __forceinline__ float cuda_vecdot_q4_k(const char *w, const cuda_block_q8_1 *x, int part)
+template <>
+__device__ __forceinline__ float cuda_vecdot<LOOM_DTYPE_Q4_K>(const char *w, const cuda_block_q8_1 *x, int part)
 {
 	const cuda_block_q4_k *b = (const cuda_block_q4_k *)w;
 	int q = 8 * (part / 4) + 2 * (part % 4);
@@ -246,7 +259,8 @@ static __device__ __forceinline__ float cuda_vecdot_q4_k(const char *w, const cu
 }
 
 /* Q5_K: bit 4 of element 32j + l is bit j of qh[l]. */
-static __device__ __forceinline__ float cuda_vecdot_q5_k(const char *w, const cuda_block_q8_1 *x, int part)
+template <>
+__device__ __forceinline__ float cuda_vecdot<LOOM_DTYPE_Q5_K>(const char *w, const cuda_block_q8_1 *x, int part)
 {
 	const cuda_block_q5_k *b = (const cuda_block_q5_k *)w;
 	int c = part / 4, i = 2 * (part % 4);
@@ -262,7 +276,8 @@ static __device__ __forceinline__ float cuda_vecdot_q5_k(const char *w, const cu
 /* Q6_K: elements l, l + 32, l + 64, l + 96 of a half take the low nibbles
  * of ql[l] and ql[l + 32], then their high nibbles, with bits 0-1, 2-3,
  * 4-5, 6-7 of qh[l] as bits 4-5; less 32. */
-static __device__ __forceinline__ float cuda_vecdot_q6_k(const char *w, const cuda_block_q8_1 *x, int part)
+template <>
+__device__ __forceinline__ float cuda_vecdot<LOOM_DTYPE_Q6_K>(const char *w, const cuda_block_q8_1 *x, int part)
 {
 	const cuda_block_q6_k *b = (const cuda_block_q6_k *)w;
 	int half = part / 8, l4 = part % 8;
@@ -284,33 +299,6 @@ static __device__ __forceinline__ float cuda_vecdot_q6_k(const char *w, const cu
 		dot += vecdot_half(xb->d) * (d * (float)sc * (float)sumi);
 	}
 	return dot;
-}
-
-/* Part `part` of the dot of weight block w with the activations x under
- * it. */
-template <int type>
-static __device__ __forceinline__ float cuda_vecdot(const char *w, const cuda_block_q8_1 *x, int part)
-{
-	if constexpr (type == LOOM_DTYPE_Q4_0)
-		return cuda_vecdot_q4_0(w, x, part);
-	else if constexpr (type == LOOM_DTYPE_Q4_1)
-		return cuda_vecdot_q4_1(w, x, part);
-	else if constexpr (type == LOOM_DTYPE_Q5_0)
-		return cuda_vecdot_q5_0(w, x, part);
-	else if constexpr (type == LOOM_DTYPE_Q5_1)
-		return cuda_vecdot_q5_1(w, x, part);
-	else if constexpr (type == LOOM_DTYPE_Q8_0)
-		return cuda_vecdot_q8_0(w, x, part);
-	else if constexpr (type == LOOM_DTYPE_Q2_K)
-		return cuda_vecdot_q2_k(w, x, part);
-	else if constexpr (type == LOOM_DTYPE_Q3_K)
-		return cuda_vecdot_q3_k(w, x, part);
-	else if constexpr (type == LOOM_DTYPE_Q4_K)
-		return cuda_vecdot_q4_k(w, x, part);
-	else if constexpr (type == LOOM_DTYPE_Q5_K)
-		return cuda_vecdot_q5_k(w, x, part);
-	else
-		return cuda_vecdot_q6_k(w, x, part);
 }
 
 #endif
