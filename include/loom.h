@@ -438,6 +438,33 @@ LOOM_API loom_status loom_generate(loom_context *ctx, const char *prompt,
 				   loom_token_fn on_token, void *user, loom_generate_stats *stats);
 
 /* ------------------------------------------------------------------------ */
+/* Streaming detokenization                                                 */
+
+/* Turns generated tokens, one at a time, into text that is safe to show as
+ * it comes: whole UTF-8 characters only, and no text that could start a
+ * stop string until it is known not to (a stop string itself is never
+ * shown). loom_generate uses it; a host running its own loop (a server)
+ * keeps one per stream. */
+typedef struct loom_detokenizer loom_detokenizer;
+
+/* stop: n_stop NUL-terminated strings, copied (empty ones are ignored). */
+LOOM_API loom_status loom_detokenizer_create(const loom_model *model, const char *const *stop, size_t n_stop,
+					     loom_detokenizer **out);
+LOOM_API void loom_detokenizer_free(loom_detokenizer *d);
+
+/* Adds token's text. *text and *len get what may be shown now (valid until
+ * the next call on d). With last set, nothing more will come, so nothing
+ * is held back. *stopped (may be NULL) becomes true when a stop string is
+ * complete: the text before it is given and every later push gives
+ * nothing. */
+LOOM_API loom_status loom_detokenizer_push(loom_detokenizer *d, loom_token token, bool last, const char **text,
+					   size_t *len, bool *stopped);
+
+/* Everything still held back, when generation ends without a token to add
+ * (an end-of-generation token). */
+LOOM_API loom_status loom_detokenizer_finish(loom_detokenizer *d, const char **text, size_t *len);
+
+/* ------------------------------------------------------------------------ */
 /* Chat templates                                                           */
 
 /* One turn of a conversation: role "system" (first only), "user" or

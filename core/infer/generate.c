@@ -1,10 +1,8 @@
 /* generate.c - the generation loop: prompt, then one sampled token at a
- * time, with stop strings and whole UTF-8 characters in the text passed on. */
+ * time, its text passed on through a streaming detokenizer. */
 #include "infer/context.h"
 
-#include "runtime/array_grow.h"
 #include "runtime/error.h"
-#include "text/unicode.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -32,66 +30,6 @@ static double now_ms(void)
 	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-/* Text generated but not yet passed to the caller. */
-typedef struct pending_text {
-	char *buf;
-	size_t len, cap;
-} pending_text;
-
-static loom_status pending_append(pending_text *p, const char *s, size_t n)
-{
-	char *b = loom_array_grow(p->buf, &p->cap, p->len + n + 1, 1);
-	if (b == NULL)
-		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
-	p->buf = b;
-	memcpy(p->buf + p->len, s, n);
-	p->len += n;
-	p->buf[p->len] = '\0';
-	return LOOM_OK;
-}
-
-/* Bytes at the end of s that start a UTF-8 character not yet complete. */
-static size_t incomplete_utf8_tail(const char *s, size_t len)
-{
-	for (size_t back = 1; back <= 4 && back <= len; back++) {
-		unsigned char c = (unsigned char)s[len - back];
-		if ((c & 0xC0) == 0x80)
-			continue; /* continuation byte: keep looking for the lead */
-		size_t need = loom_utf8_seq_len(c);
-		return need > back ? back : 0;
-	}
-	return 0;
-}
-
-/* Length of the longest suffix of s that is a proper prefix of a stop string. */
-static size_t partial_stop_tail(const char *s, size_t len, const char *const *stop, size_t n_stop)
-{
-	size_t best = 0;
-	for (size_t i = 0; i < n_stop; i++) {
-		size_t sl = strlen(stop[i]);
-		for (size_t k = sl > 0 ? sl - 1 : 0; k > best; k--)
-			if (k <= len && memcmp(s + len - k, stop[i], k) == 0) {
-				best = k;
-				break;
-			}
-	}
-	return best;
-}
-
-/* Where the first stop string starts in s, or -1. */
-static long find_stop(const char *s, const char *const *stop, size_t n_stop)
-{
-	long first = -1;
-	for (size_t i = 0; i < n_stop; i++) {
-		if (stop[i][0] == '\0')
-			continue;
-		const char *at = strstr(s, stop[i]);
-		if (at != NULL && (first < 0 || at - s < first))
-			first = at - s;
-	}
-	return first;
-}
-
 typedef struct gen_state {
 	loom_context *ctx;
 	const loom_generate_params *params;
@@ -99,7 +37,7 @@ typedef struct gen_state {
 	loom_token *tokens;
 	size_t n_tokens;
 	int32_t start; /* position of the prompt's first token: what the cache already holds */
-	pending_text text;
+	loom_detokenizer *text;
 	loom_generate_stats stats;
 } gen_state;
 
@@ -156,18 +94,6 @@ static loom_status eval_prompt(gen_state *g)
 	return st;
 }
 
-/* Passes on what of the pending text is safe to show: everything when
- * final, else all but a possible stop-string start or half a character.
- * Returns false if the caller asked to stop. */
-static bool emit(gen_state *g, loom_token tok, size_t upto, loom_token_fn on_token, void *user)
-{
-	bool go_on = on_token == NULL || on_token(user, tok, g->text.buf, upto);
-	memmove(g->text.buf, g->text.buf + upto, g->text.len - upto);
-	g->text.len -= upto;
-	g->text.buf[g->text.len] = '\0';
-	return go_on;
-}
-
 static loom_status generate_loop(gen_state *g, loom_token_fn on_token, void *user)
 {
 	loom_context *ctx = g->ctx;
@@ -176,11 +102,10 @@ static loom_status generate_loop(gen_state *g, loom_token_fn on_token, void *use
 	const int32_t n_vocab = loom_model_n_vocab(m);
 	int32_t pos = g->start + (int32_t)g->n_tokens;
 	const float *logits = loom_get_logits(ctx, (int32_t)((g->n_tokens - 1) % ctx->params.n_batch));
-	char piece[256];
-	loom_status st = LOOM_OK;
+	const char *text;
+	size_t len;
+	loom_status st;
 
-	if ((st = pending_append(&g->text, "", 0)) != LOOM_OK)
-		return st;
 	for (;;) {
 		loom_token tok = loom_sampler_sample(g->sampler, logits, n_vocab);
 		if (tok < 0)
@@ -189,31 +114,21 @@ static loom_status generate_loop(gen_state *g, loom_token_fn on_token, void *use
 		g->stats.n_generated++;
 		if (loom_token_is_eog(m, tok)) {
 			g->stats.stop_reason = LOOM_STOP_EOG;
-			emit(g, tok, g->text.len, on_token, user);
-			return LOOM_OK;
-		}
-		size_t n = 0;
-		st = loom_token_to_piece(m, tok, false, piece, sizeof(piece), &n);
-		if (st == LOOM_OK)
-			st = pending_append(&g->text, piece, n);
-		if (st != LOOM_OK)
+			if ((st = loom_detokenizer_finish(g->text, &text, &len)) == LOOM_OK && on_token != NULL)
+				on_token(user, tok, text, len);
 			return st;
-
-		long at = find_stop(g->text.buf, p->stop, p->n_stop);
-		if (at >= 0) {
-			g->stats.stop_reason = LOOM_STOP_STRING;
-			emit(g, tok, (size_t)at, on_token, user);
-			return LOOM_OK;
 		}
 		bool full = (uint32_t)pos + 1 > loom_context_n_ctx(ctx) || loom_kv_used(ctx) >= loom_context_n_ctx(ctx);
 		bool last = (p->n_predict >= 0 && g->stats.n_generated >= p->n_predict) || full;
-		size_t hold = 0;
-		if (!last) {
-			hold = partial_stop_tail(g->text.buf, g->text.len, p->stop, p->n_stop);
-			size_t utf = incomplete_utf8_tail(g->text.buf, g->text.len);
-			hold = utf > hold ? utf : hold;
+		bool stopped = false;
+		if ((st = loom_detokenizer_push(g->text, tok, last, &text, &len, &stopped)) != LOOM_OK)
+			return st;
+		bool go_on = on_token == NULL || on_token(user, tok, text, len);
+		if (stopped) {
+			g->stats.stop_reason = LOOM_STOP_STRING;
+			return LOOM_OK;
 		}
-		if (!emit(g, tok, g->text.len - hold, on_token, user)) {
+		if (!go_on) {
 			g->stats.stop_reason = LOOM_STOP_CALLBACK;
 			return LOOM_OK;
 		}
@@ -241,6 +156,8 @@ loom_status loom_generate(loom_context *ctx, const char *prompt, const loom_gene
 		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_generate: bad seq_id or stop list");
 	gen_state g = {.ctx = ctx, .params = params};
 	loom_status st = loom_sampler_create(&params->sampling, &g.sampler);
+	if (st == LOOM_OK)
+		st = loom_detokenizer_create(ctx->model, params->stop, params->n_stop, &g.text);
 	if (st == LOOM_OK) {
 		if (params->keep_cache)
 			g.start = loom_kv_seq_pos_max(ctx, params->seq_id) + 1;
@@ -264,6 +181,6 @@ loom_status loom_generate(loom_context *ctx, const char *prompt, const loom_gene
 		*stats = g.stats;
 	loom_sampler_free(g.sampler);
 	free(g.tokens);
-	free(g.text.buf);
+	loom_detokenizer_free(g.text);
 	return st;
 }
