@@ -334,6 +334,14 @@ LOOM_API loom_context_params loom_context_default_params(void);
 LOOM_API loom_status loom_context_create(loom_model *model, const loom_context_params *params,
 					 loom_context **out);
 LOOM_API void loom_context_free(loom_context *ctx);
+
+/* Asked before each step the context runs (each n_batch piece of a long
+ * prompt, each generated token); returning true cancels the work with
+ * LOOM_ERR_CANCELLED, the cache left as the finished steps left it. A
+ * server sets one to drop a request whose client has gone. fn NULL
+ * removes it. */
+typedef bool (*loom_abort_fn)(void *user);
+LOOM_API void loom_context_set_abort(loom_context *ctx, loom_abort_fn fn, void *user);
 LOOM_API uint32_t loom_context_n_ctx(const loom_context *ctx);
 LOOM_API const loom_model *loom_context_model(const loom_context *ctx);
 

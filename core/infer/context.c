@@ -148,6 +148,14 @@ void loom_context_free(loom_context *ctx)
 	free(ctx);
 }
 
+void loom_context_set_abort(loom_context *ctx, loom_abort_fn fn, void *user)
+{
+	if (ctx == NULL)
+		return;
+	ctx->abort_fn = fn;
+	ctx->abort_user = user;
+}
+
 uint32_t loom_context_n_ctx(const loom_context *ctx)
 {
 	return ctx->params.n_ctx;
@@ -226,6 +234,8 @@ loom_status loom_decode(loom_context *ctx, const loom_batch *batch)
 		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "a batch holds 1 to %u tokens, not %d", ctx->params.n_batch,
 				  batch->n_tokens);
 	ctx->n_batch_tokens = 0;
+	if (ctx->abort_fn != NULL && ctx->abort_fn(ctx->abort_user))
+		return loom_error(LOOM_ERR_CANCELLED, "cancelled by the context's abort hook");
 	loom_status st = read_batch(ctx, batch, &n_out);
 	if (st != LOOM_OK)
 		return st;

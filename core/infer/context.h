@@ -52,6 +52,10 @@ struct loom_context {
 	int32_t *logit_row;
 	int32_t n_batch_tokens;
 
+	/* Asked before each step (loom_context_set_abort). */
+	loom_abort_fn abort_fn;
+	void *abort_user;
+
 	/* The graph of the step being built, and the tensors it points to. */
 	loom_node *nodes;
 	int n_nodes, max_nodes;
