@@ -401,6 +401,18 @@ LOOM_API void loom_sampler_accept(loom_sampler *s, loom_token token);
 LOOM_API void loom_sampler_reset(loom_sampler *s);
 
 /* ------------------------------------------------------------------------ */
+/* Embeddings                                                               */
+
+/* The embedding of a text's tokens: the model's last hidden state (the
+ * output of its final norm) at every token, averaged over the tokens and
+ * scaled to unit L2 norm, into out[0 .. n_embd). The tokens are evaluated
+ * as sequence seq_id in n_batch pieces, with causal attention; that
+ * sequence's cells are cleared before and after, and other sequences are
+ * left as they are. n_dims must be loom_model_n_embd. */
+LOOM_API loom_status loom_embed(loom_context *ctx, int32_t seq_id, const loom_token *tokens, size_t n_tokens,
+				float *out, size_t n_dims);
+
+/* ------------------------------------------------------------------------ */
 /* Generation                                                               */
 
 /* Called once per generated token with the text it adds (may be empty while a

@@ -203,14 +203,14 @@ static loom_status read_batch(loom_context *ctx, const loom_batch *b, int *n_out
 	return LOOM_OK;
 }
 
-static loom_status run_step(loom_context *ctx, int n, int n_out)
+static loom_status run_step(loom_context *ctx, int n, int n_out, loom_step_output output, float *hidden)
 {
 	loom_backend *be = &ctx->model->rt->backend;
 	const uint32_t n_kv = loom_kv_window(&ctx->kv);
 	loom_graph graph;
 
 	loom_kv_build_mask(&ctx->kv, n_kv, n, ctx->pos, ctx->seq, ctx->mask);
-	loom_status st = loom_forward_build(ctx, n, n_kv, n_out, &graph);
+	loom_status st = loom_forward_build(ctx, n, n_kv, n_out, output, &graph);
 	if (st == LOOM_OK)
 		st = loom_backend_upload(be, &ctx->scratch, 0, ctx->inputs, ctx->inputs_bytes);
 	if (st == LOOM_OK)
@@ -221,11 +221,19 @@ static loom_status run_step(loom_context *ctx, int n, int n_out)
 
 	if ((st = loom_backend_compute(be, &graph)) != LOOM_OK)
 		return st;
+	if (output == LOOM_STEP_HIDDEN)
+		return loom_backend_download(be, &ctx->scratch, ctx->slot_offset[LOOM_SLOT_XB], hidden,
+					     (size_t)n_out * (size_t)ctx->model->hp.n_embd * sizeof(float));
 	return loom_backend_download(be, &ctx->scratch, ctx->slot_offset[LOOM_SLOT_LOGITS], ctx->logits,
 				     (size_t)n_out * (size_t)ctx->model->hp.n_vocab * sizeof(float));
 }
 
 loom_status loom_decode(loom_context *ctx, const loom_batch *batch)
+{
+	return loom_decode_step(ctx, batch, LOOM_STEP_LOGITS, NULL);
+}
+
+loom_status loom_decode_step(loom_context *ctx, const loom_batch *batch, loom_step_output output, float *hidden)
 {
 	int n_out;
 	if (ctx == NULL || batch == NULL || batch->tokens == NULL)
@@ -242,17 +250,17 @@ loom_status loom_decode(loom_context *ctx, const loom_batch *batch)
 	if ((st = loom_kv_claim(&ctx->kv, batch->n_tokens, ctx->pos, ctx->seq, ctx->cells)) != LOOM_OK)
 		return st;
 	if (n_out == 0) {
-		/* The step still has to fill the cache; compute one row's logits. */
+		/* The step still has to fill the cache; compute one row's output. */
 		ctx->out_ids[0] = batch->n_tokens - 1;
-		st = run_step(ctx, batch->n_tokens, 1);
-	} else {
-		st = run_step(ctx, batch->n_tokens, n_out);
+		n_out = 1;
 	}
+	st = run_step(ctx, batch->n_tokens, n_out, output, hidden);
 	if (st != LOOM_OK) {
 		loom_kv_unclaim(&ctx->kv, batch->n_tokens, ctx->cells);
 		return st;
 	}
-	ctx->n_batch_tokens = batch->n_tokens;
+	/* A step of hidden states leaves no logits to read. */
+	ctx->n_batch_tokens = output == LOOM_STEP_LOGITS ? batch->n_tokens : 0;
 	return LOOM_OK;
 }
 

@@ -63,10 +63,22 @@ struct loom_context {
 	int n_tensors, max_tensors;
 };
 
+/* What a step gives back for the rows it was asked about. */
+typedef enum loom_step_output {
+	LOOM_STEP_LOGITS, /* n_vocab logits (the LOGITS slot) */
+	LOOM_STEP_HIDDEN  /* the final norm's output, n_embd (the XB slot): embeddings */
+} loom_step_output;
+
 /* Builds the forward graph of a batch of n tokens that attends to cells
- * [0, n_kv) and wants logits for n_out of its rows (all rows, in order, when
- * n_out == n, else the rows listed in the OUT_IDS slot). */
-loom_status loom_forward_build(loom_context *ctx, int n, uint32_t n_kv, int n_out, loom_graph *graph);
+ * [0, n_kv) and wants `output` for n_out of its rows (all rows, in order,
+ * when n_out == n, else the rows listed in the OUT_IDS slot). */
+loom_status loom_forward_build(loom_context *ctx, int n, uint32_t n_kv, int n_out, loom_step_output output,
+			       loom_graph *graph);
+
+/* loom_decode, giving `output` for the rows the batch asks about: logits
+ * into the context (loom_get_logits), or hidden states into hidden (n_embd
+ * floats per row asked about, in batch order). */
+loom_status loom_decode_step(loom_context *ctx, const loom_batch *batch, loom_step_output output, float *hidden);
 
 /* Asks the backend about every node the context's steps can have;
  * UNSUPPORTED names the first it cannot run, with its tensors' types. */

@@ -232,7 +232,8 @@ int loom_forward_max_tensors(const loom_model *m)
 	return 48 * (int)m->hp.n_layer + 24;
 }
 
-loom_status loom_forward_build(loom_context *ctx, int n, uint32_t n_kv, int n_out, loom_graph *graph)
+loom_status loom_forward_build(loom_context *ctx, int n, uint32_t n_kv, int n_out, loom_step_output output,
+			       loom_graph *graph)
 {
 	const loom_model *m = ctx->model;
 	const loom_hparams *hp = &m->hp;
@@ -265,7 +266,8 @@ loom_status loom_forward_build(loom_context *ctx, int n, uint32_t n_kv, int n_ou
 	}
 	loom_tensor *xb = f32_rows(ctx, LOOM_SLOT_XB, hp->n_embd, n_out);
 	norm(ctx, xb, x, &m->output_norm, &m->output_norm_b);
-	linear(ctx, f32_rows(ctx, LOOM_SLOT_LOGITS, hp->n_vocab, n_out), &m->output, &m->output_b, xb);
+	if (output == LOOM_STEP_LOGITS)
+		linear(ctx, f32_rows(ctx, LOOM_SLOT_LOGITS, hp->n_vocab, n_out), &m->output, &m->output_b, xb);
 
 	if (ctx->n_nodes > ctx->max_nodes || ctx->n_tensors > ctx->max_tensors)
 		return loom_error(LOOM_ERR_BACKEND, "internal: the step graph outgrew its arena");

@@ -48,7 +48,7 @@ loom_status loom_forward_check(loom_context *ctx)
 	const loom_backend *be = &ctx->model->rt->backend;
 	for (size_t s = 0; s < sizeof(steps) / sizeof(steps[0]); s++) {
 		loom_graph graph;
-		loom_status st = loom_forward_build(ctx, steps[s][0], ctx->kv.n_cells, steps[s][1], &graph);
+		loom_status st = loom_forward_build(ctx, steps[s][0], ctx->kv.n_cells, steps[s][1], LOOM_STEP_LOGITS, &graph);
 		if (st != LOOM_OK)
 			return st;
 		for (int i = 0; i < graph.n_nodes; i++)
