@@ -345,6 +345,9 @@ LOOM_API void loom_context_set_abort(loom_context *ctx, loom_abort_fn fn, void *
 LOOM_API uint32_t loom_context_n_ctx(const loom_context *ctx);
 LOOM_API const loom_model *loom_context_model(const loom_context *ctx);
 
+/* Sequence ids run from 0 to LOOM_MAX_SEQ - 1. */
+#define LOOM_MAX_SEQ 256
+
 /* Tokens to evaluate together. Token i belongs to sequence seq_id[i] at
  * position pos[i]; it attends to the cached tokens of its own sequence at
  * positions <= pos[i]. Sequences share the cache. logits[i] != 0 asks for
@@ -368,8 +371,15 @@ LOOM_API loom_status loom_decode(loom_context *ctx, const loom_batch *batch);
 LOOM_API const float *loom_get_logits(loom_context *ctx, int32_t i);
 
 /* Drops sequence seq_id's cache entries with p0 <= pos < p1 (p1 < 0: to the
- * end; seq_id < 0: every sequence). */
+ * end; seq_id < 0: every sequence). A cell shared with other sequences
+ * stays theirs. */
 LOOM_API loom_status loom_kv_seq_remove(loom_context *ctx, int32_t seq_id, int32_t p0, int32_t p1);
+/* dst's entries at positions [p0, p1) (p1 < 0: to the end) are dropped and
+ * src's there become dst's too: the cells are shared, not copied, so a
+ * prompt prefix evaluated once serves several sequences. */
+LOOM_API loom_status loom_kv_seq_copy(loom_context *ctx, int32_t src, int32_t dst, int32_t p0, int32_t p1);
+/* Drops every sequence but seq_id. */
+LOOM_API loom_status loom_kv_seq_keep(loom_context *ctx, int32_t seq_id);
 LOOM_API void loom_kv_clear(loom_context *ctx);
 /* Largest cached position of seq_id, -1 if it has none. */
 LOOM_API int32_t loom_kv_seq_pos_max(const loom_context *ctx, int32_t seq_id);

@@ -1,11 +1,14 @@
 /* test_kv_cache.c - the cache's cell bookkeeping: claiming cells, the
- * attention mask across sequences, removal and rollback. */
+ * attention mask across sequences, removal and rollback, cells shared by
+ * sequences (copy, keep), and a shared prefix on a real model. */
 #include "check_main.h"
 
+#include "fixture.h"
 #include "infer/kv_cache.h"
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* A cache without backend memory: only the cells are exercised here. */
 static loom_kv_cache make_cells(uint32_t n)
@@ -13,7 +16,7 @@ static loom_kv_cache make_cells(uint32_t n)
 	loom_kv_cache kv = {.n_cells = n};
 	kv.cells = malloc(n * sizeof(loom_kv_cell));
 	for (uint32_t i = 0; i < n; i++)
-		kv.cells[i] = (loom_kv_cell){.pos = -1, .seq = -1};
+		kv.cells[i] = (loom_kv_cell){.pos = -1};
 	return kv;
 }
 
@@ -107,6 +110,128 @@ START_TEST(window_grows_in_steps_and_masks_the_rest)
 }
 END_TEST
 
+static void claim_run(loom_kv_cache *kv, int32_t seq, int32_t p0, int n)
+{
+	int32_t pos[16], seqs[16], cells[16];
+	for (int i = 0; i < n; i++) {
+		pos[i] = p0 + i;
+		seqs[i] = seq;
+	}
+	ck_assert_int_eq(loom_kv_claim(kv, n, pos, seqs, cells), LOOM_OK);
+}
+
+/* A copied prefix is shared: no new cells, visible to both sequences,
+ * freed only when neither holds it. */
+START_TEST(copied_cells_are_shared)
+{
+	loom_kv_cache kv = make_cells(16);
+	claim_run(&kv, 0, 0, 4);
+	loom_kv_copy(&kv, 0, LOOM_MAX_SEQ - 1, 0, -1);
+	ck_assert_uint_eq(kv.used, 4);
+	ck_assert_int_eq(loom_kv_pos_max(&kv, LOOM_MAX_SEQ - 1), 3);
+	int32_t pos[1] = {4}, seq[1] = {LOOM_MAX_SEQ - 1};
+	float mask[4];
+	loom_kv_build_mask(&kv, 4, 1, pos, seq, mask);
+	for (int j = 0; j < 4; j++)
+		ck_assert_msg(mask[j] == 0.0f, "cell %d hidden from the copy", j);
+	loom_kv_remove(&kv, 0, 0, -1);
+	ck_assert_uint_eq(kv.used, 4);
+	ck_assert_int_eq(loom_kv_pos_max(&kv, 0), -1);
+	loom_kv_remove(&kv, LOOM_MAX_SEQ - 1, 2, -1);
+	ck_assert_uint_eq(kv.used, 2);
+	loom_kv_remove(&kv, -1, 0, -1);
+	ck_assert_uint_eq(kv.used, 0);
+	free(kv.cells);
+}
+END_TEST
+
+/* Copying over a range of dst drops dst's own cells there first. */
+START_TEST(a_copy_replaces_the_range_of_dst)
+{
+	loom_kv_cache kv = make_cells(16);
+	claim_run(&kv, 0, 0, 3);
+	claim_run(&kv, 1, 0, 2);
+	ck_assert_uint_eq(kv.used, 5);
+	loom_kv_copy(&kv, 0, 1, 0, 2);
+	ck_assert_uint_eq(kv.used, 3);
+	int32_t pos[1] = {5}, seq[1] = {1};
+	float mask[3];
+	loom_kv_build_mask(&kv, 3, 1, pos, seq, mask);
+	ck_assert(mask[0] == 0.0f && mask[1] == 0.0f && isinf(mask[2]));
+	free(kv.cells);
+}
+END_TEST
+
+START_TEST(keep_drops_every_other_sequence)
+{
+	loom_kv_cache kv = make_cells(16);
+	claim_run(&kv, 0, 0, 2);
+	loom_kv_copy(&kv, 0, 1, 0, -1);
+	claim_run(&kv, 1, 2, 2);
+	claim_run(&kv, 2, 0, 3);
+	ck_assert_uint_eq(kv.used, 7);
+	loom_kv_keep(&kv, 1);
+	ck_assert_uint_eq(kv.used, 4);
+	ck_assert_int_eq(loom_kv_pos_max(&kv, 0), -1);
+	ck_assert_int_eq(loom_kv_pos_max(&kv, 2), -1);
+	ck_assert_int_eq(loom_kv_pos_max(&kv, 1), 3);
+	loom_kv_remove(&kv, 1, 0, -1);
+	ck_assert_uint_eq(kv.used, 0);
+	free(kv.cells);
+}
+END_TEST
+
+/* On a real model: a prompt evaluated once as sequence 0 and copied to
+ * sequence 1 continues in both, in one batch, exactly as sequence 0 alone
+ * continues it. */
+START_TEST(a_shared_prefix_continues_as_its_own)
+{
+	loom_runtime *rt = test_runtime("cpu-generic", 1);
+	loom_model *m = test_model(rt, "stories260K-f32.gguf");
+	if (m == NULL) {
+		loom_runtime_free(rt);
+		return;
+	}
+	const int32_t n_vocab = loom_model_n_vocab(m);
+	loom_token toks[32], next[2] = {42, 42};
+	size_t n = 0;
+	ck_assert(loom_tokenize(m, "Once upon a time", 16, true, false, toks, 32, &n) == LOOM_OK);
+	loom_batch prompt = {.n_tokens = (int32_t)n, .tokens = toks};
+	float *want = malloc((size_t)n_vocab * sizeof(float));
+
+	loom_context *ctx = test_context(m, 64, 64, LOOM_DTYPE_F32);
+	loom_batch one = {.n_tokens = 1, .tokens = next};
+	ck_assert(loom_decode(ctx, &prompt) == LOOM_OK && loom_decode(ctx, &one) == LOOM_OK);
+	memcpy(want, loom_get_logits(ctx, 0), (size_t)n_vocab * sizeof(float));
+	loom_context_free(ctx);
+
+	ctx = test_context(m, 64, 64, LOOM_DTYPE_F32);
+	ck_assert(loom_decode(ctx, &prompt) == LOOM_OK);
+	ck_assert(loom_kv_seq_copy(ctx, 0, 1, 0, -1) == LOOM_OK);
+	ck_assert_uint_eq(loom_kv_used(ctx), n);
+	int32_t seqs[2] = {0, 1}, pos[2] = {(int32_t)n, (int32_t)n};
+	int8_t logits[2] = {1, 1};
+	loom_batch both = {.n_tokens = 2, .tokens = next, .pos = pos, .seq_id = seqs, .logits = logits};
+	ck_assert(loom_decode(ctx, &both) == LOOM_OK);
+	for (int i = 0; i < 2; i++) {
+		const float *got = loom_get_logits(ctx, i);
+		double worst = 0;
+		for (int32_t v = 0; v < n_vocab; v++)
+			worst = fmax(worst, fabs((double)got[v] - want[v]));
+		/* A batch of two rows may sum in another order than one row. */
+		ck_assert_msg(worst < 1e-5, "sequence %d: logits differ by %g", i, worst);
+	}
+	ck_assert(loom_kv_seq_keep(ctx, 1) == LOOM_OK);
+	ck_assert_uint_eq(loom_kv_used(ctx), n + 1);
+	ck_assert_int_eq(loom_kv_seq_copy(ctx, 0, LOOM_MAX_SEQ, 0, -1), LOOM_ERR_INVALID_ARGUMENT);
+	ck_assert_int_eq(loom_kv_seq_keep(ctx, -1), LOOM_ERR_INVALID_ARGUMENT);
+	loom_context_free(ctx);
+	free(want);
+	loom_model_free(m);
+	loom_runtime_free(rt);
+}
+END_TEST
+
 static Suite *kv_suite(void)
 {
 	Suite *s = suite_create("kv_cache");
@@ -115,6 +240,10 @@ static Suite *kv_suite(void)
 	tcase_add_test(tc, full_cache_claims_nothing);
 	tcase_add_test(tc, mask_is_causal_per_sequence);
 	tcase_add_test(tc, window_grows_in_steps_and_masks_the_rest);
+	tcase_add_test(tc, copied_cells_are_shared);
+	tcase_add_test(tc, a_copy_replaces_the_range_of_dst);
+	tcase_add_test(tc, keep_drops_every_other_sequence);
+	tcase_add_test(tc, a_shared_prefix_continues_as_its_own);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -178,8 +178,9 @@ static loom_status read_batch(loom_context *ctx, const loom_batch *b, int *n_out
 					  i, b->tokens[i], n_vocab);
 		ctx->tokens[i] = b->tokens[i];
 		ctx->seq[i] = b->seq_id != NULL ? b->seq_id[i] : 0;
-		if (ctx->seq[i] < 0)
-			return loom_error(LOOM_ERR_INVALID_ARGUMENT, "batch token %d has sequence id %d", i, ctx->seq[i]);
+		if (ctx->seq[i] < 0 || ctx->seq[i] >= LOOM_MAX_SEQ)
+			return loom_error(LOOM_ERR_INVALID_ARGUMENT, "batch token %d has sequence id %d, outside [0, %d)", i,
+					  ctx->seq[i], LOOM_MAX_SEQ);
 		if (b->pos != NULL) {
 			ctx->pos[i] = b->pos[i];
 		} else {
@@ -273,12 +274,41 @@ const float *loom_get_logits(loom_context *ctx, int32_t i)
 	return ctx->logits + (size_t)ctx->logit_row[i] * (size_t)ctx->model->hp.n_vocab;
 }
 
-loom_status loom_kv_seq_remove(loom_context *ctx, int32_t seq_id, int32_t p0, int32_t p1)
+/* A sequence id a cache operation can name. */
+static loom_status check_seq(const char *fn, const loom_context *ctx, int32_t seq_id)
 {
 	if (ctx == NULL)
-		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_kv_seq_remove: context is NULL");
-	loom_kv_remove(&ctx->kv, seq_id, p0 < 0 ? 0 : p0, p1);
+		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "%s: context is NULL", fn);
+	if (seq_id < 0 || seq_id >= LOOM_MAX_SEQ)
+		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "%s: sequence id %d is outside [0, %d)", fn, seq_id,
+				  LOOM_MAX_SEQ);
 	return LOOM_OK;
+}
+
+loom_status loom_kv_seq_remove(loom_context *ctx, int32_t seq_id, int32_t p0, int32_t p1)
+{
+	loom_status st = check_seq("loom_kv_seq_remove", ctx, seq_id < 0 ? 0 : seq_id);
+	if (st == LOOM_OK)
+		loom_kv_remove(&ctx->kv, seq_id, p0 < 0 ? 0 : p0, p1);
+	return st;
+}
+
+loom_status loom_kv_seq_copy(loom_context *ctx, int32_t src, int32_t dst, int32_t p0, int32_t p1)
+{
+	loom_status st = check_seq("loom_kv_seq_copy", ctx, src);
+	if (st == LOOM_OK)
+		st = check_seq("loom_kv_seq_copy", ctx, dst);
+	if (st == LOOM_OK)
+		loom_kv_copy(&ctx->kv, src, dst, p0 < 0 ? 0 : p0, p1);
+	return st;
+}
+
+loom_status loom_kv_seq_keep(loom_context *ctx, int32_t seq_id)
+{
+	loom_status st = check_seq("loom_kv_seq_keep", ctx, seq_id);
+	if (st == LOOM_OK)
+		loom_kv_keep(&ctx->kv, seq_id);
+	return st;
 }
 
 void loom_kv_clear(loom_context *ctx)
@@ -289,7 +319,7 @@ void loom_kv_clear(loom_context *ctx)
 
 int32_t loom_kv_seq_pos_max(const loom_context *ctx, int32_t seq_id)
 {
-	return ctx != NULL ? loom_kv_pos_max(&ctx->kv, seq_id) : -1;
+	return ctx != NULL && seq_id >= 0 && seq_id < LOOM_MAX_SEQ ? loom_kv_pos_max(&ctx->kv, seq_id) : -1;
 }
 
 uint32_t loom_kv_used(const loom_context *ctx)

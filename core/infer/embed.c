@@ -41,9 +41,10 @@ static loom_status sum_hidden(loom_context *ctx, int32_t seq, const loom_token *
 loom_status loom_embed(loom_context *ctx, int32_t seq_id, const loom_token *tokens, size_t n_tokens, float *out,
 		       size_t n_dims)
 {
-	if (ctx == NULL || tokens == NULL || out == NULL || n_tokens == 0 || seq_id < 0)
+	if (ctx == NULL || tokens == NULL || out == NULL || n_tokens == 0 || seq_id < 0 || seq_id >= LOOM_MAX_SEQ)
 		return loom_error(LOOM_ERR_INVALID_ARGUMENT,
-				  "loom_embed: context, tokens (at least one), out and a sequence id >= 0 are required");
+				  "loom_embed: context, tokens (at least one), out and a sequence id in [0, %d) are required",
+				  LOOM_MAX_SEQ);
 	const size_t n_embd = (size_t)ctx->model->hp.n_embd;
 	if (n_dims != n_embd)
 		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_embed: the model's embeddings have %zu dimensions, not %zu",

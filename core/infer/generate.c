@@ -152,7 +152,7 @@ loom_status loom_generate(loom_context *ctx, const char *prompt, const loom_gene
 		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_generate: context and prompt are required");
 	if (params == NULL)
 		params = &defaults;
-	if (params->seq_id < 0 || (params->n_stop > 0 && params->stop == NULL))
+	if (params->seq_id < 0 || params->seq_id >= LOOM_MAX_SEQ || (params->n_stop > 0 && params->stop == NULL))
 		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_generate: bad seq_id or stop list");
 	gen_state g = {.ctx = ctx, .params = params};
 	loom_status st = loom_sampler_create(&params->sampling, &g.sampler);

@@ -27,7 +27,7 @@ loom_status loom_kv_init(loom_kv_cache *kv, loom_model *m, uint32_t n_cells, loo
 	if (kv->cells == NULL || kv->k == NULL || kv->v == NULL)
 		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
 	for (uint32_t i = 0; i < n_cells; i++)
-		kv->cells[i] = (loom_kv_cell){.pos = -1, .seq = -1};
+		kv->cells[i] = (loom_kv_cell){.pos = -1};
 	loom_status st = loom_backend_alloc(&m->rt->backend, per_layer * 2 * (size_t)n_layer, &kv->buf);
 	if (st != LOOM_OK)
 		return loom_error_wrap(st, "a KV cache of %u cells (%zu MiB)", n_cells,
@@ -63,7 +63,8 @@ loom_status loom_kv_claim(loom_kv_cache *kv, int n, const int32_t *pos, const in
 	for (int i = 0; i < n; i++) {
 		while (kv->cells[c].pos >= 0)
 			c++;
-		kv->cells[c] = (loom_kv_cell){.pos = pos[i], .seq = seq[i]};
+		kv->cells[c] = (loom_kv_cell){.pos = pos[i]};
+		kv->cells[c].seqs[seq[i] / 64] = (uint64_t)1 << (seq[i] % 64);
 		cells[i] = (int32_t)c;
 	}
 	kv->used += (uint32_t)n;
@@ -73,7 +74,7 @@ loom_status loom_kv_claim(loom_kv_cache *kv, int n, const int32_t *pos, const in
 void loom_kv_unclaim(loom_kv_cache *kv, int n, const int32_t *cells)
 {
 	for (int i = 0; i < n; i++)
-		kv->cells[cells[i]] = (loom_kv_cell){.pos = -1, .seq = -1};
+		kv->cells[cells[i]] = (loom_kv_cell){.pos = -1};
 	kv->used -= (uint32_t)n;
 }
 
@@ -99,8 +100,29 @@ void loom_kv_build_mask(const loom_kv_cache *kv, uint32_t n_kv, int n, const int
 		float *row = mask + (size_t)t * n_kv;
 		for (uint32_t j = 0; j < n_kv; j++) {
 			const loom_kv_cell *c = &kv->cells[j];
-			row[j] = c->pos >= 0 && c->seq == seq[t] && c->pos <= pos[t] ? 0.0f : -INFINITY;
+			row[j] = c->pos >= 0 && loom_kv_cell_has(c, seq[t]) && c->pos <= pos[t] ? 0.0f : -INFINITY;
 		}
+	}
+}
+
+static bool in_range(const loom_kv_cell *c, int32_t p0, int32_t p1)
+{
+	return c->pos >= 0 && c->pos >= p0 && (p1 < 0 || c->pos < p1);
+}
+
+/* Takes seq (every sequence when seq < 0) out of cell c, freeing it when
+ * no sequence is left. */
+static void drop(loom_kv_cache *kv, loom_kv_cell *c, int32_t seq)
+{
+	bool left = false;
+	for (int w = 0; w < LOOM_KV_SEQ_WORDS; w++) {
+		if (seq < 0 || w == seq / 64)
+			c->seqs[w] &= seq < 0 ? 0 : ~((uint64_t)1 << (seq % 64));
+		left |= c->seqs[w] != 0;
+	}
+	if (!left) {
+		c->pos = -1;
+		kv->used--;
 	}
 }
 
@@ -108,10 +130,35 @@ void loom_kv_remove(loom_kv_cache *kv, int32_t seq, int32_t p0, int32_t p1)
 {
 	for (uint32_t j = 0; j < kv->n_cells; j++) {
 		loom_kv_cell *c = &kv->cells[j];
-		if (c->pos < 0 || (seq >= 0 && c->seq != seq) || c->pos < p0 || (p1 >= 0 && c->pos >= p1))
+		if (in_range(c, p0, p1) && (seq < 0 || loom_kv_cell_has(c, seq)))
+			drop(kv, c, seq);
+	}
+}
+
+void loom_kv_copy(loom_kv_cache *kv, int32_t src, int32_t dst, int32_t p0, int32_t p1)
+{
+	if (src == dst)
+		return;
+	loom_kv_remove(kv, dst, p0, p1);
+	for (uint32_t j = 0; j < kv->n_cells; j++) {
+		loom_kv_cell *c = &kv->cells[j];
+		if (in_range(c, p0, p1) && loom_kv_cell_has(c, src))
+			c->seqs[dst / 64] |= (uint64_t)1 << (dst % 64);
+	}
+}
+
+void loom_kv_keep(loom_kv_cache *kv, int32_t seq)
+{
+	for (uint32_t j = 0; j < kv->n_cells; j++) {
+		loom_kv_cell *c = &kv->cells[j];
+		if (c->pos < 0)
 			continue;
-		*c = (loom_kv_cell){.pos = -1, .seq = -1};
-		kv->used--;
+		if (!loom_kv_cell_has(c, seq)) {
+			drop(kv, c, -1);
+			continue;
+		}
+		memset(c->seqs, 0, sizeof(c->seqs));
+		c->seqs[seq / 64] = (uint64_t)1 << (seq % 64);
 	}
 }
 
@@ -119,7 +166,7 @@ int32_t loom_kv_pos_max(const loom_kv_cache *kv, int32_t seq)
 {
 	int32_t best = -1;
 	for (uint32_t j = 0; j < kv->n_cells; j++)
-		if (kv->cells[j].pos > best && kv->cells[j].seq == seq)
+		if (kv->cells[j].pos > best && loom_kv_cell_has(&kv->cells[j], seq))
 			best = kv->cells[j].pos;
 	return best;
 }

@@ -4,12 +4,20 @@
 
 #include "model/model.h"
 
-/* A cell holds one token's keys and values (in every layer); pos < 0 means
- * free. */
+#define LOOM_KV_SEQ_WORDS (LOOM_MAX_SEQ / 64)
+
+/* A cell holds one token's keys and values (in every layer) for the
+ * sequences in seqs (a bit per id): several when they share a prefix
+ * (loom_kv_copy). pos < 0 means free, and then seqs is empty. */
 typedef struct loom_kv_cell {
 	int32_t pos;
-	int32_t seq;
+	uint64_t seqs[LOOM_KV_SEQ_WORDS];
 } loom_kv_cell;
+
+static inline bool loom_kv_cell_has(const loom_kv_cell *c, int32_t seq)
+{
+	return (c->seqs[seq / 64] >> (seq % 64)) & 1;
+}
 
 typedef struct loom_kv_cache {
 	uint32_t n_cells;
@@ -52,6 +60,11 @@ void loom_kv_build_mask(const loom_kv_cache *kv, uint32_t n_kv, int n, const int
 /* Frees seq's cells with p0 <= pos < p1 (p1 < 0: no upper bound; seq < 0:
  * every sequence). */
 void loom_kv_remove(loom_kv_cache *kv, int32_t seq, int32_t p0, int32_t p1);
+/* dst's cells at positions [p0, p1) (p1 < 0: to the end) are dropped and
+ * src's there become dst's too: shared, not copied. */
+void loom_kv_copy(loom_kv_cache *kv, int32_t src, int32_t dst, int32_t p0, int32_t p1);
+/* Every sequence but seq is dropped. */
+void loom_kv_keep(loom_kv_cache *kv, int32_t seq);
 int32_t loom_kv_pos_max(const loom_kv_cache *kv, int32_t seq);
 
 #endif
