@@ -380,6 +380,18 @@ LOOM_API loom_status loom_kv_seq_remove(loom_context *ctx, int32_t seq_id, int32
 LOOM_API loom_status loom_kv_seq_copy(loom_context *ctx, int32_t src, int32_t dst, int32_t p0, int32_t p1);
 /* Drops every sequence but seq_id. */
 LOOM_API loom_status loom_kv_seq_keep(loom_context *ctx, int32_t seq_id);
+
+/* A sequence's cache entries as bytes (positions, keys and values), to
+ * restore later into a context of the same model and cache type: a chat
+ * parked while others run, or moved to another context. state_size gives
+ * the bytes save writes; save writes them (LOOM_ERR_BUFFER_TOO_SMALL, with
+ * *written the size needed, if size is less). load drops seq_id's entries,
+ * then restores the state as seq_id in free cells (LOOM_ERR_CONTEXT_FULL
+ * if too few are free; LOOM_ERR_BAD_FORMAT, naming the mismatch, for bytes
+ * that are not a state this context can take). */
+LOOM_API loom_status loom_kv_seq_state_size(const loom_context *ctx, int32_t seq_id, size_t *size);
+LOOM_API loom_status loom_kv_seq_save(loom_context *ctx, int32_t seq_id, void *buf, size_t size, size_t *written);
+LOOM_API loom_status loom_kv_seq_load(loom_context *ctx, int32_t seq_id, const void *buf, size_t size);
 LOOM_API void loom_kv_clear(loom_context *ctx);
 /* Largest cached position of seq_id, -1 if it has none. */
 LOOM_API int32_t loom_kv_seq_pos_max(const loom_context *ctx, int32_t seq_id);

@@ -1,6 +1,7 @@
 /* test_kv_cache.c - the cache's cell bookkeeping: claiming cells, the
  * attention mask across sequences, removal and rollback, cells shared by
- * sequences (copy, keep), and a shared prefix on a real model. */
+ * sequences (copy, keep), and on a real model a shared prefix and a
+ * sequence saved and restored. */
 #include "check_main.h"
 
 #include "fixture.h"
@@ -232,6 +233,73 @@ START_TEST(a_shared_prefix_continues_as_its_own)
 }
 END_TEST
 
+/* A sequence saved from one context and loaded into another (under
+ * another id, its cells elsewhere) continues exactly as the original. */
+START_TEST(a_saved_sequence_continues_where_it_is_loaded)
+{
+	loom_runtime *rt = test_runtime("cpu-generic", 1);
+	loom_model *m = test_model(rt, "stories260K-f32.gguf");
+	if (m == NULL) {
+		loom_runtime_free(rt);
+		return;
+	}
+	const int32_t n_vocab = loom_model_n_vocab(m);
+	loom_token toks[32], other[32], next = 42;
+	size_t n = 0, n_other = 0, size = 0, written = 0;
+	ck_assert(loom_tokenize(m, "Once upon a time", 16, true, false, toks, 32, &n) == LOOM_OK);
+	ck_assert(loom_tokenize(m, "The dog ran", 11, true, false, other, 32, &n_other) == LOOM_OK);
+	float *want = malloc((size_t)n_vocab * sizeof(float));
+	loom_batch prompt = {.n_tokens = (int32_t)n, .tokens = toks};
+
+	loom_context *a = test_context(m, 64, 64, LOOM_DTYPE_F16);
+	ck_assert(loom_decode(a, &prompt) == LOOM_OK);
+	ck_assert(loom_kv_seq_state_size(a, 0, &size) == LOOM_OK);
+	unsigned char *state = malloc(size);
+	ck_assert_int_eq(loom_kv_seq_save(a, 0, state, size - 1, &written), LOOM_ERR_BUFFER_TOO_SMALL);
+	ck_assert_uint_eq(written, size);
+	ck_assert(loom_kv_seq_save(a, 0, state, size, &written) == LOOM_OK && written == size);
+	loom_batch step = {.n_tokens = 1, .tokens = &next};
+	ck_assert(loom_decode(a, &step) == LOOM_OK);
+	memcpy(want, loom_get_logits(a, 0), (size_t)n_vocab * sizeof(float));
+	loom_context_free(a);
+
+	/* Another context, its first cells taken by another sequence. */
+	loom_context *b = test_context(m, 64, 64, LOOM_DTYPE_F16);
+	int32_t seq5[32];
+	for (size_t i = 0; i < n_other; i++)
+		seq5[i] = 5;
+	loom_batch filler = {.n_tokens = (int32_t)n_other, .tokens = other, .seq_id = seq5};
+	ck_assert(loom_decode(b, &filler) == LOOM_OK);
+	ck_assert_msg(loom_kv_seq_load(b, 3, state, size) == LOOM_OK, "%s", loom_last_error());
+	ck_assert_int_eq(loom_kv_seq_pos_max(b, 3), (int32_t)n - 1);
+	ck_assert_uint_eq(loom_kv_used(b), n + n_other);
+	int32_t seq3 = 3, pos = (int32_t)n;
+	loom_batch step3 = {.n_tokens = 1, .tokens = &next, .pos = &pos, .seq_id = &seq3};
+	ck_assert(loom_decode(b, &step3) == LOOM_OK);
+	ck_assert(memcmp(want, loom_get_logits(b, 0), (size_t)n_vocab * sizeof(float)) == 0);
+
+	/* Bytes that are not a state of this context are refused, naming why,
+	 * and leave the cache as it was. */
+	uint32_t used = loom_kv_used(b);
+	ck_assert_int_eq(loom_kv_seq_load(b, 4, state, size - 1), LOOM_ERR_BAD_FORMAT);
+	ck_assert_int_eq(loom_kv_seq_load(b, 4, state, 8), LOOM_ERR_BAD_FORMAT);
+	state[0] ^= 0xff;
+	ck_assert_int_eq(loom_kv_seq_load(b, 4, state, size), LOOM_ERR_BAD_FORMAT);
+	state[0] ^= 0xff;
+	ck_assert_uint_eq(loom_kv_used(b), used);
+	loom_context_free(b);
+	loom_context *f32 = test_context(m, 64, 64, LOOM_DTYPE_F32);
+	ck_assert_int_eq(loom_kv_seq_load(f32, 0, state, size), LOOM_ERR_BAD_FORMAT);
+	ck_assert_msg(strstr(loom_last_error(), "cache type") != NULL, "%s", loom_last_error());
+	loom_context_free(f32);
+
+	free(state);
+	free(want);
+	loom_model_free(m);
+	loom_runtime_free(rt);
+}
+END_TEST
+
 static Suite *kv_suite(void)
 {
 	Suite *s = suite_create("kv_cache");
@@ -244,6 +312,7 @@ static Suite *kv_suite(void)
 	tcase_add_test(tc, a_copy_replaces_the_range_of_dst);
 	tcase_add_test(tc, keep_drops_every_other_sequence);
 	tcase_add_test(tc, a_shared_prefix_continues_as_its_own);
+	tcase_add_test(tc, a_saved_sequence_continues_where_it_is_loaded);
 	suite_add_tcase(s, tc);
 	return s;
 }
