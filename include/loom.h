@@ -380,6 +380,13 @@ LOOM_API loom_status loom_kv_seq_remove(loom_context *ctx, int32_t seq_id, int32
 LOOM_API loom_status loom_kv_seq_copy(loom_context *ctx, int32_t src, int32_t dst, int32_t p0, int32_t p1);
 /* Drops every sequence but seq_id. */
 LOOM_API loom_status loom_kv_seq_keep(loom_context *ctx, int32_t seq_id);
+/* Moves seq_id's entries at positions [p0, p1) (p1 < 0: to the end) by
+ * delta, turning their keys to match (RoPE models only:
+ * LOOM_ERR_UNSUPPORTED otherwise); entries that would move before position
+ * 0 are dropped. A chat dropping its oldest turns keeps the rest without
+ * evaluating it again. A cell shared with other sequences moves for them
+ * too. */
+LOOM_API loom_status loom_kv_seq_shift(loom_context *ctx, int32_t seq_id, int32_t p0, int32_t p1, int32_t delta);
 
 /* A sequence's cache entries as bytes (positions, keys and values), to
  * restore later into a context of the same model and cache type: a chat

@@ -1,7 +1,7 @@
 /* test_kv_cache.c - the cache's cell bookkeeping: claiming cells, the
  * attention mask across sequences, removal and rollback, cells shared by
- * sequences (copy, keep), and on a real model a shared prefix and a
- * sequence saved and restored. */
+ * sequences (copy, keep), and on a real model a shared prefix, a
+ * sequence saved and restored, and tokens shifted to new positions. */
 #include "check_main.h"
 
 #include "fixture.h"
@@ -300,6 +300,80 @@ START_TEST(a_saved_sequence_continues_where_it_is_loaded)
 }
 END_TEST
 
+/* Evaluates tokens as sequence 0 at positions from p0. */
+static void decode_at(loom_context *ctx, const loom_token *toks, size_t n, int32_t p0)
+{
+	int32_t pos[64];
+	for (size_t i = 0; i < n; i++)
+		pos[i] = p0 + (int32_t)i;
+	loom_batch b = {.n_tokens = (int32_t)n, .tokens = toks, .pos = pos};
+	ck_assert_msg(loom_decode(ctx, &b) == LOOM_OK, "%s", loom_last_error());
+}
+
+static double max_diff(const float *a, const float *b, int32_t n)
+{
+	double worst = 0;
+	for (int32_t i = 0; i < n; i++)
+		worst = fmax(worst, fabs((double)a[i] - b[i]));
+	return worst;
+}
+
+/* A text evaluated at positions 20 on, then moved to 0 on, continues as
+ * the same text evaluated at 0: every key turned by -20 is the key of its
+ * new position, and what the layers computed depends only on distances,
+ * which the move keeps. Without the turn (or turned the wrong way) the
+ * next token's query would meet keys 20 positions off. */
+START_TEST(shifted_tokens_continue_as_if_evaluated_there)
+{
+	loom_runtime *rt = test_runtime("cpu-generic", 1);
+	loom_model *m = test_model(rt, "stories260K-f32.gguf");
+	if (m == NULL) {
+		loom_runtime_free(rt);
+		return;
+	}
+	const int32_t n_vocab = loom_model_n_vocab(m);
+	loom_token x[32], next = 42;
+	size_t n;
+	ck_assert(loom_tokenize(m, "Once upon a time there was a little girl", 40, true, false, x, 32, &n) == LOOM_OK);
+	float *want = malloc((size_t)n_vocab * sizeof(float));
+
+	loom_context *ctx = test_context(m, 128, 64, LOOM_DTYPE_F32);
+	decode_at(ctx, x, n, 0);
+	decode_at(ctx, &next, 1, (int32_t)n);
+	memcpy(want, loom_get_logits(ctx, 0), (size_t)n_vocab * sizeof(float));
+	loom_context_free(ctx);
+
+	ctx = test_context(m, 128, 4, LOOM_DTYPE_F32); /* moved in pieces of 4 */
+	for (size_t i = 0; i < n; i += 4)
+		decode_at(ctx, x + i, n - i < 4 ? n - i : 4, 20 + (int32_t)i);
+	ck_assert_msg(loom_kv_seq_shift(ctx, 0, 0, -1, -20) == LOOM_OK, "%s", loom_last_error());
+	ck_assert_int_eq(loom_kv_seq_pos_max(ctx, 0), (int32_t)n - 1);
+	decode_at(ctx, &next, 1, (int32_t)n);
+	double d = max_diff(want, loom_get_logits(ctx, 0), n_vocab);
+	ck_assert_msg(d < 1e-4, "moved: logits differ by %g", d);
+	loom_context_free(ctx);
+
+	/* Moving before position 0 drops those tokens. */
+	ctx = test_context(m, 128, 64, LOOM_DTYPE_F32);
+	decode_at(ctx, x, n, 0);
+	ck_assert(loom_kv_seq_shift(ctx, 0, 0, -1, -2) == LOOM_OK);
+	ck_assert_uint_eq(loom_kv_used(ctx), n - 2);
+	ck_assert_int_eq(loom_kv_seq_pos_max(ctx, 0), (int32_t)n - 3);
+	loom_context_free(ctx);
+	free(want);
+	loom_model_free(m);
+
+	/* Learned positions are in the hidden states: nothing can move. */
+	m = test_model(rt, "stories-gpt2-d128-f16.gguf");
+	ctx = test_context(m, 64, 64, LOOM_DTYPE_F32);
+	ck_assert_int_eq(loom_kv_seq_shift(ctx, 0, 0, -1, 3), LOOM_ERR_UNSUPPORTED);
+	ck_assert_msg(strstr(loom_last_error(), "not rotary") != NULL, "%s", loom_last_error());
+	loom_context_free(ctx);
+	loom_model_free(m);
+	loom_runtime_free(rt);
+}
+END_TEST
+
 static Suite *kv_suite(void)
 {
 	Suite *s = suite_create("kv_cache");
@@ -313,6 +387,7 @@ static Suite *kv_suite(void)
 	tcase_add_test(tc, keep_drops_every_other_sequence);
 	tcase_add_test(tc, a_shared_prefix_continues_as_its_own);
 	tcase_add_test(tc, a_saved_sequence_continues_where_it_is_loaded);
+	tcase_add_test(tc, shifted_tokens_continue_as_if_evaluated_there);
 	suite_add_tcase(s, tc);
 	return s;
 }

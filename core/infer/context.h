@@ -75,6 +75,11 @@ typedef enum loom_step_output {
 loom_status loom_forward_build(loom_context *ctx, int n, uint32_t n_kv, int n_out, loom_step_output output,
 			       loom_graph *graph);
 
+/* The graph that turns the keys of n cells (the CELLS slot) by the
+ * positions in the POS slot, in every layer: RoPE of p + d is RoPE of p
+ * turned by d. */
+loom_status loom_forward_build_shift(loom_context *ctx, int n, loom_graph *graph);
+
 /* loom_decode, giving `output` for the rows the batch asks about: logits
  * into the context (loom_get_logits), or hidden states into hidden (n_embd
  * floats per row asked about, in batch order). */
@@ -83,6 +88,8 @@ loom_status loom_decode_step(loom_context *ctx, const loom_batch *batch, loom_st
 /* Asks the backend about every node the context's steps can have;
  * UNSUPPORTED names the first it cannot run, with its tensors' types. */
 loom_status loom_forward_check(loom_context *ctx);
+/* The same for one graph. */
+loom_status loom_forward_check_graph(const loom_context *ctx, const loom_graph *graph);
 
 /* Tensors and nodes needed per step, to size the arenas. */
 int loom_forward_max_nodes(const loom_model *m);

@@ -99,7 +99,7 @@ static void norm(loom_context *ctx, loom_tensor *dst, loom_tensor *x, const loom
 	n->fp[0] = m->hp.norm_eps;
 }
 
-static void rope(loom_context *ctx, loom_tensor *x, loom_tensor *pos)
+static loom_node *rope(loom_context *ctx, loom_tensor *x, loom_tensor *pos)
 {
 	const loom_model *m = ctx->model;
 	loom_node *n = add_node(ctx, LOOM_OP_ROPE, x, x, pos);
@@ -114,6 +114,7 @@ static void rope(loom_context *ctx, loom_tensor *x, loom_tensor *pos)
 	n->fp[3] = hp->yarn_attn_factor;
 	n->fp[4] = hp->yarn_beta_fast;
 	n->fp[5] = hp->yarn_beta_slow;
+	return n;
 }
 
 /* RMSNorm of each head's row of x ({head_dim, heads, tokens}), in place. */
@@ -271,6 +272,32 @@ loom_status loom_forward_build(loom_context *ctx, int n, uint32_t n_kv, int n_ou
 
 	if (ctx->n_nodes > ctx->max_nodes || ctx->n_tensors > ctx->max_tensors)
 		return loom_error(LOOM_ERR_BACKEND, "internal: the step graph outgrew its arena");
+	graph->n_nodes = ctx->n_nodes;
+	graph->nodes = ctx->nodes;
+	return LOOM_OK;
+}
+
+loom_status loom_forward_build_shift(loom_context *ctx, int n, loom_graph *graph)
+{
+	const loom_model *m = ctx->model;
+	const loom_hparams *hp = &m->hp;
+	const int64_t kv_dim = hp->n_head_kv * hp->head_dim;
+
+	ctx->n_nodes = 0;
+	ctx->n_tensors = 0;
+	loom_tensor *cells = slot(ctx, LOOM_SLOT_CELLS, LOOM_DTYPE_I32, n, 1, 1);
+	loom_tensor *delta = slot(ctx, LOOM_SLOT_POS, LOOM_DTYPE_I32, n, 1, 1);
+	for (int il = 0; il < hp->n_layer; il++) {
+		loom_tensor *rows = f32_rows(ctx, LOOM_SLOT_K, kv_dim, n);
+		add_node(ctx, LOOM_OP_GET_ROWS, rows, &ctx->kv.k[il], cells);
+		/* A turn by delta, at unit length: YaRN's magnitude correction
+		 * was applied when the keys were stored. */
+		loom_node *r = rope(ctx, slot(ctx, LOOM_SLOT_K, LOOM_DTYPE_F32, hp->head_dim, hp->n_head_kv, n), delta);
+		r->fp[3] = hp->yarn_ext_factor > 0 ? 1.0f / (1.0f + 0.1f * logf(1.0f / hp->rope_freq_scale)) : 1.0f;
+		add_node(ctx, LOOM_OP_KV_STORE, &ctx->kv.k[il], rows, cells);
+	}
+	if (ctx->n_nodes > ctx->max_nodes || ctx->n_tensors > ctx->max_tensors)
+		return loom_error(LOOM_ERR_BACKEND, "internal: the shift graph outgrew its arena");
 	graph->n_nodes = ctx->n_nodes;
 	graph->nodes = ctx->nodes;
 	return LOOM_OK;

@@ -40,20 +40,26 @@ static loom_status refuse(const loom_context *ctx, const loom_node *node)
 			  loom_backend_name(&ctx->model->rt->backend), loom_op_name(node->op), what);
 }
 
+loom_status loom_forward_check_graph(const loom_context *ctx, const loom_graph *graph)
+{
+	for (int i = 0; i < graph->n_nodes; i++)
+		if (!loom_backend_supports(&ctx->model->rt->backend, &graph->nodes[i]))
+			return refuse(ctx, &graph->nodes[i]);
+	return LOOM_OK;
+}
+
 loom_status loom_forward_check(loom_context *ctx)
 {
 	/* One token, and a full batch of which one row goes through the head:
 	 * between them every node a step can have. */
 	const int steps[][2] = {{1, 1}, {(int)ctx->params.n_batch, 1}};
-	const loom_backend *be = &ctx->model->rt->backend;
 	for (size_t s = 0; s < sizeof(steps) / sizeof(steps[0]); s++) {
 		loom_graph graph;
 		loom_status st = loom_forward_build(ctx, steps[s][0], ctx->kv.n_cells, steps[s][1], LOOM_STEP_LOGITS, &graph);
+		if (st == LOOM_OK)
+			st = loom_forward_check_graph(ctx, &graph);
 		if (st != LOOM_OK)
 			return st;
-		for (int i = 0; i < graph.n_nodes; i++)
-			if (!loom_backend_supports(be, &graph.nodes[i]))
-				return refuse(ctx, &graph.nodes[i]);
 	}
 	return LOOM_OK;
 }
