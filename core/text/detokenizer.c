@@ -61,9 +61,11 @@ void loom_detokenizer_free(loom_detokenizer *d)
 /* Drops what the last call handed out; makes room for n more bytes. */
 static loom_status make_room(loom_detokenizer *d, size_t n)
 {
-	memmove(d->buf, d->buf + d->given, d->len - d->given);
-	d->len -= d->given;
-	d->given = 0;
+	if (d->given > 0) {
+		memmove(d->buf, d->buf + d->given, d->len - d->given);
+		d->len -= d->given;
+		d->given = 0;
+	}
 	char *b = loom_array_grow(d->buf, &d->cap, d->len + n + 1, 1);
 	if (b == NULL)
 		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
