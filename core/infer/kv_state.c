@@ -25,15 +25,18 @@ static size_t row_bytes(const loom_context *ctx)
 	return loom_dtype_row_bytes(ctx->kv.type, ctx->model->hp.n_head_kv * ctx->model->hp.head_dim);
 }
 
-/* The cells of seq in index order; *n gets their count. */
-static uint32_t *cells_of(const loom_context *ctx, int32_t seq, uint32_t *n)
+/* How many cells hold seq; their indices, in order, into cells unless it
+ * is NULL. */
+static uint32_t seq_cells(const loom_context *ctx, int32_t seq, uint32_t *cells)
 {
-	uint32_t *cells = malloc((ctx->kv.used + 1) * sizeof(uint32_t));
-	*n = 0;
-	for (uint32_t j = 0; cells != NULL && j < ctx->kv.n_cells; j++)
-		if (ctx->kv.cells[j].pos >= 0 && loom_kv_cell_has(&ctx->kv.cells[j], seq))
-			cells[(*n)++] = j;
-	return cells;
+	uint32_t n = 0;
+	for (uint32_t j = 0; j < ctx->kv.n_cells; j++)
+		if (ctx->kv.cells[j].pos >= 0 && loom_kv_cell_has(&ctx->kv.cells[j], seq)) {
+			if (cells != NULL)
+				cells[n] = j;
+			n++;
+		}
+	return n;
 }
 
 static size_t state_bytes(const loom_context *ctx, uint32_t n)
@@ -71,17 +74,10 @@ static loom_status move_rows(loom_context *ctx, const loom_tensor *t, const uint
 
 loom_status loom_kv_seq_state_size(const loom_context *ctx, int32_t seq_id, size_t *size)
 {
-	static const char fn[] = "loom_kv_seq_state_size";
-	loom_status st = check_args(fn, ctx, seq_id, size);
-	if (st != LOOM_OK)
-		return st;
-	uint32_t n;
-	uint32_t *cells = cells_of(ctx, seq_id, &n);
-	if (cells == NULL)
-		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
-	*size = state_bytes(ctx, n);
-	free(cells);
-	return LOOM_OK;
+	loom_status st = check_args("loom_kv_seq_state_size", ctx, seq_id, size);
+	if (st == LOOM_OK)
+		*size = state_bytes(ctx, seq_cells(ctx, seq_id, NULL));
+	return st;
 }
 
 loom_status loom_kv_seq_save(loom_context *ctx, int32_t seq_id, void *buf, size_t size, size_t *written)
@@ -89,10 +85,11 @@ loom_status loom_kv_seq_save(loom_context *ctx, int32_t seq_id, void *buf, size_
 	loom_status st = check_args("loom_kv_seq_save", ctx, seq_id, buf);
 	if (st != LOOM_OK)
 		return st;
-	uint32_t n;
-	uint32_t *cells = cells_of(ctx, seq_id, &n);
+	const uint32_t n = seq_cells(ctx, seq_id, NULL);
+	uint32_t *cells = malloc((n + 1) * sizeof(uint32_t));
 	if (cells == NULL)
 		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+	seq_cells(ctx, seq_id, cells);
 	const size_t need = state_bytes(ctx, n), rb = row_bytes(ctx);
 	if (written != NULL)
 		*written = need;
