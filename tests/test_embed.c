@@ -25,14 +25,23 @@ static double dot(const float *a, const float *b, size_t n)
 	return s;
 }
 
+/* stories260K on cpu-generic; NULL (after SKIP, the runtime freed)
+ * without the reference data. */
+static loom_model *open_model(loom_runtime **rt)
+{
+	*rt = test_runtime("cpu-generic", 1);
+	loom_model *m = test_model(*rt, MODEL);
+	if (m == NULL)
+		loom_runtime_free(*rt);
+	return m;
+}
+
 START_TEST(embeddings_are_unit_vectors_of_the_text)
 {
-	loom_runtime *rt = test_runtime("cpu-generic", 1);
-	loom_model *m = test_model(rt, MODEL);
-	if (m == NULL) {
-		loom_runtime_free(rt);
+	loom_runtime *rt;
+	loom_model *m = open_model(&rt);
+	if (m == NULL)
 		return;
-	}
 	const size_t d = (size_t)loom_model_n_embd(m);
 	loom_token toks[64], other[64];
 	size_t n = tokens_of(m, "Once upon a time there was a little dog", toks, 64);
@@ -71,12 +80,10 @@ END_TEST
  * that sequence 0 computes. */
 START_TEST(other_sequences_are_left_alone)
 {
-	loom_runtime *rt = test_runtime("cpu-generic", 1);
-	loom_model *m = test_model(rt, MODEL);
-	if (m == NULL) {
-		loom_runtime_free(rt);
+	loom_runtime *rt;
+	loom_model *m = open_model(&rt);
+	if (m == NULL)
 		return;
-	}
 	const size_t d = (size_t)loom_model_n_embd(m);
 	const int32_t n_vocab = loom_model_n_vocab(m);
 	loom_token toks[64], next = 42;
@@ -106,12 +113,10 @@ END_TEST
 
 START_TEST(bad_arguments_are_refused)
 {
-	loom_runtime *rt = test_runtime("cpu-generic", 1);
-	loom_model *m = test_model(rt, MODEL);
-	if (m == NULL) {
-		loom_runtime_free(rt);
+	loom_runtime *rt;
+	loom_model *m = open_model(&rt);
+	if (m == NULL)
 		return;
-	}
 	const size_t d = (size_t)loom_model_n_embd(m);
 	loom_token toks[200] = {1};
 	float e[1024];

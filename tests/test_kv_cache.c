@@ -111,6 +111,17 @@ START_TEST(window_grows_in_steps_and_masks_the_rest)
 }
 END_TEST
 
+/* stories260K on cpu-generic; NULL (after SKIP, the runtime freed)
+ * without the reference data. */
+static loom_model *open_model(loom_runtime **rt)
+{
+	*rt = test_runtime("cpu-generic", 1);
+	loom_model *m = test_model(*rt, "stories260K-f32.gguf");
+	if (m == NULL)
+		loom_runtime_free(*rt);
+	return m;
+}
+
 static void claim_run(loom_kv_cache *kv, int32_t seq, int32_t p0, int n)
 {
 	int32_t pos[16], seqs[16], cells[16];
@@ -187,12 +198,10 @@ END_TEST
  * continues it. */
 START_TEST(a_shared_prefix_continues_as_its_own)
 {
-	loom_runtime *rt = test_runtime("cpu-generic", 1);
-	loom_model *m = test_model(rt, "stories260K-f32.gguf");
-	if (m == NULL) {
-		loom_runtime_free(rt);
+	loom_runtime *rt;
+	loom_model *m = open_model(&rt);
+	if (m == NULL)
 		return;
-	}
 	const int32_t n_vocab = loom_model_n_vocab(m);
 	loom_token toks[32], next[2] = {42, 42};
 	size_t n = 0;
@@ -237,12 +246,10 @@ END_TEST
  * another id, its cells elsewhere) continues exactly as the original. */
 START_TEST(a_saved_sequence_continues_where_it_is_loaded)
 {
-	loom_runtime *rt = test_runtime("cpu-generic", 1);
-	loom_model *m = test_model(rt, "stories260K-f32.gguf");
-	if (m == NULL) {
-		loom_runtime_free(rt);
+	loom_runtime *rt;
+	loom_model *m = open_model(&rt);
+	if (m == NULL)
 		return;
-	}
 	const int32_t n_vocab = loom_model_n_vocab(m);
 	loom_token toks[32], other[32], next = 42;
 	size_t n = 0, n_other = 0, size = 0, written = 0;
@@ -325,12 +332,10 @@ static double max_diff(const float *a, const float *b, int32_t n)
  * next token's query would meet keys 20 positions off. */
 START_TEST(shifted_tokens_continue_as_if_evaluated_there)
 {
-	loom_runtime *rt = test_runtime("cpu-generic", 1);
-	loom_model *m = test_model(rt, "stories260K-f32.gguf");
-	if (m == NULL) {
-		loom_runtime_free(rt);
+	loom_runtime *rt;
+	loom_model *m = open_model(&rt);
+	if (m == NULL)
 		return;
-	}
 	const int32_t n_vocab = loom_model_n_vocab(m);
 	loom_token x[32], next = 42;
 	size_t n;
