@@ -1,7 +1,7 @@
 /* cmd_chat.c - `loom chat`: a conversation, one user message per line of
  * stdin, each reply streamed to stdout as one paragraph. The KV cache keeps
- * the conversation: a turn evaluates only the text its template adds to
- * what the cache already holds. */
+ * the conversation: a turn evaluates only the tokens after the longest
+ * prefix its prompt shares with the tokens the cache already holds. */
 #include "cli.h"
 
 #include <stdlib.h>
@@ -10,10 +10,13 @@
 typedef struct chat {
 	loom_chat_message *msgs;
 	size_t n, cap;
-	char *cached; /* the prompt text the cache holds; NULL: nothing usable */
+	/* The tokens sequence 0 holds at positions 0, 1, ... (room for
+	 * n_ctx + 1: the cache never holds more, the last sampled token
+	 * aside). */
+	loom_token *cached;
+	size_t n_cached, cached_cap;
 	char *reply;
 	size_t reply_len, reply_cap;
-	loom_token last; /* the reply's last token */
 } chat;
 
 static bool add_message(chat *c, const char *role, const char *content)
@@ -36,7 +39,8 @@ static bool add_message(chat *c, const char *role, const char *content)
 static bool on_reply(void *user, loom_token token, const char *text, size_t len)
 {
 	chat *c = user;
-	c->last = token;
+	if (c->n_cached < c->cached_cap)
+		c->cached[c->n_cached++] = token;
 	if (c->reply_len + len + 1 > c->reply_cap) {
 		size_t cap = (c->reply_len + len + 1) * 2;
 		char *r = realloc(c->reply, cap);
@@ -53,9 +57,9 @@ static bool on_reply(void *user, loom_token token, const char *text, size_t len)
 	return true;
 }
 
-/* The whole conversation as the template's text, ending with the
- * assistant's opening; NULL on error (reported). */
-static char *format(const loom_model *model, const cli_options *o, const chat *c)
+/* The whole conversation as the template's tokens, ending with the
+ * assistant's opening, BOS as the model asks; NULL on error (reported). */
+static loom_token *prompt_tokens(const loom_model *model, const cli_options *o, const chat *c, size_t *n)
 {
 	size_t need = 0;
 	loom_status st = loom_chat_apply(model, o->chat_template, c->msgs, c->n, true, NULL, 0, &need);
@@ -69,67 +73,70 @@ static char *format(const loom_model *model, const cli_options *o, const chat *c
 		cli_fail("chat template: out of memory");
 		return NULL;
 	}
-	return text;
+	loom_token *toks = NULL;
+	st = loom_tokenize(model, text, need, true, true, NULL, 0, n);
+	if (st == LOOM_OK || st == LOOM_ERR_BUFFER_TOO_SMALL) {
+		toks = malloc((*n + 1) * sizeof(loom_token));
+		st = toks == NULL ? LOOM_ERR_NO_MEMORY : loom_tokenize(model, text, need, true, true, toks, *n, n);
+	}
+	free(text);
+	if (st != LOOM_OK) {
+		free(toks);
+		cli_fail_status(st, "cannot tokenize the conversation");
+		return NULL;
+	}
+	return toks;
 }
 
 /* One turn: the user's line in, the reply out. */
 static bool turn(loom_context *ctx, const cli_options *o, chat *c, int index)
 {
-	const loom_model *model = loom_context_model(ctx);
-	char *full = format(model, o, c);
-	if (full == NULL)
+	size_t n;
+	loom_token *toks = prompt_tokens(loom_context_model(ctx), o, c, &n);
+	if (toks == NULL)
 		return false;
-	size_t cached = c->cached != NULL ? strlen(c->cached) : 0;
-	bool keep = cached > 0 && strncmp(full, c->cached, cached) == 0 && full[cached] != '\0';
+	/* Whatever the cache holds is reused as far as it matches the
+	 * prompt's tokens (the reply as the template writes it back may
+	 * tokenize otherwise, or be cut by a stop string); at least one token
+	 * is evaluated, for the logits to sample from. */
+	size_t common = 0;
+	while (common + 1 < n && common < c->n_cached && toks[common] == c->cached[common])
+		common++;
+	loom_kv_seq_remove(ctx, 0, (int32_t)common, -1);
+	c->n_cached = common;
+	for (size_t i = common; i < n && c->n_cached < c->cached_cap; i++)
+		c->cached[c->n_cached++] = toks[i];
 
 	loom_generate_params gp = loom_generate_default_params();
 	gp.n_predict = o->n_predict;
 	gp.sampling = o->sampling;
 	gp.stop = o->stop;
 	gp.n_stop = (size_t)o->n_stop;
-	gp.parse_special = true;
-	gp.keep_cache = keep;
-	gp.add_special = !keep;
+	gp.keep_cache = common > 0;
 	c->reply_len = 0;
 	if (c->reply != NULL)
 		c->reply[0] = '\0';
 	loom_generate_stats stats;
-	loom_status st = loom_generate(ctx, keep ? full + cached : full, &gp, on_reply, c, &stats);
+	loom_status st = loom_generate_tokens(ctx, toks + common, n - common, &gp, on_reply, c, &stats);
+	free(toks);
 	fputc('\n', stdout);
 	fflush(stdout);
+	/* The cache holds the prompt and the reply's tokens but the last
+	 * sampled one, which was never evaluated. */
+	size_t held = (size_t)(loom_kv_seq_pos_max(ctx, 0) + 1);
+	if (c->n_cached > held)
+		c->n_cached = held;
 	if (st != LOOM_OK) {
-		free(full);
 		cli_fail_status(st, "chat turn");
 		return false;
 	}
-	fprintf(stderr, "loom: turn %d: %d prompt tokens evaluated%s, %d generated\n", index, stats.n_prompt,
-		keep ? " (the rest was cached)" : "", stats.n_generated);
-	bool ok = add_message(c, "assistant", c->reply != NULL ? c->reply : "");
-	/* The cache holds the prompt and the reply's tokens but the last: an
-	 * end-of-generation token the template's text writes again, or, when
-	 * the reply ran to its length, one evaluated here. After a stop string
-	 * (cut out of the text) the next turn starts over. */
-	bool whole = stats.stop_reason == LOOM_STOP_EOG;
-	if (stats.stop_reason == LOOM_STOP_LENGTH && stats.n_generated > 0) {
-		int32_t pos = loom_kv_seq_pos_max(ctx, 0) + 1, seq = 0;
-		loom_batch b = {.n_tokens = 1, .tokens = &c->last, .pos = &pos, .seq_id = &seq, .logits = NULL};
-		whole = loom_decode(ctx, &b) == LOOM_OK;
-	}
-	free(c->cached);
-	c->cached = NULL;
-	if (ok && whole) {
-		size_t n = strlen(full), r = c->reply_len;
-		c->cached = malloc(n + r + 1);
-		if (c->cached != NULL) {
-			memcpy(c->cached, full, n);
-			memcpy(c->cached + n, c->reply != NULL ? c->reply : "", r);
-			c->cached[n + r] = '\0';
-		}
-	}
-	free(full);
-	if (!ok)
+	fprintf(stderr, "loom: turn %d: %d prompt tokens evaluated, %zu from the cache, %d generated\n", index,
+		stats.n_prompt, common, stats.n_generated);
+	if (!add_message(c, "assistant", c->reply != NULL ? c->reply : "")) {
 		cli_fail("out of memory");
-	return ok;
+		return false;
+	}
+	return true;
 }
 
 int cmd_chat(int argc, char **argv)
@@ -149,6 +156,12 @@ int cmd_chat(int argc, char **argv)
 		return 1;
 	if (!cli_open_context(&o, model, &ctx))
 		goto out;
+	c.cached_cap = (size_t)loom_context_n_ctx(ctx) + 1;
+	c.cached = malloc(c.cached_cap * sizeof(loom_token));
+	if (c.cached == NULL) {
+		cli_fail("out of memory");
+		goto out;
+	}
 	if (o.chat_template != NULL) {
 		size_t n;
 		loom_chat_message probe = {"user", ""};

@@ -416,8 +416,14 @@ typedef struct loom_sampler_params {
 	float top_p;           /* >= 1: off (default 0.95) */
 	float min_p;           /* <= 0: off (default 0.05) */
 	float repeat_penalty;  /* 1: off (default 1.0) */
-	int32_t repeat_last_n; /* tokens the penalty looks back over (default 64) */
+	int32_t repeat_last_n; /* tokens the penalties look back over; 0: no penalty (default 64) */
 	uint64_t seed;         /* same seed, same choices */
+	/* OpenAI's penalties, over the same last repeat_last_n tokens: a token
+	 * seen count times there loses count * frequency_penalty +
+	 * presence_penalty from its logit (count > 0), after the repeat
+	 * penalty. Each in [-2, 2]; 0: off (default). */
+	float presence_penalty;
+	float frequency_penalty;
 } loom_sampler_params;
 
 LOOM_API loom_sampler_params loom_sampler_default_params(void);
@@ -425,7 +431,7 @@ LOOM_API loom_status loom_sampler_create(const loom_sampler_params *params, loom
 LOOM_API void loom_sampler_free(loom_sampler *s);
 /* Picks a token from n_vocab logits (not modified). */
 LOOM_API loom_token loom_sampler_sample(loom_sampler *s, const float *logits, int32_t n_vocab);
-/* Records a token in the history the repetition penalty looks at. */
+/* Records a token in the history the penalties look at. */
 LOOM_API void loom_sampler_accept(loom_sampler *s, loom_token token);
 LOOM_API void loom_sampler_reset(loom_sampler *s);
 
@@ -485,6 +491,15 @@ LOOM_API loom_generate_params loom_generate_default_params(void);
 LOOM_API loom_status loom_generate(loom_context *ctx, const char *prompt,
 				   const loom_generate_params *params,
 				   loom_token_fn on_token, void *user, loom_generate_stats *stats);
+
+/* loom_generate with a prompt already tokenized (n_prompt > 0, else
+ * LOOM_ERR_INVALID_ARGUMENT; add_special and parse_special are not used).
+ * With keep_cache the tokens continue what seq_id holds, from
+ * loom_kv_seq_pos_max + 1: a chat that matched its cache by tokens drops
+ * the rest (loom_kv_seq_remove) and passes what differs. */
+LOOM_API loom_status loom_generate_tokens(loom_context *ctx, const loom_token *prompt, size_t n_prompt,
+					  const loom_generate_params *params,
+					  loom_token_fn on_token, void *user, loom_generate_stats *stats);
 
 /* ------------------------------------------------------------------------ */
 /* Streaming detokenization                                                 */

@@ -1,8 +1,10 @@
 /* test_chat.c - chat templates (each family's text, recognising a GGUF
- * file's Jinja template, errors) and `loom chat` end to end. */
+ * file's Jinja template, errors), generation from tokens (what a chat
+ * matching its cache by tokens runs) and `loom chat` end to end. */
 #include "text/chat_template.h"
 #include "check_main.h"
 #include "fixture.h"
+#include "golden.h"
 #include "run_cmd.h"
 #include "testdata.h"
 
@@ -60,8 +62,8 @@ START_TEST(each_family_formats_its_turns)
 END_TEST
 
 /* Without the assistant's opening, a conversation ending with the
- * assistant's turn is a prefix of the next turn's text: what `loom chat`
- * keeps in the cache. */
+ * assistant's turn is a prefix of the next turn's text: what lets `loom
+ * chat` reuse all it keeps in the cache. */
 START_TEST(a_turn_extends_the_last)
 {
 	char before[1024], after[1024];
@@ -180,25 +182,154 @@ START_TEST(model_templates)
 }
 END_TEST
 
-/* `loom chat`: a reply per line, the second turn evaluating only its new
- * text, the same replies on a second run (greedy). */
+/* The tokens and text a generation passed to its callback. */
+typedef struct collected {
+	loom_token tokens[64];
+	int n;
+	char text[1024];
+	size_t len;
+} collected;
+
+static bool collect(void *user, loom_token token, const char *text, size_t len)
+{
+	collected *c = user;
+	ck_assert_int_lt(c->n, 64);
+	ck_assert_uint_lt(c->len + len, sizeof(c->text));
+	c->tokens[c->n++] = token;
+	memcpy(c->text + c->len, text, len);
+	c->len += len;
+	c->text[c->len] = '\0';
+	return true;
+}
+
+static void expect_greedy(const collected *c, const golden_case *g, const char *what)
+{
+	ck_assert_msg(c->n == g->n_greedy, "%s: %d tokens, llama.cpp %d", what, c->n, g->n_greedy);
+	for (int i = 0; i < c->n; i++)
+		ck_assert_msg(c->tokens[i] == g->greedy[i], "%s: token %d is %d, llama.cpp %d", what, i, c->tokens[i],
+			      g->greedy[i]);
+	ck_assert_msg(strcmp(c->text, g->greedy_text) == 0, "%s: '%s', llama.cpp '%s'", what, c->text, g->greedy_text);
+}
+
+/* loom_generate_tokens on a text's tokens gives what loom_generate gives
+ * on the text (llama.cpp's greedy continuation), clearing what the
+ * sequence held; with keep_cache the tokens continue the sequence. */
+START_TEST(generation_from_tokens_matches_generation_from_text)
+{
+	loom_runtime *rt = test_runtime("cpu-generic", 1);
+	loom_model *m = rt != NULL ? test_model(rt, "stories260K-f32.gguf") : NULL;
+	if (m == NULL) {
+		loom_runtime_free(rt);
+		return;
+	}
+	golden_case g;
+	ck_assert(golden_load("stories260K-f32", "once_upon_a_time", &g));
+	loom_context *ctx = test_context(m, 128, 512, LOOM_DTYPE_F32);
+	loom_generate_params gp = loom_generate_default_params();
+	gp.n_predict = g.n_greedy;
+	gp.sampling.temperature = 0;
+	loom_generate_stats stats;
+
+	collected text = {0}, toks = {0}, cont = {0};
+	ck_assert_msg(loom_generate(ctx, g.prompt, &gp, collect, &text, &stats) == LOOM_OK, "%s", loom_last_error());
+	expect_greedy(&text, &g, "loom_generate");
+
+	loom_token prompt[16];
+	size_t n = 0;
+	ck_assert(loom_tokenize(m, g.prompt, strlen(g.prompt), true, false, prompt, 16, &n) == LOOM_OK);
+	ck_assert_uint_eq(n, (size_t)g.n_tokens);
+	ck_assert_msg(loom_generate_tokens(ctx, prompt, n, &gp, collect, &toks, &stats) == LOOM_OK, "%s",
+		      loom_last_error());
+	expect_greedy(&toks, &g, "loom_generate_tokens");
+	ck_assert_int_eq(stats.n_prompt, (int)n);
+	ck_assert_int_eq(stats.n_generated, g.n_greedy);
+	ck_assert_int_eq(stats.stop_reason, LOOM_STOP_LENGTH);
+	/* The prompt and every generated token but the last, from 0. */
+	ck_assert_int_eq(loom_kv_seq_pos_max(ctx, 0), (int)n + g.n_greedy - 2);
+
+	/* Two tokens evaluated alone, then the rest after them. */
+	loom_generate_params first = gp;
+	first.n_predict = 0;
+	ck_assert(loom_generate_tokens(ctx, prompt, 2, &first, NULL, NULL, &stats) == LOOM_OK);
+	ck_assert_int_eq(loom_kv_seq_pos_max(ctx, 0), 1);
+	gp.keep_cache = true;
+	ck_assert_msg(loom_generate_tokens(ctx, prompt + 2, n - 2, &gp, collect, &cont, &stats) == LOOM_OK, "%s",
+		      loom_last_error());
+	ck_assert_int_eq(stats.n_prompt, (int)n - 2);
+	expect_greedy(&cont, &g, "continued");
+	ck_assert_int_eq(loom_kv_seq_pos_max(ctx, 0), (int)n + g.n_greedy - 2);
+	ck_assert_uint_eq(loom_kv_used(ctx), n + (size_t)g.n_greedy - 1);
+
+	ck_assert_int_eq(loom_generate_tokens(ctx, prompt, 0, &gp, collect, &cont, &stats), LOOM_ERR_INVALID_ARGUMENT);
+	ck_assert_int_eq(loom_generate_tokens(ctx, NULL, 1, &gp, collect, &cont, &stats), LOOM_ERR_INVALID_ARGUMENT);
+	loom_context_free(ctx);
+	golden_free(&g);
+	loom_model_free(m);
+	loom_runtime_free(rt);
+}
+END_TEST
+
+/* Turn n's stderr line: its evaluated and cached prompt tokens. */
+static void turn_counts(const char *err, int turn, int *evaluated, int *cached)
+{
+	char tag[32];
+	snprintf(tag, sizeof(tag), "turn %d:", turn);
+	const char *line = strstr(err, tag);
+	ck_assert_msg(line != NULL, "no '%s' in %s", tag, err);
+	ck_assert_msg(sscanf(line + strlen(tag), " %d prompt tokens evaluated, %d from the cache", evaluated, cached) == 2,
+		      "turn %d: %s", turn, line);
+}
+
+/* The greedy reply (8 tokens at most) to a conversation, evaluated from
+ * an empty cache as `loom chat` formats it. */
+static void fresh_reply(loom_context *ctx, const loom_chat_message *msgs, size_t n, collected *out)
+{
+	char text[4096];
+	size_t len;
+	ck_assert(loom_chat_apply(loom_context_model(ctx), NULL, msgs, n, true, text, sizeof(text), &len) == LOOM_OK);
+	loom_generate_params gp = loom_generate_default_params();
+	gp.n_predict = 8;
+	gp.sampling.temperature = 0;
+	gp.parse_special = true;
+	ck_assert_msg(loom_generate(ctx, text, &gp, collect, out, NULL) == LOOM_OK, "%s", loom_last_error());
+}
+
+/* `loom chat`: a reply per line, the second turn evaluating only the
+ * tokens after those the cache holds, yet replying as the conversation
+ * evaluated afresh does; the same replies on a second run (greedy). */
 START_TEST(chat_command_keeps_the_conversation)
 {
 	char model[4096];
 	if (!test_data_path(model, sizeof(model), "models/synthetic/gemma-f32.gguf"))
 		return;
-	const char *cmd = "printf 'Hello there\\n\\nHow are you?\\n' | $LOOM chat -m %s -n 8 --temp 0 --plugins %s";
+	const char *cmd = "printf 'Hello there\\n\\nHow are you?\\n' | $LOOM chat -m %s -n 8 --temp 0 -t 1 --plugins %s";
 	cmd_result a = run_cmd(cmd, model, test_plugins_file());
 	ck_assert_msg(a.status == 0, "exit %d: %s", a.status, a.err);
 	ck_assert_msg(strstr(a.err, "chat template gemma") != NULL, "stderr: %s", a.err);
 	ck_assert_msg(strstr(a.err, "turn 1:") && strstr(a.err, "turn 2:") && !strstr(a.err, "turn 3:"),
 		      "an empty line is not a turn: %s", a.err);
-	ck_assert_msg(strstr(strstr(a.err, "turn 2:"), "(the rest was cached)") != NULL, "turn 2 re-evaluated: %s",
-		      a.err);
-	int lines = 0;
-	for (const char *p = a.out; *p; p++)
-		lines += *p == '\n';
-	ck_assert_msg(lines >= 2, "replies: '%s'", a.out);
+	/* Turn 2 finds all of turn 1's prompt in the cache. */
+	int evaluated1, cached1, evaluated2, cached2;
+	turn_counts(a.err, 1, &evaluated1, &cached1);
+	turn_counts(a.err, 2, &evaluated2, &cached2);
+	ck_assert_msg(cached1 == 0 && evaluated1 > 0 && cached2 >= evaluated1 && evaluated2 > 0,
+		      "turn 2 re-evaluated: %s", a.err);
+	/* Each reply is what the whole conversation so far, evaluated
+	 * afresh, gives. */
+	loom_runtime *rt = test_runtime(NULL, 1);
+	loom_model *m = test_model(rt, "synthetic/gemma-f32.gguf");
+	loom_context *ctx = test_context(m, 512, 512, LOOM_DTYPE_F16);
+	loom_chat_message msgs[] = {{"user", "Hello there"}, {"assistant", NULL}, {"user", "How are you?"}};
+	collected r1 = {0}, r2 = {0};
+	fresh_reply(ctx, msgs, 1, &r1);
+	msgs[1].content = r1.text;
+	fresh_reply(ctx, msgs, 3, &r2);
+	char want[2 * sizeof(r1.text) + 2];
+	snprintf(want, sizeof(want), "%s\n%s\n", r1.text, r2.text);
+	ck_assert_msg(strcmp(a.out, want) == 0, "replies '%s', evaluated afresh '%s'", a.out, want);
+	loom_context_free(ctx);
+	loom_model_free(m);
+	loom_runtime_free(rt);
 	cmd_result b = run_cmd(cmd, model, test_plugins_file());
 	ck_assert_msg(b.status == 0 && strcmp(a.out, b.out) == 0, "second run: '%s' vs '%s'", b.out, a.out);
 	cmd_result_free(&a);
@@ -221,6 +352,7 @@ static Suite *chat_suite(void)
 	tcase_add_test(tc, jinja_templates_are_recognised);
 	tcase_add_test(tc, bad_conversations_are_errors);
 	tcase_add_test(tc, model_templates);
+	tcase_add_test(tc, generation_from_tokens_matches_generation_from_text);
 	tcase_add_test(tc, chat_command_keeps_the_conversation);
 	suite_add_tcase(s, tc);
 	return s;

@@ -262,6 +262,9 @@ START_TEST(null_arguments)
 	EXPECT_INVALID(loom_sampler_create(NULL, NULL));
 	EXPECT_INVALID(loom_generate(NULL, "a", NULL, NULL, NULL, NULL));
 	EXPECT_INVALID(loom_generate(s.ctx, NULL, NULL, NULL, NULL, NULL));
+	EXPECT_INVALID(loom_generate_tokens(NULL, &tok, 1, NULL, NULL, NULL, NULL));
+	EXPECT_INVALID(loom_generate_tokens(s.ctx, NULL, 1, NULL, NULL, NULL, NULL));
+	EXPECT_INVALID(loom_generate_tokens(s.ctx, &tok, 0, NULL, NULL, NULL, NULL));
 	EXPECT_INVALID(loom_runtime_create(NULL, NULL));
 	ck_assert_ptr_null(loom_get_logits(NULL, 0));
 	ck_assert_int_eq(loom_kv_seq_pos_max(NULL, 0), -1);

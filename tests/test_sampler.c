@@ -1,9 +1,11 @@
 /* test_sampler.c - the sampler: greedy, top-k, top-p, min-p, temperature,
- * repetition penalty and the seeded draw, on hand-made logits. */
+ * repetition, frequency and presence penalties and the seeded draw, on
+ * hand-made logits. */
 #include "check_main.h"
 
 #include <loom.h>
 #include <math.h>
+#include <string.h>
 
 static loom_sampler *make(float temp, int top_k, float top_p, float min_p, float penalty, uint64_t seed)
 {
@@ -106,6 +108,115 @@ START_TEST(repetition_penalty_demotes_seen_tokens)
 }
 END_TEST
 
+/* A sampler with the repeat, frequency and presence penalties over the
+ * last last_n tokens; greedy unless temp > 0 (then top-k 1). */
+static loom_sampler *make_penalised(float temp, float repeat, float frequency, float presence, int last_n)
+{
+	loom_sampler_params p = loom_sampler_default_params();
+	loom_sampler *s = NULL;
+	p.temperature = temp;
+	p.top_k = 1;
+	p.repeat_penalty = repeat;
+	p.frequency_penalty = frequency;
+	p.presence_penalty = presence;
+	p.repeat_last_n = last_n;
+	ck_assert_msg(loom_sampler_create(&p, &s) == LOOM_OK, "%s", loom_last_error());
+	return s;
+}
+
+static void accept_n(loom_sampler *s, loom_token token, int n)
+{
+	for (int i = 0; i < n; i++)
+		loom_sampler_accept(s, token);
+}
+
+/* Token 0 at 2.0, seen three times, loses 3 * 0.25 + 0.5: 0.75, which
+ * still wins a tie (lowest id) against 0.75 and loses to 0.875. Every
+ * value is exact in binary. */
+START_TEST(frequency_and_presence_penalties_subtract_exactly)
+{
+	const float tie[] = {2.0f, 0.75f}, above[] = {2.0f, 0.875f};
+	loom_sampler *s = make_penalised(0, 1.0f, 0.25f, 0.5f, 64);
+	ck_assert_int_eq(loom_sampler_sample(s, above, 2), 0);
+	accept_n(s, 0, 3);
+	ck_assert_int_eq(loom_sampler_sample(s, tie, 2), 0);
+	ck_assert_int_eq(loom_sampler_sample(s, above, 2), 1);
+	loom_sampler_reset(s);
+	ck_assert_int_eq(loom_sampler_sample(s, above, 2), 0);
+	loom_sampler_free(s);
+
+	/* Frequency alone grows with the count: 2.0 - 3 * 0.375 = 0.875 ties,
+	 * a fourth sighting makes 0.5. */
+	s = make_penalised(0, 1.0f, 0.375f, 0.0f, 64);
+	accept_n(s, 0, 3);
+	ck_assert_int_eq(loom_sampler_sample(s, above, 2), 0);
+	loom_sampler_accept(s, 0);
+	ck_assert_int_eq(loom_sampler_sample(s, above, 2), 1);
+	loom_sampler_free(s);
+
+	/* Presence alone does not: 2.0 - 1.125 = 0.875 ties after one
+	 * sighting and after ten; 1.25 makes 0.75. */
+	s = make_penalised(0, 1.0f, 0.0f, 1.125f, 64);
+	loom_sampler_accept(s, 0);
+	ck_assert_int_eq(loom_sampler_sample(s, above, 2), 0);
+	accept_n(s, 0, 9);
+	ck_assert_int_eq(loom_sampler_sample(s, above, 2), 0);
+	loom_sampler_free(s);
+	s = make_penalised(0, 1.0f, 0.0f, 1.25f, 64);
+	loom_sampler_accept(s, 0);
+	ck_assert_int_eq(loom_sampler_sample(s, above, 2), 1);
+	loom_sampler_free(s);
+
+	/* Negative penalties favour seen tokens: 0.5 + 2 * 0.5 + 0.5 = 2.0
+	 * ties with token 0, 0.625 + 1.5 = 2.125 beats it. */
+	const float low[] = {2.0f, 0.5f}, higher[] = {2.0f, 0.625f};
+	s = make_penalised(0, 1.0f, -0.5f, -0.5f, 64);
+	accept_n(s, 1, 2);
+	ck_assert_int_eq(loom_sampler_sample(s, low, 2), 0);
+	ck_assert_int_eq(loom_sampler_sample(s, higher, 2), 1);
+	loom_sampler_free(s);
+}
+END_TEST
+
+/* The repeat penalty scales first, then the others subtract: 2.0 / 2 -
+ * (0.25 + 0.5) = 0.25 and -1.0 * 2 - 0.75 = -2.75 (the other order would
+ * give 0.625 and -3.5). Sampling at a temperature sees the same logits. */
+START_TEST(penalties_follow_the_repeat_penalty)
+{
+	const float pos_tie[] = {2.0f, 0.25f}, pos_above[] = {2.0f, 0.375f};
+	const float neg_tie[] = {-1.0f, -2.75f}, neg_above[] = {-1.0f, -2.625f};
+	for (int greedy = 0; greedy < 2; greedy++) {
+		loom_sampler *s = make_penalised(greedy ? 0.0f : 1.0f, 2.0f, 0.25f, 0.5f, 64);
+		loom_sampler_accept(s, 0);
+		ck_assert_int_eq(loom_sampler_sample(s, pos_tie, 2), 0);
+		ck_assert_int_eq(loom_sampler_sample(s, pos_above, 2), 1);
+		ck_assert_int_eq(loom_sampler_sample(s, neg_tie, 2), 0);
+		ck_assert_int_eq(loom_sampler_sample(s, neg_above, 2), 1);
+		loom_sampler_free(s);
+	}
+}
+END_TEST
+
+/* Only the last repeat_last_n accepted tokens count; 0 turns every
+ * penalty off. Ids outside the vocabulary are ignored. */
+START_TEST(penalties_look_back_repeat_last_n)
+{
+	const float logits[] = {2.0f, 1.0f, 1.25f};
+	loom_sampler *s = make_penalised(0, 1.0f, 0.5f, 0.0f, 3);
+	accept_n(s, 0, 3);
+	ck_assert_int_eq(loom_sampler_sample(s, logits, 3), 2); /* 0 0 0: 2.0 - 1.5 < 1.25 */
+	loom_sampler_accept(s, 1);
+	ck_assert_int_eq(loom_sampler_sample(s, logits, 3), 2); /* 0 0 1: 1.0, 0.5, 1.25 */
+	loom_sampler_accept(s, 7);
+	ck_assert_int_eq(loom_sampler_sample(s, logits, 3), 0); /* 0 1 7: 1.5, 0.5, 1.25 */
+	loom_sampler_free(s);
+	s = make_penalised(0, 1.0f, 0.5f, 0.0f, 0);
+	accept_n(s, 0, 3);
+	ck_assert_int_eq(loom_sampler_sample(s, logits, 3), 0);
+	loom_sampler_free(s);
+}
+END_TEST
+
 START_TEST(same_seed_same_draws)
 {
 	float logits[64];
@@ -136,6 +247,22 @@ START_TEST(bad_parameters_are_refused)
 	p = loom_sampler_default_params();
 	p.temperature = NAN;
 	ck_assert_int_eq(loom_sampler_create(&p, &s), LOOM_ERR_INVALID_ARGUMENT);
+	/* Presence and frequency penalties lie in [-2, 2]. */
+	const float bad[] = {2.001f, -2.5f, NAN, INFINITY};
+	for (int which = 0; which < 2; which++) {
+		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+			p = loom_sampler_default_params();
+			*(which ? &p.frequency_penalty : &p.presence_penalty) = bad[i];
+			ck_assert_msg(loom_sampler_create(&p, &s) == LOOM_ERR_INVALID_ARGUMENT, "%s %g accepted",
+				      which ? "frequency" : "presence", bad[i]);
+			ck_assert_msg(strstr(loom_last_error(), "[-2, 2]") != NULL, "%s", loom_last_error());
+		}
+		p = loom_sampler_default_params();
+		p.presence_penalty = which ? 2.0f : -2.0f;
+		p.frequency_penalty = which ? -2.0f : 2.0f;
+		ck_assert_msg(loom_sampler_create(&p, &s) == LOOM_OK, "%s", loom_last_error());
+		loom_sampler_free(s);
+	}
 	loom_sampler_free(NULL);
 }
 END_TEST
@@ -149,6 +276,9 @@ static Suite *sampler_suite(void)
 	tcase_add_test(tc, temperature_sharpens_and_flattens);
 	tcase_add_test(tc, top_k_top_p_min_p_cut_the_tail);
 	tcase_add_test(tc, repetition_penalty_demotes_seen_tokens);
+	tcase_add_test(tc, frequency_and_presence_penalties_subtract_exactly);
+	tcase_add_test(tc, penalties_follow_the_repeat_penalty);
+	tcase_add_test(tc, penalties_look_back_repeat_last_n);
 	tcase_add_test(tc, same_seed_same_draws);
 	tcase_add_test(tc, bad_parameters_are_refused);
 	suite_add_tcase(s, tc);

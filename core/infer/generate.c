@@ -1,5 +1,6 @@
-/* generate.c - the generation loop: prompt, then one sampled token at a
- * time, its text passed on through a streaming detokenizer. */
+/* generate.c - the generation loop: a prompt (text, tokenized here, or
+ * tokens), then one sampled token at a time, its text passed on through a
+ * streaming detokenizer. */
 #include "infer/context.h"
 
 #include "runtime/error.h"
@@ -34,37 +35,36 @@ typedef struct gen_state {
 	loom_context *ctx;
 	const loom_generate_params *params;
 	loom_sampler *sampler;
-	loom_token *tokens;
+	const loom_token *tokens;
 	size_t n_tokens;
 	int32_t start; /* position of the prompt's first token: what the cache already holds */
 	loom_detokenizer *text;
 	loom_generate_stats stats;
 } gen_state;
 
-static loom_status tokenize_prompt(gen_state *g, const char *prompt)
+/* The text's tokens, malloc'd into *out. An empty text starts from BOS, as
+ * llama.cpp does, unless it is to continue what the sequence holds. */
+static loom_status tokenize_prompt(loom_context *ctx, const char *prompt, const loom_generate_params *p,
+				   loom_token **out, size_t *n)
 {
-	const loom_model *m = g->ctx->model;
+	const loom_model *m = ctx->model;
 	size_t len = strlen(prompt), need = 0;
-	bool special = g->params->parse_special;
-	loom_status st = loom_tokenize(m, prompt, len, g->params->add_special, special, NULL, 0, &need);
+	loom_status st = loom_tokenize(m, prompt, len, p->add_special, p->parse_special, NULL, 0, &need);
 	if (st != LOOM_OK && st != LOOM_ERR_BUFFER_TOO_SMALL)
 		return st;
-	g->tokens = malloc((need + 1) * sizeof(loom_token));
-	if (g->tokens == NULL)
+	loom_token *toks = malloc((need + 1) * sizeof(loom_token));
+	if (toks == NULL)
 		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
-	if ((st = loom_tokenize(m, prompt, len, g->params->add_special, special, g->tokens, need, &g->n_tokens)) != LOOM_OK)
+	*out = toks;
+	if ((st = loom_tokenize(m, prompt, len, p->add_special, p->parse_special, toks, need, n)) != LOOM_OK)
 		return st;
-	if (g->n_tokens == 0 && g->start > 0)
+	if (*n > 0)
+		return LOOM_OK;
+	if (p->keep_cache && loom_kv_seq_pos_max(ctx, p->seq_id) >= 0)
 		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "the prompt to continue the sequence with is empty");
-	if (g->n_tokens == 0) {
-		/* An empty prompt starts from BOS, as llama.cpp does. */
-		if (loom_token_bos(m) < 0)
-			return loom_error(LOOM_ERR_INVALID_ARGUMENT, "the prompt is empty and the model has no BOS token");
-		g->tokens[g->n_tokens++] = loom_token_bos(m);
-	}
-	if (g->start + g->n_tokens >= loom_context_n_ctx(g->ctx))
-		return loom_error(LOOM_ERR_CONTEXT_FULL, "the prompt has %zu tokens after %d cached; the context holds %u",
-				  g->n_tokens, g->start, loom_context_n_ctx(g->ctx));
+	if (loom_token_bos(m) < 0)
+		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "the prompt is empty and the model has no BOS token");
+	toks[(*n)++] = loom_token_bos(m);
 	return LOOM_OK;
 }
 
@@ -144,31 +144,44 @@ static loom_status generate_loop(gen_state *g, loom_token_fn on_token, void *use
 	}
 }
 
-loom_status loom_generate(loom_context *ctx, const char *prompt, const loom_generate_params *params,
-			  loom_token_fn on_token, void *user, loom_generate_stats *stats)
+/* What loom_generate and loom_generate_tokens share: the arguments'
+ * checks, *params set to the defaults for NULL. */
+static loom_status check_args(const char *fn, const loom_context *ctx, const void *prompt,
+			      const loom_generate_params **params, const loom_generate_params *defaults)
 {
-	loom_generate_params defaults = loom_generate_default_params();
 	if (ctx == NULL || prompt == NULL)
-		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_generate: context and prompt are required");
-	if (params == NULL)
-		params = &defaults;
-	if (params->seq_id < 0 || params->seq_id >= LOOM_MAX_SEQ || (params->n_stop > 0 && params->stop == NULL))
-		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_generate: bad seq_id or stop list");
-	gen_state g = {.ctx = ctx, .params = params};
-	loom_status st = loom_sampler_create(&params->sampling, &g.sampler);
+		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "%s: context and prompt are required", fn);
+	if (*params == NULL)
+		*params = defaults;
+	const loom_generate_params *p = *params;
+	if (p->seq_id < 0 || p->seq_id >= LOOM_MAX_SEQ || (p->n_stop > 0 && p->stop == NULL))
+		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "%s: bad seq_id or stop list", fn);
+	return LOOM_OK;
+}
+
+/* Evaluates the prompt's tokens after what the cache keeps, then
+ * generates. */
+static loom_status generate(loom_context *ctx, const loom_token *prompt, size_t n_prompt,
+			    const loom_generate_params *params, loom_token_fn on_token, void *user,
+			    loom_generate_stats *stats)
+{
+	gen_state g = {.ctx = ctx, .params = params, .tokens = prompt, .n_tokens = n_prompt};
+	if (params->keep_cache)
+		g.start = loom_kv_seq_pos_max(ctx, params->seq_id) + 1;
+	else
+		loom_kv_seq_remove(ctx, params->seq_id, 0, -1);
+	loom_status st = LOOM_OK;
+	if (g.start + n_prompt >= loom_context_n_ctx(ctx))
+		st = loom_error(LOOM_ERR_CONTEXT_FULL, "the prompt has %zu tokens after %d cached; the context holds %u",
+				n_prompt, g.start, loom_context_n_ctx(ctx));
+	if (st == LOOM_OK)
+		st = loom_sampler_create(&params->sampling, &g.sampler);
 	if (st == LOOM_OK)
 		st = loom_detokenizer_create(ctx->model, params->stop, params->n_stop, &g.text);
 	if (st == LOOM_OK) {
-		if (params->keep_cache)
-			g.start = loom_kv_seq_pos_max(ctx, params->seq_id) + 1;
-		else
-			loom_kv_seq_remove(ctx, params->seq_id, 0, -1);
-		st = tokenize_prompt(&g, prompt);
-	}
-	if (st == LOOM_OK) {
-		g.stats.n_prompt = (int32_t)g.n_tokens;
-		for (size_t i = 0; i < g.n_tokens; i++)
-			loom_sampler_accept(g.sampler, g.tokens[i]);
+		g.stats.n_prompt = (int32_t)n_prompt;
+		for (size_t i = 0; i < n_prompt; i++)
+			loom_sampler_accept(g.sampler, prompt[i]);
 		double t0 = now_ms();
 		st = eval_prompt(&g);
 		double t1 = now_ms();
@@ -180,7 +193,34 @@ loom_status loom_generate(loom_context *ctx, const char *prompt, const loom_gene
 	if (stats != NULL)
 		*stats = g.stats;
 	loom_sampler_free(g.sampler);
-	free(g.tokens);
 	loom_detokenizer_free(g.text);
 	return st;
+}
+
+loom_status loom_generate(loom_context *ctx, const char *prompt, const loom_generate_params *params,
+			  loom_token_fn on_token, void *user, loom_generate_stats *stats)
+{
+	loom_generate_params defaults = loom_generate_default_params();
+	loom_status st = check_args("loom_generate", ctx, prompt, &params, &defaults);
+	if (st != LOOM_OK)
+		return st;
+	loom_token *tokens = NULL;
+	size_t n = 0;
+	if ((st = tokenize_prompt(ctx, prompt, params, &tokens, &n)) == LOOM_OK)
+		st = generate(ctx, tokens, n, params, on_token, user, stats);
+	free(tokens);
+	return st;
+}
+
+loom_status loom_generate_tokens(loom_context *ctx, const loom_token *prompt, size_t n_prompt,
+				 const loom_generate_params *params, loom_token_fn on_token, void *user,
+				 loom_generate_stats *stats)
+{
+	loom_generate_params defaults = loom_generate_default_params();
+	loom_status st = check_args("loom_generate_tokens", ctx, prompt, &params, &defaults);
+	if (st != LOOM_OK)
+		return st;
+	if (n_prompt == 0)
+		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_generate_tokens: the prompt has no tokens");
+	return generate(ctx, prompt, n_prompt, params, on_token, user, stats);
 }

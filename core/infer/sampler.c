@@ -1,5 +1,6 @@
-/* sampler.c - from logits to a token: repetition penalty, top-k, top-p,
- * min-p, temperature, then a seeded draw (or greedy). */
+/* sampler.c - from logits to a token: repetition, frequency and presence
+ * penalties, top-k, top-p, min-p, temperature, then a seeded draw (or
+ * greedy). */
 #include "loom.h"
 #include "runtime/error.h"
 
@@ -10,10 +11,11 @@
 struct loom_sampler {
 	loom_sampler_params params;
 	uint64_t rng[4];         /* xoshiro256** state */
-	loom_token *history;     /* ring of the last repeat_last_n tokens */
+	loom_token *history;     /* ring of the last repeat_last_n tokens, which every penalty looks at */
 	int32_t n_history, history_next;
-	/* Scratch for one row of candidates. */
-	struct candidate { loom_token id; float logit; float p; } *cand;
+	/* Scratch for one row of candidates; count: times in the history,
+	 * while the penalties are applied. */
+	struct candidate { loom_token id; float logit; float p; int32_t count; } *cand;
 	int32_t cap;
 };
 
@@ -27,6 +29,8 @@ loom_sampler_params loom_sampler_default_params(void)
 		.repeat_penalty = 1.0f,
 		.repeat_last_n = 64,
 		.seed = 0,
+		.presence_penalty = 0.0f,
+		.frequency_penalty = 0.0f,
 	};
 	return p;
 }
@@ -83,9 +87,12 @@ loom_status loom_sampler_create(const loom_sampler_params *params, loom_sampler 
 	if (params == NULL)
 		params = &defaults;
 	if (!isfinite(params->temperature) || !isfinite(params->top_p) || !isfinite(params->min_p) ||
-	    !(params->repeat_penalty > 0) || params->repeat_last_n < 0)
+	    !(params->repeat_penalty > 0) || params->repeat_last_n < 0 ||
+	    !(params->presence_penalty >= -2 && params->presence_penalty <= 2) ||
+	    !(params->frequency_penalty >= -2 && params->frequency_penalty <= 2))
 		return loom_error(LOOM_ERR_INVALID_ARGUMENT,
-				  "sampler parameters out of range (repeat penalty must be > 0, repeat_last_n >= 0)");
+				  "sampler parameters out of range (repeat penalty must be > 0, repeat_last_n >= 0, "
+				  "presence and frequency penalties in [-2, 2])");
 	loom_sampler *s = calloc(1, sizeof(*s));
 	if (s == NULL)
 		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
@@ -131,20 +138,27 @@ static int by_logit_desc(const void *a, const void *b)
 	return x->id - y->id;
 }
 
-/* Penalises each token seen in the history once (as llama.cpp does):
- * positive logits are divided by the penalty, negative ones multiplied. */
-static void apply_repeat_penalty(loom_sampler *s, int32_t n)
+/* Penalises each token seen in the history, as llama.cpp does: positive
+ * logits are divided by the repeat penalty, negative ones multiplied (once
+ * per token, however often seen); then count * frequency_penalty +
+ * presence_penalty is subtracted. Runs while cand[i].id == i (unsorted)
+ * and every count is 0. */
+static void apply_penalties(loom_sampler *s, int32_t n)
 {
-	if (s->params.repeat_penalty == 1.0f || s->n_history == 0)
+	const loom_sampler_params *p = &s->params;
+	if (p->repeat_penalty == 1.0f && p->frequency_penalty == 0.0f && p->presence_penalty == 0.0f)
 		return;
-	for (int32_t i = 0; i < n; i++) {
-		struct candidate *c = &s->cand[i];
-		for (int32_t h = 0; h < s->n_history; h++) {
-			if (s->history[h] != c->id)
-				continue;
-			c->logit = c->logit > 0 ? c->logit / s->params.repeat_penalty : c->logit * s->params.repeat_penalty;
-			break;
-		}
+	for (int32_t h = 0; h < s->n_history; h++)
+		if (s->history[h] >= 0 && s->history[h] < n)
+			s->cand[s->history[h]].count++;
+	for (int32_t h = 0; h < s->n_history; h++) {
+		loom_token t = s->history[h];
+		if (t < 0 || t >= n || s->cand[t].count == 0)
+			continue;
+		struct candidate *c = &s->cand[t];
+		c->logit = c->logit > 0 ? c->logit / p->repeat_penalty : c->logit * p->repeat_penalty;
+		c->logit -= (float)c->count * p->frequency_penalty + p->presence_penalty;
+		c->count = 0; /* done: later copies of t in the history skip it */
 	}
 }
 
@@ -173,7 +187,7 @@ loom_token loom_sampler_sample(loom_sampler *s, const float *logits, int32_t n_v
 	}
 	for (int32_t i = 0; i < n_vocab; i++)
 		s->cand[i] = (struct candidate){.id = i, .logit = logits[i]};
-	apply_repeat_penalty(s, n_vocab);
+	apply_penalties(s, n_vocab);
 
 	const loom_sampler_params *p = &s->params;
 	if (p->temperature <= 0) {
