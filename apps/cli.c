@@ -70,6 +70,10 @@ static void defaults(cli_options *o)
 	o->n_threads = 0;
 	o->kv_type = LOOM_DTYPE_F16;
 	o->output_format = "md";
+	o->host = "127.0.0.1";
+	o->port = 8080;
+	o->n_slots = 4;
+	o->queue_size = 64;
 	o->sampling = loom_sampler_default_params();
 	o->sampling.seed = (uint64_t)time(NULL);
 }
@@ -117,6 +121,18 @@ bool cli_parse(const char *cmd, int argc, char **argv, unsigned allowed, cli_opt
 			o->quantize = v;
 		else if (IS("--type") && NEED(CLI_TYPE))
 			o->type = v;
+		else if (IS("--host") && NEED(CLI_SERVE))
+			o->host = v;
+		else if (IS("--port") && NEED(CLI_SERVE))
+			ok = parse_int(a, v, 0, 65535, &o->port);
+		else if ((IS("-np") || IS("--parallel")) && NEED(CLI_SERVE))
+			ok = parse_int(a, v, 1, LOOM_MAX_SEQ - 1, &o->n_slots);
+		else if (IS("--queue") && NEED(CLI_SERVE))
+			ok = parse_int(a, v, 0, 1 << 20, &o->queue_size);
+		else if (IS("--api-key") && NEED(CLI_SERVE))
+			o->api_key = v;
+		else if (IS("--api-key-file") && NEED(CLI_SERVE))
+			o->api_key_file = v;
 		else if (IS("--backend") && NEED(CLI_BACKEND))
 			o->backend = v;
 		else if (IS("--plugins") && NEED(CLI_BACKEND))
@@ -146,6 +162,10 @@ bool cli_parse(const char *cmd, int argc, char **argv, unsigned allowed, cli_opt
 			ok = parse_float(a, v, 0, 1, &o->sampling.min_p);
 		else if (IS("--repeat-penalty") && NEED(CLI_SAMPLING))
 			ok = parse_float(a, v, 0.01f, 100, &o->sampling.repeat_penalty);
+		else if (IS("--presence-penalty") && NEED(CLI_SAMPLING))
+			ok = parse_float(a, v, -2, 2, &o->sampling.presence_penalty);
+		else if (IS("--frequency-penalty") && NEED(CLI_SAMPLING))
+			ok = parse_float(a, v, -2, 2, &o->sampling.frequency_penalty);
 		else if (IS("--repeat-last-n") && NEED(CLI_SAMPLING))
 			ok = parse_int(a, v, 0, 1 << 20, &o->sampling.repeat_last_n);
 		else if (IS("--stop") && NEED(CLI_SAMPLING)) {

@@ -31,6 +31,12 @@ typedef struct cli_options {
 	bool no_bos;
 	bool verbose;
 	bool list_plugins;
+	const char *host;          /* serve */
+	const char *api_key;
+	const char *api_key_file;
+	int port;
+	int n_slots;
+	int queue_size;
 	const char *stop[8];
 	int n_stop;
 	const char *positional[4];
@@ -50,6 +56,7 @@ enum cli_flag {
 	CLI_CHAT = 1 << 9,    /* --chat-template, --system */
 	CLI_QUANTIZE = 1 << 10, /* --quantize SCHEME */
 	CLI_TYPE = 1 << 11,   /* --type SCHEME (convert) */
+	CLI_SERVE = 1 << 12,  /* --host, --port, -np, --queue, --api-key, --api-key-file */
 };
 
 /* Parses argv[1..argc) for subcommand `cmd`; false (after a message) on a
@@ -75,6 +82,7 @@ double cli_now_ms(void);
 
 int cmd_run(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
 int cmd_info(int argc, char **argv);

@@ -10,12 +10,17 @@ static void usage(FILE *out)
 		"\n"
 		"usage:\n"
 		"  loom run -m MODEL -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
-		"           [--repeat-penalty R] [--repeat-last-n N] [--seed S] [--stop STR]...\n"
+		"           [--repeat-penalty R] [--presence-penalty P] [--frequency-penalty F]\n"
+		"           [--repeat-last-n N] [--seed S] [--stop STR]...\n"
 		"           [-t THREADS] [-c CTX] [-b BATCH] [--kv-type f16|f32] [--quantize SCHEME]\n"
 		"           [--backend NAME] [--plugins FILE] [-v]\n"
 		"           MODEL: a GGUF file, or a Hugging Face directory (config.json, *.safetensors)\n"
 		"  loom chat -m FILE [--chat-template NAME] [--system TEXT] [sampling and context options]\n"
 		"           a conversation on stdin, one user message per line; replies on stdout\n"
+		"  loom serve -m MODEL [--host 127.0.0.1] [--port 8080] [-np SLOTS] [-c CTX] [-b BATCH]\n"
+		"           [--queue N] [--api-key KEY | --api-key-file F] [--backend NAME] [-t THREADS]\n"
+		"           [--kv-type f16|f32] [-v]\n"
+		"           an OpenAI-compatible HTTP server (docs/serving.md)\n"
 		"  loom tokenize -m FILE -p TEXT [--no-bos]\n"
 		"  loom perplexity -m FILE -f TEXTFILE [-c CTX] [-b BATCH] [-t THREADS] [--kv-type f16|f32]\n"
 		"  loom info FILE            metadata and tensor table\n"
@@ -42,6 +47,8 @@ int main(int argc, char **argv)
 		return cmd_run(argc - 1, argv + 1);
 	if (strcmp(cmd, "chat") == 0)
 		return cmd_chat(argc - 1, argv + 1);
+	if (strcmp(cmd, "serve") == 0)
+		return cmd_serve(argc - 1, argv + 1);
 	if (strcmp(cmd, "tokenize") == 0)
 		return cmd_tokenize(argc - 1, argv + 1);
 	if (strcmp(cmd, "perplexity") == 0)

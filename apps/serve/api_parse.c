@@ -1,0 +1,546 @@
+/* api_parse.c - OpenAI request bodies to requests. Every field the server
+ * reads is type- and range-checked, naming the field at fault; fields it
+ * does not know are ignored (clients send extensions), but known ones it
+ * cannot honour (n > 1, echo, tools, logit_bias) are refused rather than
+ * silently dropped. */
+#include "serve.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct parse_error {
+	char **msg;
+	const char **param;
+} parse_error;
+
+static int fail(parse_error *e, int status, const char *param, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static int fail(parse_error *e, int status, const char *param, const char *fmt, ...)
+{
+	char buf[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	*e->msg = strdup(buf);
+	*e->param = param;
+	return status;
+}
+
+/* The field, or NULL when absent or null. */
+static cJSON *field(const cJSON *root, const char *name)
+{
+	cJSON *f = cJSON_GetObjectItemCaseSensitive(root, name);
+	return f == NULL || cJSON_IsNull(f) ? NULL : f;
+}
+
+static int number(const cJSON *root, const char *name, double lo, double hi, float *out, parse_error *e)
+{
+	cJSON *f = field(root, name);
+	if (f == NULL)
+		return 0;
+	if (!cJSON_IsNumber(f) || !(f->valuedouble >= lo && f->valuedouble <= hi))
+		return fail(e, 400, name, "'%s' must be a number in [%g, %g]", name, lo, hi);
+	*out = (float)f->valuedouble;
+	return 0;
+}
+
+static bool is_integer(const cJSON *f)
+{
+	return cJSON_IsNumber(f) && isfinite(f->valuedouble) && f->valuedouble == floor(f->valuedouble);
+}
+
+static int integer(const cJSON *root, const char *name, double lo, double hi, int64_t *out, parse_error *e)
+{
+	cJSON *f = field(root, name);
+	if (f == NULL)
+		return 0;
+	if (!is_integer(f) || f->valuedouble < lo || f->valuedouble > hi)
+		return fail(e, 400, name, "'%s' must be an integer in [%.0f, %.0f]", name, lo, hi);
+	*out = (int64_t)f->valuedouble;
+	return 0;
+}
+
+static int boolean(const cJSON *root, const char *name, bool *out, parse_error *e)
+{
+	cJSON *f = field(root, name);
+	if (f == NULL)
+		return 0;
+	if (!cJSON_IsBool(f))
+		return fail(e, 400, name, "'%s' must be true or false", name);
+	*out = cJSON_IsTrue(f);
+	return 0;
+}
+
+static int parse_json(const char *body, size_t len, cJSON **root, parse_error *e)
+{
+	*root = cJSON_ParseWithLength(body, len);
+	if (*root == NULL)
+		return fail(e, 400, NULL, "the body is not valid JSON (near byte %zu)",
+			    cJSON_GetErrorPtr() != NULL && cJSON_GetErrorPtr() >= body ? (size_t)(cJSON_GetErrorPtr() - body)
+											: (size_t)0);
+	if (!cJSON_IsObject(*root))
+		return fail(e, 400, NULL, "the body must be a JSON object");
+	return 0;
+}
+
+static int tokenize(serve_server *s, const char *text, size_t len, bool add_special, bool parse_special,
+		    loom_token **out, size_t *n, parse_error *e)
+{
+	size_t need = 0;
+	loom_status st = loom_tokenize(s->model, text, len, add_special, parse_special, NULL, 0, &need);
+	if (st != LOOM_OK && st != LOOM_ERR_BUFFER_TOO_SMALL)
+		return fail(e, 400, NULL, "cannot tokenize: %s", loom_last_error());
+	*out = malloc((need + 1) * sizeof(loom_token));
+	if (*out == NULL)
+		return fail(e, 500, NULL, "out of memory");
+	if (loom_tokenize(s->model, text, len, add_special, parse_special, *out, need, n) != LOOM_OK)
+		return fail(e, 400, NULL, "cannot tokenize: %s", loom_last_error());
+	return 0;
+}
+
+/* An array of token ids, each checked against the vocabulary. */
+static int token_array(serve_server *s, const cJSON *arr, const char *param, loom_token **out, size_t *n,
+		       parse_error *e)
+{
+	size_t count = (size_t)cJSON_GetArraySize(arr);
+	*out = malloc((count + 1) * sizeof(loom_token));
+	if (*out == NULL)
+		return fail(e, 500, NULL, "out of memory");
+	*n = 0;
+	const cJSON *t;
+	cJSON_ArrayForEach(t, arr)
+	{
+		if (!is_integer(t) || t->valuedouble < 0 || t->valuedouble >= s->n_vocab)
+			return fail(e, 400, param, "'%s' holds something other than a token id in [0, %d)", param,
+				    s->n_vocab);
+		(*out)[(*n)++] = (loom_token)t->valuedouble;
+	}
+	return 0;
+}
+
+static bool is_token_array(const cJSON *f)
+{
+	return cJSON_IsArray(f) && cJSON_GetArraySize(f) > 0 && cJSON_IsNumber(cJSON_GetArrayItem(f, 0));
+}
+
+static int parse_prompt(serve_server *s, const cJSON *root, serve_request *r, parse_error *e)
+{
+	cJSON *p = field(root, "prompt");
+	if (p == NULL)
+		return fail(e, 400, "prompt", "'prompt' is required");
+	if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1 && !is_token_array(p))
+		p = cJSON_GetArrayItem(p, 0); /* a batch of one */
+	int st;
+	if (cJSON_IsString(p))
+		st = tokenize(s, p->valuestring, strlen(p->valuestring), true, true, &r->prompt, &r->n_prompt, e);
+	else if (is_token_array(p))
+		st = token_array(s, p, "prompt", &r->prompt, &r->n_prompt, e);
+	else if (cJSON_IsArray(p) && cJSON_GetArraySize(p) > 1)
+		return fail(e, 400, "prompt", "one prompt per request: send each of a batch on its own");
+	else
+		return fail(e, 400, "prompt", "'prompt' must be a string or an array of token ids");
+	if (st != 0)
+		return st;
+	if (r->n_prompt == 0) {
+		/* An empty prompt starts from BOS. */
+		if (loom_token_bos(s->model) < 0)
+			return fail(e, 400, "prompt", "the prompt is empty and the model has no BOS token");
+		r->prompt[r->n_prompt++] = loom_token_bos(s->model);
+	}
+	return 0;
+}
+
+/* A message's text: a string, or the text parts of an array. */
+static int message_text(const cJSON *content, bool may_be_null, char **out, parse_error *e)
+{
+	if (content == NULL || cJSON_IsNull(content)) {
+		if (!may_be_null)
+			return fail(e, 400, "messages", "a message's 'content' is required");
+		*out = strdup("");
+	} else if (cJSON_IsString(content)) {
+		*out = strdup(content->valuestring);
+	} else if (cJSON_IsArray(content)) {
+		serve_buf b = {0};
+		const cJSON *part;
+		cJSON_ArrayForEach(part, content)
+		{
+			cJSON *type = cJSON_GetObjectItemCaseSensitive(part, "type");
+			cJSON *text = cJSON_GetObjectItemCaseSensitive(part, "text");
+			if (!cJSON_IsString(type) || strcmp(type->valuestring, "text") != 0 || !cJSON_IsString(text)) {
+				serve_buf_free(&b);
+				return fail(e, 400, "messages", "only text content parts are supported");
+			}
+			if (!serve_buf_append(&b, text->valuestring, strlen(text->valuestring))) {
+				serve_buf_free(&b);
+				return fail(e, 500, NULL, "out of memory");
+			}
+		}
+		*out = b.data != NULL ? b.data : strdup("");
+	} else {
+		return fail(e, 400, "messages", "a message's 'content' must be a string or an array of text parts");
+	}
+	return *out == NULL ? fail(e, 500, NULL, "out of memory") : 0;
+}
+
+static int parse_messages(serve_server *s, const cJSON *root, serve_request *r, parse_error *e)
+{
+	cJSON *msgs = field(root, "messages");
+	if (!cJSON_IsArray(msgs) || cJSON_GetArraySize(msgs) == 0)
+		return fail(e, 400, "messages", "'messages' must be a non-empty array");
+	size_t n = (size_t)cJSON_GetArraySize(msgs), i = 0;
+	loom_chat_message *m = calloc(n, sizeof(*m));
+	if (m == NULL)
+		return fail(e, 500, NULL, "out of memory");
+	int st = 0;
+	const cJSON *msg;
+	cJSON_ArrayForEach(msg, msgs)
+	{
+		cJSON *role = cJSON_GetObjectItemCaseSensitive(msg, "role");
+		if (!cJSON_IsObject(msg) || !cJSON_IsString(role)) {
+			st = fail(e, 400, "messages", "each message must be an object with a string 'role'");
+			break;
+		}
+		const char *name = role->valuestring;
+		if (strcmp(name, "developer") == 0)
+			name = "system";
+		if (strcmp(name, "system") != 0 && strcmp(name, "user") != 0 && strcmp(name, "assistant") != 0) {
+			st = fail(e, 400, "messages", "message role '%s' is not supported (system, developer, user, "
+						      "assistant)", role->valuestring);
+			break;
+		}
+		char *text = NULL;
+		st = message_text(cJSON_GetObjectItemCaseSensitive(msg, "content"), strcmp(name, "assistant") == 0,
+				  &text, e);
+		if (st != 0)
+			break;
+		m[i++] = (loom_chat_message){.role = name, .content = text};
+	}
+	char *prompt = NULL;
+	size_t len = 0;
+	if (st == 0) {
+		loom_status ls = loom_chat_apply(s->model, NULL, m, i, true, NULL, 0, &len);
+		if (ls != LOOM_OK && ls != LOOM_ERR_BUFFER_TOO_SMALL)
+			st = fail(e, 400, "messages", "%s", loom_last_error());
+		else if ((prompt = malloc(len + 1)) == NULL)
+			st = fail(e, 500, NULL, "out of memory");
+		else if (loom_chat_apply(s->model, NULL, m, i, true, prompt, len + 1, &len) != LOOM_OK)
+			st = fail(e, 400, "messages", "%s", loom_last_error());
+	}
+	if (st == 0)
+		st = tokenize(s, prompt, len, true, true, &r->prompt, &r->n_prompt, e);
+	free(prompt);
+	for (size_t k = 0; k < i; k++)
+		free((char *)m[k].content);
+	free(m);
+	return st;
+}
+
+static int parse_stop(const cJSON *root, serve_request *r, parse_error *e)
+{
+	cJSON *stop = field(root, "stop");
+	if (stop == NULL)
+		return 0;
+	size_t n = cJSON_IsString(stop) ? 1 : cJSON_IsArray(stop) ? (size_t)cJSON_GetArraySize(stop) : 0;
+	if (!cJSON_IsString(stop) && !cJSON_IsArray(stop))
+		return fail(e, 400, "stop", "'stop' must be a string or an array of strings");
+	if (n > SERVE_MAX_STOP)
+		return fail(e, 400, "stop", "at most %d stop strings", SERVE_MAX_STOP);
+	r->stop = calloc(n ? n : 1, sizeof(char *));
+	if (r->stop == NULL)
+		return fail(e, 500, NULL, "out of memory");
+	for (size_t i = 0; i < n; i++) {
+		const cJSON *one = cJSON_IsString(stop) ? stop : cJSON_GetArrayItem(stop, (int)i);
+		if (!cJSON_IsString(one))
+			return fail(e, 400, "stop", "'stop' must be a string or an array of strings");
+		if ((r->stop[r->n_stop++] = strdup(one->valuestring)) == NULL)
+			return fail(e, 500, NULL, "out of memory");
+	}
+	return 0;
+}
+
+/* Fields of the legacy API and the chat API that loom does not implement:
+ * refused, so a client never gets a silently different answer. */
+static int refuse_unsupported(const cJSON *root, serve_kind kind, parse_error *e)
+{
+	int64_t one = 1;
+	int st;
+	if ((st = integer(root, "n", 1, 1, &one, e)) != 0 || (st = integer(root, "best_of", 1, 1, &one, e)) != 0)
+		return st;
+	cJSON *f;
+	if ((f = field(root, "echo")) != NULL && !cJSON_IsFalse(f))
+		return fail(e, 400, "echo", "'echo' is not supported");
+	if (field(root, "suffix") != NULL)
+		return fail(e, 400, "suffix", "'suffix' is not supported");
+	if ((f = field(root, "logit_bias")) != NULL && !(cJSON_IsObject(f) && f->child == NULL))
+		return fail(e, 400, "logit_bias", "'logit_bias' is not supported");
+	if ((f = field(root, "tools")) != NULL && !(cJSON_IsArray(f) && f->child == NULL))
+		return fail(e, 400, "tools", "'tools' is not supported");
+	if (field(root, "functions") != NULL)
+		return fail(e, 400, "functions", "'functions' is not supported");
+	if ((f = field(root, "response_format")) != NULL) {
+		cJSON *type = cJSON_GetObjectItemCaseSensitive(f, "type");
+		if (!cJSON_IsString(type) || strcmp(type->valuestring, "text") != 0)
+			return fail(e, 400, "response_format", "only response_format {\"type\": \"text\"} is supported");
+	}
+	(void)kind;
+	return 0;
+}
+
+static int parse_sampling(serve_server *s, const cJSON *root, serve_request *r, parse_error *e)
+{
+	loom_sampler_params *p = &r->sampling;
+	*p = loom_sampler_default_params();
+	/* OpenAI's defaults: plain sampling at temperature 1. */
+	p->temperature = 1.0f;
+	p->top_k = 0;
+	p->top_p = 1.0f;
+	p->min_p = 0.0f;
+	p->repeat_penalty = 1.0f;
+	p->seed = (uint64_t)time(NULL) ^ ((uint64_t)(uintptr_t)r << 16);
+	int64_t top_k = 0, seed = 0;
+	int st;
+	if ((st = number(root, "temperature", 0, 2, &p->temperature, e)) != 0 ||
+	    (st = number(root, "top_p", 0, 1, &p->top_p, e)) != 0 ||
+	    (st = integer(root, "top_k", 0, s->n_vocab, &top_k, e)) != 0 ||
+	    (st = number(root, "min_p", 0, 1, &p->min_p, e)) != 0 ||
+	    (st = number(root, "presence_penalty", -2, 2, &p->presence_penalty, e)) != 0 ||
+	    (st = number(root, "frequency_penalty", -2, 2, &p->frequency_penalty, e)) != 0 ||
+	    (st = number(root, "repeat_penalty", 0.01, 10, &p->repeat_penalty, e)) != 0)
+		return st;
+	p->top_k = (int32_t)top_k;
+	if (field(root, "seed") != NULL) {
+		if ((st = integer(root, "seed", -9007199254740991.0, 9007199254740991.0, &seed, e)) != 0)
+			return st;
+		p->seed = (uint64_t)seed;
+	}
+	return 0;
+}
+
+static int parse_logprobs(const cJSON *root, serve_request *r, parse_error *e)
+{
+	int64_t n = -1;
+	int st;
+	if (r->kind == SERVE_COMPLETION) {
+		if ((st = integer(root, "logprobs", 0, SERVE_MAX_TOP_LOGPROBS, &n, e)) != 0)
+			return st;
+		r->logprobs = (int32_t)n;
+		return 0;
+	}
+	bool on = false;
+	int64_t top = 0;
+	if ((st = boolean(root, "logprobs", &on, e)) != 0 ||
+	    (st = integer(root, "top_logprobs", 0, SERVE_MAX_TOP_LOGPROBS, &top, e)) != 0)
+		return st;
+	if (field(root, "top_logprobs") != NULL && !on)
+		return fail(e, 400, "top_logprobs", "'top_logprobs' needs 'logprobs': true");
+	r->logprobs = on ? (int32_t)top : -1;
+	return 0;
+}
+
+static void make_id(serve_request *r, const char *prefix)
+{
+	static const char hex[] = "0123456789abcdef";
+	static uint64_t counter;
+	uint64_t n = __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED);
+	uint64_t x = ((uint64_t)time(NULL) << 20 ^ n) * 0x9e3779b97f4a7c15ull;
+	char tail[17];
+	for (int i = 0; i < 16; i++, x >>= 4)
+		tail[i] = hex[x & 15];
+	tail[16] = '\0';
+	snprintf(r->id, sizeof(r->id), "%s-%s", prefix, tail);
+	r->created = (int64_t)time(NULL);
+}
+
+int serve_parse_completion(serve_server *s, const char *body, size_t len, serve_kind kind, serve_request *r,
+			   char **err, const char **param)
+{
+	parse_error e = {err, param};
+	cJSON *root = NULL;
+	int st = parse_json(body, len, &root, &e);
+	cJSON *f;
+	if (st == 0 && (f = field(root, "model")) != NULL && !cJSON_IsString(f))
+		st = fail(&e, 400, "model", "'model' must be a string");
+	if (st == 0)
+		st = refuse_unsupported(root, kind, &e);
+	if (st == 0)
+		st = parse_sampling(s, root, r, &e);
+	if (st == 0)
+		st = parse_logprobs(root, r, &e);
+	if (st == 0)
+		st = parse_stop(root, r, &e);
+	if (st == 0)
+		st = boolean(root, "stream", &r->stream, &e);
+	if (st == 0 && (f = field(root, "stream_options")) != NULL) {
+		if (!cJSON_IsObject(f))
+			st = fail(&e, 400, "stream_options", "'stream_options' must be an object");
+		else
+			st = boolean(f, "include_usage", &r->include_usage, &e);
+	}
+	int64_t max_tokens = -1;
+	if (st == 0)
+		st = integer(root, "max_tokens", 1, 1e9, &max_tokens, &e);
+	if (st == 0 && kind == SERVE_CHAT && max_tokens < 0)
+		st = integer(root, "max_completion_tokens", 1, 1e9, &max_tokens, &e);
+	if (st == 0)
+		st = kind == SERVE_CHAT ? parse_messages(s, root, r, &e) : parse_prompt(s, root, r, &e);
+	if (st == 0 && r->n_prompt >= s->n_ctx)
+		st = fail(&e, 400, kind == SERVE_CHAT ? "messages" : "prompt",
+			  "this server's context holds %u tokens, and the prompt has %zu", s->n_ctx, r->n_prompt);
+	if (st == 0 && max_tokens > 0 && r->n_prompt + (size_t)max_tokens > s->n_ctx)
+		st = fail(&e, 400, "max_tokens",
+			  "this server's context holds %u tokens; the prompt has %zu and max_tokens asks for %lld more",
+			  s->n_ctx, r->n_prompt, (long long)max_tokens);
+	if (st == 0) {
+		/* Unset, the legacy API's default is 16 tokens; chat runs to the
+		 * context's end. */
+		int64_t room = (int64_t)s->n_ctx - (int64_t)r->n_prompt;
+		r->max_tokens = (int32_t)(max_tokens > 0 ? max_tokens : kind == SERVE_COMPLETION && room > 16 ? 16 : room);
+		make_id(r, kind == SERVE_CHAT ? "chatcmpl" : "cmpl");
+	}
+	cJSON_Delete(root);
+	return st;
+}
+
+int serve_parse_embedding(serve_server *s, const char *body, size_t len, serve_request *r, char **err,
+			  const char **param)
+{
+	parse_error e = {err, param};
+	cJSON *root = NULL, *f;
+	int st = parse_json(body, len, &root, &e);
+	if (st == 0 && (f = field(root, "model")) != NULL && !cJSON_IsString(f))
+		st = fail(&e, 400, "model", "'model' must be a string");
+	if (st == 0 && (f = field(root, "encoding_format")) != NULL) {
+		if (!cJSON_IsString(f) || (strcmp(f->valuestring, "float") != 0 && strcmp(f->valuestring, "base64") != 0))
+			st = fail(&e, 400, "encoding_format", "'encoding_format' must be \"float\" or \"base64\"");
+		else
+			r->base64 = strcmp(f->valuestring, "base64") == 0;
+	}
+	int64_t dims = s->n_embd;
+	if (st == 0)
+		st = integer(root, "dimensions", s->n_embd, s->n_embd, &dims, &e);
+	cJSON *input = st == 0 ? field(root, "input") : NULL;
+	if (st == 0 && input == NULL)
+		st = fail(&e, 400, "input", "'input' is required");
+	/* One input (a string or token ids), or an array of them. */
+	bool many = st == 0 && cJSON_IsArray(input) && !is_token_array(input);
+	size_t n = many ? (size_t)cJSON_GetArraySize(input) : 1;
+	if (st == 0 && (n == 0 || n > SERVE_MAX_EMBED_INPUTS))
+		st = fail(&e, 400, "input", "'input' must hold 1 to %d inputs", SERVE_MAX_EMBED_INPUTS);
+	if (st == 0) {
+		r->inputs = calloc(n, sizeof(loom_token *));
+		r->n_inputs = calloc(n, sizeof(size_t));
+		r->embeddings = malloc(n * (size_t)s->n_embd * sizeof(float));
+		if (r->inputs == NULL || r->n_inputs == NULL || r->embeddings == NULL)
+			st = fail(&e, 500, NULL, "out of memory");
+	}
+	for (size_t i = 0; st == 0 && i < n; i++) {
+		const cJSON *one = many ? cJSON_GetArrayItem(input, (int)i) : input;
+		if (cJSON_IsString(one) && one->valuestring[0] != '\0')
+			st = tokenize(s, one->valuestring, strlen(one->valuestring), true, false, &r->inputs[i],
+				      &r->n_inputs[i], &e);
+		else if (is_token_array(one))
+			st = token_array(s, one, "input", &r->inputs[i], &r->n_inputs[i], &e);
+		else
+			st = fail(&e, 400, "input", "each input must be a non-empty string or an array of token ids");
+		r->n_input = i + 1;
+		if (st == 0 && r->n_inputs[i] == 0)
+			st = fail(&e, 400, "input", "input %zu has no tokens", i);
+		if (st == 0 && r->n_inputs[i] > s->n_ctx)
+			st = fail(&e, 400, "input", "input %zu has %zu tokens; this server's context holds %u", i,
+				  r->n_inputs[i], s->n_ctx);
+	}
+	if (st == 0)
+		make_id(r, "embd");
+	cJSON_Delete(root);
+	return st;
+}
+
+int serve_parse_tokenize(serve_server *s, const char *body, size_t len, char **reply, char **err)
+{
+	const char *param = NULL;
+	parse_error e = {err, &param};
+	cJSON *root = NULL, *content = NULL;
+	bool add_special = true, parse_special = true, with_pieces = false;
+	int st = parse_json(body, len, &root, &e);
+	if (st == 0 && !cJSON_IsString(content = field(root, "content")))
+		st = fail(&e, 400, "content", "'content' must be a string");
+	if (st == 0)
+		st = boolean(root, "add_special", &add_special, &e);
+	if (st == 0)
+		st = boolean(root, "parse_special", &parse_special, &e);
+	if (st == 0)
+		st = boolean(root, "with_pieces", &with_pieces, &e);
+	loom_token *toks = NULL;
+	size_t n = 0;
+	if (st == 0)
+		st = tokenize(s, content->valuestring, strlen(content->valuestring), add_special, parse_special, &toks, &n,
+			      &e);
+	serve_buf b = {0};
+	bool ok = st == 0 && serve_buf_append(&b, "{\"tokens\":[", 11);
+	for (size_t i = 0; ok && i < n; i++) {
+		if (!with_pieces) {
+			ok = serve_buf_appendf(&b, "%s%d", i ? "," : "", toks[i]);
+			continue;
+		}
+		char piece[256];
+		size_t plen = 0;
+		if (loom_token_to_piece(s->model, toks[i], true, piece, sizeof(piece), &plen) != LOOM_OK)
+			plen = 0;
+		ok = serve_buf_appendf(&b, "%s{\"id\":%d,\"piece\":", i ? "," : "", toks[i]) &&
+		     serve_json_string(&b, piece, plen) && serve_buf_append(&b, "}", 1);
+	}
+	ok = ok && serve_buf_append(&b, "]}", 2);
+	if (st == 0 && !ok)
+		st = fail(&e, 500, NULL, "out of memory");
+	free(toks);
+	cJSON_Delete(root);
+	if (st != 0) {
+		serve_buf_free(&b);
+		return st;
+	}
+	*reply = b.data;
+	return 0;
+}
+
+int serve_parse_detokenize(serve_server *s, const char *body, size_t len, char **reply, char **err)
+{
+	const char *param = NULL;
+	parse_error e = {err, &param};
+	cJSON *root = NULL, *tokens = NULL;
+	int st = parse_json(body, len, &root, &e);
+	if (st == 0 && !cJSON_IsArray(tokens = field(root, "tokens")))
+		st = fail(&e, 400, "tokens", "'tokens' must be an array of token ids");
+	loom_token *toks = NULL;
+	size_t n = 0;
+	if (st == 0)
+		st = token_array(s, tokens, "tokens", &toks, &n, &e);
+	serve_buf text = {0}, b = {0};
+	bool ok = true;
+	for (size_t i = 0; st == 0 && ok && i < n; i++) {
+		char piece[256];
+		size_t plen = 0;
+		if (loom_token_to_piece(s->model, toks[i], false, piece, sizeof(piece), &plen) == LOOM_OK)
+			ok = serve_buf_append(&text, piece, plen);
+	}
+	if (st == 0)
+		ok = ok && serve_buf_append(&b, "{\"content\":", 11) && serve_json_string(&b, text.data, text.len) &&
+		     serve_buf_append(&b, "}", 1);
+	if (st == 0 && !ok)
+		st = fail(&e, 500, NULL, "out of memory");
+	free(toks);
+	serve_buf_free(&text);
+	cJSON_Delete(root);
+	if (st != 0) {
+		serve_buf_free(&b);
+		return st;
+	}
+	*reply = b.data;
+	return 0;
+}

@@ -1,0 +1,617 @@
+/* scheduler.c - continuous batching: every running request advances in one
+ * loom_decode per step. A running request adds its last sampled token; a
+ * request still reading its prompt adds a chunk of it, so a long prompt
+ * shares steps with the streams already running instead of stalling them.
+ * A step holds at most n_batch tokens, which bounds the gap between two
+ * tokens of any stream by the time of one such step.
+ *
+ * The slots share the context's cells. A request is admitted when its
+ * prompt fits in the free cells (idle slots give theirs up, oldest first);
+ * when generation then runs the cache full, the newest request is
+ * preempted: its cells are freed and it waits at the head of the queue to
+ * evaluate its prompt and what it generated again. */
+#include "serve.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+bool serve_enqueue(serve_server *s, serve_request *r)
+{
+	if (s->queue_len >= s->cfg.queue_size) {
+		s->metrics.rejected_queue_full++;
+		return false;
+	}
+	r->refs++;
+	r->state = SERVE_QUEUED;
+	r->next = NULL;
+	if (s->queue_tail != NULL)
+		s->queue_tail->next = r;
+	else
+		s->queue_head = r;
+	s->queue_tail = r;
+	s->queue_len++;
+	s->metrics.requests[r->kind]++;
+	pthread_cond_signal(&s->wake);
+	return true;
+}
+
+static void queue_push_front(serve_server *s, serve_request *r)
+{
+	r->next = s->queue_head;
+	s->queue_head = r;
+	if (s->queue_tail == NULL)
+		s->queue_tail = r;
+	s->queue_len++;
+	r->state = SERVE_QUEUED;
+}
+
+static void queue_remove(serve_server *s, serve_request *r)
+{
+	serve_request **p = &s->queue_head, *prev = NULL;
+	while (*p != NULL && *p != r) {
+		prev = *p;
+		p = &(*p)->next;
+	}
+	if (*p == NULL)
+		return;
+	*p = r->next;
+	if (s->queue_tail == r)
+		s->queue_tail = prev;
+	r->next = NULL;
+	s->queue_len--;
+}
+
+/* True when the peer has closed its end: a non-blocking peek reads EOF or
+ * an error. Pipelined bytes of a next request also mean it is there. */
+static bool peer_closed(const serve_request *r)
+{
+	if (r->fd < 0)
+		return false;
+	char c;
+	ssize_t n = recv(r->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+	return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+/* Hands the request's step output to the HTTP side (under the lock). */
+static void publish(serve_request *r)
+{
+	if (r->pending.len > 0 && !r->client_gone) {
+		if (r->status == 0)
+			r->status = 200;
+		if (!serve_buf_append(&r->out, r->pending.data, r->pending.len))
+			r->client_gone = true; /* out of memory: the reply cannot be completed */
+	}
+	r->pending.len = 0;
+	serve_http_resume(r);
+}
+
+/* The request is over for the scheduler: its reply is complete in out (or
+ * its client is gone). Under the lock. */
+static void retire(serve_server *s, serve_request *r)
+{
+	r->state = SERVE_DONE;
+	publish(r);
+	serve_request_unref(r);
+	(void)s;
+}
+
+static void release_slot(serve_server *s, serve_slot *sl)
+{
+	/* The last sampled token was never evaluated: the cache holds the rest. */
+	sl->n_tokens = sl->n_cached;
+	sl->req = NULL;
+	sl->last_used = s->step;
+	s->n_running--;
+}
+
+static size_t common_prefix(const loom_token *a, size_t na, const loom_token *b, size_t nb)
+{
+	size_t n = na < nb ? na : nb, i = 0;
+	while (i < n && a[i] == b[i])
+		i++;
+	return i;
+}
+
+static uint32_t free_cells(const serve_server *s)
+{
+	return s->n_ctx - loom_kv_used(s->ctx);
+}
+
+/* Frees idle slots' cells, the least recently used first (not keep's),
+ * until need cells are free. */
+static bool make_room(serve_server *s, uint32_t need, const serve_slot *keep)
+{
+	while (free_cells(s) < need) {
+		serve_slot *oldest = NULL;
+		for (int i = 0; i < s->cfg.n_slots; i++) {
+			serve_slot *sl = &s->slots[i];
+			if (sl->req == NULL && sl != keep && sl->n_cached > 0 &&
+			    (oldest == NULL || sl->last_used < oldest->last_used))
+				oldest = sl;
+		}
+		if (oldest == NULL)
+			return false;
+		loom_kv_seq_remove(s->ctx, oldest->seq, 0, -1);
+		oldest->n_cached = oldest->n_tokens = 0;
+	}
+	return true;
+}
+
+static bool slot_reserve(serve_slot *sl, size_t n)
+{
+	if (n <= sl->cap)
+		return true;
+	size_t cap = sl->cap ? sl->cap : 256;
+	while (cap < n)
+		cap *= 2;
+	loom_token *t = realloc(sl->tokens, cap * sizeof(*t));
+	if (t == NULL)
+		return false;
+	sl->tokens = t;
+	sl->cap = cap;
+	return true;
+}
+
+/* A free slot for tokens: the one whose cache shares the longest prefix
+ * with them, else an empty one, else the least recently used. */
+static serve_slot *pick_slot(serve_server *s, const loom_token *tokens, size_t n, size_t *common)
+{
+	serve_slot *best = NULL;
+	size_t best_common = 0;
+	for (int i = 0; i < s->cfg.n_slots; i++) {
+		serve_slot *sl = &s->slots[i];
+		if (sl->req != NULL)
+			continue;
+		/* At least one token is evaluated, for the logits of the next. */
+		size_t c = common_prefix(sl->tokens, sl->n_cached, tokens, n > 0 ? n - 1 : 0);
+		bool better;
+		if (best == NULL || c != best_common)
+			better = best == NULL || c > best_common;
+		else if ((sl->n_cached == 0) != (best->n_cached == 0))
+			better = sl->n_cached == 0;
+		else
+			better = sl->last_used < best->last_used;
+		if (better) {
+			best = sl;
+			best_common = c;
+		}
+	}
+	*common = best_common;
+	return best;
+}
+
+static void fail_request(serve_server *s, serve_request *r, int status, const char *message)
+{
+	r->pending.len = 0;
+	if (r->status == 200) {
+		serve_reply_stream_error(&r->pending, message);
+	} else {
+		char *body = serve_reply_error(message, status >= 500 ? "server_error" : "invalid_request_error",
+					       NULL, NULL);
+		r->status = status;
+		if (body != NULL)
+			serve_buf_append(&r->pending, body, strlen(body));
+		free(body);
+	}
+	retire(s, r);
+}
+
+static bool start_request(serve_server *s, serve_slot *sl, serve_request *r, size_t common)
+{
+	const loom_token *tokens = r->resume != NULL ? r->resume : r->prompt;
+	size_t n = r->resume != NULL ? r->n_resume : r->n_prompt;
+	if (!slot_reserve(sl, n + 1))
+		return false;
+	if (r->sampler == NULL) {
+		if (loom_sampler_create(&r->sampling, &r->sampler) != LOOM_OK ||
+		    loom_detokenizer_create(s->model, (const char *const *)r->stop, r->n_stop, &r->detok) != LOOM_OK)
+			return false;
+		for (size_t i = 0; i < r->n_prompt; i++)
+			loom_sampler_accept(r->sampler, r->prompt[i]);
+		r->n_cached_prompt = (int32_t)common;
+		s->metrics.prompt_tokens += r->n_prompt;
+		s->metrics.prompt_tokens_cached += common;
+	}
+	loom_kv_seq_remove(s->ctx, sl->seq, (int32_t)common, -1);
+	memcpy(sl->tokens, tokens, n * sizeof(*tokens));
+	sl->n_tokens = n;
+	sl->n_cached = common;
+	sl->req = r;
+	sl->admitted = ++s->n_requests;
+	free(r->resume);
+	r->resume = NULL;
+	r->n_resume = 0;
+	r->state = SERVE_RUNNING;
+	s->n_running++;
+	return true;
+}
+
+/* Starts queued requests while a slot and cells for their prompts are
+ * free. Under the lock. */
+static void admit(serve_server *s)
+{
+	while (s->queue_head != NULL) {
+		serve_request *r = s->queue_head;
+		if (r->kind == SERVE_EMBEDDING) {
+			if (s->embedding != NULL)
+				return;
+			queue_remove(s, r);
+			r->state = SERVE_RUNNING;
+			s->embedding = r;
+			continue;
+		}
+		size_t n = r->resume != NULL ? r->n_resume : r->n_prompt, common;
+		serve_slot *sl = pick_slot(s, r->resume != NULL ? r->resume : r->prompt, n, &common);
+		if (sl == NULL)
+			return;
+		/* Cells for the whole prompt, and for the running decodes' next tokens. */
+		uint32_t need = (uint32_t)(n - common) + (uint32_t)s->n_running;
+		/* The slot's own cells past the shared prefix are freed anyway. */
+		uint32_t own = (uint32_t)(sl->n_cached - common);
+		if (need > s->n_ctx || !make_room(s, need > own ? need - own : 0, sl))
+			return;
+		queue_remove(s, r);
+		if (!start_request(s, sl, r, common))
+			fail_request(s, r, 500, "out of memory");
+	}
+}
+
+/* Frees a running request's cells and queues it first, to evaluate its
+ * prompt and the tokens it generated again once there is room. */
+static void preempt(serve_server *s, serve_slot *sl)
+{
+	serve_request *r = sl->req;
+	r->resume = malloc(sl->n_tokens * sizeof(loom_token));
+	if (r->resume == NULL) {
+		release_slot(s, sl);
+		loom_kv_seq_remove(s->ctx, sl->seq, 0, -1);
+		sl->n_cached = sl->n_tokens = 0;
+		fail_request(s, r, 500, "out of memory");
+		return;
+	}
+	memcpy(r->resume, sl->tokens, sl->n_tokens * sizeof(loom_token));
+	r->n_resume = sl->n_tokens;
+	loom_kv_seq_remove(s->ctx, sl->seq, 0, -1);
+	sl->n_cached = sl->n_tokens = 0;
+	release_slot(s, sl);
+	queue_push_front(s, r);
+	s->metrics.preempted++;
+}
+
+/* Ends requests whose clients have gone, and all of them when the server
+ * is cancelling. Under the lock. */
+static void reap(serve_server *s)
+{
+	for (int i = 0; i < s->cfg.n_slots; i++) {
+		serve_slot *sl = &s->slots[i];
+		serve_request *r = sl->req;
+		if (r == NULL)
+			continue;
+		if (!r->client_gone && peer_closed(r))
+			r->client_gone = true;
+		if (r->client_gone) {
+			release_slot(s, sl);
+			s->metrics.cancelled++;
+			retire(s, r);
+		} else if (s->cancel_all) {
+			release_slot(s, sl);
+			fail_request(s, r, 503, "the server is shutting down");
+		}
+	}
+	for (serve_request *r = s->queue_head, *next; r != NULL; r = next) {
+		next = r->next;
+		if (!r->client_gone && peer_closed(r))
+			r->client_gone = true;
+		if (r->client_gone || s->draining) {
+			queue_remove(s, r);
+			if (r->client_gone) {
+				s->metrics.cancelled++;
+				retire(s, r);
+			} else {
+				fail_request(s, r, 503, "the server is shutting down");
+			}
+		}
+	}
+	if (s->embedding != NULL && (s->embedding->client_gone || s->cancel_all)) {
+		serve_request *r = s->embedding;
+		s->embedding = NULL;
+		if (r->client_gone) {
+			s->metrics.cancelled++;
+			retire(s, r);
+		} else {
+			fail_request(s, r, 503, "the server is shutting down");
+		}
+	}
+}
+
+/* One decode's tokens. */
+typedef struct step_batch {
+	int32_t n;
+	loom_token *tokens;
+	int32_t *pos, *seq;
+	int8_t *logits;
+	serve_slot **owner;  /* slot of each token asking for logits */
+	int32_t *chunk;      /* per slot: tokens it adds this step */
+} step_batch;
+
+/* Plans the step: each decoding slot's token, then prompt chunks,
+ * shortest remainder first, in what n_batch and the free cells allow.
+ * Preempts the newest requests while the decodes alone do not fit. Under
+ * the lock. */
+static void plan(serve_server *s, step_batch *b)
+{
+	int n_decode = 0;
+	for (int i = 0; i < s->cfg.n_slots; i++)
+		if (s->slots[i].req != NULL && s->slots[i].n_tokens - s->slots[i].n_cached == 1)
+			n_decode++;
+	while (n_decode > 0 && !make_room(s, (uint32_t)n_decode, NULL)) {
+		serve_slot *newest = NULL;
+		for (int i = 0; i < s->cfg.n_slots; i++) {
+			serve_slot *sl = &s->slots[i];
+			if (sl->req != NULL && (newest == NULL || sl->admitted > newest->admitted))
+				newest = sl;
+		}
+		if (newest->n_tokens - newest->n_cached == 1)
+			n_decode--;
+		preempt(s, newest);
+	}
+	uint32_t room = free_cells(s);
+	int32_t budget = (int32_t)(s->n_batch < room ? s->n_batch : room);
+	b->n = 0;
+	for (int i = 0; i < s->cfg.n_slots; i++)
+		b->chunk[i] = 0;
+	for (int pass = 0; pass < 2; pass++) {
+		for (;;) {
+			/* pass 0: decodes; pass 1: the prompt with the fewest tokens left. */
+			serve_slot *pick = NULL;
+			for (int i = 0; i < s->cfg.n_slots; i++) {
+				serve_slot *sl = &s->slots[i];
+				size_t left = sl->n_tokens - sl->n_cached;
+				if (sl->req == NULL || b->chunk[i] > 0 || left == 0 || (pass == 0) != (left == 1))
+					continue;
+				if (pick == NULL || left < pick->n_tokens - pick->n_cached)
+					pick = sl;
+			}
+			if (pick == NULL || budget == 0)
+				break;
+			int idx = (int)(pick - s->slots);
+			size_t left = pick->n_tokens - pick->n_cached;
+			int32_t take = left < (size_t)budget ? (int32_t)left : budget;
+			for (int32_t k = 0; k < take; k++) {
+				int32_t j = b->n++;
+				b->tokens[j] = pick->tokens[pick->n_cached + (size_t)k];
+				b->pos[j] = (int32_t)pick->n_cached + k;
+				b->seq[j] = pick->seq;
+				b->logits[j] = k == take - 1 && (size_t)take == left;
+				b->owner[j] = b->logits[j] ? pick : NULL;
+			}
+			b->chunk[idx] = take;
+			budget -= take;
+		}
+	}
+}
+
+static bool emit(serve_server *s, serve_request *r, const char *text, size_t len, bool finish)
+{
+	if (r->stream) {
+		bool ok = serve_reply_chunk(s, r, text, len, finish, &r->pending);
+		r->n_lps = 0;
+		return ok;
+	}
+	if (!serve_buf_append(&r->text, text, len))
+		return false;
+	return !finish || serve_reply_final(s, r, &r->pending);
+}
+
+/* Samples the next token of the request on sl from logits and passes its
+ * text on. Returns true when the request is finished. */
+static bool advance(serve_server *s, serve_slot *sl, const float *logits)
+{
+	serve_request *r = sl->req;
+	loom_token tok = loom_sampler_sample(r->sampler, logits, s->n_vocab);
+	const char *text = "";
+	size_t len = 0;
+	bool ok = tok >= 0, finished = false;
+	if (ok) {
+		loom_sampler_accept(r->sampler, tok);
+		sl->tokens[sl->n_tokens++] = tok;
+		r->n_generated++;
+		s->metrics.generated_tokens++;
+		if (r->logprobs >= 0)
+			ok = serve_logprob_add(s, r, logits, tok);
+	}
+	if (ok && loom_token_is_eog(s->model, tok)) {
+		r->finish = SERVE_FINISH_STOP;
+		finished = true;
+		ok = loom_detokenizer_finish(r->detok, &text, &len) == LOOM_OK;
+	} else if (ok) {
+		bool full = sl->n_cached >= s->n_ctx;
+		bool last = r->n_generated >= r->max_tokens || full, stopped = false;
+		ok = loom_detokenizer_push(r->detok, tok, last, &text, &len, &stopped) == LOOM_OK;
+		finished = stopped || last;
+		r->finish = stopped ? SERVE_FINISH_STOP : SERVE_FINISH_LENGTH;
+	}
+	/* A stream gets a chunk per generated token, its text empty while held
+	 * back, so clients see progress; the end-of-generation token adds
+	 * only what was held back. */
+	bool eog = finished && r->finish == SERVE_FINISH_STOP && tok >= 0 && loom_token_is_eog(s->model, tok);
+	if (ok && (!eog || len > 0 || r->n_lps > 0))
+		ok = emit(s, r, text, len, false);
+	if (ok && finished)
+		ok = emit(s, r, "", 0, true);
+	if (!ok) {
+		r->pending.len = 0;
+		r->client_gone = true; /* out of memory: drop it as if its client left */
+		return true;
+	}
+	return finished;
+}
+
+static void run_embedding_input(serve_server *s, serve_request *r)
+{
+	size_t i = r->embed_next;
+	float *out = r->embeddings + i * (size_t)s->n_embd;
+	loom_status st = loom_embed(s->ctx, s->cfg.n_slots, r->inputs[i], r->n_inputs[i], out, (size_t)s->n_embd);
+	if (st != LOOM_OK) {
+		r->pending.len = 0;
+		r->embed_next = r->n_input + 1; /* failed */
+		return;
+	}
+	r->embed_next++;
+	if (r->embed_next == r->n_input && !serve_reply_embeddings(s, r, &r->pending))
+		r->embed_next = r->n_input + 1;
+}
+
+static void *scheduler_main(void *arg)
+{
+	serve_server *s = arg;
+	size_t cap = s->n_batch;
+	step_batch b = {
+		.tokens = malloc(cap * sizeof(loom_token)),
+		.pos = malloc(cap * sizeof(int32_t)),
+		.seq = malloc(cap * sizeof(int32_t)),
+		.logits = malloc(cap),
+		.owner = malloc(cap * sizeof(serve_slot *)),
+		.chunk = malloc((size_t)s->cfg.n_slots * sizeof(int32_t)),
+	};
+	pthread_mutex_lock(&s->lock);
+	if (b.tokens == NULL || b.pos == NULL || b.seq == NULL || b.logits == NULL || b.owner == NULL ||
+	    b.chunk == NULL) {
+		s->stopping = true;
+		fprintf(stderr, "loom serve: out of memory\n");
+	}
+	while (!s->stopping) {
+		reap(s);
+		admit(s);
+		/* An embeddings request runs one input per step, beside the decodes,
+		 * when its cells can be found. */
+		serve_request *embed = s->embedding;
+		if (embed != NULL && !make_room(s, (uint32_t)embed->n_inputs[embed->embed_next], NULL))
+			embed = NULL;
+		plan(s, &b);
+		if (embed == NULL && b.n == 0) {
+			s->kv_used = loom_kv_used(s->ctx);
+			pthread_cond_wait(&s->wake, &s->lock);
+			continue;
+		}
+		pthread_mutex_unlock(&s->lock);
+
+		if (embed != NULL) {
+			run_embedding_input(s, embed);
+			pthread_mutex_lock(&s->lock);
+			if (embed->embed_next > embed->n_input) {
+				s->embedding = NULL;
+				fail_request(s, embed, 500, loom_last_error());
+			} else if (embed->embed_next == embed->n_input) {
+				s->embedding = NULL;
+				s->metrics.finished++;
+				retire(s, embed);
+			}
+			pthread_mutex_unlock(&s->lock);
+		}
+		if (b.n == 0) {
+			pthread_mutex_lock(&s->lock);
+			continue;
+		}
+
+		double t0 = now_s();
+		loom_batch batch = {.n_tokens = b.n, .tokens = b.tokens, .pos = b.pos, .seq_id = b.seq, .logits = b.logits};
+		loom_status st = loom_decode(s->ctx, &batch);
+		bool finished[LOOM_MAX_SEQ] = {0};
+		if (st == LOOM_OK) {
+			for (int i = 0; i < s->cfg.n_slots; i++)
+				s->slots[i].n_cached += (size_t)b.chunk[i];
+			for (int32_t j = 0; j < b.n; j++) {
+				serve_slot *sl = b.owner[j];
+				if (sl != NULL && sl->req != NULL)
+					finished[sl - s->slots] = advance(s, sl, loom_get_logits(s->ctx, j));
+			}
+		}
+		double dt = now_s() - t0;
+
+		pthread_mutex_lock(&s->lock);
+		s->step++;
+		s->metrics.steps++;
+		s->metrics.step_tokens += (uint64_t)b.n;
+		if ((uint64_t)b.n > s->metrics.step_tokens_max)
+			s->metrics.step_tokens_max = (uint64_t)b.n;
+		if (dt > s->metrics.step_seconds_max)
+			s->metrics.step_seconds_max = dt;
+		for (int i = 0; i < s->cfg.n_slots; i++) {
+			serve_slot *sl = &s->slots[i];
+			serve_request *r = sl->req;
+			if (r == NULL || b.chunk[i] == 0)
+				continue;
+			sl->last_used = s->step;
+			if (st != LOOM_OK) {
+				loom_kv_seq_remove(s->ctx, sl->seq, (int32_t)sl->n_cached, -1);
+				release_slot(s, sl);
+				fail_request(s, r, 500, loom_last_error());
+			} else if (finished[i]) {
+				release_slot(s, sl);
+				if (r->client_gone) {
+					s->metrics.cancelled++;
+				} else {
+					s->metrics.finished++;
+				}
+				retire(s, r);
+			} else {
+				publish(r);
+			}
+		}
+		s->kv_used = loom_kv_used(s->ctx);
+	}
+	/* Stopping: whatever is left is cut short. */
+	s->cancel_all = true;
+	s->draining = true;
+	reap(s);
+	pthread_mutex_unlock(&s->lock);
+	free(b.tokens);
+	free(b.pos);
+	free(b.seq);
+	free(b.logits);
+	free(b.owner);
+	free(b.chunk);
+	return NULL;
+}
+
+bool serve_scheduler_start(serve_server *s)
+{
+	s->slots = calloc((size_t)s->cfg.n_slots, sizeof(serve_slot));
+	if (s->slots == NULL)
+		return false;
+	for (int i = 0; i < s->cfg.n_slots; i++)
+		s->slots[i].seq = i;
+	if (pthread_create(&s->scheduler, NULL, scheduler_main, s) != 0)
+		return false;
+	s->scheduler_started = true;
+	return true;
+}
+
+void serve_scheduler_stop(serve_server *s)
+{
+	if (s->scheduler_started) {
+		pthread_mutex_lock(&s->lock);
+		s->stopping = true;
+		pthread_cond_signal(&s->wake);
+		pthread_mutex_unlock(&s->lock);
+		pthread_join(s->scheduler, NULL);
+		s->scheduler_started = false;
+	}
+	if (s->slots != NULL)
+		for (int i = 0; i < s->cfg.n_slots; i++)
+			free(s->slots[i].tokens);
+	free(s->slots);
+	s->slots = NULL;
+}
