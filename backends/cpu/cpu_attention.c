@@ -84,6 +84,7 @@ static size_t attention_scratch_size(const loom_node *node, int n_threads)
  * all the part's heads for one key from one place. */
 typedef struct attn_part {
 	int64_t t, h0, nq;
+	int64_t j0, j1;    /* the keys from the first unmasked to the last: the rest weigh 0 */
 	const float *mask; /* row t, or NULL */
 	size_t *slice;     /* [nq] element offset of each one's kv head in a row */
 	double *sum;       /* [nq] */
@@ -144,7 +145,7 @@ static void attention_scores(const attn_args *a, const attn_part *p)
 {
 	for (int64_t i = 0; i < p->nq; i++)
 		p->max[i] = -INFINITY;
-	for (int64_t j = 0; j < a->n_kv; j++) {
+	for (int64_t j = p->j0; j < p->j1; j++) {
 		float *s = p->scores + j * p->nq;
 
 		if (p->mask != NULL && p->mask[j] == -INFINITY) {
@@ -170,8 +171,15 @@ static void attention_softmax(const attn_args *a, const attn_part *p)
 {
 	for (int64_t i = 0; i < p->nq; i++)
 		p->sum[i] = 0.0;
-	for (int64_t j = 0; j < a->n_kv; j++) {
+	for (int64_t j = p->j0; j < p->j1; j++) {
 		float *s = p->scores + j * p->nq;
+		if (p->mask != NULL && p->mask[j] == -INFINITY) {
+			/* exp(-inf) is 0: skip the call, which is most of a decode's
+			 * softmax when the cache holds other sequences' cells. */
+			for (int64_t i = 0; i < p->nq; i++)
+				s[i] = 0.0f;
+			continue;
+		}
 		for (int64_t i = 0; i < p->nq; i++) {
 			s[i] = p->max[i] == -INFINITY ? 0.0f : expf(s[i] - p->max[i]);
 			p->sum[i] += s[i];
@@ -179,8 +187,10 @@ static void attention_softmax(const attn_args *a, const attn_part *p)
 	}
 	for (int64_t i = 0; i < p->nq; i++)
 		p->inv[i] = p->sum[i] > 0.0 ? (float)(1.0 / p->sum[i]) : 0.0f;
-	for (int64_t j = 0; j < a->n_kv; j++) {
+	for (int64_t j = p->j0; j < p->j1; j++) {
 		float *s = p->scores + j * p->nq;
+		if (p->mask != NULL && p->mask[j] == -INFINITY)
+			continue;
 		for (int64_t i = 0; i < p->nq; i++) {
 			s[i] *= p->inv[i];
 			if (a->fp16)
@@ -195,7 +205,7 @@ static void attention_mix(const attn_args *a, const attn_part *p)
 	float *out = (float *)cpu_row(a->y, p->t) + p->h0 * a->head_dim;
 
 	memset(out, 0, (size_t)(p->nq * a->head_dim) * sizeof(float));
-	for (int64_t j = 0; j < a->n_kv; j++) {
+	for (int64_t j = p->j0; j < p->j1; j++) {
 		const float *w = p->scores + j * p->nq;
 
 		if (p->mask != NULL && p->mask[j] == -INFINITY)
@@ -239,6 +249,12 @@ static void attention_run(const loom_node *node, const cpu_task *task)
 		if (p.nq == 0)
 			continue;
 		p.mask = a.mask != NULL ? cpu_row(a.mask, p.t) : NULL;
+		p.j0 = 0;
+		p.j1 = a.n_kv;
+		while (p.mask != NULL && p.j1 > p.j0 && p.mask[p.j1 - 1] == -INFINITY)
+			p.j1--;
+		while (p.mask != NULL && p.j0 < p.j1 && p.mask[p.j0] == -INFINITY)
+			p.j0++;
 		place_part(&a, &p, scratch);
 		load_queries(&a, &p);
 		attention_scores(&a, &p);

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# loom serve against llama-server, side by side in one sitting, the way
+# ../shared/golden/bench/llama-server.md measures llama-server: for each
+# model, each server is started with -t 2 -np 16 -c 4096, pre-warmed by 16
+# clients for 12 s, then ../shared/tools/serve_load.py runs 1, 4 and 16
+# streaming clients and 4 non-streaming ones, REPS times. Then one client,
+# twice, against a fresh server with -np 1, and bench/serve_gap.py
+# (a stream's largest gap while a 2,000-token prompt arrives). Raw JSON goes
+# to OUT; bench/serve_table.py turns it into bench/RESULTS.md's tables.
+#
+# usage: bench/serve_bench.sh MODELS_DIR LLAMA_BIN_DIR OUT [REPS]
+#   MODELS_DIR: small-q4_0.gguf and small-q8_0.gguf (bench/make_models.sh)
+#   LLAMA_BIN_DIR: llama-server from ../shared/tools/llama-cpp-cpu.sh
+set -euo pipefail
+models=${1:?usage: serve_bench.sh MODELS_DIR LLAMA_BIN_DIR OUT [REPS]}
+llama=${2:?}
+out=${3:?}
+reps=${4:-3}
+here=$(cd "$(dirname "$0")/.." && pwd)
+shared=${LOOM_TEST_DATA:-$here/../shared}
+load="/usr/bin/python3 $shared/tools/serve_load.py"
+gap="/usr/bin/python3 $here/bench/serve_gap.py"
+loom=${LOOM:-$here/build/loom}
+port=18555
+mkdir -p "$out"
+
+start() { # server model np
+	if [ "$1" = loom ]; then
+		"$loom" serve -m "$models/$2.gguf" --host 127.0.0.1 --port $port -t 2 -np "$3" -c 4096 \
+			>"$out/$1-$2-np$3.log" 2>&1 &
+	else
+		"$llama/llama-server" -m "$models/$2.gguf" --host 127.0.0.1 --port $port -t 2 -np "$3" -c 4096 \
+			--metrics >"$out/$1-$2-np$3.log" 2>&1 &
+	fi
+	pid=$!
+	for _ in $(seq 120); do
+		curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && return 0
+		sleep 0.5
+	done
+	echo "server $1 did not start" >&2
+	exit 1
+}
+stop() { kill "$pid"; wait "$pid" || true; }
+
+for model in small-q4_0 small-q8_0; do
+	for server in loom llama; do
+		start $server $model 16
+		$load --port $port --clients 16 --warmup 0 --window 12 >/dev/null
+		for rep in $(seq "$reps"); do
+			$load --port $port --clients 1,4,16 --seed "$rep" --json "$out/$server-$model-stream-$rep.json"
+			$load --port $port --clients 4 --no-stream --seed "$rep" --json "$out/$server-$model-nostream-$rep.json"
+		done
+		stop
+		start $server $model 1
+		for rep in 1 2; do
+			$load --port $port --clients 1 --seed "$rep" --json "$out/$server-$model-np1-$rep.json"
+		done
+		stop
+		start $server $model 16
+		$gap --port $port --json "$out/$server-$model-gap.json"
+		stop
+	done
+done
