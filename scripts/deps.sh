@@ -1,16 +1,31 @@
 #!/usr/bin/env bash
 # Installs loom's build and test dependencies with apt-get, if missing.
 # Sourced by the quick-start and test scripts.
-loom_install_deps() {
-	local pkgs=(cmake make gcc pkg-config libyaml-dev check libcjson-dev libpcre2-dev curl ca-certificates)
+loom_apt_install() {
 	local missing=()
-	for p in "${pkgs[@]}"; do
+	for p in "$@"; do
 		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 	done
 	[ ${#missing[@]} -eq 0 ] && return 0
-	echo "installing: ${missing[*]}"
 	local sudo=""
 	[ "$(id -u)" -ne 0 ] && sudo="sudo"
+	echo "installing: ${missing[*]}"
 	$sudo apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+# What building loom needs (libmicrohttpd is for `loom serve`).
+loom_install_deps() {
+	loom_apt_install cmake make gcc pkg-config libyaml-dev libcjson-dev libpcre2-dev libmicrohttpd-dev \
+		curl ca-certificates
+}
+
+# What the tests add: Check, and for `loom serve`'s tests nginx (a fleet
+# behind a proxy) and node with npm (the official openai client).
+loom_install_test_deps() {
+	loom_apt_install check nginx-light nodejs
+	# NodeSource's nodejs bundles npm (and conflicts with Debian's npm
+	# package); Debian's does not: install npm only where the command is
+	# missing.
+	command -v npm >/dev/null 2>&1 || loom_apt_install npm
 }

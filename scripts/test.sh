@@ -7,6 +7,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/deps.sh
 loom_install_deps
+loom_install_test_deps
+
+# The official openai npm client, which test_serve runs against `loom
+# serve`, in each build directory's node/ (openai 4.x runs on node 18 and
+# later).
+for dir in build-ci build-ci-asan; do
+	[ -d "$dir/node/node_modules/openai" ] && continue
+	mkdir -p "$dir/node"
+	npm install --prefix "$dir/node" --no-audit --no-fund openai@4 >/dev/null ||
+		{ echo "npm install openai@4 into $dir/node failed" >&2; exit 1; }
+done
 
 jobs=$(nproc)
 run_suite() {

@@ -326,8 +326,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			snprintf(msg, sizeof(msg), "the body is over the limit of %u bytes", SERVE_MAX_BODY);
 			return send_error(x, 413, msg, NULL, "request_too_large");
 		}
-		if (strcmp(x->route->method, "GET") == 0)
-			return answer_get(x);
 		return MHD_YES;
 	}
 	if (*upload_data_size > 0) {
@@ -341,6 +339,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	}
 	if (x->req != NULL)
 		return answer_queued(x);
+	if (strcmp(x->route->method, "GET") == 0)
+		return answer_get(x);
 	if (x->too_large) {
 		char msg[120];
 		snprintf(msg, sizeof(msg), "the body is over the limit of %u bytes", SERVE_MAX_BODY);

@@ -28,7 +28,10 @@ static double now_s(void)
 
 bool serve_enqueue(serve_server *s, serve_request *r)
 {
-	if (s->queue_len >= s->cfg.queue_size) {
+	/* The bound is on requests that will wait: those a free slot takes at
+	 * the next step do not count. */
+	int free_slots = s->cfg.n_slots - s->n_running;
+	if (s->queue_len >= s->cfg.queue_size + free_slots) {
 		s->metrics.rejected_queue_full++;
 		return false;
 	}
@@ -422,7 +425,7 @@ static bool advance(serve_server *s, serve_slot *sl, const float *logits)
 	loom_token tok = loom_sampler_sample(r->sampler, logits, s->n_vocab);
 	const char *text = "";
 	size_t len = 0;
-	bool ok = tok >= 0, finished = false;
+	bool ok = tok >= 0 && slot_reserve(sl, sl->n_tokens + 1), finished = false;
 	if (ok) {
 		loom_sampler_accept(r->sampler, tok);
 		sl->tokens[sl->n_tokens++] = tok;
