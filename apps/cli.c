@@ -74,6 +74,7 @@ static void defaults(cli_options *o)
 	o->port = 8080;
 	o->n_slots = 4;
 	o->queue_size = 64;
+	o->prompt_chunk = 128;
 	o->sampling = loom_sampler_default_params();
 	o->sampling.seed = (uint64_t)time(NULL);
 }
@@ -129,6 +130,8 @@ bool cli_parse(const char *cmd, int argc, char **argv, unsigned allowed, cli_opt
 			ok = parse_int(a, v, 1, LOOM_MAX_SEQ - 1, &o->n_slots);
 		else if (IS("--queue") && NEED(CLI_SERVE))
 			ok = parse_int(a, v, 0, 1 << 20, &o->queue_size);
+		else if (IS("--prompt-chunk") && NEED(CLI_SERVE))
+			ok = parse_int(a, v, 1, 1 << 16, &o->prompt_chunk);
 		else if (IS("--api-key") && NEED(CLI_SERVE))
 			o->api_key = v;
 		else if (IS("--api-key-file") && NEED(CLI_SERVE))

@@ -37,6 +37,7 @@ typedef struct cli_options {
 	int port;
 	int n_slots;
 	int queue_size;
+	int prompt_chunk;
 	const char *stop[8];
 	int n_stop;
 	const char *positional[4];
@@ -56,7 +57,7 @@ enum cli_flag {
 	CLI_CHAT = 1 << 9,    /* --chat-template, --system */
 	CLI_QUANTIZE = 1 << 10, /* --quantize SCHEME */
 	CLI_TYPE = 1 << 11,   /* --type SCHEME (convert) */
-	CLI_SERVE = 1 << 12,  /* --host, --port, -np, --queue, --api-key, --api-key-file */
+	CLI_SERVE = 1 << 12,  /* --host, --port, -np, --queue, --prompt-chunk, --api-key, --api-key-file */
 };
 
 /* Parses argv[1..argc) for subcommand `cmd`; false (after a message) on a

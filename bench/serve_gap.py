@@ -34,9 +34,26 @@ def stream(port, n, arrivals, started):
     c.close()
 
 
-def long_request(port, n_tokens):
-    # Each word is about one token for SPM vocabularies; the server's usage says how many it was.
-    text = ' '.join(WORDS[i % len(WORDS)] for i in range(n_tokens))
+def post(port, path, body):
+    c = http.client.HTTPConnection('127.0.0.1', port, timeout=600)
+    c.request('POST', path, json.dumps(body), {'Content-Type': 'application/json'})
+    j = json.loads(c.getresponse().read())
+    c.close()
+    return j
+
+
+def long_text(port, n_tokens):
+    # As many words as the server's own tokenizer (POST /tokenize, which both loom and llama-server
+    # have) makes n_tokens tokens of, give or take one word.
+    words = lambda n: ' '.join(WORDS[i % len(WORDS)] for i in range(n))
+    per_word = len(post(port, '/tokenize', {'content': words(400)})['tokens']) / 400
+    n = int(n_tokens / per_word)
+    while len(post(port, '/tokenize', {'content': words(n)})['tokens']) > n_tokens:
+        n -= 1
+    return words(n)
+
+
+def long_request(port, text):
     c = http.client.HTTPConnection('127.0.0.1', port, timeout=600)
     t0 = time.perf_counter()
     c.request('POST', '/v1/completions', json.dumps({'prompt': text, 'max_tokens': 1, 'temperature': 0,
@@ -55,12 +72,13 @@ def main():
     ap.add_argument('--stream-tokens', type=int, default=400)
     ap.add_argument('--json')
     a = ap.parse_args()
+    text = long_text(a.port, a.long_tokens)
     arrivals, started = [], threading.Event()
     t = threading.Thread(target=stream, args=(a.port, a.stream_tokens, arrivals, started))
     t.start()
     started.wait(120)
     time.sleep(0.2)
-    t0, t1, n_prompt = long_request(a.port, a.long_tokens)
+    t0, t1, n_prompt = long_request(a.port, text)
     t.join()
     before = [b - a_ for a_, b in zip(arrivals, arrivals[1:]) if b <= t0]
     during = [b - a_ for a_, b in zip(arrivals, arrivals[1:]) if b > t0 and a_ < t1]

@@ -2,9 +2,10 @@
  * each endpoint against what loom.h gives for the same input, streaming,
  * concurrent streams against the same requests one at a time, refused
  * requests, a client that leaves, a long prompt sharing steps with a
- * stream, memory over many requests, shutdown with a stream running, and
- * the same requests through curl and through the official openai npm
- * client. Each tcase starts its own server (--port 0). */
+ * stream, a chat turn reusing the cache, requests preempted when the cache
+ * runs out, slow and stalled clients, memory over many requests, shutdown
+ * with a stream running, and the same requests through curl and through
+ * the official openai npm client. Each tcase starts its own server (--port 0). */
 #define _GNU_SOURCE /* vasprintf */
 #include "check_main.h"
 #include "fixture.h"
@@ -1176,14 +1177,14 @@ END_TEST
 
 static void long_prompt_setup(void)
 {
-	start_with((const char *[]){"-np", "4", "-c", "4096", "-b", "256", NULL});
+	start_with((const char *[]){"-np", "4", "-c", "4096", "-b", "256", "--prompt-chunk", "64", NULL});
 }
 
-/* A ~2000-token prompt is evaluated in steps of at most 256 tokens, each of
- * which also advances a running stream: the stream keeps receiving tokens
- * while the long prompt is read. It needs at least 8 steps (255 prompt
- * tokens beside the stream's one), so at least 6 of the stream's events
- * must arrive between sending the long request and its reply. */
+/* A ~2000-token prompt arriving while a stream runs is evaluated 64 tokens
+ * a step (--prompt-chunk), each step also advancing the stream: the stream
+ * keeps receiving tokens while the long prompt is read. It needs at least
+ * 30 such steps, so at least 28 of the stream's events must arrive between
+ * sending the long request and its reply. */
 START_TEST(long_prompt_shares_steps)
 {
 	if (!server_ready())
@@ -1238,15 +1239,17 @@ START_TEST(long_prompt_shares_steps)
 	cJSON_Delete(j);
 	http_response_free(&lr);
 	printf("long prompt of %d tokens: %d stream events while it was read\n", prompt_tokens, between);
-	ck_assert_msg(between >= 6, "the stream got %d events while a %d-token prompt was read in steps of 256",
-		      between, prompt_tokens);
+	ck_assert_msg(between >= prompt_tokens / 64 - 2,
+		      "the stream got %d events while a %d-token prompt was read 64 tokens a step", between, prompt_tokens);
 
 	http_close(s);
 	http_response_free(&head);
 	double busy = wait_metric_at_most(srv.port, "loom_slots_busy", 0);
 	ck_assert_msg(busy == 0, "loom_slots_busy %g after the stream's client left", busy);
 	double step_max = http_metric(srv.port, "loom_decode_step_tokens_max");
-	ck_assert_msg(step_max <= 256 && step_max > 0, "loom_decode_step_tokens_max %g with -b 256", step_max);
+	/* The stream's own prompt went alone, at most -b; the long one only in
+	 * 64-token chunks beside the stream's token. */
+	ck_assert_msg(step_max <= 65 && step_max > 0, "loom_decode_step_tokens_max %g with --prompt-chunk 64", step_max);
 	free(words);
 	free(long_body);
 	assert_healthy(srv.port);
@@ -1552,6 +1555,160 @@ START_TEST(openai_client_agrees)
 }
 END_TEST
 
+/* ---- Scheduling ---- */
+
+/* A chat's next turn finds the first turn's tokens in a slot's cache and
+ * evaluates only the rest, and its reply is what evaluating the whole
+ * conversation gives. */
+START_TEST(chat_turn_reuses_the_cache)
+{
+	reference ref;
+	if (!server_ready() || !ref_open(&ref))
+		return;
+	cJSON *one = post_ok(srv.port, "/v1/chat/completions",
+			     "{\"messages\":[{\"role\":\"user\",\"content\":\"Tell me about a dog.\"}],"
+			     "\"max_tokens\":16,\"temperature\":0}");
+	const char *reply = json_str(one, "choices.0.message.content");
+	ck_assert(reply != NULL);
+	int first_prompt = (int)json_num(one, "usage.prompt_tokens");
+	char *q = quoted(reply);
+	char *body = format("{\"messages\":[{\"role\":\"user\",\"content\":\"Tell me about a dog.\"},"
+			    "{\"role\":\"assistant\",\"content\":%s},{\"role\":\"user\",\"content\":\"And a cat?\"}],"
+			    "\"max_tokens\":16,\"temperature\":0}",
+			    q);
+	cJSON *two = post_ok(srv.port, "/v1/chat/completions", body);
+	int cached = (int)json_num(two, "usage.prompt_tokens_details.cached_tokens");
+	int prompt = (int)json_num(two, "usage.prompt_tokens");
+	ck_assert_msg(cached >= first_prompt && cached < prompt,
+		      "turn 2: %d of %d prompt tokens from the cache; turn 1's prompt had %d", cached, prompt,
+		      first_prompt);
+
+	const loom_chat_message msgs[] = {{"user", "Tell me about a dog."}, {"assistant", reply},
+					  {"user", "And a cat?"}};
+	char text[4096];
+	size_t len = 0;
+	ck_assert(loom_chat_apply(ref.m, NULL, msgs, 3, true, text, sizeof(text), &len) == LOOM_OK);
+	loom_generate_stats st;
+	char *want = ref_generate(&ref, text, 16, &st);
+	const char *got = json_str(two, "choices.0.message.content");
+	ck_assert_msg(got != NULL && strcmp(got, want) == 0, "turn 2:\n server '%s'\n loom.h '%s'", got ? got : "(none)",
+		      want);
+	ck_assert_int_eq(prompt, st.n_prompt);
+	free(want);
+	cJSON_Delete(two);
+	free(body);
+	free(q);
+	cJSON_Delete(one);
+	ref_close(&ref);
+}
+END_TEST
+
+typedef struct post_job {
+	int port;
+	char *body;
+	pthread_barrier_t *start;
+	http_response reply;
+} post_job;
+
+static void *run_post(void *arg)
+{
+	post_job *job = arg;
+	pthread_barrier_wait(job->start);
+	job->reply = http_post(job->port, "/v1/completions", job->body);
+	return NULL;
+}
+
+static void preemption_setup(void)
+{
+	start_with((const char *[]){"-np", "4", "-c", "160", NULL});
+}
+
+#define N_PREEMPT 4
+
+/* Four requests that each fit in the 160 cells but together do not: the
+ * newest give up their cells and run again when there is room, and every
+ * one ends as it does alone. */
+START_TEST(preempted_requests_finish_as_alone)
+{
+	static const char *const names[N_PREEMPT] = {"Lily", "Tom", "Sue", "Ben"};
+	if (!server_ready())
+		return;
+	post_job jobs[N_PREEMPT];
+	pthread_t threads[N_PREEMPT];
+	pthread_barrier_t start;
+	pthread_barrier_init(&start, NULL, N_PREEMPT);
+	double preempted0 = http_metric(srv.port, "loom_requests_preempted_total");
+	for (int i = 0; i < N_PREEMPT; i++) {
+		jobs[i] = (post_job){.port = srv.port, .start = &start};
+		jobs[i].body = format("{\"prompt\":\"Once upon a time %s\",\"max_tokens\":120,\"temperature\":0}", names[i]);
+		ck_assert(pthread_create(&threads[i], NULL, run_post, &jobs[i]) == 0);
+	}
+	for (int i = 0; i < N_PREEMPT; i++)
+		pthread_join(threads[i], NULL);
+	pthread_barrier_destroy(&start);
+	double preempted = http_metric(srv.port, "loom_requests_preempted_total") - preempted0;
+	ck_assert_msg(preempted >= 1, "%.0f preemptions: the requests did not run out of cells together", preempted);
+
+	for (int i = 0; i < N_PREEMPT; i++) {
+		ck_assert_msg(jobs[i].reply.status == 200, "request %d: %d %s%s", i, jobs[i].reply.status,
+			      jobs[i].reply.body ? jobs[i].reply.body : "", jobs[i].reply.error);
+		cJSON *together = http_json(&jobs[i].reply);
+		cJSON *alone = post_ok(srv.port, "/v1/completions", jobs[i].body);
+		ck_assert_int_eq((int)json_num(together, "usage.completion_tokens"), 120);
+		ck_assert_str_eq(json_str(together, "choices.0.finish_reason"), "length");
+		ck_assert_msg(strcmp(json_str(together, "choices.0.text"), json_str(alone, "choices.0.text")) == 0,
+			      "%s:\n together '%s'\n alone    '%s'", names[i], json_str(together, "choices.0.text"),
+			      json_str(alone, "choices.0.text"));
+		cJSON_Delete(alone);
+		cJSON_Delete(together);
+		http_response_free(&jobs[i].reply);
+		free(jobs[i].body);
+	}
+	assert_healthy(srv.port);
+}
+END_TEST
+
+static void slow_clients_setup(void)
+{
+	start_with((const char *[]){"-np", "2", "-c", "1024", NULL});
+}
+
+#define N_SLOW 64
+
+/* Connections that send nothing, that stop halfway through a request, and
+ * one that asks for a long stream and never reads it: the others are
+ * answered all the same. */
+START_TEST(slow_clients_hold_up_no_one)
+{
+	static const char partial[] = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"prompt\"";
+	if (!server_ready())
+		return;
+	http_conn *idle[N_SLOW], *halfway[N_SLOW];
+	for (int i = 0; i < N_SLOW; i++) {
+		idle[i] = http_connect(srv.port);
+		halfway[i] = http_connect(srv.port);
+		ck_assert(idle[i] != NULL && halfway[i] != NULL);
+		ck_assert(http_send_raw(halfway[i], partial, sizeof(partial) - 1));
+	}
+	http_response head = {0};
+	http_conn *unread = http_stream_open(srv.port, "/v1/completions", NULL,
+					     "{\"prompt\":\"Once upon a time\",\"max_tokens\":600,\"stream\":true}", &head);
+	ck_assert_msg(unread != NULL && head.status == 200, "the unread stream: %d %s", head.status, head.error);
+	for (int i = 0; i < 4; i++) {
+		cJSON *j = post_ok(srv.port, "/v1/completions", "{\"prompt\":\"The cat\",\"max_tokens\":8,\"temperature\":0}");
+		ck_assert_int_eq((int)json_num(j, "usage.completion_tokens"), 8);
+		cJSON_Delete(j);
+	}
+	assert_healthy(srv.port);
+	http_close(unread);
+	http_response_free(&head);
+	for (int i = 0; i < N_SLOW; i++) {
+		http_close(idle[i]);
+		http_close(halfway[i]);
+	}
+}
+END_TEST
+
 static TCase *server_tcase(const char *name, void (*setup)(void))
 {
 	TCase *tc = tcase_create(name);
@@ -1613,6 +1770,18 @@ static Suite *serve_suite(void)
 
 	tc = server_tcase("curl", exact_setup);
 	tcase_add_test(tc, curl_chat_and_stream);
+	suite_add_tcase(s, tc);
+
+	tc = server_tcase("reuse", exact_setup);
+	tcase_add_test(tc, chat_turn_reuses_the_cache);
+	suite_add_tcase(s, tc);
+
+	tc = server_tcase("preemption", preemption_setup);
+	tcase_add_test(tc, preempted_requests_finish_as_alone);
+	suite_add_tcase(s, tc);
+
+	tc = server_tcase("slow_clients", slow_clients_setup);
+	tcase_add_test(tc, slow_clients_hold_up_no_one);
 	suite_add_tcase(s, tc);
 
 	tc = server_tcase("openai", openai_setup);

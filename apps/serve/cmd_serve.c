@@ -105,6 +105,7 @@ int cmd_serve(int argc, char **argv)
 	pthread_mutex_init(&s.lock, NULL);
 	pthread_cond_init(&s.wake, NULL);
 	s.cfg = (serve_config){.host = o.host, .port = o.port, .n_slots = o.n_slots, .queue_size = o.queue_size,
+			       .prompt_chunk = o.prompt_chunk,
 			       .api_key = key_from_file != NULL ? key_from_file : o.api_key, .verbose = o.verbose};
 	if (!cli_open_model(&o, false, &rt, &s.model))
 		goto out;

@@ -36,6 +36,7 @@ bool serve_enqueue(serve_server *s, serve_request *r)
 		return false;
 	}
 	r->refs++;
+	r->t_queued = now_s();
 	r->state = SERVE_QUEUED;
 	r->next = NULL;
 	if (s->queue_tail != NULL)
@@ -349,9 +350,11 @@ typedef struct step_batch {
 } step_batch;
 
 /* Plans the step: each decoding slot's token, then prompt chunks,
- * shortest remainder first, in what n_batch and the free cells allow.
- * Preempts the newest requests while the decodes alone do not fit. Under
- * the lock. */
+ * shortest remainder first, in what n_batch and the free cells allow;
+ * while some requests are generating, at most prompt_chunk prompt tokens,
+ * so that their next tokens wait for a short step, not a full batch of
+ * prompt. Preempts the newest requests while the decodes alone do not fit.
+ * Under the lock. */
 static void plan(serve_server *s, step_batch *b)
 {
 	int n_decode = 0;
@@ -375,6 +378,8 @@ static void plan(serve_server *s, step_batch *b)
 	for (int i = 0; i < s->cfg.n_slots; i++)
 		b->chunk[i] = 0;
 	for (int pass = 0; pass < 2; pass++) {
+		if (pass == 1 && b->n > 0 && budget > s->cfg.prompt_chunk)
+			budget = s->cfg.prompt_chunk;
 		for (;;) {
 			/* pass 0: decodes; pass 1: the prompt with the fewest tokens left. */
 			serve_slot *pick = NULL;
@@ -429,7 +434,8 @@ static bool advance(serve_server *s, serve_slot *sl, const float *logits)
 	if (ok) {
 		loom_sampler_accept(r->sampler, tok);
 		sl->tokens[sl->n_tokens++] = tok;
-		r->n_generated++;
+		if (r->n_generated++ == 0)
+			r->t_first = now_s();
 		s->metrics.generated_tokens++;
 		if (r->logprobs >= 0)
 			ok = serve_logprob_add(s, r, logits, tok);
@@ -459,6 +465,14 @@ static bool advance(serve_server *s, serve_slot *sl, const float *logits)
 		return true;
 	}
 	return finished;
+}
+
+static void log_finished(const serve_request *r)
+{
+	double now = now_s();
+	fprintf(stderr, "loom serve: %s: %zu prompt tokens (%d cached), %d generated (%s); first token %.0f ms, %.1f tok/s\n",
+		r->id, r->n_prompt, r->n_cached_prompt, r->n_generated, r->finish == SERVE_FINISH_STOP ? "stop" : "length",
+		(r->t_first - r->t_queued) * 1e3, r->n_generated > 1 ? (r->n_generated - 1) / (now - r->t_first) : 0.0);
 }
 
 static void run_embedding_input(serve_server *s, serve_request *r)
@@ -567,6 +581,8 @@ static void *scheduler_main(void *arg)
 					s->metrics.cancelled++;
 				} else {
 					s->metrics.finished++;
+					if (s->cfg.verbose)
+						log_finished(r);
 				}
 				retire(s, r);
 			} else {

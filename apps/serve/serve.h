@@ -102,6 +102,7 @@ typedef struct serve_request {
 	size_t text_offset;      /* completions logprobs: bytes of text before the next token */
 	int32_t n_generated;
 	int32_t n_cached_prompt; /* prompt tokens found in the cache */
+	double t_queued, t_first; /* when it was queued and its first token came (seconds) */
 	bool role_sent;          /* chat stream: the assistant's opening chunk has gone */
 	serve_finish finish;
 } serve_request;
@@ -132,8 +133,9 @@ typedef struct serve_config {
 	int port;
 	int n_slots;
 	int queue_size;
+	int prompt_chunk; /* most prompt tokens in a step that also generates */
 	const char *api_key;
-	bool verbose;
+	bool verbose; /* a line on stderr per finished request */
 } serve_config;
 
 typedef struct serve_server {
