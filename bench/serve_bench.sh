@@ -4,8 +4,9 @@
 # model, each server is started with -t 2 -np 16 -c 4096, pre-warmed by 16
 # clients for 12 s, then ../shared/tools/serve_load.py runs 1, 4 and 16
 # streaming clients and 4 non-streaming ones, REPS times. Then one client,
-# twice, against a fresh server with -np 1, and bench/serve_gap.py
-# (a stream's largest gap while a 2,000-token prompt arrives). Raw JSON goes
+# twice, against a fresh server with -np 1, and bench/serve_gap.py twice
+# (a stream's largest gap while a 2,000-token prompt arrives; -np 2 -c 8192,
+# as llama-server splits -c among its slots). Raw JSON goes
 # to OUT; bench/serve_table.py turns it into bench/RESULTS.md's tables.
 #
 # usage: bench/serve_bench.sh MODELS_DIR LLAMA_BIN_DIR OUT [REPS]
@@ -24,12 +25,13 @@ loom=${LOOM:-$here/build/loom}
 port=18555
 mkdir -p "$out"
 
-start() { # server model np
+start() { # server model np [ctx]
+	local ctx=${4:-4096}
 	if [ "$1" = loom ]; then
-		"$loom" serve -m "$models/$2.gguf" --host 127.0.0.1 --port $port -t 2 -np "$3" -c 4096 \
+		"$loom" serve -m "$models/$2.gguf" --host 127.0.0.1 --port $port -t 2 -np "$3" -c "$ctx" \
 			>"$out/$1-$2-np$3.log" 2>&1 &
 	else
-		"$llama/llama-server" -m "$models/$2.gguf" --host 127.0.0.1 --port $port -t 2 -np "$3" -c 4096 \
+		"$llama/llama-server" -m "$models/$2.gguf" --host 127.0.0.1 --port $port -t 2 -np "$3" -c "$ctx" \
 			--metrics >"$out/$1-$2-np$3.log" 2>&1 &
 	fi
 	pid=$!
@@ -56,8 +58,12 @@ for model in small-q4_0 small-q8_0; do
 			$load --port $port --clients 1 --seed "$rep" --json "$out/$server-$model-np1-$rep.json"
 		done
 		stop
-		start $server $model 16
-		$gap --port $port --json "$out/$server-$model-gap.json"
+		# Two slots of 4,096 cells: llama-server gives each slot -c / -np
+		# cells and would cut a 2,000-token prompt at -np 16 -c 4096.
+		start $server $model 2 8192
+		for rep in 1 2; do
+			$gap --port $port --json "$out/$server-$model-gap-$rep.json"
+		done
 		stop
 	done
 done

@@ -44,8 +44,10 @@ def post(port, path, body):
 
 def long_text(port, n_tokens):
     # As many words as the server's own tokenizer (POST /tokenize, which both loom and llama-server
-    # have) makes n_tokens tokens of, give or take one word.
-    words = lambda n: ' '.join(WORDS[i % len(WORDS)] for i in range(n))
+    # have) makes n_tokens tokens of, give or take one word. It starts with a number of its own, so no
+    # server finds it in a cache from an earlier run.
+    head = 'Story %d:' % (time.time_ns() % 1000000)
+    words = lambda n: head + ' ' + ' '.join(WORDS[i % len(WORDS)] for i in range(n))
     per_word = len(post(port, '/tokenize', {'content': words(400)})['tokens']) / 400
     n = int(n_tokens / per_word)
     while len(post(port, '/tokenize', {'content': words(n)})['tokens']) > n_tokens:

@@ -75,12 +75,12 @@ for model in ('small-q4_0', 'small-q8_0'):
             cell([tok_s(server, r) for r in many]), b / a, med([r['ttft_p50_ms'] for r in one]),
             med([r['ttft_p50_ms'] for r in many])))
 
-print('\n### A stream while a 2,000-token prompt arrives (`bench/serve_gap.py`, `-np 16`)\n')
+print('\n### A stream while a 2,000-token prompt arrives (`bench/serve_gap.py`, `-np 2 -c 8192`)\n')
 print('| model | server | long prompt tokens | long request ms | stream gap before ms | largest gap during ms | stream chunks during |')
 print('| --- | --- | ---: | ---: | ---: | ---: | ---: |')
 for model in ('small-q4_0', 'small-q8_0'):
     for server in ('loom', 'llama'):
-        for r in load('%s-%s-gap.json' % (server, model)):
+        for r in load('%s-%s-gap-*.json' % (server, model)):
             print('| %s | %s | %s | %.0f | %.1f | %.0f | %d |' % (
                 model, 'loom serve' if server == 'loom' else 'llama-server', r['long_prompt_tokens'],
                 r['long_request_ms'], r['gap_median_before_ms'] or 0, r['gap_max_during_ms'] or 0,
