@@ -186,6 +186,8 @@ bool cli_parse(const char *cmd, int argc, char **argv, unsigned allowed, cli_opt
 			ok = parse_int(a, v, 0, 1 << 16, &o->n_prompt_bench);
 		else if (IS("-n") && NEED(CLI_BENCH))
 			ok = parse_int(a, v, 0, 1 << 16, &o->n_gen_bench);
+		else if (IS("-d") && NEED(CLI_BENCH))
+			ok = parse_int(a, v, 0, 1 << 24, &o->n_depth);
 		else if (IS("-r") && NEED(CLI_BENCH))
 			ok = parse_int(a, v, 1, 1000, &o->repetitions);
 		else if (IS("-o") && NEED(CLI_BENCH)) {

@@ -25,6 +25,7 @@ typedef struct cli_options {
 	int n_batch;
 	int n_prompt_bench;
 	int n_gen_bench;
+	int n_depth;               /* bench: tokens cached before each test */
 	int repetitions;
 	loom_dtype kv_type;
 	loom_sampler_params sampling;
@@ -52,7 +53,7 @@ enum cli_flag {
 	CLI_CTX = 1 << 4,     /* -c, -b, --kv-type */
 	CLI_SAMPLING = 1 << 5, /* -n, --temp, --top-k, --top-p, --min-p, --repeat-penalty, --seed */
 	CLI_NO_BOS = 1 << 6,
-	CLI_BENCH = 1 << 7,   /* -p, -n, -r, -o */
+	CLI_BENCH = 1 << 7,   /* -p, -n, -d, -r, -o */
 	CLI_PLUGINS_LIST = 1 << 8,
 	CLI_CHAT = 1 << 9,    /* --chat-template, --system */
 	CLI_QUANTIZE = 1 << 10, /* --quantize SCHEME */

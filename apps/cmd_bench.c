@@ -1,7 +1,8 @@
 /* cmd_bench.c - `loom bench`: prompt-processing and generation speed, in
  * the manner of llama-bench (pp: one batch of n_prompt tokens; tg: n_gen
- * tokens one at a time from an empty cache; one warm-up run, then -r timed
- * repetitions reported as mean and standard deviation). */
+ * tokens one at a time; both after -d cached tokens, from an empty cache by
+ * default; one warm-up run, then -r timed repetitions reported as mean and
+ * standard deviation). */
 #include "cli.h"
 
 #include <math.h>
@@ -10,7 +11,7 @@
 
 typedef struct bench_result {
 	const char *test; /* "pp" or "tg" */
-	int n_prompt, n_gen;
+	int n_prompt, n_gen, n_depth;
 	double *samples_ns;
 	int n_samples;
 	double avg_ns, stddev_ns, avg_ts, stddev_ts;
@@ -22,25 +23,55 @@ static unsigned next_rand(unsigned *state)
 	return *state >> 8;
 }
 
+/* The cache holds exactly n_depth tokens: evaluated once, in n_batch
+ * pieces, then kept while each run drops what it added. */
+static loom_status fill_depth(loom_context *ctx, const loom_model *m, int n_depth, int n_batch, unsigned *rng)
+{
+	if (loom_kv_seq_pos_max(ctx, 0) + 1 >= n_depth && n_depth > 0)
+		return loom_kv_seq_remove(ctx, 0, n_depth, -1);
+	loom_kv_clear(ctx);
+	loom_token *toks = malloc((size_t)n_batch * sizeof(loom_token));
+	if (toks == NULL)
+		return LOOM_ERR_NO_MEMORY;
+	loom_status st = LOOM_OK;
+	for (int done = 0; done < n_depth && st == LOOM_OK;) {
+		int n = n_depth - done < n_batch ? n_depth - done : n_batch;
+		for (int i = 0; i < n; i++)
+			toks[i] = done + i == 0 && loom_token_bos(m) >= 0
+					  ? loom_token_bos(m)
+					  : (loom_token)(next_rand(rng) % (unsigned)loom_model_n_vocab(m));
+		loom_batch b = {.n_tokens = n, .tokens = toks};
+		st = loom_decode(ctx, &b);
+		done += n;
+	}
+	free(toks);
+	return st;
+}
+
 /* One timed run; false after printing an error. */
-static bool run_once(loom_context *ctx, const loom_model *m, int n_prompt, int n_gen, unsigned *rng, double *ns)
+static bool run_once(loom_context *ctx, const loom_model *m, const bench_result *r, int n_batch, unsigned *rng,
+		     double *ns)
 {
 	const int32_t n_vocab = loom_model_n_vocab(m);
+	const int n_prompt = r->n_prompt, n_gen = r->n_gen;
 	loom_token bos = loom_token_bos(m) >= 0 ? loom_token_bos(m) : 0;
 	loom_token *toks = malloc((size_t)(n_prompt > 0 ? n_prompt : 1) * sizeof(loom_token));
 	if (toks == NULL)
 		return cli_fail("out of memory"), false;
-	loom_kv_clear(ctx);
+	loom_status st = fill_depth(ctx, m, r->n_depth, n_batch, rng);
+	if (st != LOOM_OK) {
+		free(toks);
+		return cli_fail_status(st, "bench: filling the cache"), false;
+	}
 	double t0 = cli_now_ms();
-	loom_status st = LOOM_OK;
 	if (n_prompt > 0) {
-		toks[0] = bos;
+		toks[0] = r->n_depth > 0 ? (loom_token)(next_rand(rng) % (unsigned)n_vocab) : bos;
 		for (int i = 1; i < n_prompt; i++)
 			toks[i] = (loom_token)(next_rand(rng) % (unsigned)n_vocab);
 		loom_batch b = {.n_tokens = n_prompt, .tokens = toks};
 		st = loom_decode(ctx, &b);
 	} else {
-		loom_token tok = bos;
+		loom_token tok = r->n_depth > 0 ? (loom_token)(next_rand(rng) % (unsigned)n_vocab) : bos;
 		for (int i = 0; i < n_gen && st == LOOM_OK; i++) {
 			loom_batch b = {.n_tokens = 1, .tokens = &tok};
 			st = loom_decode(ctx, &b);
@@ -54,19 +85,19 @@ static bool run_once(loom_context *ctx, const loom_model *m, int n_prompt, int n
 	return true;
 }
 
-static bool run_test(loom_context *ctx, const loom_model *m, int reps, bench_result *r)
+static bool run_test(loom_context *ctx, const loom_model *m, int reps, int n_batch, bench_result *r)
 {
 	unsigned rng = 1234;
 	double ns;
 	int n = r->n_prompt + r->n_gen;
-	if (!run_once(ctx, m, r->n_prompt, r->n_gen, &rng, &ns)) /* warm-up */
+	if (!run_once(ctx, m, r, n_batch, &rng, &ns)) /* warm-up */
 		return false;
 	r->samples_ns = calloc((size_t)reps, sizeof(double));
 	if (r->samples_ns == NULL)
 		return cli_fail("out of memory"), false;
 	double sum_ts = 0, sum_ts2 = 0, sum_ns = 0, sum_ns2 = 0;
 	for (int i = 0; i < reps; i++) {
-		if (!run_once(ctx, m, r->n_prompt, r->n_gen, &rng, &r->samples_ns[i]))
+		if (!run_once(ctx, m, r, n_batch, &rng, &r->samples_ns[i]))
 			return false;
 		double ts = n * 1e9 / r->samples_ns[i];
 		sum_ts += ts;
@@ -92,11 +123,15 @@ static void print_md(const cli_options *o, loom_runtime *rt, const loom_model *m
 {
 	printf("| model | size | params | backend | threads | type_kv | test | t/s |\n");
 	printf("| --- | ---: | ---: | --- | ---: | --- | ---: | ---: |\n");
-	for (int i = 0; i < n; i++)
-		printf("| %s | %.2f MiB | %.2f M | %s | %d | %s | %s%d | %.2f ± %.2f |\n", base_name(o->model),
+	for (int i = 0; i < n; i++) {
+		char depth[32] = "";
+		if (r[i].n_depth > 0)
+			snprintf(depth, sizeof(depth), " @ d%d", r[i].n_depth);
+		printf("| %s | %.2f MiB | %.2f M | %s | %d | %s | %s%d%s | %.2f ± %.2f |\n", base_name(o->model),
 		       loom_model_size(m) / 1048576.0, loom_model_n_params(m) / 1e6, loom_runtime_backend_name(rt),
 		       loom_runtime_n_threads(rt), loom_dtype_name(o->kv_type), r[i].test,
-		       r[i].n_prompt + r[i].n_gen, r[i].avg_ts, r[i].stddev_ts);
+		       r[i].n_prompt + r[i].n_gen, depth, r[i].avg_ts, r[i].stddev_ts);
+	}
 }
 
 static void print_json(const cli_options *o, loom_runtime *rt, const loom_model *m, const bench_result *r, int n)
@@ -113,7 +148,8 @@ static void print_json(const cli_options *o, loom_runtime *rt, const loom_model 
 		printf("    \"n_threads\": %d,\n", loom_runtime_n_threads(rt));
 		printf("    \"type_k\": \"%s\",\n    \"type_v\": \"%s\",\n", loom_dtype_name(o->kv_type),
 		       loom_dtype_name(o->kv_type));
-		printf("    \"n_prompt\": %d,\n    \"n_gen\": %d,\n", r[i].n_prompt, r[i].n_gen);
+		printf("    \"n_prompt\": %d,\n    \"n_gen\": %d,\n    \"n_depth\": %d,\n", r[i].n_prompt, r[i].n_gen,
+		       r[i].n_depth);
 		printf("    \"avg_ns\": %.0f,\n    \"stddev_ns\": %.0f,\n", r[i].avg_ns, r[i].stddev_ns);
 		printf("    \"avg_ts\": %.6f,\n    \"stddev_ts\": %.6f,\n", r[i].avg_ts, r[i].stddev_ts);
 		printf("    \"samples_ns\": [");
@@ -141,20 +177,20 @@ int cmd_bench(int argc, char **argv)
 	if (o.n_prompt_bench == 0 && o.n_gen_bench == 0)
 		return cli_fail("bench: nothing to measure (-p 0 -n 0)");
 	if (o.n_ctx == 0)
-		o.n_ctx = (o.n_prompt_bench > o.n_gen_bench ? o.n_prompt_bench : o.n_gen_bench) + 16;
+		o.n_ctx = o.n_depth + (o.n_prompt_bench > o.n_gen_bench ? o.n_prompt_bench : o.n_gen_bench) + 16;
 	if (o.n_batch < o.n_prompt_bench)
 		o.n_batch = o.n_prompt_bench;
 	if (!cli_open_model(&o, false, &rt, &model) || !cli_open_context(&o, model, &ctx))
 		goto out;
 	memset(results, 0, sizeof(results));
 	if (o.n_prompt_bench > 0) {
-		results[n_results] = (bench_result){.test = "pp", .n_prompt = o.n_prompt_bench};
-		if (!run_test(ctx, model, o.repetitions, &results[n_results++]))
+		results[n_results] = (bench_result){.test = "pp", .n_prompt = o.n_prompt_bench, .n_depth = o.n_depth};
+		if (!run_test(ctx, model, o.repetitions, o.n_batch, &results[n_results++]))
 			goto out;
 	}
 	if (o.n_gen_bench > 0) {
-		results[n_results] = (bench_result){.test = "tg", .n_gen = o.n_gen_bench};
-		if (!run_test(ctx, model, o.repetitions, &results[n_results++]))
+		results[n_results] = (bench_result){.test = "tg", .n_gen = o.n_gen_bench, .n_depth = o.n_depth};
+		if (!run_test(ctx, model, o.repetitions, o.n_batch, &results[n_results++]))
 			goto out;
 	}
 	if (strcmp(o.output_format, "json") == 0)

@@ -205,6 +205,24 @@ START_TEST(bench_json_has_llama_bench_fields)
 	r = run_cmd("$LOOM bench -m %s -p 16 -n 8 -r 1 --plugins %s", model, test_plugins_file());
 	ck_assert_msg(r.status == 0 && strstr(r.out, "| pp16 |") && strstr(r.out, "| tg8 |"), "md: %s", r.out);
 	cmd_result_free(&r);
+
+	/* -d: both tests run after that many cached tokens, past the model's
+	 * 512-token training context too. */
+	r = run_cmd("$LOOM bench -m %s -p 16 -n 8 -d 600 -r 2 -t 1 -o json --plugins %s", model, test_plugins_file());
+	ck_assert_msg(r.status == 0, "-d 600: exit %d: %s", r.status, r.err);
+	root = cJSON_Parse(r.out);
+	ck_assert_msg(cJSON_IsArray(root) && cJSON_GetArraySize(root) == 2, "-d 600: %s", r.out);
+	for (int i = 0; i < 2; i++) {
+		const cJSON *t = cJSON_GetArrayItem(root, i);
+		ck_assert_int_eq(cJSON_GetObjectItem(t, "n_depth")->valueint, 600);
+		ck_assert_msg(cJSON_GetObjectItem(t, "avg_ts")->valuedouble > 0, "-d 600: %s", r.out);
+	}
+	cJSON_Delete(root);
+	cmd_result_free(&r);
+	r = run_cmd("$LOOM bench -m %s -p 16 -n 8 -d 40 -r 1 -t 1 --plugins %s", model, test_plugins_file());
+	ck_assert_msg(r.status == 0 && strstr(r.out, "| pp16 @ d40 |") && strstr(r.out, "| tg8 @ d40 |"), "md: %s",
+		      r.out);
+	cmd_result_free(&r);
 }
 END_TEST
 

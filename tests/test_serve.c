@@ -1603,6 +1603,60 @@ START_TEST(chat_turn_reuses_the_cache)
 }
 END_TEST
 
+/* A request whose prompt starts like that of a request still running shares
+ * the running one's cells for that prefix instead of evaluating it again,
+ * and its reply is what evaluating it all gives. */
+START_TEST(running_prefix_is_shared)
+{
+	reference ref;
+	if (!server_ready() || !ref_open(&ref))
+		return;
+	char *prefix = NULL;
+	size_t len = 0;
+	for (int i = 0; i < 15; i++) /* 300 tokens */
+		append(&prefix, &len, "the cat sat on the mat and the dog ran to the park ", 51);
+	char *first = format("{\"prompt\":\"%sOnce upon a time\",\"max_tokens\":300,\"temperature\":0,\"stream\":true}",
+			     prefix);
+	http_response head;
+	http_conn *running = http_stream_open(srv.port, "/v1/completions", NULL, first, &head);
+	ck_assert_msg(running != NULL && head.status == 200, "stream: %d %s", head.status, head.error);
+	char *ev = http_next_event(running);
+	ck_assert_msg(ev != NULL && strcmp(ev, "[DONE]") != 0, "the first stream: %s", http_error(running));
+	free(ev);
+
+	char *text = format("%sThe little dog", prefix);
+	char *q = quoted(text);
+	char *body = format("{\"prompt\":%s,\"max_tokens\":8,\"temperature\":0}", q);
+	cJSON *j = post_ok(srv.port, "/v1/completions", body);
+	int cached = (int)json_num(j, "usage.prompt_tokens_details.cached_tokens");
+	ck_assert_msg(cached >= 280, "%d of %d prompt tokens came from the running request's cells", cached,
+		      (int)json_num(j, "usage.prompt_tokens"));
+	loom_generate_stats st;
+	char *want = ref_generate(&ref, text, 8, &st);
+	const char *got = json_str(j, "choices.0.text");
+	ck_assert_msg(got != NULL && strcmp(got, want) == 0, "server '%s'\nloom.h '%s'", got ? got : "(none)", want);
+	/* The running stream goes on to its end. */
+	int events = 1;
+	bool done = false;
+	while (!done && (ev = http_next_event(running)) != NULL) {
+		done = strcmp(ev, "[DONE]") == 0;
+		events += !done;
+		free(ev);
+	}
+	ck_assert_msg(done, "the first stream ended after %d events without [DONE]: %s", events, http_error(running));
+	http_close(running);
+	http_response_free(&head);
+	free(want);
+	cJSON_Delete(j);
+	free(body);
+	free(q);
+	free(text);
+	free(first);
+	free(prefix);
+	ref_close(&ref);
+}
+END_TEST
+
 typedef struct post_job {
 	int port;
 	char *body;
@@ -1774,6 +1828,7 @@ static Suite *serve_suite(void)
 
 	tc = server_tcase("reuse", exact_setup);
 	tcase_add_test(tc, chat_turn_reuses_the_cache);
+	tcase_add_test(tc, running_prefix_is_shared);
 	suite_add_tcase(s, tc);
 
 	tc = server_tcase("preemption", preemption_setup);

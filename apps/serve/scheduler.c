@@ -211,7 +211,30 @@ static void fail_request(serve_server *s, serve_request *r, int status, const ch
 	retire(s, r);
 }
 
-static bool start_request(serve_server *s, serve_slot *sl, serve_request *r, size_t common)
+/* The running slot whose cached tokens share the longest prefix with
+ * tokens (at most n - 1 of them), or NULL. */
+static serve_slot *running_prefix(serve_server *s, const loom_token *tokens, size_t n, size_t *common)
+{
+	serve_slot *best = NULL;
+	*common = 0;
+	for (int i = 0; i < s->cfg.n_slots; i++) {
+		serve_slot *sl = &s->slots[i];
+		if (sl->req == NULL)
+			continue;
+		size_t c = common_prefix(sl->tokens, sl->n_cached, tokens, n > 0 ? n - 1 : 0);
+		if (c > *common) {
+			best = sl;
+			*common = c;
+		}
+	}
+	return best;
+}
+
+/* Puts r on slot sl, whose cache keeps its first common tokens; with a
+ * donor, sl's cache is dropped and it shares the donor's first common
+ * cells instead (a system prompt many requests start with is evaluated
+ * and stored once). */
+static bool start_request(serve_server *s, serve_slot *sl, serve_request *r, size_t common, const serve_slot *donor)
 {
 	const loom_token *tokens = r->resume != NULL ? r->resume : r->prompt;
 	size_t n = r->resume != NULL ? r->n_resume : r->n_prompt;
@@ -227,7 +250,12 @@ static bool start_request(serve_server *s, serve_slot *sl, serve_request *r, siz
 		s->metrics.prompt_tokens += r->n_prompt;
 		s->metrics.prompt_tokens_cached += common;
 	}
-	loom_kv_seq_remove(s->ctx, sl->seq, (int32_t)common, -1);
+	if (donor != NULL) {
+		loom_kv_seq_remove(s->ctx, sl->seq, 0, -1);
+		loom_kv_seq_copy(s->ctx, donor->seq, sl->seq, 0, (int32_t)common);
+	} else {
+		loom_kv_seq_remove(s->ctx, sl->seq, (int32_t)common, -1);
+	}
 	memcpy(sl->tokens, tokens, n * sizeof(*tokens));
 	sl->n_tokens = n;
 	sl->n_cached = common;
@@ -255,18 +283,27 @@ static void admit(serve_server *s)
 			s->embedding = r;
 			continue;
 		}
-		size_t n = r->resume != NULL ? r->n_resume : r->n_prompt, common;
-		serve_slot *sl = pick_slot(s, r->resume != NULL ? r->resume : r->prompt, n, &common);
+		const loom_token *tokens = r->resume != NULL ? r->resume : r->prompt;
+		size_t n = r->resume != NULL ? r->n_resume : r->n_prompt, common, shared;
+		serve_slot *sl = pick_slot(s, tokens, n, &common);
 		if (sl == NULL)
 			return;
-		/* Cells for the whole prompt, and for the running decodes' next tokens. */
+		/* A running request may hold a longer prefix than any free slot:
+		 * then its cells are shared rather than evaluated again. */
+		serve_slot *donor = running_prefix(s, tokens, n, &shared);
+		if (shared <= common)
+			donor = NULL;
+		else
+			common = shared;
+		/* Cells for the rest of the prompt, and for the running decodes'
+		 * next tokens. The slot's own cells that are not kept are freed
+		 * anyway. */
 		uint32_t need = (uint32_t)(n - common) + (uint32_t)s->n_running;
-		/* The slot's own cells past the shared prefix are freed anyway. */
-		uint32_t own = (uint32_t)(sl->n_cached - common);
+		uint32_t own = donor != NULL ? (uint32_t)sl->n_cached : (uint32_t)(sl->n_cached - common);
 		if (need > s->n_ctx || !make_room(s, need > own ? need - own : 0, sl))
 			return;
 		queue_remove(s, r);
-		if (!start_request(s, sl, r, common))
+		if (!start_request(s, sl, r, common, donor))
 			fail_request(s, r, 500, "out of memory");
 	}
 }

@@ -65,13 +65,14 @@ static int64_t head_parts(const loom_node *node, int n_threads)
 /* Per thread, room for all the query heads of a token (a part is at most
  * that, however many threads the compute gets): where each one's kv head
  * lies in a cache row, its softmax sum, its scores (n_kv), its q (rounded to
- * fp16 for an F16 cache), its row maximum and the reciprocal of its sum. */
+ * fp16 for an F16 cache), its row maximum and the reciprocal of its sum;
+ * and the list of keys the token may attend to. */
 static size_t thread_scratch(const loom_node *node)
 {
 	int64_t n_head = node->ip[0], n_kv = node->src[1]->ne[1], head_dim = node->src[0]->ne[0];
 	size_t floats = (size_t)(n_kv + head_dim + 2);
 	size_t per_head = sizeof(size_t) + sizeof(double) + floats * sizeof(float);
-	return cpu_align_up((size_t)n_head * per_head);
+	return cpu_align_up((size_t)n_head * per_head + (size_t)n_kv * sizeof(int32_t));
 }
 
 static size_t attention_scratch_size(const loom_node *node, int n_threads)
@@ -79,13 +80,17 @@ static size_t attention_scratch_size(const loom_node *node, int n_threads)
 	return (size_t)n_threads * thread_scratch(node);
 }
 
-/* The query heads [h0, h0 + nq) of token t. Scores are stored key-major,
- * scores[j * nq + i], so that each pass over the cache reads the weights of
- * all the part's heads for one key from one place. */
+/* The query heads [h0, h0 + nq) of token t. Only the keys the mask lets
+ * it see are visited (a masked key weighs exactly 0): a decode among other
+ * sequences' cells costs what its own cells do. Scores are stored
+ * key-major, scores[k * nq + i] for the k-th such key, so that each pass
+ * over the cache reads the weights of all the part's heads for one key
+ * from one place. */
 typedef struct attn_part {
 	int64_t t, h0, nq;
-	int64_t j0, j1;    /* the keys from the first unmasked to the last: the rest weigh 0 */
 	const float *mask; /* row t, or NULL */
+	int32_t *keys;     /* [n_keys] the cache rows visited, in order */
+	int64_t n_keys;
 	size_t *slice;     /* [nq] element offset of each one's kv head in a row */
 	double *sum;       /* [nq] */
 	float *scores;     /* [n_kv][nq] */
@@ -103,6 +108,17 @@ static void place_part(const attn_args *a, attn_part *p, unsigned char *scratch)
 	p->q = p->scores + a->n_kv * p->nq;
 	p->max = p->q + p->nq * a->head_dim;
 	p->inv = p->max + p->nq;
+	p->keys = (int32_t *)(p->inv + p->nq);
+}
+
+/* The rows token t may attend to: every row, or those its mask leaves
+ * finite. */
+static void list_keys(const attn_args *a, attn_part *p)
+{
+	p->n_keys = 0;
+	for (int64_t j = 0; j < a->n_kv; j++)
+		if (p->mask == NULL || p->mask[j] != -INFINITY)
+			p->keys[p->n_keys++] = (int32_t)j;
 }
 
 /* Query head i's slice of cache row j. */
@@ -115,13 +131,15 @@ static const void *cache_at(const attn_part *p, const loom_tensor *c, int64_t j,
  * rows apart, a pattern the hardware prefetchers follow poorly. */
 #define PREFETCH_ROWS 8
 
-static void prefetch_row(const attn_args *a, const attn_part *p, const loom_tensor *c, int64_t j)
+/* Prefetches the row of the k-th visited key. */
+static void prefetch_row(const attn_args *a, const attn_part *p, const loom_tensor *c, int64_t k)
 {
+	if (k >= p->n_keys)
+		return;
+	int64_t j = p->keys[k];
 	const char *first = cache_at(p, c, j, 0);
 	const char *end = (const char *)cache_at(p, c, j, p->nq - 1) + a->head_dim * c->nb[0];
 
-	if (j >= a->n_kv)
-		return;
 	for (const char *line = first; line < end; line += CPU_ALIGN)
 		__builtin_prefetch(line);
 }
@@ -139,21 +157,17 @@ static void load_queries(const attn_args *a, const attn_part *p)
 	}
 }
 
-/* scores[j][i] = q_i.k_j * scale + mask[j]; masked keys get -inf without
- * reading their (possibly never written) cache cells. */
+/* scores[k][i] = q_i.k_j * scale + mask[j] for the k-th visited key j;
+ * masked keys' (possibly never written) cells are not read. */
 static void attention_scores(const attn_args *a, const attn_part *p)
 {
 	for (int64_t i = 0; i < p->nq; i++)
 		p->max[i] = -INFINITY;
-	for (int64_t j = p->j0; j < p->j1; j++) {
-		float *s = p->scores + j * p->nq;
+	for (int64_t k = 0; k < p->n_keys; k++) {
+		int64_t j = p->keys[k];
+		float *s = p->scores + k * p->nq;
 
-		if (p->mask != NULL && p->mask[j] == -INFINITY) {
-			for (int64_t i = 0; i < p->nq; i++)
-				s[i] = -INFINITY;
-			continue;
-		}
-		prefetch_row(a, p, a->k, j + PREFETCH_ROWS);
+		prefetch_row(a, p, a->k, k + PREFETCH_ROWS);
 		for (int64_t i = 0; i < p->nq; i++) {
 			const void *kj = cache_at(p, a->k, j, i);
 			const float *q = p->q + i * a->head_dim;
@@ -171,15 +185,8 @@ static void attention_softmax(const attn_args *a, const attn_part *p)
 {
 	for (int64_t i = 0; i < p->nq; i++)
 		p->sum[i] = 0.0;
-	for (int64_t j = p->j0; j < p->j1; j++) {
-		float *s = p->scores + j * p->nq;
-		if (p->mask != NULL && p->mask[j] == -INFINITY) {
-			/* exp(-inf) is 0: skip the call, which is most of a decode's
-			 * softmax when the cache holds other sequences' cells. */
-			for (int64_t i = 0; i < p->nq; i++)
-				s[i] = 0.0f;
-			continue;
-		}
+	for (int64_t k = 0; k < p->n_keys; k++) {
+		float *s = p->scores + k * p->nq;
 		for (int64_t i = 0; i < p->nq; i++) {
 			s[i] = p->max[i] == -INFINITY ? 0.0f : expf(s[i] - p->max[i]);
 			p->sum[i] += s[i];
@@ -187,10 +194,8 @@ static void attention_softmax(const attn_args *a, const attn_part *p)
 	}
 	for (int64_t i = 0; i < p->nq; i++)
 		p->inv[i] = p->sum[i] > 0.0 ? (float)(1.0 / p->sum[i]) : 0.0f;
-	for (int64_t j = p->j0; j < p->j1; j++) {
-		float *s = p->scores + j * p->nq;
-		if (p->mask != NULL && p->mask[j] == -INFINITY)
-			continue;
+	for (int64_t k = 0; k < p->n_keys; k++) {
+		float *s = p->scores + k * p->nq;
 		for (int64_t i = 0; i < p->nq; i++) {
 			s[i] *= p->inv[i];
 			if (a->fp16)
@@ -205,12 +210,11 @@ static void attention_mix(const attn_args *a, const attn_part *p)
 	float *out = (float *)cpu_row(a->y, p->t) + p->h0 * a->head_dim;
 
 	memset(out, 0, (size_t)(p->nq * a->head_dim) * sizeof(float));
-	for (int64_t j = p->j0; j < p->j1; j++) {
-		const float *w = p->scores + j * p->nq;
+	for (int64_t k = 0; k < p->n_keys; k++) {
+		int64_t j = p->keys[k];
+		const float *w = p->scores + k * p->nq;
 
-		if (p->mask != NULL && p->mask[j] == -INFINITY)
-			continue;
-		prefetch_row(a, p, a->v, j + PREFETCH_ROWS);
+		prefetch_row(a, p, a->v, k + PREFETCH_ROWS);
 		for (int64_t i = 0; i < p->nq; i++) {
 			const void *vj = cache_at(p, a->v, j, i);
 			if (w[i] == 0.0f)
@@ -249,13 +253,8 @@ static void attention_run(const loom_node *node, const cpu_task *task)
 		if (p.nq == 0)
 			continue;
 		p.mask = a.mask != NULL ? cpu_row(a.mask, p.t) : NULL;
-		p.j0 = 0;
-		p.j1 = a.n_kv;
-		while (p.mask != NULL && p.j1 > p.j0 && p.mask[p.j1 - 1] == -INFINITY)
-			p.j1--;
-		while (p.mask != NULL && p.j0 < p.j1 && p.mask[p.j0] == -INFINITY)
-			p.j0++;
 		place_part(&a, &p, scratch);
+		list_keys(&a, &p);
 		load_queries(&a, &p);
 		attention_scores(&a, &p);
 		attention_softmax(&a, &p);
