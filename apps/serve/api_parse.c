@@ -489,10 +489,8 @@ int serve_parse_tokenize(serve_server *s, const char *body, size_t len, char **r
 			ok = serve_buf_appendf(&b, "%s%d", i ? "," : "", toks[i]);
 			continue;
 		}
-		char piece[256];
-		size_t plen = 0;
-		if (loom_token_to_piece(s->model, toks[i], true, piece, sizeof(piece), &plen) != LOOM_OK)
-			plen = 0;
+		char piece[SERVE_PIECE_MAX];
+		size_t plen = serve_token_piece(s, toks[i], true, piece);
 		ok = serve_buf_appendf(&b, "%s{\"id\":%d,\"piece\":", i ? "," : "", toks[i]) &&
 		     serve_json_string(&b, piece, plen) && serve_buf_append(&b, "}", 1);
 	}
@@ -524,10 +522,8 @@ int serve_parse_detokenize(serve_server *s, const char *body, size_t len, char *
 	serve_buf text = {0}, b = {0};
 	bool ok = true;
 	for (size_t i = 0; st == 0 && ok && i < n; i++) {
-		char piece[256];
-		size_t plen = 0;
-		if (loom_token_to_piece(s->model, toks[i], false, piece, sizeof(piece), &plen) == LOOM_OK)
-			ok = serve_buf_append(&text, piece, plen);
+		char piece[SERVE_PIECE_MAX];
+		ok = serve_buf_append(&text, piece, serve_token_piece(s, toks[i], false, piece));
 	}
 	if (st == 0)
 		ok = ok && serve_buf_append(&b, "{\"content\":", 11) && serve_json_string(&b, text.data, text.len) &&

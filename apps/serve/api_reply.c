@@ -114,12 +114,16 @@ char *serve_reply_models(const serve_server *s)
 	return b.data;
 }
 
+size_t serve_token_piece(const serve_server *s, loom_token t, bool special, char *buf)
+{
+	size_t n = 0;
+	return loom_token_to_piece(s->model, t, special, buf, SERVE_PIECE_MAX, &n) == LOOM_OK ? n : 0;
+}
+
 static bool piece_json(serve_server *s, loom_token t, serve_buf *out, bool with_bytes)
 {
-	char piece[256];
-	size_t n = 0;
-	if (loom_token_to_piece(s->model, t, true, piece, sizeof(piece), &n) != LOOM_OK)
-		n = 0;
+	char piece[SERVE_PIECE_MAX];
+	size_t n = serve_token_piece(s, t, true, piece);
 	if (!serve_buf_append(out, "\"token\":", 8) || !serve_json_string(out, piece, n))
 		return false;
 	if (!with_bytes)
@@ -154,10 +158,8 @@ static bool logprobs_json(serve_server *s, serve_request *r, serve_buf *out)
 	/* The legacy layout: parallel arrays. */
 	ok = serve_buf_append(out, "{\"tokens\":[", 11);
 	for (size_t i = 0; ok && i < r->n_lps; i++) {
-		char piece[256];
-		size_t n = 0;
-		if (loom_token_to_piece(s->model, r->lps[i].token, true, piece, sizeof(piece), &n) != LOOM_OK)
-			n = 0;
+		char piece[SERVE_PIECE_MAX];
+		size_t n = serve_token_piece(s, r->lps[i].token, true, piece);
 		ok = (i == 0 || serve_buf_append(out, ",", 1)) && serve_json_string(out, piece, n);
 	}
 	ok = ok && serve_buf_append(out, "],\"token_logprobs\":[", 20);
@@ -168,10 +170,8 @@ static bool logprobs_json(serve_server *s, serve_request *r, serve_buf *out)
 		const serve_logprob *lp = &r->lps[i];
 		ok = serve_buf_append(out, i ? ",{" : "{", i ? 2 : 1);
 		for (int32_t k = 0; ok && k < lp->n_top; k++) {
-			char piece[256];
-			size_t n = 0;
-			if (loom_token_to_piece(s->model, lp->top[k], true, piece, sizeof(piece), &n) != LOOM_OK)
-				n = 0;
+			char piece[SERVE_PIECE_MAX];
+			size_t n = serve_token_piece(s, lp->top[k], true, piece);
 			ok = (k == 0 || serve_buf_append(out, ",", 1)) && serve_json_string(out, piece, n) &&
 			     serve_buf_appendf(out, ":%.6g", lp->top_logprob[k]);
 		}
@@ -221,10 +221,8 @@ bool serve_logprob_add(serve_server *s, serve_request *r, const float *logits, l
 	}
 	for (int32_t k = 0; k < lp->n_top; k++)
 		lp->top_logprob[k] -= norm;
-	char piece[256];
-	size_t n = 0;
-	if (loom_token_to_piece(s->model, token, true, piece, sizeof(piece), &n) == LOOM_OK)
-		r->text_offset += n;
+	char piece[SERVE_PIECE_MAX];
+	r->text_offset += serve_token_piece(s, token, true, piece);
 	return true;
 }
 

@@ -139,6 +139,13 @@ static bool authorized(serve_server *s, struct MHD_Connection *conn)
 	return key_matches(h, s->cfg.api_key);
 }
 
+static enum MHD_Result refuse_too_large(exchange *x)
+{
+	char msg[120];
+	snprintf(msg, sizeof(msg), "the body is over the limit of %u bytes", SERVE_MAX_BODY);
+	return send_error(x, 413, msg, NULL, "request_too_large");
+}
+
 static enum MHD_Result answer_get(exchange *x)
 {
 	serve_server *s = x->s;
@@ -321,11 +328,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			return send_error(x, 401, "a valid API key is required (Authorization: Bearer KEY)", NULL,
 					  "invalid_api_key");
 		const char *length = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-		if (length != NULL && strtoull(length, NULL, 10) > SERVE_MAX_BODY) {
-			char msg[120];
-			snprintf(msg, sizeof(msg), "the body is over the limit of %u bytes", SERVE_MAX_BODY);
-			return send_error(x, 413, msg, NULL, "request_too_large");
-		}
+		if (length != NULL && strtoull(length, NULL, 10) > SERVE_MAX_BODY)
+			return refuse_too_large(x);
 		return MHD_YES;
 	}
 	if (*upload_data_size > 0) {
@@ -341,11 +345,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		return answer_queued(x);
 	if (strcmp(x->route->method, "GET") == 0)
 		return answer_get(x);
-	if (x->too_large) {
-		char msg[120];
-		snprintf(msg, sizeof(msg), "the body is over the limit of %u bytes", SERVE_MAX_BODY);
-		return send_error(x, 413, msg, NULL, "request_too_large");
-	}
+	if (x->too_large)
+		return refuse_too_large(x);
 	return answer_post(x);
 }
 

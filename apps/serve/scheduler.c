@@ -330,6 +330,18 @@ static void preempt(serve_server *s, serve_slot *sl)
 	s->metrics.preempted++;
 }
 
+/* Ends a request that will not run on: counted as cancelled if its client
+ * left, else refused because the server is stopping. */
+static void drop(serve_server *s, serve_request *r)
+{
+	if (r->client_gone) {
+		s->metrics.cancelled++;
+		retire(s, r);
+	} else {
+		fail_request(s, r, 503, "the server is shutting down");
+	}
+}
+
 /* Ends requests whose clients have gone, and all of them when the server
  * is cancelling. Under the lock. */
 static void reap(serve_server *s)
@@ -341,13 +353,9 @@ static void reap(serve_server *s)
 			continue;
 		if (!r->client_gone && peer_closed(r))
 			r->client_gone = true;
-		if (r->client_gone) {
+		if (r->client_gone || s->cancel_all) {
 			release_slot(s, sl);
-			s->metrics.cancelled++;
-			retire(s, r);
-		} else if (s->cancel_all) {
-			release_slot(s, sl);
-			fail_request(s, r, 503, "the server is shutting down");
+			drop(s, r);
 		}
 	}
 	for (serve_request *r = s->queue_head, *next; r != NULL; r = next) {
@@ -356,23 +364,13 @@ static void reap(serve_server *s)
 			r->client_gone = true;
 		if (r->client_gone || s->draining) {
 			queue_remove(s, r);
-			if (r->client_gone) {
-				s->metrics.cancelled++;
-				retire(s, r);
-			} else {
-				fail_request(s, r, 503, "the server is shutting down");
-			}
+			drop(s, r);
 		}
 	}
 	if (s->embedding != NULL && (s->embedding->client_gone || s->cancel_all)) {
 		serve_request *r = s->embedding;
 		s->embedding = NULL;
-		if (r->client_gone) {
-			s->metrics.cancelled++;
-			retire(s, r);
-		} else {
-			fail_request(s, r, 503, "the server is shutting down");
-		}
+		drop(s, r);
 	}
 }
 

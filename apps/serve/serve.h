@@ -198,6 +198,10 @@ bool serve_reply_stream_error(serve_buf *out, const char *message);
 /* Records token's logprob and top alternatives from the logits it was
  * drawn from. */
 bool serve_logprob_add(serve_server *s, serve_request *r, const float *logits, loom_token token);
+/* Token t's text into buf (at least SERVE_PIECE_MAX bytes); its length,
+ * 0 if it has none or is longer. */
+#define SERVE_PIECE_MAX 256
+size_t serve_token_piece(const serve_server *s, loom_token t, bool special, char *buf);
 /* Text as a JSON string (quotes included), invalid UTF-8 replaced by U+FFFD. */
 bool serve_json_string(serve_buf *out, const char *text, size_t len);
 
