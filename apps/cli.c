@@ -58,6 +58,28 @@ static bool parse_float(const char *opt, const char *s, float lo, float hi, floa
 	return true;
 }
 
+/* --kv-type, and llama.cpp's -ctk/-ctv: keys and values share one type. */
+static bool parse_kv_type(const char *opt, const char *s, cli_options *o)
+{
+	static const struct {
+		const char *name;
+		loom_dtype type;
+	} types[] = {{"f16", LOOM_DTYPE_F16}, {"f32", LOOM_DTYPE_F32}, {"q8_0", LOOM_DTYPE_Q8_0}, {"q4_0", LOOM_DTYPE_Q4_0}};
+
+	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+		if (strcmp(s, types[i].name) != 0)
+			continue;
+		if (o->kv_type_given && o->kv_type != types[i].type)
+			return cli_fail("%s %s: keys and values share one cache type, already given as %s", opt, s,
+					loom_dtype_name(o->kv_type)),
+			       false;
+		o->kv_type = types[i].type;
+		o->kv_type_given = true;
+		return true;
+	}
+	return cli_fail("%s must be f16, f32, q8_0 or q4_0, not '%s'", opt, s), false;
+}
+
 static void defaults(cli_options *o)
 {
 	memset(o, 0, sizeof(*o));
@@ -146,14 +168,10 @@ bool cli_parse(const char *cmd, int argc, char **argv, unsigned allowed, cli_opt
 			ok = parse_int(a, v, 1, 1 << 24, &o->n_ctx);
 		else if ((IS("-b") || IS("--batch-size")) && NEED(CLI_CTX))
 			ok = parse_int(a, v, 1, 1 << 16, &o->n_batch);
-		else if (IS("--kv-type") && NEED(CLI_CTX)) {
-			if (strcmp(v, "f16") == 0)
-				o->kv_type = LOOM_DTYPE_F16;
-			else if (strcmp(v, "f32") == 0)
-				o->kv_type = LOOM_DTYPE_F32;
-			else
-				return cli_fail("--kv-type must be f16 or f32, not '%s'", v), false;
-		} else if ((IS("-n") || IS("--n-predict")) && NEED(CLI_SAMPLING))
+		else if ((IS("--kv-type") || IS("-ctk") || IS("--cache-type-k") || IS("-ctv") ||
+			  IS("--cache-type-v")) && NEED(CLI_CTX))
+			ok = parse_kv_type(a, v, o);
+		else if ((IS("-n") || IS("--n-predict")) && NEED(CLI_SAMPLING))
 			ok = parse_int(a, v, -1, INT_MAX, &o->n_predict);
 		else if (IS("--temp") && NEED(CLI_SAMPLING))
 			ok = parse_float(a, v, 0, 100, &o->sampling.temperature);

@@ -28,6 +28,7 @@ typedef struct cli_options {
 	int n_depth;               /* bench: tokens cached before each test */
 	int repetitions;
 	loom_dtype kv_type;
+	bool kv_type_given; /* by --kv-type, -ctk or -ctv */
 	loom_sampler_params sampling;
 	bool no_bos;
 	bool verbose;

@@ -13,85 +13,13 @@
  * kernel's compute rate from its memory rate without a whole model around
  * it. The plugin is driven through its ABI only, as the core drives it.
  */
-#include "loom/plugin_api.h"
+#include "plugin_bench.h"
 
-#include <dlfcn.h>
 #include <math.h>
 #include <stdbool.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-static void host_log(loom_log_level level, const char *plugin, const char *fmt, ...)
-{
-	va_list ap;
-
-	(void)level;
-	fprintf(stderr, "%s: ", plugin);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-}
-
-static void host_set_error(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-}
-
-static const loom_host host = {
-	.struct_size = sizeof(loom_host),
-	.log = host_log,
-	.set_error = host_set_error,
-};
-
-static void contiguous(loom_tensor *t, loom_dtype type, int64_t ne0, int64_t ne1, void *data)
-{
-	memset(t, 0, sizeof(*t));
-	t->dtype = type;
-	t->ne[0] = ne0;
-	t->ne[1] = ne1;
-	t->ne[2] = t->ne[3] = 1;
-	t->nb[0] = loom_dtype_layout_of(type).block_bytes;
-	t->nb[1] = loom_dtype_row_bytes(type, ne0);
-	t->nb[2] = t->nb[3] = t->nb[1] * (size_t)ne1;
-	t->data = data;
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
-
-static loom_dtype dtype_named(const char *name)
-{
-	for (int t = 0; t < LOOM_DTYPE_COUNT; t++)
-		if (loom_dtype_layout_of(t).name != NULL && strcmp(loom_dtype_layout_of(t).name, name) == 0)
-			return (loom_dtype)t;
-	return LOOM_DTYPE_COUNT;
-}
-
-static float rand_normal(unsigned *s)
-{
-	double u1 = (rand_r(s) + 1.0) / ((double)RAND_MAX + 2.0), u2 = rand_r(s) / (double)RAND_MAX;
-	return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
-}
 
 static int run(const loom_backend_vtable *vt, void *be, loom_dtype type, int64_t k, int64_t n,
 	       int64_t b, int reps, bool repack)
@@ -109,11 +37,11 @@ static int run(const loom_backend_vtable *vt, void *be, loom_dtype type, int64_t
 	if (!w32 || !x || !y || !w || !times)
 		goto out;
 	for (int64_t i = 0; i < k * n; i++)
-		w32[i] = rand_normal(&seed) / sqrtf((float)k);
+		w32[i] = bench_rand_normal(&seed) / sqrtf((float)k);
 	for (int64_t i = 0; i < k * b; i++)
-		x[i] = rand_normal(&seed);
-	contiguous(&src, LOOM_DTYPE_F32, k, n, w32);
-	contiguous(&wt, type, k, n, w);
+		x[i] = bench_rand_normal(&seed);
+	bench_tensor(&src, LOOM_DTYPE_F32, k, n, 1, w32);
+	bench_tensor(&wt, type, k, n, 1, w);
 	loom_node conv = {.op = LOOM_OP_CONVERT, .dst = &wt, .src = {&src}};
 	loom_graph g = {.n_nodes = 1, .nodes = &conv};
 	if (type == LOOM_DTYPE_F32)
@@ -133,8 +61,8 @@ static int run(const loom_backend_vtable *vt, void *be, loom_dtype type, int64_t
 			goto out;
 		}
 	}
-	contiguous(&xt, LOOM_DTYPE_F32, k, b, x);
-	contiguous(&yt, LOOM_DTYPE_F32, n, b, y);
+	bench_tensor(&xt, LOOM_DTYPE_F32, k, b, 1, x);
+	bench_tensor(&yt, LOOM_DTYPE_F32, n, b, 1, y);
 	loom_node mm = {.op = LOOM_OP_MATMUL, .dst = &yt, .src = {&wt, &xt}};
 	g.nodes = &mm;
 	if (!vt->supports(be, &mm)) {
@@ -142,14 +70,13 @@ static int run(const loom_backend_vtable *vt, void *be, loom_dtype type, int64_t
 		goto out;
 	}
 	for (int i = -2; i < reps; i++) {
-		double t0 = now_s();
+		double t0 = bench_now_s();
 		if (vt->compute(be, &g) != LOOM_OK)
 			goto out;
 		if (i >= 0)
-			times[i] = now_s() - t0;
+			times[i] = bench_now_s() - t0;
 	}
-	qsort(times, (size_t)reps, sizeof(double), cmp_double);
-	double best = times[0], med = times[reps / 2], macs = (double)k * (double)n * (double)b;
+	double med = bench_sort_times(times, reps), best = times[0], macs = (double)k * (double)n * (double)b;
 	printf("%-5s%c %6lld x %-6lld x %3lld tok: best %8.3f ms  median %8.3f ms  %7.1f GMAC/s  %6.2f GB/s\n",
 	       loom_dtype_layout_of(type).name, layout != 0 ? '*' : ' ', (long long)n, (long long)k, (long long)b, best * 1e3,
 	       med * 1e3, macs / med * 1e-9, (double)w_bytes / med * 1e-9);
@@ -176,17 +103,7 @@ int main(int argc, char **argv)
 			argv[0]);
 		return 2;
 	}
-	void *lib = dlopen(argv[i++], RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
-	if (lib == NULL) {
-		fprintf(stderr, "%s\n", dlerror());
-		return 1;
-	}
-	loom_plugin_entry_fn entry = (loom_plugin_entry_fn)dlsym(lib, LOOM_PLUGIN_ENTRY_SYMBOL);
-	const loom_plugin_desc *desc = entry ? entry() : NULL;
-	if (desc == NULL || desc->abi_version != LOOM_PLUGIN_ABI_VERSION || desc->kind != LOOM_PLUGIN_BACKEND) {
-		fprintf(stderr, "%s is not a backend plugin of this ABI\n", argv[1]);
-		return 1;
-	}
+	const char *plugin = argv[i++];
 	for (; i + 1 < argc && argv[i][0] == '-'; i += 2) {
 		long v = atol(argv[i + 1]);
 		switch (argv[i][1]) {
@@ -203,18 +120,18 @@ int main(int argc, char **argv)
 		fprintf(stderr, "sizes and counts must be positive\n");
 		return 2;
 	}
-	const loom_backend_vtable *vt = desc->vtable;
-	loom_backend_options opts = {.struct_size = sizeof(opts), .n_threads = threads};
-	void *be = vt->init(&host, &opts);
-	if (be == NULL)
+	bench_backend bb;
+	if (bench_open_backend(plugin, threads, &bb) != 0)
 		return 1;
+	const loom_backend_vtable *vt = bb.vt;
+	void *be = bb.be;
 	static const char *const all[] = {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0",
 					  "q5_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k"};
 	int n_types = i < argc ? argc - i : (int)(sizeof(all) / sizeof(all[0]));
 	int status = 0;
 	for (int j = 0; j < n_types; j++) {
 		const char *name = i < argc ? argv[i + j] : all[j];
-		loom_dtype type = dtype_named(name);
+		loom_dtype type = bench_dtype_named(name);
 		if (type == LOOM_DTYPE_COUNT || k % loom_dtype_layout_of(type).block != 0) {
 			fprintf(stderr, "%s: not a type, or %lld is not a whole number of its blocks\n", name,
 				(long long)k);

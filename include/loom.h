@@ -324,7 +324,7 @@ typedef struct loom_context loom_context;
 typedef struct loom_context_params {
 	uint32_t n_ctx;      /* KV cache cells; 0: the model's training context */
 	uint32_t n_batch;    /* most tokens per loom_decode call (default 512) */
-	loom_dtype kv_type;  /* LOOM_DTYPE_F16 (default) or LOOM_DTYPE_F32 */
+	loom_dtype kv_type;  /* LOOM_DTYPE_F16 (default), _F32, _Q8_0 or _Q4_0 */
 } loom_context_params;
 
 LOOM_API loom_context_params loom_context_default_params(void);

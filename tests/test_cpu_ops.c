@@ -493,8 +493,8 @@ static bool grid_next(int *idx, const int *sizes, int n)
 #define TOL_GELU 1e-12
 #define TOL_ROPE 1e-12
 #define TOL_ATTENTION_F32 1e-11
-/* An fp16-rounded probability can land on the other side of a rounding
- * boundary when the f32 scores differ in the last bit (test_attention_fp16
+/* The query rounded to fp16 can land on the other side of a rounding
+ * boundary when the f32 inputs differ in the last bit (test_attention_fp16
  * checks the rounding itself). */
 #define TOL_ATTENTION_F16 1e-7
 
@@ -1567,7 +1567,8 @@ END_TEST
 typedef struct attn_shape {
 	int64_t head_dim, n_head, n_head_kv, n_tokens, n_kv;
 	loom_dtype type;
-	int mask; /* 0 none, 1 causal with random holes, 2 finite offsets too, 3 a row all masked */
+	int mask; /* 0 none, 1 causal with random holes, 2 finite offsets too, 3 a row all masked,
+		   * 4 three sequences whose cells interleave, each token seeing its own */
 } attn_shape;
 
 static double cache_value(const htensor *c, int64_t row, int64_t col)
@@ -1575,12 +1576,37 @@ static double cache_value(const htensor *c, int64_t row, int64_t col)
 	return value_at(c, row, col);
 }
 
+/* Score of query row qv (hd elements) against kv head g of cache row j:
+ * q rounded to fp16 for an F16 cache, quantized to Q8_0 for a Q8_0 or Q4_0
+ * cache (then an integer dot product per block), as is for F32. */
+static double attention_score(const htensor *k, const float *qv, int64_t hd, int64_t g, int64_t j)
+{
+	double dot = 0.0;
+
+	if (ref_block_elems(k->dtype) > 0) {
+		uint8_t *xq = malloc((size_t)(hd / 32) * REF_Q8_0_BLOCK_BYTES);
+		const uint8_t *row = (const uint8_t *)k->data + j * row_bytes(k) +
+				     (size_t)(g * hd / 32) * loom_dtype_layout_of(k->dtype).block_bytes;
+		ref_quantize_act(LOOM_DTYPE_Q8_0, qv, xq, hd);
+		dot = ref_quant_dot(k->dtype, row, xq, hd);
+		free(xq);
+		return dot;
+	}
+	for (int64_t d = 0; d < hd; d++) {
+		double qd = k->dtype == LOOM_DTYPE_F16 ? ref_round_fp16(qv[d]) : qv[d];
+		dot += qd * cache_value(k, j, g * hd + d);
+	}
+	return dot;
+}
+
+/* The softmax's probabilities weight the values unrounded, as in a flash
+ * attention (llama.cpp's non-flash path rounds them to fp16 for an F16 V
+ * cache; the difference is below TOL_ATTENTION_F16). */
 static void attention_reference(const op_case *c, double *ref)
 {
 	const htensor *q = &c->src[0], *k = &c->src[1], *vv = &c->src[2], *m = &c->src[3];
 	int64_t hd = q->ne[0], nh = q->ne[1], nt = q->ne[2], n_kv = k->ne[1];
 	int64_t group = c->ip[0] / c->ip[1];
-	bool f16 = k->dtype == LOOM_DTYPE_F16;
 	double *s = malloc(sizeof(double) * (size_t)n_kv);
 
 	for (int64_t t = 0; t < nt; t++) {
@@ -1590,12 +1616,8 @@ static void attention_reference(const op_case *c, double *ref)
 			double max = -INFINITY, sum = 0.0;
 			double *out = ref + t * nh * hd + h * hd;
 			for (int64_t j = 0; j < n_kv; j++) {
-				double mv = present(m) ? f32(m)[t * n_kv + j] : 0.0, dot = 0.0;
-				for (int64_t d = 0; d < hd; d++) {
-					double qd = f16 ? ref_round_fp16(qv[d]) : qv[d];
-					dot += qd * cache_value(k, j, g * hd + d);
-				}
-				s[j] = mv == -INFINITY ? -INFINITY : dot * c->fp[0] + mv;
+				double mv = present(m) ? f32(m)[t * n_kv + j] : 0.0;
+				s[j] = mv == -INFINITY ? -INFINITY : attention_score(k, qv, hd, g, j) * c->fp[0] + mv;
 				max = fmax(max, s[j]);
 			}
 			for (int64_t d = 0; d < hd; d++)
@@ -1605,11 +1627,10 @@ static void attention_reference(const op_case *c, double *ref)
 			for (int64_t j = 0; j < n_kv; j++)
 				sum += s[j] = exp(s[j] - max);
 			for (int64_t j = 0; j < n_kv; j++) {
-				double p = s[j] / sum;
-				if (f16)
-					p = ref_round_fp16((float)p);
+				if (s[j] == 0.0)
+					continue;
 				for (int64_t d = 0; d < hd; d++)
-					out[d] += p * cache_value(vv, j, g * hd + d);
+					out[d] += s[j] / sum * cache_value(vv, j, g * hd + d);
 			}
 		}
 	}
@@ -1618,6 +1639,16 @@ static void attention_reference(const op_case *c, double *ref)
 
 static void fill_mask(ref_rng *rng, const attn_shape *a, float *mask)
 {
+	if (a->mask == 4) {
+		int8_t *owner = malloc((size_t)a->n_kv);
+		for (int64_t j = 0; j < a->n_kv; j++)
+			owner[j] = (int8_t)ref_rng_below(rng, 3);
+		for (int64_t t = 0; t < a->n_tokens; t++)
+			for (int64_t j = 0; j < a->n_kv; j++)
+				mask[t * a->n_kv + j] = owner[j] == t % 3 && j <= a->n_kv - a->n_tokens + t ? 0.0f : -INFINITY;
+		free(owner);
+		return;
+	}
 	for (int64_t t = 0; t < a->n_tokens; t++) {
 		for (int64_t j = 0; j < a->n_kv; j++) {
 			bool future = j > a->n_kv - a->n_tokens + t;
@@ -1630,6 +1661,11 @@ static void fill_mask(ref_rng *rng, const attn_shape *a, float *mask)
 				*m = -INFINITY;
 		}
 	}
+}
+
+static double attention_tolerance(loom_dtype type)
+{
+	return type == LOOM_DTYPE_F16 ? TOL_ATTENTION_F16 : TOL_ATTENTION_F32;
 }
 
 static void run_attention(variant *v, const attn_shape *a, ref_rng *rng)
@@ -1653,10 +1689,12 @@ static void run_attention(variant *v, const attn_shape *a, ref_rng *rng)
 	snprintf(c.what, sizeof(c.what), "ATTENTION %s hd %lld heads %lld/%lld tokens %lld kv %lld mask %d",
 		 dtype_name(a->type), (long long)a->head_dim, (long long)a->n_head,
 		 (long long)a->n_head_kv, (long long)a->n_tokens, (long long)a->n_kv, a->mask);
-	check_close(v, &c, ref, a->type == LOOM_DTYPE_F16 ? TOL_ATTENTION_F16 : TOL_ATTENTION_F32);
+	check_close(v, &c, ref, attention_tolerance(a->type));
 	free(ref);
 	case_free(&c);
 }
+
+static const loom_dtype cache_types[] = {LOOM_DTYPE_F32, LOOM_DTYPE_F16, LOOM_DTYPE_Q8_0, LOOM_DTYPE_Q4_0};
 
 START_TEST(test_attention)
 {
@@ -1665,7 +1703,7 @@ START_TEST(test_attention)
 	static const int64_t heads[][2] = {{8, 2}, {4, 1}, {4, 4}};
 	static const int64_t tokens[] = {1, 3, 7};
 	static const int64_t n_kvs[] = {7, 17, 64};
-	int idx[5] = {0}, sizes[5] = {2, N_OF(head_dims), N_OF(heads), N_OF(tokens), N_OF(n_kvs)};
+	int idx[5] = {0}, sizes[5] = {N_OF(cache_types), N_OF(head_dims), N_OF(heads), N_OF(tokens), N_OF(n_kvs)};
 	ref_rng rng = {10};
 	int k = 0;
 
@@ -1678,9 +1716,12 @@ START_TEST(test_attention)
 			.n_head_kv = heads[idx[2]][1],
 			.n_tokens = tokens[idx[3]],
 			.n_kv = n_kvs[idx[4]],
-			.type = idx[0] ? LOOM_DTYPE_F16 : LOOM_DTYPE_F32,
-			.mask = k++ % 4,
+			.type = cache_types[idx[0]],
+			.mask = k++ % 5,
 		};
+		/* Quantized caches hold whole blocks of 32 per head. */
+		if (ref_block_elems(a.type) > 0 && a.head_dim % ref_block_elems(a.type) != 0)
+			continue;
 		run_attention(v, &a, &rng);
 	} while (grid_next(idx, sizes, 5));
 	/* One key, one token, no mask. */
@@ -1689,10 +1730,45 @@ START_TEST(test_attention)
 }
 END_TEST
 
+/* The shapes where tiles, blocks of keys and chunks of the cache leave
+ * remainders: 1, 7 and 33 queries; 1, 31, 513 and 4,095 cached tokens
+ * (4,095 is cut into chunks whose results are merged); 1, 4 and 8 query
+ * heads per kv head; masks with holes and several sequences' cells; every
+ * cache type. */
+START_TEST(test_attention_long)
+{
+	variant *v = usable_variant(_i, "ATTENTION long");
+	static const int64_t tokens[] = {1, 7, 33};
+	static const int64_t n_kvs[] = {1, 31, 513, 4095};
+	static const int64_t groups[] = {1, 4, 8};
+	int idx[3] = {0}, sizes[3] = {N_OF(tokens), N_OF(n_kvs), N_OF(groups)};
+	ref_rng rng = {11};
+	int k = 0;
+
+	if (v == NULL)
+		return;
+	do {
+		attn_shape a = {
+			.head_dim = 64,
+			.n_head = groups[idx[2]] * (idx[2] == 1 ? 1 : 2),
+			.n_head_kv = idx[2] == 1 ? 1 : 2,
+			.n_tokens = tokens[idx[0]],
+			.n_kv = n_kvs[idx[1]],
+			.type = cache_types[k % N_OF(cache_types)],
+			.mask = 1 + k % 4,
+		};
+		if (a.n_tokens > a.n_kv)
+			a.n_tokens = a.n_kv;
+		k++;
+		run_attention(v, &a, &rng);
+	} while (grid_next(idx, sizes, 3));
+}
+END_TEST
+
 /* With identity K and V caches in fp16, score j is q_j and output d is p_d,
- * so the two documented roundings show directly: q to fp16 before q.k and
- * p to fp16 before p.V. A few outputs may sit on a rounding boundary that
- * f32 and double place differently; missing either rounding changes most. */
+ * so the documented rounding shows directly: q to fp16 before q.k, and p
+ * weighting V unrounded. Missing the first, or adding a rounding of p,
+ * changes most outputs. */
 START_TEST(test_attention_fp16_rounding)
 {
 	variant *v = usable_variant(_i, "ATTENTION fp16 rounding");
@@ -1719,7 +1795,7 @@ START_TEST(test_attention_fp16_rounding)
 	for (int64_t i = 0; i < hd * nt; i++)
 		off += fabs(got[i] - ref[i]) > 1e-6 * fabs(ref[i]);
 	ck_assert_msg(off <= hd * nt / 50,
-		      "%s on %s: %d of %lld outputs are not the fp16-rounded probabilities", c.what,
+		      "%s on %s: %d of %lld outputs are not the probabilities of the fp16-rounded query", c.what,
 		      v->name, off, (long long)(hd * nt));
 	free(got);
 	free(ref);
@@ -1894,6 +1970,7 @@ static Suite *cpu_ops_suite(void)
 	add_variant_test(s, "rope", test_rope);
 	add_variant_test(s, "kv_store", test_kv_store);
 	add_variant_test(s, "attention", test_attention);
+	add_variant_test(s, "attention_long", test_attention_long);
 	add_variant_test(s, "attention_fp16_rounding", test_attention_fp16_rounding);
 	add_variant_test(s, "graph", test_graph);
 	add_variant_test(s, "concurrent_compute", test_concurrent_compute);

@@ -289,9 +289,15 @@ START_TEST(bad_handles_and_ranges)
 	char buf[16];
 
 	loom_context_params p = loom_context_default_params();
-	p.kv_type = LOOM_DTYPE_Q8_0;
+	p.kv_type = LOOM_DTYPE_Q4_K;
 	EXPECT_INVALID(loom_context_create(s.model, &p, &ctx));
 	ck_assert_ptr_null(ctx);
+	/* A Q8_0 cache stores blocks of 32 values: heads of 16 cannot be cut
+	 * from it. */
+	p.kv_type = LOOM_DTYPE_Q8_0;
+	ck_assert_int_eq(loom_context_create(s.model, &p, &ctx), LOOM_ERR_UNSUPPORTED);
+	ck_assert_ptr_null(ctx);
+	ck_assert_msg(strstr(loom_last_error(), "q8_0 KV cache stores blocks of 32") != NULL, "%s", loom_last_error());
 
 	loom_model_params mp = loom_model_default_params();
 	mp.vocab_only = true;

@@ -2,22 +2,73 @@
  * cpu_attention.c - LOOM_OP_ATTENTION: softmax(q.K^T * scale + mask) V for
  * every (token, query head), reading keys and values from the cache.
  *
- * Rounding follows llama.cpp's non-flash path, where q.K and p.V are ggml
- * matmuls: with an F16 K cache q is rounded to fp16 before the dot products;
- * with an F16 V cache the probabilities are rounded to fp16 before they
- * weight V. The softmax subtracts the row maximum, sums the exponentials in
- * double and scales by the f32 reciprocal, as ggml's soft_max does.
+ * The work is cut into units of a tile of query tokens, a run of kv heads
+ * (with all the query heads that share them) and a chunk of cache rows.
+ * A decode's unit takes every head, so that it streams whole cache rows
+ * from memory; a prefill's takes a tile of tokens and fewer heads, so that
+ * each block it reads serves many queries. A unit walks
+ * its rows in blocks of CPU_KV_BLOCK keys with an online softmax: a running
+ * maximum m, sum l and output o per query row, rescaled by e^(m_old - m_new)
+ * whenever the maximum grows. Tiles let a prefill read each block of keys
+ * and values once for many queries; chunks let a decode spread one
+ * sequence's cache over every thread, even with a single kv head. When a
+ * row's keys were split into chunks, each chunk leaves its (m, l, o) and a
+ * second phase merges them, as flash-decoding does.
  *
- * A row whose keys are all masked has no defined softmax; its output is
- * zero rather than NaN.
+ * Keys and values are read in the cache's own type (cpu_kv_rows.h), and
+ * blocks that no query of the tile may see are skipped unread: a decode
+ * among other sequences' cells costs what its own cells do. A row whose
+ * keys are all masked has no defined softmax; its output is zero rather
+ * than NaN.
  */
 #include "cpu_backend.h"
 
-#include "cpu_convert.h"
-#include "cpu_vec.h"
+#include "cpu_kv_rows.h"
+#include "cpu_simd.h"
 
 #include <math.h>
 #include <string.h>
+
+/* Query rows (tokens x query heads) a unit aims for. */
+#define TILE_ROWS 32
+/* Units a step is cut into at least, where the cache is long enough: work
+ * for this many threads. The cut depends on the shapes alone, never on the
+ * thread count, so that any number of threads gives the same bits. */
+#define MIN_UNITS 32
+/* The fewest cache rows a chunk is cut to: below it merging costs more
+ * than the balance gains. */
+#define MIN_CHUNK 256
+
+
+
+typedef struct attn_plan {
+	const loom_tensor *q, *k, *v, *mask, *y;
+	const cpu_kv_rows *kr, *vr;
+	int64_t d, group, n_head_kv, n_tokens, n_kv;
+	int64_t tile, n_tiles;       /* query tokens a unit holds */
+	int64_t heads, n_runs;       /* kv heads a unit holds */
+	int64_t rows;                /* tile * heads * group */
+	int64_t chunk, n_chunks;     /* cache rows a unit walks */
+	int64_t n_units;
+	size_t q_bytes; /* one prepared query row */
+	float scale;
+} attn_plan;
+
+/* Where a unit's arrays lie in its thread's scratch. Its rows are ordered
+ * by kv head, then token, then query head, so that the rows meeting one kv
+ * head's keys are consecutive. */
+typedef struct attn_unit {
+	char *q;  /* [rows] prepared queries */
+	float *m; /* [rows] running maximum */
+	float *l; /* [rows] running sum */
+	float *s; /* [rows][CPU_KV_BLOCK] scores, then weights */
+	float *o; /* [rows][d] output */
+} attn_unit;
+
+static bool head_slices_ok(const loom_tensor *t, int64_t d)
+{
+	return d % loom_dtype_layout_of(t->dtype).block == 0;
+}
 
 static bool attention_supports(const loom_node *node)
 {
@@ -29,10 +80,10 @@ static bool attention_supports(const loom_node *node)
 		return false;
 	if (n_head != q->ne[1] || n_head_kv <= 0 || n_head % n_head_kv != 0)
 		return false;
-	if (!cpu_tensor_is(k, LOOM_DTYPE_F32) && !cpu_tensor_is(k, LOOM_DTYPE_F16))
+	if (!cpu_tensor_ok(k) || cpu_kv_rows_of(k->dtype) == NULL || !head_slices_ok(k, q->ne[0]) ||
+	    !cpu_tensor_is(v, k->dtype))
 		return false;
-	if (!cpu_tensor_is(v, k->dtype) || !cpu_same_shape(k, v) || k->ne[2] != 1 || k->ne[3] != 1 ||
-	    k->ne[0] != q->ne[0] * n_head_kv)
+	if (!cpu_same_shape(k, v) || k->ne[2] != 1 || k->ne[3] != 1 || k->ne[0] != q->ne[0] * n_head_kv)
 		return false;
 	if (mask != NULL && (!cpu_tensor_is(mask, LOOM_DTYPE_F32) || mask->ne[0] != k->ne[1] ||
 			     mask->ne[1] != q->ne[2] || mask->ne[2] != 1 || mask->ne[3] != 1))
@@ -40,226 +91,272 @@ static bool attention_supports(const loom_node *node)
 	return y->ne[0] == q->ne[0] * n_head && y->ne[1] == q->ne[2] && y->ne[2] == 1 && y->ne[3] == 1;
 }
 
-/*
- * Work is split by token, and each token's query heads into as many
- * contiguous parts as it takes to give every thread work. A part walks the
- * cache rows in order and reads, from each, the slices of the kv heads its
- * query heads use: contiguous bytes, each read once for all the query heads
- * that share it while it is in L1.
- */
-typedef struct attn_args {
-	const loom_tensor *q, *k, *v, *mask, *y;
-	int64_t head_dim, n_kv, group; /* group: query heads per kv head */
-	int64_t parts;                 /* slices each token's heads are split into */
-	bool fp16;                     /* K and V caches are F16 */
-	float scale;
-} attn_args;
-
-static int64_t head_parts(const loom_node *node, int n_threads)
+static int64_t min64(int64_t a, int64_t b)
 {
-	int64_t n_tokens = node->src[0]->ne[2], n_head = node->ip[0];
-	int64_t parts = (n_threads + n_tokens - 1) / n_tokens;
-	return parts < n_head ? parts : n_head;
+	return a < b ? a : b;
 }
 
-/* Per thread, room for all the query heads of a token (a part is at most
- * that, however many threads the compute gets): where each one's kv head
- * lies in a cache row, its softmax sum, its scores (n_kv), its q (rounded to
- * fp16 for an F16 cache), its row maximum and the reciprocal of its sum;
- * and the list of keys the token may attend to. */
-static size_t thread_scratch(const loom_node *node)
+static int64_t ceil_div(int64_t a, int64_t b)
 {
-	int64_t n_head = node->ip[0], n_kv = node->src[1]->ne[1], head_dim = node->src[0]->ne[0];
-	size_t floats = (size_t)(n_kv + head_dim + 2);
-	size_t per_head = sizeof(size_t) + sizeof(double) + floats * sizeof(float);
-	return cpu_align_up((size_t)n_head * per_head + (size_t)n_kv * sizeof(int32_t));
+	return (a + b - 1) / b;
+}
+
+/* The same plan in every thread, and for scratch_size, from the node
+ * alone. */
+static attn_plan make_plan(const loom_node *node)
+{
+	attn_plan p = {
+		.q = node->src[0], .k = node->src[1], .v = node->src[2], .mask = node->src[3],
+		.y = node->dst,
+		.kr = cpu_kv_rows_of(node->src[1]->dtype),
+		.vr = cpu_kv_rows_of(node->src[2]->dtype),
+		.d = node->src[0]->ne[0],
+		.group = node->ip[0] / node->ip[1],
+		.n_head_kv = node->ip[1],
+		.n_tokens = node->src[0]->ne[2],
+		.n_kv = node->src[1]->ne[1],
+		.scale = node->fp[0],
+	};
+	p.tile = min64(p.group < TILE_ROWS ? TILE_ROWS / p.group : 1, p.n_tokens);
+	p.n_tiles = ceil_div(p.n_tokens, p.tile);
+	p.heads = min64(p.tile * p.group < TILE_ROWS ? TILE_ROWS / (p.tile * p.group) : 1, p.n_head_kv);
+	p.n_runs = ceil_div(p.n_head_kv, p.heads);
+	p.rows = p.tile * p.heads * p.group;
+	int64_t base = p.n_tiles * p.n_runs;
+	int64_t n_chunks = base >= MIN_UNITS ? 1 : ceil_div(MIN_UNITS, base);
+	n_chunks = min64(n_chunks, p.n_kv / MIN_CHUNK > 1 ? p.n_kv / MIN_CHUNK : 1);
+	p.chunk = ceil_div(ceil_div(p.n_kv, n_chunks), CPU_KV_BLOCK) * CPU_KV_BLOCK;
+	p.n_chunks = ceil_div(p.n_kv, p.chunk);
+	p.n_units = base * p.n_chunks;
+	p.q_bytes = cpu_align_up(p.kr->query_bytes(p.d));
+	return p;
+}
+
+static size_t unit_bytes(const attn_plan *p)
+{
+	size_t floats = (size_t)p->rows * (size_t)(2 + CPU_KV_BLOCK + p->d);
+	return cpu_align_up((size_t)p->rows * p->q_bytes + floats * sizeof(float));
+}
+
+/* Each chunk's (m, l, o) of each row, when there are chunks to merge. */
+static size_t partial_floats(const attn_plan *p)
+{
+	return p->n_chunks > 1 ? (size_t)(p->n_units * p->rows) * (size_t)(p->d + 2) : 0;
 }
 
 static size_t attention_scratch_size(const loom_node *node, int n_threads)
 {
-	return (size_t)n_threads * thread_scratch(node);
+	attn_plan p = make_plan(node);
+	return (size_t)n_threads * unit_bytes(&p) + cpu_align_up(partial_floats(&p) * sizeof(float));
 }
 
-/* The query heads [h0, h0 + nq) of token t. Only the keys the mask lets
- * it see are visited (a masked key weighs exactly 0): a decode among other
- * sequences' cells costs what its own cells do. Scores are stored
- * key-major, scores[k * nq + i] for the k-th such key, so that each pass
- * over the cache reads the weights of all the part's heads for one key
- * from one place. */
-typedef struct attn_part {
-	int64_t t, h0, nq;
-	const float *mask; /* row t, or NULL */
-	int32_t *keys;     /* [n_keys] the cache rows visited, in order */
-	int64_t n_keys;
-	size_t *slice;     /* [nq] element offset of each one's kv head in a row */
-	double *sum;       /* [nq] */
-	float *scores;     /* [n_kv][nq] */
-	float *q;          /* [nq][head_dim] */
-	float *max;        /* [nq] */
-	float *inv;        /* [nq] */
-} attn_part;
-
-/* Carves the part's arrays out of the thread's scratch, widest first. */
-static void place_part(const attn_args *a, attn_part *p, unsigned char *scratch)
+static attn_unit place_unit(const attn_plan *p, unsigned char *at)
 {
-	p->sum = (double *)scratch;
-	p->slice = (size_t *)(p->sum + p->nq);
-	p->scores = (float *)(p->slice + p->nq);
-	p->q = p->scores + a->n_kv * p->nq;
-	p->max = p->q + p->nq * a->head_dim;
-	p->inv = p->max + p->nq;
-	p->keys = (int32_t *)(p->inv + p->nq);
+	attn_unit u;
+
+	u.q = (char *)at;
+	u.m = (float *)(at + (size_t)p->rows * p->q_bytes);
+	u.l = u.m + p->rows;
+	u.s = u.l + p->rows;
+	u.o = u.s + p->rows * CPU_KV_BLOCK;
+	return u;
 }
 
-/* The rows token t may attend to: every row, or those its mask leaves
- * finite. */
-static void list_keys(const attn_args *a, attn_part *p)
+/* Byte offset of kv head g's slice in a row of cache c. */
+static size_t head_slice(const loom_tensor *c, int64_t g, int64_t d)
 {
-	p->n_keys = 0;
-	for (int64_t j = 0; j < a->n_kv; j++)
-		if (p->mask == NULL || p->mask[j] != -INFINITY)
-			p->keys[p->n_keys++] = (int32_t)j;
+	return (size_t)(g * d / loom_dtype_layout_of(c->dtype).block) * c->nb[0];
 }
 
-/* Query head i's slice of cache row j. */
-static const void *cache_at(const attn_part *p, const loom_tensor *c, int64_t j, int64_t i)
+/* Starts the block's scores at the rows' masks (keys past n, and masked
+ * ones, at -INFINITY); false when no row may see any of its keys. */
+static bool start_scores(const attn_plan *p, const attn_unit *u, int64_t t0, int64_t nt, int64_t nh, int64_t j0,
+			 int n)
 {
-	return (const char *)c->data + j * c->nb[1] + p->slice[i] * c->nb[0];
+	bool any = false;
+
+	for (int64_t t = 0; t < nt; t++) {
+		float *s = u->s + t * p->group * CPU_KV_BLOCK;
+		const float *mask = p->mask != NULL ? (const float *)cpu_row(p->mask, t0 + t) + j0 : NULL;
+		for (int j = 0; j < CPU_KV_BLOCK; j++) {
+			s[j] = j >= n ? -INFINITY : mask != NULL ? mask[j] : 0.0f;
+			any |= s[j] != -INFINITY;
+		}
+		for (int64_t i = 1; i < p->group; i++)
+			memcpy(s + i * CPU_KV_BLOCK, s, CPU_KV_BLOCK * sizeof(float));
+	}
+	for (int64_t gi = 1; gi < nh; gi++)
+		memcpy(u->s + gi * nt * p->group * CPU_KV_BLOCK, u->s, (size_t)(nt * p->group) * CPU_KV_BLOCK * sizeof(float));
+	return any;
 }
 
-/* Rows this far ahead are fetched early: a part reads a slice of each row,
- * rows apart, a pattern the hardware prefetchers follow poorly. */
-#define PREFETCH_ROWS 8
-
-/* Prefetches the row of the k-th visited key. */
-static void prefetch_row(const attn_args *a, const attn_part *p, const loom_tensor *c, int64_t k)
+/* s[j] = e^(s[j] - m), 0 where s[j] is -INFINITY; returns their sum. */
+static float exp_block(float *s, float m)
 {
-	if (k >= p->n_keys)
+#if defined(__AVX2__)
+	const __m256 vm = _mm256_set1_ps(m), ninf = _mm256_set1_ps(-INFINITY);
+	__m256 sum = _mm256_setzero_ps();
+
+	for (int j = 0; j < CPU_KV_BLOCK; j += 8) {
+		__m256 x = _mm256_loadu_ps(s + j);
+		__m256 e = cpu_exp_x8(_mm256_sub_ps(x, vm));
+		e = _mm256_andnot_ps(_mm256_cmp_ps(x, ninf, _CMP_EQ_OQ), e);
+		_mm256_storeu_ps(s + j, e);
+		sum = _mm256_add_ps(sum, e);
+	}
+	return cpu_hsum_x8(sum);
+#else
+	float sum = 0.0f;
+
+	for (int j = 0; j < CPU_KV_BLOCK; j++) {
+		s[j] = s[j] == -INFINITY ? 0.0f : expf(s[j] - m);
+		sum += s[j];
+	}
+	return sum;
+#endif
+}
+
+/* The online softmax step of each row: its scores become weights against
+ * its new maximum, and its sum and output are rescaled to that maximum. A
+ * row that sees none of the block's keys is left as it was (weights 0). */
+static void softmax_step(const attn_plan *p, const attn_unit *u, int64_t nr)
+{
+	for (int64_t r = 0; r < nr; r++) {
+		float *s = u->s + r * CPU_KV_BLOCK;
+		float bm = -INFINITY;
+		for (int j = 0; j < CPU_KV_BLOCK; j++)
+			bm = s[j] > bm ? s[j] : bm;
+		if (bm == -INFINITY) {
+			memset(s, 0, CPU_KV_BLOCK * sizeof(float));
+			continue;
+		}
+		if (bm > u->m[r]) {
+			if (u->m[r] != -INFINITY) {
+				float alpha = expf(u->m[r] - bm);
+				float *o = u->o + r * p->d;
+				u->l[r] *= alpha;
+				for (int64_t i = 0; i < p->d; i++)
+					o[i] *= alpha;
+			}
+			u->m[r] = bm;
+		}
+		u->l[r] += exp_block(s, u->m[r]);
+	}
+}
+
+/* Row r of a unit holding tokens [t0, t0 + nt) and kv heads from g0:
+ * its token and query head. */
+static void row_of(const attn_plan *p, int64_t t0, int64_t nt, int64_t g0, int64_t r, int64_t *t, int64_t *h)
+{
+	int64_t per_head = nt * p->group, gi = r / per_head, rest = r % per_head;
+	*t = t0 + rest / p->group;
+	*h = (g0 + gi) * p->group + rest % p->group;
+}
+
+static float *output_row(const attn_plan *p, int64_t t, int64_t h)
+{
+	return (float *)cpu_row(p->y, t) + h * p->d;
+}
+
+static void run_unit(const attn_plan *p, int64_t unit, const attn_unit *u, float *partials)
+{
+	int64_t c = unit % p->n_chunks, run = unit / p->n_chunks % p->n_runs;
+	int64_t t0 = unit / (p->n_chunks * p->n_runs) * p->tile, g0 = run * p->heads;
+	int64_t nt = min64(p->tile, p->n_tokens - t0), nh = min64(p->heads, p->n_head_kv - g0);
+	int64_t per_head = nt * p->group, nr = nh * per_head;
+	int64_t j_lo = c * p->chunk, j_hi = min64(p->n_kv, j_lo + p->chunk);
+	size_t k_slice = head_slice(p->k, g0, p->d), v_slice = head_slice(p->v, g0, p->d);
+	size_t k_head = head_slice(p->k, 1, p->d), v_head = head_slice(p->v, 1, p->d);
+
+	for (int64_t r = 0; r < nr; r++) {
+		int64_t t, h;
+		row_of(p, t0, nt, g0, r, &t, &h);
+		p->kr->prepare_query((const float *)((const char *)p->q->data + t * p->q->nb[2] + h * p->q->nb[1]),
+				     u->q + r * p->q_bytes, p->d);
+		u->m[r] = -INFINITY;
+		u->l[r] = 0.0f;
+	}
+	memset(u->o, 0, (size_t)(nr * p->d) * sizeof(float));
+	for (int64_t j0 = j_lo; j0 < j_hi; j0 += CPU_KV_BLOCK) {
+		int n = (int)min64(CPU_KV_BLOCK, j_hi - j0);
+		const char *k = (const char *)p->k->data + j0 * p->k->nb[1] + k_slice;
+		const char *v = (const char *)p->v->data + j0 * p->v->nb[1] + v_slice;
+		if (!start_scores(p, u, t0, nt, nh, j0, n))
+			continue;
+		for (int64_t gi = 0; gi < nh; gi++) {
+			p->kr->scores(u->q + gi * per_head * p->q_bytes, p->q_bytes, (int)per_head, k + gi * k_head,
+				      p->k->nb[1], n, p->d, p->scale, u->s + gi * per_head * CPU_KV_BLOCK);
+		}
+		softmax_step(p, u, nr);
+		for (int64_t gi = 0; gi < nh; gi++) {
+			p->vr->mix(u->o + gi * per_head * p->d, (int)per_head, u->s + gi * per_head * CPU_KV_BLOCK,
+				   v + gi * v_head, p->v->nb[1], n, p->d);
+		}
+	}
+	for (int64_t r = 0; r < nr; r++) {
+		const float *o = u->o + r * p->d;
+		int64_t t, h;
+		if (p->n_chunks > 1) {
+			float *part = partials + (size_t)(unit * p->rows + r) * (size_t)(p->d + 2);
+			part[0] = u->m[r];
+			part[1] = u->l[r];
+			memcpy(part + 2, o, (size_t)p->d * sizeof(float));
+			continue;
+		}
+		float inv = u->l[r] > 0.0f ? 1.0f / u->l[r] : 0.0f;
+		row_of(p, t0, nt, g0, r, &t, &h);
+		float *y = output_row(p, t, h);
+		for (int64_t i = 0; i < p->d; i++)
+			y[i] = o[i] * inv;
+	}
+}
+
+/* Output row (t, h) from its chunks' partial results. */
+static void merge_row(const attn_plan *p, const float *partials, int64_t t, int64_t h)
+{
+	int64_t g = h / p->group, ti = t / p->tile, t0 = ti * p->tile, run = g / p->heads;
+	int64_t nt = min64(p->tile, p->n_tokens - t0);
+	int64_t r = ((g - run * p->heads) * nt + (t - t0)) * p->group + h % p->group;
+	int64_t first = (ti * p->n_runs + run) * p->n_chunks;
+	size_t stride = (size_t)p->rows * (size_t)(p->d + 2);
+	const float *part0 = partials + (size_t)(first * p->rows + r) * (size_t)(p->d + 2);
+	float *y = output_row(p, t, h);
+	float m = -INFINITY, l = 0.0f;
+
+	for (int64_t c = 0; c < p->n_chunks; c++)
+		m = fmaxf(m, part0[c * stride]);
+	memset(y, 0, (size_t)p->d * sizeof(float));
+	if (m == -INFINITY)
 		return;
-	int64_t j = p->keys[k];
-	const char *first = cache_at(p, c, j, 0);
-	const char *end = (const char *)cache_at(p, c, j, p->nq - 1) + a->head_dim * c->nb[0];
-
-	for (const char *line = first; line < end; line += CPU_ALIGN)
-		__builtin_prefetch(line);
-}
-
-static void load_queries(const attn_args *a, const attn_part *p)
-{
-	for (int64_t i = 0; i < p->nq; i++) {
-		const float *q = (const float *)((const char *)a->q->data + p->t * a->q->nb[2] +
-						 (p->h0 + i) * a->q->nb[1]);
-		p->slice[i] = (size_t)((p->h0 + i) / a->group * a->head_dim);
-		if (a->fp16)
-			cpu_round_fp16_row(q, p->q + i * a->head_dim, a->head_dim);
-		else
-			memcpy(p->q + i * a->head_dim, q, (size_t)a->head_dim * sizeof(float));
+	for (int64_t c = 0; c < p->n_chunks; c++) {
+		const float *part = part0 + c * stride;
+		if (part[0] == -INFINITY)
+			continue;
+		float w = expf(part[0] - m);
+		l += w * part[1];
+		for (int64_t i = 0; i < p->d; i++)
+			y[i] += w * part[2 + i];
 	}
-}
-
-/* scores[k][i] = q_i.k_j * scale + mask[j] for the k-th visited key j;
- * masked keys' (possibly never written) cells are not read. */
-static void attention_scores(const attn_args *a, const attn_part *p)
-{
-	for (int64_t i = 0; i < p->nq; i++)
-		p->max[i] = -INFINITY;
-	for (int64_t k = 0; k < p->n_keys; k++) {
-		int64_t j = p->keys[k];
-		float *s = p->scores + k * p->nq;
-
-		prefetch_row(a, p, a->k, k + PREFETCH_ROWS);
-		for (int64_t i = 0; i < p->nq; i++) {
-			const void *kj = cache_at(p, a->k, j, i);
-			const float *q = p->q + i * a->head_dim;
-			float dot = a->fp16 ? cpu_dot_fp16(kj, q, a->head_dim)
-					    : cpu_dot_f32(kj, q, a->head_dim);
-			s[i] = dot * a->scale + (p->mask != NULL ? p->mask[j] : 0.0f);
-			p->max[i] = fmaxf(p->max[i], s[i]);
-		}
-	}
-}
-
-/* Each head's scores become probabilities, rounded to fp16 for an F16 V
- * cache. A head with every key masked gets all zeros. */
-static void attention_softmax(const attn_args *a, const attn_part *p)
-{
-	for (int64_t i = 0; i < p->nq; i++)
-		p->sum[i] = 0.0;
-	for (int64_t k = 0; k < p->n_keys; k++) {
-		float *s = p->scores + k * p->nq;
-		for (int64_t i = 0; i < p->nq; i++) {
-			s[i] = p->max[i] == -INFINITY ? 0.0f : expf(s[i] - p->max[i]);
-			p->sum[i] += s[i];
-		}
-	}
-	for (int64_t i = 0; i < p->nq; i++)
-		p->inv[i] = p->sum[i] > 0.0 ? (float)(1.0 / p->sum[i]) : 0.0f;
-	for (int64_t k = 0; k < p->n_keys; k++) {
-		float *s = p->scores + k * p->nq;
-		for (int64_t i = 0; i < p->nq; i++) {
-			s[i] *= p->inv[i];
-			if (a->fp16)
-				s[i] = cpu_fp16_to_f32(cpu_f32_to_fp16(s[i]));
-		}
-	}
-}
-
-/* out_i = sum_j p_i[j] * v_j, skipping keys of zero weight. */
-static void attention_mix(const attn_args *a, const attn_part *p)
-{
-	float *out = (float *)cpu_row(a->y, p->t) + p->h0 * a->head_dim;
-
-	memset(out, 0, (size_t)(p->nq * a->head_dim) * sizeof(float));
-	for (int64_t k = 0; k < p->n_keys; k++) {
-		int64_t j = p->keys[k];
-		const float *w = p->scores + k * p->nq;
-
-		prefetch_row(a, p, a->v, k + PREFETCH_ROWS);
-		for (int64_t i = 0; i < p->nq; i++) {
-			const void *vj = cache_at(p, a->v, j, i);
-			if (w[i] == 0.0f)
-				continue;
-			if (a->fp16)
-				cpu_axpy_fp16(out + i * a->head_dim, w[i], vj, a->head_dim);
-			else
-				cpu_axpy_f32(out + i * a->head_dim, w[i], vj, a->head_dim);
-		}
-	}
+	float inv = 1.0f / l;
+	for (int64_t i = 0; i < p->d; i++)
+		y[i] *= inv;
 }
 
 static void attention_run(const loom_node *node, const cpu_task *task)
 {
-	attn_args a = {
-		.q = node->src[0], .k = node->src[1], .v = node->src[2], .mask = node->src[3],
-		.y = node->dst,
-		.head_dim = node->src[0]->ne[0],
-		.n_kv = node->src[1]->ne[1],
-		.group = node->ip[0] / node->ip[1],
-		.parts = head_parts(node, task->nth),
-		.fp16 = node->src[1]->dtype == LOOM_DTYPE_F16,
-		.scale = node->fp[0],
-	};
-	unsigned char *scratch = task->scratch + (size_t)task->ith * thread_scratch(node);
+	attn_plan p = make_plan(node);
+	attn_unit u = place_unit(&p, task->scratch + (size_t)task->ith * unit_bytes(&p));
+	float *partials = (float *)(task->scratch + (size_t)task->nth * unit_bytes(&p));
 	int64_t lo, hi;
 
-	cpu_split(a.q->ne[2] * a.parts, task->ith, task->nth, &lo, &hi);
-	for (int64_t u = lo; u < hi; u++) {
-		int64_t h_lo, h_hi;
-		attn_part p = {.t = u / a.parts};
-
-		cpu_split(a.q->ne[1], (int)(u % a.parts), (int)a.parts, &h_lo, &h_hi);
-		p.h0 = h_lo;
-		p.nq = h_hi - h_lo;
-		if (p.nq == 0)
-			continue;
-		p.mask = a.mask != NULL ? cpu_row(a.mask, p.t) : NULL;
-		place_part(&a, &p, scratch);
-		list_keys(&a, &p);
-		load_queries(&a, &p);
-		attention_scores(&a, &p);
-		attention_softmax(&a, &p);
-		attention_mix(&a, &p);
-	}
+	while (cpu_take_work(task, p.n_units, 1, &lo, &hi))
+		run_unit(&p, lo, &u, partials);
+	if (p.n_chunks == 1)
+		return;
+	cpu_task_barrier(task);
+	cpu_split(p.n_tokens * p.group * p.n_head_kv, task->ith, task->nth, &lo, &hi);
+	for (int64_t i = lo; i < hi; i++)
+		merge_row(&p, partials, i / (p.group * p.n_head_kv), i % (p.group * p.n_head_kv));
 }
 
 const cpu_op cpu_op_attention = {

@@ -267,6 +267,12 @@ static loom_status prepare(cpu_backend *be, const loom_graph *graph)
 	return LOOM_OK;
 }
 
+void cpu_task_barrier(const cpu_task *task)
+{
+	(void)task;
+#pragma omp barrier
+}
+
 /* Runs every node with all threads, a barrier after each. */
 /* Nodes take turns with two work counters: node i's was used last by node
  * i - 2, and thread 0 zeroes it while node i - 1 runs, before the barrier

@@ -51,6 +51,11 @@ static inline void cpu_task_fail(const cpu_task *task)
 	atomic_compare_exchange_strong(task->bad_node, &none, task->node);
 }
 
+/* Waits until every thread of the compute has reached it: for an op whose
+ * second phase reads what all threads wrote in its first. Every thread must
+ * call it, the same number of times. */
+void cpu_task_barrier(const cpu_task *task);
+
 typedef struct cpu_op {
 	/* The node's dtypes and shapes are ones this op implements. */
 	bool (*supports)(const loom_node *node);

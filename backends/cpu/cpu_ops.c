@@ -304,7 +304,8 @@ static bool kv_store_supports(const loom_node *node)
 
 	if (!cpu_tensor_is(x, LOOM_DTYPE_F32) || !is_matrix(x))
 		return false;
-	if (!cpu_tensor_is(cache, LOOM_DTYPE_F32) && !cpu_tensor_is(cache, LOOM_DTYPE_F16))
+	if (!cpu_tensor_is(cache, LOOM_DTYPE_F32) && !cpu_tensor_is(cache, LOOM_DTYPE_F16) &&
+	    !cpu_tensor_is(cache, LOOM_DTYPE_Q8_0) && !cpu_tensor_is(cache, LOOM_DTYPE_Q4_0))
 		return false;
 	return is_matrix(cache) && cache->ne[0] == x->ne[0] && is_index_vector(idx, x->ne[1]);
 }
@@ -322,10 +323,19 @@ static void kv_store_run(const loom_node *node, const cpu_task *task)
 			continue;
 		}
 		void *dst = cpu_row(cache, idx[t]);
-		if (cache->dtype == LOOM_DTYPE_F16)
+		switch (cache->dtype) {
+		case LOOM_DTYPE_F16:
 			cpu_f32_to_fp16_row(row_f32(x, t), dst, n);
-		else
+			break;
+		case LOOM_DTYPE_Q8_0: /* as ggml's CPU rounds to a Q8_0 cache */
+			cpu_quantize_act_q8_0(row_f32(x, t), dst, n);
+			break;
+		case LOOM_DTYPE_Q4_0:
+			cpu_quantize_row_q4_0(row_f32(x, t), dst, n);
+			break;
+		default:
 			memcpy(dst, row_f32(x, t), (size_t)n * sizeof(float));
+		}
 	}
 }
 

@@ -15,6 +15,31 @@ static inline float cpu_hsum_x8(__m256 v)
 	return _mm_cvtss_f32(s);
 }
 
+/* e^x eight lanes at once, as ggml's SIMD path computes it: x = n ln 2 + r
+ * with |r| <= ln 2 / 2, e^r by Cephes' degree-7 polynomial, then 2^n put
+ * into the exponent. Within 2 ulp of expf's where it matters: e^x past
+ * 2^127 saturates, and below 2^-126 it flushes to 0 (x is clamped to
+ * [-87, 88], so callers that need an exact 0 for -inf select it). */
+static inline __m256 cpu_exp_x8(__m256 x)
+{
+	const __m256 log2e = _mm256_set1_ps(1.44269504088896341f);
+	const __m256 ln2_hi = _mm256_set1_ps(0.693359375f), ln2_lo = _mm256_set1_ps(-2.12194440e-4f);
+
+	x = _mm256_max_ps(_mm256_min_ps(x, _mm256_set1_ps(88.0f)), _mm256_set1_ps(-87.0f));
+	__m256 n = _mm256_round_ps(_mm256_mul_ps(x, log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+	__m256 r = _mm256_fnmadd_ps(n, ln2_hi, x);
+	r = _mm256_fnmadd_ps(n, ln2_lo, r);
+	__m256 p = _mm256_set1_ps(1.9875691500e-4f);
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+	p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+	__m256i e = _mm256_slli_epi32(_mm256_cvtps_epi32(n), 23);
+	return _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p), e));
+}
+
 /* Eight fp16 values, widened. */
 static inline __m256 cpu_load_fp16_x8(const uint16_t *p)
 {

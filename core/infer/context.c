@@ -80,6 +80,22 @@ static loom_status reserve_memory(loom_context *ctx)
 	return st;
 }
 
+/* A cache type loom has, in blocks that split into the model's heads. */
+static loom_status check_kv_type(const loom_model *model, loom_dtype type)
+{
+	const char *name = loom_dtype_name(type);
+
+	if (type != LOOM_DTYPE_F16 && type != LOOM_DTYPE_F32 && type != LOOM_DTYPE_Q8_0 && type != LOOM_DTYPE_Q4_0)
+		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "the KV cache type must be f16, f32, q8_0 or q4_0, not %s",
+				  name != NULL ? name : "unknown");
+	uint32_t block = loom_dtype_layout_of(type).block;
+	if (model->hp.head_dim % block != 0)
+		return loom_error(LOOM_ERR_UNSUPPORTED,
+				  "a %s KV cache stores blocks of %u values; this model's heads have %" PRId64, name,
+				  block, (int64_t)model->hp.head_dim);
+	return LOOM_OK;
+}
+
 loom_status loom_context_create(loom_model *model, const loom_context_params *params, loom_context **out)
 {
 	loom_context_params defaults = loom_context_default_params();
@@ -90,9 +106,9 @@ loom_status loom_context_create(loom_model *model, const loom_context_params *pa
 		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_context_create: needs a model loaded with weights");
 	if (params == NULL)
 		params = &defaults;
-	if (params->kv_type != LOOM_DTYPE_F16 && params->kv_type != LOOM_DTYPE_F32)
-		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "the KV cache type must be f16 or f32, not %s",
-				  loom_dtype_name(params->kv_type) ? loom_dtype_name(params->kv_type) : "unknown");
+	loom_status st = check_kv_type(model, params->kv_type);
+	if (st != LOOM_OK)
+		return st;
 	loom_context *ctx = calloc(1, sizeof(*ctx));
 	if (ctx == NULL)
 		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
@@ -112,7 +128,7 @@ loom_status loom_context_create(loom_model *model, const loom_context_params *pa
 				  model->hp.n_ctx_train, n_ctx);
 	}
 
-	loom_status st = reserve_memory(ctx);
+	st = reserve_memory(ctx);
 	if (st == LOOM_OK)
 		st = loom_kv_init(&ctx->kv, model, ctx->params.n_ctx, ctx->params.kv_type);
 	if (st == LOOM_OK)
