@@ -111,15 +111,21 @@ START_TEST(window_grows_in_steps_and_masks_the_rest)
 }
 END_TEST
 
-/* stories260K on cpu-generic; NULL (after SKIP, the runtime freed)
- * without the reference data. */
-static loom_model *open_model(loom_runtime **rt)
+/* A model of the reference data on cpu-generic; NULL (after SKIP, the
+ * runtime freed) without the reference data. */
+static loom_model *open_model_file(loom_runtime **rt, const char *file)
 {
 	*rt = test_runtime("cpu-generic", 1);
-	loom_model *m = test_model(*rt, "stories260K-f32.gguf");
+	loom_model *m = test_model(*rt, file);
 	if (m == NULL)
 		loom_runtime_free(*rt);
 	return m;
+}
+
+/* stories260K. */
+static loom_model *open_model(loom_runtime **rt)
+{
+	return open_model_file(rt, "stories260K-f32.gguf");
 }
 
 static void claim_run(loom_kv_cache *kv, int32_t seq, int32_t p0, int n)
@@ -242,12 +248,18 @@ START_TEST(a_shared_prefix_continues_as_its_own)
 }
 END_TEST
 
+/* The cache types a saved sequence and a shift are tried with. */
+static const loom_dtype cache_types[] = {LOOM_DTYPE_F16, LOOM_DTYPE_Q8_0, LOOM_DTYPE_Q4_0};
+#define N_CACHE_TYPES 3
+
 /* A sequence saved from one context and loaded into another (under
  * another id, its cells elsewhere) continues exactly as the original. */
 START_TEST(a_saved_sequence_continues_where_it_is_loaded)
 {
+	const loom_dtype type = cache_types[_i];
 	loom_runtime *rt;
-	loom_model *m = open_model(&rt);
+	/* Quantized caches hold blocks of 32 per head: a model with heads of 32. */
+	loom_model *m = open_model_file(&rt, type == LOOM_DTYPE_F16 ? "stories260K-f32.gguf" : "stories-llama-d256-f32.gguf");
 	if (m == NULL)
 		return;
 	const int32_t n_vocab = loom_model_n_vocab(m);
@@ -258,7 +270,7 @@ START_TEST(a_saved_sequence_continues_where_it_is_loaded)
 	float *want = malloc((size_t)n_vocab * sizeof(float));
 	loom_batch prompt = {.n_tokens = (int32_t)n, .tokens = toks};
 
-	loom_context *a = test_context(m, 64, 64, LOOM_DTYPE_F16);
+	loom_context *a = test_context(m, 64, 64, type);
 	ck_assert(loom_decode(a, &prompt) == LOOM_OK);
 	ck_assert(loom_kv_seq_state_size(a, 0, &size) == LOOM_OK);
 	unsigned char *state = malloc(size);
@@ -271,7 +283,7 @@ START_TEST(a_saved_sequence_continues_where_it_is_loaded)
 	loom_context_free(a);
 
 	/* Another context, its first cells taken by another sequence. */
-	loom_context *b = test_context(m, 64, 64, LOOM_DTYPE_F16);
+	loom_context *b = test_context(m, 64, 64, type);
 	int32_t seq5[32];
 	for (size_t i = 0; i < n_other; i++)
 		seq5[i] = 5;
@@ -391,7 +403,7 @@ static Suite *kv_suite(void)
 	tcase_add_test(tc, a_copy_replaces_the_range_of_dst);
 	tcase_add_test(tc, keep_drops_every_other_sequence);
 	tcase_add_test(tc, a_shared_prefix_continues_as_its_own);
-	tcase_add_test(tc, a_saved_sequence_continues_where_it_is_loaded);
+	tcase_add_loop_test(tc, a_saved_sequence_continues_where_it_is_loaded, 0, N_CACHE_TYPES);
 	tcase_add_test(tc, shifted_tokens_continue_as_if_evaluated_there);
 	suite_add_tcase(s, tc);
 	return s;
