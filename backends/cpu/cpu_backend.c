@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 typedef struct cpu_backend {
@@ -126,6 +127,17 @@ static void cpu_free(void *backend)
  * A buffer is plain host memory. handle is the allocation to free, or NULL
  * for host memory wrapped in place. */
 
+/* Buffers this large are mapped from the kernel, whose pages come zeroed
+ * when first touched: nothing is written (or made resident) before it is
+ * used, and the kernel may back them with large pages. */
+#define MAPPED_BUFFER_BYTES ((size_t)1 << 20)
+
+static size_t mapped_bytes(size_t size)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	return (size + page - 1) / page * page;
+}
+
 static loom_status cpu_buffer_alloc(void *backend, size_t size, loom_buffer *out)
 {
 	cpu_backend *be = backend;
@@ -135,6 +147,16 @@ static loom_status cpu_buffer_alloc(void *backend, size_t size, loom_buffer *out
 	if (out == NULL || rounded < size) {
 		report(be->host, "buffer_alloc: invalid arguments");
 		return LOOM_ERR_INVALID_ARGUMENT;
+	}
+	if (size >= MAPPED_BUFFER_BYTES) {
+		p = mmap(NULL, mapped_bytes(size), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (p == MAP_FAILED) {
+			report(be->host, "buffer_alloc: out of memory mapping %zu bytes", size);
+			return LOOM_ERR_NO_MEMORY;
+		}
+		madvise(p, mapped_bytes(size), MADV_HUGEPAGE);
+		*out = (loom_buffer){.handle = p, .base = p, .size = size};
+		return LOOM_OK;
 	}
 	p = aligned_alloc(CPU_ALIGN, rounded);
 	if (p == NULL) {
@@ -151,7 +173,10 @@ static void cpu_buffer_free(void *backend, loom_buffer *buf)
 	(void)backend;
 	if (buf == NULL)
 		return;
-	free(buf->handle);
+	if (buf->handle != NULL && buf->size >= MAPPED_BUFFER_BYTES)
+		munmap(buf->handle, mapped_bytes(buf->size));
+	else
+		free(buf->handle);
 	*buf = (loom_buffer){0};
 }
 
@@ -341,7 +366,15 @@ static loom_status cpu_weight_repack(void *backend, const loom_tensor *w, loom_b
 	loom_status st = cpu_buffer_alloc(backend, bytes, out);
 	if (st != LOOM_OK)
 		return st;
-	cpu_repack(w, out->base);
+	/* Every thread takes a share of the row groups: a start is paid in
+	 * repacking time. */
+	int64_t n_groups = (w->ne[1] + CPU_REPACK_ROWS - 1) / CPU_REPACK_ROWS;
+#pragma omp parallel num_threads(be->n_threads)
+	{
+		int64_t lo, hi;
+		cpu_split(n_groups, omp_get_thread_num(), omp_get_num_threads(), &lo, &hi);
+		cpu_repack_groups(w, out->base, lo, hi);
+	}
 	*layout = l;
 	return LOOM_OK;
 }

@@ -63,17 +63,18 @@ static bool k_layout(uint32_t layout)
 	return layout == CPU_LAYOUT_Q4_K_X16 || layout == CPU_LAYOUT_Q6_K_X16;
 }
 
-void cpu_repack(const loom_tensor *w, void *dst)
+void cpu_repack_groups(const loom_tensor *w, void *dst, int64_t g_lo, int64_t g_hi)
 {
 	int64_t n_blocks = w->ne[0] / CPU_QK;
+	int64_t o_hi = g_hi * CPU_REPACK_ROWS < w->ne[1] ? g_hi * CPU_REPACK_ROWS : w->ne[1];
 	uint32_t layout = 0;
 
-	memset(dst, 0, cpu_repacked_bytes(w, &layout));
+	cpu_repacked_bytes(w, &layout);
 	if (k_layout(layout)) {
-		cpu_repack_k(w, layout, dst);
+		cpu_repack_k(w, layout, dst, g_lo, g_hi);
 		return;
 	}
-	for (int64_t o = 0; o < w->ne[1]; o++) {
+	for (int64_t o = g_lo * CPU_REPACK_ROWS; o < o_hi; o++) {
 		const char *row = (const char *)w->data + o * w->nb[1];
 		int64_t first = (o / CPU_REPACK_ROWS) * n_blocks;
 		int r = (int)(o % CPU_REPACK_ROWS);
@@ -87,13 +88,24 @@ void cpu_repack(const loom_tensor *w, void *dst)
 			} else {
 				const cpu_block_q8_0 *in = (const cpu_block_q8_0 *)row + b;
 				q8_0_x16 *g = (q8_0_x16 *)dst + first + b;
-				for (int k = 0; k < 2 * WORDS; k++)
-					for (int i = 0; i < 4; i++)
-						g->qs[k][r][i] = (uint8_t)(in->qs[4 * k + i] ^ 0x80);
+				for (int k = 0; k < 2 * WORDS; k++) {
+					uint32_t word;
+					memcpy(&word, in->qs + 4 * k, 4);
+					word ^= 0x80808080u; /* signed bytes to unsigned, for VPDPBUSD */
+					memcpy(g->qs[k][r], &word, 4);
+				}
 				g->d[r] = in->d;
 			}
 		}
 	}
+}
+
+void cpu_repack(const loom_tensor *w, void *dst)
+{
+	uint32_t layout = 0;
+
+	memset(dst, 0, cpu_repacked_bytes(w, &layout));
+	cpu_repack_groups(w, dst, 0, (w->ne[1] + CPU_REPACK_ROWS - 1) / CPU_REPACK_ROWS);
 }
 
 bool cpu_layout_supported(loom_dtype type, uint32_t layout)
@@ -280,6 +292,11 @@ void cpu_repack(const loom_tensor *w, void *dst)
 {
 	(void)w;
 	(void)dst;
+}
+
+void cpu_repack_groups(const loom_tensor *w, void *dst, int64_t g_lo, int64_t g_hi)
+{
+	(void)w, (void)dst, (void)g_lo, (void)g_hi;
 }
 
 bool cpu_layout_supported(loom_dtype type, uint32_t layout)

@@ -46,6 +46,10 @@ size_t cpu_repacked_bytes(const loom_tensor *w, uint32_t *layout);
 
 /* Writes w (standard layout) into dst in that layout. */
 void cpu_repack(const loom_tensor *w, void *dst);
+/* The same for the groups of CPU_REPACK_ROWS rows [g_lo, g_hi) only, into
+ * a dst already zeroed (the last group's missing rows stay zero): threads
+ * repack a weight's groups side by side. */
+void cpu_repack_groups(const loom_tensor *w, void *dst, int64_t g_lo, int64_t g_hi);
 
 /* Can this variant multiply by a weight in this layout? */
 bool cpu_layout_supported(loom_dtype type, uint32_t layout);
@@ -79,7 +83,7 @@ void cpu_repacked_multiply(const loom_tensor *w, int64_t g_lo, int64_t g_hi, con
  * bytes of a repacked super-block of 16 rows of this type, 0 if the type
  * has no such layout; the repacking; the multiply, with Q8_K activations. */
 size_t cpu_repacked_k_block_bytes(loom_dtype type, uint32_t *layout);
-void cpu_repack_k(const loom_tensor *w, uint32_t layout, void *dst);
+void cpu_repack_k(const loom_tensor *w, uint32_t layout, void *dst, int64_t g_lo, int64_t g_hi);
 void cpu_repacked_multiply_k(const loom_tensor *w, int64_t g_lo, int64_t g_hi, const char *x, size_t x_stride,
 			     int64_t nt, float *y, size_t y_stride);
 

@@ -103,11 +103,12 @@ static void repack_q6_k(const cpu_block_q6_k *in, q6_k_x16 *g, int r)
 	g->d[r] = in->d;
 }
 
-void cpu_repack_k(const loom_tensor *w, uint32_t layout, void *dst)
+void cpu_repack_k(const loom_tensor *w, uint32_t layout, void *dst, int64_t g_lo, int64_t g_hi)
 {
 	int64_t n_super = w->ne[0] / CPU_QK_K;
+	int64_t o_hi = g_hi * ROWS < w->ne[1] ? g_hi * ROWS : w->ne[1];
 
-	for (int64_t o = 0; o < w->ne[1]; o++) {
+	for (int64_t o = g_lo * ROWS; o < o_hi; o++) {
 		const char *row = (const char *)w->data + o * w->nb[1];
 		int64_t first = (o / ROWS) * n_super;
 		int r = (int)(o % ROWS);

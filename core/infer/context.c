@@ -1,6 +1,7 @@
 /* context.c - contexts: creating them, and evaluating a batch. */
 #include "infer/context.h"
 
+#include "model/place.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
 
@@ -96,6 +97,43 @@ static loom_status check_kv_type(const loom_model *model, loom_dtype type)
 	return LOOM_OK;
 }
 
+/* The process's resident memory, from /proc/self/status: total and the
+ * part that is file pages (a mapped model used in place); false where the
+ * system does not say. */
+static bool process_resident(double *total, double *file)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	long kb;
+	int found = 0;
+	if (f == NULL)
+		return false;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
+			*total = kb / 1024.0, found++;
+		else if (sscanf(line, "RssFile: %ld kB", &kb) == 1)
+			*file = kb / 1024.0, found++;
+	}
+	fclose(f);
+	return found == 2;
+}
+
+/* For `loom run -v`: memory by kind, and what the process holds. */
+static void log_memory(const loom_context *ctx)
+{
+	const double mib = 1 << 20;
+	loom_weight_bytes w = loom_model_weight_bytes(ctx->model);
+	double total, file;
+	char resident[96] = "";
+	if (process_resident(&total, &file))
+		snprintf(resident, sizeof(resident), "; the process has %.1f MiB resident, %.1f MiB of it file pages", total,
+			 file);
+	loom_info("memory: weights %.1f MiB (%.1f mapped in place, %.1f repacked, %.1f other), KV cache %.1f MiB, "
+		  "activations %.1f MiB%s",
+		  (double)(w.in_place + w.repacked + w.other) / mib, (double)w.in_place / mib, (double)w.repacked / mib,
+		  (double)w.other / mib, (double)ctx->kv.buf.size / mib, (double)ctx->scratch_bytes / mib, resident);
+}
+
 loom_status loom_context_create(loom_model *model, const loom_context_params *params, loom_context **out)
 {
 	loom_context_params defaults = loom_context_default_params();
@@ -144,6 +182,7 @@ loom_status loom_context_create(loom_model *model, const loom_context_params *pa
 		loom_context_free(ctx);
 		return st;
 	}
+	log_memory(ctx);
 	*out = ctx;
 	return LOOM_OK;
 }

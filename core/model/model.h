@@ -55,6 +55,15 @@ typedef struct loom_layer {
 	loom_tensor ffn_down, ffn_down_b;       /* {n_ff, n_embd} */
 } loom_layer;
 
+/* Where a load's time went, in seconds, for `loom run -v`. */
+typedef struct loom_load_times {
+	double open;   /* the file's header, metadata, tensor table, vocabulary */
+	double read;   /* the weights' pages brought into memory */
+	double repack; /* the backend's layouts written */
+	double upload; /* the weights copied into backend memory */
+	double total;
+} loom_load_times;
+
 /* A weight's bytes that bind.c made in host memory (a matrix turned, a
  * vector widened to f32), until place.c uploads them. */
 typedef struct loom_host_copy {
@@ -99,6 +108,8 @@ struct loom_model {
 	size_t n_owned;
 	loom_buffer *repacked;    /* weights in the backend's own layouts */
 	int n_repacked;
+	size_t released_bytes;    /* of the mapping, handed back once the backend had its own copy */
+	loom_load_times load_times;
 };
 
 /* How far loom_model_open goes. */

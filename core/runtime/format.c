@@ -77,6 +77,12 @@ loom_status loom_format_open(const loom_plugin *p, const char *path, loom_model_
 	return LOOM_ERR_BAD_FORMAT;
 }
 
+void loom_format_release(const loom_plugin *p, loom_model_file *file, const void *data, uint64_t n_bytes)
+{
+	if (file != NULL && LOOM_VT_HAS(vtable(p), release))
+		vtable(p)->release(file, data, n_bytes);
+}
+
 void loom_format_close(const loom_plugin *p, loom_model_file *file)
 {
 	if (file != NULL)

@@ -25,6 +25,10 @@ void loom_format_close(const loom_plugin *p, loom_model_file *file);
 bool loom_format_writes(const loom_plugin *p);
 loom_status loom_format_write(const loom_plugin *p, const char *path, const loom_model_file *content);
 
+/* Tells p that the core holds its own copy of [data, data + n_bytes) of
+ * file, which p may drop from memory; nothing when p cannot. */
+void loom_format_release(const loom_plugin *p, loom_model_file *file, const void *data, uint64_t n_bytes);
+
 /* The contract section that names p's keys and tensors, or NULL. */
 const char *loom_format_contract_section(const loom_plugin *p);
 

@@ -180,6 +180,20 @@ err_free:
 	return NULL;
 }
 
+/* The file's pages stay in the page cache: a later touch, or the next
+ * start, reads them from there. */
+void gguf_release(loom_model_file *file, const void *data, uint64_t n)
+{
+	gguf_file *f = (gguf_file *)file;
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), map = (uintptr_t)f->map, at = (uintptr_t)data;
+
+	if (at < map || n > f->map_size || at - map > f->map_size - n)
+		return;
+	uintptr_t lo = (at + page - 1) / page * page, hi = (at + n) / page * page;
+	if (hi > lo)
+		madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
 void gguf_close(loom_model_file *file)
 {
 	gguf_file *f = (gguf_file *)file;

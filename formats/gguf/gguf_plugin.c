@@ -38,6 +38,7 @@ static const loom_format_vtable gguf_vtable = {
 	.close = gguf_close,
 	.write = gguf_write,
 	.contract_section = "gguf",
+	.release = gguf_release,
 };
 
 static const loom_plugin_desc gguf_desc = {

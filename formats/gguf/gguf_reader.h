@@ -37,6 +37,8 @@ bool gguf_place_tensors(gguf_cursor *c, loom_file_tensor *t, uint64_t n, uint64_
 /* The format vtable's open, close and write. */
 loom_model_file *gguf_open(const loom_host *host, const char *path);
 void gguf_close(loom_model_file *file);
+/* Drops the whole pages of [data, data + n) of the mapping from memory. */
+void gguf_release(loom_model_file *file, const void *data, uint64_t n);
 loom_status gguf_write(const loom_host *host, const char *path, const loom_model_file *content);
 
 #endif

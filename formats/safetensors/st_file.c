@@ -328,6 +328,20 @@ loom_model_file *st_open(const loom_host *host, const char *path)
 }
 
 /* Frees whatever open got as far as making. */
+/* The shards' pages stay in the page cache: a later touch, or the next
+ * start, reads them from there. */
+void st_release(loom_model_file *file, const void *data, uint64_t n)
+{
+	st_file *f = (st_file *)file;
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), map = (uintptr_t)f->map, at = (uintptr_t)data;
+
+	if (f->map == NULL || at < map || n > f->map_size || at - map > f->map_size - n)
+		return;
+	uintptr_t lo = (at + page - 1) / page * page, hi = (at + n) / page * page;
+	if (hi > lo)
+		madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
 void st_close(loom_model_file *file)
 {
 	st_file *f = (st_file *)file;

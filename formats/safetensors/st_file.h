@@ -9,5 +9,7 @@
  * (mapping/mapping_size), each at a page boundary. */
 loom_model_file *st_open(const loom_host *host, const char *path);
 void st_close(loom_model_file *file);
+/* Drops the whole pages of [data, data + n) of the mapping from memory. */
+void st_release(loom_model_file *file, const void *data, uint64_t n);
 
 #endif

@@ -44,6 +44,7 @@ static const loom_format_vtable st_vtable = {
 	.open = st_open,
 	.close = st_close,
 	.contract_section = "safetensors",
+	.release = st_release,
 };
 
 static const loom_plugin_desc st_desc = {

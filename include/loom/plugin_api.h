@@ -442,6 +442,13 @@ typedef struct loom_format_vtable {
 	 * NULL: the format's files can be inspected (metadata, tensor table,
 	 * vocabulary) but not run. */
 	const char *contract_section;
+
+	/* (optional) The core keeps its own copy of these bytes of an opened
+	 * file (a backend repacked or uploaded them): the plugin may drop them
+	 * from memory, a mapped file's pages from the process, so that a model
+	 * is resident once. The bytes must still read correctly if touched
+	 * again. NULL slot: nothing is released. */
+	void (*release)(loom_model_file *file, const void *data, uint64_t n_bytes);
 } loom_format_vtable;
 
 /* ------------------------------------------------------------------------ */
