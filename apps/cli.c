@@ -120,6 +120,10 @@ bool cli_parse(const char *cmd, int argc, char **argv, unsigned allowed, cli_opt
 			o->verbose = true;
 			continue;
 		}
+		if (IS("--layout") && NEED(CLI_TYPE)) {
+			o->backend_layout = true;
+			continue;
+		}
 		if (IS("--no-bos") && NEED(CLI_NO_BOS)) {
 			o->no_bos = true;
 			continue;

@@ -29,6 +29,7 @@ typedef struct cli_options {
 	int repetitions;
 	loom_dtype kv_type;
 	bool kv_type_given; /* by --kv-type, -ctk or -ctv */
+	bool backend_layout; /* convert --layout */
 	loom_sampler_params sampling;
 	bool no_bos;
 	bool verbose;

@@ -1,5 +1,6 @@
 /* cmd_convert.c - `loom convert IN OUT.gguf [--type T]`: a Hugging Face
- * checkpoint (or any model loom reads) written as GGUF. */
+ * checkpoint (or any model loom reads) written as GGUF; with --layout, a
+ * GGUF file written in the backend's own layouts, to be used in place. */
 #include "cli.h"
 
 #include <string.h>
@@ -18,7 +19,7 @@ int cmd_convert(int argc, char **argv)
 	if (!cli_parse("convert", argc, argv, CLI_BACKEND | CLI_TYPE, &o))
 		return 1;
 	if (o.n_positional != 2)
-		return cli_fail("convert: usage: loom convert IN OUT.gguf [--type f16|q8_0|q4_k_m|...]");
+		return cli_fail("convert: usage: loom convert IN OUT.gguf [--type f16|q8_0|q4_k_m|...] [--layout]");
 	const char *in = o.positional[0], *out = o.positional[1];
 	if (strcmp(in, out) == 0)
 		return cli_fail("convert: the output would overwrite the input");
@@ -26,13 +27,14 @@ int cmd_convert(int argc, char **argv)
 		return 1;
 	loom_convert_params cp = loom_convert_default_params();
 	cp.type = o.type;
+	cp.backend_layout = o.backend_layout;
 	cp.progress = o.verbose ? show_progress : NULL;
 	double t0 = cli_now_ms();
 	loom_status st = loom_convert(rt, in, out, &cp);
 	loom_runtime_free(rt);
 	if (st != LOOM_OK)
 		return cli_fail_status(st, "convert");
-	fprintf(stderr, "loom: %s -> %s (%s) in %.1f s\n", in, out, o.type != NULL ? o.type : "types kept",
-		(cli_now_ms() - t0) / 1e3);
+	fprintf(stderr, "loom: %s -> %s (%s) in %.1f s\n", in, out,
+		o.backend_layout ? "the backend's layouts" : o.type != NULL ? o.type : "types kept", (cli_now_ms() - t0) / 1e3);
 	return 0;
 }

@@ -282,6 +282,11 @@ typedef struct loom_convert_params {
 	const char *type;
 	void (*progress)(void *user, size_t index, size_t count, const char *name, loom_dtype type);
 	void *progress_user;
+	/* Write the model (a GGUF file, with type NULL) with its weights in the
+	 * runtime's backend's own layouts, so that loading it there uses the
+	 * file in place instead of repacking it. Such a file runs only on that
+	 * backend, at that version; elsewhere loading it is refused. */
+	bool backend_layout;
 } loom_convert_params;
 
 LOOM_API loom_convert_params loom_convert_default_params(void);

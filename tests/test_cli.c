@@ -142,6 +142,16 @@ static double reference_ppl(const char *name)
 	return v;
 }
 
+/* The model called name and the golden text, where the data and the
+ * backend are there (each SKIPs otherwise). model and text hold 4096. */
+static bool ppl_inputs(const char *backend, const char *name, char *model, char *text)
+{
+	char file[256];
+	snprintf(file, sizeof(file), "%s.gguf", name);
+	return backend_usable(backend) && model_path(model, 4096, file) &&
+	       test_data_path(text, 4096, "golden/perplexity/ppl_story.txt");
+}
+
 /* `loom perplexity` of the golden text with a KV cache of kv_type. */
 static double loom_ppl(const char *model, const char *text, const char *backend, const char *kv_type)
 {
@@ -159,10 +169,8 @@ START_TEST(perplexity_matches_reference)
 {
 	const char *backend = test_cpu_backends[_i / N_PPL_MODELS];
 	const char *name = ppl_models[_i % N_PPL_MODELS];
-	char model[4096], file[256], text[4096];
-	snprintf(file, sizeof(file), "%s.gguf", name);
-	if (!backend_usable(backend) || !model_path(model, sizeof(model), file) ||
-	    !test_data_path(text, sizeof(text), "golden/perplexity/ppl_story.txt"))
+	char model[4096], text[4096];
+	if (!ppl_inputs(backend, name, model, text))
 		return;
 	double want = reference_ppl(name);
 	double got = loom_ppl(model, text, backend, "f16");
@@ -189,10 +197,8 @@ START_TEST(perplexity_with_quantized_cache)
 	const char *backend = test_cpu_backends[_i / (N_QC_MODELS * N_QC_TYPES)];
 	const char *name = quantized_cache_models[_i / N_QC_TYPES % N_QC_MODELS];
 	int type = _i % N_QC_TYPES;
-	char model[4096], file[256], text[4096];
-	snprintf(file, sizeof(file), "%s.gguf", name);
-	if (!backend_usable(backend) || !model_path(model, sizeof(model), file) ||
-	    !test_data_path(text, sizeof(text), "golden/perplexity/ppl_story.txt"))
+	char model[4096], text[4096];
+	if (!ppl_inputs(backend, name, model, text))
 		return;
 	double want = reference_ppl(name);
 	double got = loom_ppl(model, text, backend, quantized_caches[type].type);

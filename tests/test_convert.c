@@ -11,6 +11,7 @@
 #include "testdata.h"
 
 #include "model/meta.h"
+#include "model/model.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -202,6 +203,79 @@ START_TEST(convert_command)
 }
 END_TEST
 
+/* Logits of "Once upon a time" and one more token on m. */
+static float *step_logits(loom_model *m)
+{
+	loom_context *ctx = test_context(m, 64, 64, LOOM_DTYPE_F32);
+	loom_token toks[32];
+	size_t n;
+	ck_assert(loom_tokenize(m, "Once upon a time", 16, true, false, toks, 32, &n) == LOOM_OK);
+	loom_batch b = {.n_tokens = (int32_t)n, .tokens = toks};
+	ck_assert_msg(loom_decode(ctx, &b) == LOOM_OK, "%s", loom_last_error());
+	size_t bytes = (size_t)loom_model_n_vocab(m) * sizeof(float);
+	float *out = malloc(bytes);
+	memcpy(out, loom_get_logits(ctx, (int32_t)n - 1), bytes);
+	loom_context_free(ctx);
+	return out;
+}
+
+/* `loom convert --layout` writes the weights as the backend repacked them;
+ * that file loads with nothing repacked, the weights used in place, and
+ * computes exactly what the original does. Any other backend refuses it,
+ * naming the one it is for; a backend that repacks nothing has nothing to
+ * write. One file per repacked layout: Q8_0, Q4_0, Q4_K (and Q6_K). */
+static const char *const layout_models[] = {"stories-llama-d256-q8_0.gguf", "stories-llama-d256-q4_0.gguf",
+					     "stories-llama-d256-q4_k_m.gguf"};
+
+START_TEST(laid_out_file_runs_in_place)
+{
+	char in[4096], rel[256], out[4300];
+	snprintf(rel, sizeof(rel), "models/%s", layout_models[_i]);
+	if (!test_data_path(in, sizeof(in), rel))
+		return;
+	loom_runtime *rt = test_runtime("cpu-avx512", 2);
+	if (rt == NULL)
+		return;
+	snprintf(out, sizeof(out), "%s/laid-out-%d.gguf", test_tmp_dir("convert_layout"), _i);
+	loom_convert_params p = loom_convert_default_params();
+	p.backend_layout = true;
+	ck_assert_msg(loom_convert(rt, in, out, &p) == LOOM_OK, "%s", loom_last_error());
+
+	loom_model *orig = NULL, *laid = NULL;
+	ck_assert(loom_model_load(rt, in, NULL, &orig) == LOOM_OK);
+	ck_assert_msg(loom_model_load(rt, out, NULL, &laid) == LOOM_OK, "%s", loom_last_error());
+	ck_assert_int_gt(orig->n_repacked, 0);
+	/* Q4_K's layout is larger than its blocks: those are repacked at load
+	 * still, the Q6_K ones are not. */
+	ck_assert_msg(laid->laid_out && (_i == 2 ? laid->n_repacked < orig->n_repacked : laid->n_repacked == 0),
+		      "the laid-out file was repacked again (%d of %d)", laid->n_repacked, orig->n_repacked);
+	float *want = step_logits(orig), *got = step_logits(laid);
+	ck_assert_msg(memcmp(want, got, (size_t)loom_model_n_vocab(orig) * sizeof(float)) == 0,
+		      "the laid-out file computes other logits");
+	free(want);
+	free(got);
+	loom_model_free(orig);
+	loom_model_free(laid);
+
+	/* Laying it out again, or with a type, is refused or harmless. */
+	p.type = "q8_0";
+	ck_assert_int_eq(loom_convert(rt, in, out, &p), LOOM_ERR_INVALID_ARGUMENT);
+	loom_runtime_free(rt);
+
+	rt = test_runtime("cpu-avx2", 1);
+	if (rt != NULL) {
+		ck_assert_int_eq(loom_model_load(rt, out, NULL, &laid), LOOM_ERR_UNSUPPORTED);
+		ck_assert_msg(strstr(loom_last_error(), "laid out for backend cpu-avx512") != NULL, "%s", loom_last_error());
+		loom_runtime_free(rt);
+	}
+	rt = test_runtime("cpu-generic", 1);
+	p.type = NULL;
+	ck_assert_int_eq(loom_convert(rt, in, out, &p), LOOM_ERR_UNSUPPORTED);
+	ck_assert_msg(strstr(loom_last_error(), "nothing to lay out") != NULL, "%s", loom_last_error());
+	loom_runtime_free(rt);
+}
+END_TEST
+
 static Suite *convert_suite(void)
 {
 	Suite *s = suite_create("convert");
@@ -210,6 +284,7 @@ static Suite *convert_suite(void)
 	tcase_add_loop_test(tc, converted_checkpoint_is_llama_cpp_file, 0, N_CASES);
 	tcase_add_test(tc, quantized_conversion_matches_quantize);
 	tcase_add_test(tc, convert_command);
+	tcase_add_loop_test(tc, laid_out_file_runs_in_place, 0, 3);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1576,26 +1576,30 @@ static double cache_value(const htensor *c, int64_t row, int64_t col)
 	return value_at(c, row, col);
 }
 
-/* Score of query row qv (hd elements) against kv head g of cache row j:
- * q rounded to fp16 for an F16 cache, quantized to Q8_0 for a Q8_0 or Q4_0
- * cache (then an integer dot product per block), as is for F32. */
-static double attention_score(const htensor *k, const float *qv, int64_t hd, int64_t g, int64_t j)
+/* The query row qv (hd elements) as the cache type meets it: rounded to
+ * fp16 for an F16 cache (into qr), quantized to Q8_0 for a Q8_0 or Q4_0
+ * cache (into xq, then integer dot products per block), as is for F32. */
+static void attention_query(const htensor *k, const float *qv, int64_t hd, double *qr, uint8_t *xq)
+{
+	if (ref_block_elems(k->dtype) > 0)
+		ref_quantize_act(LOOM_DTYPE_Q8_0, qv, xq, hd);
+	for (int64_t d = 0; d < hd; d++)
+		qr[d] = k->dtype == LOOM_DTYPE_F16 ? ref_round_fp16(qv[d]) : qv[d];
+}
+
+/* Score of the prepared query against kv head g of cache row j. */
+static double attention_score(const htensor *k, const double *qr, const uint8_t *xq, int64_t hd, int64_t g,
+			      int64_t j)
 {
 	double dot = 0.0;
 
 	if (ref_block_elems(k->dtype) > 0) {
-		uint8_t *xq = malloc((size_t)(hd / 32) * REF_Q8_0_BLOCK_BYTES);
 		const uint8_t *row = (const uint8_t *)k->data + j * row_bytes(k) +
 				     (size_t)(g * hd / 32) * loom_dtype_layout_of(k->dtype).block_bytes;
-		ref_quantize_act(LOOM_DTYPE_Q8_0, qv, xq, hd);
-		dot = ref_quant_dot(k->dtype, row, xq, hd);
-		free(xq);
-		return dot;
+		return ref_quant_dot(k->dtype, row, xq, hd);
 	}
-	for (int64_t d = 0; d < hd; d++) {
-		double qd = k->dtype == LOOM_DTYPE_F16 ? ref_round_fp16(qv[d]) : qv[d];
-		dot += qd * cache_value(k, j, g * hd + d);
-	}
+	for (int64_t d = 0; d < hd; d++)
+		dot += qr[d] * cache_value(k, j, g * hd + d);
 	return dot;
 }
 
@@ -1607,17 +1611,18 @@ static void attention_reference(const op_case *c, double *ref)
 	const htensor *q = &c->src[0], *k = &c->src[1], *vv = &c->src[2], *m = &c->src[3];
 	int64_t hd = q->ne[0], nh = q->ne[1], nt = q->ne[2], n_kv = k->ne[1];
 	int64_t group = c->ip[0] / c->ip[1];
-	double *s = malloc(sizeof(double) * (size_t)n_kv);
+	double *s = malloc(sizeof(double) * (size_t)n_kv), *qr = malloc(sizeof(double) * (size_t)hd);
+	uint8_t *xq = malloc((size_t)(hd / 32 + 1) * REF_Q8_0_BLOCK_BYTES);
 
 	for (int64_t t = 0; t < nt; t++) {
 		for (int64_t h = 0; h < nh; h++) {
-			const float *qv = f32(q) + (t * nh + h) * hd;
 			int64_t g = h / group;
 			double max = -INFINITY, sum = 0.0;
 			double *out = ref + t * nh * hd + h * hd;
+			attention_query(k, f32(q) + (t * nh + h) * hd, hd, qr, xq);
 			for (int64_t j = 0; j < n_kv; j++) {
 				double mv = present(m) ? f32(m)[t * n_kv + j] : 0.0;
-				s[j] = mv == -INFINITY ? -INFINITY : attention_score(k, qv, hd, g, j) * c->fp[0] + mv;
+				s[j] = mv == -INFINITY ? -INFINITY : attention_score(k, qr, xq, hd, g, j) * c->fp[0] + mv;
 				max = fmax(max, s[j]);
 			}
 			for (int64_t d = 0; d < hd; d++)
@@ -1635,6 +1640,8 @@ static void attention_reference(const op_case *c, double *ref)
 		}
 	}
 	free(s);
+	free(qr);
+	free(xq);
 }
 
 static void fill_mask(ref_rng *rng, const attn_shape *a, float *mask)

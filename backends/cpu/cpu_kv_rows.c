@@ -6,9 +6,14 @@
  * heads of one kv head) each key is dotted, and each value added, straight
  * from the cache. With more (prefill) the block's F32/F16 keys and every
  * type's values are first widened to f32 once, and all rows then work on
- * the widened copy: in the x86 variants sixteen keys' dot products are
- * summed across lanes together, and a value row is added to an output row
- * held in registers.
+ * the widened copy. Either way a key's dot product is the same sum in the
+ * same order. Quantized keys are always dotted in integers, in place.
+ *
+ * In the x86 variants sixteen keys' dot products are summed across lanes
+ * together, and for the common head sizes (64, 128) the query and the
+ * output row stay in registers while the keys' and values' rows are read
+ * in order. Zen 4 runs masked fp16 loads slowly, so full rows are loaded
+ * unmasked.
  */
 #include "cpu_kv_rows.h"
 
@@ -173,16 +178,16 @@ static inline __m256 sum_across_x8(const __m256 *h)
 
 #endif
 
-/* How dot_keys and mix_values read a block of keys or values: f32 rows (an
- * F32 cache, or rows widened from any type) or fp16 rows, each `stride`
- * bytes apart. */
-enum { KEYS_F32, KEYS_F16 };
+/* How a block of keys or values is read: f32 rows (an F32 cache, or rows
+ * widened from any type), fp16 rows, or Q8_0 or Q4_0 blocks; rows are
+ * `stride` bytes apart. */
+enum { ROWS_F32, ROWS_F16, ROWS_Q8_0, ROWS_Q4_0 };
 
 #if defined(__AVX512F__)
 
 static inline __m512 load_row(const char *k, int kind, int64_t i, __mmask16 m)
 {
-	if (kind == KEYS_F16)
+	if (kind == ROWS_F16)
 		return m == 0xffff ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)k + i)))
 				   : cpu_load_fp16_x16((const uint16_t *)k + i, m);
 	return m == 0xffff ? _mm512_loadu_ps((const float *)k + i) : _mm512_maskz_loadu_ps(m, (const float *)k + i);
@@ -255,10 +260,27 @@ static inline __attribute__((always_inline)) void dot_keys(const float *q, const
 	add_sums(acc, scale, s);
 }
 
-/* mix_values for a row length D known when compiled: the output row stays
- * in registers and each value's row is read in order. */
+/* Values h * 16 .. h * 16 + 15 of a value block, times its scale (exact). */
+static inline __m512 value_half(const char *blk, int kind, int h)
+{
+	__m512i x;
+
+	if (kind == ROWS_Q8_0) {
+		x = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(((const cpu_block_q8_0 *)blk)->qs + 16 * h)));
+	} else {
+		__m128i b = _mm_loadu_si128((const __m128i *)((const cpu_block_q4_0 *)blk)->qs);
+		b = _mm_and_si128(h ? _mm_srli_epi16(b, 4) : b, _mm_set1_epi8(15));
+		x = _mm512_sub_epi32(_mm512_cvtepu8_epi32(b), _mm512_set1_epi32(8));
+	}
+	return _mm512_mul_ps(_mm512_cvtepi32_ps(x), _mm512_set1_ps(cpu_fp16_to_f32(*(const uint16_t *)blk)));
+}
+
+/* o += sum_j p[j] v_j for a row length D known when compiled: the output
+ * row stays in registers and each value's row is read in order. Quantized
+ * values (block_bytes apart) are widened exactly, times their scale. */
 static inline __attribute__((always_inline)) void mix_values_fixed(float *o, const float *p, const char *v,
-								   size_t stride, int kind, int n, const int D)
+								   size_t stride, int kind, size_t block_bytes, int n,
+								   const int D)
 {
 	__m512 acc[8];
 
@@ -270,8 +292,11 @@ static inline __attribute__((always_inline)) void mix_values_fixed(float *o, con
 			continue;
 		__m512 w = _mm512_set1_ps(p[j]);
 #pragma GCC unroll 8
-		for (int c = 0; c < D / 16; c++)
-			acc[c] = _mm512_fmadd_ps(w, load_row(v, kind, c * 16, 0xffff), acc[c]);
+		for (int c = 0; c < D / 16; c++) {
+			__m512 x = kind >= ROWS_Q8_0 ? value_half(v + (size_t)(c / 2) * block_bytes, kind, c % 2)
+						     : load_row(v, kind, c * 16, 0xffff);
+			acc[c] = _mm512_fmadd_ps(w, x, acc[c]);
+		}
 	}
 #pragma GCC unroll 8
 	for (int c = 0; c < D / 16; c++)
@@ -283,11 +308,11 @@ static inline __attribute__((always_inline)) void mix_values(float *o, const flo
 							     int kind, int n, int64_t d)
 {
 	if (d == 64) {
-		mix_values_fixed(o, p, v, stride, kind, n, 64);
+		mix_values_fixed(o, p, v, stride, kind, 0, n, 64);
 		return;
 	}
 	if (d == 128) {
-		mix_values_fixed(o, p, v, stride, kind, n, 128);
+		mix_values_fixed(o, p, v, stride, kind, 0, n, 128);
 		return;
 	}
 	for (int64_t i = 0; i < d; i += 16) {
@@ -304,14 +329,14 @@ static inline __attribute__((always_inline)) void mix_values(float *o, const flo
 
 static inline __m256 load_row(const char *k, int kind, int64_t i)
 {
-	if (kind == KEYS_F16)
+	if (kind == ROWS_F16)
 		return cpu_load_fp16_x8((const uint16_t *)k + i);
 	return _mm256_loadu_ps((const float *)k + i);
 }
 
 static inline float row_value(const char *k, int kind, int64_t i)
 {
-	return kind == KEYS_F16 ? cpu_fp16_to_f32(((const uint16_t *)k)[i]) : ((const float *)k)[i];
+	return kind == ROWS_F16 ? cpu_fp16_to_f32(((const uint16_t *)k)[i]) : ((const float *)k)[i];
 }
 
 static inline __attribute__((always_inline)) void dot_keys(const float *q, const char *k, size_t stride, int kind, int n, int64_t d,
@@ -366,7 +391,7 @@ static inline __attribute__((always_inline)) void dot_keys(const float *q, const
 	for (int j = 0; j < n; j++) {
 		const char *kj = k + (size_t)j * stride;
 		if (s[j] != -INFINITY)
-			s[j] += scale * (kind == KEYS_F16 ? cpu_dot_fp16((const uint16_t *)kj, q, d)
+			s[j] += scale * (kind == ROWS_F16 ? cpu_dot_fp16((const uint16_t *)kj, q, d)
 							  : cpu_dot_f32((const float *)kj, q, d));
 	}
 }
@@ -377,7 +402,7 @@ static inline __attribute__((always_inline)) void mix_values(float *o, const flo
 		const char *vj = v + (size_t)j * stride;
 		if (p[j] == 0.0f)
 			continue;
-		if (kind == KEYS_F16)
+		if (kind == ROWS_F16)
 			cpu_axpy_fp16(o, p[j], (const uint16_t *)vj, d);
 		else
 			cpu_axpy_f32(o, p[j], (const float *)vj, d);
@@ -388,14 +413,12 @@ static inline __attribute__((always_inline)) void mix_values(float *o, const flo
 
 /* ---- Q8_0 and Q4_0 keys against a Q8_0 query ---- */
 
-enum { KEYS_Q8_0, KEYS_Q4_0 };
-
 #if defined(__AVX2__)
 
 /* The 32 signed values of a key block: Q8_0's bytes, Q4_0's nibbles less 8. */
 static inline __m256i key_block_values(const char *blk, int kind)
 {
-	if (kind == KEYS_Q8_0)
+	if (kind == ROWS_Q8_0)
 		return _mm256_loadu_si256((const __m256i *)((const cpu_block_q8_0 *)blk)->qs);
 	__m128i x = _mm_loadu_si128((const __m128i *)((const cpu_block_q4_0 *)blk)->qs);
 	__m256i nib = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(x, 4), x), _mm256_set1_epi8(15));
@@ -450,52 +473,13 @@ static inline void quant_dot_keys(const char *q, const char *k, size_t stride, i
 	for (int j = 0; j < n; j++) {
 		const char *kj = k + (size_t)j * stride;
 		if (s[j] != -INFINITY)
-			s[j] += scale * (kind == KEYS_Q8_0 ? cpu_dot_q8_0(kj, q, d) : cpu_dot_q4_0(kj, q, d));
+			s[j] += scale * (kind == ROWS_Q8_0 ? cpu_dot_q8_0(kj, q, d) : cpu_dot_q4_0(kj, q, d));
 	}
 }
 
 #endif
 
 #if defined(__AVX512F__)
-
-/* Values h * 16 .. h * 16 + 15 of a value block, times its scale (exact). */
-static inline __m512 value_half(const char *blk, int kind, int h)
-{
-	__m512i x;
-
-	if (kind == KEYS_Q8_0) {
-		x = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(((const cpu_block_q8_0 *)blk)->qs + 16 * h)));
-	} else {
-		__m128i b = _mm_loadu_si128((const __m128i *)((const cpu_block_q4_0 *)blk)->qs);
-		b = _mm_and_si128(h ? _mm_srli_epi16(b, 4) : b, _mm_set1_epi8(15));
-		x = _mm512_sub_epi32(_mm512_cvtepu8_epi32(b), _mm512_set1_epi32(8));
-	}
-	return _mm512_mul_ps(_mm512_cvtepi32_ps(x), _mm512_set1_ps(cpu_fp16_to_f32(*(const uint16_t *)blk)));
-}
-
-/* o += sum_j p[j] v_j for Q8_0 or Q4_0 values and a row length D known when
- * compiled: the output row stays in registers. */
-static inline __attribute__((always_inline)) void quant_mix_fixed(float *o, const float *p, const char *v,
-								  size_t stride, int kind, size_t block_bytes, int n,
-								  const int D)
-{
-	__m512 acc[8];
-
-#pragma GCC unroll 8
-	for (int c = 0; c < D / 16; c++)
-		acc[c] = _mm512_loadu_ps(o + c * 16);
-	for (int j = 0; j < n; j++, v += stride) {
-		if (p[j] == 0.0f)
-			continue;
-		__m512 w = _mm512_set1_ps(p[j]);
-#pragma GCC unroll 8
-		for (int c = 0; c < D / 16; c++)
-			acc[c] = _mm512_fmadd_ps(w, value_half(v + (size_t)(c / 2) * block_bytes, kind, c % 2), acc[c]);
-	}
-#pragma GCC unroll 8
-	for (int c = 0; c < D / 16; c++)
-		_mm512_storeu_ps(o + c * 16, acc[c]);
-}
 
 /* true when done here. */
 static inline __attribute__((always_inline)) bool quant_mix_rows(float *o, int nr, const float *p, const char *v,
@@ -506,9 +490,9 @@ static inline __attribute__((always_inline)) bool quant_mix_rows(float *o, int n
 		return false;
 	for (int r = 0; r < nr; r++, o += d, p += CPU_KV_BLOCK) {
 		if (d == 64)
-			quant_mix_fixed(o, p, v, stride, kind, block_bytes, n, 64);
+			mix_values_fixed(o, p, v, stride, kind, block_bytes, n, 64);
 		else
-			quant_mix_fixed(o, p, v, stride, kind, block_bytes, n, 128);
+			mix_values_fixed(o, p, v, stride, kind, block_bytes, n, 128);
 	}
 	return true;
 }
@@ -529,35 +513,42 @@ static inline bool quant_mix_rows(float *o, int nr, const float *p, const char *
 typedef void (*value_axpy_fn)(float *o, float p, const char *v, int64_t d);
 typedef void (*widen_fn)(const char *x, float *f, int64_t d);
 
+/* Where enough rows will read the block (*x, rows *stride apart, read as
+ * *kind), widens it into f and points the three at the copy. */
+static inline __attribute__((always_inline)) void widen_for_rows(widen_fn widen, const char **x, size_t *stride,
+								 int *kind, int n, int64_t d, const float *s,
+								 const float *p, int nr, float *f)
+{
+	if (nr < WIDEN_ROWS || d > WIDEN_MAX_D)
+		return;
+	widen_block(widen, *x, *stride, n, d, s, p, nr, f);
+	*x = (const char *)f;
+	*stride = (size_t)d * sizeof(float);
+	*kind = ROWS_F32;
+}
+
 /* F32 and F16 keys: read in place by few rows, widened once for many.
  * Either way each key's dot product is the same sum in the same order. */
-static inline __attribute__((always_inline)) void scores_widened(int kind, widen_fn widen, const char *q, size_t q_stride, int nr,
-				  const char *k, size_t k_stride, int n, int64_t d, float scale, float *s)
+static inline __attribute__((always_inline)) void scores_widened(int kind, widen_fn widen, const char *q,
+								 size_t q_stride, int nr, const char *k,
+								 size_t k_stride, int n, int64_t d, float scale,
+								 float *s)
 {
 	float f[CPU_KV_BLOCK * WIDEN_MAX_D] __attribute__((aligned(64)));
 
-	if (nr >= WIDEN_ROWS && d <= WIDEN_MAX_D) {
-		widen_block(widen, k, k_stride, n, d, s, NULL, nr, f);
-		k = (const char *)f;
-		k_stride = (size_t)d * sizeof(float);
-		kind = KEYS_F32;
-	}
+	widen_for_rows(widen, &k, &k_stride, &kind, n, d, s, NULL, nr, f);
 	for (int r = 0; r < nr; r++, q += q_stride, s += CPU_KV_BLOCK)
 		dot_keys((const float *)q, k, k_stride, kind, n, d, scale, s);
 }
 
 /* F32 and F16 values: read in place by few rows, widened once for many. */
-static inline __attribute__((always_inline)) void mix_direct(int kind, widen_fn widen, float *o, int nr, const float *p, const char *v,
-			      size_t v_stride, int n, int64_t d)
+static inline __attribute__((always_inline)) void mix_direct(int kind, widen_fn widen, float *o, int nr,
+							     const float *p, const char *v, size_t v_stride, int n,
+							     int64_t d)
 {
 	float f[CPU_KV_BLOCK * WIDEN_MAX_D] __attribute__((aligned(64)));
 
-	if (nr >= WIDEN_ROWS && d <= WIDEN_MAX_D) {
-		widen_block(widen, v, v_stride, n, d, NULL, p, nr, f);
-		v = (const char *)f;
-		v_stride = (size_t)d * sizeof(float);
-		kind = KEYS_F32;
-	}
+	widen_for_rows(widen, &v, &v_stride, &kind, n, d, NULL, p, nr, f);
 	for (int r = 0; r < nr; r++, o += d, p += CPU_KV_BLOCK)
 		mix_values(o, p, v, v_stride, kind, n, d);
 }
@@ -581,7 +572,7 @@ static inline __attribute__((always_inline)) void mix_quantized(value_axpy_fn ax
 	}
 	widen_block(widen, v, v_stride, n, d, NULL, p, nr, f);
 	for (int r = 0; r < nr; r++, o += d, p += CPU_KV_BLOCK)
-		mix_values(o, p, (const char *)f, (size_t)d * sizeof(float), KEYS_F32, n, d);
+		mix_values(o, p, (const char *)f, (size_t)d * sizeof(float), ROWS_F32, n, d);
 }
 
 #define KV_ROWS_SCORES_WIDENED(name, kind)                                                                 \
@@ -608,14 +599,14 @@ static inline __attribute__((always_inline)) void mix_quantized(value_axpy_fn ax
 		mix_quantized(name##_axpy, name##_widen, kind, sizeof(block), o, nr, p, v, v_stride, n, d); \
 	}
 
-KV_ROWS_SCORES_WIDENED(f32, KEYS_F32)
-KV_ROWS_SCORES_WIDENED(f16, KEYS_F16)
-KV_ROWS_SCORES_QUANTIZED(q8_0, KEYS_Q8_0, cpu_block_q8_0)
-KV_ROWS_SCORES_QUANTIZED(q4_0, KEYS_Q4_0, cpu_block_q4_0)
-KV_ROWS_MIX_DIRECT(f32, KEYS_F32)
-KV_ROWS_MIX_DIRECT(f16, KEYS_F16)
-KV_ROWS_MIX_QUANTIZED(q8_0, KEYS_Q8_0, cpu_block_q8_0)
-KV_ROWS_MIX_QUANTIZED(q4_0, KEYS_Q4_0, cpu_block_q4_0)
+KV_ROWS_SCORES_WIDENED(f32, ROWS_F32)
+KV_ROWS_SCORES_WIDENED(f16, ROWS_F16)
+KV_ROWS_SCORES_QUANTIZED(q8_0, ROWS_Q8_0, cpu_block_q8_0)
+KV_ROWS_SCORES_QUANTIZED(q4_0, ROWS_Q4_0, cpu_block_q4_0)
+KV_ROWS_MIX_DIRECT(f32, ROWS_F32)
+KV_ROWS_MIX_DIRECT(f16, ROWS_F16)
+KV_ROWS_MIX_QUANTIZED(q8_0, ROWS_Q8_0, cpu_block_q8_0)
+KV_ROWS_MIX_QUANTIZED(q4_0, ROWS_Q4_0, cpu_block_q4_0)
 
 static const cpu_kv_rows kv_f32 = {f32_query_bytes, f32_prepare, f32_scores, f32_mix};
 static const cpu_kv_rows kv_f16 = {f32_query_bytes, f16_prepare, f16_scores, f16_mix};

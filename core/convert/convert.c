@@ -1,6 +1,7 @@
 /* convert.c - `loom convert` and `loom quantize`: a model written as a new
  * file, as GGUF from any format loom reads, or in its own format with its
  * weights quantized. */
+#include "convert/layout_export.h"
 #include "convert/model_export.h"
 #include "convert/quantize.h"
 #include "model/model.h"
@@ -10,11 +11,27 @@
 
 #include <stdlib.h>
 
-
 loom_convert_params loom_convert_default_params(void)
 {
-	loom_convert_params p = {.type = NULL, .progress = NULL, .progress_user = NULL};
+	loom_convert_params p = {.type = NULL, .progress = NULL, .progress_user = NULL, .backend_layout = false};
 	return p;
+}
+
+/* The model loaded on the runtime's backend, written back in its layouts. */
+static loom_status convert_layout(loom_runtime *rt, const char *in_path, const char *out_path,
+				  const loom_convert_params *params)
+{
+	if (params->type != NULL)
+		return loom_error(LOOM_ERR_INVALID_ARGUMENT,
+				  "a backend's layout is written for a file as it is: quantize it first, then lay it out");
+	loom_model *m = NULL;
+	loom_status st = loom_model_load(rt, in_path, NULL, &m);
+	if (st == LOOM_OK)
+		st = loom_layout_export(m, out_path);
+	loom_model_free(m);
+	if (st != LOOM_OK)
+		st = loom_error_wrap(st, "laying %s out as %s", in_path, out_path);
+	return st;
 }
 
 loom_status loom_convert(loom_runtime *rt, const char *in_path, const char *out_path, const loom_convert_params *params)
@@ -24,6 +41,8 @@ loom_status loom_convert(loom_runtime *rt, const char *in_path, const char *out_
 		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_convert: runtime and both paths are required");
 	if (params == NULL)
 		params = &defaults;
+	if (params->backend_layout)
+		return convert_layout(rt, in_path, out_path, params);
 	/* The export is laid out as the contracts' gguf section names it: any
 	 * format plugin whose files that section names can write it. */
 	const char *section = loom_contract_format_name(LOOM_CFMT_GGUF);

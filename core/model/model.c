@@ -21,7 +21,7 @@ void loom_model_free(loom_model *m)
 		return;
 	const loom_backend *be = &m->rt->backend;
 	for (int i = 0; i < m->n_repacked; i++)
-		loom_backend_release(be, &m->repacked[i]);
+		loom_backend_release(be, &m->repacked[i].buf);
 	free(m->repacked);
 	loom_backend_release(be, &m->weights);
 	for (size_t i = 0; i < m->n_owned; i++)

@@ -55,6 +55,14 @@ typedef struct loom_layer {
 	loom_tensor ffn_down, ffn_down_b;       /* {n_ff, n_embd} */
 } loom_layer;
 
+/* A weight the backend repacked: its buffer, its layout, and the file
+ * tensor it was made from (-1 when not from the opened file's mapping). */
+typedef struct loom_repacked_weight {
+	loom_buffer buf;
+	uint32_t layout;
+	int64_t file_tensor;
+} loom_repacked_weight;
+
 /* Where a load's time went, in seconds, for `loom run -v`. */
 typedef struct loom_load_times {
 	double open;   /* the file's header, metadata, tensor table, vocabulary */
@@ -106,8 +114,9 @@ struct loom_model {
 	bool weights_allocated;   /* weights came from buffer_alloc */
 	loom_buffer *owned;       /* the host copies, uploaded */
 	size_t n_owned;
-	loom_buffer *repacked;    /* weights in the backend's own layouts */
+	loom_repacked_weight *repacked; /* weights in the backend's own layouts */
 	int n_repacked;
+	bool laid_out;            /* the file holds the backend's layouts (`loom convert --layout`) */
 	size_t released_bytes;    /* of the mapping, handed back once the backend had its own copy */
 	loom_load_times load_times;
 };

@@ -8,11 +8,13 @@
 #include "model/place.h"
 
 #include "model/bind.h"
+#include "model/meta.h"
 #include "runtime/clock.h"
 #include "runtime/error.h"
 #include "runtime/format.h"
 #include "runtime/log.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -166,14 +168,50 @@ static bool in_mapping(const loom_model *m, const void *p)
 	       at < map + m->file->mapping_size;
 }
 
+/* Index of the file tensor whose bytes start at p, or -1. */
+static int64_t file_tensor_at(const loom_model *m, const void *p)
+{
+	for (uint64_t i = 0; i < m->file->n_tensors; i++)
+		if (m->file->tensors[i].data == p)
+			return (int64_t)i;
+	return -1;
+}
+
+/* The layout a laid-out file (`loom convert --layout`) declares for the
+ * file tensor at p; 0 for none. */
+static uint32_t declared_layout(const loom_model *m, const void *p)
+{
+	const loom_string *names;
+	const uint32_t *ids;
+	uint64_t n, n_ids;
+	int64_t i = file_tensor_at(m, p);
+	if (i < 0 || loom_meta_get_array(m->file, LOOM_LAYOUT_KEY_TENSORS, LOOM_META_STRING, (const void **)&names, &n) ||
+	    loom_meta_get_array(m->file, LOOM_LAYOUT_KEY_IDS, LOOM_META_U32, (const void **)&ids, &n_ids) || n != n_ids)
+		return 0;
+	loom_string name = m->file->tensors[i].name;
+	for (uint64_t k = 0; k < n; k++)
+		if (names[k].len == name.len && memcmp(names[k].data, name.data, name.len) == 0)
+			return ids[k];
+	return 0;
+}
+
 /* Offers t, a weight only MATMUL reads, to the backend's weight_repack.
- * Once repacked, the file's copy is let go: the model is resident once. */
+ * Once repacked, the file's copy is let go: the model is resident once.
+ * A laid-out file's tensors are already in the backend's layout, and are
+ * used in place. */
 static loom_status repack(loom_model *m, loom_tensor *t, loom_role role, int il)
 {
 	loom_buffer buf;
 	uint32_t layout;
 	const void *src = t->data;
 	const size_t bytes = tensor_bytes(t);
+	if (m->laid_out && in_mapping(m, src) && (layout = declared_layout(m, src)) != 0) {
+		double t0 = loom_now_s();
+		touch_pages(src, bytes); /* in one call, rather than a fault a page at the first step */
+		m->load_times.read += loom_now_s() - t0;
+		t->layout = layout;
+		return LOOM_OK;
+	}
 	double t0 = loom_now_s();
 	if (in_mapping(m, src))
 		touch_pages(src, bytes);
@@ -185,13 +223,33 @@ static loom_status repack(loom_model *m, loom_tensor *t, loom_role role, int il)
 		return loom_error_wrap(st, "%s of layer %d", loom_role_name(role), il);
 	if (layout == 0)
 		return LOOM_OK;
-	m->repacked[m->n_repacked++] = buf;
+	m->repacked[m->n_repacked++] = (loom_repacked_weight){
+		.buf = buf, .layout = layout, .file_tensor = in_mapping(m, src) ? file_tensor_at(m, src) : -1};
 	t->data = buf.base;
 	t->layout = layout;
 	if (in_mapping(m, src)) {
 		loom_format_release(m->format, m->opened, src, bytes);
 		m->released_bytes += bytes;
 	}
+	return LOOM_OK;
+}
+
+/* A file written in a backend's layouts runs only on that backend, and
+ * only in place. */
+static loom_status check_laid_out(loom_model *m)
+{
+	loom_string for_backend;
+	if (loom_meta_get_string(m->file, LOOM_LAYOUT_KEY_BACKEND, &for_backend) != LOOM_OK)
+		return LOOM_OK;
+	char mine[256];
+	const loom_backend *be = &m->rt->backend;
+	loom_layout_backend_id(be, mine, sizeof(mine));
+	if (!loom_string_eq(for_backend, mine) || m->weights_allocated || m->file != m->opened)
+		return loom_error(LOOM_ERR_UNSUPPORTED,
+				  "its weights are laid out for backend %.*s (loom convert --layout), which this runtime's "
+				  "backend, %s, cannot use as they are: run it on that backend, or use the original file",
+				  (int)for_backend.len, for_backend.data, mine);
+	m->laid_out = true;
 	return LOOM_OK;
 }
 
@@ -202,10 +260,10 @@ static loom_status repack_weights(loom_model *m)
 	const loom_backend *be = &m->rt->backend;
 	if (!loom_backend_repacks(be))
 		return LOOM_OK;
-	m->repacked = calloc((size_t)m->hp.n_layer * LOOM_ROLE_COUNT + 1, sizeof(loom_buffer));
+	m->repacked = calloc((size_t)m->hp.n_layer * LOOM_ROLE_COUNT + 1, sizeof(*m->repacked));
 	if (m->repacked == NULL)
 		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
-	loom_status st = LOOM_OK;
+	loom_status st = check_laid_out(m);
 	for (int il = 0; il < m->hp.n_layer && st == LOOM_OK; il++) {
 		loom_weight_slot slots[LOOM_ROLE_COUNT];
 		const int n = loom_layer_slots(m, &m->layers[il], slots);
@@ -217,6 +275,8 @@ static loom_status repack_weights(loom_model *m)
 		st = repack(m, &m->output, LOOM_ROLE_OUTPUT, -1);
 	if (st == LOOM_OK && m->n_repacked > 0)
 		loom_info("backend %s repacked %d weights into its own layouts", loom_backend_name(be), m->n_repacked);
+	if (st == LOOM_OK && m->laid_out)
+		loom_info("the file holds backend %s's layouts: its weights are used in place", loom_backend_name(be));
 	return st;
 }
 
@@ -225,7 +285,7 @@ static void log_memory(const loom_model *m, size_t copied)
 {
 	size_t repacked = 0;
 	for (int i = 0; i < m->n_repacked; i++)
-		repacked += m->repacked[i].size;
+		repacked += m->repacked[i].buf.size;
 	const double mib = 1 << 20;
 	if (m->weights_allocated)
 		loom_info("backend %s: weights %.1f MiB uploaded, %.1f MiB converted, %.1f MiB repacked",
@@ -238,11 +298,17 @@ static void log_memory(const loom_model *m, size_t copied)
 			  (double)m->file->mapping_size / mib, (double)copied / mib, (double)repacked / mib);
 }
 
+void loom_layout_backend_id(const loom_backend *be, char *out, size_t size)
+{
+	const char *version = be->plugin != NULL && be->plugin->desc != NULL ? be->plugin->desc->version : "?";
+	snprintf(out, size, "%s %s", loom_backend_name(be), version);
+}
+
 loom_weight_bytes loom_model_weight_bytes(const loom_model *m)
 {
 	loom_weight_bytes b = {0, 0, 0};
 	for (int i = 0; i < m->n_repacked; i++)
-		b.repacked += m->repacked[i].size;
+		b.repacked += m->repacked[i].buf.size;
 	for (size_t k = 0; k < m->n_owned; k++)
 		b.other += m->owned[k].size;
 	if (m->weights_allocated)

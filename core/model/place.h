@@ -18,4 +18,14 @@ typedef struct loom_weight_bytes {
 
 loom_weight_bytes loom_model_weight_bytes(const loom_model *m);
 
+/* A file in a backend's own layouts (`loom convert --layout`) says for which
+ * backend (name and version: a layout may change between versions), and
+ * the layout of each tensor it holds that way. */
+#define LOOM_LAYOUT_KEY_BACKEND "loom.layout.backend"
+#define LOOM_LAYOUT_KEY_TENSORS "loom.layout.tensors"
+#define LOOM_LAYOUT_KEY_IDS "loom.layout.ids"
+
+/* "NAME VERSION" of the backend, as LOOM_LAYOUT_KEY_BACKEND holds it. */
+void loom_layout_backend_id(const loom_backend *be, char *out, size_t size);
+
 #endif
