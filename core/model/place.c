@@ -195,7 +195,8 @@ static uint32_t declared_layout(const loom_model *m, const void *p)
 	return 0;
 }
 
-/* Offers t, a weight only MATMUL reads, to the backend's weight_repack.
+/* Offers t, a weight MATMUL reads (through this tensor only), to the
+ * backend's weight_repack.
  * Once repacked, the file's copy is let go: the model is resident once.
  * A laid-out file's tensors are already in the backend's layout, and are
  * used in place. */
@@ -223,8 +224,11 @@ static loom_status repack(loom_model *m, loom_tensor *t, loom_role role, int il)
 		return loom_error_wrap(st, "%s of layer %d", loom_role_name(role), il);
 	if (layout == 0)
 		return LOOM_OK;
+	/* A tied head's file tensor is the embedding, read as it is: it is
+	 * not one a laid-out file may replace. */
+	const bool shared = t == &m->output && src == m->token_embd.data;
 	m->repacked[m->n_repacked++] = (loom_repacked_weight){
-		.buf = buf, .layout = layout, .file_tensor = in_mapping(m, src) ? file_tensor_at(m, src) : -1};
+		.buf = buf, .layout = layout, .file_tensor = in_mapping(m, src) && !shared ? file_tensor_at(m, src) : -1};
 	t->data = buf.base;
 	t->layout = layout;
 	if (in_mapping(m, src)) {
@@ -253,8 +257,10 @@ static loom_status check_laid_out(loom_model *m)
 	return LOOM_OK;
 }
 
-/* The layers' matrices and an untied output head; a tied head stays as it
- * is, since GET_ROWS reads it too. */
+/* The layers' matrices and the output head. A head tied to the token
+ * embedding is repacked into a copy of its own (the matmul over the whole
+ * vocabulary is a large part of a small model's step), while GET_ROWS
+ * keeps reading the embedding's rows from the file, a few pages a token. */
 static loom_status repack_weights(loom_model *m)
 {
 	const loom_backend *be = &m->rt->backend;
@@ -271,7 +277,7 @@ static loom_status repack_weights(loom_model *m)
 			if (loom_role_is_matrix(slots[i].role) && slots[i].t->data != NULL)
 				st = repack(m, slots[i].t, slots[i].role, il);
 	}
-	if (st == LOOM_OK && m->output.data != m->token_embd.data)
+	if (st == LOOM_OK)
 		st = repack(m, &m->output, LOOM_ROLE_OUTPUT, -1);
 	if (st == LOOM_OK && m->n_repacked > 0)
 		loom_info("backend %s repacked %d weights into its own layouts", loom_backend_name(be), m->n_repacked);
