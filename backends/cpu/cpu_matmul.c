@@ -28,6 +28,8 @@
  * of blocks of every activation type), so that a single token's row is
  * still shared among the threads. */
 #define CONVERT_CHUNK 256
+/* Up to this many tokens a matmul is a decode's, for the work split. */
+#define DECODE_TOKENS 4
 _Static_assert(CONVERT_CHUNK % CPU_QK_K == 0, "pieces must hold whole Q8_K blocks");
 
 /* Tokens whose converted activations fit in about this many bytes are
@@ -238,7 +240,11 @@ static void matmul_run(const loom_node *node, const cpu_task *task)
 		const char *scratch = (const char *)task->scratch + align64((size_t)n_tok * row_bytes);
 		const void *prepared = scratch;
 		int64_t n_groups = (n_out + CPU_REPACK_ROWS - 1) / CPU_REPACK_ROWS;
-		int64_t chunk = w->layout != 0 ? n_groups / ((int64_t)task->nth * 16) : 1;
+		/* A decode's groups are cheap: few takes, since each is an atomic
+		 * on a line the threads pass between them. A prefill's are
+		 * dear: finer takes, so a slow thread holds up less. */
+		int64_t per_thread = n_tok <= DECODE_TOKENS ? 4 : 16;
+		int64_t chunk = w->layout != 0 ? n_groups / ((int64_t)task->nth * per_thread) : 1;
 		void *mine = (char *)scratch + align64((size_t)n_tok * prepared_row_bytes(node)) +
 			     (size_t)task->ith * align64(group_bytes);
 		while (cpu_take_work(task, n_groups, chunk < 1 ? 1 : chunk, &lo, &hi)) {
