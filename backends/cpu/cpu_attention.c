@@ -43,7 +43,7 @@
 
 typedef struct attn_plan {
 	const loom_tensor *q, *k, *v, *mask, *y;
-	const cpu_kv_rows *kr, *vr;
+	const cpu_kv_rows *kv; /* K and V share a type */
 	int64_t d, group, n_head_kv, n_tokens, n_kv;
 	int64_t tile, n_tiles;       /* query tokens a unit holds */
 	int64_t heads, n_runs;       /* kv heads a unit holds */
@@ -108,8 +108,7 @@ static attn_plan make_plan(const loom_node *node)
 	attn_plan p = {
 		.q = node->src[0], .k = node->src[1], .v = node->src[2], .mask = node->src[3],
 		.y = node->dst,
-		.kr = cpu_kv_rows_of(node->src[1]->dtype),
-		.vr = cpu_kv_rows_of(node->src[2]->dtype),
+		.kv = cpu_kv_rows_of(node->src[1]->dtype),
 		.d = node->src[0]->ne[0],
 		.group = node->ip[0] / node->ip[1],
 		.n_head_kv = node->ip[1],
@@ -128,7 +127,7 @@ static attn_plan make_plan(const loom_node *node)
 	p.chunk = ceil_div(ceil_div(p.n_kv, n_chunks), CPU_KV_BLOCK) * CPU_KV_BLOCK;
 	p.n_chunks = ceil_div(p.n_kv, p.chunk);
 	p.n_units = base * p.n_chunks;
-	p.q_bytes = cpu_align_up(p.kr->query_bytes(p.d));
+	p.q_bytes = cpu_align_up(p.kv->query_bytes(p.d));
 	return p;
 }
 
@@ -271,7 +270,7 @@ static void run_unit(const attn_plan *p, int64_t unit, const attn_unit *u, float
 	for (int64_t r = 0; r < nr; r++) {
 		int64_t t, h;
 		row_of(p, t0, nt, g0, r, &t, &h);
-		p->kr->prepare_query((const float *)((const char *)p->q->data + t * p->q->nb[2] + h * p->q->nb[1]),
+		p->kv->prepare_query((const float *)((const char *)p->q->data + t * p->q->nb[2] + h * p->q->nb[1]),
 				     u->q + r * p->q_bytes, p->d);
 		u->m[r] = -INFINITY;
 		u->l[r] = 0.0f;
@@ -284,12 +283,12 @@ static void run_unit(const attn_plan *p, int64_t unit, const attn_unit *u, float
 		if (!start_scores(p, u, t0, nt, nh, j0, n))
 			continue;
 		for (int64_t gi = 0; gi < nh; gi++) {
-			p->kr->scores(u->q + gi * per_head * p->q_bytes, p->q_bytes, (int)per_head, k + gi * k_head,
+			p->kv->scores(u->q + gi * per_head * p->q_bytes, p->q_bytes, (int)per_head, k + gi * k_head,
 				      p->k->nb[1], n, p->d, p->scale, u->s + gi * per_head * CPU_KV_BLOCK);
 		}
 		softmax_step(p, u, nr);
 		for (int64_t gi = 0; gi < nh; gi++) {
-			p->vr->mix(u->o + gi * per_head * p->d, (int)per_head, u->s + gi * per_head * CPU_KV_BLOCK,
+			p->kv->mix(u->o + gi * per_head * p->d, (int)per_head, u->s + gi * per_head * CPU_KV_BLOCK,
 				   v + gi * v_head, p->v->nb[1], n, p->d);
 		}
 	}

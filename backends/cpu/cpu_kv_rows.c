@@ -59,38 +59,9 @@ static void q8_prepare(const float *q, void *out, int64_t d)
 	cpu_quantize_act_q8_0(q, out, d);
 }
 
-#if defined(__AVX512F__)
-
-static void q8_0_axpy(float *o, float p, const char *v, int64_t d)
-{
-	const cpu_block_q8_0 *b = (const cpu_block_q8_0 *)v;
-
-	for (int64_t i = 0; i < d / CPU_QK; i++, o += CPU_QK) {
-		__m512 vd = _mm512_set1_ps(cpu_fp16_to_f32(b[i].d)), vp = _mm512_set1_ps(p);
-		__m512 lo = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)b[i].qs)));
-		__m512 hi = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b[i].qs + 16))));
-		_mm512_storeu_ps(o, _mm512_fmadd_ps(vp, _mm512_mul_ps(lo, vd), _mm512_loadu_ps(o)));
-		_mm512_storeu_ps(o + 16, _mm512_fmadd_ps(vp, _mm512_mul_ps(hi, vd), _mm512_loadu_ps(o + 16)));
-	}
-}
-
-static void q4_0_axpy(float *o, float p, const char *v, int64_t d)
-{
-	const cpu_block_q4_0 *b = (const cpu_block_q4_0 *)v;
-	const __m512i eight = _mm512_set1_epi32(8), nibble = _mm512_set1_epi32(15);
-
-	for (int64_t i = 0; i < d / CPU_QK; i++, o += CPU_QK) {
-		__m512 vd = _mm512_set1_ps(cpu_fp16_to_f32(b[i].d)), vp = _mm512_set1_ps(p);
-		__m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)b[i].qs));
-		__m512 lo = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_and_si512(q, nibble), eight));
-		__m512 hi = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_srli_epi32(q, 4), eight));
-		_mm512_storeu_ps(o, _mm512_fmadd_ps(vp, _mm512_mul_ps(lo, vd), _mm512_loadu_ps(o)));
-		_mm512_storeu_ps(o + 16, _mm512_fmadd_ps(vp, _mm512_mul_ps(hi, vd), _mm512_loadu_ps(o + 16)));
-	}
-}
-
-#else
-
+/* A quantized value row added to o, where few rows and no fixed-size
+ * kernel below take it (plain loops: the compiler vectorizes them for
+ * each variant). */
 static void q8_0_axpy(float *o, float p, const char *v, int64_t d)
 {
 	const cpu_block_q8_0 *b = (const cpu_block_q8_0 *)v;
@@ -114,8 +85,6 @@ static void q4_0_axpy(float *o, float p, const char *v, int64_t d)
 		}
 	}
 }
-
-#endif
 
 static void f32_widen(const char *v, float *f, int64_t d)
 {

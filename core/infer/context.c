@@ -122,6 +122,8 @@ static bool process_resident(double *total, double *file)
 static void log_memory(const loom_context *ctx)
 {
 	const double mib = 1 << 20;
+	if (!loom_log_enabled(LOOM_LOG_INFO))
+		return;
 	loom_weight_bytes w = loom_model_weight_bytes(ctx->model);
 	double total, file;
 	char resident[96] = "";

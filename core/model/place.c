@@ -269,7 +269,7 @@ static loom_status repack_weights(loom_model *m)
 	m->repacked = calloc((size_t)m->hp.n_layer * LOOM_ROLE_COUNT + 1, sizeof(*m->repacked));
 	if (m->repacked == NULL)
 		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
-	loom_status st = check_laid_out(m);
+	loom_status st = LOOM_OK;
 	for (int il = 0; il < m->hp.n_layer && st == LOOM_OK; il++) {
 		loom_weight_slot slots[LOOM_ROLE_COUNT];
 		const int n = loom_layer_slots(m, &m->layers[il], slots);
@@ -334,6 +334,8 @@ loom_status loom_model_place(loom_model *m)
 	if (st == LOOM_OK)
 		move_tensors(m, offsets);
 	free(offsets);
+	if (st == LOOM_OK)
+		st = check_laid_out(m);
 	if (st == LOOM_OK)
 		st = repack_weights(m);
 	if (st == LOOM_OK)

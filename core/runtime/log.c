@@ -21,6 +21,14 @@ void loom_log_configure(loom_log_level level, loom_log_fn fn, void *user)
 	pthread_mutex_unlock(&sink.lock);
 }
 
+bool loom_log_enabled(loom_log_level level)
+{
+	pthread_mutex_lock(&sink.lock);
+	bool on = level <= sink.level;
+	pthread_mutex_unlock(&sink.lock);
+	return on;
+}
+
 void loom_logv(loom_log_level level, const char *prefix, const char *fmt, va_list ap)
 {
 	static const char *const names[] = {"error", "warning", "info", "debug"};
