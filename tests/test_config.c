@@ -238,7 +238,7 @@ static const struct broken schema_errors[] = {
 	 "backends:\n"
 	 "  - name: cpu-generic\n"
 	 "    flie: loom-cpu-generic.so\n" FORMATS,
-	 "flie", "unknown key 'flie' in an entry of backends", "expected one of: name, file, options"},
+	 "flie", "unknown key 'flie' in an entry of backends", "expected one of: name, file, optional, options"},
 	{"config_repeated_key",
 	 "backend: auto\n"
 	 "backends:\n" REAL_GENERIC

@@ -26,7 +26,7 @@
 /* ------------------------------------------------------------------------ */
 /* Variants                                                                 */
 
-enum { V_GENERIC, V_AVX2, V_AVX512, N_VARIANTS };
+enum { V_GENERIC, V_AVX2, V_AVX512, V_AMX, N_VARIANTS };
 
 typedef struct variant {
 	const char *file;
@@ -44,6 +44,7 @@ static variant variants[N_VARIANTS] = {
 	{.file = "loom-cpu-generic.so", .name = "cpu-generic", .score_when_usable = 10},
 	{.file = "loom-cpu-avx2.so", .name = "cpu-avx2", .score_when_usable = 20},
 	{.file = "loom-cpu-avx512.so", .name = "cpu-avx512", .score_when_usable = 30},
+	{.file = "loom-cpu-amx.so", .name = "cpu-amx", .score_when_usable = 40},
 };
 
 static void *new_backend(variant *v, int n_threads)
@@ -501,16 +502,38 @@ static bool grid_next(int *idx, const int *sizes, int n)
 /* ------------------------------------------------------------------------ */
 /* Probe, buffers, supports, errors                                         */
 
+/* AMX as the kernel sees it: /proc/cpuinfo lists the features it knows
+ * and has enabled. */
+static bool cpuinfo_has_amx(void)
+{
+	FILE *f = fopen("/proc/cpuinfo", "r");
+	char line[8192];
+	bool amx = false;
+	while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+		if (strncmp(line, "flags", 5) != 0)
+			continue;
+		amx = strstr(line, " amx_tile") != NULL && strstr(line, " amx_int8") != NULL &&
+		      strstr(line, " amx_bf16") != NULL;
+		break;
+	}
+	if (f != NULL)
+		fclose(f);
+	return amx;
+}
+
 static bool cpu_has_variant_features(int i)
 {
 	__builtin_cpu_init();
+	bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+		      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+		      __builtin_cpu_supports("avx512vnni");
 	switch (i) {
 	case V_AVX2:
 		return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 	case V_AVX512:
-		return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-		       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-		       __builtin_cpu_supports("avx512vnni");
+		return avx512;
+	case V_AMX:
+		return avx512 && cpuinfo_has_amx();
 	default:
 		return true;
 	}
@@ -531,7 +554,8 @@ START_TEST(test_probe)
 		ck_assert_str_eq(v->why, "");
 	} else {
 		ck_assert_int_eq(v->score, 0);
-		ck_assert_msg(strncmp(v->why, "CPU lacks ", 10) == 0 || strstr(v->why, "OS") != NULL,
+		ck_assert_msg(strncmp(v->why, "CPU lacks ", 10) == 0 || strstr(v->why, "OS") != NULL ||
+				      strstr(v->why, "the kernel refuses") != NULL,
 			      "%s: unclear reason '%s'", v->name, v->why);
 		printf("%s refuses this CPU: %s\n", v->name, v->why);
 	}
@@ -617,6 +641,54 @@ START_TEST(test_init_options)
 	test_clear_error();
 	ck_assert_ptr_null(v->vt->init(test_host(), &o));
 	ck_assert_msg(strstr(test_plugin_error(), "flash") != NULL, "error '%s'", test_plugin_error());
+}
+END_TEST
+
+/* cpu-amx's one option, as its probe reads it from plugins.yaml: off
+ * refuses (score 0) on any CPU, a bad key or value is a mistake in the file
+ * (below 0), on changes nothing. The other variants' init refuses it. */
+START_TEST(test_amx_option)
+{
+	static const struct {
+		const char *key, *value;
+		int score; /* -1, 0, or the probe's score without options */
+		const char *why;
+	} cases[] = {
+		{"amx", "off", 0, "turned off in plugins.yaml (amx: off)"},
+		{"amx", "maybe", -1, "option amx must be on or off, not 'maybe'"},
+		{"flash", "on", -1, "unknown option 'flash'"},
+		{"amx", "on", 1, NULL},
+	};
+	variant *amx = load_variant(V_AMX);
+
+	for (size_t i = 0; i < N_OF(cases); i++) {
+		char why[256] = "";
+		loom_probe_args args = {.struct_size = sizeof(args), .host = test_host(), .n_options = 1,
+					.option_keys = &cases[i].key, .option_values = &cases[i].value};
+		int score = amx->desc->probe(&args, why, sizeof(why));
+		int expect = cases[i].score == 1 ? amx->score : cases[i].score;
+		ck_assert_msg(score == expect, "%s: %s: score %d, expected %d (%s)", cases[i].key, cases[i].value,
+			      score, expect, why);
+		if (cases[i].why != NULL)
+			ck_assert_msg(strstr(why, cases[i].why) != NULL, "%s: %s: why '%s'", cases[i].key,
+				      cases[i].value, why);
+	}
+
+	const char *key = "amx", *value = "on";
+	loom_backend_options o = {.struct_size = sizeof(o), .n_threads = 1, .n_options = 1,
+				  .option_keys = &key, .option_values = &value};
+	variant *v = usable_variant(_i, "amx option");
+	if (v == NULL)
+		return;
+	test_clear_error();
+	void *be = v->vt->init(test_host(), &o);
+	if (_i == V_AMX) {
+		ck_assert_msg(be != NULL, "cpu-amx refuses its own option: %s", test_plugin_error());
+		v->vt->free(be);
+	} else {
+		ck_assert_msg(be == NULL && strstr(test_plugin_error(), "unknown option 'amx'") != NULL,
+			      "%s: error '%s'", v->name, test_plugin_error());
+	}
 }
 END_TEST
 
@@ -1102,7 +1174,7 @@ START_TEST(test_matmul_repacked)
 	for (size_t k = 0; k < N_OF(types); k++) {
 		bool expect = (types[k] == LOOM_DTYPE_Q4_0 || types[k] == LOOM_DTYPE_Q8_0 ||
 			       types[k] == LOOM_DTYPE_Q4_K || types[k] == LOOM_DTYPE_Q6_K) &&
-			      _i == V_AVX512;
+			      (_i == V_AVX512 || _i == V_AMX);
 		for (size_t li = 0; li < N_OF(lens); li++) {
 			for (size_t ri = 0; ri < N_OF(row_counts); ri++) {
 				for (size_t ti = 0; ti < N_OF(token_counts); ti++) {
@@ -1958,6 +2030,7 @@ static Suite *cpu_ops_suite(void)
 	add_variant_test(s, "probe", test_probe);
 	add_variant_test(s, "buffers", test_buffers);
 	add_variant_test(s, "init_options", test_init_options);
+	add_variant_test(s, "amx_option", test_amx_option);
 	add_variant_test(s, "supports", test_supports);
 	add_variant_test(s, "compute_errors", test_compute_errors);
 	add_variant_test(s, "get_rows", test_get_rows);

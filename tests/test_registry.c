@@ -47,6 +47,12 @@ static const char broken_yaml[] =
 	FAKE("misnamed", "unmet_cpu.so")
 	"  - name: absent\n"
 	"    file: absent-plugin.so\n"
+	"  - name: absent-optional\n"
+	"    file: absent-optional.so\n"
+	"    optional: true\n"
+	"  - name: cpu-amx\n"
+	"    file: " LOOM_TEST_PLUGIN_DIR "/loom-cpu-amx.so\n"
+	"    options: {amx: maybe}\n"
 	REAL("cpu-generic")
 	FORMATS;
 
@@ -186,6 +192,7 @@ static loom_plugin_info best_cpu(const loom_runtime *rt)
 {
 	static const char *const names[] = {"cpu-avx512", "cpu-avx2", "cpu-generic"};
 	loom_plugin_info best = {.score = 0};
+	/* Tests that list cpu-amx turn it off or check it apart. */
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
 		loom_plugin_info pi = plugin_info(rt, names[i]);
 		if (pi.loaded && pi.score > best.score)
@@ -248,7 +255,10 @@ static const struct rejection rejections[] = {
 	{"old-vtable", false, LOOM_LOG_WARN, "vtable too old"},
 	{"wrong-kind", false, LOOM_LOG_WARN, "is not a backend plugin"},
 	{"misnamed", false, LOOM_LOG_WARN, "calls itself 'unmet-cpu', plugins.yaml says 'misnamed'"},
-	{"absent", false, LOOM_LOG_INFO, "file 'absent-plugin.so' not found"},
+	/* A misspelt file name must not cost a backend in silence. */
+	{"absent", false, LOOM_LOG_WARN, "file 'absent-plugin.so' not found"},
+	{"absent-optional", false, LOOM_LOG_INFO, "file 'absent-optional.so' not found"},
+	{"cpu-amx", true, LOOM_LOG_WARN, "misconfigured in plugins.yaml: option amx must be on or off, not 'maybe'"},
 };
 #define N_REJECTIONS ((int)(sizeof(rejections) / sizeof(rejections[0])))
 
@@ -437,6 +447,77 @@ START_TEST(auto_takes_the_highest_score)
 		ck_assert_msg(strstr(pi.why, expect) != NULL, "%s (score %d): why \"%s\", expected \"%s\"",
 			      pi.name, pi.score, pi.why, expect);
 	}
+	loom_runtime_free(rt);
+}
+END_TEST
+
+/* Whether /proc/cpuinfo lists every AMX feature cpu-amx needs: the
+ * kernel's own view, beside the plugin's CPUID probe. */
+static bool cpuinfo_has_amx(void)
+{
+	FILE *f = fopen("/proc/cpuinfo", "r");
+	char line[8192];
+	bool tile = false, int8 = false, bf16 = false;
+	while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+		if (strncmp(line, "flags", 5) != 0)
+			continue;
+		tile = strstr(line, " amx_tile") != NULL;
+		int8 = strstr(line, " amx_int8") != NULL;
+		bf16 = strstr(line, " amx_bf16") != NULL;
+		break;
+	}
+	if (f != NULL)
+		fclose(f);
+	return tile && int8 && bf16;
+}
+
+#define AMX_ENTRY(option)                                            \
+	"  - name: cpu-amx\n"                                         \
+	"    file: " LOOM_TEST_PLUGIN_DIR "/loom-cpu-amx.so\n"        \
+	"    options: {amx: " option "}\n"
+
+/* On a CPU with AMX (and a kernel that grants the tile state) cpu-amx
+ * outscores every other CPU backend and is chosen; elsewhere it scores 0,
+ * naming what is missing, and the best of the others is chosen. */
+START_TEST(amx_is_chosen_where_the_cpu_has_it)
+{
+	char yaml[4096];
+	write_yaml(yaml, sizeof(yaml), "registry_amx", "backends:\n" AMX_ENTRY("on") REAL_CPU FORMATS);
+	loom_runtime *rt = start_ok(yaml, NULL);
+	loom_plugin_info amx = plugin_info(rt, "cpu-amx");
+	loom_plugin_info others = best_cpu(rt);
+	ck_assert_msg(amx.loaded, "cpu-amx did not load: %s", amx.why);
+	if (cpuinfo_has_amx()) {
+		ck_assert_msg(amx.score > others.score, "cpu-amx scores %d (%s) on a CPU with AMX, %s %d",
+			      amx.score, amx.why, others.name, others.score);
+		expect_chosen(rt, "cpu-amx");
+	} else {
+		ck_assert_msg(amx.score == 0, "cpu-amx scores %d on a CPU without AMX", amx.score);
+		ck_assert_msg(strstr(amx.why, "unusable on this machine: CPU lacks A") != NULL ||
+				      strstr(amx.why, "the kernel refuses the AMX tile state") != NULL,
+			      "cpu-amx: why \"%s\"", amx.why);
+		expect_chosen(rt, others.name);
+		printf("cpu-amx on this machine: %s\n", amx.why);
+	}
+	loom_runtime_free(rt);
+}
+END_TEST
+
+/* `amx: off` takes the path of a CPU without AMX on any machine: score 0,
+ * the reason, an info line rather than a warning, and cpu-avx512 (or the
+ * best the CPU has) chosen. */
+START_TEST(amx_off_in_plugins_yaml_takes_the_path_without_amx)
+{
+	char yaml[4096];
+	write_yaml(yaml, sizeof(yaml), "registry_amx_off", "backends:\n" AMX_ENTRY("off") REAL_CPU FORMATS);
+	loom_runtime *rt = start_ok(yaml, NULL);
+	loom_plugin_info amx = plugin_info(rt, "cpu-amx");
+	ck_assert_msg(amx.loaded && amx.score == 0 && !amx.chosen, "cpu-amx: loaded %d, score %d, chosen %d",
+		      amx.loaded, amx.score, amx.chosen);
+	ck_assert_msg(strstr(amx.why, "unusable on this machine: turned off in plugins.yaml (amx: off)") != NULL,
+		      "cpu-amx: why \"%s\"", amx.why);
+	ck_assert_int_eq(logged_at(LOOM_LOG_WARN), 0);
+	expect_chosen(rt, best_cpu(rt).name);
 	loom_runtime_free(rt);
 }
 END_TEST
@@ -896,6 +977,8 @@ static Suite *registry_suite(void)
 	tcase_add_checked_fixture(tc, clear_env, NULL);
 	tcase_add_test(tc, auto_takes_the_highest_score);
 	tcase_add_test(tc, auto_is_the_default_policy);
+	tcase_add_test(tc, amx_is_chosen_where_the_cpu_has_it);
+	tcase_add_test(tc, amx_off_in_plugins_yaml_takes_the_path_without_amx);
 	tcase_add_test(tc, a_name_in_plugins_yaml_forces_that_backend);
 	tcase_add_test(tc, a_forced_unusable_backend_is_an_error);
 	tcase_add_test(tc, params_backend_overrides_plugins_yaml);

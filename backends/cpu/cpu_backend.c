@@ -95,10 +95,14 @@ static void *cpu_init(const loom_host *host, const loom_backend_options *opts)
 							sizeof(opts->option_values);
 	cpu_backend *be;
 
-	/* The CPU backends take no options: a key here is a typo or meant for
-	 * another backend, and saying so beats ignoring it. */
-	if (has_options && opts->n_options > 0) {
-		report(host, "unknown option '%s' (the CPU backends take none)", opts->option_keys[0]);
+	/* A key here is a typo or meant for another backend, and saying so
+	 * beats ignoring it. cpu-amx's one option was checked by its probe. */
+	for (int i = 0; has_options && i < opts->n_options; i++) {
+		if (CPU_HAS_AMX_OPTION && strcmp(opts->option_keys[i], CPU_AMX_OPTION) == 0)
+			continue;
+		report(host, "unknown option '%s' (%s)", opts->option_keys[i],
+		       CPU_HAS_AMX_OPTION ? "this backend takes " CPU_AMX_OPTION ": on|off"
+					  : "this backend takes none");
 		return NULL;
 	}
 	be = calloc(1, sizeof(*be));

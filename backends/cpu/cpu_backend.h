@@ -83,6 +83,15 @@ extern const cpu_op cpu_op_gelu;
 /* Scratch regions start on cache lines so threads do not share one. */
 #define CPU_ALIGN 64
 
+/* cpu-amx's plugins.yaml option: `amx: off` makes its probe refuse, as on a
+ * CPU without AMX. The other variants take no options. */
+#define CPU_AMX_OPTION "amx"
+#if defined(LOOM_CPU_AMX)
+#define CPU_HAS_AMX_OPTION 1
+#else
+#define CPU_HAS_AMX_OPTION 0
+#endif
+
 static inline size_t cpu_align_up(size_t n)
 {
 	return (n + CPU_ALIGN - 1) & ~(size_t)(CPU_ALIGN - 1);

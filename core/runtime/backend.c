@@ -28,7 +28,13 @@ const char *loom_backend_missing_slot(const loom_backend_vtable *vt)
 
 int loom_backend_probe(const loom_plugin *p, char *why, size_t why_size)
 {
-	loom_probe_args args = {.struct_size = sizeof(args), .host = loom_host_table()};
+	loom_probe_args args = {
+		.struct_size = sizeof(args),
+		.host = loom_host_table(),
+		.n_options = p->config->n_options,
+		.option_keys = (const char *const *)p->config->option_keys,
+		.option_values = (const char *const *)p->config->option_values,
+	};
 	return p->desc->probe(&args, why, why_size);
 }
 

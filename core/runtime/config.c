@@ -83,7 +83,7 @@ static loom_status parse_options(loom_yaml *y, yaml_node_t *node, loom_plugin_co
 static loom_status parse_plugin(loom_yaml *y, yaml_node_t *node, const char *list,
 				loom_plugin_config *pc)
 {
-	static const char *const keys[] = {"name", "file", "options", NULL};
+	static const char *const keys[] = {"name", "file", "optional", "options", NULL};
 	char where[64];
 	snprintf(where, sizeof(where), "an entry of %s", list);
 	loom_status st = loom_yaml_check_keys(y, node, keys, LOOM_ERR_CONFIG, where);
@@ -93,12 +93,15 @@ static loom_status parse_plugin(loom_yaml *y, yaml_node_t *node, const char *lis
 	yaml_node_t *name = loom_yaml_get(y, node, "name");
 	yaml_node_t *file = loom_yaml_get(y, node, "file");
 	yaml_node_t *options = loom_yaml_get(y, node, "options");
+	yaml_node_t *optional = loom_yaml_get(y, node, "optional");
 	if (name == NULL || file == NULL)
 		return loom_error(LOOM_ERR_CONFIG, "%s:%d: %s needs both 'name' and 'file'", y->path,
 				  pc->line, where);
 	st = get_text(y, name, "name", &pc->name);
 	if (st == LOOM_OK)
 		st = get_text(y, file, "file", &pc->file);
+	if (st == LOOM_OK && optional != NULL)
+		st = loom_yaml_get_bool(y, optional, LOOM_ERR_CONFIG, "optional", &pc->optional);
 	if (st == LOOM_OK && options != NULL)
 		st = parse_options(y, options, pc);
 	return st;

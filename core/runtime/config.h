@@ -4,10 +4,13 @@
 
 #include "loom.h"
 
+#include <stdbool.h>
+
 typedef struct loom_plugin_config {
 	char *name;
 	char *file;
 	int line; /* of the entry in plugins.yaml, for messages */
+	bool optional; /* a missing file is expected (a plugin not built here) */
 	int n_options;
 	char **option_keys;
 	char **option_values;

@@ -54,6 +54,9 @@ const loom_plugin *loom_format_choose(const loom_registry *reg, const char *path
 		if (!usable_format(p))
 			continue;
 		char why[256] = "";
+		args.n_options = p->config->n_options;
+		args.option_keys = (const char *const *)p->config->option_keys;
+		args.option_values = (const char *const *)p->config->option_values;
 		int score = p->desc->probe(&args, why, sizeof(why));
 		loom_debug("format '%s' scores %d for %s%s%s", p->name, score, path, why[0] ? ": " : "", why);
 		if (score > best_score) {

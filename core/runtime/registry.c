@@ -131,7 +131,13 @@ static void load_plugin(loom_plugin *p)
 	if (p->kind == LOOM_PLUGIN_BACKEND) {
 		char why[256] = "";
 		p->score = loom_backend_probe(p, why, sizeof(why));
-		if (p->score <= 0) {
+		/* Below 0: the entry itself is wrong (an option), which its
+		 * author should hear about; 0: this machine lacks something. */
+		if (p->score < 0) {
+			reject(p, LOOM_LOG_WARN, "misconfigured in plugins.yaml: %s", why[0] ? why : "probe said no");
+			return;
+		}
+		if (p->score == 0) {
 			reject(p, LOOM_LOG_INFO, "unusable on this machine: %s", why[0] ? why : "probe said no");
 			return;
 		}
@@ -155,8 +161,9 @@ static loom_status add_plugins(loom_registry *reg, const loom_config *cfg,
 			p->path = strdup(list[i].file);
 			if (p->path == NULL)
 				return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
-			reject(p, LOOM_LOG_INFO, "file '%s' not found (%s:%d)", list[i].file, cfg->path,
-			       list[i].line);
+			/* A misspelt file would otherwise cost a backend unnoticed. */
+			reject(p, list[i].optional ? LOOM_LOG_INFO : LOOM_LOG_WARN, "file '%s' not found (%s:%d)",
+			       list[i].file, cfg->path, list[i].line);
 			continue;
 		}
 		load_plugin(p);

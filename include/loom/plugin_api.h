@@ -455,13 +455,18 @@ typedef struct loom_format_vtable {
 /* The descriptor every plugin exports.                                     */
 
 /* What a probe looks at. Backends get path == NULL and head_len == 0 and
- * score this machine; formats get the file's path and its first bytes. */
+ * score this machine; formats get the file's path and its first bytes.
+ * Both get the options of their plugins.yaml entry, the same strings init
+ * gets (check struct_size before reading them: older cores lack them). */
 typedef struct loom_probe_args {
 	uint32_t struct_size;
 	const loom_host *host;
 	const char *path;
 	const unsigned char *head;
 	size_t head_len;
+	int n_options;
+	const char *const *option_keys;
+	const char *const *option_values;
 } loom_probe_args;
 
 typedef struct loom_plugin_desc {
@@ -470,8 +475,10 @@ typedef struct loom_plugin_desc {
 	const char *name;     /* "cpu-avx2", "gguf", ... */
 	const char *version;  /* the plugin's own version string */
 	const char *description;
-	/* 0 = unusable (and `why` says why, NUL-terminated, at most why_size
-	 * bytes); higher is better. */
+	/* 0 = unusable on this machine (and `why` says why, NUL-terminated, at
+	 * most why_size bytes); below 0 = unusable because the plugin's
+	 * plugins.yaml entry is wrong, e.g. a bad option (reported as a
+	 * warning); higher is better. */
 	int (*probe)(const loom_probe_args *args, char *why, size_t why_size);
 	/* loom_backend_vtable or loom_format_vtable, by kind. */
 	const void *vtable;

@@ -7,8 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
-const char *const test_cpu_backends[] = {"cpu-avx512", "cpu-avx2", "cpu-generic"};
-const int test_n_cpu_backends = 3;
+const char *const test_cpu_backends[] = {"cpu-amx", "cpu-avx512", "cpu-avx2", "cpu-generic"};
+const int test_n_cpu_backends = 4;
 
 const char *test_plugins_file(void)
 {
