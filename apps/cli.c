@@ -6,7 +6,9 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
+#include <unistd.h>
 
 int cli_fail(const char *fmt, ...)
 {
@@ -98,11 +100,53 @@ static void defaults(cli_options *o)
 	o->queue_size = 64;
 	o->prompt_chunk = 128;
 	o->sampling = loom_sampler_default_params();
-	o->sampling.seed = (uint64_t)time(NULL);
+	o->n_gpu_layers = -1;
+	o->context_shift = -1;
+	o->n_keep = 0;
+}
+
+/* An unseeded run's seed, from the system's entropy source: two runs
+ * started in the same second must not repeat each other. */
+static uint64_t random_seed(void)
+{
+	uint64_t seed;
+	if (getrandom(&seed, sizeof(seed), 0) == (ssize_t)sizeof(seed))
+		return seed;
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return ((uint64_t)ts.tv_sec * 1000000007u) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 32);
+}
+
+/* --seed N, or -1 for a random one. */
+static bool parse_seed(const char *opt, const char *v, cli_options *o)
+{
+	if (strcmp(v, "-1") == 0) {
+		o->seed_given = false;
+		return true;
+	}
+	char *end;
+	errno = 0;
+	unsigned long long seed = strtoull(v, &end, 10);
+	if (end == v || *end != '\0' || errno != 0 || v[0] == '-')
+		return cli_fail("%s expects a non-negative integer, or -1 for a random seed, not '%s'", opt, v), false;
+	o->sampling.seed = seed;
+	o->seed_given = true;
+	return true;
+}
+
+/* A positional argument beyond what cmd takes. */
+static bool stray_argument(const char *cmd, const char *arg, unsigned allowed)
+{
+	if (allowed & CLI_PROMPT)
+		cli_fail("%s: unexpected argument '%s' (a prompt with spaces needs quotes: -p \"...\")", cmd, arg);
+	else
+		cli_fail("%s: unexpected argument '%s' (see `loom help %s`)", cmd, arg, cmd);
+	return false;
 }
 
 bool cli_parse(const char *cmd, int argc, char **argv, unsigned allowed, cli_options *o)
 {
+	const int max_positional = (int)(allowed >> 24);
 	defaults(o);
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
@@ -111,13 +155,25 @@ bool cli_parse(const char *cmd, int argc, char **argv, unsigned allowed, cli_opt
 #define IS(name) (strcmp(a, name) == 0)
 #define NEED(flag) ((allowed & (flag)) != 0)
 		if (a[0] != '-' || a[1] == '\0') {
-			if (o->n_positional == 4)
-				return cli_fail("%s: too many arguments", cmd), false;
+			if (o->n_positional == max_positional)
+				return stray_argument(cmd, a, allowed);
 			o->positional[o->n_positional++] = a;
 			continue;
 		}
+		if (IS("-h") || IS("--help")) {
+			cli_usage(stdout, cmd);
+			exit(cli_stdout_ok() ? 0 : 1);
+		}
 		if ((IS("-v") || IS("--verbose")) && NEED(CLI_BACKEND)) {
 			o->verbose = true;
+			continue;
+		}
+		if (IS("--ignore-eos") && NEED(CLI_SAMPLING)) {
+			o->ignore_eos = true;
+			continue;
+		}
+		if ((IS("--context-shift") || IS("--no-context-shift")) && NEED(CLI_SHIFT)) {
+			o->context_shift = IS("--context-shift");
 			continue;
 		}
 		if (IS("--layout") && NEED(CLI_TYPE)) {
@@ -197,14 +253,13 @@ bool cli_parse(const char *cmd, int argc, char **argv, unsigned allowed, cli_opt
 			if (o->n_stop == 8)
 				return cli_fail("at most 8 --stop strings"), false;
 			o->stop[o->n_stop++] = v;
-		} else if (IS("--seed") && NEED(CLI_SAMPLING)) {
-			char *end;
-			errno = 0;
-			o->sampling.seed = strtoull(v, &end, 10);
-			ok = end != v && *end == '\0' && errno == 0;
-			if (!ok)
-				cli_fail("--seed expects a non-negative integer, not '%s'", v);
-		} else if (IS("-p") && NEED(CLI_BENCH))
+		} else if ((IS("--seed") || IS("-s")) && NEED(CLI_SAMPLING))
+			ok = parse_seed(a, v, o);
+		else if (IS("--keep") && NEED(CLI_SHIFT))
+			ok = parse_int(a, v, -1, INT_MAX, &o->n_keep);
+		else if ((IS("-ngl") || IS("--n-gpu-layers") || IS("--gpu-layers")) && NEED(CLI_BACKEND))
+			ok = parse_int(a, v, 0, INT_MAX, &o->n_gpu_layers);
+		else if (IS("-p") && NEED(CLI_BENCH))
 			ok = parse_int(a, v, 0, 1 << 16, &o->n_prompt_bench);
 		else if (IS("-n") && NEED(CLI_BENCH))
 			ok = parse_int(a, v, 0, 1 << 16, &o->n_gen_bench);
@@ -225,6 +280,8 @@ bool cli_parse(const char *cmd, int argc, char **argv, unsigned allowed, cli_opt
 		if (takes_value)
 			i++;
 	}
+	if (!o->seed_given)
+		o->sampling.seed = random_seed();
 	return true;
 }
 
@@ -243,6 +300,10 @@ bool cli_open_runtime(const cli_options *o, loom_runtime **rt)
 	rp.n_threads = o->n_threads;
 	rp.log_level = o->verbose ? LOOM_LOG_INFO : LOOM_LOG_WARN;
 	rp.log_fn = log_to_stderr;
+	/* llama.cpp's -ngl: 0 layers on a GPU is a CPU backend; more is a GPU
+	 * backend, checked against the model's layers once it is loaded. */
+	if (o->n_gpu_layers >= 0)
+		rp.compute_on = o->n_gpu_layers == 0 ? LOOM_COMPUTE_HOST : LOOM_COMPUTE_DEVICE;
 	loom_status st = loom_runtime_create(&rp, rt);
 	if (st != LOOM_OK) {
 		cli_fail_status(st, "cannot start");
@@ -269,6 +330,18 @@ bool cli_open_model(const cli_options *o, bool vocab_only, loom_runtime **rt, lo
 		*rt = NULL;
 		return false;
 	}
+	/* loom runs a model on one backend, whole. */
+	int n_layer = loom_model_n_layer(*model);
+	if (o->n_gpu_layers > 0 && o->n_gpu_layers < n_layer) {
+		cli_fail("-ngl %d asks for %d of the model's %d layers on the GPU; loom runs a model on one backend, "
+			 "whole: -ngl 0 for a CPU backend, -ngl %d (or more) for a GPU",
+			 o->n_gpu_layers, o->n_gpu_layers, n_layer, n_layer);
+		loom_model_free(*model);
+		loom_runtime_free(*rt);
+		*model = NULL;
+		*rt = NULL;
+		return false;
+	}
 	return true;
 }
 
@@ -278,6 +351,9 @@ bool cli_open_context(const cli_options *o, loom_model *model, loom_context **ct
 	int train = loom_model_n_ctx_train(model);
 	/* No -c: the training context, up to 4096. */
 	cp.n_ctx = (uint32_t)(o->n_ctx != 0 ? o->n_ctx : train > 0 && train < 4096 ? train : 4096);
+	if (train > 0 && o->n_ctx > train)
+		fprintf(stderr, "loom: warning: -c %d is more than the %d tokens the model was trained on; "
+				"what it writes past them may degrade\n", o->n_ctx, train);
 	cp.n_batch = (uint32_t)o->n_batch;
 	cp.kv_type = o->kv_type;
 	loom_status st = loom_context_create(model, &cp, ctx);
@@ -290,7 +366,12 @@ bool cli_open_context(const cli_options *o, loom_model *model, loom_context **ct
 
 loom_token *cli_tokenize(const loom_model *m, const char *text, bool add_special, size_t *n)
 {
-	size_t need = 0, len = strlen(text);
+	return cli_tokenize_bytes(m, text, strlen(text), add_special, n);
+}
+
+loom_token *cli_tokenize_bytes(const loom_model *m, const char *text, size_t len, bool add_special, size_t *n)
+{
+	size_t need = 0;
 	loom_status st = loom_tokenize(m, text, len, add_special, false, NULL, 0, &need);
 	if (st != LOOM_OK && st != LOOM_ERR_BUFFER_TOO_SMALL) {
 		cli_fail_status(st, "cannot tokenize");
@@ -308,4 +389,13 @@ loom_token *cli_tokenize(const loom_model *m, const char *text, bool add_special
 		return NULL;
 	}
 	return toks;
+}
+
+bool cli_stdout_ok(void)
+{
+	errno = 0;
+	if (fflush(stdout) == 0 && !ferror(stdout))
+		return true;
+	cli_fail("cannot write to standard output%s%s", errno != 0 ? ": " : "", errno != 0 ? strerror(errno) : "");
+	return false;
 }

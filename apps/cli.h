@@ -31,6 +31,11 @@ typedef struct cli_options {
 	bool kv_type_given; /* by --kv-type, -ctk or -ctv */
 	bool backend_layout; /* convert --layout */
 	loom_sampler_params sampling;
+	bool seed_given;     /* --seed/-s with a value other than -1 */
+	bool ignore_eos;     /* end-of-generation tokens are never sampled */
+	int n_gpu_layers;    /* -ngl; -1 when not given */
+	int context_shift;   /* -1: the subcommand's default; 0 off; 1 on */
+	int n_keep;          /* --keep: prompt tokens kept by a shift; -1: all */
 	bool no_bos;
 	bool verbose;
 	bool list_plugins;
@@ -47,6 +52,14 @@ typedef struct cli_options {
 	int n_positional;
 } cli_options;
 
+/* A prompt or text, from -p or read whole from -f FILE (or -f - for
+ * stdin): bytes and length, NULs included. */
+typedef struct cli_text {
+	char *bytes; /* NUL-terminated as well */
+	size_t len;
+	bool from_file;
+} cli_text;
+
 enum cli_flag {
 	CLI_MODEL = 1 << 0,
 	CLI_PROMPT = 1 << 1,
@@ -61,11 +74,21 @@ enum cli_flag {
 	CLI_QUANTIZE = 1 << 10, /* --quantize SCHEME */
 	CLI_TYPE = 1 << 11,   /* --type SCHEME (convert) */
 	CLI_SERVE = 1 << 12,  /* --host, --port, -np, --queue, --prompt-chunk, --api-key, --api-key-file */
+	CLI_SHIFT = 1 << 13,  /* --context-shift, --no-context-shift, --keep */
 };
 
+/* The number of positional arguments a subcommand takes, or'ed into its
+ * flags; any more is an error naming the first one too many. */
+#define CLI_ARGS(n) ((unsigned)(n) << 24)
+
 /* Parses argv[1..argc) for subcommand `cmd`; false (after a message) on a
- * usage error. */
+ * usage error. -h or --help prints the subcommand's usage and exits 0. */
 bool cli_parse(const char *cmd, int argc, char **argv, unsigned allowed, cli_options *o);
+
+/* The usage of one subcommand (cli_usage.c); false if there is none. */
+bool cli_usage(FILE *out, const char *cmd);
+/* Every subcommand's. */
+void cli_usage_all(FILE *out);
 
 /* Prints "loom: message" and returns the user-error exit status 1. */
 int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -81,6 +104,20 @@ bool cli_open_context(const cli_options *o, loom_model *model, loom_context **ct
 
 /* Tokenizes into a malloc'd array; NULL after printing an error. */
 loom_token *cli_tokenize(const loom_model *m, const char *text, bool add_special, size_t *n);
+loom_token *cli_tokenize_bytes(const loom_model *m, const char *text, size_t len, bool add_special, size_t *n);
+
+/* The text of -p, or of -f FILE (exactly one of them; `what` names it in
+ * messages); false after a message. A missing or unreadable file, or a
+ * directory, is an error. */
+bool cli_read_text(const char *cmd, const cli_options *o, const char *what, cli_text *out);
+/* The bytes of a file, or of stdin for "-"; false after a message. */
+bool cli_read_file(const char *cmd, const char *path, cli_text *out);
+void cli_text_free(cli_text *t);
+
+/* Standard output, flushed: false after a message if anything written to
+ * it was lost (a full disk, a closed pipe), so that the exit status says
+ * so. */
+bool cli_stdout_ok(void);
 
 double cli_now_ms(void);
 

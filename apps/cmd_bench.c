@@ -12,6 +12,8 @@
 typedef struct bench_result {
 	const char *test; /* "pp" or "tg" */
 	int n_prompt, n_gen, n_depth;
+	const loom_token *text; /* -f: the pp test's tokens, repeated as needed */
+	size_t n_text;
 	double *samples_ns;
 	int n_samples;
 	double avg_ns, stddev_ns, avg_ts, stddev_ts;
@@ -68,6 +70,8 @@ static bool run_once(loom_context *ctx, const loom_model *m, const bench_result 
 		toks[0] = r->n_depth > 0 ? (loom_token)(next_rand(rng) % (unsigned)n_vocab) : bos;
 		for (int i = 1; i < n_prompt; i++)
 			toks[i] = (loom_token)(next_rand(rng) % (unsigned)n_vocab);
+		for (int i = 0; r->n_text > 0 && i < n_prompt; i++)
+			toks[i] = r->text[(size_t)i % r->n_text];
 		loom_batch b = {.n_tokens = n_prompt, .tokens = toks};
 		st = loom_decode(ctx, &b);
 	} else {
@@ -171,8 +175,11 @@ int cmd_bench(int argc, char **argv)
 	loom_context *ctx = NULL;
 	bench_result results[2];
 	int n_results = 0, rc = 1;
+	cli_text text = {0};
+	loom_token *text_tokens = NULL;
+	size_t n_text = 0;
 
-	if (!cli_parse("bench", argc, argv, CLI_MODEL | CLI_BACKEND | CLI_CTX | CLI_BENCH | CLI_QUANTIZE, &o))
+	if (!cli_parse("bench", argc, argv, CLI_MODEL | CLI_FILE | CLI_BACKEND | CLI_CTX | CLI_BENCH | CLI_QUANTIZE, &o))
 		return 1;
 	if (o.n_prompt_bench == 0 && o.n_gen_bench == 0)
 		return cli_fail("bench: nothing to measure (-p 0 -n 0)");
@@ -180,11 +187,22 @@ int cmd_bench(int argc, char **argv)
 		o.n_ctx = o.n_depth + (o.n_prompt_bench > o.n_gen_bench ? o.n_prompt_bench : o.n_gen_bench) + 16;
 	if (o.n_batch < o.n_prompt_bench)
 		o.n_batch = o.n_prompt_bench;
+	if (o.file != NULL && !cli_read_file("bench", o.file, &text))
+		return 1;
 	if (!cli_open_model(&o, false, &rt, &model) || !cli_open_context(&o, model, &ctx))
 		goto out;
+	if (o.file != NULL) {
+		if ((text_tokens = cli_tokenize_bytes(model, text.bytes, text.len, true, &n_text)) == NULL)
+			goto out;
+		if (n_text == 0) {
+			cli_fail("bench: %s has no tokens", o.file);
+			goto out;
+		}
+	}
 	memset(results, 0, sizeof(results));
 	if (o.n_prompt_bench > 0) {
-		results[n_results] = (bench_result){.test = "pp", .n_prompt = o.n_prompt_bench, .n_depth = o.n_depth};
+		results[n_results] = (bench_result){.test = "pp", .n_prompt = o.n_prompt_bench, .n_depth = o.n_depth,
+						    .text = text_tokens, .n_text = n_text};
 		if (!run_test(ctx, model, o.repetitions, o.n_batch, &results[n_results++]))
 			goto out;
 	}
@@ -197,8 +215,10 @@ int cmd_bench(int argc, char **argv)
 		print_json(&o, rt, model, results, n_results);
 	else
 		print_md(&o, rt, model, results, n_results);
-	rc = 0;
+	rc = cli_stdout_ok() ? 0 : 1;
 out:
+	free(text_tokens);
+	cli_text_free(&text);
 	for (int i = 0; i < n_results; i++)
 		free(results[i].samples_ns);
 	loom_context_free(ctx);

@@ -1,23 +1,45 @@
 /* cmd_chat.c - `loom chat`: a conversation, one user message per line of
- * stdin, each reply streamed to stdout as one paragraph. The KV cache keeps
- * the conversation: a turn evaluates only the tokens after the longest
- * prefix its prompt shares with the tokens the cache already holds. */
+ * stdin (or of -f FILE), each reply streamed to stdout as one paragraph.
+ * The KV cache keeps the conversation: a turn evaluates only the tokens
+ * after the longest prefix its prompt shares with the tokens the cache
+ * already holds. When the context fills, it is shifted as llama.cpp does
+ * (the first --keep tokens stay, the older half of the rest goes), and the
+ * conversation goes on over what remains. */
 #include "cli.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 typedef struct chat {
 	loom_chat_message *msgs;
 	size_t n, cap;
-	/* The tokens sequence 0 holds at positions 0, 1, ... (room for
-	 * n_ctx + 1: the cache never holds more, the last sampled token
-	 * aside). */
+	/* The tokens sequence 0 holds at positions 0, 1, ..., and the last
+	 * sampled one, which was never evaluated. */
 	loom_token *cached;
 	size_t n_cached, cached_cap;
+	/* Shifts dropped the conversation's tokens [keep, keep + discarded):
+	 * cached[i] stands for token i of the whole conversation below keep,
+	 * and for token i + discarded from there on. */
+	size_t keep, discarded;
 	char *reply;
 	size_t reply_len, reply_cap;
 } chat;
+
+static bool add_cached(chat *c, loom_token token)
+{
+	if (c->n_cached == c->cached_cap) {
+		size_t cap = c->cached_cap ? 2 * c->cached_cap : 1024;
+		loom_token *t = realloc(c->cached, cap * sizeof(*t));
+		if (t == NULL)
+			return false;
+		c->cached = t;
+		c->cached_cap = cap;
+	}
+	c->cached[c->n_cached++] = token;
+	return true;
+}
 
 static bool add_message(chat *c, const char *role, const char *content)
 {
@@ -39,8 +61,8 @@ static bool add_message(chat *c, const char *role, const char *content)
 static bool on_reply(void *user, loom_token token, const char *text, size_t len)
 {
 	chat *c = user;
-	if (c->n_cached < c->cached_cap)
-		c->cached[c->n_cached++] = token;
+	if (!add_cached(c, token))
+		return false;
 	if (c->reply_len + len + 1 > c->reply_cap) {
 		size_t cap = (c->reply_len + len + 1) * 2;
 		char *r = realloc(c->reply, cap);
@@ -52,9 +74,7 @@ static bool on_reply(void *user, loom_token token, const char *text, size_t len)
 	memcpy(c->reply + c->reply_len, text, len);
 	c->reply_len += len;
 	c->reply[c->reply_len] = '\0';
-	fwrite(text, 1, len, stdout);
-	fflush(stdout);
-	return true;
+	return fwrite(text, 1, len, stdout) == len && fflush(stdout) == 0;
 }
 
 /* The whole conversation as the template's tokens, ending with the
@@ -95,32 +115,64 @@ static bool turn(loom_context *ctx, const cli_options *o, chat *c, int index)
 	loom_token *toks = prompt_tokens(loom_context_model(ctx), o, c, &n);
 	if (toks == NULL)
 		return false;
+	/* The first turn fixes what a shift keeps: --keep tokens of its
+	 * prompt after BOS (-1: all of it). */
+	if (index == 1) {
+		bool bos = n > 0 && toks[0] == loom_token_bos(loom_context_model(ctx));
+		c->keep = o->n_keep < 0 || (size_t)o->n_keep + bos > n ? n : (size_t)o->n_keep + bos;
+	}
 	/* Whatever the cache holds is reused as far as it matches the
 	 * prompt's tokens (the reply as the template writes it back may
-	 * tokenize otherwise, or be cut by a stop string); at least one token
-	 * is evaluated, for the logits to sample from. */
+	 * tokenize otherwise, or be cut by a stop string), skipping what
+	 * shifts dropped; at least one token is evaluated, for the logits to
+	 * sample from. */
 	size_t common = 0;
-	while (common + 1 < n && common < c->n_cached && toks[common] == c->cached[common])
-		common++;
+	for (; common < c->n_cached; common++) {
+		size_t at = common < c->keep ? common : common + c->discarded;
+		if (at + 1 >= n || toks[at] != c->cached[common])
+			break;
+	}
+	size_t from = common < c->keep ? common : common + c->discarded;
+	if (common < c->keep && c->discarded > 0) {
+		/* The kept tokens changed: what followed them means nothing now. */
+		from = common;
+		c->discarded = 0;
+	}
 	loom_kv_seq_remove(ctx, 0, (int32_t)common, -1);
 	c->n_cached = common;
-	for (size_t i = common; i < n && c->n_cached < c->cached_cap; i++)
-		c->cached[c->n_cached++] = toks[i];
+	for (size_t i = from; i < n; i++) {
+		if (!add_cached(c, toks[i])) {
+			free(toks);
+			return cli_fail("out of memory"), false;
+		}
+	}
 
 	loom_generate_params gp = loom_generate_default_params();
 	gp.n_predict = o->n_predict;
 	gp.sampling = o->sampling;
 	gp.stop = o->stop;
 	gp.n_stop = (size_t)o->n_stop;
+	gp.ignore_eos = o->ignore_eos;
+	gp.context_shift = o->context_shift != 0;
+	gp.n_keep = (int32_t)c->keep;
 	gp.keep_cache = common > 0;
 	c->reply_len = 0;
 	if (c->reply != NULL)
 		c->reply[0] = '\0';
 	loom_generate_stats stats;
-	loom_status st = loom_generate_tokens(ctx, toks + common, n - common, &gp, on_reply, c, &stats);
+	loom_status st = loom_generate_tokens(ctx, toks + from, n - from, &gp, on_reply, c, &stats);
 	free(toks);
 	fputc('\n', stdout);
-	fflush(stdout);
+	if (!cli_stdout_ok())
+		return false;
+	/* Every shift dropped the tokens right after the kept ones, so
+	 * together they dropped one run there. */
+	if (st == LOOM_OK && stats.n_discarded > 0) {
+		size_t d = (size_t)stats.n_discarded;
+		memmove(c->cached + c->keep, c->cached + c->keep + d, (c->n_cached - c->keep - d) * sizeof(loom_token));
+		c->n_cached -= d;
+		c->discarded += d;
+	}
 	/* The cache holds the prompt and the reply's tokens but the last
 	 * sampled one, which was never evaluated. */
 	size_t held = (size_t)(loom_kv_seq_pos_max(ctx, 0) + 1);
@@ -128,10 +180,16 @@ static bool turn(loom_context *ctx, const cli_options *o, chat *c, int index)
 		c->n_cached = held;
 	if (st != LOOM_OK) {
 		cli_fail_status(st, "chat turn");
+		if (st == LOOM_ERR_CONTEXT_FULL && o->context_shift == 0)
+			fprintf(stderr, "loom: a larger -c, or leaving context shifting on, lets the chat go on\n");
 		return false;
 	}
-	fprintf(stderr, "loom: turn %d: %d prompt tokens evaluated, %zu from the cache, %d generated\n", index,
+	fprintf(stderr, "loom: turn %d: %d prompt tokens evaluated, %zu from the cache, %d generated", index,
 		stats.n_prompt, common, stats.n_generated);
+	if (stats.n_shifts > 0)
+		fprintf(stderr, "; the context was shifted %d times, dropping %d tokens", stats.n_shifts,
+			stats.n_discarded);
+	fputc('\n', stderr);
 	if (!add_message(c, "assistant", c->reply != NULL ? c->reply : "")) {
 		cli_fail("out of memory");
 		return false;
@@ -146,22 +204,28 @@ int cmd_chat(int argc, char **argv)
 	loom_model *model = NULL;
 	loom_context *ctx = NULL;
 	chat c = {0};
+	FILE *input = stdin;
 	char *line = NULL;
 	size_t line_cap = 0;
 	int rc = 1;
 
-	if (!cli_parse("chat", argc, argv, CLI_MODEL | CLI_BACKEND | CLI_CTX | CLI_SAMPLING | CLI_CHAT | CLI_QUANTIZE, &o))
+	if (!cli_parse("chat", argc, argv, CLI_MODEL | CLI_FILE | CLI_BACKEND | CLI_CTX | CLI_SAMPLING | CLI_CHAT | CLI_QUANTIZE | CLI_SHIFT, &o))
 		return 1;
+	if (o.file != NULL && strcmp(o.file, "-") != 0) {
+		if ((input = fopen(o.file, "r")) == NULL)
+			return cli_fail("chat: cannot open %s: %s", o.file, strerror(errno));
+		struct stat st;
+		if (fstat(fileno(input), &st) == 0 && S_ISDIR(st.st_mode)) {
+			fclose(input);
+			return cli_fail("chat: %s is a directory, not a text file", o.file);
+		}
+	}
 	if (!cli_open_model(&o, false, &rt, &model))
-		return 1;
+		goto out;
 	if (!cli_open_context(&o, model, &ctx))
 		goto out;
-	c.cached_cap = (size_t)loom_context_n_ctx(ctx) + 1;
-	c.cached = malloc(c.cached_cap * sizeof(loom_token));
-	if (c.cached == NULL) {
-		cli_fail("out of memory");
-		goto out;
-	}
+	if (o.verbose)
+		fprintf(stderr, "loom: seed %llu\n", (unsigned long long)o.sampling.seed);
 	if (o.chat_template != NULL) {
 		size_t n;
 		loom_chat_message probe = {"user", ""};
@@ -177,7 +241,7 @@ int cmd_chat(int argc, char **argv)
 		goto out;
 	}
 	for (int index = 1;; index++) {
-		ssize_t len = getline(&line, &line_cap, stdin);
+		ssize_t len = getline(&line, &line_cap, input);
 		if (len < 0)
 			break;
 		while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
@@ -201,6 +265,8 @@ out:
 	free(c.cached);
 	free(c.reply);
 	free(line);
+	if (input != stdin)
+		fclose(input);
 	loom_context_free(ctx);
 	loom_model_free(model);
 	loom_runtime_free(rt);

@@ -16,10 +16,10 @@ int cmd_convert(int argc, char **argv)
 	cli_options o;
 	loom_runtime *rt = NULL;
 
-	if (!cli_parse("convert", argc, argv, CLI_BACKEND | CLI_TYPE, &o))
+	if (!cli_parse("convert", argc, argv, CLI_BACKEND | CLI_TYPE | CLI_ARGS(2), &o))
 		return 1;
 	if (o.n_positional != 2)
-		return cli_fail("convert: usage: loom convert IN OUT.gguf [--type f16|q8_0|q4_k_m|...] [--layout]");
+		return cli_fail("convert: needs MODEL OUT.gguf (see `loom help convert`)");
 	const char *in = o.positional[0], *out = o.positional[1];
 	if (strcmp(in, out) == 0)
 		return cli_fail("convert: the output would overwrite the input");

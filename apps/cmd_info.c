@@ -31,7 +31,7 @@ static int list_plugins(const cli_options *o)
 			printf("%-14s %-8s %-6s %-7s %-10s   %s\n", "", "", "", "", "", pi.why);
 	}
 	loom_runtime_free(rt);
-	return 0;
+	return cli_stdout_ok() ? 0 : 1;
 }
 
 static int describe_file(const cli_options *o)
@@ -75,16 +75,18 @@ static int describe_file(const cli_options *o)
 	}
 	loom_model_free(model);
 	loom_runtime_free(rt);
-	return 0;
+	return cli_stdout_ok() ? 0 : 1;
 }
 
 int cmd_info(int argc, char **argv)
 {
 	cli_options o;
-	if (!cli_parse("info", argc, argv, CLI_MODEL | CLI_BACKEND | CLI_PLUGINS_LIST, &o))
+	if (!cli_parse("info", argc, argv, CLI_MODEL | CLI_BACKEND | CLI_PLUGINS_LIST | CLI_ARGS(1), &o))
 		return 1;
 	if (o.list_plugins)
 		return list_plugins(&o);
+	if (o.model != NULL && o.n_positional == 1)
+		return cli_fail("info: the model is given twice (-m %s and %s)", o.model, o.positional[0]);
 	if (o.model == NULL && o.n_positional == 1)
 		o.model = o.positional[0];
 	if (o.model == NULL || o.n_positional > 1)

@@ -9,33 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static char *read_text(const char *path)
-{
-	FILE *f = fopen(path, "rb");
-	if (f == NULL)
-		return NULL;
-	size_t cap = 1 << 16, len = 0;
-	char *buf = malloc(cap + 1);
-	while (buf != NULL) {
-		size_t n = fread(buf + len, 1, cap - len, f);
-		len += n;
-		if (len < cap)
-			break;
-		char *bigger = realloc(buf, cap * 2 + 1);
-		if (bigger == NULL) {
-			free(buf);
-			buf = NULL;
-			break;
-		}
-		buf = bigger;
-		cap *= 2;
-	}
-	if (buf != NULL)
-		buf[len] = '\0';
-	fclose(f);
-	return buf;
-}
-
 /* -log p(target) from one row of logits, in double precision. */
 static double neg_log_prob(const float *logits, int32_t n_vocab, loom_token target)
 {
@@ -101,15 +74,15 @@ int cmd_perplexity(int argc, char **argv)
 	loom_model *model = NULL;
 	loom_context *ctx = NULL;
 	loom_token *tokens = NULL;
-	char *text = NULL;
+	cli_text text = {0};
 	int rc = 1;
 
 	if (!cli_parse("perplexity", argc, argv, CLI_MODEL | CLI_FILE | CLI_BACKEND | CLI_CTX | CLI_QUANTIZE, &o))
 		return 1;
 	if (o.file == NULL)
 		return cli_fail("perplexity: no text file given (-f FILE)");
-	if ((text = read_text(o.file)) == NULL)
-		return cli_fail("perplexity: cannot read %s", o.file);
+	if (!cli_read_file("perplexity", o.file, &text))
+		return 1;
 	if (o.n_ctx == 0)
 		o.n_ctx = 512;
 	if (o.n_batch > o.n_ctx)
@@ -119,7 +92,7 @@ int cmd_perplexity(int argc, char **argv)
 	if (!cli_open_context(&o, model, &ctx))
 		goto out;
 	size_t n_tokens = 0;
-	if ((tokens = cli_tokenize(model, text, true, &n_tokens)) == NULL)
+	if ((tokens = cli_tokenize_bytes(model, text.bytes, text.len, true, &n_tokens)) == NULL)
 		goto out;
 	const int n_chunks = (int)(n_tokens / (size_t)o.n_ctx);
 	if (n_chunks < 1) {
@@ -140,10 +113,10 @@ int cmd_perplexity(int argc, char **argv)
 	double err = count > 1 && var > 0 ? exp(mean) * sqrt(var / (count - 1)) : 0;
 	fprintf(stderr, "perplexity: %.2f ms per chunk\n", (cli_now_ms() - t0) / n_chunks);
 	printf("PPL = %.4f +/- %.5f\n", exp(mean), err);
-	rc = 0;
+	rc = cli_stdout_ok() ? 0 : 1;
 out:
 	free(tokens);
-	free(text);
+	cli_text_free(&text);
 	loom_context_free(ctx);
 	loom_model_free(model);
 	loom_runtime_free(rt);

@@ -16,10 +16,10 @@ int cmd_quantize(int argc, char **argv)
 	cli_options o;
 	loom_runtime *rt = NULL;
 
-	if (!cli_parse("quantize", argc, argv, CLI_BACKEND, &o))
+	if (!cli_parse("quantize", argc, argv, CLI_BACKEND | CLI_ARGS(3), &o))
 		return 1;
 	if (o.n_positional != 3)
-		return cli_fail("quantize: usage: loom quantize IN.gguf OUT.gguf SCHEME");
+		return cli_fail("quantize: needs IN.gguf OUT.gguf SCHEME (see `loom help quantize`)");
 	const char *in = o.positional[0], *out = o.positional[1];
 	if (strcmp(in, out) == 0)
 		return cli_fail("quantize: the output would overwrite the input");

@@ -137,6 +137,14 @@ typedef void (*loom_log_fn)(void *user, loom_log_level level, const char *messag
 
 typedef struct loom_runtime loom_runtime;
 
+/* Where a backend computes: in host memory (the CPU backends) or on a
+ * device of its own (a GPU). */
+typedef enum loom_compute_on {
+	LOOM_COMPUTE_ANY = 0,
+	LOOM_COMPUTE_HOST = 1,
+	LOOM_COMPUTE_DEVICE = 2
+} loom_compute_on;
+
 typedef struct loom_runtime_params {
 	/* plugins.yaml to read; NULL: $LOOM_PLUGINS, else the installed default. */
 	const char *plugins_file;
@@ -153,6 +161,9 @@ typedef struct loom_runtime_params {
 	/* Where messages go; NULL: standard error. */
 	loom_log_fn log_fn;
 	void *log_user;
+	/* Only backends that compute there are candidates (default ANY); a
+	 * forced backend that computes elsewhere is an error. */
+	loom_compute_on compute_on;
 } loom_runtime_params;
 
 LOOM_API loom_runtime_params loom_runtime_default_params(void);
@@ -479,6 +490,14 @@ typedef struct loom_generate_params {
 	bool add_special;            /* BOS as the model asks (default true) */
 	bool parse_special;          /* special tokens' text in the prompt becomes those tokens
 				      * (chat template markers; default false) */
+	bool ignore_eos;             /* end-of-generation tokens are never sampled (default false) */
+	/* When the context is full, shift it as llama.cpp does instead of
+	 * stopping: the first n_keep positions stay, half of what follows them
+	 * is dropped and the rest moves down (RoPE models; default false). A
+	 * prompt that would not fit after what keep_cache keeps is made room
+	 * for the same way. */
+	bool context_shift;
+	int32_t n_keep;
 } loom_generate_params;
 
 typedef struct loom_generate_stats {
@@ -487,6 +506,8 @@ typedef struct loom_generate_stats {
 	double prompt_ms;
 	double generate_ms;
 	loom_stop_reason stop_reason;
+	int32_t n_shifts;    /* context shifts made */
+	int32_t n_discarded; /* tokens they dropped, at positions n_keep.. of the sequence */
 } loom_generate_stats;
 
 LOOM_API loom_generate_params loom_generate_default_params(void);

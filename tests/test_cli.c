@@ -301,6 +301,218 @@ START_TEST(user_errors_exit_1_with_a_message)
 }
 END_TEST
 
+/* Every subcommand prints its own usage for -h, --help and `loom help
+ * CMD`, on stdout, and exits 0. */
+START_TEST(help_on_every_subcommand)
+{
+	static const char *const cmds[] = {"run", "chat", "serve", "tokenize", "perplexity",
+					   "info", "bench", "quantize", "convert"};
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		char usage[64];
+		snprintf(usage, sizeof(usage), "usage: loom %s", cmds[i]);
+		cmd_result h = run_cmd("$LOOM %s -h", cmds[i]);
+		cmd_result l = run_cmd("$LOOM %s -v --help", cmds[i]);
+		cmd_result c = run_cmd("$LOOM help %s", cmds[i]);
+		ck_assert_msg(h.status == 0 && strncmp(h.out, usage, strlen(usage)) == 0 && h.err[0] == '\0',
+			      "loom %s -h: exit %d, out '%.80s', err '%s'", cmds[i], h.status, h.out, h.err);
+		ck_assert_msg(l.status == 0 && strcmp(l.out, h.out) == 0, "loom %s --help: exit %d", cmds[i], l.status);
+		ck_assert_msg(c.status == 0 && strcmp(c.out, h.out) == 0, "loom help %s: exit %d", cmds[i], c.status);
+		cmd_result_free(&h);
+		cmd_result_free(&l);
+		cmd_result_free(&c);
+	}
+	cmd_result r = run_cmd("$LOOM help");
+	ck_assert_msg(r.status == 0 && strstr(r.out, "loom help COMMAND") != NULL, "loom help: %d %s", r.status, r.out);
+	cmd_result_free(&r);
+	r = run_cmd("$LOOM help frobnicate");
+	ck_assert_msg(r.status == 1 && strstr(r.err, "unknown command 'frobnicate'") != NULL, "%d %s", r.status, r.err);
+	cmd_result_free(&r);
+}
+END_TEST
+
+/* -f FILE gives the same prompt as -p; - is stdin. A missing file, a
+ * directory, or both -p and -f is a one-line error. */
+START_TEST(prompt_from_a_file)
+{
+	char model[4096], file[4200], nul[4200];
+	if (!model_path(model, sizeof(model), "stories260K-f32.gguf"))
+		return;
+	const char *dir = test_tmp_dir("cli_prompt_file");
+	test_write_file(file, sizeof(file), dir, "prompt.txt", "Once upon a time");
+	const char *p = test_plugins_file();
+	cmd_result a = run_cmd("$LOOM run -m %s -p 'Once upon a time' -n 12 --temp 0 --plugins %s", model, p);
+	cmd_result b = run_cmd("$LOOM run -m %s -f %s -n 12 --temp 0 --plugins %s", model, file, p);
+	cmd_result c = run_cmd("printf 'Once upon a time' | $LOOM run -m %s -f - -n 12 --temp 0 --plugins %s", model, p);
+	ck_assert_msg(a.status == 0 && b.status == 0 && c.status == 0, "exit %d %d %d: %s %s", a.status, b.status,
+		      c.status, b.err, c.err);
+	ck_assert_msg(strcmp(a.out, b.out) == 0 && strcmp(a.out, c.out) == 0, "-p '%s', -f '%s', stdin '%s'", a.out,
+		      b.out, c.out);
+	cmd_result_free(&a);
+	cmd_result_free(&b);
+	cmd_result_free(&c);
+
+	/* A NUL byte is text like any other byte: the tokenizer's byte token. */
+	snprintf(nul, sizeof(nul), "%s/nul.txt", dir);
+	cmd_result t = run_cmd("printf 'a\\000b' > %s && $LOOM tokenize -m %s -f %s --no-bos --plugins %s && "
+			       "$LOOM tokenize -m %s -p a --no-bos --plugins %s",
+			       nul, model, nul, p, model, p);
+	ck_assert_msg(t.status == 0, "tokenize with a NUL: %s", t.err);
+	/* <0x00> is token 3 + 0 in a llama2.c vocabulary. */
+	ck_assert_msg(strstr(t.out, " 3 ") != NULL, "no byte token for the NUL: %s", t.out);
+	cmd_result_free(&t);
+
+	t = run_cmd("$LOOM bench -m %s -f %s -p 16 -n 0 -r 1 --plugins %s", model, file, p);
+	ck_assert_msg(t.status == 0 && strstr(t.out, "pp16") != NULL, "bench -f: %d %s %s", t.status, t.out, t.err);
+	cmd_result_free(&t);
+
+	const char *bad[] = {
+		"$LOOM run -m %1$s -f /nonexistent/prompt.txt --plugins %2$s",
+		"$LOOM run -m %1$s -f %3$s --plugins %2$s",
+		"$LOOM run -m %1$s -p hi -f %4$s --plugins %2$s",
+		"$LOOM tokenize -m %1$s -f %3$s --plugins %2$s",
+		"$LOOM chat -m %1$s -f %3$s --plugins %2$s",
+		"$LOOM perplexity -m %1$s -f %3$s --plugins %2$s",
+	};
+	const char *want[] = {"No such file", "is a directory", "not both", "is a directory", "is a directory",
+			      "is a directory"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		cmd_result r = run_cmd(bad[i], model, p, dir, file);
+		ck_assert_msg(r.status == 1 && strstr(r.err, want[i]) != NULL && strchr(r.err, '\n') == r.err + strlen(r.err) - 1,
+			      "'%s': exit %d, stderr '%s'", bad[i], r.status, r.err);
+		cmd_result_free(&r);
+	}
+}
+END_TEST
+
+/* Mistakes that used to pass in silence. */
+START_TEST(mistakes_are_not_silent)
+{
+	char model[4096];
+	if (!model_path(model, sizeof(model), "stories260K-f32.gguf"))
+		return;
+	const char *p = test_plugins_file();
+	const char *dir = test_tmp_dir("cli_mistakes");
+
+	/* An unquoted prompt: the stray word is named. */
+	cmd_result r = run_cmd("$LOOM run -m %s -p Once upon a time --plugins %s", model, p);
+	ck_assert_msg(r.status == 1 && strstr(r.err, "unexpected argument 'upon'") != NULL, "%d %s", r.status, r.err);
+	cmd_result_free(&r);
+	r = run_cmd("$LOOM quantize a.gguf b.gguf q8_0 extra");
+	ck_assert_msg(r.status == 1 && strstr(r.err, "unexpected argument 'extra'") != NULL, "%d %s", r.status, r.err);
+	cmd_result_free(&r);
+
+	/* Output that cannot be written is a failure. */
+	r = run_cmd("$LOOM run -m %s -p Once -n 8 --temp 0 --plugins %s > /dev/full", model, p);
+	ck_assert_msg(r.status == 1 && strstr(r.err, "cannot write to standard output") != NULL, "%d %s", r.status,
+		      r.err);
+	cmd_result_free(&r);
+	r = run_cmd("$LOOM tokenize -m %s -p Once --plugins %s > /dev/full", model, p);
+	ck_assert_msg(r.status == 1 && strstr(r.err, "cannot write to standard output") != NULL, "%d %s", r.status,
+		      r.err);
+	cmd_result_free(&r);
+
+	/* A FIFO as the model is refused at once, not read forever. */
+	r = run_cmd("rm -f %1$s/fifo && mkfifo %1$s/fifo && timeout 20 $LOOM run -m %1$s/fifo -p hi --plugins %2$s", dir, p);
+	ck_assert_msg(r.status == 1 && strstr(r.err, "is a FIFO") != NULL, "%d %s", r.status, r.err);
+	cmd_result_free(&r);
+
+	/* A context beyond the training context warns; one the machine
+	 * cannot hold is refused before it is allocated. */
+	r = run_cmd("$LOOM run -m %s -p Once -n 2 -c 1024 --plugins %s", model, p);
+	ck_assert_msg(r.status == 0 && strstr(r.err, "warning: -c 1024 is more than the 512 tokens") != NULL, "%d %s",
+		      r.status, r.err);
+	cmd_result_free(&r);
+	r = run_cmd("/usr/bin/time -f 'peak %%M KiB' $LOOM run -m %s -p Once -c 16000000 --plugins %s", model, p);
+	long peak_kib = -1;
+	const char *peak = strstr(r.err, "peak ");
+	if (peak != NULL)
+		peak_kib = strtol(peak + 5, NULL, 10);
+	ck_assert_msg(r.status != 0 && strstr(r.err, "of host memory; this machine has") != NULL, "%d %s", r.status,
+		      r.err);
+	ck_assert_msg(peak_kib > 0 && peak_kib < 512 * 1024, "refusing the context took %ld KiB", peak_kib);
+	cmd_result_free(&r);
+}
+END_TEST
+
+/* The seed of an unseeded run comes from the system's entropy and is shown
+ * with -v; given back with -s it repeats the run. */
+START_TEST(unseeded_runs_differ_and_show_their_seed)
+{
+	char model[4096];
+	if (!model_path(model, sizeof(model), "stories260K-f32.gguf"))
+		return;
+	const char *fmt = "$LOOM run -m %s -p 'Once upon a time' -n 40 --temp 1.0 --top-k 0 --top-p 1 -v %s --plugins %s";
+	cmd_result a = run_cmd(fmt, model, "", test_plugins_file());
+	cmd_result b = run_cmd(fmt, model, "--seed -1", test_plugins_file());
+	ck_assert_msg(a.status == 0 && b.status == 0, "exit %d %d: %s", a.status, b.status, a.err);
+	ck_assert_msg(strcmp(a.out, b.out) != 0, "two unseeded runs wrote the same text: %s", a.out);
+	const char *seed = strstr(a.err, "loom: seed ");
+	ck_assert_msg(seed != NULL, "-v does not show the seed: %s", a.err);
+	char again[64];
+	snprintf(again, sizeof(again), "-s %llu", strtoull(seed + strlen("loom: seed "), NULL, 10));
+	cmd_result c = run_cmd(fmt, model, again, test_plugins_file());
+	ck_assert_msg(c.status == 0 && strcmp(a.out, c.out) == 0, "%s did not repeat the run:\n%s\n%s", again, a.out,
+		      c.out);
+	cmd_result_free(&a);
+	cmd_result_free(&b);
+	cmd_result_free(&c);
+}
+END_TEST
+
+/* When the context fills, `run` says what to do; with --context-shift it
+ * goes on, and the tokens before the first shift are the same. */
+START_TEST(run_shifts_the_context_when_asked)
+{
+	char model[4096];
+	if (!model_path(model, sizeof(model), "stories260K-f32.gguf"))
+		return;
+	const char *p = test_plugins_file();
+	cmd_result a = run_cmd("$LOOM run -m %s -p 'Once upon a time' -n 100 -c 32 --temp 0 --plugins %s", model, p);
+	ck_assert_msg(a.status == 0 && strstr(a.err, "stopped by context full") != NULL &&
+			      strstr(a.err, "--context-shift") != NULL,
+		      "%d %s", a.status, a.err);
+	cmd_result b = run_cmd("$LOOM run -m %s -p 'Once upon a time' -n 100 -c 32 --temp 0 --context-shift --keep 2 "
+			       "--plugins %s",
+			       model, p);
+	/* 5 prompt tokens with BOS, 3 kept: shifts drop 14, 14, 14, ... as
+	 * the 100 tokens pass position 32. */
+	ck_assert_msg(b.status == 0 && strstr(b.err, "generation: 100 tokens") != NULL &&
+			      strstr(b.err, "the context was shifted 6 times, dropping 84 tokens") != NULL,
+		      "%d %s", b.status, b.err);
+	size_t n = strlen(a.out) - 1; /* without its newline */
+	ck_assert_msg(strncmp(a.out, b.out, n) == 0 && strlen(b.out) > n + 100, "without shift '%s'\nwith '%s'", a.out,
+		      b.out);
+	cmd_result_free(&a);
+	cmd_result_free(&b);
+}
+END_TEST
+
+/* A chat past its context goes on by default (shifting), and ends with
+ * the reason when shifting is off. */
+START_TEST(chat_shifts_the_context_by_default)
+{
+	char model[4096], file[4200];
+	if (!model_path(model, sizeof(model), "stories260K-qwen2-f32.gguf"))
+		return;
+	test_write_file(file, sizeof(file), test_tmp_dir("cli_chat_shift"), "turns.txt",
+			"Hello there\nHow are you?\nTell me a story\n");
+	const char *p = test_plugins_file();
+	cmd_result a = run_cmd("$LOOM chat -m %s -f %s -c 64 -n 30 --temp 0 --plugins %s", model, file, p);
+	ck_assert_msg(a.status == 0 && strstr(a.err, "turn 3:") != NULL && strstr(a.err, "the context was shifted") != NULL,
+		      "%d %s", a.status, a.err);
+	cmd_result b = run_cmd("$LOOM chat -m %s -f %s -c 64 -n 30 --temp 0 --no-context-shift --plugins %s", model,
+			       file, p);
+	ck_assert_msg(b.status == 1 && strstr(b.err, "context") != NULL && strstr(b.err, "turn 3:") == NULL, "%d %s",
+		      b.status, b.err);
+	/* Until the first shift both chats wrote the same. */
+	const char *first_line_end = strchr(a.out, '\n');
+	ck_assert(first_line_end != NULL);
+	ck_assert_msg(strncmp(a.out, b.out, (size_t)(first_line_end - a.out)) == 0, "%s\n--\n%s", a.out, b.out);
+	cmd_result_free(&a);
+	cmd_result_free(&b);
+}
+END_TEST
+
 /* The embedding example, built against loom.h alone, runs. */
 START_TEST(embed_example_runs)
 {
@@ -337,6 +549,28 @@ START_TEST(installed_tree_runs_alone)
 	r = run_cmd("cd / && %s/moved/bin/loom info --plugins", dir);
 	ck_assert_msg(r.status == 0 && strstr(r.out, "/moved/lib") != NULL, "plugins: %s %s", r.out, r.err);
 	cmd_result_free(&r);
+
+	/* A host program finds the moved tree through pkg-config, and through
+	 * CMake's find_package, and runs against it. */
+	r = run_cmd("export PKG_CONFIG_PATH=%1$s/moved/lib/pkgconfig && pkg-config --cflags --libs loom && "
+		    "cc -std=c11 %2$s/examples/embed.c $(pkg-config --cflags --libs loom) "
+		    "-Wl,-rpath,$(pkg-config --variable=libdir loom) -o %1$s/embed-pc && "
+		    "cd / && env -u LOOM_PLUGINS %1$s/embed-pc %3$s 'Once upon a time'",
+		    dir, LOOM_TEST_SOURCE_DIR, model);
+	ck_assert_msg(r.status == 0 && strstr(r.out, "-I") != NULL && strstr(r.out, "/moved/lib/pkgconfig/../../include") != NULL &&
+			      strstr(r.out, "next token: 432") != NULL,
+		      "pkg-config build: exit %d: %s %s", r.status, r.out, r.err);
+	cmd_result_free(&r);
+	r = run_cmd("mkdir -p %1$s/host && printf '%%s\\n' 'cmake_minimum_required(VERSION 3.16)' 'project(host C)' "
+		    "'find_package(loom 0.1 REQUIRED)' 'add_executable(embed %2$s/examples/embed.c)' "
+		    "'target_link_libraries(embed PRIVATE loom::loom)' > %1$s/host/CMakeLists.txt && "
+		    "cmake -S %1$s/host -B %1$s/host/build -DCMAKE_PREFIX_PATH=%1$s/moved >/dev/null && "
+		    "cmake --build %1$s/host/build >/dev/null && cd / && env -u LOOM_PLUGINS %1$s/host/build/embed %3$s "
+		    "'Once upon a time'",
+		    dir, LOOM_TEST_SOURCE_DIR, model);
+	ck_assert_msg(r.status == 0 && strstr(r.out, "next token: 432") != NULL, "find_package build: exit %d: %s %s",
+		      r.status, r.out, r.err);
+	cmd_result_free(&r);
 }
 END_TEST
 
@@ -355,6 +589,12 @@ static Suite *cli_suite(void)
 	tcase_add_test(tc, info_lists_metadata_and_tensors);
 	tcase_add_test(tc, bench_json_has_llama_bench_fields);
 	tcase_add_test(tc, user_errors_exit_1_with_a_message);
+	tcase_add_test(tc, help_on_every_subcommand);
+	tcase_add_test(tc, prompt_from_a_file);
+	tcase_add_test(tc, mistakes_are_not_silent);
+	tcase_add_test(tc, unseeded_runs_differ_and_show_their_seed);
+	tcase_add_test(tc, run_shifts_the_context_when_asked);
+	tcase_add_test(tc, chat_shifts_the_context_by_default);
 	tcase_add_test(tc, embed_example_runs);
 	tcase_add_test(tc, installed_tree_runs_alone);
 	suite_add_tcase(s, tc);

@@ -777,6 +777,49 @@ START_TEST(cli_names_the_op_the_backend_refuses)
 }
 END_TEST
 
+/* llama.cpp's -ngl: 0 takes a backend that computes in host memory, a
+ * count of the model's layers or more one with a device of its own, even
+ * where it scores lower; a count below the model's layers asks for a split
+ * loom does not make, and is refused with the reason; a forced backend
+ * that computes elsewhere is an error. */
+START_TEST(cli_ngl_chooses_where_to_compute)
+{
+	char yaml[4096], model[4200], args[8600], out[16384];
+	char text[4096], dir[4096];
+	snprintf(text, sizeof(text),
+		 "arch_path: [" LOOM_TEST_SOURCE_DIR "/arch]\nbackend: auto\nbackends:\n" FAKE("picky", "picky.so")
+		 "    options: {refuse: SWIGLU}\n" REAL("cpu-generic") FORMATS);
+	write_yaml(yaml, sizeof(yaml), "registry_cli_ngl", text);
+	snprintf(dir, sizeof(dir), "%s", yaml);
+	*strrchr(dir, '/') = '\0';
+	snprintf(model, sizeof(model), "%s/model.gguf", dir);
+	synth_config c = synth_default_config();
+	synth_model *sm = synth_model_build(&c, NULL);
+	synth_model_write(sm, model);
+	synth_model_free(sm);
+
+	/* picky scores below cpu-generic, but is the one device backend: -ngl
+	 * 99 takes it (and it refuses the model, which shows it was taken). */
+	snprintf(args, sizeof(args), "run -m '%s' -p hi -n 1 -ngl 99 --plugins '%s'", model, yaml);
+	ck_assert_int_eq(run_loom(out, sizeof(out), "", args), 1);
+	expect_text(out, "backend picky cannot run SWIGLU", "loom run -ngl 99");
+
+	snprintf(args, sizeof(args), "run -m '%s' -p hi -n 1 -ngl 0 -v --plugins '%s'", model, yaml);
+	int status = run_loom(out, sizeof(out), "", args);
+	ck_assert_msg(status == 0, "loom %s exited %d:\n%s", args, status, out);
+	expect_text(out, "backend: cpu-generic", "loom run -ngl 0");
+
+	snprintf(args, sizeof(args), "run -m '%s' -p hi -n 1 -ngl 1 --plugins '%s'", model, yaml);
+	ck_assert_int_eq(run_loom(out, sizeof(out), "", args), 1);
+	expect_text(out, "-ngl 1 asks for 1 of the model's 2 layers on the GPU", "loom run -ngl 1");
+
+	snprintf(args, sizeof(args), "run -m '%s' -p hi -n 1 -ngl 99 --backend cpu-generic --plugins '%s'", model, yaml);
+	ck_assert_int_eq(run_loom(out, sizeof(out), "", args), 1);
+	expect_text(out, "backend 'cpu-generic' computes in host memory (a CPU backend); one that computes on a device",
+		    "loom run -ngl 99 --backend cpu-generic");
+}
+END_TEST
+
 /* ------------------------------------------------------------------------ */
 /* Models and contexts the device has no room for                           */
 
@@ -997,6 +1040,7 @@ static Suite *registry_suite(void)
 	tcase_add_test(tc, cli_env_plugins_names_the_file);
 	tcase_add_test(tc, cli_broken_plugins_yaml_is_one_line);
 	tcase_add_test(tc, cli_names_the_op_the_backend_refuses);
+	tcase_add_test(tc, cli_ngl_chooses_where_to_compute);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("refusals");

@@ -3,9 +3,11 @@
 
 #include "model/place.h"
 #include "runtime/error.h"
+#include "runtime/host_memory.h"
 #include "runtime/log.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,20 +67,43 @@ static loom_status alloc_host(loom_context *ctx)
 	return LOOM_OK;
 }
 
+/* Host memory for the batch's inputs, its mask over every cell and its
+ * logits (alloc_host). */
+static size_t host_bytes(const loom_context *ctx)
+{
+	const size_t nb = ctx->params.n_batch;
+	return ctx->slot_offset[LOOM_SLOT_MASK] + nb * ctx->params.n_ctx * sizeof(float) +
+	       nb * (size_t)ctx->model->hp.n_vocab * sizeof(float);
+}
+
 /* Lays out the scratch buffer and checks, before anything is allocated,
- * that the cache and the activations fit the backend's device. */
+ * that the cache and the activations fit the backend's device, and what
+ * lives in host memory (all of it, for a CPU backend) fits the machine's
+ * available memory: a mistyped -c is refused, not found out by the OOM
+ * killer. */
 static loom_status reserve_memory(loom_context *ctx)
 {
 	const loom_backend *be = &ctx->model->rt->backend;
 	const size_t kv_bytes = loom_kv_bytes(ctx->model, ctx->params.n_ctx, ctx->params.kv_type);
-	char what[160];
+	const double mib = 1 << 20;
+	char what[200];
 	ctx->scratch_bytes = layout_scratch(ctx);
 	snprintf(what, sizeof(what), "a context of %u cells (KV cache %.1f MiB, activations %.1f MiB)",
-		 ctx->params.n_ctx, (double)kv_bytes / (1 << 20), (double)ctx->scratch_bytes / (1 << 20));
+		 ctx->params.n_ctx, kv_bytes / mib, ctx->scratch_bytes / mib);
 	loom_status st = loom_backend_fits(be, kv_bytes + ctx->scratch_bytes, what);
-	if (st == LOOM_OK)
-		loom_info("backend %s: %s", loom_backend_name(be), what);
-	return st;
+	if (st != LOOM_OK)
+		return st;
+	loom_device_info dev;
+	const bool on_device = loom_backend_device(be, &dev) == LOOM_OK;
+	const uint64_t host = host_bytes(ctx) + (on_device ? 0 : kv_bytes + ctx->scratch_bytes);
+	const uint64_t available = loom_host_memory_available();
+	if (available > 0 && host > available)
+		return loom_error(LOOM_ERR_NO_MEMORY,
+				  "%s with its inputs and logits need %.1f MiB of host memory; this machine has %.1f MiB "
+				  "available",
+				  what, host / mib, available / mib);
+	loom_info("backend %s: %s", loom_backend_name(be), what);
+	return LOOM_OK;
 }
 
 /* A cache type loom has, in blocks that split into the model's heads. */
@@ -97,27 +122,6 @@ static loom_status check_kv_type(const loom_model *model, loom_dtype type)
 	return LOOM_OK;
 }
 
-/* The process's resident memory, from /proc/self/status: total and the
- * part that is file pages (a mapped model used in place); false where the
- * system does not say. */
-static bool process_resident(double *total, double *file)
-{
-	FILE *f = fopen("/proc/self/status", "r");
-	char line[256];
-	long kb;
-	int found = 0;
-	if (f == NULL)
-		return false;
-	while (fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
-			*total = kb / 1024.0, found++;
-		else if (sscanf(line, "RssFile: %ld kB", &kb) == 1)
-			*file = kb / 1024.0, found++;
-	}
-	fclose(f);
-	return found == 2;
-}
-
 /* For `loom run -v`: memory by kind, and what the process holds. */
 static void log_memory(const loom_context *ctx)
 {
@@ -127,7 +131,7 @@ static void log_memory(const loom_context *ctx)
 	loom_weight_bytes w = loom_model_weight_bytes(ctx->model);
 	double total, file;
 	char resident[96] = "";
-	if (process_resident(&total, &file))
+	if (loom_process_resident(&total, &file))
 		snprintf(resident, sizeof(resident), "; the process has %.1f MiB resident, %.1f MiB of it file pages", total,
 			 file);
 	loom_info("memory: weights %.1f MiB (%.1f mapped in place, %.1f repacked, %.1f other), KV cache %.1f MiB, "
@@ -286,6 +290,23 @@ static loom_status run_step(loom_context *ctx, int n, int n_out, loom_step_outpu
 				     (size_t)n_out * (size_t)ctx->model->hp.n_vocab * sizeof(float));
 }
 
+/* Weights that make the activations overflow (a damaged or hostile file)
+ * give logits of inf or NaN, which a sampler would pick from as if they
+ * meant something. */
+static loom_status check_logits(const loom_context *ctx, int n_out)
+{
+	const int32_t n_vocab = ctx->model->hp.n_vocab;
+	for (int r = 0; r < n_out; r++)
+		for (int32_t v = 0; v < n_vocab; v++) {
+			float logit = ctx->logits[(size_t)r * (size_t)n_vocab + (size_t)v];
+			if (!isfinite(logit))
+				return loom_error(LOOM_ERR_BAD_FORMAT,
+						  "%s: batch token %d has a logit of %g (token %d): the model's activations overflow",
+						  ctx->model->path, ctx->out_ids[r], (double)logit, v);
+		}
+	return LOOM_OK;
+}
+
 loom_status loom_decode(loom_context *ctx, const loom_batch *batch)
 {
 	return loom_decode_step(ctx, batch, LOOM_STEP_LOGITS, NULL);
@@ -313,6 +334,8 @@ loom_status loom_decode_step(loom_context *ctx, const loom_batch *batch, loom_st
 		n_out = 1;
 	}
 	st = run_step(ctx, batch->n_tokens, n_out, output, hidden);
+	if (st == LOOM_OK && output == LOOM_STEP_LOGITS)
+		st = check_logits(ctx, n_out);
 	if (st != LOOM_OK) {
 		loom_kv_unclaim(&ctx->kv, batch->n_tokens, ctx->cells);
 		return st;

@@ -5,6 +5,7 @@
 
 #include "runtime/error.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -20,6 +21,9 @@ loom_generate_params loom_generate_default_params(void)
 		.keep_cache = false,
 		.add_special = true,
 		.parse_special = false,
+		.ignore_eos = false,
+		.context_shift = false,
+		.n_keep = 0,
 	};
 	return p;
 }
@@ -40,6 +44,11 @@ typedef struct gen_state {
 	int32_t start; /* position of the prompt's first token: what the cache already holds */
 	loom_detokenizer *text;
 	loom_generate_stats stats;
+	/* ignore_eos: the model's end-of-generation tokens, and a copy of the
+	 * logits to mask them in. */
+	loom_token *eog;
+	size_t n_eog;
+	float *masked;
 } gen_state;
 
 /* The text's tokens, malloc'd into *out. An empty text starts from BOS, as
@@ -94,6 +103,59 @@ static loom_status eval_prompt(gen_state *g)
 	return st;
 }
 
+/* Makes room as llama.cpp's context shift does: the first n_keep
+ * positions stay, the older half of the n_past - n_keep after them is
+ * dropped and the rest moves down over it. *n_past becomes the new end;
+ * LOOM_ERR_CONTEXT_FULL if nothing can be dropped. */
+static loom_status shift_context(gen_state *g, int32_t *n_past)
+{
+	const int32_t seq = g->params->seq_id;
+	int32_t keep = g->params->n_keep < 0 ? 0 : g->params->n_keep;
+	if (keep > *n_past)
+		keep = *n_past;
+	const int32_t discard = (*n_past - keep) / 2;
+	if (discard <= 0)
+		return loom_error(LOOM_ERR_CONTEXT_FULL, "the context (%u tokens) is full and a shift keeping %d "
+				  "tokens frees none", loom_context_n_ctx(g->ctx), keep);
+	loom_status st = loom_kv_seq_remove(g->ctx, seq, keep, keep + discard);
+	if (st == LOOM_OK)
+		st = loom_kv_seq_shift(g->ctx, seq, keep + discard, -1, -discard);
+	if (st != LOOM_OK)
+		return st;
+	*n_past -= discard;
+	g->stats.n_shifts++;
+	g->stats.n_discarded += discard;
+	return LOOM_OK;
+}
+
+/* The logits to sample from: with ignore_eos, a copy in which the
+ * end-of-generation tokens cannot win. */
+static const float *sampling_logits(gen_state *g, const float *logits, int32_t n_vocab)
+{
+	if (!g->params->ignore_eos || g->n_eog == 0)
+		return logits;
+	memcpy(g->masked, logits, (size_t)n_vocab * sizeof(float));
+	for (size_t i = 0; i < g->n_eog; i++)
+		g->masked[g->eog[i]] = -INFINITY;
+	return g->masked;
+}
+
+static loom_status find_eog_tokens(gen_state *g)
+{
+	const loom_model *m = g->ctx->model;
+	const int32_t n_vocab = loom_model_n_vocab(m);
+	g->masked = malloc((size_t)n_vocab * sizeof(float));
+	g->eog = malloc((size_t)n_vocab * sizeof(loom_token));
+	if (g->masked == NULL || g->eog == NULL)
+		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+	for (loom_token t = 0; t < n_vocab; t++)
+		if (loom_token_is_eog(m, t))
+			g->eog[g->n_eog++] = t;
+	if (g->n_eog == (size_t)n_vocab)
+		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "ignore_eos: every token of the vocabulary ends generation");
+	return LOOM_OK;
+}
+
 static loom_status generate_loop(gen_state *g, loom_token_fn on_token, void *user)
 {
 	loom_context *ctx = g->ctx;
@@ -107,7 +169,7 @@ static loom_status generate_loop(gen_state *g, loom_token_fn on_token, void *use
 	loom_status st;
 
 	for (;;) {
-		loom_token tok = loom_sampler_sample(g->sampler, logits, n_vocab);
+		loom_token tok = loom_sampler_sample(g->sampler, sampling_logits(g, logits, n_vocab), n_vocab);
 		if (tok < 0)
 			return loom_error(LOOM_ERR_NO_MEMORY, "sampling failed");
 		loom_sampler_accept(g->sampler, tok);
@@ -118,8 +180,15 @@ static loom_status generate_loop(gen_state *g, loom_token_fn on_token, void *use
 				on_token(user, tok, text, len);
 			return st;
 		}
+		bool enough = p->n_predict >= 0 && g->stats.n_generated >= p->n_predict;
 		bool full = (uint32_t)pos + 1 > loom_context_n_ctx(ctx) || loom_kv_used(ctx) >= loom_context_n_ctx(ctx);
-		bool last = (p->n_predict >= 0 && g->stats.n_generated >= p->n_predict) || full;
+		/* The token is evaluated only if more are to come. */
+		if (full && !enough && p->context_shift && (uint32_t)pos + 1 > loom_context_n_ctx(ctx)) {
+			if ((st = shift_context(g, &pos)) != LOOM_OK)
+				return st;
+			full = loom_kv_used(ctx) >= loom_context_n_ctx(ctx);
+		}
+		bool last = enough || full;
 		bool stopped = false;
 		if ((st = loom_detokenizer_push(g->text, tok, last, &text, &len, &stopped)) != LOOM_OK)
 			return st;
@@ -171,9 +240,16 @@ static loom_status generate(loom_context *ctx, const loom_token *prompt, size_t 
 	else
 		loom_kv_seq_remove(ctx, params->seq_id, 0, -1);
 	loom_status st = LOOM_OK;
-	if (g.start + n_prompt >= loom_context_n_ctx(ctx))
+	/* What the cache keeps may be shifted to make room for the prompt;
+	 * the prompt itself is never cut. */
+	while (st == LOOM_OK && params->context_shift && g.start > 0 &&
+	       (size_t)g.start + n_prompt >= loom_context_n_ctx(ctx))
+		st = shift_context(&g, &g.start);
+	if (st == LOOM_OK && (size_t)g.start + n_prompt >= loom_context_n_ctx(ctx))
 		st = loom_error(LOOM_ERR_CONTEXT_FULL, "the prompt has %zu tokens after %d cached; the context holds %u",
 				n_prompt, g.start, loom_context_n_ctx(ctx));
+	if (st == LOOM_OK && params->ignore_eos)
+		st = find_eog_tokens(&g);
 	if (st == LOOM_OK)
 		st = loom_sampler_create(&params->sampling, &g.sampler);
 	if (st == LOOM_OK)
@@ -194,6 +270,8 @@ static loom_status generate(loom_context *ctx, const loom_token *prompt, size_t 
 		*stats = g.stats;
 	loom_sampler_free(g.sampler);
 	loom_detokenizer_free(g.text);
+	free(g.eog);
+	free(g.masked);
 	return st;
 }
 

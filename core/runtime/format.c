@@ -5,8 +5,10 @@
 #include "runtime/host.h"
 #include "runtime/log.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* Bytes of a file's head that the probes see. */
@@ -31,10 +33,34 @@ const char *loom_format_missing_slot(const loom_format_vtable *vt)
 	return NULL;
 }
 
+/* What open(2) could not be trusted with: a FIFO or a device would block
+ * the probe's read, or never end. */
+static const char *file_kind(mode_t mode)
+{
+	if (S_ISFIFO(mode))
+		return "a FIFO";
+	if (S_ISCHR(mode))
+		return "a character device";
+	if (S_ISBLK(mode))
+		return "a block device";
+	if (S_ISSOCK(mode))
+		return "a socket";
+	return "not a regular file";
+}
+
 const loom_plugin *loom_format_choose(const loom_registry *reg, const char *path)
 {
 	unsigned char head[PROBE_HEAD_BYTES];
 	ssize_t n = 0;
+	struct stat st;
+	if (stat(path, &st) != 0) {
+		loom_error(LOOM_ERR_IO, "%s: %s", path, strerror(errno));
+		return NULL;
+	}
+	if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+		loom_error(LOOM_ERR_IO, "%s is %s; a model is a file or a directory", path, file_kind(st.st_mode));
+		return NULL;
+	}
 	int fd = open(path, O_RDONLY);
 	if (fd >= 0) {
 		n = read(fd, head, sizeof(head));

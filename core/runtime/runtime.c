@@ -20,6 +20,7 @@ loom_runtime_params loom_runtime_default_params(void)
 		.log_level = LOOM_LOG_WARN,
 		.log_fn = NULL,
 		.log_user = NULL,
+		.compute_on = LOOM_COMPUTE_ANY,
 	};
 	return p;
 }
@@ -98,13 +99,27 @@ static int by_score_desc(const void *a, const void *b)
 	return pb->score - pa->score;
 }
 
+/* A backend with a device of its own describes it (device_info); one that
+ * computes in host memory has nothing to describe. */
+static loom_compute_on computes_on(const loom_plugin *p)
+{
+	const loom_backend_vtable *vt = p->desc->vtable;
+	return LOOM_VT_HAS(vt, device_info) ? LOOM_COMPUTE_DEVICE : LOOM_COMPUTE_HOST;
+}
+
+static const char *compute_on_name(loom_compute_on where)
+{
+	return where == LOOM_COMPUTE_DEVICE ? "on a device of its own (a GPU)" : "in host memory (a CPU backend)";
+}
+
 /* A forced backend is used or the runtime fails: no silent substitute.
  * Under auto, candidates are tried best score first. */
-static loom_status choose_backend(loom_runtime *rt, const char *forced)
+static loom_status choose_backend(loom_runtime *rt, const char *forced, loom_compute_on where)
 {
 	loom_registry *reg = &rt->registry;
 	loom_plugin *cands[reg->n_plugins + 1];
 	size_t n = 0;
+	const loom_plugin *refused = NULL;   /* one that computes there but refused this machine */
 
 	for (size_t i = 0; i < reg->n_plugins; i++) {
 		loom_plugin *p = &reg->plugins[i];
@@ -117,11 +132,28 @@ static loom_status choose_backend(loom_runtime *rt, const char *forced)
 		}
 		if (forced != NULL && (p->desc == NULL || p->score <= 0))
 			return loom_error(LOOM_ERR_PLUGIN, "backend '%s' cannot be used: %s", forced, p->why);
-		if (p->desc != NULL && p->score > 0)
-			cands[n++] = p;
+		if (p->desc != NULL && p->score <= 0 && refused == NULL && where != LOOM_COMPUTE_ANY &&
+		    computes_on(p) == where)
+			refused = p;
+		if (p->desc == NULL || p->score <= 0)
+			continue;
+		if (where != LOOM_COMPUTE_ANY && computes_on(p) != where) {
+			if (forced != NULL)
+				return loom_error(LOOM_ERR_PLUGIN, "backend '%s' computes %s; one that computes %s was asked for",
+						  forced, compute_on_name(computes_on(p)), compute_on_name(where));
+			snprintf(p->why, sizeof(p->why), "not chosen: it computes %s; one that computes %s was asked for",
+				 compute_on_name(computes_on(p)), compute_on_name(where));
+			continue;
+		}
+		cands[n++] = p;
 	}
 	if (forced != NULL && n == 0)
 		return loom_error(LOOM_ERR_PLUGIN, "backend '%s' is not listed in %s", forced, rt->config.path);
+	if (n == 0 && where != LOOM_COMPUTE_ANY)
+		return loom_error(LOOM_ERR_PLUGIN, "no usable backend computes %s among those in %s%s%s%s%s (see `loom info --plugins`)",
+				  compute_on_name(where), rt->config.path, refused != NULL ? "; " : "",
+				  refused != NULL ? refused->name : "", refused != NULL ? ": " : "",
+				  refused != NULL ? refused->why : "");
 	qsort(cands, n, sizeof(cands[0]), by_score_desc);
 	for (size_t i = 0; i < n; i++) {
 		if (rt->backend.plugin == NULL) {
@@ -177,7 +209,7 @@ loom_status loom_runtime_create(const loom_runtime_params *params, loom_runtime 
 		forced = nonempty(getenv("LOOM_BACKEND"));
 	if (forced == NULL && strcmp(rt->config.backend, "auto") != 0)
 		forced = rt->config.backend;
-	if ((st = choose_backend(rt, forced)) != LOOM_OK)
+	if ((st = choose_backend(rt, forced, params->compute_on)) != LOOM_OK)
 		goto fail;
 	*out = rt;
 	return LOOM_OK;
