@@ -42,5 +42,6 @@ void loom_model_free(loom_model *m)
 	if (m->opened != NULL)
 		loom_format_close(m->format, m->opened);
 	free(m->arch);
+	free(m->path);
 	free(m);
 }

@@ -81,6 +81,7 @@ typedef struct loom_host_copy {
 
 struct loom_model {
 	loom_runtime *rt;
+	char *path;               /* as given to loom_model_load, for messages */
 	const loom_plugin *format;
 	loom_model_file *opened;  /* the format plugin's, closed at free */
 	loom_model_file *file;    /* the tensors and metadata in use: opened, or an adopted one */
