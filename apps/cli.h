@@ -114,6 +114,17 @@ bool cli_read_text(const char *cmd, const cli_options *o, const char *what, cli_
 bool cli_read_file(const char *cmd, const char *path, cli_text *out);
 void cli_text_free(cli_text *t);
 
+/* Progress of quantize and convert (cli_progress.c): pass
+ * cli_progress_show with a cli_progress as the user pointer. */
+typedef struct cli_progress {
+	double t0;
+	bool verbose, terminal, drawn;
+} cli_progress;
+void cli_progress_start(cli_progress *p, bool verbose);
+void cli_progress_show(void *user, const loom_convert_progress *progress);
+/* Ends a redrawn line. */
+void cli_progress_end(cli_progress *p);
+
 /* Standard output, flushed: false after a message if anything written to
  * it was lost (a full disk, a closed pipe), so that the exit status says
  * so. */

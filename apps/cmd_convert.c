@@ -5,12 +5,6 @@
 
 #include <string.h>
 
-static void show_progress(void *user, size_t index, size_t count, const char *name, loom_dtype type)
-{
-	(void)user;
-	fprintf(stderr, "[%4zu/%4zu] %-40s -> %s\n", index + 1, count, name, loom_dtype_name(type));
-}
-
 int cmd_convert(int argc, char **argv)
 {
 	cli_options o;
@@ -28,9 +22,13 @@ int cmd_convert(int argc, char **argv)
 	loom_convert_params cp = loom_convert_default_params();
 	cp.type = o.type;
 	cp.backend_layout = o.backend_layout;
-	cp.progress = o.verbose ? show_progress : NULL;
+	cli_progress progress;
+	cli_progress_start(&progress, o.verbose);
+	cp.progress = cli_progress_show;
+	cp.progress_user = &progress;
 	double t0 = cli_now_ms();
 	loom_status st = loom_convert(rt, in, out, &cp);
+	cli_progress_end(&progress);
 	loom_runtime_free(rt);
 	if (st != LOOM_OK)
 		return cli_fail_status(st, "convert");

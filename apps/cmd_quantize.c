@@ -5,12 +5,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static void show_progress(void *user, size_t index, size_t count, const char *name, loom_dtype type)
-{
-	(void)user;
-	fprintf(stderr, "[%4zu/%4zu] %-40s -> %s\n", index + 1, count, name, loom_dtype_name(type));
-}
-
 int cmd_quantize(int argc, char **argv)
 {
 	cli_options o;
@@ -27,9 +21,13 @@ int cmd_quantize(int argc, char **argv)
 		return 1;
 	loom_quantize_params qp = loom_quantize_default_params();
 	qp.scheme = o.positional[2];
-	qp.progress = o.verbose ? show_progress : NULL;
+	cli_progress progress;
+	cli_progress_start(&progress, o.verbose);
+	qp.progress = cli_progress_show;
+	qp.progress_user = &progress;
 	double t0 = cli_now_ms();
 	loom_status st = loom_quantize(rt, in, out, &qp);
+	cli_progress_end(&progress);
 	loom_runtime_free(rt);
 	if (st != LOOM_OK)
 		return cli_fail_status(st, "quantize");

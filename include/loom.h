@@ -268,14 +268,25 @@ LOOM_API loom_status loom_model_tensor_info(const loom_model *model, size_t inde
 /* ------------------------------------------------------------------------ */
 /* Quantization                                                             */
 
+/* Where a quantization stands, after each tensor. */
+typedef struct loom_convert_progress {
+	size_t index;         /* the tensor just done */
+	size_t count;         /* of this many */
+	const char *name;
+	loom_dtype type;      /* the type it became */
+	uint64_t bytes_done;  /* bytes of the input's tensors done so far */
+	uint64_t bytes_total; /* of all of them */
+} loom_convert_progress;
+
+typedef void (*loom_progress_fn)(void *user, const loom_convert_progress *progress);
+
 typedef struct loom_quantize_params {
 	/* Scheme: "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q6_k", "q4_k_s",
 	 * "q4_k_m", "q5_k_s", "q5_k_m", "f16" or "f32". The _m/_s
 	 * mixes choose a type per tensor as llama-quantize does. */
 	const char *scheme;
-	/* Called after each tensor (may be NULL): its index, the tensor count,
-	 * its name and the type it became. */
-	void (*progress)(void *user, size_t index, size_t count, const char *name, loom_dtype type);
+	/* Called after each tensor (may be NULL). */
+	loom_progress_fn progress;
 	void *progress_user;
 } loom_quantize_params;
 
@@ -291,7 +302,8 @@ typedef struct loom_convert_params {
 	/* A scheme of loom_quantize's ("f16", "q8_0", "q4_k_m", ...), or NULL
 	 * to keep each weight's type. */
 	const char *type;
-	void (*progress)(void *user, size_t index, size_t count, const char *name, loom_dtype type);
+	/* Called after each tensor is quantized (may be NULL). */
+	loom_progress_fn progress;
 	void *progress_user;
 	/* Write the model (a GGUF file, with type NULL) with its weights in the
 	 * runtime's backend's own layouts, so that loading it there uses the

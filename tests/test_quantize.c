@@ -117,6 +117,70 @@ START_TEST(quantized_file_matches_llama_cpp)
 }
 END_TEST
 
+/* Progress: through the API, once per tensor with the bytes done growing
+ * to the total; from the command, a line redrawn on a terminal (script(1)
+ * gives it one) and nothing but the summary when stderr is a file. */
+typedef struct progress_log {
+	size_t calls, count, last_index;
+	uint64_t last_done, total;
+	bool ordered;
+} progress_log;
+
+static void record_progress(void *user, const loom_convert_progress *p)
+{
+	progress_log *log = user;
+	log->ordered = log->ordered && p->index == log->calls && p->bytes_done > log->last_done &&
+		       p->bytes_done <= p->bytes_total && p->name != NULL && p->name[0] != '\0';
+	log->calls++;
+	log->count = p->count;
+	log->last_index = p->index;
+	log->last_done = p->bytes_done;
+	log->total = p->bytes_total;
+}
+
+START_TEST(quantize_shows_progress)
+{
+	char src[4096], out[4200];
+	if (!test_data_path(src, sizeof(src), "models/stories260K-f32.gguf"))
+		return;
+	snprintf(out, sizeof(out), "%s/q.gguf", test_tmp_dir("quantize_progress"));
+	loom_runtime_params rp = loom_runtime_default_params();
+	rp.plugins_file = LOOM_TEST_BUILD_DIR "/plugins.yaml";
+	loom_runtime *rt = NULL;
+	ck_assert(loom_runtime_create(&rp, &rt) == LOOM_OK);
+	progress_log log = {.ordered = true};
+	loom_quantize_params qp = loom_quantize_default_params();
+	qp.scheme = "q8_0";
+	qp.progress = record_progress;
+	qp.progress_user = &log;
+	ck_assert_msg(loom_quantize(rt, src, out, &qp) == LOOM_OK, "%s", loom_last_error());
+	loom_runtime_free(rt);
+	loom_model_file *in = test_open_gguf(src);
+	uint64_t bytes = 0;
+	for (uint64_t i = 0; i < in->n_tensors; i++)
+		bytes += in->tensors[i].n_bytes;
+	ck_assert_msg(log.ordered, "progress out of order");
+	ck_assert_uint_eq(log.calls, in->n_tensors);
+	ck_assert_uint_eq(log.count, in->n_tensors);
+	ck_assert_uint_eq(log.last_done, bytes);
+	ck_assert_uint_eq(log.total, bytes);
+	test_close_gguf(in);
+
+	cmd_result r = run_cmd("$LOOM quantize %s %s q8_0 --plugins %s/plugins.yaml 2>&1", src, out, LOOM_TEST_BUILD_DIR);
+	ck_assert_msg(r.status == 0 && strstr(r.out, "tensor ") == NULL && strchr(r.out, '\n') == r.out + strlen(r.out) - 1,
+		      "not a terminal: exit %d, '%s'", r.status, r.out);
+	cmd_result_free(&r);
+	r = run_cmd("script -qec \"$LOOM quantize %s %s q8_0 --plugins %s/plugins.yaml\" /dev/null", src, out,
+		    LOOM_TEST_BUILD_DIR);
+	char last[64];
+	snprintf(last, sizeof(last), "tensor %zu of %zu, ", log.count, log.count);
+	ck_assert_msg(r.status == 0 && strstr(r.out, "\rloom: tensor 1 of ") != NULL && strstr(r.out, last) != NULL &&
+			      strstr(r.out, " s: ") != NULL,
+		      "on a terminal: exit %d, '%s'", r.status, r.out);
+	cmd_result_free(&r);
+}
+END_TEST
+
 START_TEST(bad_requests_exit_1)
 {
 	char src[4096];
@@ -147,6 +211,7 @@ static Suite *quantize_suite(void)
 	tcase_set_timeout(tc, 300);
 	tcase_add_loop_test(tc, quantized_file_matches_llama_cpp, 0, N_CASES);
 	tcase_add_test(tc, bad_requests_exit_1);
+	tcase_add_test(tc, quantize_shows_progress);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -53,6 +53,9 @@ static loom_status build_meta(loom_quantized *j)
 static loom_status build_tensors(loom_quantized *j, const loom_quantize_params *p)
 {
 	const uint64_t n = j->in->n_tensors;
+	loom_convert_progress progress = {.count = (size_t)n};
+	for (uint64_t i = 0; i < n; i++)
+		progress.bytes_total += j->in->tensors[i].n_bytes;
 	j->tensors = calloc(n + 1, sizeof(loom_file_tensor));
 	j->owned = calloc(n + 1, sizeof(void *));
 	if (j->tensors == NULL || j->owned == NULL)
@@ -67,10 +70,14 @@ static loom_status build_tensors(loom_quantized *j, const loom_quantize_params *
 			j->tensors[i].dtype = j->types[i];
 			j->tensors[i].data = j->owned[i];
 		}
+		progress.bytes_done += t->n_bytes;
 		if (p->progress != NULL) {
 			char name[256];
 			snprintf(name, sizeof(name), "%.*s", (int)(t->name.len < 255 ? t->name.len : 255), t->name.data);
-			p->progress(p->progress_user, (size_t)i, (size_t)n, name, j->types[i]);
+			progress.index = (size_t)i;
+			progress.name = name;
+			progress.type = j->types[i];
+			p->progress(p->progress_user, &progress);
 		}
 	}
 	j->out.tensors = j->tensors;
