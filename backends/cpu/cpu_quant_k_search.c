@@ -26,9 +26,13 @@
 
 #define MAX_SUB 32 /* the longest sub-block */
 
+/* Every caller clamps the result to a range far inside +-2^20. Weights
+ * that are not finite (a hostile file quantized at load) make v NaN or
+ * +-inf; bounded first, their conversion stays defined. */
 static int nearest(float v)
 {
-	return (int)rintf(v);
+	v = v > -0x1p20f ? v : -0x1p20f;
+	return (int)rintf(v < 0x1p20f ? v : 0x1p20f);
 }
 
 static int clamp(int v, int lo, int hi)
@@ -47,62 +51,91 @@ static void error_weights(const float *x, int n, float *w)
 		w[i] = rms + fabsf(x[i]);
 }
 
+#define N_CANDIDATES (2 * SEARCH_STEPS + 1)
+
+/* Each candidate is judged by its weighted squared error at the
+ * least-squares scale (and min), which follows from a few sums over the
+ * sub-block: those of w, w x and w x x are the same for every candidate;
+ * those of w q, w q q and w q x are gathered for all candidates at once,
+ * weight by weight, one candidate per vector lane. */
+typedef struct fixed_sums {
+	double w, wx, wxx;
+} fixed_sums;
+
+static fixed_sums sums_of(const float *x, const float *w, int n)
+{
+	fixed_sums f = {0, 0, 0};
+	for (int i = 0; i < n; i++) {
+		f.w += w[i];
+		f.wx += (double)w[i] * x[i];
+		f.wxx += (double)w[i] * x[i] * x[i];
+	}
+	return f;
+}
+
+/* v rounded to an integer in [lo, hi], as a float; NaN stays NaN (its
+ * sums then lose every comparison), with no conversion to an integer. */
+static inline float rounded(float v, float lo, float hi)
+{
+	float q = rintf(v);
+	q = q < lo ? lo : q;
+	return q > hi ? hi : q;
+}
+
 /* ---- sub-blocks with a min: x ~ scale * q - min, q in 0..nmax ---- */
 
-/* The weighted least-squares scale and min for the integers q, the min
- * kept >= 0 (the formats store it unsigned); returns the error left. */
-static double solve_affine(const float *x, const float *w, const int *q, int n, float *scale,
-			   float *min)
+/* The weighted least-squares scale and min for the integers whose sums
+ * are given, the min kept >= 0 (the formats store it unsigned); returns
+ * the error left, sum of w (s q + o - x)^2, expanded into the sums. */
+static double solve_affine(const fixed_sums *f, double swq, double swqq, double swqx, float *scale, float *min)
 {
-	double sw = 0, swq = 0, swqq = 0, swx = 0, swqx = 0, err = 0;
 	double s = 0, o = 0;
-
-	for (int i = 0; i < n; i++) {
-		sw += w[i];
-		swq += w[i] * q[i];
-		swqq += w[i] * q[i] * q[i];
-		swx += w[i] * x[i];
-		swqx += w[i] * q[i] * x[i];
-	}
-	double det = sw * swqq - swq * swq;
+	double det = f->w * swqq - swq * swq;
 	if (det > 0) {
-		s = (sw * swqx - swq * swx) / det;
-		o = (swqq * swx - swq * swqx) / det;
+		s = (f->w * swqx - swq * f->wx) / det;
+		o = (swqq * f->wx - swq * swqx) / det;
 	}
 	if (det <= 0 || o > 0) {
 		o = 0;
 		s = swqq > 0 ? swqx / swqq : 0;
 	}
-	for (int i = 0; i < n; i++) {
-		double e = s * q[i] + o - x[i];
-		err += w[i] * e * e;
-	}
 	*scale = (float)s;
 	*min = (float)-o;
-	return err;
+	return s * s * swqq + 2 * s * o * swq + o * o * f->w - 2 * s * swqx - 2 * o * f->wx + f->wxx;
 }
 
 static void fit_affine(const float *x, const float *w, int n, int nmax, float *scale, float *min)
 {
 	float lo = 0.0f, hi = x[0];
+	float iscale[N_CANDIDATES], swq[N_CANDIDATES], swqq[N_CANDIDATES], swqx[N_CANDIDATES];
 	double best = INFINITY;
-	int q[MAX_SUB];
 
 	for (int i = 0; i < n; i++) {
-		lo = fminf(lo, x[i]);
-		hi = fmaxf(hi, x[i]);
+		lo = lo < x[i] ? lo : x[i];
+		hi = hi > x[i] ? hi : x[i];
 	}
 	*scale = 0.0f;
 	*min = -lo;
-	if (hi <= lo)
+	if (!(hi > lo))
 		return;
-	for (int k = -SEARCH_STEPS; k <= SEARCH_STEPS; k++) {
-		float iscale = ((float)nmax + SEARCH_STEP * (float)k) / (hi - lo);
+	for (int c = 0; c < N_CANDIDATES; c++) {
+		iscale[c] = ((float)nmax + SEARCH_STEP * (float)(c - SEARCH_STEPS)) / (hi - lo);
+		swq[c] = swqq[c] = swqx[c] = 0.0f;
+	}
+	for (int i = 0; i < n; i++) {
+		const float d = x[i] - lo, wi = w[i], xi = x[i];
+#pragma omp simd
+		for (int c = 0; c < N_CANDIDATES; c++) {
+			float q = rounded(iscale[c] * d, 0.0f, (float)nmax), wq = wi * q;
+			swq[c] += wq;
+			swqq[c] += wq * q;
+			swqx[c] += wq * xi;
+		}
+	}
+	const fixed_sums f = sums_of(x, w, n);
+	for (int c = 0; c < N_CANDIDATES; c++) {
 		float s, m;
-
-		for (int i = 0; i < n; i++)
-			q[i] = clamp(nearest(iscale * (x[i] - lo)), 0, nmax);
-		double err = solve_affine(x, w, q, n, &s, &m);
+		double err = solve_affine(&f, swq[c], swqq[c], swqx[c], &s, &m);
 		if (s >= 0.0f && err < best) {
 			best = err;
 			*scale = s;
@@ -113,46 +146,38 @@ static void fit_affine(const float *x, const float *w, int n, int nmax, float *s
 
 /* ---- sub-blocks without: x ~ scale * q, q in -nlo..nhi ---- */
 
-static double solve_scale(const float *x, const float *w, const int *q, int n, float *scale)
-{
-	double swqq = 0, swqx = 0, err = 0;
-
-	for (int i = 0; i < n; i++) {
-		swqq += w[i] * q[i] * q[i];
-		swqx += w[i] * q[i] * x[i];
-	}
-	double s = swqq > 0 ? swqx / swqq : 0;
-	for (int i = 0; i < n; i++) {
-		double e = s * q[i] - x[i];
-		err += w[i] * e * e;
-	}
-	*scale = (float)s;
-	return err;
-}
-
 /* The range is lopsided (-4..3, -32..31), so the extreme element is tried
- * at either end; the scale may come out negative. */
+ * at either end; the scale may come out negative. The error at the
+ * least-squares scale swqx / swqq is wxx - swqx^2 / swqq, so the best
+ * candidate is the one with the largest swqx^2 / swqq. */
 static float fit_symmetric(const float *x, const float *w, int n, int nlo, int nhi)
 {
 	float max = cpu_signed_max(x, n), scale = 0.0f;
-	double best = INFINITY;
-	int q[MAX_SUB];
+	float iscale[2 * N_CANDIDATES], swqq[2 * N_CANDIDATES], swqx[2 * N_CANDIDATES];
+	float best = -1.0f;
 
 	if (max == 0.0f)
 		return 0.0f;
-	for (int end = 0; end < 2; end++) {
-		float target = end == 0 ? -(float)nlo : (float)nhi;
-		for (int k = -SEARCH_STEPS; k <= SEARCH_STEPS; k++) {
-			float iscale = (target + copysignf(SEARCH_STEP * (float)k, target)) / max;
-			float s;
-
-			for (int i = 0; i < n; i++)
-				q[i] = clamp(nearest(iscale * x[i]), -nlo, nhi);
-			double err = solve_scale(x, w, q, n, &s);
-			if (err < best) {
-				best = err;
-				scale = s;
-			}
+	for (int c = 0; c < 2 * N_CANDIDATES; c++) {
+		float target = c < N_CANDIDATES ? -(float)nlo : (float)nhi;
+		float step = SEARCH_STEP * (float)(c % N_CANDIDATES - SEARCH_STEPS);
+		iscale[c] = (target + copysignf(step, target)) / max;
+		swqq[c] = swqx[c] = 0.0f;
+	}
+	for (int i = 0; i < n; i++) {
+		const float wi = w[i], xi = x[i];
+#pragma omp simd
+		for (int c = 0; c < 2 * N_CANDIDATES; c++) {
+			float q = rounded(iscale[c] * xi, -(float)nlo, (float)nhi), wq = wi * q;
+			swqq[c] += wq * q;
+			swqx[c] += wq * xi;
+		}
+	}
+	for (int c = 0; c < 2 * N_CANDIDATES; c++) {
+		float gain = swqq[c] > 0.0f ? swqx[c] * swqx[c] / swqq[c] : 0.0f;
+		if (gain > best) {
+			best = gain;
+			scale = swqq[c] > 0.0f ? swqx[c] / swqq[c] : 0.0f;
 		}
 	}
 	return scale;

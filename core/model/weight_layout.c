@@ -36,7 +36,10 @@ loom_status loom_weight_converted(loom_runtime *rt, const loom_file_tensor *t, l
 	if (*bytes == NULL)
 		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
 	loom_status st = buffer_for(be, t, &in);
-	if (st == LOOM_OK)
+	/* A backend that computes in host memory writes the result where it is
+	 * wanted; another computes into its own memory, then it is copied. */
+	const bool in_place = st == LOOM_OK && loom_backend_wrap_host(be, *bytes, *n_bytes, &out) == LOOM_OK;
+	if (st == LOOM_OK && !in_place)
 		st = loom_backend_alloc(be, *n_bytes, &out);
 	if (st == LOOM_OK) {
 		src.data = in.base;
@@ -44,7 +47,7 @@ loom_status loom_weight_converted(loom_runtime *rt, const loom_file_tensor *t, l
 		loom_graph g = {.n_nodes = 1, .nodes = &node};
 		st = loom_backend_compute(be, &g);
 	}
-	if (st == LOOM_OK)
+	if (st == LOOM_OK && !in_place)
 		st = loom_backend_download(be, &out, 0, *bytes, *n_bytes);
 	loom_backend_release(be, &out);
 	loom_backend_release(be, &in);

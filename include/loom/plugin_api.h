@@ -296,8 +296,10 @@ typedef struct loom_backend_vtable {
 
 	/* (optional) Use host memory in place, e.g. a read-only mmap of the
 	 * model file, as a buffer. The core never uploads into such a buffer
-	 * (the mapping may be read-only). NULL slot or LOOM_ERR_UNSUPPORTED: the
-	 * core allocates a buffer and uploads instead. */
+	 * (the mapping may be read-only); it may wrap writable memory of its
+	 * own as an op's destination (a CONVERT's). NULL slot or
+	 * LOOM_ERR_UNSUPPORTED: the core allocates a buffer and uploads (or
+	 * downloads) instead. */
 	loom_status (*buffer_from_host)(void *backend, void *host_ptr, size_t size,
 					loom_buffer *out);
 
