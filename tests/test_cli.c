@@ -360,6 +360,11 @@ START_TEST(prompt_from_a_file)
 	/* <0x00> is token 3 + 0 in a llama2.c vocabulary. */
 	ck_assert_msg(strstr(t.out, " 3 ") != NULL, "no byte token for the NUL: %s", t.out);
 	cmd_result_free(&t);
+	/* So is a byte that is not UTF-8: <0xFF> is 3 + 255. */
+	t = run_cmd("printf 'a\\377b' | $LOOM tokenize -m %s -f - --no-bos --plugins %s", model, p);
+	ck_assert_msg(t.status == 0 && strstr(t.out, " 258 ") != NULL, "invalid UTF-8: %d '%s' %s", t.status, t.out,
+		      t.err);
+	cmd_result_free(&t);
 
 	t = run_cmd("$LOOM bench -m %s -f %s -p 16 -n 0 -r 1 --plugins %s", model, file, p);
 	ck_assert_msg(t.status == 0 && strstr(t.out, "pp16") != NULL, "bench -f: %d %s %s", t.status, t.out, t.err);
