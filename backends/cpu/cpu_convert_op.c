@@ -38,11 +38,10 @@ static size_t convert_scratch(const loom_node *node, int n_threads)
 	return (size_t)n_threads * cpu_align_up((size_t)node->dst->ne[0] * sizeof(float));
 }
 
+/* A row of any decodable type but f32 (read in place) as f32. */
 static void decode(loom_dtype type, const void *src, float *dst, int64_t n)
 {
-	if (type == LOOM_DTYPE_F32)
-		memcpy(dst, src, (size_t)n * sizeof(float));
-	else if (type == LOOM_DTYPE_F16)
+	if (type == LOOM_DTYPE_F16)
 		cpu_fp16_to_f32_row(src, dst, n);
 	else if (type == LOOM_DTYPE_BF16)
 		cpu_bf16_to_f32_row(src, dst, n);
@@ -69,8 +68,11 @@ static void convert_run(const loom_node *node, const cpu_task *task)
 
 	cpu_split(cpu_nrows(y), task->ith, task->nth, &lo, &hi);
 	for (int64_t r = lo; r < hi; r++) {
-		decode(x->dtype, cpu_row(x, r), row, n);
-		encode(y->dtype, row, cpu_row(y, r), n);
+		/* f32 rows are encoded where they lie. */
+		const float *from = x->dtype == LOOM_DTYPE_F32 ? (const float *)cpu_row(x, r) : row;
+		if (from == row)
+			decode(x->dtype, cpu_row(x, r), row, n);
+		encode(y->dtype, from, cpu_row(y, r), n);
 	}
 }
 
