@@ -20,10 +20,12 @@ loom_install_deps() {
 		curl ca-certificates
 }
 
-# What the tests add: Check, and for `loom serve`'s tests nginx (a fleet
-# behind a proxy) and node with npm (the official openai client).
+# What the tests add: Check, for `loom serve`'s tests nginx (a fleet
+# behind a proxy) and node with npm (the official openai client), and for
+# the fuzz targets (scripts/fuzz.sh) clang with its libFuzzer and sanitizer
+# runtimes and LLVM's OpenMP.
 loom_install_test_deps() {
-	loom_apt_install check nginx-light nodejs
+	loom_apt_install check nginx-light nodejs clang libclang-rt-dev libomp-dev
 	# NodeSource's nodejs bundles npm (and conflicts with Debian's npm
 	# package); Debian's does not: install npm only where the command is
 	# missing.

@@ -78,8 +78,13 @@ static float quantize_32(const float *x, int8_t *qs)
 		amax = fmaxf(amax, fabsf(x[j]));
 	float id = q8_inverse_scale(amax);
 
-	for (int j = 0; j < CPU_QK; j++)
-		qs[j] = (int8_t)rintf(x[j] * id);
+	/* Clamped, as the SIMD versions saturate: activations that are not
+	 * finite (q of NaN or +-inf) must not make the conversion undefined. */
+	for (int j = 0; j < CPU_QK; j++) {
+		float q = rintf(x[j] * id);
+		q = q > -127.0f ? q : -127.0f;
+		qs[j] = (int8_t)(q < 127.0f ? q : 127.0f);
+	}
 	return amax;
 }
 #endif
@@ -114,10 +119,15 @@ static void quantize_k_block(const float *x, cpu_block_q8_k *y)
 		return;
 	}
 	/* As llama.cpp: the extreme element goes to -127 whatever its sign, so
-	 * every q lies in -127..127 and d is negative when max is positive. */
+	 * every q lies in -127..127 and d is negative when max is positive.
+	 * A block of tiny activations (max below 127 / FLT_MAX: iscale is inf)
+	 * or of ones that overflowed (inf: iscale 0, and 0 * inf) gives q of
+	 * +-inf or NaN; clamped on both sides (NaN to -127), its conversion
+	 * stays defined. */
 	float iscale = -127.0f / max;
 	for (int j = 0; j < CPU_QK_K; j++) {
 		float q = rintf(iscale * x[j]);
+		q = q > -127.0f ? q : -127.0f;
 		y->qs[j] = (int8_t)(q < 127.0f ? q : 127.0f);
 	}
 	for (int g = 0; g < CPU_QK_K / 16; g++) {

@@ -16,6 +16,10 @@
 #include <float.h>
 #include <math.h>
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 /* ---- unpacking ---- */
 
 /* The low nibbles hold elements 0..15, the high nibbles 16..31. */
@@ -145,6 +149,32 @@ static float inverse(float d)
 	return d != 0.0f ? 1.0f / d : 0.0f;
 }
 
+#if defined(__AVX512F__)
+/* Sixteen of a Q8_0 block's weights as the plain loop below makes them:
+ * roundf(x * id) (x - trunc(x) is exact, so rounding the halves away from
+ * zero by hand is roundf), then clamped to -127..127 - max_ps gives its
+ * second operand for a NaN, -127 as the plain loop does. */
+static void round_q8_0_x16(const float *x, float id, int8_t *q)
+{
+	const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x), _mm512_set1_ps(id));
+	const __m512 t = _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+	const __m512 f = _mm512_sub_ps(v, t), one = _mm512_set1_ps(1.0f);
+	__m512 r = _mm512_mask_add_ps(t, _mm512_cmp_ps_mask(f, _mm512_set1_ps(0.5f), _CMP_GE_OQ), t, one);
+	r = _mm512_mask_sub_ps(r, _mm512_cmp_ps_mask(f, _mm512_set1_ps(-0.5f), _CMP_LE_OQ), r, one);
+	r = _mm512_min_ps(_mm512_max_ps(r, _mm512_set1_ps(-127.0f)), _mm512_set1_ps(127.0f));
+	_mm_storeu_si128((__m128i *)q, _mm512_cvtsepi32_epi8(_mm512_cvttps_epi32(r)));
+}
+
+/* The largest |x| of a block, NaNs passed over as cpu_signed_max does:
+ * max_ps gives its second operand, the running maximum, for a NaN. */
+static float abs_max_32(const float *x)
+{
+	__m512 m = _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(x)), _mm512_setzero_ps());
+	m = _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(x + 16)), m);
+	return _mm512_reduce_max_ps(m);
+}
+#endif
+
 /* The f32 product a * b, rounded before anything is added to it: stored
  * through a volatile, it cannot be fused with a following addition into an
  * FMA (which the variants built with -mfma would otherwise do), whose
@@ -156,12 +186,14 @@ static float product(float a, float b)
 	return p;
 }
 
-/* q = trunc((x - sub) * id + bias), at most qmax. */
+/* q = trunc((x - sub) * id + bias), in 0..qmax. Finite x never falls
+ * below 0; activations that overflowed (a Q4_0 KV cache stores them) give
+ * NaN or +-inf, which must not reach the conversion to int. */
 static void round_block(const float *x, float sub, float id, float bias, int qmax, uint8_t *q)
 {
 	for (int j = 0; j < CPU_QK; j++) {
-		int v = (int)(product(x[j] - sub, id) + bias);
-		q[j] = (uint8_t)(v < qmax ? v : qmax);
+		float v = product(x[j] - sub, id) + bias;
+		q[j] = (uint8_t)(v >= 0.0f ? (v < (float)qmax ? (int)v : qmax) : 0);
 	}
 }
 
@@ -245,12 +277,26 @@ void cpu_quantize_row_q8_0(const float *x, void *blocks, int64_t n)
 
 	for (int64_t i = 0; i < n / CPU_QK; i++) {
 		const float *xb = x + i * CPU_QK;
+#if defined(__AVX512F__)
+		float amax = abs_max_32(xb);
+#else
 		float amax = fabsf(cpu_signed_max(xb, CPU_QK));
+#endif
 		float d = amax / 127.0f, id = inverse(d);
 
 		b[i].d = cpu_f32_to_fp16(d);
-		for (int j = 0; j < CPU_QK; j++)
-			b[i].qs[j] = (int8_t)roundf(xb[j] * id);
+#if defined(__AVX512F__)
+		round_q8_0_x16(xb, id, b[i].qs);
+		round_q8_0_x16(xb + 16, id, b[i].qs + 16);
+#else
+		/* Clamped only for non-finite weights (amax inf gives id 0 and
+		 * inf * 0 = NaN): finite ones lie in -127..127. */
+		for (int j = 0; j < CPU_QK; j++) {
+			float q = roundf(xb[j] * id);
+			q = q > -127.0f ? q : -127.0f;
+			b[i].qs[j] = (int8_t)(q < 127.0f ? q : 127.0f);
+		}
+#endif
 	}
 }
 

@@ -34,7 +34,8 @@ static const char *const hparam_names[LOOM_HP_COUNT] = {
 	[LOOM_HP_ROPE_HIGH_FREQ] = "rope_high_freq_factor",
 };
 
-static const char *const role_names[LOOM_ROLE_COUNT] = {
+/* NULL-terminated: the values transposed allows. */
+static const char *const role_names[LOOM_ROLE_COUNT + 1] = {
 	[LOOM_ROLE_TOKEN_EMBD] = "token_embd",
 	[LOOM_ROLE_POS_EMBD] = "pos_embd",
 	[LOOM_ROLE_OUTPUT_NORM] = "output_norm",

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# cpu_table.sh - loom against llama.cpp on the CPU, side by side in one
+# sitting: for each model, `loom bench` and `llama-bench` at pp64, pp512
+# and tg32 with the same threads, and ../shared/tools/membw.c's read
+# bandwidth measured between the models. Prints a markdown table: t/s of
+# both, the ratio, and for tg32 the share of membw each reads the weights
+# at (file size x t/s / membw).
+#
+#   bench/cpu_table.sh LOOM LLAMA_BIN_DIR MEMBW THREADS MODEL...
+#
+# MEMBW: the membw binary (gcc -O2 -mavx512f -fopenmp membw.c). Run it on
+# an otherwise idle machine: a third busy thread on two cores stalls both
+# programs' barriers.
+set -euo pipefail
+loom=$1 llama=$2 membw=$3 threads=$4
+shift 4
+
+membw_gbs() {
+	"$membw" 2>&1 | sed -n 's/.*best \([0-9.]*\) GB\/s.*/\1/p' | tail -1
+}
+
+loom_ts() { # model, -p, -n
+	"$loom" bench -m "$1" -p "$2" -n "$3" -t "$threads" -r 3 -o json 2>/dev/null |
+		/usr/bin/python3 -c 'import json,sys; print("%.2f" % json.load(sys.stdin)[0]["avg_ts"])'
+}
+
+llama_ts() { # model, -p, -n
+	"$llama/llama-bench" -m "$1" -p "$2" -n "$3" -t "$threads" -r 3 -o json 2>/dev/null |
+		/usr/bin/python3 -c 'import json,sys; print("%.2f" % json.load(sys.stdin)[0]["avg_ts"])'
+}
+
+echo "| model | test | loom t/s | llama.cpp t/s | loom / llama.cpp | membw GB/s | loom, llama.cpp share of membw |"
+echo "| --- | --- | ---: | ---: | ---: | ---: | --- |"
+for model in "$@"; do
+	name=$(basename "$model" .gguf)
+	bytes=$(stat -c %s "$model")
+	bw=$(membw_gbs)
+	for test in pp64 pp512 tg32; do
+		if [ "$test" = tg32 ]; then p=0 n=32; else p=${test#pp} n=0; fi
+		a=$(loom_ts "$model" "$p" "$n")
+		b=$(llama_ts "$model" "$p" "$n")
+		share=""
+		if [ "$test" = tg32 ]; then
+			share=$(/usr/bin/python3 -c "print('%.0f%%, %.0f%%' % ($bytes * $a / 1e9 / $bw * 100, $bytes * $b / 1e9 / $bw * 100))")
+		fi
+		ratio=$(/usr/bin/python3 -c "print('%.2f' % ($a / $b))")
+		echo "| $name | $test | $a | $b | $ratio | $bw | $share |"
+	done
+done
