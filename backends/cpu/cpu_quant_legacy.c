@@ -175,6 +175,25 @@ static float abs_max_32(const float *x)
 }
 #endif
 
+/* q = trunc((x - sub) * id + bias), in 0..qmax. Finite x never falls
+ * below 0; activations that overflowed (a Q4_0 KV cache stores them) give
+ * NaN or +-inf, which must not reach the conversion to int. */
+#if defined(__AVX512F__)
+/* Sixteen at a time: the multiply with an explicit rounding mode is a
+ * builtin the compiler does not fuse with the add (as product() keeps the
+ * plain loop from doing), and max_ps gives its second operand, 0, for a
+ * NaN. */
+static void round_block(const float *x, float sub, float id, float bias, int qmax, uint8_t *q)
+{
+	for (int j = 0; j < CPU_QK; j += 16) {
+		__m512 d = _mm512_sub_ps(_mm512_loadu_ps(x + j), _mm512_set1_ps(sub));
+		__m512 p = _mm512_mul_round_ps(d, _mm512_set1_ps(id), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+		__m512 v = _mm512_add_ps(p, _mm512_set1_ps(bias));
+		v = _mm512_min_ps(_mm512_max_ps(v, _mm512_setzero_ps()), _mm512_set1_ps((float)qmax));
+		_mm_storeu_si128((__m128i *)(q + j), _mm512_cvtusepi32_epi8(_mm512_cvttps_epi32(v)));
+	}
+}
+#else
 /* The f32 product a * b, rounded before anything is added to it: stored
  * through a volatile, it cannot be fused with a following addition into an
  * FMA (which the variants built with -mfma would otherwise do), whose
@@ -186,9 +205,6 @@ static float product(float a, float b)
 	return p;
 }
 
-/* q = trunc((x - sub) * id + bias), in 0..qmax. Finite x never falls
- * below 0; activations that overflowed (a Q4_0 KV cache stores them) give
- * NaN or +-inf, which must not reach the conversion to int. */
 static void round_block(const float *x, float sub, float id, float bias, int qmax, uint8_t *q)
 {
 	for (int j = 0; j < CPU_QK; j++) {
@@ -196,6 +212,7 @@ static void round_block(const float *x, float sub, float id, float bias, int qma
 		q[j] = (uint8_t)(v >= 0.0f ? (v < (float)qmax ? (int)v : qmax) : 0);
 	}
 }
+#endif
 
 /* Symmetric 4- or 5-bit blocks: d = max / -8 or max / -16, which puts the
  * extreme element at q = 0. Returns d. */
