@@ -12,6 +12,7 @@
  */
 #include "check_main.h"
 #include "cpu_ref.h"
+#include "fixture.h"
 #include "plugin_host.h"
 
 #include <math.h>
@@ -502,25 +503,6 @@ static bool grid_next(int *idx, const int *sizes, int n)
 /* ------------------------------------------------------------------------ */
 /* Probe, buffers, supports, errors                                         */
 
-/* AMX as the kernel sees it: /proc/cpuinfo lists the features it knows
- * and has enabled. */
-static bool cpuinfo_has_amx(void)
-{
-	FILE *f = fopen("/proc/cpuinfo", "r");
-	char line[8192];
-	bool amx = false;
-	while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
-		if (strncmp(line, "flags", 5) != 0)
-			continue;
-		amx = strstr(line, " amx_tile") != NULL && strstr(line, " amx_int8") != NULL &&
-		      strstr(line, " amx_bf16") != NULL;
-		break;
-	}
-	if (f != NULL)
-		fclose(f);
-	return amx;
-}
-
 static bool cpu_has_variant_features(int i)
 {
 	__builtin_cpu_init();
@@ -533,7 +515,7 @@ static bool cpu_has_variant_features(int i)
 	case V_AVX512:
 		return avx512;
 	case V_AMX:
-		return avx512 && cpuinfo_has_amx();
+		return avx512 && test_cpu_has_amx();
 	default:
 		return true;
 	}

@@ -9,6 +9,7 @@
  * naming it. The loom command is checked to report the same.
  */
 #include "check_main.h"
+#include "fixture.h"
 #include "synth_model.h"
 #include "testdata.h"
 
@@ -451,26 +452,6 @@ START_TEST(auto_takes_the_highest_score)
 }
 END_TEST
 
-/* Whether /proc/cpuinfo lists every AMX feature cpu-amx needs: the
- * kernel's own view, beside the plugin's CPUID probe. */
-static bool cpuinfo_has_amx(void)
-{
-	FILE *f = fopen("/proc/cpuinfo", "r");
-	char line[8192];
-	bool tile = false, int8 = false, bf16 = false;
-	while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
-		if (strncmp(line, "flags", 5) != 0)
-			continue;
-		tile = strstr(line, " amx_tile") != NULL;
-		int8 = strstr(line, " amx_int8") != NULL;
-		bf16 = strstr(line, " amx_bf16") != NULL;
-		break;
-	}
-	if (f != NULL)
-		fclose(f);
-	return tile && int8 && bf16;
-}
-
 #define AMX_ENTRY(option)                                            \
 	"  - name: cpu-amx\n"                                         \
 	"    file: " LOOM_TEST_PLUGIN_DIR "/loom-cpu-amx.so\n"        \
@@ -487,7 +468,7 @@ START_TEST(amx_is_chosen_where_the_cpu_has_it)
 	loom_plugin_info amx = plugin_info(rt, "cpu-amx");
 	loom_plugin_info others = best_cpu(rt);
 	ck_assert_msg(amx.loaded, "cpu-amx did not load: %s", amx.why);
-	if (cpuinfo_has_amx()) {
+	if (test_cpu_has_amx()) {
 		ck_assert_msg(amx.score > others.score, "cpu-amx scores %d (%s) on a CPU with AMX, %s %d",
 			      amx.score, amx.why, others.name, others.score);
 		expect_chosen(rt, "cpu-amx");

@@ -10,6 +10,23 @@
 const char *const test_cpu_backends[] = {"cpu-amx", "cpu-avx512", "cpu-avx2", "cpu-generic"};
 const int test_n_cpu_backends = 4;
 
+bool test_cpu_has_amx(void)
+{
+	FILE *f = fopen("/proc/cpuinfo", "r");
+	char line[8192];
+	bool amx = false;
+	while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+		if (strncmp(line, "flags", 5) != 0)
+			continue;
+		amx = strstr(line, " amx_tile") != NULL && strstr(line, " amx_int8") != NULL &&
+		      strstr(line, " amx_bf16") != NULL;
+		break;
+	}
+	if (f != NULL)
+		fclose(f);
+	return amx;
+}
+
 const char *test_plugins_file(void)
 {
 	return LOOM_TEST_BUILD_DIR "/plugins.yaml";

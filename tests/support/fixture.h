@@ -10,6 +10,10 @@
 extern const char *const test_cpu_backends[];
 extern const int test_n_cpu_backends;
 
+/* Whether /proc/cpuinfo lists every AMX feature cpu-amx needs (amx_tile,
+ * amx_int8, amx_bf16): the kernel's view, beside the plugin's own probe. */
+bool test_cpu_has_amx(void);
+
 /* The build tree's plugins.yaml. */
 const char *test_plugins_file(void);
 
