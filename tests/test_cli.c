@@ -558,7 +558,7 @@ START_TEST(installed_tree_runs_alone)
 	/* A host program finds the moved tree through pkg-config, and through
 	 * CMake's find_package, and runs against it. */
 	r = run_cmd("export PKG_CONFIG_PATH=%1$s/moved/lib/pkgconfig && pkg-config --cflags --libs loom && "
-		    "cc -std=c11 %2$s/examples/embed.c $(pkg-config --cflags --libs loom) "
+		    "cc -std=c11 " LOOM_TEST_HOST_CFLAGS " %2$s/examples/embed.c $(pkg-config --cflags --libs loom) "
 		    "-Wl,-rpath,$(pkg-config --variable=libdir loom) -o %1$s/embed-pc && "
 		    "cd / && env -u LOOM_PLUGINS %1$s/embed-pc %3$s 'Once upon a time'",
 		    dir, LOOM_TEST_SOURCE_DIR, model);
@@ -569,7 +569,8 @@ START_TEST(installed_tree_runs_alone)
 	r = run_cmd("mkdir -p %1$s/host && printf '%%s\\n' 'cmake_minimum_required(VERSION 3.16)' 'project(host C)' "
 		    "'find_package(loom 0.1 REQUIRED)' 'add_executable(embed %2$s/examples/embed.c)' "
 		    "'target_link_libraries(embed PRIVATE loom::loom)' > %1$s/host/CMakeLists.txt && "
-		    "cmake -S %1$s/host -B %1$s/host/build -DCMAKE_PREFIX_PATH=%1$s/moved >/dev/null && "
+		    "cmake -S %1$s/host -B %1$s/host/build -DCMAKE_PREFIX_PATH=%1$s/moved "
+		    "-DCMAKE_C_FLAGS='" LOOM_TEST_HOST_CFLAGS "' >/dev/null && "
 		    "cmake --build %1$s/host/build >/dev/null && cd / && env -u LOOM_PLUGINS %1$s/host/build/embed %3$s "
 		    "'Once upon a time'",
 		    dir, LOOM_TEST_SOURCE_DIR, model);
