@@ -110,6 +110,9 @@ loom_token *cli_tokenize_bytes(const loom_model *m, const char *text, size_t len
  * messages); false after a message. A missing or unreadable file, or a
  * directory, is an error. */
 bool cli_read_text(const char *cmd, const cli_options *o, const char *what, cli_text *out);
+/* A text file opened for reading (stdin's descriptor for "-"), or -1
+ * after a message: a missing file, or a directory, is an error. */
+int cli_open_text_file(const char *cmd, const char *path);
 /* The bytes of a file, or of stdin for "-"; false after a message. */
 bool cli_read_file(const char *cmd, const char *path, cli_text *out);
 void cli_text_free(cli_text *t);

@@ -46,21 +46,31 @@ static bool read_all(int fd, cli_text *out)
 	return true;
 }
 
-bool cli_read_file(const char *cmd, const char *path, cli_text *out)
+int cli_open_text_file(const char *cmd, const char *path)
 {
-	memset(out, 0, sizeof(*out));
-	if (strcmp(path, "-") == 0) {
-		if (!read_all(STDIN_FILENO, out))
-			return cli_fail("%s: cannot read standard input: %s", cmd, strerror(errno)), false;
-		return true;
-	}
+	if (strcmp(path, "-") == 0)
+		return STDIN_FILENO;
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return cli_fail("%s: cannot open %s: %s", cmd, path, strerror(errno)), false;
+		return cli_fail("%s: cannot open %s: %s", cmd, path, strerror(errno)), -1;
 	struct stat st;
 	if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
 		close(fd);
-		return cli_fail("%s: %s is a directory, not a text file", cmd, path), false;
+		return cli_fail("%s: %s is a directory, not a text file", cmd, path), -1;
+	}
+	return fd;
+}
+
+bool cli_read_file(const char *cmd, const char *path, cli_text *out)
+{
+	memset(out, 0, sizeof(*out));
+	int fd = cli_open_text_file(cmd, path);
+	if (fd < 0)
+		return false;
+	if (fd == STDIN_FILENO) {
+		if (!read_all(STDIN_FILENO, out))
+			return cli_fail("%s: cannot read standard input: %s", cmd, strerror(errno)), false;
+		return true;
 	}
 	bool ok = read_all(fd, out);
 	int err = errno;

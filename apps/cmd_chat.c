@@ -10,7 +10,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
+#include <unistd.h>
 
 typedef struct chat {
 	loom_chat_message *msgs;
@@ -212,12 +212,12 @@ int cmd_chat(int argc, char **argv)
 	if (!cli_parse("chat", argc, argv, CLI_MODEL | CLI_FILE | CLI_BACKEND | CLI_CTX | CLI_SAMPLING | CLI_CHAT | CLI_QUANTIZE | CLI_SHIFT, &o))
 		return 1;
 	if (o.file != NULL && strcmp(o.file, "-") != 0) {
-		if ((input = fopen(o.file, "r")) == NULL)
-			return cli_fail("chat: cannot open %s: %s", o.file, strerror(errno));
-		struct stat st;
-		if (fstat(fileno(input), &st) == 0 && S_ISDIR(st.st_mode)) {
-			fclose(input);
-			return cli_fail("chat: %s is a directory, not a text file", o.file);
+		int fd = cli_open_text_file("chat", o.file);
+		if (fd < 0)
+			return 1;
+		if ((input = fdopen(fd, "r")) == NULL) {
+			close(fd);
+			return cli_fail("chat: cannot read %s: %s", o.file, strerror(errno));
 		}
 	}
 	if (!cli_open_model(&o, false, &rt, &model))
