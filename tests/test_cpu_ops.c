@@ -463,11 +463,12 @@ static const loom_dtype quant_types[] = {
 	LOOM_DTYPE_Q2_K, LOOM_DTYPE_Q3_K, LOOM_DTYPE_Q4_K, LOOM_DTYPE_Q5_K, LOOM_DTYPE_Q6_K,
 };
 
-/* 33 rows: two whole 16-row groups and one row; 13 tokens: a run of 8, of
- * 4 and a single token in the repacked kernels (cpu_repack.c), 64 the
- * prompt-sized batch. */
+/* 33 rows: two whole 16-row groups and one row; 14 tokens: runs of 8, 4
+ * and single tokens in the repacked kernels (cpu_repack.c), two full float
+ * tiles and a short one of 2; 3 and 5: short tiles of the 4- and 6-token
+ * kernels; 64 the prompt-sized batch. */
 static const int64_t row_counts[] = {1, 7, 33};
-static const int64_t token_counts[] = {1, 3, 13, 64};
+static const int64_t token_counts[] = {1, 3, 5, 14, 64};
 
 /* Steps idx[0..n) through every combination of idx[k] < sizes[k], the last
  * index fastest, like nested loops; false once all were visited. */

@@ -99,20 +99,23 @@ static __m256i round_bf16_x8(__m256i u)
 }
 #endif
 
-void cpu_round_bf16_row(const float *x, float *y, int64_t n)
+void cpu_f32_to_bf16_row(const float *x, uint16_t *y, int64_t n)
 {
 	int64_t i = 0;
 #if defined(__AVX512F__)
 	for (; i + 16 <= n; i += 16) {
-		__m512i u = _mm512_castps_si512(_mm512_loadu_ps(x + i));
-		_mm512_storeu_ps(y + i, _mm512_castsi512_ps(round_bf16_x16(u)));
+		__m512i r = round_bf16_x16(_mm512_castps_si512(_mm512_loadu_ps(x + i)));
+		_mm256_storeu_si256((__m256i *)(y + i), _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16)));
 	}
 #elif defined(__AVX2__)
 	for (; i + 8 <= n; i += 8) {
-		__m256i u = _mm256_castps_si256(_mm256_loadu_ps(x + i));
-		_mm256_storeu_ps(y + i, _mm256_castsi256_ps(round_bf16_x8(u)));
+		__m256i r = _mm256_srli_epi32(round_bf16_x8(_mm256_castps_si256(_mm256_loadu_ps(x + i))), 16);
+		/* packus pairs the 128-bit halves; the permute puts the four
+		 * 64-bit results back in order. */
+		__m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08);
+		_mm_storeu_si128((__m128i *)(y + i), _mm256_castsi256_si128(packed));
 	}
 #endif
 	for (; i < n; i++)
-		y[i] = cpu_bf16_to_f32(cpu_f32_to_bf16(x[i]));
+		y[i] = cpu_f32_to_bf16(x[i]);
 }

@@ -123,10 +123,10 @@ static inline uint16_t cpu_f32_to_bf16(float f)
 void cpu_fp16_to_f32_row(const uint16_t *x, float *y, int64_t n);
 void cpu_f32_to_fp16_row(const float *x, uint16_t *y, int64_t n);
 void cpu_bf16_to_f32_row(const uint16_t *x, float *y, int64_t n);
+void cpu_f32_to_bf16_row(const float *x, uint16_t *y, int64_t n);
 
-/* y = x rounded to fp16 (bf16) precision, kept as f32: the activations of a
- * matmul with F16 (BF16) weights, as llama.cpp rounds them. y may be x. */
+/* y = x rounded to fp16 precision, kept as f32 (the queries of an
+ * attention over an F16 cache, as llama.cpp rounds them). y may be x. */
 void cpu_round_fp16_row(const float *x, float *y, int64_t n);
-void cpu_round_bf16_row(const float *x, float *y, int64_t n);
 
 #endif

@@ -1,7 +1,8 @@
 /*
  * cpu_gemm.c - the table of matmul tile kernels (cpu_gemm.h), and the
- * kernels for F32, F16 and BF16 weights: f32 multiply-adds of the weights,
- * widened, with activations already rounded to the weight's precision.
+ * kernels for F32, F16 and BF16 weights: f32 multiply-adds of the weights
+ * and the activations, both widened from the weight's type for F16 and
+ * BF16 (the activations converted to it, as llama.cpp's are).
  * The quantized types' kernels are in cpu_gemm_legacy.c and cpu_gemm_k.c.
  */
 #include "cpu_gemm_tile.h"
@@ -11,14 +12,16 @@
 
 enum weight_kind { W_F32, W_F16, W_BF16 };
 
-CPU_INLINE size_t weight_bytes(enum weight_kind kind)
+/* Bytes of one element of the weights, and of the activations: f32 for F32
+ * weights, the weights' own 16-bit format for F16 and BF16. */
+CPU_INLINE size_t element_bytes(enum weight_kind kind)
 {
 	return kind == W_F32 ? sizeof(float) : sizeof(uint16_t);
 }
 
 #if defined(__AVX512F__)
 
-CPU_INLINE __m512 load_weights(const char *row, int64_t i, __mmask16 m, enum weight_kind kind)
+CPU_INLINE __m512 load16(const char *row, int64_t i, __mmask16 m, enum weight_kind kind)
 {
 	if (kind == W_F16)
 		return cpu_load_fp16_x16((const uint16_t *)row + i, m);
@@ -27,39 +30,48 @@ CPU_INLINE __m512 load_weights(const char *row, int64_t i, __mmask16 m, enum wei
 	return _mm512_maskz_loadu_ps(m, (const float *)row + i);
 }
 
+/* The weight rows' next 16 elements stay in registers while each token's
+ * pass over them: 4 x 6 accumulators, 4 weights and a token's elements
+ * take 29 of the 32 registers, and each element loaded serves 4 or 6
+ * multiply-adds. */
 CPU_INLINE void tile_float(const cpu_gemm_args *a, enum weight_kind kind, const int nt)
 {
-	const char *w[CPU_GEMM_ROWS];
-	const float *x[CPU_GEMM_TOKENS];
-	__m512 acc[CPU_GEMM_ROWS][CPU_GEMM_TOKENS];
+	const size_t eb = element_bytes(kind);
+	const char *w[CPU_GEMM_ROWS], *x[CPU_GEMM_FLOAT_TOKENS];
+	__m512 acc[CPU_GEMM_ROWS][CPU_GEMM_FLOAT_TOKENS];
 
-	for (int r = 0; r < CPU_GEMM_ROWS; r++) {
+	CPU_UNROLLED for (int r = 0; r < CPU_GEMM_ROWS; r++) {
 		w[r] = cpu_tile_weight_row(a, r);
-		for (int t = 0; t < nt; t++)
+		CPU_UNROLLED for (int t = 0; t < nt; t++)
 			acc[r][t] = _mm512_setzero_ps();
 	}
-	for (int t = 0; t < nt; t++)
-		x[t] = (const float *)cpu_tile_act_row(a, t);
+	CPU_UNROLLED for (int t = 0; t < nt; t++)
+		x[t] = cpu_tile_act_row(a, t);
 	for (int64_t i = 0; i < a->n; i += 16) {
 		__mmask16 m = a->n - i >= 16 ? 0xffff : cpu_tail_mask(a->n - i);
-		__m512 xv[CPU_GEMM_TOKENS];
-		for (int t = 0; t < nt; t++)
-			xv[t] = _mm512_maskz_loadu_ps(m, x[t] + i);
-		for (int r = 0; r < CPU_GEMM_ROWS; r++) {
-			cpu_tile_prefetch(a, w[r] + i * weight_bytes(kind), 16 * weight_bytes(kind));
-			__m512 wv = load_weights(w[r], i, m, kind);
-			for (int t = 0; t < nt; t++)
-				acc[r][t] = _mm512_fmadd_ps(wv, xv[t], acc[r][t]);
+		__m512 wv[CPU_GEMM_ROWS];
+		CPU_UNROLLED for (int r = 0; r < CPU_GEMM_ROWS; r++) {
+			if (a->prefetch_ahead != 0)
+				cpu_tile_prefetch(a, w[r] + i * eb, 16 * eb);
+			wv[r] = load16(w[r], i, m, kind);
+		}
+		CPU_UNROLLED for (int t = 0; t < nt; t++) {
+			__m512 xv = load16(x[t], i, m, kind);
+			CPU_UNROLLED for (int r = 0; r < CPU_GEMM_ROWS; r++)
+				acc[r][t] = _mm512_fmadd_ps(wv[r], xv, acc[r][t]);
 		}
 	}
-	for (int t = 0; t < nt; t++)
-		for (int r = 0; r < a->nr; r++)
-			cpu_tile_out_row(a, t)[r] = _mm512_reduce_add_ps(acc[r][t]);
+	/* Constant bounds on the loop over rows: an index the compiler cannot
+	 * see through would keep the accumulators in memory. */
+	CPU_UNROLLED for (int t = 0; t < nt; t++)
+		CPU_UNROLLED for (int r = 0; r < CPU_GEMM_ROWS; r++)
+			if (r < a->nr)
+				cpu_tile_out_row(a, t)[r] = _mm512_reduce_add_ps(acc[r][t]);
 }
 
 #elif defined(__AVX2__)
 
-CPU_INLINE __m256 load_weights(const char *row, int64_t i, enum weight_kind kind)
+CPU_INLINE __m256 load8(const char *row, int64_t i, enum weight_kind kind)
 {
 	if (kind == W_F16)
 		return cpu_load_fp16_x8((const uint16_t *)row + i);
@@ -68,7 +80,7 @@ CPU_INLINE __m256 load_weights(const char *row, int64_t i, enum weight_kind kind
 	return _mm256_loadu_ps((const float *)row + i);
 }
 
-CPU_INLINE float weight_at(const char *row, int64_t i, enum weight_kind kind)
+CPU_INLINE float element_at(const char *row, int64_t i, enum weight_kind kind)
 {
 	if (kind == W_F16)
 		return cpu_fp16_to_f32(((const uint16_t *)row)[i]);
@@ -79,34 +91,35 @@ CPU_INLINE float weight_at(const char *row, int64_t i, enum weight_kind kind)
 
 CPU_INLINE void tile_float(const cpu_gemm_args *a, enum weight_kind kind, const int nt)
 {
-	const char *w[CPU_GEMM_ROWS];
-	const float *x[CPU_GEMM_TOKENS];
-	__m256 acc[CPU_GEMM_ROWS][CPU_GEMM_TOKENS];
+	const size_t eb = element_bytes(kind);
+	const char *w[CPU_GEMM_ROWS], *x[CPU_GEMM_FLOAT_TOKENS];
+	__m256 acc[CPU_GEMM_ROWS][CPU_GEMM_FLOAT_TOKENS];
 	int64_t i = 0;
 
-	for (int r = 0; r < CPU_GEMM_ROWS; r++) {
+	CPU_UNROLLED for (int r = 0; r < CPU_GEMM_ROWS; r++) {
 		w[r] = cpu_tile_weight_row(a, r);
-		for (int t = 0; t < nt; t++)
+		CPU_UNROLLED for (int t = 0; t < nt; t++)
 			acc[r][t] = _mm256_setzero_ps();
 	}
-	for (int t = 0; t < nt; t++)
-		x[t] = (const float *)cpu_tile_act_row(a, t);
+	CPU_UNROLLED for (int t = 0; t < nt; t++)
+		x[t] = cpu_tile_act_row(a, t);
 	for (; i + 8 <= a->n; i += 8) {
-		__m256 xv[CPU_GEMM_TOKENS];
-		for (int t = 0; t < nt; t++)
-			xv[t] = _mm256_loadu_ps(x[t] + i);
-		for (int r = 0; r < CPU_GEMM_ROWS; r++) {
-			cpu_tile_prefetch(a, w[r] + i * weight_bytes(kind), 8 * weight_bytes(kind));
-			__m256 wv = load_weights(w[r], i, kind);
-			for (int t = 0; t < nt; t++)
+		__m256 xv[CPU_GEMM_FLOAT_TOKENS];
+		CPU_UNROLLED for (int t = 0; t < nt; t++)
+			xv[t] = load8(x[t], i, kind);
+		CPU_UNROLLED for (int r = 0; r < CPU_GEMM_ROWS; r++) {
+			if (a->prefetch_ahead != 0)
+				cpu_tile_prefetch(a, w[r] + i * eb, 8 * eb);
+			__m256 wv = load8(w[r], i, kind);
+			CPU_UNROLLED for (int t = 0; t < nt; t++)
 				acc[r][t] = _mm256_fmadd_ps(wv, xv[t], acc[r][t]);
 		}
 	}
-	for (int t = 0; t < nt; t++) {
+	CPU_UNROLLED for (int t = 0; t < nt; t++) {
 		for (int r = 0; r < a->nr; r++) {
 			float sum = cpu_hsum_x8(acc[r][t]);
 			for (int64_t j = i; j < a->n; j++)
-				sum += weight_at(w[r], j, kind) * x[t][j];
+				sum += element_at(w[r], j, kind) * element_at(x[t], j, kind);
 			cpu_tile_out_row(a, t)[r] = sum;
 		}
 	}
@@ -116,21 +129,20 @@ CPU_INLINE void tile_float(const cpu_gemm_args *a, enum weight_kind kind, const 
 
 /* The reference: one plain dot product per output element. */
 
-static float dot_bf16(const uint16_t *w, const float *x, int64_t n)
+static float dot_16bit(const uint16_t *w, const uint16_t *x, int64_t n, enum weight_kind kind)
 {
 	float sum = 0.0f;
 	for (int64_t i = 0; i < n; i++)
-		sum += cpu_bf16_to_f32(w[i]) * x[i];
+		sum += kind == W_F16 ? cpu_fp16_to_f32(w[i]) * cpu_fp16_to_f32(x[i])
+				     : cpu_bf16_to_f32(w[i]) * cpu_bf16_to_f32(x[i]);
 	return sum;
 }
 
 static float dot_one(const cpu_gemm_args *a, const char *w, const char *x, enum weight_kind kind)
 {
-	if (kind == W_F16)
-		return cpu_dot_fp16((const uint16_t *)w, (const float *)x, a->n);
-	if (kind == W_BF16)
-		return dot_bf16((const uint16_t *)w, (const float *)x, a->n);
-	return cpu_dot_f32((const float *)w, (const float *)x, a->n);
+	if (kind == W_F32)
+		return cpu_dot_f32((const float *)w, (const float *)x, a->n);
+	return dot_16bit((const uint16_t *)w, (const uint16_t *)x, a->n, kind);
 }
 
 static void tile_float(const cpu_gemm_args *a, enum weight_kind kind, int nt)
@@ -145,9 +157,9 @@ static void tile_float(const cpu_gemm_args *a, enum weight_kind kind, int nt)
 #define TILE_F32(nt) tile_float(a, W_F32, nt)
 #define TILE_F16(nt) tile_float(a, W_F16, nt)
 #define TILE_BF16(nt) tile_float(a, W_BF16, nt)
-CPU_GEMM_TILED(f32, TILE_F32)
-CPU_GEMM_TILED(f16, TILE_F16)
-CPU_GEMM_TILED(bf16, TILE_BF16)
+CPU_GEMM_FLOAT_TILED(f32, TILE_F32)
+CPU_GEMM_FLOAT_TILED(f16, TILE_F16)
+CPU_GEMM_FLOAT_TILED(bf16, TILE_BF16)
 
 static const cpu_gemm_fn kernels[LOOM_DTYPE_COUNT] = {
 	[LOOM_DTYPE_F32] = cpu_gemm_f32,   [LOOM_DTYPE_F16] = cpu_gemm_f16,   [LOOM_DTYPE_BF16] = cpu_gemm_bf16,
@@ -162,4 +174,10 @@ cpu_gemm_fn cpu_gemm_kernel(loom_dtype weight_type)
 	if ((int)weight_type < 0 || weight_type >= LOOM_DTYPE_COUNT)
 		return NULL;
 	return kernels[weight_type];
+}
+
+int cpu_gemm_tokens(loom_dtype weight_type)
+{
+	bool is_float = weight_type == LOOM_DTYPE_F32 || weight_type == LOOM_DTYPE_F16 || weight_type == LOOM_DTYPE_BF16;
+	return is_float ? CPU_GEMM_FLOAT_TOKENS : CPU_GEMM_TOKENS;
 }

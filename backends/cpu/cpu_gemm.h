@@ -11,21 +11,26 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Largest tile: weight rows x activation rows. */
+/* Largest tile: weight rows x activation rows. The float types' tiles
+ * take more tokens: their weights, held in registers while the tokens pass,
+ * need no unpacking registers. */
 #if defined(__AVX512F__)
 #define CPU_GEMM_ROWS 4
 #define CPU_GEMM_TOKENS 4
+#define CPU_GEMM_FLOAT_TOKENS 6
 #elif defined(__AVX2__)
 #define CPU_GEMM_ROWS 4
 #define CPU_GEMM_TOKENS 2
+#define CPU_GEMM_FLOAT_TOKENS 2
 #else
 #define CPU_GEMM_ROWS 4
 #define CPU_GEMM_TOKENS 4
+#define CPU_GEMM_FLOAT_TOKENS 6
 #endif
 
 /* One tile: y[t][r] = dot(weight row r, activation row t) for r < nr,
- * t < nt. Activations are f32 rows for F32, F16 and BF16 weights (already
- * rounded to the weight's precision) and rows of blocks of the activation
+ * t < nt. Activations are f32 rows for F32 weights, rows of the weights'
+ * own type for F16 and BF16 weights, and rows of blocks of the activation
  * type for the quantized types (cpu_quant.h). */
 typedef struct cpu_gemm_args {
 	int64_t n;            /* elements per row */
@@ -36,7 +41,7 @@ typedef struct cpu_gemm_args {
 	float *y;             /* output element (token 0, row 0) */
 	size_t y_stride;      /* bytes between output rows (tokens) */
 	int nr;               /* 1..CPU_GEMM_ROWS */
-	int nt;               /* 1..CPU_GEMM_TOKENS */
+	int nt;               /* 1..cpu_gemm_tokens(weight type) */
 	/* Bytes past each weight byte read that the tile asks the memory to
 	 * bring into cache meanwhile; 0 when the weights are already there
 	 * (the requests then find them). */
@@ -47,5 +52,8 @@ typedef void (*cpu_gemm_fn)(const cpu_gemm_args *a);
 
 /* The kernel for weights of this dtype; NULL if there is none. */
 cpu_gemm_fn cpu_gemm_kernel(loom_dtype weight_type);
+
+/* The most tokens its tiles take at once. */
+int cpu_gemm_tokens(loom_dtype weight_type);
 
 #endif

@@ -6,7 +6,7 @@
  * in cpu_gemm.c.
  *
  * A tile keeps CPU_GEMM_ROWS x nt accumulators in registers. nt is a
- * compile-time constant in each instance (CPU_GEMM_DISPATCH switches on
+ * compile-time constant in each instance (CPU_GEMM_DISPATCH_UP_TO switches on
  * it), so the loops over rows and tokens unroll. A tile with fewer than
  * CPU_GEMM_ROWS weight rows repeats its last row and drops the extra
  * results, which only happens at the end of a matrix. Every output element
@@ -20,7 +20,6 @@
 #include "cpu_quant.h"
 #include "cpu_simd.h"
 
-#define CPU_INLINE static inline __attribute__((always_inline))
 
 /* Weight row r of the tile, the last real one standing in past nr. */
 CPU_INLINE const char *cpu_tile_weight_row(const cpu_gemm_args *a, int r)
@@ -38,29 +37,33 @@ CPU_INLINE float *cpu_tile_out_row(const cpu_gemm_args *a, int t)
 	return (float *)((char *)a->y + (size_t)t * a->y_stride);
 }
 
-/* One instance of a tile per height. */
-#if CPU_GEMM_TOKENS == 4
-#define CPU_GEMM_DISPATCH(call)         \
-	switch (a->nt) {                \
-	case 1: call(1); break;         \
-	case 2: call(2); break;         \
-	case 3: call(3); break;         \
-	default: call(4); break;        \
+/* One instance of a tile per height, up to max tokens (at most 6). The
+ * switch is on a height already clamped to max, so the compiler drops the
+ * cases past it, whose heights are clamped only so that they compile. */
+#define CPU_GEMM_AT_MOST(n, max) ((n) < (max) ? (n) : (max))
+#define CPU_GEMM_DISPATCH_UP_TO(max, call)                \
+	switch (CPU_GEMM_AT_MOST(a->nt, max)) {           \
+	case 1: call(1); break;                           \
+	case 2: call(CPU_GEMM_AT_MOST(2, max)); break;    \
+	case 3: call(CPU_GEMM_AT_MOST(3, max)); break;    \
+	case 4: call(CPU_GEMM_AT_MOST(4, max)); break;    \
+	case 5: call(CPU_GEMM_AT_MOST(5, max)); break;    \
+	default: call(CPU_GEMM_AT_MOST(6, max)); break;   \
 	}
-#elif CPU_GEMM_TOKENS == 2
-#define CPU_GEMM_DISPATCH(call)         \
-	switch (a->nt) {                \
-	case 1: call(1); break;         \
-	default: call(2); break;        \
-	}
-#endif
 
 /* The kernel cpu_gemm_NAME: call(nt), a function-like macro that runs the
  * tile of height nt (a names the tile's arguments), at every height. */
 #define CPU_GEMM_TILED(name, call)                              \
 	void cpu_gemm_##name(const cpu_gemm_args *a)            \
 	{                                                       \
-		CPU_GEMM_DISPATCH(call)                         \
+		CPU_GEMM_DISPATCH_UP_TO(CPU_GEMM_TOKENS, call)  \
+	}
+
+/* The same for a float type's kernel, whose tiles are taller. */
+#define CPU_GEMM_FLOAT_TILED(name, call)                             \
+	void cpu_gemm_##name(const cpu_gemm_args *a)                 \
+	{                                                            \
+		CPU_GEMM_DISPATCH_UP_TO(CPU_GEMM_FLOAT_TOKENS, call) \
 	}
 
 /* A kernel that takes one dot product per output element through the

@@ -3,7 +3,7 @@
  *
  * Two phases, as llama.cpp's CPU backend does it:
  *  1. The activations are rounded to the weight's dot type once per matmul:
- *     F16 or BF16 precision (kept as f32) for F16 or BF16 weights, blocks
+ *     rows of F16 or BF16 for F16 or BF16 weights, blocks
  *     of the quantized types' activation type (Q8_0, Q8_1 or Q8_K,
  *     cpu_quant.h) for those; F32 weights read them in place. All threads
  *     share this work, then meet at a barrier.
@@ -46,7 +46,7 @@ static size_t act_row_bytes(loom_dtype weight_type, int64_t n)
 	if (qt != NULL)
 		return loom_dtype_row_bytes(qt->act_type, n);
 	if (weight_type == LOOM_DTYPE_F16 || weight_type == LOOM_DTYPE_BF16)
-		return (size_t)n * sizeof(float);
+		return (size_t)n * sizeof(uint16_t);
 	return 0;
 }
 
@@ -141,9 +141,9 @@ static void convert_piece(loom_dtype weight_type, const float *x, char *row, int
 	if (qt != NULL)
 		cpu_quantize_act(qt->act_type, x + e0, row + loom_dtype_row_bytes(qt->act_type, e0), n);
 	else if (weight_type == LOOM_DTYPE_F16)
-		cpu_round_fp16_row(x + e0, (float *)row + e0, n);
+		cpu_f32_to_fp16_row(x + e0, (uint16_t *)row + e0, n);
 	else if (weight_type == LOOM_DTYPE_BF16)
-		cpu_round_bf16_row(x + e0, (float *)row + e0, n);
+		cpu_f32_to_bf16_row(x + e0, (uint16_t *)row + e0, n);
 }
 
 /* Phase 1: every thread converts its share of (token, piece) pairs. */
@@ -193,18 +193,18 @@ static size_t prefetch_distance(size_t w_stride)
 /* Phase 2 for panels [p_lo, p_hi) and tokens [t_lo, t_hi). The first tile
  * of a panel reads its weights from memory; the others find them in
  * cache. */
-static void multiply_block(const cpu_gemm_args *base, cpu_gemm_fn kernel, int64_t n_out,
+static void multiply_block(const cpu_gemm_args *base, cpu_gemm_fn kernel, int tile_tokens, int64_t n_out,
 			   int64_t p_lo, int64_t p_hi, int64_t t_lo, int64_t t_hi)
 {
 	for (int64_t p = p_lo; p < p_hi; p++) {
 		int64_t o = p * CPU_GEMM_ROWS;
-		for (int64_t t = t_lo; t < t_hi; t += CPU_GEMM_TOKENS) {
+		for (int64_t t = t_lo; t < t_hi; t += tile_tokens) {
 			cpu_gemm_args a = *base;
 			a.w += (size_t)o * base->w_stride;
 			a.x += (size_t)t * base->x_stride;
 			a.y = (float *)((char *)base->y + (size_t)t * base->y_stride) + o;
 			a.nr = (int)min64(CPU_GEMM_ROWS, n_out - o);
-			a.nt = (int)min64(CPU_GEMM_TOKENS, t_hi - t);
+			a.nt = (int)min64(tile_tokens, t_hi - t);
 			a.prefetch_ahead = t == t_lo ? prefetch_distance(base->w_stride) : 0;
 			kernel(&a);
 		}
@@ -269,17 +269,17 @@ static void matmul_run(const loom_node *node, const cpu_task *task)
 
 	int64_t n_panels = (n_out + CPU_GEMM_ROWS - 1) / CPU_GEMM_ROWS;
 	size_t act_bytes = row_bytes != 0 ? row_bytes : (size_t)x->ne[0] * sizeof(float);
+	int tile_tokens = cpu_gemm_tokens(w->dtype);
 	int64_t tok_block = (int64_t)(TOKEN_BLOCK_BYTES / act_bytes);
 
-	tok_block = tok_block < CPU_GEMM_TOKENS ? CPU_GEMM_TOKENS
-						: tok_block / CPU_GEMM_TOKENS * CPU_GEMM_TOKENS;
+	tok_block = tok_block < tile_tokens ? tile_tokens : tok_block / tile_tokens * tile_tokens;
 	/* Panels go out in chunks of about 1/16 of a thread's even share, so
 	 * that a thread slowed down can hand some of its share to the others. */
 	int64_t chunk = n_panels / ((int64_t)task->nth * 16);
 	chunk = chunk < 1 ? 1 : chunk;
 	while (cpu_take_work(task, n_panels, chunk, &lo, &hi))
 		for (int64_t t = 0; t < n_tok; t += tok_block)
-			multiply_block(&base, cpu_gemm_kernel(w->dtype), n_out, lo, hi, t,
+			multiply_block(&base, cpu_gemm_kernel(w->dtype), tile_tokens, n_out, lo, hi, t,
 				       min64(n_tok, t + tok_block));
 }
 

@@ -3,13 +3,13 @@
 
 #include "cpu_blocks.h"
 #include "cpu_convert.h"
+#include "cpu_simd.h"
 
 #include <string.h>
 
 #if defined(__AVX512F__) && defined(__AVX512VNNI__)
 #include <immintrin.h>
 
-#define CPU_INLINE static inline __attribute__((always_inline))
 #define WORDS (CPU_QK / 8) /* 32-bit words of nibbles in a Q4_0 block */
 /* The hardware prefetchers stop at every 4 KiB page; the multiply asks for
  * a group's blocks this many blocks ahead of its reads. */

@@ -17,13 +17,13 @@
 
 #include "cpu_blocks.h"
 #include "cpu_quant.h"
+#include "cpu_simd.h"
 
 #include <string.h>
 
 #if defined(__AVX512F__) && defined(__AVX512VNNI__)
 #include <immintrin.h>
 
-#define CPU_INLINE static inline __attribute__((always_inline))
 #define ROWS CPU_REPACK_ROWS
 #define LANES 8  /* the row kernels' integer lanes, 4 elements each */
 #define CHUNKS 8 /* 32-element chunks in a super-block */
