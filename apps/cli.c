@@ -47,6 +47,26 @@ static bool parse_int(const char *opt, const char *s, long lo, long hi, int *out
 	return true;
 }
 
+static bool parse_int_list(const char *opt, const char *s, long lo, long hi, cli_int_list *out)
+{
+	out->n = 0;
+	for (const char *p = s;; p++) {
+		char item[32];
+		size_t len = strcspn(p, ",");
+		if (out->n == CLI_LIST_MAX)
+			return cli_fail("%s takes at most %d values, not '%s'", opt, CLI_LIST_MAX, s), false;
+		if (len >= sizeof(item))
+			return cli_fail("%s expects integers in [%ld, %ld], not '%s'", opt, lo, hi, s), false;
+		memcpy(item, p, len);
+		item[len] = '\0';
+		if (!parse_int(opt, item, lo, hi, &out->v[out->n++]))
+			return false;
+		p += len;
+		if (*p == '\0')
+			return true;
+	}
+}
+
 static bool parse_float(const char *opt, const char *s, float lo, float hi, float *out)
 {
 	char *end;
@@ -176,6 +196,10 @@ bool cli_parse(const char *cmd, int argc, char **argv, unsigned allowed, cli_opt
 			o->context_shift = IS("--context-shift");
 			continue;
 		}
+		if (IS("-pps") && NEED(CLI_BENCH)) {
+			o->batched_pp_shared = true;
+			continue;
+		}
 		if (IS("--layout") && NEED(CLI_TYPE)) {
 			o->backend_layout = true;
 			continue;
@@ -260,13 +284,19 @@ bool cli_parse(const char *cmd, int argc, char **argv, unsigned allowed, cli_opt
 		else if ((IS("-ngl") || IS("--n-gpu-layers") || IS("--gpu-layers")) && NEED(CLI_BACKEND))
 			ok = parse_int(a, v, 0, INT_MAX, &o->n_gpu_layers);
 		else if (IS("-p") && NEED(CLI_BENCH))
-			ok = parse_int(a, v, 0, 1 << 16, &o->n_prompt_bench);
+			ok = parse_int(a, v, 0, 1 << 16, &o->n_prompt_bench), o->bench_single_given = true;
 		else if (IS("-n") && NEED(CLI_BENCH))
-			ok = parse_int(a, v, 0, 1 << 16, &o->n_gen_bench);
+			ok = parse_int(a, v, 0, 1 << 16, &o->n_gen_bench), o->bench_single_given = true;
 		else if (IS("-d") && NEED(CLI_BENCH))
-			ok = parse_int(a, v, 0, 1 << 24, &o->n_depth);
+			ok = parse_int(a, v, 0, 1 << 24, &o->n_depth), o->bench_single_given = true;
 		else if (IS("-r") && NEED(CLI_BENCH))
-			ok = parse_int(a, v, 1, 1000, &o->repetitions);
+			ok = parse_int(a, v, 1, 1000, &o->repetitions), o->bench_single_given = true;
+		else if (IS("-npp") && NEED(CLI_BENCH))
+			ok = parse_int_list(a, v, 1, 1 << 16, &o->batched_pp);
+		else if (IS("-ntg") && NEED(CLI_BENCH))
+			ok = parse_int_list(a, v, 0, 1 << 16, &o->batched_tg);
+		else if (IS("-npl") && NEED(CLI_BENCH))
+			ok = parse_int_list(a, v, 1, LOOM_MAX_SEQ, &o->batched_pl);
 		else if (IS("-o") && NEED(CLI_BENCH)) {
 			if (strcmp(v, "md") != 0 && strcmp(v, "json") != 0)
 				return cli_fail("-o must be md or json, not '%s'", v), false;
@@ -351,7 +381,9 @@ bool cli_open_context(const cli_options *o, loom_model *model, loom_context **ct
 	int train = loom_model_n_ctx_train(model);
 	/* No -c: the training context, up to 4096. */
 	cp.n_ctx = (uint32_t)(o->n_ctx != 0 ? o->n_ctx : train > 0 && train < 4096 ? train : 4096);
-	if (train > 0 && o->n_ctx > train)
+	/* bench -npl's cells are shared by its sequences, which warns of their
+	 * own lengths. */
+	if (train > 0 && o->n_ctx > train && o->batched_pl.n == 0)
 		fprintf(stderr, "loom: warning: -c %d is more than the %d tokens the model was trained on; "
 				"what it writes past them may degrade\n", o->n_ctx, train);
 	cp.n_batch = (uint32_t)o->n_batch;

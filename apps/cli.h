@@ -7,6 +7,13 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+/* A comma-separated list of integers (bench's -npp, -ntg, -npl). */
+#define CLI_LIST_MAX 16
+typedef struct cli_int_list {
+	int v[CLI_LIST_MAX];
+	int n;
+} cli_int_list;
+
 /* Options of every subcommand; each accepts the subset its table allows. */
 typedef struct cli_options {
 	const char *model;
@@ -27,6 +34,11 @@ typedef struct cli_options {
 	int n_gen_bench;
 	int n_depth;               /* bench: tokens cached before each test */
 	int repetitions;
+	bool bench_single_given;   /* bench: -p, -n, -d, -r or -f, the single-sequence tests' */
+	cli_int_list batched_pp;   /* bench -npp: prompt tokens per sequence */
+	cli_int_list batched_tg;   /* bench -ntg: generated tokens per sequence */
+	cli_int_list batched_pl;   /* bench -npl: sequences decoded together */
+	bool batched_pp_shared;    /* bench -pps: one prompt, copied to every sequence */
 	loom_dtype kv_type;
 	bool kv_type_given; /* by --kv-type, -ctk or -ctv */
 	bool backend_layout; /* convert --layout */
@@ -68,7 +80,7 @@ enum cli_flag {
 	CLI_CTX = 1 << 4,     /* -c, -b, --kv-type */
 	CLI_SAMPLING = 1 << 5, /* -n, --temp, --top-k, --top-p, --min-p, --repeat-penalty, --seed */
 	CLI_NO_BOS = 1 << 6,
-	CLI_BENCH = 1 << 7,   /* -p, -n, -d, -r, -o */
+	CLI_BENCH = 1 << 7,   /* -p, -n, -d, -r, -o, -npp, -ntg, -npl, -pps */
 	CLI_PLUGINS_LIST = 1 << 8,
 	CLI_CHAT = 1 << 9,    /* --chat-template, --system */
 	CLI_QUANTIZE = 1 << 10, /* --quantize SCHEME */
@@ -142,6 +154,8 @@ int cmd_tokenize(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+/* bench with -npl: several sequences decoded together (cmd_bench_batched.c). */
+int cmd_bench_batched(cli_options *o);
 int cmd_quantize(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 

@@ -103,7 +103,13 @@ static const usage usages[] = {
 	 "  -r N                   repetitions (default 3)\n"
 	 "  -o md|json             output format\n"
 	 "  -f, --file FILE        the pp test evaluates FILE's tokens (repeated as needed)\n"
-	 "                         instead of random ones\n" CTX_OPTS BACKEND_OPTS},
+	 "                         instead of random ones\n"
+	 "\n"
+	 "Several sequences decoded together, as llama-batched-bench measures it:\n"
+	 "  -npl B,...             sequences (each value a run: B prompts, then steps of B tokens)\n"
+	 "  -npp P,...             prompt tokens per sequence (default 128)\n"
+	 "  -ntg G,...             generated tokens per sequence (default 128)\n"
+	 "  -pps                   the sequences share one prompt, evaluated once\n" CTX_OPTS BACKEND_OPTS},
 	{"quantize",
 	 "usage: loom quantize IN.gguf OUT.gguf SCHEME [-t THREADS] [-v]\n"
 	 "Writes IN with its weights in SCHEME, choosing types per tensor as llama-quantize\n"

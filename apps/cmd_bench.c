@@ -181,6 +181,10 @@ int cmd_bench(int argc, char **argv)
 
 	if (!cli_parse("bench", argc, argv, CLI_MODEL | CLI_FILE | CLI_BACKEND | CLI_CTX | CLI_BENCH | CLI_QUANTIZE, &o))
 		return 1;
+	if (o.batched_pl.n > 0)
+		return cmd_bench_batched(&o);
+	if (o.batched_pp.n > 0 || o.batched_tg.n > 0 || o.batched_pp_shared)
+		return cli_fail("bench: -npp, -ntg and -pps go with -npl (the sequences decoded together)");
 	if (o.n_prompt_bench == 0 && o.n_gen_bench == 0)
 		return cli_fail("bench: nothing to measure (-p 0 -n 0)");
 	if (o.n_ctx == 0)

@@ -270,6 +270,59 @@ START_TEST(bench_json_has_llama_bench_fields)
 }
 END_TEST
 
+/* bench -npl: llama-batched-bench's table, a row per (PP, TG, B), the
+ * cells each needed, and a clear refusal of the single-sequence options. */
+START_TEST(batched_bench_reports_every_combination)
+{
+	char model[4096];
+	if (!model_path(model, sizeof(model), "stories260K-f32.gguf"))
+		return;
+	const char *p = test_plugins_file();
+	cmd_result r = run_cmd("$LOOM bench -m %s -npp 8,24 -ntg 4 -npl 1,3,20 -t 1 -o json --plugins %s", model, p);
+	ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+	cJSON *root = cJSON_Parse(r.out);
+	ck_assert_msg(cJSON_IsArray(root) && cJSON_GetArraySize(root) == 6, "not 6 rows: %s", r.out);
+	static const int pp[] = {8, 8, 8, 24, 24, 24}, pl[] = {1, 3, 20, 1, 3, 20};
+	for (int i = 0; i < 6; i++) {
+		const cJSON *t = cJSON_GetArrayItem(root, i);
+		ck_assert_int_eq(cJSON_GetObjectItem(t, "pp")->valueint, pp[i]);
+		ck_assert_int_eq(cJSON_GetObjectItem(t, "tg")->valueint, 4);
+		ck_assert_int_eq(cJSON_GetObjectItem(t, "pl")->valueint, pl[i]);
+		ck_assert_int_eq(cJSON_GetObjectItem(t, "n_kv")->valueint, pl[i] * (pp[i] + 4));
+		double t_pp = cJSON_GetObjectItem(t, "t_pp")->valuedouble, s_pp = cJSON_GetObjectItem(t, "speed_pp")->valuedouble;
+		double t_tg = cJSON_GetObjectItem(t, "t_tg")->valuedouble, s_tg = cJSON_GetObjectItem(t, "speed_tg")->valuedouble;
+		ck_assert_msg(t_pp > 0 && t_tg > 0 && fabs(s_pp * t_pp - pl[i] * pp[i]) < 1e-3 * pl[i] * pp[i] &&
+				      fabs(s_tg * t_tg - pl[i] * 4) < 1e-3 * pl[i] * 4,
+			      "row %d: %s", i, cJSON_PrintUnformatted(t));
+	}
+	cJSON_Delete(root);
+	cmd_result_free(&r);
+
+	/* A shared prompt is evaluated once: PP + B * TG cells. A context too
+	 * small for a combination skips it, saying so. */
+	r = run_cmd("$LOOM bench -m %s -npp 16 -ntg 4 -npl 2,8 -pps -c 40 -t 1 --plugins %s", model, p);
+	ck_assert_msg(r.status == 0 && strstr(r.out, "| 16 | 4 | 2 | 24 |") != NULL &&
+			      strstr(r.out, "| 16 | 4 | 8 |") == NULL && strstr(r.err, "skipping PP 16 TG 4 B 8: 48 cells") != NULL,
+		      "-pps -c 40: %d\n%s\n%s", r.status, r.out, r.err);
+	cmd_result_free(&r);
+
+	static const char *const wrong[][2] = {
+		{"-npp 8 -ntg 4", "go with -npl"},
+		{"-npl 2 -p 16", "single-sequence"},
+		{"-npl 0", "in [1, 256]"},
+		{"-npl 2,x", "-npl expects an integer"},
+		{"-npl 2,,3", "-npl expects an integer"},
+		{"-npl 300", "in [1, 256]"},
+	};
+	for (size_t i = 0; i < sizeof(wrong) / sizeof(wrong[0]); i++) {
+		r = run_cmd("$LOOM bench -m %s %s --plugins %s", model, wrong[i][0], p);
+		ck_assert_msg(r.status == 1 && strstr(r.err, wrong[i][1]) != NULL, "%s: %d %s", wrong[i][0], r.status,
+			      r.err);
+		cmd_result_free(&r);
+	}
+}
+END_TEST
+
 /* User errors: exit status 1 and one line on stderr, never a signal. */
 START_TEST(user_errors_exit_1_with_a_message)
 {
@@ -594,6 +647,7 @@ static Suite *cli_suite(void)
 	tcase_add_loop_test(tc, perplexity_with_quantized_cache, 0, N_QC_MODELS * N_QC_TYPES * test_n_cpu_backends);
 	tcase_add_test(tc, info_lists_metadata_and_tensors);
 	tcase_add_test(tc, bench_json_has_llama_bench_fields);
+	tcase_add_test(tc, batched_bench_reports_every_combination);
 	tcase_add_test(tc, user_errors_exit_1_with_a_message);
 	tcase_add_test(tc, help_on_every_subcommand);
 	tcase_add_test(tc, prompt_from_a_file);

@@ -1827,6 +1827,64 @@ START_TEST(test_attention_long)
 }
 END_TEST
 
+/* A batched decode: one token of each of 16 sequences. The cache holds each
+ * sequence's prompt as a run of cells, then their generated cells
+ * interleaved, as decode steps of all of them leave it. Each token's output
+ * is what it gets alone (its own query and mask row), bit for bit, and
+ * within the usual tolerance of the reference. */
+START_TEST(test_attention_batched_decode)
+{
+	variant *v = usable_variant(_i, "ATTENTION batched");
+	enum { SEQS = 16, PROMPT = 40, GEN = 3, HD = 64 };
+	const int64_t n_kv = SEQS * (PROMPT + GEN);
+	static const int64_t heads[][2] = {{4, 4}, {8, 2}};
+	ref_rng rng = {12};
+
+	if (v == NULL)
+		return;
+	for (size_t ti = 0; ti < N_OF(cache_types); ti++) {
+		for (size_t hi = 0; hi < N_OF(heads); hi++) {
+			op_case c = {.op = LOOM_OP_ATTENTION, .ip = {(int32_t)heads[hi][0], (int32_t)heads[hi][1]},
+				     .fp = {(float)(1.0 / sqrt((double)HD))}};
+			c.src[0] = ht(LOOM_DTYPE_F32, HD, heads[hi][0], SEQS, 1);
+			fill_normal(&rng, f32(&c.src[0]), n_elements(&c.src[0]), 1.0);
+			c.src[1] = random_weights(&rng, cache_types[ti], HD * heads[hi][1], n_kv, 1.0);
+			c.src[2] = random_weights(&rng, cache_types[ti], HD * heads[hi][1], n_kv, 1.0);
+			c.src[3] = ht(LOOM_DTYPE_F32, n_kv, SEQS, 1, 1);
+			for (int64_t t = 0; t < SEQS; t++)
+				for (int64_t j = 0; j < n_kv; j++) {
+					int64_t owner = j < SEQS * PROMPT ? j / PROMPT : (j - SEQS * PROMPT) % SEQS;
+					f32(&c.src[3])[t * n_kv + j] = owner == t ? 0.0f : -INFINITY;
+				}
+			c.dst = ht(LOOM_DTYPE_F32, HD * heads[hi][0], SEQS, 1, 1);
+			snprintf(c.what, sizeof(c.what), "ATTENTION batched decode %s heads %lld/%lld",
+				 dtype_name(cache_types[ti]), (long long)heads[hi][0], (long long)heads[hi][1]);
+			double *ref = malloc(sizeof(double) * n_elements(&c.dst));
+			attention_reference(&c, ref);
+			check_close(v, &c, ref, attention_tolerance(cache_types[ti]));
+			const float *batch = exercise(v, &c);
+			size_t q_row = (size_t)HD * (size_t)heads[hi][0], out_row = q_row * sizeof(float);
+			for (int64_t t = 0; t < SEQS; t++) {
+				op_case one = c;
+				one.src[0] = ht(LOOM_DTYPE_F32, HD, heads[hi][0], 1, 1);
+				memcpy(one.src[0].data, f32(&c.src[0]) + t * q_row, out_row);
+				one.src[3] = ht(LOOM_DTYPE_F32, n_kv, 1, 1, 1);
+				memcpy(one.src[3].data, f32(&c.src[3]) + t * n_kv, (size_t)n_kv * sizeof(float));
+				one.dst = ht(LOOM_DTYPE_F32, HD * heads[hi][0], 1, 1, 1);
+				snprintf(one.what, sizeof(one.what), "%s, token %lld alone", c.what, (long long)t);
+				check_exact(v, &one, batch + t * q_row);
+				free(one.src[0].data);
+				free(one.src[3].data);
+				free(one.dst.data);
+			}
+			free((void *)batch);
+			free(ref);
+			case_free(&c);
+		}
+	}
+}
+END_TEST
+
 /* With identity K and V caches in fp16, score j is q_j and output d is p_d,
  * so the documented rounding shows directly: q to fp16 before q.k, and p
  * weighting V unrounded. Missing the first, or adding a rounding of p,
@@ -2034,6 +2092,7 @@ static Suite *cpu_ops_suite(void)
 	add_variant_test(s, "kv_store", test_kv_store);
 	add_variant_test(s, "attention", test_attention);
 	add_variant_test(s, "attention_long", test_attention_long);
+	add_variant_test(s, "attention_batched_decode", test_attention_batched_decode);
 	add_variant_test(s, "attention_fp16_rounding", test_attention_fp16_rounding);
 	add_variant_test(s, "graph", test_graph);
 	add_variant_test(s, "concurrent_compute", test_concurrent_compute);

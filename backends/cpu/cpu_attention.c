@@ -257,6 +257,32 @@ static float *output_row(const attn_plan *p, int64_t t, int64_t h)
 	return (float *)cpu_row(p->y, t) + h * p->d;
 }
 
+/* Whether a row's block of scores (or weights) has a key it sees:
+ * anything above -INFINITY (or above 0). */
+static bool row_sees(const float *s, float none)
+{
+	for (int j = 0; j < CPU_KV_BLOCK; j++)
+		if (s[j] != none)
+			return true;
+	return false;
+}
+
+/* fn(r0, r1) for each run [r0, r1) of consecutive rows of s (a block per
+ * row) that see a key of the block. A tile's rows of other sequences see
+ * none of a sequence's own cells, and are skipped rather than computed
+ * against a mask: batched decode costs each sequence what its own cells do.
+ * A row's result does not depend on the rows it runs with. */
+#define FOR_ROWS_SEEING(s, n_rows, none, fn)                                        \
+	for (int64_t r0 = 0, r1; r0 < (n_rows); r0 = r1) {                            \
+		if (!row_sees((s) + r0 * CPU_KV_BLOCK, none)) {                        \
+			r1 = r0 + 1;                                                   \
+			continue;                                                      \
+		}                                                                      \
+		for (r1 = r0 + 1; r1 < (n_rows) && row_sees((s) + r1 * CPU_KV_BLOCK, none); r1++) \
+			;                                                              \
+		fn;                                                                    \
+	}
+
 static void run_unit(const attn_plan *p, int64_t unit, const attn_unit *u, float *partials)
 {
 	int64_t c = unit % p->n_chunks, run = unit / p->n_chunks % p->n_runs;
@@ -283,13 +309,19 @@ static void run_unit(const attn_plan *p, int64_t unit, const attn_unit *u, float
 		if (!start_scores(p, u, t0, nt, nh, j0, n))
 			continue;
 		for (int64_t gi = 0; gi < nh; gi++) {
-			p->kv->scores(u->q + gi * per_head * p->q_bytes, p->q_bytes, (int)per_head, k + gi * k_head,
-				      p->k->nb[1], n, p->d, p->scale, u->s + gi * per_head * CPU_KV_BLOCK);
+			float *s = u->s + gi * per_head * CPU_KV_BLOCK;
+			const char *q = u->q + gi * per_head * p->q_bytes;
+			FOR_ROWS_SEEING(s, per_head, -INFINITY,
+					p->kv->scores(q + r0 * p->q_bytes, p->q_bytes, (int)(r1 - r0), k + gi * k_head,
+						      p->k->nb[1], n, p->d, p->scale, s + r0 * CPU_KV_BLOCK));
 		}
 		softmax_step(p, u, nr);
 		for (int64_t gi = 0; gi < nh; gi++) {
-			p->kv->mix(u->o + gi * per_head * p->d, (int)per_head, u->s + gi * per_head * CPU_KV_BLOCK,
-				   v + gi * v_head, p->v->nb[1], n, p->d);
+			const float *w = u->s + gi * per_head * CPU_KV_BLOCK;
+			float *o = u->o + gi * per_head * p->d;
+			FOR_ROWS_SEEING(w, per_head, 0.0f,
+					p->kv->mix(o + r0 * p->d, (int)(r1 - r0), w + r0 * CPU_KV_BLOCK, v + gi * v_head,
+						   p->v->nb[1], n, p->d));
 		}
 	}
 	for (int64_t r = 0; r < nr; r++) {
