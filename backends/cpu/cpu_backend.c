@@ -298,8 +298,7 @@ static loom_status prepare(cpu_backend *be, const loom_graph *graph)
 
 void cpu_task_barrier(const cpu_task *task)
 {
-	(void)task;
-#pragma omp barrier
+	cpu_barrier_wait(task->barrier);
 }
 
 /* Runs every node with all threads, a barrier after each. */
@@ -309,14 +308,19 @@ void cpu_task_barrier(const cpu_task *task)
 static void run_graph(cpu_backend *be, const loom_graph *graph, atomic_int *bad_node)
 {
 	atomic_llong work[2] = {0, 0};
+	cpu_barrier barrier;
 
 #pragma omp parallel num_threads(be->n_threads)
 	{
+		/* The team may be smaller than asked for. */
+#pragma omp single
+		cpu_barrier_init(&barrier, omp_get_num_threads());
 		cpu_task task = {
 			.ith = omp_get_thread_num(),
 			.nth = omp_get_num_threads(),
 			.scratch = be->scratch,
 			.bad_node = bad_node,
+			.barrier = &barrier,
 		};
 		for (int i = 0; i < graph->n_nodes; i++) {
 			task.node = i;
@@ -324,7 +328,7 @@ static void run_graph(cpu_backend *be, const loom_graph *graph, atomic_int *bad_
 			if (task.ith == 0)
 				atomic_store(&work[(i + 1) % 2], 0);
 			op_of(&graph->nodes[i])->run(&graph->nodes[i], &task);
-#pragma omp barrier
+			cpu_barrier_wait(&barrier);
 		}
 	}
 }

@@ -11,6 +11,8 @@
 
 #include "loom/plugin_api.h"
 
+#include "cpu_barrier.h"
+
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -26,6 +28,7 @@ typedef struct cpu_task {
 	int node;               /* index of the node being run */
 	atomic_int *bad_node;   /* first node that met a bad index, else -1 */
 	atomic_llong *work;     /* this node's work counter, 0 when it starts */
+	cpu_barrier *barrier;   /* where the threads meet between nodes */
 } cpu_task;
 
 /* Takes the next `chunk` items of `total` from the node's counter into

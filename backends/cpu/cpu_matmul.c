@@ -230,7 +230,7 @@ static void matmul_run(const loom_node *node, const cpu_task *task)
 		convert_activations(node, task, row_bytes);
 		base.x = (const char *)task->scratch;
 		base.x_stride = row_bytes;
-#pragma omp barrier
+		cpu_task_barrier(task);
 	}
 
 	int64_t lo, hi;
