@@ -41,6 +41,38 @@ START_TEST(claims_lowest_free_cells)
 }
 END_TEST
 
+/* Three sequences decoded together, a token each per step: each gets a
+ * page of its own (LOOM_KV_PAGE cells), continued while it lasts; once no
+ * page is free of other sequences, the lowest free cells. */
+START_TEST(sequences_claim_cells_by_pages)
+{
+	enum { PAGES = 4 };
+	loom_kv_cache kv = make_cells(PAGES * LOOM_KV_PAGE);
+	int32_t seq[3] = {0, 1, 2}, cells[3];
+
+	for (int32_t step = 0; step < 3; step++) {
+		int32_t pos[3] = {step, step, step};
+		ck_assert_int_eq(loom_kv_claim(&kv, 3, pos, seq, cells), LOOM_OK);
+		for (int s = 0; s < 3; s++)
+			ck_assert_msg(cells[s] == s * LOOM_KV_PAGE + step, "step %d, sequence %d: cell %d", step, s,
+				      cells[s]);
+	}
+	/* Sequence 0 fills its page, then takes the last empty one. */
+	int32_t pos[LOOM_KV_PAGE], zero[LOOM_KV_PAGE] = {0}, got[LOOM_KV_PAGE];
+	for (int i = 0; i < LOOM_KV_PAGE; i++)
+		pos[i] = 3 + i;
+	ck_assert_int_eq(loom_kv_claim(&kv, LOOM_KV_PAGE, pos, zero, got), LOOM_OK);
+	ck_assert_int_eq(got[LOOM_KV_PAGE - 4], LOOM_KV_PAGE - 1);
+	ck_assert_int_eq(got[LOOM_KV_PAGE - 3], 3 * LOOM_KV_PAGE);
+	/* No page is empty now: sequence 3 takes the lowest free cell, in
+	 * sequence 1's page, and continues from there. */
+	int32_t s3[2] = {3, 3}, p3[2] = {0, 1}, c3[2];
+	ck_assert_int_eq(loom_kv_claim(&kv, 2, p3, s3, c3), LOOM_OK);
+	ck_assert(c3[0] == LOOM_KV_PAGE + 3 && c3[1] == LOOM_KV_PAGE + 4);
+	free(kv.cells);
+}
+END_TEST
+
 START_TEST(full_cache_claims_nothing)
 {
 	loom_kv_cache kv = make_cells(4);
@@ -396,6 +428,7 @@ static Suite *kv_suite(void)
 	Suite *s = suite_create("kv_cache");
 	TCase *tc = tcase_create("cells");
 	tcase_add_test(tc, claims_lowest_free_cells);
+	tcase_add_test(tc, sequences_claim_cells_by_pages);
 	tcase_add_test(tc, full_cache_claims_nothing);
 	tcase_add_test(tc, mask_is_causal_per_sequence);
 	tcase_add_test(tc, window_grows_in_steps_and_masks_the_rest);

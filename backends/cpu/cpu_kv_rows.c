@@ -2,11 +2,12 @@
  * cpu_kv_rows.c - attention's work on cache rows, by cache type (see
  * cpu_kv_rows.h).
  *
- * A block is done one of two ways. With few query rows (decode: the query
- * heads of one kv head) each key is dotted, and each value added, straight
- * from the cache. With more (prefill) the block's F32/F16 keys and every
- * type's values are first widened to f32 once, and all rows then work on
- * the widened copy. Either way a key's dot product is the same sum in the
+ * A block is done one of two ways. Where each key is read by few query
+ * rows (decode: the query heads of one kv head; a batched decode, whose
+ * sequences each read their own cells) each key is dotted, and each value
+ * added, straight from the cache. Where each is read by many (prefill) the
+ * block's F32/F16 keys and every type's values are first widened to f32
+ * once, and all rows then work on the widened copy. Either way a key's dot product is the same sum in the
  * same order. Quantized keys are always dotted in integers, in place.
  *
  * In the x86 variants sixteen keys' dot products are summed across lanes
@@ -482,13 +483,34 @@ static inline bool quant_mix_rows(float *o, int nr, const float *p, const char *
 typedef void (*value_axpy_fn)(float *o, float p, const char *v, int64_t d);
 typedef void (*widen_fn)(const char *x, float *f, int64_t d);
 
-/* Where enough rows will read the block (*x, rows *stride apart, read as
- * *kind), widens it into f and points the three at the copy. */
+/* Whether the rows read each key (or value) of the block they use
+ * WIDEN_ROWS times or more on average: only then does a widened copy pay
+ * for itself. Rows of different sequences whose cells interleave (a
+ * batched decode) each read their own few. used: as in widen_block. */
+static bool worth_widening(const float *s, const float *p, int nr, int n, int64_t d)
+{
+	int reads = 0, used = 0;
+
+	if (nr < WIDEN_ROWS || d > WIDEN_MAX_D)
+		return false;
+	for (int j = 0; j < n; j++) {
+		int readers = 0;
+		for (int r = 0; r < nr; r++)
+			readers += s != NULL ? s[r * CPU_KV_BLOCK + j] != -INFINITY : p[r * CPU_KV_BLOCK + j] != 0.0f;
+		reads += readers;
+		used += readers > 0;
+	}
+	return used > 0 && reads >= WIDEN_ROWS * used;
+}
+
+/* Where the rows will read the block (*x, rows *stride apart, read as
+ * *kind) often enough, widens it into f and points the three at the
+ * copy. */
 static inline __attribute__((always_inline)) void widen_for_rows(widen_fn widen, const char **x, size_t *stride,
 								 int *kind, int n, int64_t d, const float *s,
 								 const float *p, int nr, float *f)
 {
-	if (nr < WIDEN_ROWS || d > WIDEN_MAX_D)
+	if (!worth_widening(s, p, nr, n, d))
 		return;
 	widen_block(widen, *x, *stride, n, d, s, p, nr, f);
 	*x = (const char *)f;
@@ -530,9 +552,10 @@ static inline __attribute__((always_inline)) void mix_quantized(value_axpy_fn ax
 {
 	float f[CPU_KV_BLOCK * WIDEN_MAX_D] __attribute__((aligned(64)));
 
-	if (nr < WIDEN_ROWS && quant_mix_rows(o, nr, p, v, v_stride, kind, block_bytes, n, d))
+	bool widen_it = worth_widening(NULL, p, nr, n, d);
+	if (!widen_it && quant_mix_rows(o, nr, p, v, v_stride, kind, block_bytes, n, d))
 		return;
-	if (nr < WIDEN_ROWS || d > WIDEN_MAX_D) {
+	if (!widen_it) {
 		for (int r = 0; r < nr; r++, o += d, p += CPU_KV_BLOCK)
 			for (int j = 0; j < n; j++)
 				if (p[j] != 0.0f)

@@ -53,18 +53,54 @@ void loom_kv_free(loom_kv_cache *kv, loom_model *m)
 	memset(kv, 0, sizeof(*kv));
 }
 
+/* The cell after seq's last one, if it is free and in the same page. */
+static bool continues_page(const loom_kv_cache *kv, int32_t seq, uint32_t *cell)
+{
+	uint32_t c = kv->after[seq];
+
+	if (c == 0 || c >= kv->n_cells || c % LOOM_KV_PAGE == 0 || kv->cells[c].pos >= 0 ||
+	    !loom_kv_cell_has(&kv->cells[c - 1], seq))
+		return false;
+	*cell = c;
+	return true;
+}
+
+/* The first cell of the first page with no cell in use, from page *from on
+ * (pages before it were full or partly used when last looked at). */
+static bool empty_page(const loom_kv_cache *kv, uint32_t *from, uint32_t *cell)
+{
+	for (uint32_t p = *from; (p + 1) * LOOM_KV_PAGE <= kv->n_cells; p++) {
+		uint32_t i = 0;
+		while (i < LOOM_KV_PAGE && kv->cells[p * LOOM_KV_PAGE + i].pos < 0)
+			i++;
+		if (i == LOOM_KV_PAGE) {
+			*from = p;
+			*cell = p * LOOM_KV_PAGE;
+			return true;
+		}
+	}
+	*from = kv->n_cells / LOOM_KV_PAGE;
+	return false;
+}
+
 loom_status loom_kv_claim(loom_kv_cache *kv, int n, const int32_t *pos, const int32_t *seq, int32_t *cells)
 {
 	if ((uint32_t)n > kv->n_cells - kv->used)
 		return loom_error(LOOM_ERR_CONTEXT_FULL, "the context is full: %d tokens do not fit in %u free of %u cells",
 				  n, kv->n_cells - kv->used, kv->n_cells);
-	/* Lowest free cells first, so the attended span stays short. */
-	uint32_t c = 0;
+	/* Within the pages, and past them, lowest cells first, so the
+	 * attended span stays short. */
+	uint32_t lowest = 0, page = 0;
 	for (int i = 0; i < n; i++) {
-		while (kv->cells[c].pos >= 0)
-			c++;
+		uint32_t c;
+		if (!continues_page(kv, seq[i], &c) && !empty_page(kv, &page, &c)) {
+			while (kv->cells[lowest].pos >= 0)
+				lowest++;
+			c = lowest;
+		}
 		kv->cells[c] = (loom_kv_cell){.pos = pos[i]};
 		kv->cells[c].seqs[seq[i] / 64] = (uint64_t)1 << (seq[i] % 64);
+		kv->after[seq[i]] = c + 1;
 		cells[i] = (int32_t)c;
 	}
 	kv->used += (uint32_t)n;

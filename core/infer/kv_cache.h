@@ -19,10 +19,18 @@ static inline bool loom_kv_cell_has(const loom_kv_cell *c, int32_t seq)
 	return (c->seqs[seq / 64] >> (seq % 64)) & 1;
 }
 
+/* Cells are claimed in pages: a sequence's next token goes after its last
+ * one while that page lasts, then to a page no sequence uses (when one is
+ * left), so that a backend reading the cache in blocks of up to this many
+ * cells finds each block owned by one sequence, and a token of a batch of
+ * several sequences skips the blocks of the others. */
+#define LOOM_KV_PAGE 32
+
 typedef struct loom_kv_cache {
 	uint32_t n_cells;
 	uint32_t used;
 	loom_kv_cell *cells;
+	uint32_t after[LOOM_MAX_SEQ]; /* one past each sequence's last claimed cell, 0 for none */
 	loom_dtype type;
 	loom_buffer buf;
 	loom_tensor *k; /* per layer: {kv_dim, n_cells} */
@@ -32,8 +40,9 @@ typedef struct loom_kv_cache {
 loom_status loom_kv_init(loom_kv_cache *kv, loom_model *m, uint32_t n_cells, loom_dtype type);
 void loom_kv_free(loom_kv_cache *kv, loom_model *m);
 
-/* Claims a free cell for each of n tokens (writing their indices to cells);
- * CONTEXT_FULL, claiming nothing, if there are too few. */
+/* Claims a free cell for each of n tokens (writing their indices to cells),
+ * by pages (LOOM_KV_PAGE), else the lowest free; CONTEXT_FULL, claiming
+ * nothing, if there are too few. */
 loom_status loom_kv_claim(loom_kv_cache *kv, int n, const int32_t *pos, const int32_t *seq, int32_t *cells);
 /* Frees cells claimed by a batch that then failed. */
 void loom_kv_unclaim(loom_kv_cache *kv, int n, const int32_t *cells);
