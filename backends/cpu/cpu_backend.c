@@ -18,6 +18,7 @@
 typedef struct cpu_backend {
 	const loom_host *host;
 	int n_threads;
+	unsigned barrier_spins; /* cpu_barrier.h */
 	/* Held for a whole compute: computes on one instance from several
 	 * threads (contexts sharing a backend) take turns over the scratch. */
 	pthread_mutex_t lock;
@@ -112,6 +113,7 @@ static void *cpu_init(const loom_host *host, const loom_backend_options *opts)
 	}
 	be->host = host;
 	be->n_threads = has_threads && opts->n_threads > 0 ? opts->n_threads : online_cpus();
+	be->barrier_spins = cpu_barrier_spins();
 	pthread_mutex_init(&be->lock, NULL);
 	return be;
 }
@@ -314,7 +316,7 @@ static void run_graph(cpu_backend *be, const loom_graph *graph, atomic_int *bad_
 	{
 		/* The team may be smaller than asked for. */
 #pragma omp single
-		cpu_barrier_init(&barrier, omp_get_num_threads());
+		cpu_barrier_init(&barrier, omp_get_num_threads(), be->barrier_spins);
 		cpu_task task = {
 			.ith = omp_get_thread_num(),
 			.nth = omp_get_num_threads(),

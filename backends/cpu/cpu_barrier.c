@@ -1,7 +1,12 @@
-/* cpu_barrier.c - the spinning barrier of a graph's threads (cpu_barrier.h). */
+/* cpu_barrier.c - the barrier of a graph's threads (cpu_barrier.h). */
 #include "cpu_barrier.h"
 
-#include <sched.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdlib.h>
+#include <strings.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -10,15 +15,42 @@
 #define cpu_relax() ((void)0)
 #endif
 
-/* Looks at the phase before a waiter starts yielding its core: some tens
- * of microseconds, longer than the gap between barriers of a decode. */
-#define SPINS_BEFORE_YIELD (1 << 14)
+/* Unset: a few hundred microseconds (a pause is 40-140 cycles), far
+ * longer than a decode's barriers are apart, so that a step's threads
+ * never sleep; fewer made them sleep now and then, and a sleeper's wake-up
+ * costs more than the spinning. active: tens of milliseconds. */
+#define SPINS_DEFAULT (1u << 15)
+#define SPINS_ACTIVE (1u << 20)
 
-void cpu_barrier_init(cpu_barrier *b, int n_threads)
+unsigned cpu_barrier_spins(void)
+{
+	const char *policy = getenv("OMP_WAIT_POLICY");
+
+	if (policy != NULL && strcasecmp(policy, "passive") == 0)
+		return 0;
+	if (policy != NULL && strcasecmp(policy, "active") == 0)
+		return SPINS_ACTIVE;
+	return SPINS_DEFAULT;
+}
+
+void cpu_barrier_init(cpu_barrier *b, int n_threads, unsigned spins)
 {
 	atomic_init(&b->arrived, 0);
 	atomic_init(&b->phase, 0);
+	atomic_init(&b->sleepers, 0);
 	b->n_threads = n_threads;
+	b->spins = spins;
+}
+
+/* atomic_int is an int to the kernel. */
+static void futex_wait(atomic_int *word, int expected)
+{
+	syscall(SYS_futex, (int *)word, FUTEX_WAIT_PRIVATE, expected, NULL, NULL, 0);
+}
+
+static void futex_wake_all(atomic_int *word)
+{
+	syscall(SYS_futex, (int *)word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 }
 
 void cpu_barrier_wait(cpu_barrier *b)
@@ -31,13 +63,21 @@ void cpu_barrier_wait(cpu_barrier *b)
 	 * through the counter, then releases them all with the phase. */
 	if (atomic_fetch_add_explicit(&b->arrived, 1, memory_order_acq_rel) == b->n_threads - 1) {
 		atomic_store_explicit(&b->arrived, 0, memory_order_relaxed);
-		atomic_store_explicit(&b->phase, phase + 1, memory_order_release);
+		/* seq_cst with the waiters' count below: either this sees a
+		 * sleeper, or the sleeper sees the new phase and never sleeps. */
+		atomic_store_explicit(&b->phase, (int)((unsigned)phase + 1u), memory_order_seq_cst);
+		if (atomic_load_explicit(&b->sleepers, memory_order_seq_cst) > 0)
+			futex_wake_all(&b->phase);
 		return;
 	}
-	for (unsigned spins = 0; atomic_load_explicit(&b->phase, memory_order_acquire) == phase; spins++) {
-		if (spins < SPINS_BEFORE_YIELD)
-			cpu_relax();
-		else
-			sched_yield();
+	for (unsigned i = 0; i < b->spins; i++) {
+		if (atomic_load_explicit(&b->phase, memory_order_acquire) != phase)
+			return;
+		cpu_relax();
 	}
+	atomic_fetch_add_explicit(&b->sleepers, 1, memory_order_seq_cst);
+	/* The kernel sleeps only while the phase is still the old one. */
+	while (atomic_load_explicit(&b->phase, memory_order_seq_cst) == phase)
+		futex_wait(&b->phase, phase);
+	atomic_fetch_sub_explicit(&b->sleepers, 1, memory_order_relaxed);
 }
