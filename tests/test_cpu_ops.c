@@ -1100,9 +1100,14 @@ static void check_matmul(int vi, loom_dtype type)
 
 	if (v == NULL)
 		return;
-	do
+	do {
+		/* The longest rows check how error accumulates, which a few
+		 * tokens show; with a prompt's worth they would be half of this
+		 * suite's time, for what the 2816-long rows' batches cover. */
+		if (lens[idx[0]] > 4096 && token_counts[idx[2]] > 16)
+			continue;
 		check_matmul_case(v, &rng, type, lens[idx[0]], row_counts[idx[1]], token_counts[idx[2]]);
-	while (grid_next(idx, sizes, 3));
+	} while (grid_next(idx, sizes, 3));
 }
 
 START_TEST(test_matmul_f32)
