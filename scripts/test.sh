@@ -39,5 +39,5 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:ha
 
 # Then every fuzz target of tests/fuzz for a few seconds on its seed corpus
 # (a clang build of its own; the long runs are in docs/robustness.md).
-echo "== fuzz targets: clang, ASan + UBSan, 5 s each =="
-scripts/fuzz.sh 5
+echo "== fuzz targets: clang, ASan + UBSan, 3 s each =="
+scripts/fuzz.sh 3
