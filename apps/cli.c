@@ -27,6 +27,12 @@ int cli_fail_status(loom_status st, const char *what)
 	return cli_fail("%s: %s", what, msg[0] ? msg : loom_strerror(st));
 }
 
+loom_token cli_random_token(const loom_model *m, unsigned *state)
+{
+	*state = *state * 1103515245u + 12345u;
+	return (loom_token)((*state >> 8) % (unsigned)loom_model_n_vocab(m));
+}
+
 double cli_now_ms(void)
 {
 	struct timespec ts;

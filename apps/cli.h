@@ -147,6 +147,10 @@ bool cli_stdout_ok(void);
 
 double cli_now_ms(void);
 
+/* A token id from a small linear congruential generator: the same
+ * sequence for the same state, as a benchmark's random tokens want. */
+loom_token cli_random_token(const loom_model *m, unsigned *state);
+
 int cmd_run(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
 int cmd_serve(int argc, char **argv);

@@ -19,12 +19,6 @@ typedef struct bench_result {
 	double avg_ns, stddev_ns, avg_ts, stddev_ts;
 } bench_result;
 
-static unsigned next_rand(unsigned *state)
-{
-	*state = *state * 1103515245u + 12345u;
-	return *state >> 8;
-}
-
 /* The cache holds exactly n_depth tokens: evaluated once, in n_batch
  * pieces, then kept while each run drops what it added. */
 static loom_status fill_depth(loom_context *ctx, const loom_model *m, int n_depth, int n_batch, unsigned *rng)
@@ -41,7 +35,7 @@ static loom_status fill_depth(loom_context *ctx, const loom_model *m, int n_dept
 		for (int i = 0; i < n; i++)
 			toks[i] = done + i == 0 && loom_token_bos(m) >= 0
 					  ? loom_token_bos(m)
-					  : (loom_token)(next_rand(rng) % (unsigned)loom_model_n_vocab(m));
+					  : cli_random_token(m, rng);
 		loom_batch b = {.n_tokens = n, .tokens = toks};
 		st = loom_decode(ctx, &b);
 		done += n;
@@ -54,7 +48,6 @@ static loom_status fill_depth(loom_context *ctx, const loom_model *m, int n_dept
 static bool run_once(loom_context *ctx, const loom_model *m, const bench_result *r, int n_batch, unsigned *rng,
 		     double *ns)
 {
-	const int32_t n_vocab = loom_model_n_vocab(m);
 	const int n_prompt = r->n_prompt, n_gen = r->n_gen;
 	loom_token bos = loom_token_bos(m) >= 0 ? loom_token_bos(m) : 0;
 	loom_token *toks = malloc((size_t)(n_prompt > 0 ? n_prompt : 1) * sizeof(loom_token));
@@ -67,19 +60,19 @@ static bool run_once(loom_context *ctx, const loom_model *m, const bench_result 
 	}
 	double t0 = cli_now_ms();
 	if (n_prompt > 0) {
-		toks[0] = r->n_depth > 0 ? (loom_token)(next_rand(rng) % (unsigned)n_vocab) : bos;
+		toks[0] = r->n_depth > 0 ? cli_random_token(m, rng) : bos;
 		for (int i = 1; i < n_prompt; i++)
-			toks[i] = (loom_token)(next_rand(rng) % (unsigned)n_vocab);
+			toks[i] = cli_random_token(m, rng);
 		for (int i = 0; r->n_text > 0 && i < n_prompt; i++)
 			toks[i] = r->text[(size_t)i % r->n_text];
 		loom_batch b = {.n_tokens = n_prompt, .tokens = toks};
 		st = loom_decode(ctx, &b);
 	} else {
-		loom_token tok = r->n_depth > 0 ? (loom_token)(next_rand(rng) % (unsigned)n_vocab) : bos;
+		loom_token tok = r->n_depth > 0 ? cli_random_token(m, rng) : bos;
 		for (int i = 0; i < n_gen && st == LOOM_OK; i++) {
 			loom_batch b = {.n_tokens = 1, .tokens = &tok};
 			st = loom_decode(ctx, &b);
-			tok = (loom_token)(next_rand(rng) % (unsigned)n_vocab);
+			tok = cli_random_token(m, rng);
 		}
 	}
 	*ns = (cli_now_ms() - t0) * 1e6;

@@ -16,12 +16,6 @@ typedef struct batched_result {
 	double t_pp, t_tg; /* seconds */
 } batched_result;
 
-static unsigned next_rand(unsigned *state)
-{
-	*state = *state * 1103515245u + 12345u;
-	return *state >> 8;
-}
-
 /* Cache cells a combination needs. */
 static int cells_needed(int pp, int tg, int pl, bool shared)
 {
@@ -66,13 +60,12 @@ static loom_status add(loom_context *ctx, batch_buffers *b, int n_batch, loom_to
 static loom_status prompts(loom_context *ctx, const loom_model *m, batch_buffers *b, int n_batch, int pp, int pl,
 			   bool shared, unsigned *rng)
 {
-	const unsigned n_vocab = (unsigned)loom_model_n_vocab(m);
 	const loom_token bos = loom_token_bos(m) >= 0 ? loom_token_bos(m) : 0;
 	loom_status st = LOOM_OK;
 
 	for (int s = 0; s < (shared ? 1 : pl) && st == LOOM_OK; s++)
 		for (int i = 0; i < pp && st == LOOM_OK; i++)
-			st = add(ctx, b, n_batch, i == 0 ? bos : (loom_token)(next_rand(rng) % n_vocab), i, s,
+			st = add(ctx, b, n_batch, i == 0 ? bos : cli_random_token(m, rng), i, s,
 				 i == pp - 1);
 	if (st == LOOM_OK)
 		st = flush(ctx, b);
@@ -86,7 +79,6 @@ static loom_status prompts(loom_context *ctx, const loom_model *m, batch_buffers
 static bool run_one(loom_context *ctx, const loom_model *m, int n_batch, bool shared, unsigned *rng,
 		    batched_result *r)
 {
-	const unsigned n_vocab = (unsigned)loom_model_n_vocab(m);
 	batch_buffers b = {
 		.tokens = malloc((size_t)n_batch * sizeof(loom_token)),
 		.pos = malloc((size_t)n_batch * sizeof(int32_t)),
@@ -102,7 +94,7 @@ static bool run_one(loom_context *ctx, const loom_model *m, int n_batch, bool sh
 		double t1 = cli_now_ms();
 		for (int i = 0; i < r->tg && st == LOOM_OK; i++) {
 			for (int s = 0; s < r->pl; s++)
-				put(&b, (loom_token)(next_rand(rng) % n_vocab), r->pp + i, s, true);
+				put(&b, cli_random_token(m, rng), r->pp + i, s, true);
 			st = flush(ctx, &b);
 		}
 		r->t_pp = (t1 - t0) / 1e3;
@@ -168,7 +160,7 @@ int cmd_bench_batched(cli_options *o)
 	loom_model *model = NULL;
 	loom_context *ctx = NULL;
 	batched_result *results = NULL;
-	int n_results = 0, rc = 1, most_cells = 0, most_seqs = 0;
+	int n_results = 0, rc = 1, most_cells = 0, most_seqs = 0, longest = 0;
 	unsigned rng = 1234;
 
 	if (o->bench_single_given || o->file != NULL)
@@ -183,8 +175,10 @@ int cmd_bench_batched(cli_options *o)
 			for (int p = 0; p < o->batched_pl.n; p++) {
 				int cells = cells_needed(o->batched_pp.v[a], o->batched_tg.v[g], o->batched_pl.v[p],
 							 o->batched_pp_shared);
+				int tokens = o->batched_pp.v[a] + o->batched_tg.v[g];
 				most_cells = cells > most_cells ? cells : most_cells;
 				most_seqs = o->batched_pl.v[p] > most_seqs ? o->batched_pl.v[p] : most_seqs;
+				longest = tokens > longest ? tokens : longest;
 			}
 	if (o->n_ctx == 0)
 		o->n_ctx = most_cells;
@@ -193,11 +187,7 @@ int cmd_bench_batched(cli_options *o)
 		o->n_batch = most_seqs;
 	if (!cli_open_model(o, false, &rt, &model) || !cli_open_context(o, model, &ctx))
 		goto out;
-	int train = loom_model_n_ctx_train(model), longest = 0;
-	for (int a = 0; a < o->batched_pp.n; a++)
-		for (int g = 0; g < o->batched_tg.n; g++)
-			if (o->batched_pp.v[a] + o->batched_tg.v[g] > longest)
-				longest = o->batched_pp.v[a] + o->batched_tg.v[g];
+	int train = loom_model_n_ctx_train(model);
 	if (train > 0 && longest > train)
 		fprintf(stderr, "loom: warning: sequences of %d tokens are longer than the %d the model was "
 				"trained on\n", longest, train);
