@@ -1135,6 +1135,27 @@ START_TEST(test_matmul_quant)
 }
 END_TEST
 
+/* Tiles of tokens and rows that do not fill up, for the kernels that take
+ * 16 of each at once (cpu-amx's): 37 tokens are two whole tiles and one of
+ * 5, 19 rows a group and 3; F16 and BF16 rows of 100 end inside a tile
+ * row of 32. Every weight type (loop index: type, then variant). */
+static const loom_dtype tail_types[] = {
+	LOOM_DTYPE_F16,  LOOM_DTYPE_BF16, LOOM_DTYPE_Q4_0, LOOM_DTYPE_Q4_1, LOOM_DTYPE_Q5_0, LOOM_DTYPE_Q5_1,
+	LOOM_DTYPE_Q8_0, LOOM_DTYPE_Q2_K, LOOM_DTYPE_Q3_K, LOOM_DTYPE_Q4_K, LOOM_DTYPE_Q5_K, LOOM_DTYPE_Q6_K,
+};
+
+START_TEST(test_matmul_tile_tails)
+{
+	loom_dtype type = tail_types[_i / N_VARIANTS];
+	variant *v = usable_variant(_i % N_VARIANTS, "MATMUL tile tails");
+	ref_rng rng = {29 + (uint64_t)type};
+	int64_t n = loom_dtype_layout_of(type).block == 1 ? 100 : 512;
+
+	if (v != NULL)
+		check_matmul_case(v, &rng, type, n, 19, 37);
+}
+END_TEST
+
 /* Repacked Q8_0 sums each block exactly before scaling it, the standard
  * layout (llama.cpp's order) each 4 products: outputs may differ by the
  * roundings of one f32 sum per block, at most about 3e-8 of sum |w * x|
@@ -2118,6 +2139,7 @@ static Suite *cpu_ops_suite(void)
 	add_type_variant_test(s, "matmul_quant", test_matmul_quant, N_OF(quant_types));
 	add_variant_test(s, "matmul_ties", test_matmul_ties);
 	add_variant_test(s, "matmul_repacked", test_matmul_repacked);
+	add_type_variant_test(s, "matmul_tile_tails", test_matmul_tile_tails, N_OF(tail_types));
 	add_variant_test(s, "add_mul", test_add_mul);
 	add_variant_test(s, "scale", test_scale);
 	add_variant_test(s, "swiglu", test_swiglu);

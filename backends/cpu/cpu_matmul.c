@@ -19,6 +19,7 @@
  */
 #include "cpu_backend.h"
 
+#include "cpu_amx.h"
 #include "cpu_convert.h"
 #include "cpu_gemm.h"
 #include "cpu_quant.h"
@@ -122,6 +123,25 @@ static size_t align64(size_t n)
 	return (n + 63) & ~(size_t)63;
 }
 
+#if defined(CPU_HAS_AMX)
+/* The quantized activation rows (quantized weights only), the activations
+ * in the tiles' form, then each thread's panel. */
+static size_t amx_rows_bytes(const loom_node *node)
+{
+	const loom_tensor *w = node->src[0], *x = node->src[1];
+
+	return cpu_amx_quant_takes(w->dtype) ? align64((size_t)cpu_nrows(x) * act_row_bytes(w->dtype, x->ne[0])) : 0;
+}
+
+static size_t amx_scratch_size(const loom_node *node, int n_threads)
+{
+	const loom_tensor *w = node->src[0];
+
+	return amx_rows_bytes(node) + align64(cpu_amx_shared_bytes(w, cpu_nrows(node->src[1]))) +
+	       (size_t)n_threads * align64(cpu_amx_panel_bytes(w));
+}
+#endif
+
 /* The converted activations, what the repacked kernels make of them,
  * then each thread's repacked group. */
 static size_t matmul_scratch_size(const loom_node *node, int n_threads)
@@ -129,6 +149,10 @@ static size_t matmul_scratch_size(const loom_node *node, int n_threads)
 	const loom_tensor *w = node->src[0], *x = node->src[1];
 	size_t group_bytes;
 
+#if defined(CPU_HAS_AMX)
+	if (cpu_amx_takes(w, cpu_nrows(x)))
+		return amx_scratch_size(node, n_threads);
+#endif
 	repacked_layout(node, &group_bytes);
 	return align64((size_t)cpu_nrows(x) * act_row_bytes(w->dtype, x->ne[0])) +
 	       align64((size_t)cpu_nrows(x) * prepared_row_bytes(node)) + (size_t)n_threads * align64(group_bytes);
@@ -211,6 +235,47 @@ static void multiply_block(const cpu_gemm_args *base, cpu_gemm_fn kernel, int ti
 	}
 }
 
+#if defined(CPU_HAS_AMX)
+/* The AMX tiles' matmul (cpu_amx.h), in the same two phases: the
+ * activations quantized as for the other kernels and what the tiles also
+ * need of them (or, for F16/BF16 weights, put in the tiles' pairs), then
+ * the 16-row groups of weights, shared out one at a time. */
+static void amx_run(const loom_node *node, const cpu_task *task)
+{
+	const loom_tensor *w = node->src[0], *x = node->src[1], *y = node->dst;
+	const bool quant = cpu_amx_quant_takes(w->dtype);
+	int64_t n_tok = cpu_nrows(x);
+	size_t row_bytes = quant ? act_row_bytes(w->dtype, x->ne[0]) : 0;
+	char *rows = (char *)task->scratch, *shared = rows + amx_rows_bytes(node);
+	char *panel = shared + align64(cpu_amx_shared_bytes(w, n_tok)) + (size_t)task->ith * align64(cpu_amx_panel_bytes(w));
+	int64_t width = quant ? x->ne[0] : cpu_amx_padded_elements(w);
+	int64_t tokens = quant ? n_tok : cpu_amx_padded_tokens(n_tok);
+	int64_t per_row = (width + CONVERT_CHUNK - 1) / CONVERT_CHUNK;
+	int64_t lo, hi;
+
+	cpu_split(tokens * per_row, task->ith, task->nth, &lo, &hi);
+	for (int64_t u = lo; u < hi; u++) {
+		int64_t t = u / per_row, e0 = (u % per_row) * CONVERT_CHUNK;
+		int64_t len = min64(width - e0, CONVERT_CHUNK);
+		const float *src = t < n_tok ? (const float *)((const char *)x->data + t * x->nb[1]) : NULL;
+		if (quant) {
+			char *row = rows + t * row_bytes;
+			convert_piece(w->dtype, src, row, e0, len);
+			cpu_amx_quant_prepare(w, row, t, e0, len, n_tok, shared);
+		} else {
+			cpu_amx_float_convert(w, src, t, e0, len, shared);
+		}
+	}
+	if (quant && task->ith == 0)
+		cpu_amx_quant_pad(w, n_tok, shared);
+	cpu_task_barrier(task);
+
+	int64_t n_groups = (w->ne[1] + CPU_REPACK_ROWS - 1) / CPU_REPACK_ROWS;
+	while (cpu_take_work(task, n_groups, 1, &lo, &hi))
+		cpu_amx_multiply(w, lo, hi, rows, row_bytes, shared, panel, n_tok, y->data, y->nb[1]);
+}
+#endif
+
 static void matmul_run(const loom_node *node, const cpu_task *task)
 {
 	const loom_tensor *w = node->src[0], *x = node->src[1], *y = node->dst;
@@ -226,6 +291,12 @@ static void matmul_run(const loom_node *node, const cpu_task *task)
 		.y_stride = y->nb[1],
 	};
 
+#if defined(CPU_HAS_AMX)
+	if (cpu_amx_takes(w, n_tok)) {
+		amx_run(node, task);
+		return;
+	}
+#endif
 	if (row_bytes != 0) {
 		convert_activations(node, task, row_bytes);
 		base.x = (const char *)task->scratch;

@@ -95,6 +95,21 @@ void cpu_quantize_row_q4_k(const float *x, void *blocks, int64_t n);
 void cpu_quantize_row_q5_k(const float *x, void *blocks, int64_t n);
 void cpu_quantize_row_q6_k(const float *x, void *blocks, int64_t n);
 
+/* The unpacked form of any K-quant super-block: its 256 integers q
+ * (element e at q[e]), its sub-block scales and mins as small integers. */
+typedef struct cpu_k_block {
+	int8_t q[CPU_QK_K];
+	int n_sub;      /* sub-blocks: 8 of 32 or 16 of 16 */
+	int16_t sc[16]; /* scale of each sub-block */
+	int16_t m[16];  /* min of each sub-block (Q2_K, Q4_K, Q5_K), else 0 */
+	float d;
+	float dmin;     /* 0 for the types without mins */
+} cpu_k_block;
+
+/* Unpacks one super-block of a K-quant type: weight e is
+ * d * sc[s] * q[e] - dmin * m[s], s the sub-block of e. */
+void cpu_k_unpack(loom_dtype type, const void *block, cpu_k_block *k);
+
 /* K-quant weights with Q8_K activations. */
 float cpu_dot_q2_k(const void *w, const void *x, int64_t n);
 float cpu_dot_q3_k(const void *w, const void *x, int64_t n);

@@ -14,15 +14,6 @@
 
 #include "cpu_convert.h"
 
-/* The unpacked form of any K-quant super-block. */
-typedef struct k_block {
-	int8_t q[CPU_QK_K];
-	int n_sub;      /* sub-blocks: 8 of 32 or 16 of 16 */
-	int16_t sc[16]; /* scale of each sub-block */
-	int16_t m[16];  /* min of each sub-block (Q2_K, Q4_K, Q5_K), else 0 */
-	float d;
-	float dmin;     /* 0 for the types without mins */
-} k_block;
 
 /* ---- unpacking ----
  * Q2_K and Q3_K: in each half of 128 elements, byte l of its 32 bytes of qs
@@ -42,7 +33,7 @@ static void unpack_2bit(const uint8_t *qs, int8_t *q)
 				q[128 * half + 32 * j + l] = (int8_t)((qs[32 * half + l] >> (2 * j)) & 3);
 }
 
-static void unpack_q2_k(const cpu_block_q2_k *b, k_block *k)
+static void unpack_q2_k(const cpu_block_q2_k *b, cpu_k_block *k)
 {
 	unpack_2bit(b->qs, k->q);
 	k->n_sub = 16;
@@ -63,7 +54,7 @@ static int q3_k_scale(const uint8_t *s, int j)
 	return (lo | hi << 4) - 32;
 }
 
-static void unpack_q3_k(const cpu_block_q3_k *b, k_block *k)
+static void unpack_q3_k(const cpu_block_q3_k *b, cpu_k_block *k)
 {
 	unpack_2bit(b->qs, k->q);
 	for (int bit = 0; bit < 8; bit++)
@@ -88,7 +79,7 @@ static void unpack_4bit(const uint8_t *qs, int8_t *q)
 	}
 }
 
-static void unpack_scales_mins(const uint8_t *scales, k_block *k)
+static void unpack_scales_mins(const uint8_t *scales, cpu_k_block *k)
 {
 	k->n_sub = 8;
 	for (int j = 0; j < 8; j++) {
@@ -99,7 +90,7 @@ static void unpack_scales_mins(const uint8_t *scales, k_block *k)
 	}
 }
 
-static void unpack_q4_k(const cpu_block_q4_k *b, k_block *k)
+static void unpack_q4_k(const cpu_block_q4_k *b, cpu_k_block *k)
 {
 	unpack_4bit(b->qs, k->q);
 	unpack_scales_mins(b->scales, k);
@@ -107,7 +98,7 @@ static void unpack_q4_k(const cpu_block_q4_k *b, k_block *k)
 	k->dmin = cpu_fp16_to_f32(b->dmin);
 }
 
-static void unpack_q5_k(const cpu_block_q5_k *b, k_block *k)
+static void unpack_q5_k(const cpu_block_q5_k *b, cpu_k_block *k)
 {
 	unpack_4bit(b->qs, k->q);
 	for (int j = 0; j < 8; j++)
@@ -118,7 +109,7 @@ static void unpack_q5_k(const cpu_block_q5_k *b, k_block *k)
 	k->dmin = cpu_fp16_to_f32(b->dmin);
 }
 
-static void unpack_q6_k(const cpu_block_q6_k *b, k_block *k)
+static void unpack_q6_k(const cpu_block_q6_k *b, cpu_k_block *k)
 {
 	for (int half = 0; half < 2; half++) {
 		const uint8_t *ql = b->ql + 64 * half, *qh = b->qh + 32 * half;
@@ -141,7 +132,7 @@ static void unpack_q6_k(const cpu_block_q6_k *b, k_block *k)
 
 /* ---- decoding ---- */
 
-static void dequantize_block(const k_block *k, float *y)
+static void dequantize_block(const cpu_k_block *k, float *y)
 {
 	int len = CPU_QK_K / k->n_sub;
 
@@ -152,12 +143,12 @@ static void dequantize_block(const k_block *k, float *y)
 	}
 }
 
-typedef void (*unpack_fn)(const void *block, k_block *k);
+typedef void (*unpack_fn)(const void *block, cpu_k_block *k);
 
 static void dequantize_row(const void *blocks, size_t block_bytes, unpack_fn unpack, float *y,
 			   int64_t n)
 {
-	k_block k;
+	cpu_k_block k;
 
 	for (int64_t i = 0; i < n / CPU_QK_K; i++) {
 		unpack((const char *)blocks + i * block_bytes, &k);
@@ -178,7 +169,7 @@ static void dequantize_row(const void *blocks, size_t block_bytes, unpack_fn unp
 enum min_order { MINS_NONE, MINS_IN_LANES, MINS_OWN_LANES, MINS_RUNNING };
 
 /* A sub-block of 16 fills lanes 0..3 or 4..7, one of 32 all eight. */
-static void add_main(float *acc, const k_block *k, const int8_t *qx, float d)
+static void add_main(float *acc, const cpu_k_block *k, const int8_t *qx, float d)
 {
 	int len = CPU_QK_K / k->n_sub;
 	int32_t lane[CPU_LANES] = {0};
@@ -199,7 +190,7 @@ static void add_main(float *acc, const k_block *k, const int8_t *qx, float d)
 
 /* pair[p] = the min terms of sub-blocks 2p and 2p + 1, a sub-block of 32
  * taking two of Q8_K's 16-element sums; returns the number of pairs. */
-static int min_pairs(const k_block *k, const cpu_block_q8_k *a, int32_t *pair)
+static int min_pairs(const cpu_k_block *k, const cpu_block_q8_k *a, int32_t *pair)
 {
 	int per = CPU_QK_K / k->n_sub / 16;
 
@@ -217,7 +208,7 @@ static float dot_row(const void *w, size_t block_bytes, unpack_fn unpack, enum m
 {
 	const cpu_block_q8_k *a = x;
 	float acc[CPU_LANES] = {0}, acc_m[4] = {0}, running = 0.0f;
-	k_block k;
+	cpu_k_block k;
 
 	for (int64_t i = 0; i < n / CPU_QK_K; i++) {
 		int32_t pair[CPU_LANES], total = 0;
@@ -241,7 +232,7 @@ static float dot_row(const void *w, size_t block_bytes, unpack_fn unpack, enum m
 
 /* Typed unpackers behind one signature, for the row loops. */
 #define K_TYPE(name, order)                                                             \
-	static void unpack_any_##name(const void *block, k_block *k)                    \
+	static void unpack_any_##name(const void *block, cpu_k_block *k)                    \
 	{                                                                               \
 		unpack_##name(block, k);                                                \
 	}                                                                               \
@@ -259,3 +250,14 @@ K_TYPE(q3_k, MINS_NONE)
 K_TYPE(q4_k, MINS_OWN_LANES)
 K_TYPE(q5_k, MINS_RUNNING)
 K_TYPE(q6_k, MINS_NONE)
+
+void cpu_k_unpack(loom_dtype type, const void *block, cpu_k_block *k)
+{
+	switch (type) {
+	case LOOM_DTYPE_Q2_K: unpack_q2_k(block, k); break;
+	case LOOM_DTYPE_Q3_K: unpack_q3_k(block, k); break;
+	case LOOM_DTYPE_Q4_K: unpack_q4_k(block, k); break;
+	case LOOM_DTYPE_Q5_K: unpack_q5_k(block, k); break;
+	default: unpack_q6_k(block, k); break;
+	}
+}

@@ -279,6 +279,42 @@ void cpu_repacked_multiply(const loom_tensor *w, int64_t g_lo, int64_t g_hi, con
 	}
 }
 
+#if defined(__AMX_INT8__)
+/* Q8_0 blocks are stored + 128: the xor takes it off. Q4_0's low nibbles
+ * are elements 0..15 of a block, its high ones 16..31, both less 8. */
+void cpu_repacked_unpack(const loom_tensor *w, int64_t gi, const cpu_unpacked_group *out)
+{
+	if (k_layout(w->layout)) {
+		cpu_repacked_unpack_k(w, gi, out);
+		return;
+	}
+	int64_t n_blocks = w->ne[0] / CPU_QK;
+	const __m512i low4 = _mm512_set1_epi8(15), eight = _mm512_set1_epi8(8);
+
+	for (int64_t b = 0; b < n_blocks; b++) {
+		__m512i *q = (__m512i *)(out->q + b * CPU_QK * CPU_REPACK_ROWS);
+		const uint16_t *d;
+		if (w->layout == CPU_LAYOUT_Q8_0_X16) {
+			const q8_0_x16 *g = (const q8_0_x16 *)w->data + gi * n_blocks + b;
+			for (int k = 0; k < 2 * WORDS; k++)
+				_mm512_storeu_si512(q + k, _mm512_xor_si512(_mm512_loadu_si512((const void *)g->qs[k]),
+									    _mm512_set1_epi8((char)0x80)));
+			d = g->d;
+		} else {
+			const q4_0_x16 *g = (const q4_0_x16 *)w->data + gi * n_blocks + b;
+			for (int k = 0; k < WORDS; k++) {
+				__m512i v = _mm512_loadu_si512((const void *)g->qs[k]);
+				_mm512_storeu_si512(q + k, _mm512_sub_epi8(_mm512_and_si512(v, low4), eight));
+				_mm512_storeu_si512(q + WORDS + k,
+						    _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(v, 4), low4), eight));
+			}
+			d = g->d;
+		}
+		_mm512_storeu_ps(out->dw + b * CPU_REPACK_ROWS, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)d)));
+	}
+}
+#endif
+
 #else
 
 size_t cpu_repacked_bytes(const loom_tensor *w, uint32_t *layout)

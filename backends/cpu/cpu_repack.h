@@ -87,4 +87,21 @@ void cpu_repack_k(const loom_tensor *w, uint32_t layout, void *dst, int64_t g_lo
 void cpu_repacked_multiply_k(const loom_tensor *w, int64_t g_lo, int64_t g_hi, const char *x, size_t x_stride,
 			     int64_t nt, float *y, size_t y_stride);
 
+#if defined(__AMX_INT8__)
+/* A 16-row group of a weight as the AMX kernels take it (cpu_amx.c):
+ * element e of row r as a signed byte at q[(e / 4) * 64 + r * 4 + e % 4],
+ * so that each sub-block is a tile of 4-byte groups of all 16 rows; the
+ * f32 scale and min of row r's sub-block s at dw[s * 16 + r] and
+ * mw[s * 16 + r] (mw only for the types with mins, NULL otherwise). */
+typedef struct cpu_unpacked_group {
+	int8_t *q;
+	float *dw;
+	float *mw;
+} cpu_unpacked_group;
+
+/* Group gi of a weight in one of the layouts above, unpacked. */
+void cpu_repacked_unpack(const loom_tensor *w, int64_t gi, const cpu_unpacked_group *out);
+void cpu_repacked_unpack_k(const loom_tensor *w, int64_t gi, const cpu_unpacked_group *out);
+#endif
+
 #endif

@@ -402,4 +402,72 @@ void cpu_repacked_multiply_k(const loom_tensor *w, int64_t g_lo, int64_t g_hi, c
 	}
 }
 
+#if defined(__AMX_INT8__)
+/* 16 rows' bytes, widened to f32. */
+CPU_INLINE __m512 bytes_to_f32(const uint8_t *p, bool is_signed)
+{
+	__m128i v = _mm_loadu_si128((const __m128i *)p);
+	return _mm512_cvtepi32_ps(is_signed ? _mm512_cvtepi8_epi32(v) : _mm512_cvtepu8_epi32(v));
+}
+
+/* Q4_K: qs[l][k] holds lane l of chunks 2k (low nibbles) and 2k + 1
+ * (high), element 4-groups 16k + l and 16k + 8 + l of the super-block.
+ * Q6_K: chunk 4h + k, lane l is element 4-group 8 (4h + k) + l; its low
+ * bits are the low (k < 2) or high nibbles of ql[h][l][k % 2], its top
+ * two bits 2k..2k+1 of qh[h][l]. */
+void cpu_repacked_unpack_k(const loom_tensor *w, int64_t gi, const cpu_unpacked_group *out)
+{
+	int64_t n_super = w->ne[0] / CPU_QK_K;
+	const __m512i low4 = _mm512_set1_epi8(15), three = _mm512_set1_epi8(3);
+
+	for (int64_t b = 0; b < n_super; b++) {
+		__m512i *q = (__m512i *)(out->q + b * CPU_QK_K * ROWS);
+		if (w->layout == CPU_LAYOUT_Q4_K_X16) {
+			const q4_k_x16 *g = (const q4_k_x16 *)w->data + gi * n_super + b;
+			for (int l = 0; l < LANES; l++) {
+				for (int k = 0; k < 4; k++) {
+					__m512i v = _mm512_loadu_si512((const void *)g->qs[l][k]);
+					_mm512_storeu_si512(q + 16 * k + l, _mm512_and_si512(v, low4));
+					_mm512_storeu_si512(q + 16 * k + 8 + l,
+							    _mm512_and_si512(_mm512_srli_epi16(v, 4), low4));
+				}
+			}
+			__m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)g->d));
+			__m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)g->dmin));
+			for (int j = 0; j < 8; j++) {
+				uint8_t m[ROWS];
+				for (int r = 0; r < ROWS; r++)
+					m[r] = g->m[j / 2][r][j % 2];
+				float *dw = out->dw + (b * 8 + j) * ROWS, *mw = out->mw + (b * 8 + j) * ROWS;
+				_mm512_storeu_ps(dw, _mm512_mul_ps(d, bytes_to_f32(g->sc[j], false)));
+				/* -(dmin * m), as the standard layout's unpacking has it */
+				_mm512_storeu_ps(mw, _mm512_xor_ps(_mm512_mul_ps(dmin, bytes_to_f32(m, false)),
+								   _mm512_set1_ps(-0.0f)));
+			}
+			continue;
+		}
+		const q6_k_x16 *g = (const q6_k_x16 *)w->data + gi * n_super + b;
+		for (int h = 0; h < 2; h++) {
+			for (int l = 0; l < LANES; l++) {
+				__m512i ql0 = _mm512_loadu_si512((const void *)g->ql[h][l][0]);
+				__m512i ql1 = _mm512_loadu_si512((const void *)g->ql[h][l][1]);
+				__m512i qh = _mm512_loadu_si512((const void *)g->qh[h][l]);
+				for (int k = 0; k < 4; k++) {
+					__m512i ql = k % 2 == 0 ? ql0 : ql1;
+					__m512i lo = k < 2 ? _mm512_and_si512(ql, low4)
+							   : _mm512_and_si512(_mm512_srli_epi16(ql, 4), low4);
+					__m512i hi = _mm512_and_si512(_mm512_srli_epi16(qh, 2 * k), three);
+					__m512i v = _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
+					_mm512_storeu_si512(q + 8 * (4 * h + k) + l, _mm512_sub_epi8(v, _mm512_set1_epi8(32)));
+				}
+			}
+		}
+		__m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)g->d));
+		for (int j = 0; j < 16; j++)
+			_mm512_storeu_ps(out->dw + (b * 16 + j) * ROWS,
+					 _mm512_mul_ps(d, bytes_to_f32((const uint8_t *)g->sc[j % 2][j / 2], true)));
+	}
+}
+#endif
+
 #endif
