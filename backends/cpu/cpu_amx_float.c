@@ -101,25 +101,46 @@ void cpu_amx_float_convert(const loom_tensor *w, const float *x, int64_t t, int6
 	}
 }
 
-/* The group's rows, or zeros past the weight's last, into the panel. */
+/* The group's rows into the panel, each padded with zeros to whole chunks;
+ * zero rows past the weight's last. */
 static void fill_panel(const loom_tensor *w, int64_t o, uint16_t *panel)
 {
 	const int64_t n = w->ne[0], width = chunks_of(w) * CHUNK;
+	const size_t row_bytes = (size_t)width * sizeof(uint16_t);
 	uint16_t *low = panel + ROWS * width;
+	/* The high halves of 32 f32 values in two registers, in order. */
+	const __m512i high_words = _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33,
+						     31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
 
-	memset(panel, 0, cpu_amx_float_panel_bytes(w));
-	for (int r = 0; r < ROWS && o + r < w->ne[1]; r++) {
+	for (int r = 0; r < ROWS; r++) {
+		if (o + r >= w->ne[1]) {
+			memset(panel + r * width, 0, row_bytes);
+			if (w->dtype == LOOM_DTYPE_F16)
+				memset(low + r * width, 0, row_bytes);
+			continue;
+		}
 		const uint16_t *row = (const uint16_t *)((const char *)w->data + (size_t)(o + r) * w->nb[1]);
 		if (w->dtype == LOOM_DTYPE_BF16) {
 			memcpy(panel + r * width, row, (size_t)n * sizeof(uint16_t));
+			memset(panel + r * width + n, 0, (size_t)(width - n) * sizeof(uint16_t));
 			continue;
 		}
-		for (int64_t i = 0; i < n; i += 16) {
-			__mmask16 m = n - i >= 16 ? 0xffff : cpu_tail_mask(n - i);
-			__m256i high, low16;
-			split_x16(cpu_load_fp16_x16(row + i, m), &high, &low16);
-			_mm256_mask_storeu_epi16(panel + r * width + i, m, high);
-			_mm256_mask_storeu_epi16(low + r * width + i, m, low16);
+		for (int64_t i = 0; i < width; i += CHUNK) {
+			__m512 v[2], rest[2];
+			for (int h = 0; h < 2; h++) {
+				int64_t left = n - i - 16 * h;
+				__mmask16 m = left >= 16 ? 0xffff : left <= 0 ? 0 : cpu_tail_mask(left);
+				v[h] = cpu_load_fp16_x16(row + i + 16 * h, m);
+				__m512 top = _mm512_castsi512_ps(
+					_mm512_and_si512(_mm512_castps_si512(v[h]), _mm512_set1_epi32((int)0xffff0000u)));
+				rest[h] = _mm512_sub_ps(v[h], top);
+			}
+			_mm512_storeu_si512(panel + r * width + i,
+					    _mm512_permutex2var_epi16(_mm512_castps_si512(v[0]), high_words,
+								      _mm512_castps_si512(v[1])));
+			_mm512_storeu_si512(low + r * width + i,
+					    _mm512_permutex2var_epi16(_mm512_castps_si512(rest[0]), high_words,
+								      _mm512_castps_si512(rest[1])));
 		}
 	}
 }

@@ -291,9 +291,14 @@ void cpu_repacked_unpack(const loom_tensor *w, int64_t gi, const cpu_unpacked_gr
 	int64_t n_blocks = w->ne[0] / CPU_QK;
 	const __m512i low4 = _mm512_set1_epi8(15), eight = _mm512_set1_epi8(8);
 
+	const size_t block_bytes = w->layout == CPU_LAYOUT_Q8_0_X16 ? sizeof(q8_0_x16) : sizeof(q4_0_x16);
+	const char *group = (const char *)w->data + (size_t)(gi * n_blocks) * block_bytes;
+
 	for (int64_t b = 0; b < n_blocks; b++) {
 		__m512i *q = (__m512i *)(out->q + b * CPU_QK * CPU_REPACK_ROWS);
 		const uint16_t *d;
+		for (size_t at = 0; at < block_bytes; at += 64)
+			_mm_prefetch(group + (size_t)(b + PREFETCH_BLOCKS) * block_bytes + at, _MM_HINT_T0);
 		if (w->layout == CPU_LAYOUT_Q8_0_X16) {
 			const q8_0_x16 *g = (const q8_0_x16 *)w->data + gi * n_blocks + b;
 			for (int k = 0; k < 2 * WORDS; k++)

@@ -420,8 +420,15 @@ void cpu_repacked_unpack_k(const loom_tensor *w, int64_t gi, const cpu_unpacked_
 	int64_t n_super = w->ne[0] / CPU_QK_K;
 	const __m512i low4 = _mm512_set1_epi8(15), three = _mm512_set1_epi8(3);
 
+	uint32_t layout = 0;
+	const size_t block_bytes = cpu_repacked_k_block_bytes(w->dtype, &layout);
+	const char *group = (const char *)w->data + (size_t)(gi * n_super) * block_bytes;
+
 	for (int64_t b = 0; b < n_super; b++) {
 		__m512i *q = (__m512i *)(out->q + b * CPU_QK_K * ROWS);
+		/* two super-blocks ahead, as the multiply asks for them */
+		for (size_t at = 0; at < block_bytes; at += 64)
+			_mm_prefetch(group + (size_t)(b + 2) * block_bytes + at, _MM_HINT_T0);
 		if (w->layout == CPU_LAYOUT_Q4_K_X16) {
 			const q4_k_x16 *g = (const q4_k_x16 *)w->data + gi * n_super + b;
 			for (int l = 0; l < LANES; l++) {
