@@ -166,6 +166,20 @@ static void write_out(const float high[ROWS][TOKENS], const float low[ROWS][TOKE
 	}
 }
 
+/* One token tile's activations at x against the weights in the tiles,
+ * into its two sums (f16 in scope). */
+#define TOKEN_TILE(x, sum_high, sum_low)                                      \
+	do {                                                                  \
+		CPU_TILE_LOAD(TILE_X_HIGH, x, 64);                            \
+		CPU_TILE_DP_BF16(sum_high, TILE_W_HIGH, TILE_X_HIGH);         \
+		if (f16) {                                                    \
+			CPU_TILE_DP_BF16(sum_low, TILE_W_LOW, TILE_X_HIGH);   \
+			CPU_TILE_LOAD(TILE_X_LOW, (x) + TILE_BYTES, 64);      \
+			CPU_TILE_DP_BF16(sum_low, TILE_W_HIGH, TILE_X_LOW);   \
+			CPU_TILE_DP_BF16(sum_high, TILE_W_LOW, TILE_X_LOW);   \
+		}                                                             \
+	} while (0)
+
 /* One or two token tiles (tiles[0], tiles[1]) through the panel. */
 CPU_INLINE void token_tiles(const bool f16, const bool two, const uint16_t *panel, int64_t chunks,
 			    const char *const tiles[2], int tokens[2], int rows, float *y[2], size_t y_stride)
@@ -182,26 +196,9 @@ CPU_INLINE void token_tiles(const bool f16, const bool two, const uint16_t *pane
 		CPU_TILE_LOAD(TILE_W_HIGH, (const char *)panel + at, (long)width_bytes);
 		if (f16)
 			CPU_TILE_LOAD(TILE_W_LOW, low + at, (long)width_bytes);
-		const char *x0 = tiles[0] + (size_t)c * parts * TILE_BYTES;
-		CPU_TILE_LOAD(TILE_X_HIGH, x0, 64);
-		CPU_TILE_DP_BF16(TILE_HIGH0, TILE_W_HIGH, TILE_X_HIGH);
-		if (f16) {
-			CPU_TILE_DP_BF16(TILE_LOW0, TILE_W_LOW, TILE_X_HIGH);
-			CPU_TILE_LOAD(TILE_X_LOW, x0 + TILE_BYTES, 64);
-			CPU_TILE_DP_BF16(TILE_LOW0, TILE_W_HIGH, TILE_X_LOW);
-			CPU_TILE_DP_BF16(TILE_HIGH0, TILE_W_LOW, TILE_X_LOW);
-		}
-		if (two) {
-			const char *x1 = tiles[1] + (size_t)c * parts * TILE_BYTES;
-			CPU_TILE_LOAD(TILE_X_HIGH, x1, 64);
-			CPU_TILE_DP_BF16(TILE_HIGH1, TILE_W_HIGH, TILE_X_HIGH);
-			if (f16) {
-				CPU_TILE_DP_BF16(TILE_LOW1, TILE_W_LOW, TILE_X_HIGH);
-				CPU_TILE_LOAD(TILE_X_LOW, x1 + TILE_BYTES, 64);
-				CPU_TILE_DP_BF16(TILE_LOW1, TILE_W_HIGH, TILE_X_LOW);
-				CPU_TILE_DP_BF16(TILE_HIGH1, TILE_W_LOW, TILE_X_LOW);
-			}
-		}
+		TOKEN_TILE(tiles[0] + (size_t)c * parts * TILE_BYTES, TILE_HIGH0, TILE_LOW0);
+		if (two)
+			TOKEN_TILE(tiles[1] + (size_t)c * parts * TILE_BYTES, TILE_HIGH1, TILE_LOW1);
 	}
 	float high[ROWS][TOKENS] __attribute__((aligned(64))), low_sums[ROWS][TOKENS] __attribute__((aligned(64)));
 	CPU_TILE_STORE(TILE_HIGH0, high, TOKENS * sizeof(float));
@@ -213,8 +210,9 @@ CPU_INLINE void token_tiles(const bool f16, const bool two, const uint16_t *pane
 		write_out(high, low_sums, f16, tokens[1], rows, y[1], y_stride);
 	}
 }
+#undef TOKEN_TILE
 
-#define TOKEN_TILES(f16)                                                                           \
+#define RUN_TOKEN_TILES(f16)                                                                           \
 	do {                                                                                       \
 		if (n_tiles == 2)                                                                  \
 			token_tiles(f16, true, panel, chunks, tiles, tokens, rows, ys, y_stride);  \
@@ -246,9 +244,9 @@ void cpu_amx_float_multiply(const loom_tensor *w, int64_t g_lo, int64_t g_hi, co
 				ys[i] = (float *)((char *)y + (size_t)t0 * y_stride) + o;
 			}
 			if (w->dtype == LOOM_DTYPE_F16)
-				TOKEN_TILES(true);
+				RUN_TOKEN_TILES(true);
 			else
-				TOKEN_TILES(false);
+				RUN_TOKEN_TILES(false);
 		}
 	}
 	_tile_release();
