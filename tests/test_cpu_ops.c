@@ -1175,13 +1175,15 @@ static void check_rounding_apart(const op_case *c, const float *standard, const 
 }
 
 /* Weights repacked at load (weight_repack): the variants with AVX-512 VNNI
- * repack Q4_0, Q8_0, Q4_K and Q6_K. For every token count and for row
- * counts that leave a group part-filled, they must give the standard
- * layout's output bit for bit (with 1 and 3 tokens the standard layout
- * goes through the tile kernels, with more Q4_0 and the K-quants are
- * repacked a group at a time), Q8_0 to within its summation order's
- * roundings. Other types and variants keep the standard layout. A
- * repacked weight is for MATMUL alone: GET_ROWS refuses it. */
+ * rearrange Q4_0, Q8_0, Q4_K and Q6_K; any other weight of 8 MiB or more,
+ * in every variant, is copied as it is into the backend's (huge-page)
+ * memory, and smaller ones stay in the file's. For every token count and
+ * for row counts that leave a group part-filled, they must give the
+ * standard layout's output bit for bit (with 1 and 3 tokens the standard
+ * layout goes through the tile kernels, with more Q4_0 and the K-quants
+ * are repacked a group at a time), Q8_0 rearranged to within its
+ * summation order's roundings. A repacked weight is for MATMUL alone:
+ * GET_ROWS refuses it. */
 START_TEST(test_matmul_repacked)
 {
 	static const loom_dtype types[] = {LOOM_DTYPE_Q4_0, LOOM_DTYPE_Q8_0, LOOM_DTYPE_Q4_K,
@@ -1193,9 +1195,9 @@ START_TEST(test_matmul_repacked)
 	if (v == NULL)
 		return;
 	for (size_t k = 0; k < N_OF(types); k++) {
-		bool expect = (types[k] == LOOM_DTYPE_Q4_0 || types[k] == LOOM_DTYPE_Q8_0 ||
-			       types[k] == LOOM_DTYPE_Q4_K || types[k] == LOOM_DTYPE_Q6_K) &&
-			      (_i == V_AVX512 || _i == V_AMX);
+		bool rearranged = (types[k] == LOOM_DTYPE_Q4_0 || types[k] == LOOM_DTYPE_Q8_0 ||
+				   types[k] == LOOM_DTYPE_Q4_K || types[k] == LOOM_DTYPE_Q6_K) &&
+				  (_i == V_AVX512 || _i == V_AMX);
 		for (size_t li = 0; li < N_OF(lens); li++) {
 			for (size_t ri = 0; ri < N_OF(row_counts); ri++) {
 				for (size_t ti = 0; ti < N_OF(token_counts); ti++) {
@@ -1210,10 +1212,10 @@ START_TEST(test_matmul_repacked)
 					float *standard = exercise(v, &c);
 					c.repack = true;
 					float *got = exercise(v, &c);
-					ck_assert_msg((last_repack_layout != 0) == expect, "%s on %s: layout %u", c.what,
+					ck_assert_msg((last_repack_layout != 0) == rearranged, "%s on %s: layout %u", c.what,
 						      v->name, last_repack_layout);
 					size_t bytes = (size_t)(n_out * n_tok) * sizeof(float);
-					if (types[k] != LOOM_DTYPE_Q8_0 || !expect)
+					if (types[k] != LOOM_DTYPE_Q8_0 || !rearranged)
 						ck_assert_msg(memcmp(standard, got, bytes) == 0,
 							      "%s on %s: differs from the standard layout", c.what, v->name);
 					else
@@ -1224,6 +1226,26 @@ START_TEST(test_matmul_repacked)
 				}
 			}
 		}
+	}
+
+	/* An F16 weight of 8 MiB, copied as it is: the same outputs. */
+	for (size_t ti = 0; ti < N_OF(token_counts); ti += 3) {
+		op_case c = {.op = LOOM_OP_MATMUL};
+		c.src[0] = random_weights(&rng, LOOM_DTYPE_F16, 4096, 1024, 1.0 / 64.0);
+		c.src[1] = ht(LOOM_DTYPE_F32, 4096, token_counts[ti], 1, 1);
+		c.dst = ht(LOOM_DTYPE_F32, 1024, token_counts[ti], 1, 1);
+		fill_normal(&rng, f32(&c.src[1]), (size_t)(4096 * token_counts[ti]), 2.0);
+		snprintf(c.what, sizeof(c.what), "MATMUL f16 [4096 x 1024] x %lld tokens, copied",
+			 (long long)token_counts[ti]);
+		float *standard = exercise(v, &c);
+		c.repack = true;
+		float *got = exercise(v, &c);
+		ck_assert_msg(last_repack_layout != 0, "%s on %s: kept in the file's memory", c.what, v->name);
+		ck_assert_msg(memcmp(standard, got, (size_t)(1024 * token_counts[ti]) * sizeof(float)) == 0,
+			      "%s on %s: differs from the standard layout", c.what, v->name);
+		free(standard);
+		free(got);
+		case_free(&c);
 	}
 
 	/* GET_ROWS on a repacked table. */

@@ -137,6 +137,7 @@ static void cpu_free(void *backend)
  * when first touched: nothing is written (or made resident) before it is
  * used, and the kernel may back them with large pages. */
 #define MAPPED_BUFFER_BYTES ((size_t)1 << 20)
+#define HUGE_PAGE_BYTES ((size_t)2 << 20)
 
 static size_t mapped_bytes(size_t size)
 {
@@ -155,12 +156,21 @@ static loom_status cpu_buffer_alloc(void *backend, size_t size, loom_buffer *out
 		return LOOM_ERR_INVALID_ARGUMENT;
 	}
 	if (size >= MAPPED_BUFFER_BYTES) {
-		p = mmap(NULL, mapped_bytes(size), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		if (p == MAP_FAILED) {
+		/* Mapped with a huge page's worth to spare, then trimmed to
+		 * start on a huge page, so that every whole huge page of the
+		 * buffer can be one. */
+		size_t bytes = mapped_bytes(size);
+		char *m = mmap(NULL, bytes + HUGE_PAGE_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (m == MAP_FAILED) {
 			report(be->host, "buffer_alloc: out of memory mapping %zu bytes", size);
 			return LOOM_ERR_NO_MEMORY;
 		}
-		madvise(p, mapped_bytes(size), MADV_HUGEPAGE);
+		size_t head = (HUGE_PAGE_BYTES - (uintptr_t)m % HUGE_PAGE_BYTES) % HUGE_PAGE_BYTES;
+		if (head > 0)
+			munmap(m, head);
+		munmap(m + head + bytes, HUGE_PAGE_BYTES - head);
+		p = m + head;
+		madvise(p, bytes, MADV_HUGEPAGE);
 		*out = (loom_buffer){.handle = p, .base = p, .size = size};
 		return LOOM_OK;
 	}
@@ -361,6 +371,22 @@ static loom_status cpu_compute(void *backend, const loom_graph *graph)
 	return LOOM_OK;
 }
 
+/* The rows of a weight kept in the standard layout, copied [lo, hi) of
+ * its 16-row groups at a time. */
+static void copy_groups(const loom_tensor *w, void *dst, int64_t lo, int64_t hi)
+{
+	int64_t o_lo = lo * CPU_REPACK_ROWS, o_hi = hi * CPU_REPACK_ROWS < w->ne[1] ? hi * CPU_REPACK_ROWS : w->ne[1];
+
+	if (o_hi > o_lo)
+		memcpy((char *)dst + (size_t)o_lo * w->nb[1], (const char *)w->data + (size_t)o_lo * w->nb[1],
+		       (size_t)(o_hi - o_lo - 1) * w->nb[1] + loom_dtype_row_bytes(w->dtype, w->ne[0]));
+}
+
+/* Matmul weights move into the backend's memory: repacked where the
+ * variant has a layout for it (cpu_repack.h), else as they are
+ * (CPU_LAYOUT_ROWS), for the huge pages, when they span a few. */
+#define ROWS_COPY_MIN_BYTES (4 * HUGE_PAGE_BYTES)
+
 static loom_status cpu_weight_repack(void *backend, const loom_tensor *w, loom_buffer *out, uint32_t *layout)
 {
 	cpu_backend *be = backend;
@@ -371,8 +397,15 @@ static loom_status cpu_weight_repack(void *backend, const loom_tensor *w, loom_b
 		report(be->host, "weight_repack: invalid arguments");
 		return LOOM_ERR_INVALID_ARGUMENT;
 	}
-	if (!cpu_tensor_ok(w) || (bytes = cpu_repacked_bytes(w, &l)) == 0)
+	if (!cpu_tensor_ok(w) || w->ne[2] != 1 || w->ne[3] != 1)
 		return LOOM_ERR_UNSUPPORTED;
+	if ((bytes = cpu_repacked_bytes(w, &l)) == 0) {
+		l = CPU_LAYOUT_ROWS; /* rows as far apart as in the file, so that nb still holds */
+		bytes = (size_t)(w->ne[1] - 1) * w->nb[1] + loom_dtype_row_bytes(w->dtype, w->ne[0]);
+		/* Mostly small pages anyway: the file's serve as well. */
+		if (bytes < ROWS_COPY_MIN_BYTES)
+			return LOOM_ERR_UNSUPPORTED;
+	}
 	loom_status st = cpu_buffer_alloc(backend, bytes, out);
 	if (st != LOOM_OK)
 		return st;
@@ -383,7 +416,10 @@ static loom_status cpu_weight_repack(void *backend, const loom_tensor *w, loom_b
 	{
 		int64_t lo, hi;
 		cpu_split(n_groups, omp_get_thread_num(), omp_get_num_threads(), &lo, &hi);
-		cpu_repack_groups(w, out->base, lo, hi);
+		if (l == CPU_LAYOUT_ROWS)
+			copy_groups(w, out->base, lo, hi);
+		else
+			cpu_repack_groups(w, out->base, lo, hi);
 	}
 	*layout = l;
 	return LOOM_OK;

@@ -82,6 +82,7 @@ static loom_tensor first_group(const loom_tensor *w)
 	loom_tensor g = *w;
 
 	g.ne[1] = w->ne[1] < CPU_REPACK_ROWS ? w->ne[1] : CPU_REPACK_ROWS;
+	g.layout = 0;
 	return g;
 }
 
@@ -96,7 +97,7 @@ static uint32_t repacked_layout(const loom_node *node, size_t *group_bytes)
 	uint32_t layout = 0;
 
 	*group_bytes = 0;
-	if (w->layout != 0)
+	if (w->layout != 0 && w->layout != CPU_LAYOUT_ROWS)
 		return w->layout;
 	if (cpu_nrows(x) < REPACK_MIN_TOKENS)
 		return 0;
@@ -315,11 +316,12 @@ static void matmul_run(const loom_node *node, const cpu_task *task)
 		 * on a line the threads pass between them. A prefill's are
 		 * dear: finer takes, so a slow thread holds up less. */
 		int64_t per_thread = n_tok <= DECODE_TOKENS ? 4 : 16;
-		int64_t chunk = w->layout != 0 ? n_groups / ((int64_t)task->nth * per_thread) : 1;
+		const bool repacked = w->layout == layout; /* at load; else a group per take, here */
+		int64_t chunk = repacked ? n_groups / ((int64_t)task->nth * per_thread) : 1;
 		void *mine = (char *)scratch + align64((size_t)n_tok * prepared_row_bytes(node)) +
 			     (size_t)task->ith * align64(group_bytes);
 		while (cpu_take_work(task, n_groups, chunk < 1 ? 1 : chunk, &lo, &hi)) {
-			if (w->layout != 0) {
+			if (repacked) {
 				cpu_repacked_multiply(w, lo, hi, base.x, base.x_stride, prepared, prepared_row_bytes(node),
 						      n_tok, base.y, base.y_stride);
 				continue;

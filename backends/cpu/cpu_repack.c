@@ -110,7 +110,7 @@ void cpu_repack(const loom_tensor *w, void *dst)
 
 bool cpu_layout_supported(loom_dtype type, uint32_t layout)
 {
-	return layout == 0 || (layout == CPU_LAYOUT_Q4_0_X16 && type == LOOM_DTYPE_Q4_0) ||
+	return layout == 0 || layout == CPU_LAYOUT_ROWS || (layout == CPU_LAYOUT_Q4_0_X16 && type == LOOM_DTYPE_Q4_0) ||
 	       (layout == CPU_LAYOUT_Q8_0_X16 && type == LOOM_DTYPE_Q8_0) ||
 	       (layout == CPU_LAYOUT_Q4_K_X16 && type == LOOM_DTYPE_Q4_K) ||
 	       (layout == CPU_LAYOUT_Q6_K_X16 && type == LOOM_DTYPE_Q6_K);
@@ -343,7 +343,7 @@ void cpu_repack_groups(const loom_tensor *w, void *dst, int64_t g_lo, int64_t g_
 bool cpu_layout_supported(loom_dtype type, uint32_t layout)
 {
 	(void)type;
-	return layout == 0;
+	return layout == 0 || layout == CPU_LAYOUT_ROWS;
 }
 
 bool cpu_layout_exact(uint32_t layout)

@@ -24,6 +24,13 @@
  * the blocks they replace, Q4_K's 2368 for 16 blocks of 144.
  *
  * Only variants with AVX-512 VNNI repack.
+ *
+ * CPU_LAYOUT_ROWS: the standard layout's bytes, in the backend's own
+ * memory, which is backed by huge pages: every other matmul weight, in
+ * every variant. Decode streams each weight byte once per token; from a
+ * file's mapping it does so a 4 KiB page at a time, and the TLB misses
+ * cost F16 decode a sixth of its speed. Every kernel reads it as the
+ * standard layout.
  */
 #ifndef LOOM_CPU_REPACK_H
 #define LOOM_CPU_REPACK_H
@@ -38,6 +45,7 @@
 #define CPU_LAYOUT_Q8_0_X16 2u
 #define CPU_LAYOUT_Q4_K_X16 3u
 #define CPU_LAYOUT_Q6_K_X16 4u
+#define CPU_LAYOUT_ROWS 5u
 #define CPU_REPACK_ROWS 16
 
 /* Bytes of w in the layout this variant would repack it into; 0 if it

@@ -20,6 +20,9 @@ static loom_string str(const char *s)
 	return (loom_string){.len = strlen(s), .data = s};
 }
 
+#define NOTHING_TO_LAY_OUT \
+	"the backend keeps every weight of this model in the file's layout: there is nothing to lay out"
+
 /* Why m cannot be written laid out, or NULL. */
 static const char *refusal(const loom_model *m)
 {
@@ -30,14 +33,16 @@ static const char *refusal(const loom_model *m)
 	if (!loom_format_writes(m->format))
 		return "its format cannot be written: convert it to GGUF first (loom convert)";
 	if (m->n_repacked == 0)
-		return "the backend keeps every weight of this model in the file's layout: there is nothing to lay out";
+		return NOTHING_TO_LAY_OUT;
 	return NULL;
 }
 
 /* The file's tensors, those the backend repacked in their new layout
  * (names[i] laid out as ids[i], *n of them). A layout larger than the
  * tensor's blocks (Q4_K's, whose scales are unpacked) cannot take its
- * place in the file: that tensor stays as it was, repacked at load. */
+ * place in the file: that tensor stays as it was, repacked at load. Nor
+ * does a copy whose bytes are the file's (a backend that moves a weight
+ * into its own memory as it is): there is nothing to lay out in it. */
 static void lay_out_tensors(const loom_model *m, loom_file_tensor *tensors, loom_string *names, uint32_t *ids,
 				   uint64_t *n)
 {
@@ -48,7 +53,7 @@ static void lay_out_tensors(const loom_model *m, loom_file_tensor *tensors, loom
 		if (r->file_tensor < 0)
 			continue;
 		loom_file_tensor *t = &tensors[r->file_tensor];
-		if (r->buf.size != t->n_bytes)
+		if (r->buf.size != t->n_bytes || memcmp(r->buf.base, t->data, t->n_bytes) == 0)
 			continue;
 		t->data = r->buf.base;
 		names[*n] = t->name;
@@ -73,6 +78,11 @@ loom_status loom_layout_export(loom_model *m, const char *out_path)
 	loom_status st = tensors && meta && names && ids ? LOOM_OK : loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
 	if (st == LOOM_OK) {
 		lay_out_tensors(m, tensors, names, ids, &n_laid);
+		if (n_laid == 0)
+			st = loom_error(LOOM_ERR_UNSUPPORTED, "backend %s: %s", loom_backend_name(&m->rt->backend),
+					NOTHING_TO_LAY_OUT);
+	}
+	if (st == LOOM_OK) {
 		/* A file laid out again keeps only its new keys. */
 		for (uint64_t i = 0; i < f->n_meta; i++)
 			if (!is_layout_key(f->meta[i].key))
