@@ -225,8 +225,14 @@ static loom_status repack(loom_model *m, loom_tensor *t, loom_role role, int il)
 	if (layout == 0)
 		return LOOM_OK;
 	/* A tied head's file tensor is the embedding, read as it is: it is
-	 * not one a laid-out file may replace. */
+	 * not one a laid-out file may replace. Nor is it released, so a copy
+	 * that only moved its bytes (a CPU backend's, for huge pages) would
+	 * hold them twice: the file's serve. */
 	const bool shared = t == &m->output && src == m->token_embd.data;
+	if (shared && buf.size == bytes && memcmp(buf.base, src, bytes) == 0) {
+		loom_backend_release(&m->rt->backend, &buf);
+		return LOOM_OK;
+	}
 	m->repacked[m->n_repacked++] = (loom_repacked_weight){
 		.buf = buf, .layout = layout, .file_tensor = in_mapping(m, src) && !shared ? file_tensor_at(m, src) : -1};
 	t->data = buf.base;
