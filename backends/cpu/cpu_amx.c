@@ -221,7 +221,7 @@ static void unpack_row(const loom_tensor *w, const char *row, int r, const cpu_u
 
 static void unpack_group(const loom_tensor *w, int64_t gi, const cpu_unpacked_group *p)
 {
-	if (w->layout != 0 && w->layout != CPU_LAYOUT_ROWS) {
+	if (cpu_layout_rearranges(w->layout)) {
 		cpu_repacked_unpack(w, gi, p);
 		return;
 	}

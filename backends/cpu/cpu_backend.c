@@ -382,11 +382,12 @@ static void copy_groups(const loom_tensor *w, void *dst, int64_t lo, int64_t hi)
 		       (size_t)(o_hi - o_lo - 1) * w->nb[1] + loom_dtype_row_bytes(w->dtype, w->ne[0]));
 }
 
+/* A weight kept as it is spans at least this many huge pages to be copied. */
+#define ROWS_COPY_MIN_BYTES (4 * HUGE_PAGE_BYTES)
+
 /* Matmul weights move into the backend's memory: repacked where the
  * variant has a layout for it (cpu_repack.h), else as they are
  * (CPU_LAYOUT_ROWS), for the huge pages, when they span a few. */
-#define ROWS_COPY_MIN_BYTES (4 * HUGE_PAGE_BYTES)
-
 static loom_status cpu_weight_repack(void *backend, const loom_tensor *w, loom_buffer *out, uint32_t *layout)
 {
 	cpu_backend *be = backend;

@@ -97,7 +97,7 @@ static uint32_t repacked_layout(const loom_node *node, size_t *group_bytes)
 	uint32_t layout = 0;
 
 	*group_bytes = 0;
-	if (w->layout != 0 && w->layout != CPU_LAYOUT_ROWS)
+	if (cpu_layout_rearranges(w->layout))
 		return w->layout;
 	if (cpu_nrows(x) < REPACK_MIN_TOKENS)
 		return 0;

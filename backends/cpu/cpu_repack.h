@@ -48,6 +48,13 @@
 #define CPU_LAYOUT_ROWS 5u
 #define CPU_REPACK_ROWS 16
 
+/* Does a weight in this layout have its bytes rearranged (not the
+ * standard layout's, or CPU_LAYOUT_ROWS's copy of it)? */
+static inline bool cpu_layout_rearranges(uint32_t layout)
+{
+	return layout != 0 && layout != CPU_LAYOUT_ROWS;
+}
+
 /* Bytes of w in the layout this variant would repack it into; 0 if it
  * keeps w as it is. */
 size_t cpu_repacked_bytes(const loom_tensor *w, uint32_t *layout);

@@ -53,7 +53,7 @@ static void lay_out_tensors(const loom_model *m, loom_file_tensor *tensors, loom
 		if (r->file_tensor < 0)
 			continue;
 		loom_file_tensor *t = &tensors[r->file_tensor];
-		if (r->buf.size != t->n_bytes || memcmp(r->buf.base, t->data, t->n_bytes) == 0)
+		if (r->buf.size != t->n_bytes || loom_repack_is_copy(&r->buf, t->data, t->n_bytes))
 			continue;
 		t->data = r->buf.base;
 		names[*n] = t->name;

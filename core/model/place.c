@@ -229,7 +229,7 @@ static loom_status repack(loom_model *m, loom_tensor *t, loom_role role, int il)
 	 * that only moved its bytes (a CPU backend's, for huge pages) would
 	 * hold them twice: the file's serve. */
 	const bool shared = t == &m->output && src == m->token_embd.data;
-	if (shared && buf.size == bytes && memcmp(buf.base, src, bytes) == 0) {
+	if (shared && loom_repack_is_copy(&buf, src, bytes)) {
 		loom_backend_release(&m->rt->backend, &buf);
 		return LOOM_OK;
 	}
@@ -308,6 +308,11 @@ static void log_memory(const loom_model *m, size_t copied)
 			  "%.1f MiB repacked",
 			  loom_backend_name(&m->rt->backend), (double)(m->file->mapping_size - m->released_bytes) / mib,
 			  (double)m->file->mapping_size / mib, (double)copied / mib, (double)repacked / mib);
+}
+
+bool loom_repack_is_copy(const loom_buffer *buf, const void *src, size_t bytes)
+{
+	return buf->size == bytes && memcmp(buf->base, src, bytes) == 0;
 }
 
 void loom_layout_backend_id(const loom_backend *be, char *out, size_t size)

@@ -25,6 +25,11 @@ loom_weight_bytes loom_model_weight_bytes(const loom_model *m);
 #define LOOM_LAYOUT_KEY_TENSORS "loom.layout.tensors"
 #define LOOM_LAYOUT_KEY_IDS "loom.layout.ids"
 
+/* Does a backend's repacked copy of a weight (bytes of it at src) hold
+ * the file's bytes as they are: a copy for the memory it lives in, not a
+ * layout of its own? */
+bool loom_repack_is_copy(const loom_buffer *buf, const void *src, size_t bytes);
+
 /* "NAME VERSION" of the backend, as LOOM_LAYOUT_KEY_BACKEND holds it. */
 void loom_layout_backend_id(const loom_backend *be, char *out, size_t size);
 
