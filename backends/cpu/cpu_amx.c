@@ -143,51 +143,6 @@ static cpu_unpacked_group panel_of(const loom_tensor *w, void *panel)
 	return (cpu_unpacked_group){(int8_t *)q, (float *)dw, s.has_min ? (float *)(dw + scales) : NULL};
 }
 
-/* One 32-element block of a legacy type: its quants as signed bytes, its
- * scale and min. */
-static void unpack_legacy(loom_dtype type, const void *block, int8_t q[CPU_QK], float *d, float *m)
-{
-	const uint8_t *qs, *qh = NULL;
-	int offset = 0;
-
-	*m = 0.0f;
-	switch (type) {
-	case LOOM_DTYPE_Q8_0: {
-		const cpu_block_q8_0 *b = block;
-		memcpy(q, b->qs, CPU_QK);
-		*d = cpu_fp16_to_f32(b->d);
-		return;
-	}
-	case LOOM_DTYPE_Q4_0:
-		qs = ((const cpu_block_q4_0 *)block)->qs, *d = cpu_fp16_to_f32(((const cpu_block_q4_0 *)block)->d);
-		offset = 8;
-		break;
-	case LOOM_DTYPE_Q4_1: {
-		const cpu_block_q4_1 *b = block;
-		qs = b->qs, *d = cpu_fp16_to_f32(b->d), *m = cpu_fp16_to_f32(b->m);
-		break;
-	}
-	case LOOM_DTYPE_Q5_0: {
-		const cpu_block_q5_0 *b = block;
-		qs = b->qs, qh = b->qh, *d = cpu_fp16_to_f32(b->d);
-		offset = 16;
-		break;
-	}
-	default: {
-		const cpu_block_q5_1 *b = block;
-		qs = b->qs, qh = b->qh, *d = cpu_fp16_to_f32(b->d), *m = cpu_fp16_to_f32(b->m);
-		break;
-	}
-	}
-	uint32_t high = 0;
-	if (qh != NULL)
-		memcpy(&high, qh, sizeof(high));
-	for (int j = 0; j < CPU_QK / 2; j++) {
-		q[j] = (int8_t)((qs[j] & 15) + (int)((high >> j) & 1) * 16 - offset);
-		q[j + 16] = (int8_t)((qs[j] >> 4) + (int)((high >> (j + 16)) & 1) * 16 - offset);
-	}
-}
-
 /* Row r of the group from a weight in the standard layout. */
 static void unpack_row(const loom_tensor *w, const char *row, int r, const cpu_unpacked_group *p)
 {
@@ -199,7 +154,7 @@ static void unpack_row(const loom_tensor *w, const char *row, int r, const cpu_u
 		const void *block = row + (size_t)(e0 / l.block) * l.block_bytes;
 		if (l.block == CPU_QK) {
 			float d, m;
-			unpack_legacy(w->dtype, block, q, &d, &m);
+			cpu_legacy_unpack(w->dtype, block, q, &d, &m);
 			p->dw[e0 / CPU_QK * ROWS + r] = d;
 			if (p->mw != NULL)
 				p->mw[e0 / CPU_QK * ROWS + r] = m;

@@ -63,6 +63,10 @@ void cpu_dequantize_row_q5_0(const void *blocks, float *y, int64_t n);
 void cpu_dequantize_row_q5_1(const void *blocks, float *y, int64_t n);
 void cpu_dequantize_row_q8_0(const void *blocks, float *y, int64_t n);
 
+/* Unpacks one block of Q4_0, Q4_1, Q5_0, Q5_1 or Q8_0: weight j is
+ * d * q[j] + m (m 0 for the types without a min). */
+void cpu_legacy_unpack(loom_dtype type, const void *block, int8_t q[CPU_QK], float *d, float *m);
+
 /* Weight quantizers: ggml's reference rounding, so the blocks come out as
  * llama-quantize writes them without an importance matrix. */
 void cpu_quantize_row_q4_0(const float *x, void *blocks, int64_t n);

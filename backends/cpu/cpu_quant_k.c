@@ -14,7 +14,6 @@
 
 #include "cpu_convert.h"
 
-
 /* ---- unpacking ----
  * Q2_K and Q3_K: in each half of 128 elements, byte l of its 32 bytes of qs
  * holds bits 2j..2j+1 of element 32j + l; Q3_K's third bit, set for q >= 0

@@ -15,6 +15,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <string.h>
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -42,6 +43,43 @@ static void unpack_5bit(const uint8_t *qs, const uint8_t *qh, int8_t *q, int off
 		int hi = (qs[j] >> 4) | (int)((h >> (j + 16)) & 1) << 4;
 		q[j] = (int8_t)(lo - offset);
 		q[j + CPU_QK / 2] = (int8_t)(hi - offset);
+	}
+}
+
+void cpu_legacy_unpack(loom_dtype type, const void *block, int8_t q[CPU_QK], float *d, float *m)
+{
+	*m = 0.0f;
+	switch (type) {
+	case LOOM_DTYPE_Q4_0: {
+		const cpu_block_q4_0 *b = block;
+		unpack_nibbles(b->qs, q, 8);
+		*d = cpu_fp16_to_f32(b->d);
+		break;
+	}
+	case LOOM_DTYPE_Q4_1: {
+		const cpu_block_q4_1 *b = block;
+		unpack_nibbles(b->qs, q, 0);
+		*d = cpu_fp16_to_f32(b->d), *m = cpu_fp16_to_f32(b->m);
+		break;
+	}
+	case LOOM_DTYPE_Q5_0: {
+		const cpu_block_q5_0 *b = block;
+		unpack_5bit(b->qs, b->qh, q, 16);
+		*d = cpu_fp16_to_f32(b->d);
+		break;
+	}
+	case LOOM_DTYPE_Q5_1: {
+		const cpu_block_q5_1 *b = block;
+		unpack_5bit(b->qs, b->qh, q, 0);
+		*d = cpu_fp16_to_f32(b->d), *m = cpu_fp16_to_f32(b->m);
+		break;
+	}
+	default: {
+		const cpu_block_q8_0 *b = block;
+		memcpy(q, b->qs, CPU_QK);
+		*d = cpu_fp16_to_f32(b->d);
+		break;
+	}
 	}
 }
 
