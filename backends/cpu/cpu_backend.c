@@ -4,6 +4,7 @@
  */
 #include "cpu_backend.h"
 
+#include "cpu_arena.h"
 #include "cpu_repack.h"
 
 #include <omp.h>
@@ -130,14 +131,14 @@ static void cpu_free(void *backend)
 }
 
 /* ---- buffers ----
- * A buffer is plain host memory. handle is the allocation to free, or NULL
- * for host memory wrapped in place. */
+ * A buffer is plain host memory. handle is the allocation to free, NULL
+ * for host memory wrapped in place, or a weight slab (cpu_arena.h), which
+ * is never the base. */
 
 /* Buffers this large are mapped from the kernel, whose pages come zeroed
  * when first touched: nothing is written (or made resident) before it is
  * used, and the kernel may back them with large pages. */
 #define MAPPED_BUFFER_BYTES ((size_t)1 << 20)
-#define HUGE_PAGE_BYTES ((size_t)2 << 20)
 
 static size_t mapped_bytes(size_t size)
 {
@@ -156,21 +157,11 @@ static loom_status cpu_buffer_alloc(void *backend, size_t size, loom_buffer *out
 		return LOOM_ERR_INVALID_ARGUMENT;
 	}
 	if (size >= MAPPED_BUFFER_BYTES) {
-		/* Mapped with a huge page's worth to spare, then trimmed to
-		 * start on a huge page, so that every whole huge page of the
-		 * buffer can be one. */
 		size_t bytes = mapped_bytes(size);
-		char *m = mmap(NULL, bytes + HUGE_PAGE_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		if (m == MAP_FAILED) {
+		if ((p = cpu_map_huge(bytes)) == NULL) {
 			report(be->host, "buffer_alloc: out of memory mapping %zu bytes", size);
 			return LOOM_ERR_NO_MEMORY;
 		}
-		size_t head = (HUGE_PAGE_BYTES - (uintptr_t)m % HUGE_PAGE_BYTES) % HUGE_PAGE_BYTES;
-		if (head > 0)
-			munmap(m, head);
-		munmap(m + head + bytes, HUGE_PAGE_BYTES - head);
-		p = m + head;
-		madvise(p, bytes, MADV_HUGEPAGE);
 		*out = (loom_buffer){.handle = p, .base = p, .size = size};
 		return LOOM_OK;
 	}
@@ -189,7 +180,9 @@ static void cpu_buffer_free(void *backend, loom_buffer *buf)
 	(void)backend;
 	if (buf == NULL)
 		return;
-	if (buf->handle != NULL && buf->size >= MAPPED_BUFFER_BYTES)
+	if (cpu_arena_owns(buf))
+		cpu_arena_free(buf);
+	else if (buf->handle != NULL && buf->size >= MAPPED_BUFFER_BYTES)
 		munmap(buf->handle, mapped_bytes(buf->size));
 	else
 		free(buf->handle);
@@ -383,11 +376,11 @@ static void copy_groups(const loom_tensor *w, void *dst, int64_t lo, int64_t hi)
 }
 
 /* A weight kept as it is spans at least this many huge pages to be copied. */
-#define ROWS_COPY_MIN_BYTES (4 * HUGE_PAGE_BYTES)
+#define ROWS_COPY_MIN_BYTES (4 * CPU_HUGE_PAGE_BYTES)
 
-/* Matmul weights move into the backend's memory: repacked where the
- * variant has a layout for it (cpu_repack.h), else as they are
- * (CPU_LAYOUT_ROWS), for the huge pages, when they span a few. */
+/* Matmul weights move into the backend's weight slabs (cpu_arena.h):
+ * repacked where the variant has a layout for it (cpu_repack.h), else as
+ * they are (CPU_LAYOUT_ROWS), for the huge pages, when they span a few. */
 static loom_status cpu_weight_repack(void *backend, const loom_tensor *w, loom_buffer *out, uint32_t *layout)
 {
 	cpu_backend *be = backend;
@@ -407,9 +400,10 @@ static loom_status cpu_weight_repack(void *backend, const loom_tensor *w, loom_b
 		if (bytes < ROWS_COPY_MIN_BYTES)
 			return LOOM_ERR_UNSUPPORTED;
 	}
-	loom_status st = cpu_buffer_alloc(backend, bytes, out);
-	if (st != LOOM_OK)
-		return st;
+	if (!cpu_arena_alloc(bytes, out)) {
+		report(be->host, "weight_repack: out of memory for %zu bytes", bytes);
+		return LOOM_ERR_NO_MEMORY;
+	}
 	/* Every thread takes a share of the row groups: a start is paid in
 	 * repacking time. */
 	int64_t n_groups = (w->ne[1] + CPU_REPACK_ROWS - 1) / CPU_REPACK_ROWS;
