@@ -2,7 +2,7 @@
  * matmul.c - the speed of one backend plugin's MATMUL, per weight type:
  *
  *   loom-bench-matmul PLUGIN.so [-t THREADS] [-k IN] [-n OUT] [-b TOKENS]
- *                     [-r REPS] [-s 1] [TYPE...]
+ *                     [-r REPS] [-s 1] [-c COPIES] [TYPE...]
  *
  * Random weights [OUT x IN] are quantized to each TYPE by the plugin's own
  * CONVERT, offered to its weight_repack as the core does at load (unless
@@ -12,6 +12,11 @@
  * second and, for the weight bytes streamed, GB/s: enough to tell a
  * kernel's compute rate from its memory rate without a whole model around
  * it. The plugin is driven through its ABI only, as the core drives it.
+ *
+ * With -c, a graph multiplies COPIES copies of the weight one after the
+ * other, as a decode's graph goes through its layers: with more bytes than
+ * the caches hold, every matmul reads its weight from memory, which a
+ * small weight multiplied alone never does.
  */
 #include "plugin_bench.h"
 
@@ -21,20 +26,52 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int run(const loom_backend_vtable *vt, void *be, loom_dtype type, int64_t k, int64_t n,
-	       int64_t b, int reps, bool repack)
+/* Weight copy c: the plugin's repacked copy where it has one, else the
+ * quantized rows themselves (copy 0) or a copy of them. */
+static int place_copy(const loom_backend_vtable *vt, void *be, const loom_tensor *wt, bool repack, int c,
+		      loom_tensor *out, loom_buffer *packed, void **own)
 {
-	loom_buffer packed = {0};
+	*out = *wt;
+	if (repack && vt->weight_repack != NULL) {
+		uint32_t layout = 0;
+		loom_status st = vt->weight_repack(be, wt, packed, &layout);
+		if (st == LOOM_OK) {
+			out->data = packed->base;
+			out->layout = layout;
+			return 1;
+		}
+		if (st != LOOM_ERR_UNSUPPORTED) {
+			fprintf(stderr, "cannot repack %s\n", loom_dtype_layout_of(wt->dtype).name);
+			return 0;
+		}
+	}
+	if (c == 0)
+		return 1;
+	size_t bytes = loom_dtype_row_bytes(wt->dtype, wt->ne[0]) * (size_t)wt->ne[1];
+	if ((*own = malloc(bytes)) == NULL)
+		return 0;
+	memcpy(*own, wt->data, bytes);
+	out->data = *own;
+	return 1;
+}
+
+static int run(const loom_backend_vtable *vt, void *be, loom_dtype type, int64_t k, int64_t n, int64_t b,
+	       int reps, bool repack, int copies)
+{
 	size_t w_bytes = loom_dtype_row_bytes(type, k) * (size_t)n;
 	float *w32 = malloc(sizeof(float) * (size_t)(k * n)), *x = malloc(sizeof(float) * (size_t)(k * b));
 	float *y = malloc(sizeof(float) * (size_t)(n * b));
 	void *w = malloc(w_bytes);
 	double *times = malloc(sizeof(double) * (size_t)reps);
+	loom_tensor *copy = calloc((size_t)copies, sizeof(loom_tensor));
+	loom_buffer *packed = calloc((size_t)copies, sizeof(loom_buffer));
+	void **own = calloc((size_t)copies, sizeof(void *));
+	loom_node *mm = calloc((size_t)copies, sizeof(loom_node));
 	unsigned seed = 1;
 	loom_tensor src, wt, xt, yt;
 	int ok = 0;
 
-	if (!w32 || !x || !y || !w || !times)
+	if (!w32 || !x || !y || !w || !times || !copy || !packed || !own || !mm)
 		goto out;
 	for (int64_t i = 0; i < k * n; i++)
 		w32[i] = bench_rand_normal(&seed) / sqrtf((float)k);
@@ -50,22 +87,15 @@ static int run(const loom_backend_vtable *vt, void *be, loom_dtype type, int64_t
 		fprintf(stderr, "cannot convert f32 to %s\n", loom_dtype_layout_of(type).name);
 		goto out;
 	}
-	uint32_t layout = 0;
-	if (repack && vt->weight_repack != NULL) {
-		loom_status st = vt->weight_repack(be, &wt, &packed, &layout);
-		if (st == LOOM_OK) {
-			wt.data = packed.base;
-			wt.layout = layout;
-		} else if (st != LOOM_ERR_UNSUPPORTED) {
-			fprintf(stderr, "cannot repack %s\n", loom_dtype_layout_of(type).name);
-			goto out;
-		}
-	}
 	bench_tensor(&xt, LOOM_DTYPE_F32, k, b, 1, x);
 	bench_tensor(&yt, LOOM_DTYPE_F32, n, b, 1, y);
-	loom_node mm = {.op = LOOM_OP_MATMUL, .dst = &yt, .src = {&wt, &xt}};
-	g.nodes = &mm;
-	if (!vt->supports(be, &mm)) {
+	for (int c = 0; c < copies; c++) {
+		if (!place_copy(vt, be, &wt, repack, c, &copy[c], &packed[c], &own[c]))
+			goto out;
+		mm[c] = (loom_node){.op = LOOM_OP_MATMUL, .dst = &yt, .src = {&copy[c], &xt}};
+	}
+	g = (loom_graph){.n_nodes = copies, .nodes = mm};
+	if (!vt->supports(be, &mm[0])) {
 		fprintf(stderr, "no MATMUL for %s\n", loom_dtype_layout_of(type).name);
 		goto out;
 	}
@@ -74,16 +104,23 @@ static int run(const loom_backend_vtable *vt, void *be, loom_dtype type, int64_t
 		if (vt->compute(be, &g) != LOOM_OK)
 			goto out;
 		if (i >= 0)
-			times[i] = bench_now_s() - t0;
+			times[i] = (bench_now_s() - t0) / copies;
 	}
 	double med = bench_sort_times(times, reps), best = times[0], macs = (double)k * (double)n * (double)b;
 	printf("%-5s%c %6lld x %-6lld x %3lld tok: best %8.3f ms  median %8.3f ms  %7.1f GMAC/s  %6.2f GB/s\n",
-	       loom_dtype_layout_of(type).name, layout != 0 ? '*' : ' ', (long long)n, (long long)k, (long long)b, best * 1e3,
-	       med * 1e3, macs / med * 1e-9, (double)w_bytes / med * 1e-9);
+	       loom_dtype_layout_of(type).name, copy[0].layout != 0 ? '*' : ' ', (long long)n, (long long)k,
+	       (long long)b, best * 1e3, med * 1e3, macs / med * 1e-9, (double)w_bytes / med * 1e-9);
 	ok = 1;
 out:
-	if (packed.base != NULL)
-		vt->buffer_free(be, &packed);
+	for (int c = 0; packed != NULL && own != NULL && c < copies; c++) {
+		if (packed[c].base != NULL)
+			vt->buffer_free(be, &packed[c]);
+		free(own[c]);
+	}
+	free(copy);
+	free(packed);
+	free(own);
+	free(mm);
 	free(w32);
 	free(x);
 	free(y);
@@ -94,12 +131,13 @@ out:
 
 int main(int argc, char **argv)
 {
-	int threads = 1, reps = 20, i = 1;
+	int threads = 1, reps = 20, copies = 1, i = 1;
 	bool repack = true;
 	int64_t k = 2048, n = 5632, b = 1;
 
 	if (argc < 2) {
-		fprintf(stderr, "usage: %s PLUGIN.so [-t THREADS] [-k IN] [-n OUT] [-b TOKENS] [-r REPS] [-s 1] [TYPE...]\n",
+		fprintf(stderr, "usage: %s PLUGIN.so [-t THREADS] [-k IN] [-n OUT] [-b TOKENS] [-r REPS] [-s 1] [-c COPIES] "
+			"[TYPE...]\n",
 			argv[0]);
 		return 2;
 	}
@@ -113,10 +151,11 @@ int main(int argc, char **argv)
 		case 'b': b = v; break;
 		case 'r': reps = (int)v; break;
 		case 's': repack = v == 0; break;
+		case 'c': copies = (int)v; break;
 		default: fprintf(stderr, "unknown option %s\n", argv[i]); return 2;
 		}
 	}
-	if (threads < 1 || k < 1 || n < 1 || b < 1 || reps < 1) {
+	if (threads < 1 || k < 1 || n < 1 || b < 1 || reps < 1 || copies < 1) {
 		fprintf(stderr, "sizes and counts must be positive\n");
 		return 2;
 	}
@@ -138,7 +177,7 @@ int main(int argc, char **argv)
 			status = 2;
 			continue;
 		}
-		if (!run(vt, be, type, k, n, b, reps, repack))
+		if (!run(vt, be, type, k, n, b, reps, repack, copies))
 			status = 1;
 	}
 	vt->free(be);
