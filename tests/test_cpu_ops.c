@@ -1135,6 +1135,51 @@ START_TEST(test_matmul_quant)
 }
 END_TEST
 
+/* A decode's float weights go through a kernel of their own (16 rows side
+ * by side) that must give the tiles' results bit for bit, so that a token's
+ * output does not depend on the tokens it comes with: one token against
+ * the same token 7 times (a tile of 6 and one of 1). Rows of 16 to 2056
+ * elements (a part line at the end), row counts around the blocks of 16. */
+START_TEST(test_matmul_decode_rows)
+{
+	static const loom_dtype types[] = {LOOM_DTYPE_F32, LOOM_DTYPE_F16, LOOM_DTYPE_BF16};
+	static const int64_t lens[] = {16, 100, 768, 2056};
+	static const int64_t outs[] = {5, 16, 31, 48, 67};
+	variant *v = usable_variant(_i, "MATMUL decode rows");
+	ref_rng rng = {41};
+
+	if (v == NULL)
+		return;
+	for (size_t k = 0; k < N_OF(types); k++)
+		for (size_t li = 0; li < N_OF(lens); li++)
+			for (size_t oi = 0; oi < N_OF(outs); oi++) {
+				int64_t n = lens[li], n_out = outs[oi];
+				op_case one = {.op = LOOM_OP_MATMUL}, seven = {.op = LOOM_OP_MATMUL};
+				one.src[0] = random_weights(&rng, types[k], n, n_out, 1.0 / sqrt((double)n));
+				one.src[1] = ht(LOOM_DTYPE_F32, n, 1, 1, 1);
+				one.dst = ht(LOOM_DTYPE_F32, n_out, 1, 1, 1);
+				fill_normal(&rng, f32(&one.src[1]), (size_t)n, 2.0);
+				seven.src[0] = ht(types[k], n, n_out, 1, 1);
+				memcpy(seven.src[0].data, one.src[0].data, packed_bytes(&one.src[0]));
+				seven.src[1] = ht(LOOM_DTYPE_F32, n, 7, 1, 1);
+				seven.dst = ht(LOOM_DTYPE_F32, n_out, 7, 1, 1);
+				for (int t = 0; t < 7; t++)
+					memcpy(f32(&seven.src[1]) + t * n, f32(&one.src[1]), (size_t)n * sizeof(float));
+				snprintf(one.what, sizeof(one.what), "MATMUL %s [%lld x %lld] x 1 token", dtype_name(types[k]),
+						 (long long)n, (long long)n_out);
+				snprintf(seven.what, sizeof(seven.what), "%s", one.what);
+				float *got = exercise(v, &one), *tiles = exercise(v, &seven);
+				for (int t = 0; t < 7; t++)
+					ck_assert_msg(memcmp(got, tiles + t * n_out, (size_t)n_out * sizeof(float)) == 0,
+								  "%s on %s: differs from token %d of 7", one.what, v->name, t);
+				free(got);
+				free(tiles);
+				case_free(&one);
+				case_free(&seven);
+			}
+}
+END_TEST
+
 /* Tiles of tokens and rows that do not fill up, for the kernels that take
  * 16 of each at once (cpu-amx's): 37 tokens are two whole tiles and one of
  * 5, 19 rows a group and 3; F16 and BF16 rows of 100 end inside a tile
@@ -2239,6 +2284,7 @@ static Suite *cpu_ops_suite(void)
 	add_variant_test(s, "matmul_repacked", test_matmul_repacked);
 	add_variant_test(s, "weight_slabs", test_weight_slabs);
 	add_type_variant_test(s, "matmul_tile_tails", test_matmul_tile_tails, N_OF(tail_types));
+	add_variant_test(s, "matmul_decode_rows", test_matmul_decode_rows);
 	add_variant_test(s, "add_mul", test_add_mul);
 	add_variant_test(s, "scale", test_scale);
 	add_variant_test(s, "swiglu", test_swiglu);

@@ -12,6 +12,11 @@
 
 enum weight_kind { W_F32, W_F16, W_BF16 };
 
+/* Lines ahead of its reads that each row of a decode's kernel asks for:
+ * 16 rows x 8 lines in flight cover the memory's latency (4 did as well,
+ * 16 less well, a whole block of rows ahead much less). */
+#define GEMV_AHEAD 8
+
 /* Bytes of one element of the weights, and of the activations: f32 for F32
  * weights, the weights' own 16-bit format for F16 and BF16. */
 CPU_INLINE size_t element_bytes(enum weight_kind kind)
@@ -67,6 +72,85 @@ CPU_INLINE void tile_float(const cpu_gemm_args *a, enum weight_kind kind, const 
 		CPU_UNROLLED for (int r = 0; r < CPU_GEMM_ROWS; r++)
 			if (r < a->nr)
 				cpu_tile_out_row(a, t)[r] = _mm512_reduce_add_ps(acc[r][t]);
+}
+
+/* A decode's rows, R at a time: R accumulators advance side by side, where
+ * a tile's 4 x 1 would wait on the multiply-add's latency. Each output
+ * element gets a tile's own sequence of operations (one accumulator, the
+ * elements 16 at a time in order, the same reduction), so the results are
+ * the tiles' bit for bit. Each row asks for the line GEMV_AHEAD lines past
+ * the one it reads; near its end, for that line of the row R rows on (the
+ * next call's), when there is one (next). */
+CPU_INLINE void gemv_rows(const cpu_gemm_args *a, enum weight_kind kind, const int R, const char *w, float *y,
+			  bool next)
+{
+	const size_t eb = element_bytes(kind), row_bytes = (size_t)a->n * eb;
+	const int64_t step = (int64_t)(64 / eb); /* elements in a cache line */
+	__m512 acc[CPU_GEMV_ROWS];
+	int64_t i = 0;
+
+	CPU_UNROLLED for (int r = 0; r < R; r++)
+		acc[r] = _mm512_setzero_ps();
+	for (; i + step <= a->n; i += step) {
+		size_t ahead = (size_t)i * eb + GEMV_AHEAD * 64;
+		if (ahead >= row_bytes)
+			ahead = next ? ahead - row_bytes + (size_t)R * a->w_stride : 0;
+		CPU_UNROLLED for (int h = 0; h < step; h += 16) {
+			__m512 xv = load16(a->x, i + h, 0xffff, kind);
+			CPU_UNROLLED for (int r = 0; r < R; r++) {
+				const char *row = w + (size_t)r * a->w_stride;
+				if (h == 0 && ahead != 0)
+					_mm_prefetch(row + ahead, _MM_HINT_T0);
+				acc[r] = _mm512_fmadd_ps(load16(row, i + h, 0xffff, kind), xv, acc[r]);
+			}
+		}
+	}
+	for (; i < a->n; i += 16) {
+		__mmask16 m = a->n - i >= 16 ? 0xffff : cpu_tail_mask(a->n - i);
+		__m512 xv = load16(a->x, i, m, kind);
+		CPU_UNROLLED for (int r = 0; r < R; r++)
+			acc[r] = _mm512_fmadd_ps(load16(w + (size_t)r * a->w_stride, i, m, kind), xv, acc[r]);
+	}
+	CPU_UNROLLED for (int r = 0; r < R; r++)
+		y[r] = _mm512_reduce_add_ps(acc[r]);
+}
+
+/* Rows [0, n_rows) of a->w against the one activation row a->x: whole
+ * blocks of CPU_GEMV_ROWS, then the rest a row at a time. */
+CPU_INLINE void gemv_float(const cpu_gemm_args *a, enum weight_kind kind, int64_t n_rows)
+{
+	int64_t r = 0;
+
+	for (; r + CPU_GEMV_ROWS <= n_rows; r += CPU_GEMV_ROWS)
+		gemv_rows(a, kind, CPU_GEMV_ROWS, a->w + (size_t)r * a->w_stride, a->y + r,
+			  r + 2 * CPU_GEMV_ROWS <= n_rows);
+	for (; r < n_rows; r++)
+		gemv_rows(a, kind, 1, a->w + (size_t)r * a->w_stride, a->y + r, false);
+}
+
+static void gemv_f32(const cpu_gemm_args *a, int64_t n_rows)
+{
+	gemv_float(a, W_F32, n_rows);
+}
+
+static void gemv_f16(const cpu_gemm_args *a, int64_t n_rows)
+{
+	gemv_float(a, W_F16, n_rows);
+}
+
+static void gemv_bf16(const cpu_gemm_args *a, int64_t n_rows)
+{
+	gemv_float(a, W_BF16, n_rows);
+}
+
+cpu_gemv_fn cpu_gemv_kernel(loom_dtype weight_type)
+{
+	switch (weight_type) {
+	case LOOM_DTYPE_F32: return gemv_f32;
+	case LOOM_DTYPE_F16: return gemv_f16;
+	case LOOM_DTYPE_BF16: return gemv_bf16;
+	default: return NULL;
+	}
 }
 
 #elif defined(__AVX2__)
@@ -152,6 +236,14 @@ static void tile_float(const cpu_gemm_args *a, enum weight_kind kind, int nt)
 			cpu_tile_out_row(a, t)[r] = dot_one(a, cpu_tile_weight_row(a, r), cpu_tile_act_row(a, t), kind);
 }
 
+#endif
+
+#if !defined(__AVX512F__)
+cpu_gemv_fn cpu_gemv_kernel(loom_dtype weight_type)
+{
+	(void)weight_type;
+	return NULL;
+}
 #endif
 
 #define TILE_F32(nt) tile_float(a, W_F32, nt)

@@ -56,4 +56,14 @@ cpu_gemm_fn cpu_gemm_kernel(loom_dtype weight_type);
 /* The most tokens its tiles take at once. */
 int cpu_gemm_tokens(loom_dtype weight_type);
 
+/* Rows a decode's float kernel runs side by side. */
+#define CPU_GEMV_ROWS 16
+
+/* A decode's kernel: y[r] = dot(weight row r, a->x) for r < n_rows, one
+ * activation row (a->nr, a->nt and a->prefetch_ahead unused); each element
+ * is the tile kernel's bit for bit. For F32, F16 and BF16 weights in the
+ * AVX-512 builds, else NULL. */
+typedef void (*cpu_gemv_fn)(const cpu_gemm_args *a, int64_t n_rows);
+cpu_gemv_fn cpu_gemv_kernel(loom_dtype weight_type);
+
 #endif

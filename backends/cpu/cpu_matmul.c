@@ -340,6 +340,21 @@ static void matmul_run(const loom_node *node, const cpu_task *task)
 		return;
 	}
 
+	cpu_gemv_fn gemv = n_tok == 1 ? cpu_gemv_kernel(w->dtype) : NULL;
+	if (gemv != NULL) {
+		/* Blocks of the decode kernel's rows, in chunks of about 1/16
+		 * of a thread's even share. */
+		int64_t n_blocks = (n_out + CPU_GEMV_ROWS - 1) / CPU_GEMV_ROWS;
+		int64_t chunk = n_blocks / ((int64_t)task->nth * 16);
+		while (cpu_take_work(task, n_blocks, chunk < 1 ? 1 : chunk, &lo, &hi)) {
+			cpu_gemm_args a = base;
+			a.w += (size_t)(lo * CPU_GEMV_ROWS) * base.w_stride;
+			a.y += lo * CPU_GEMV_ROWS;
+			gemv(&a, min64(hi * CPU_GEMV_ROWS, n_out) - lo * CPU_GEMV_ROWS);
+		}
+		return;
+	}
+
 	int64_t n_panels = (n_out + CPU_GEMM_ROWS - 1) / CPU_GEMM_ROWS;
 	size_t act_bytes = row_bytes != 0 ? row_bytes : (size_t)x->ne[0] * sizeof(float);
 	int tile_tokens = cpu_gemm_tokens(w->dtype);
