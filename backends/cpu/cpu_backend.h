@@ -46,6 +46,27 @@ static inline bool cpu_take_work(const cpu_task *task, int64_t total, int64_t ch
 	return true;
 }
 
+/* Takes the next 1/nth of the items left (at least `least`) into
+ * [*lo, *hi); false when none are left. The first takes are large, and a
+ * thread that comes back for more mostly finds the items right after its
+ * last ones: each thread streams through few contiguous runs of the
+ * weights, which the memory's prefetchers follow, while the last, small
+ * takes still even out the threads' finishing times. */
+static inline bool cpu_take_guided(const cpu_task *task, int64_t total, int64_t least, int64_t *lo, int64_t *hi)
+{
+	int64_t start = atomic_load(task->work), take;
+
+	do {
+		if (start >= total)
+			return false;
+		take = (total - start) / task->nth;
+		take = take < least ? least : take;
+	} while (!atomic_compare_exchange_weak(task->work, &start, start + take));
+	*lo = start;
+	*hi = start + take < total ? start + take : total;
+	return true;
+}
+
 /* An input index (row, cell) was out of range: the op skips that row and
  * compute() reports the node once the graph is done. */
 static inline void cpu_task_fail(const cpu_task *task)

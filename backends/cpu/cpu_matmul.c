@@ -277,6 +277,20 @@ static void amx_run(const loom_node *node, const cpu_task *task)
 }
 #endif
 
+/* The next items of a matmul's total for this thread. A decode's weights
+ * stream past once, and a thread that jumps to another part of them loses
+ * the memory's prefetch for a while: guided takes, mostly contiguous runs
+ * (small-q4_0's 768-row matrices from memory: 40 -> 50 GB/s against
+ * chunks of 1/4 of a thread's share, 20 at 1/16). A prefill's items are
+ * dear: chunks of about 1/16 of a thread's share, so that a thread slowed
+ * down can hand some of its share to the others. */
+static bool take_work(const cpu_task *task, int64_t n_tok, int64_t total, int64_t chunk, int64_t *lo, int64_t *hi)
+{
+	if (n_tok <= DECODE_TOKENS)
+		return cpu_take_guided(task, total, 1, lo, hi);
+	return cpu_take_work(task, total, chunk < 1 ? 1 : chunk, lo, hi);
+}
+
 static void matmul_run(const loom_node *node, const cpu_task *task)
 {
 	const loom_tensor *w = node->src[0], *x = node->src[1], *y = node->dst;
@@ -312,15 +326,11 @@ static void matmul_run(const loom_node *node, const cpu_task *task)
 		const char *scratch = (const char *)task->scratch + align64((size_t)n_tok * row_bytes);
 		const void *prepared = scratch;
 		int64_t n_groups = (n_out + CPU_REPACK_ROWS - 1) / CPU_REPACK_ROWS;
-		/* A decode's groups are cheap: few takes, since each is an atomic
-		 * on a line the threads pass between them. A prefill's are
-		 * dear: finer takes, so a slow thread holds up less. */
-		int64_t per_thread = n_tok <= DECODE_TOKENS ? 4 : 16;
 		const bool repacked = w->layout == layout; /* at load; else a group per take, here */
-		int64_t chunk = repacked ? n_groups / ((int64_t)task->nth * per_thread) : 1;
+		int64_t chunk = repacked ? n_groups / ((int64_t)task->nth * 16) : 1;
 		void *mine = (char *)scratch + align64((size_t)n_tok * prepared_row_bytes(node)) +
 			     (size_t)task->ith * align64(group_bytes);
-		while (cpu_take_work(task, n_groups, chunk < 1 ? 1 : chunk, &lo, &hi)) {
+		while (take_work(task, n_tok, n_groups, chunk, &lo, &hi)) {
 			if (repacked) {
 				cpu_repacked_multiply(w, lo, hi, base.x, base.x_stride, prepared, prepared_row_bytes(node),
 						      n_tok, base.y, base.y_stride);
@@ -342,11 +352,8 @@ static void matmul_run(const loom_node *node, const cpu_task *task)
 
 	cpu_gemv_fn gemv = n_tok == 1 ? cpu_gemv_kernel(w->dtype) : NULL;
 	if (gemv != NULL) {
-		/* Blocks of the decode kernel's rows, in chunks of about 1/16
-		 * of a thread's even share. */
 		int64_t n_blocks = (n_out + CPU_GEMV_ROWS - 1) / CPU_GEMV_ROWS;
-		int64_t chunk = n_blocks / ((int64_t)task->nth * 16);
-		while (cpu_take_work(task, n_blocks, chunk < 1 ? 1 : chunk, &lo, &hi)) {
+		while (take_work(task, n_tok, n_blocks, 1, &lo, &hi)) {
 			cpu_gemm_args a = base;
 			a.w += (size_t)(lo * CPU_GEMV_ROWS) * base.w_stride;
 			a.y += lo * CPU_GEMV_ROWS;
@@ -361,11 +368,7 @@ static void matmul_run(const loom_node *node, const cpu_task *task)
 	int64_t tok_block = (int64_t)(TOKEN_BLOCK_BYTES / act_bytes);
 
 	tok_block = tok_block < tile_tokens ? tile_tokens : tok_block / tile_tokens * tile_tokens;
-	/* Panels go out in chunks of about 1/16 of a thread's even share, so
-	 * that a thread slowed down can hand some of its share to the others. */
-	int64_t chunk = n_panels / ((int64_t)task->nth * 16);
-	chunk = chunk < 1 ? 1 : chunk;
-	while (cpu_take_work(task, n_panels, chunk, &lo, &hi))
+	while (take_work(task, n_tok, n_panels, n_panels / ((int64_t)task->nth * 16), &lo, &hi))
 		for (int64_t t = 0; t < n_tok; t += tok_block)
 			multiply_block(&base, cpu_gemm_kernel(w->dtype), tile_tokens, n_out, lo, hi, t,
 				       min64(n_tok, t + tok_block));
