@@ -6,7 +6,8 @@
  *     rows of F16 or BF16 for F16 or BF16 weights, blocks
  *     of the quantized types' activation type (Q8_0, Q8_1 or Q8_K,
  *     cpu_quant.h) for those; F32 weights read them in place. All threads
- *     share this work, then meet at a barrier.
+ *     share this work, then meet at a barrier; a single token's row, each
+ *     thread converts for itself, and no barrier is needed.
  *  2. The output rows are split among the threads in panels of
  *     CPU_GEMM_ROWS weight rows; each panel meets the tokens a tile at a
  *     time (cpu_gemm.c). A weight repacked at load (cpu_repack.h) is
@@ -143,20 +144,36 @@ static size_t amx_scratch_size(const loom_node *node, int n_threads)
 }
 #endif
 
-/* The converted activations, what the repacked kernels make of them,
- * then each thread's repacked group. */
-static size_t matmul_scratch_size(const loom_node *node, int n_threads)
+/* A single token's activations are converted by every thread for itself:
+ * a barrier, which a shared conversion needs, costs more than the
+ * conversion of one row. */
+static bool converts_alone(const loom_node *node)
+{
+	return cpu_nrows(node->src[1]) == 1;
+}
+
+/* The converted activations and what the repacked kernels make of them. */
+static size_t activations_bytes(const loom_node *node)
 {
 	const loom_tensor *w = node->src[0], *x = node->src[1];
+
+	return align64((size_t)cpu_nrows(x) * act_row_bytes(w->dtype, x->ne[0])) +
+		   align64((size_t)cpu_nrows(x) * prepared_row_bytes(node));
+}
+
+/* The activations (one copy, or one per thread), then each thread's
+ * repacked group. */
+static size_t matmul_scratch_size(const loom_node *node, int n_threads)
+{
 	size_t group_bytes;
 
 #if defined(CPU_HAS_AMX)
-	if (cpu_amx_takes(w, cpu_nrows(x)))
+	if (cpu_amx_takes(node->src[0], cpu_nrows(node->src[1])))
 		return amx_scratch_size(node, n_threads);
 #endif
 	repacked_layout(node, &group_bytes);
-	return align64((size_t)cpu_nrows(x) * act_row_bytes(w->dtype, x->ne[0])) +
-	       align64((size_t)cpu_nrows(x) * prepared_row_bytes(node)) + (size_t)n_threads * align64(group_bytes);
+	return (size_t)(converts_alone(node) ? n_threads : 1) * activations_bytes(node) +
+		   (size_t)n_threads * align64(group_bytes);
 }
 
 static void convert_piece(loom_dtype weight_type, const float *x, char *row, int64_t e0, int64_t n)
@@ -171,26 +188,28 @@ static void convert_piece(loom_dtype weight_type, const float *x, char *row, int
 		cpu_f32_to_bf16_row(x + e0, (uint16_t *)row + e0, n);
 }
 
-/* Phase 1: every thread converts its share of (token, piece) pairs. */
-static void convert_activations(const loom_node *node, const cpu_task *task, size_t row_bytes)
+/* Phase 1 into the activations at area: this thread's share of the
+ * (token, piece) pairs, or all of them when it converts alone. */
+static void convert_activations(const loom_node *node, const cpu_task *task, size_t row_bytes, char *area)
 {
 	const loom_tensor *w = node->src[0], *x = node->src[1];
 	int64_t n = x->ne[0];
 	int64_t per_row = (n + CONVERT_CHUNK - 1) / CONVERT_CHUNK;
-	int64_t lo, hi;
+	int64_t lo = 0, hi = cpu_nrows(x) * per_row;
 	size_t group_bytes;
 	uint32_t layout = repacked_layout(node, &group_bytes);
 
-	cpu_split(cpu_nrows(x) * per_row, task->ith, task->nth, &lo, &hi);
+	if (!converts_alone(node))
+		cpu_split(hi, task->ith, task->nth, &lo, &hi);
 	for (int64_t u = lo; u < hi; u++) {
 		int64_t t = u / per_row, e0 = (u % per_row) * CONVERT_CHUNK;
 		int64_t len = n - e0 < CONVERT_CHUNK ? n - e0 : CONVERT_CHUNK;
 		const float *src = (const float *)((const char *)x->data + t * x->nb[1]);
-		char *row = (char *)task->scratch + t * row_bytes;
+		char *row = area + t * row_bytes;
 		convert_piece(w->dtype, src, row, e0, len);
 		size_t prepared = prepared_row_bytes(node);
 		if (prepared != 0) {
-			uint8_t *out = task->scratch + align64((size_t)cpu_nrows(x) * row_bytes) + (size_t)t * prepared;
+			char *out = area + align64((size_t)cpu_nrows(x) * row_bytes) + (size_t)t * prepared;
 			cpu_repacked_prepare(layout, (const cpu_block_q8_0 *)row + e0 / CPU_QK,
 					     len / CPU_QK, (cpu_repacked_act *)out + e0 / CPU_QK);
 		}
@@ -312,23 +331,25 @@ static void matmul_run(const loom_node *node, const cpu_task *task)
 		return;
 	}
 #endif
+	const bool alone = converts_alone(node);
+	char *area = (char *)task->scratch + (alone ? (size_t)task->ith * activations_bytes(node) : 0);
 	if (row_bytes != 0) {
-		convert_activations(node, task, row_bytes);
-		base.x = (const char *)task->scratch;
+		convert_activations(node, task, row_bytes, area);
+		base.x = area;
 		base.x_stride = row_bytes;
-		cpu_task_barrier(task);
+		if (!alone)
+			cpu_task_barrier(task);
 	}
 
 	int64_t lo, hi;
 	size_t group_bytes;
 	uint32_t layout = repacked_layout(node, &group_bytes);
 	if (layout != 0) {
-		const char *scratch = (const char *)task->scratch + align64((size_t)n_tok * row_bytes);
-		const void *prepared = scratch;
+		const void *prepared = area + align64((size_t)n_tok * row_bytes);
 		int64_t n_groups = (n_out + CPU_REPACK_ROWS - 1) / CPU_REPACK_ROWS;
 		const bool repacked = w->layout == layout; /* at load; else a group per take, here */
 		int64_t chunk = repacked ? n_groups / ((int64_t)task->nth * 16) : 1;
-		void *mine = (char *)scratch + align64((size_t)n_tok * prepared_row_bytes(node)) +
+		void *mine = (char *)task->scratch + (size_t)(alone ? task->nth : 1) * activations_bytes(node) +
 			     (size_t)task->ith * align64(group_bytes);
 		while (take_work(task, n_tok, n_groups, chunk, &lo, &hi)) {
 			if (repacked) {
