@@ -327,13 +327,25 @@ static void run_graph(cpu_backend *be, const loom_graph *graph, atomic_int *bad_
 			.bad_node = bad_node,
 			.barrier = &barrier,
 		};
+		/* The next matmul, and what of it this thread fetches while it
+		 * waits at barriers until then. */
+		int next = -1, fetching = -1;
+		cpu_fetch fetch = {0};
 		for (int i = 0; i < graph->n_nodes; i++) {
 			task.node = i;
 			task.work = &work[i % 2];
 			if (task.ith == 0)
 				atomic_store(&work[(i + 1) % 2], 0);
 			op_of(&graph->nodes[i])->run(&graph->nodes[i], &task);
-			cpu_barrier_wait(&barrier);
+			if (next <= i)
+				for (next = i + 1; next < graph->n_nodes && graph->nodes[next].op != LOOM_OP_MATMUL; next++)
+					;
+			if (next < graph->n_nodes && fetching != next) {
+				fetching = next;
+				if (!cpu_matmul_first_weights(&graph->nodes[next], task.ith, task.nth, &fetch))
+					fetch.left = 0;
+			}
+			cpu_barrier_wait_fetching(&barrier, &fetch);
 		}
 	}
 }

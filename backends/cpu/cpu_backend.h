@@ -46,24 +46,26 @@ static inline bool cpu_take_work(const cpu_task *task, int64_t total, int64_t ch
 	return true;
 }
 
-/* Takes the next 1/nth of the items left (at least `least`) into
- * [*lo, *hi); false when none are left. The first takes are large, and a
+/* Takes the next 1/nth of the items in [from, total) left (at least
+ * `least`) into [*lo, *hi); false when none are left. The first takes are
+ * large, and a
  * thread that comes back for more mostly finds the items right after its
  * last ones: each thread streams through few contiguous runs of the
  * weights, which the memory's prefetchers follow, while the last, small
  * takes still even out the threads' finishing times. */
-static inline bool cpu_take_guided(const cpu_task *task, int64_t total, int64_t least, int64_t *lo, int64_t *hi)
+static inline bool cpu_take_guided(const cpu_task *task, int64_t from, int64_t total, int64_t least, int64_t *lo,
+				   int64_t *hi)
 {
-	int64_t start = atomic_load(task->work), take;
+	int64_t taken = atomic_load(task->work), take;
 
 	do {
-		if (start >= total)
+		if (from + taken >= total)
 			return false;
-		take = (total - start) / task->nth;
+		take = (total - from - taken) / task->nth;
 		take = take < least ? least : take;
-	} while (!atomic_compare_exchange_weak(task->work, &start, start + take));
-	*lo = start;
-	*hi = start + take < total ? start + take : total;
+	} while (!atomic_compare_exchange_weak(task->work, &taken, taken + take));
+	*lo = from + taken;
+	*hi = *lo + take < total ? *lo + take : total;
 	return true;
 }
 
@@ -89,6 +91,10 @@ typedef struct cpu_op {
 	/* Called by every thread of the compute; see the file comment. */
 	void (*run)(const loom_node *node, const cpu_task *task);
 } cpu_op;
+
+/* In *f, the first weight bytes thread ith of nth reads in a decode's
+ * MATMUL node (cpu_matmul.c); false if it reads none first for sure. */
+bool cpu_matmul_first_weights(const loom_node *node, int ith, int nth, cpu_fetch *f);
 
 extern const cpu_op cpu_op_get_rows;
 extern const cpu_op cpu_op_convert;

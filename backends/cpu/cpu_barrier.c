@@ -53,7 +53,7 @@ static void futex_wake_all(atomic_int *word)
 	syscall(SYS_futex, (int *)word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 }
 
-void cpu_barrier_wait(cpu_barrier *b)
+void cpu_barrier_wait_fetching(cpu_barrier *b, cpu_fetch *f)
 {
 	int phase = atomic_load_explicit(&b->phase, memory_order_relaxed);
 
@@ -73,6 +73,15 @@ void cpu_barrier_wait(cpu_barrier *b)
 	for (unsigned i = 0; i < b->spins; i++) {
 		if (atomic_load_explicit(&b->phase, memory_order_acquire) != phase)
 			return;
+		if (f != NULL && f->left > 0) {
+			/* A few lines per look: requests, not waits. */
+			for (int l = 0; l < 8 && f->left > 0; l++) {
+				__builtin_prefetch(f->next, 0, 2);
+				f->next += 64;
+				f->left = f->left > 64 ? f->left - 64 : 0;
+			}
+			continue;
+		}
 		cpu_relax();
 	}
 	atomic_fetch_add_explicit(&b->sleepers, 1, memory_order_seq_cst);
@@ -80,4 +89,9 @@ void cpu_barrier_wait(cpu_barrier *b)
 	while (atomic_load_explicit(&b->phase, memory_order_seq_cst) == phase)
 		futex_wait(&b->phase, phase);
 	atomic_fetch_sub_explicit(&b->sleepers, 1, memory_order_relaxed);
+}
+
+void cpu_barrier_wait(cpu_barrier *b)
+{
+	cpu_barrier_wait_fetching(b, NULL);
 }

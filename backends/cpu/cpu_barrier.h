@@ -15,6 +15,7 @@
 #define LOOM_CPU_BARRIER_H
 
 #include <stdatomic.h>
+#include <stddef.h>
 
 typedef struct cpu_barrier {
 	atomic_int arrived;  /* threads at the barrier of the current phase */
@@ -32,5 +33,16 @@ void cpu_barrier_init(cpu_barrier *b, int n_threads, unsigned spins);
 /* Returns once all n_threads have called it for this phase. Every write a
  * thread made before it is visible to every thread after it. */
 void cpu_barrier_wait(cpu_barrier *b);
+
+/* Bytes a thread asks the memory for while it waits. */
+typedef struct cpu_fetch {
+	const char *next;
+	size_t left;
+} cpu_fetch;
+
+/* cpu_barrier_wait, spent asking for the lines of *f (advanced past those
+ * asked for) rather than idle while any are left: a decode's next matmul
+ * finds them in this core's cache instead of waiting on the memory. */
+void cpu_barrier_wait_fetching(cpu_barrier *b, cpu_fetch *f);
 
 #endif

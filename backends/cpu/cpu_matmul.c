@@ -296,17 +296,35 @@ static void amx_run(const loom_node *node, const cpu_task *task)
 }
 #endif
 
-/* The next items of a matmul's total for this thread. A decode's weights
- * stream past once, and a thread that jumps to another part of them loses
- * the memory's prefetch for a while: guided takes, mostly contiguous runs
- * (small-q4_0's 768-row matrices from memory: 40 -> 50 GB/s against
- * chunks of 1/4 of a thread's share, 20 at 1/16). A prefill's items are
- * dear: chunks of about 1/16 of a thread's share, so that a thread slowed
- * down can hand some of its share to the others. */
-static bool take_work(const cpu_task *task, int64_t n_tok, int64_t total, int64_t chunk, int64_t *lo, int64_t *hi)
+/* The next items of a matmul's total for this thread (*first: it has
+ * taken none yet). A decode's weights stream past once, and a thread that
+ * jumps to another part of them loses the memory's prefetch for a while:
+ * 3/4 of the items go out in even shares, a contiguous run per thread
+ * known before the node starts (cpu_matmul_first_weights), the rest in
+ * guided takes, mostly contiguous too (small-q4_0's 768-row matrices from
+ * memory: 40 -> 50 GB/s against chunks of 1/4 of a thread's share, 20 at
+ * 1/16). A prefill's items are dear: chunks of about 1/16 of a thread's
+ * share, so that a thread slowed down can hand some of its share to the
+ * others. */
+static int64_t decode_share(int64_t total, int nth)
 {
-	if (n_tok <= DECODE_TOKENS)
-		return cpu_take_guided(task, total, 1, lo, hi);
+	return total * 3 / (4 * nth);
+}
+
+static bool take_work(const cpu_task *task, int64_t n_tok, int64_t total, int64_t chunk, bool *first, int64_t *lo,
+		      int64_t *hi)
+{
+	if (n_tok <= DECODE_TOKENS) {
+		int64_t share = decode_share(total, task->nth);
+		if (*first) {
+			*first = false;
+			*lo = task->ith * share;
+			*hi = *lo + share;
+			if (share > 0)
+				return true;
+		}
+		return cpu_take_guided(task, share * task->nth, total, 1, lo, hi);
+	}
 	return cpu_take_work(task, total, chunk < 1 ? 1 : chunk, lo, hi);
 }
 
@@ -351,7 +369,8 @@ static void matmul_run(const loom_node *node, const cpu_task *task)
 		int64_t chunk = repacked ? n_groups / ((int64_t)task->nth * 16) : 1;
 		void *mine = (char *)task->scratch + (size_t)(alone ? task->nth : 1) * activations_bytes(node) +
 			     (size_t)task->ith * align64(group_bytes);
-		while (take_work(task, n_tok, n_groups, chunk, &lo, &hi)) {
+		bool first = true;
+		while (take_work(task, n_tok, n_groups, chunk, &first, &lo, &hi)) {
 			if (repacked) {
 				cpu_repacked_multiply(w, lo, hi, base.x, base.x_stride, prepared, prepared_row_bytes(node),
 						      n_tok, base.y, base.y_stride);
@@ -374,7 +393,8 @@ static void matmul_run(const loom_node *node, const cpu_task *task)
 	cpu_gemv_fn gemv = n_tok == 1 ? cpu_gemv_kernel(w->dtype) : NULL;
 	if (gemv != NULL) {
 		int64_t n_blocks = (n_out + CPU_GEMV_ROWS - 1) / CPU_GEMV_ROWS;
-		while (take_work(task, n_tok, n_blocks, 1, &lo, &hi)) {
+		bool first = true;
+		while (take_work(task, n_tok, n_blocks, 1, &first, &lo, &hi)) {
 			cpu_gemm_args a = base;
 			a.w += (size_t)(lo * CPU_GEMV_ROWS) * base.w_stride;
 			a.y += lo * CPU_GEMV_ROWS;
@@ -389,10 +409,32 @@ static void matmul_run(const loom_node *node, const cpu_task *task)
 	int64_t tok_block = (int64_t)(TOKEN_BLOCK_BYTES / act_bytes);
 
 	tok_block = tok_block < tile_tokens ? tile_tokens : tok_block / tile_tokens * tile_tokens;
-	while (take_work(task, n_tok, n_panels, n_panels / ((int64_t)task->nth * 16), &lo, &hi))
+	bool first = true;
+	while (take_work(task, n_tok, n_panels, n_panels / ((int64_t)task->nth * 16), &first, &lo, &hi))
 		for (int64_t t = 0; t < n_tok; t += tok_block)
 			multiply_block(&base, cpu_gemm_kernel(w->dtype), tile_tokens, n_out, lo, hi, t,
 				       min64(n_tok, t + tok_block));
+}
+
+/* What a thread waiting for a decode's matmul fetches of its first
+ * weights at most: the core's L2 keeps that much for it. */
+#define FETCH_MAX_BYTES (128 * 1024)
+
+/* Every layout keeps a weight's rows in order, each in about its share of
+ * the bytes: the rows of a thread's first share lie at that fraction of
+ * them. */
+bool cpu_matmul_first_weights(const loom_node *node, int ith, int nth, cpu_fetch *f)
+{
+	const loom_tensor *w = node->src[0];
+	int64_t share = decode_share(w->ne[1], nth);
+	size_t bytes = loom_dtype_row_bytes(w->dtype, w->ne[0]) * (size_t)w->ne[1];
+
+	if (cpu_nrows(node->src[1]) > DECODE_TOKENS || share == 0)
+		return false;
+	f->next = (const char *)w->data + (size_t)((double)bytes * (double)(ith * share) / (double)w->ne[1]);
+	f->left = (size_t)((double)bytes * (double)share / (double)w->ne[1]);
+	f->left = f->left < FETCH_MAX_BYTES ? f->left : FETCH_MAX_BYTES;
+	return true;
 }
 
 const cpu_op cpu_op_matmul = {
