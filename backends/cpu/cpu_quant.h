@@ -19,6 +19,10 @@
 
 #include <stdint.h>
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 /* y[0..n) = the weights of the blocks. */
 typedef void (*cpu_dequantize_fn)(const void *blocks, float *y, int64_t n);
 /* The blocks for x[0..n). */
@@ -127,6 +131,22 @@ static inline float cpu_signed_max(const float *x, int n)
 {
 	float amax = 0.0f, max = 0.0f;
 
+#if defined(__AVX512F__)
+	/* The largest magnitude (a NaN loses every max), then where it first
+	 * is. */
+	if (n % 16 == 0) {
+		__m512 m = _mm512_setzero_ps();
+		for (int i = 0; i < n; i += 16)
+			m = _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(x + i)), m);
+		__m512 top = _mm512_set1_ps(amax = _mm512_reduce_max_ps(m));
+		for (int i = 0; amax > 0.0f && i < n; i += 16) {
+			__mmask16 at = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(x + i)), top, _CMP_EQ_OQ);
+			if (at != 0)
+				return x[i + __builtin_ctz(at)];
+		}
+		return 0.0f;
+	}
+#endif
 	for (int i = 0; i < n; i++) {
 		float a = x[i] < 0.0f ? -x[i] : x[i];
 		if (a > amax) {

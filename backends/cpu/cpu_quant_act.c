@@ -125,6 +125,18 @@ static void quantize_k_block(const float *x, cpu_block_q8_k *y)
 	 * +-inf or NaN; clamped on both sides (NaN to -127), its conversion
 	 * stays defined. */
 	float iscale = -127.0f / max;
+#if defined(__AVX512F__)
+	/* The same roundings 16 at a time; max(q, -127) takes a NaN to -127
+	 * as the comparison below does. */
+	const __m512 scale = _mm512_set1_ps(iscale), lo = _mm512_set1_ps(-127.0f), hi = _mm512_set1_ps(127.0f);
+	for (int g = 0; g < CPU_QK_K / 16; g++) {
+		__m512 q = _mm512_roundscale_ps(_mm512_mul_ps(scale, _mm512_loadu_ps(x + 16 * g)),
+						_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+		__m512i qi = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(q, lo), hi));
+		_mm_storeu_si128((__m128i *)(y->qs + 16 * g), _mm512_cvtepi32_epi8(qi));
+		y->bsums[g] = (int16_t)_mm512_reduce_add_epi32(qi);
+	}
+#else
 	for (int j = 0; j < CPU_QK_K; j++) {
 		float q = rintf(iscale * x[j]);
 		q = q > -127.0f ? q : -127.0f;
@@ -136,6 +148,7 @@ static void quantize_k_block(const float *x, cpu_block_q8_k *y)
 			sum += y->qs[16 * g + j];
 		y->bsums[g] = (int16_t)sum;
 	}
+#endif
 	y->d = 1.0f / iscale;
 }
 
