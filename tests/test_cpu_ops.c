@@ -1364,8 +1364,10 @@ START_TEST(test_weight_slabs)
 			bool small = _i == V_AVX512 || _i == V_AMX;
 			if (!small && k >= 2)
 				break;
+			/* Where the bytes go is the question, not their values: the
+			 * big ones are zeros, cheap to make under the sanitizers. */
 			h[k] = small ? random_weights(&rng, LOOM_DTYPE_Q8_0, 256, 64, 1.0)
-				     : random_weights(&rng, LOOM_DTYPE_F16, 4096, 1024, 1.0 / 64.0);
+				     : ht(LOOM_DTYPE_F16, 4096, 1024, 1, 1);
 			place(v, be, &h[k], 0, &d[k]);
 			uint32_t layout = 0;
 			ck_assert_msg(v->vt->weight_repack(be, &d[k].t, &packed[k], &layout) == LOOM_OK && layout != 0,
