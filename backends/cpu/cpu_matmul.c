@@ -158,7 +158,7 @@ static size_t activations_bytes(const loom_node *node)
 	const loom_tensor *w = node->src[0], *x = node->src[1];
 
 	return align64((size_t)cpu_nrows(x) * act_row_bytes(w->dtype, x->ne[0])) +
-		   align64((size_t)cpu_nrows(x) * prepared_row_bytes(node));
+	       align64((size_t)cpu_nrows(x) * prepared_row_bytes(node));
 }
 
 /* The activations (one copy, or one per thread), then each thread's
@@ -173,7 +173,7 @@ static size_t matmul_scratch_size(const loom_node *node, int n_threads)
 #endif
 	repacked_layout(node, &group_bytes);
 	return (size_t)(converts_alone(node) ? n_threads : 1) * activations_bytes(node) +
-		   (size_t)n_threads * align64(group_bytes);
+	       (size_t)n_threads * align64(group_bytes);
 }
 
 static void convert_piece(loom_dtype weight_type, const float *x, char *row, int64_t e0, int64_t n)
