@@ -5,8 +5,8 @@
  * The work is cut into units of a tile of query tokens, a run of kv heads
  * (with all the query heads that share them) and a chunk of cache rows.
  * A prefill's unit takes a tile of tokens and as many heads as fill it, so
- * that each block it reads serves many queries; a decode's takes one kv
- * head, so that the heads go round the threads. A unit walks
+ * that each block it reads serves many queries; a decode's takes half the
+ * kv heads, so that the heads go round the threads. A unit walks
  * its rows in blocks of CPU_KV_BLOCK keys with an online softmax: a running
  * maximum m, sum l and output o per query row, rescaled by e^(m_old - m_new)
  * whenever the maximum grows. Tiles let a prefill read each block of keys
@@ -119,8 +119,8 @@ static attn_plan make_plan(const loom_node *node)
 	p.tile = min64(p.group < TILE_ROWS ? TILE_ROWS / p.group : 1, p.n_tokens);
 	p.n_tiles = ceil_div(p.n_tokens, p.tile);
 	p.heads = min64(p.tile * p.group < TILE_ROWS ? TILE_ROWS / (p.tile * p.group) : 1, p.n_head_kv);
-	/* Too few units to go round (a decode): a kv head each, which needs
-	 * no merging, before the cache is cut into chunks. */
+	/* Too few units to go round (a decode): the kv heads in two halves,
+	 * which need no merging, before the cache is cut into chunks. */
 	if (p.n_tiles * ceil_div(p.n_head_kv, p.heads) < MIN_UNITS)
 		p.heads = ceil_div(p.n_head_kv, 2);
 	p.n_runs = ceil_div(p.n_head_kv, p.heads);

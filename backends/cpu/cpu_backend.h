@@ -48,11 +48,10 @@ static inline bool cpu_take_work(const cpu_task *task, int64_t total, int64_t ch
 
 /* Takes the next 1/nth of the items in [from, total) left (at least
  * `least`) into [*lo, *hi); false when none are left. The first takes are
- * large, and a
- * thread that comes back for more mostly finds the items right after its
- * last ones: each thread streams through few contiguous runs of the
- * weights, which the memory's prefetchers follow, while the last, small
- * takes still even out the threads' finishing times. */
+ * large, and a thread that comes back for more mostly finds the items
+ * right after its last ones: each thread streams through few contiguous
+ * runs of the weights, which the memory's prefetchers follow, while the
+ * last, small takes still even out the threads' finishing times. */
 static inline bool cpu_take_guided(const cpu_task *task, int64_t from, int64_t total, int64_t least, int64_t *lo,
 				   int64_t *hi)
 {

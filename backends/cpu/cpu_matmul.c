@@ -196,7 +196,7 @@ static void convert_activations(const loom_node *node, const cpu_task *task, siz
 	int64_t n = x->ne[0];
 	int64_t per_row = (n + CONVERT_CHUNK - 1) / CONVERT_CHUNK;
 	int64_t lo = 0, hi = cpu_nrows(x) * per_row;
-	size_t group_bytes;
+	size_t group_bytes, prepared = prepared_row_bytes(node);
 	uint32_t layout = repacked_layout(node, &group_bytes);
 
 	if (!converts_alone(node))
@@ -207,7 +207,6 @@ static void convert_activations(const loom_node *node, const cpu_task *task, siz
 		const float *src = (const float *)((const char *)x->data + t * x->nb[1]);
 		char *row = area + t * row_bytes;
 		convert_piece(w->dtype, src, row, e0, len);
-		size_t prepared = prepared_row_bytes(node);
 		if (prepared != 0) {
 			char *out = area + align64((size_t)cpu_nrows(x) * row_bytes) + (size_t)t * prepared;
 			cpu_repacked_prepare(layout, (const cpu_block_q8_0 *)row + e0 / CPU_QK,

@@ -74,10 +74,15 @@ static inline __m512 cpu_load_fp16_x16(const uint16_t *p, __mmask16 m)
 	return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
 }
 
+/* 16 bf16 values as f32: the bits are an f32's upper half. */
+static inline __m512 cpu_bf16_x16_to_f32(__m256i h)
+{
+	return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
 static inline __m512 cpu_load_bf16_x16(const uint16_t *p, __mmask16 m)
 {
-	__m512i h = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p));
-	return _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
+	return cpu_bf16_x16_to_f32(_mm256_maskz_loadu_epi16(m, p));
 }
 #endif
 
