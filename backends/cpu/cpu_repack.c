@@ -15,9 +15,11 @@
  * several tokens and the unpacking for the tiles ask for a group's blocks
  * this many blocks ahead of their reads, into L1. */
 #define PREFETCH_BLOCKS 8
-/* A decode's multiply asks for them this far ahead (9-17 KiB) into L2, no
- * further than its run of groups goes: tiny1b's matrices from memory at
- * 1.1-1.2x the speed of 8 blocks ahead into L1. */
+/* A decode's Q4_0 multiply asks for them this far ahead (9 KiB) into L2,
+ * no further than its run of groups goes: tiny1b's matrices from memory at
+ * 1.1-1.2x the speed of 8 blocks ahead into L1. Q8_0's, with half the work
+ * per byte, leaves its stream to the hardware prefetchers: the requests
+ * only crowd them (tiny1b-q8_0 decode 1.04-1.06x without). */
 #define DECODE_AHEAD_BLOCKS 32
 
 typedef struct q4_0_x16 {
@@ -217,11 +219,11 @@ CPU_INLINE void blocks_tokens(const bool q8, const void *g, const char *end, int
 		acc[t] = _mm512_setzero_ps();
 	for (int64_t b = 0; b < n_blocks; b++) {
 		__m512i w[2 * WORDS];
-		if (nt == 1) {
+		if (nt == 1 && !q8) {
 			const char *ahead = (const char *)g + (size_t)(b + DECODE_AHEAD_BLOCKS) * block_bytes;
 			for (size_t o = 0; ahead < end && o < block_bytes; o += 64)
 				_mm_prefetch(ahead + o, _MM_HINT_T1);
-		} else {
+		} else if (nt > 1) {
 			const char *ahead = (const char *)g + (size_t)(b + PREFETCH_BLOCKS) * block_bytes;
 			for (size_t o = 0; o < block_bytes; o += 64)
 				_mm_prefetch(ahead + o, _MM_HINT_T0);
