@@ -1273,6 +1273,31 @@ START_TEST(test_matmul_repacked)
 		}
 	}
 
+	/* A decode reads its run of Q4_0 or Q8_0 groups as two halves side by
+	 * side: six groups, the last part-filled, so that one thread's run
+	 * (a single thread takes four, then two) ends with a pair on it. */
+	for (int k = 0; k < 2 && (_i == V_AVX512 || _i == V_AMX); k++) {
+		loom_dtype type = k == 0 ? LOOM_DTYPE_Q4_0 : LOOM_DTYPE_Q8_0;
+		op_case c = {.op = LOOM_OP_MATMUL};
+		c.src[0] = random_weights(&rng, type, 256, 89, 1.0 / 16.0);
+		c.src[1] = ht(LOOM_DTYPE_F32, 256, 1, 1, 1);
+		c.dst = ht(LOOM_DTYPE_F32, 89, 1, 1, 1);
+		fill_normal(&rng, f32(&c.src[1]), 256, 2.0);
+		snprintf(c.what, sizeof(c.what), "MATMUL %s [256 x 89] x 1 token, repacked", dtype_name(type));
+		float *standard = exercise(v, &c);
+		c.repack = true;
+		float *got = exercise(v, &c);
+		ck_assert_msg(last_repack_layout != 0, "%s on %s: not rearranged", c.what, v->name);
+		if (type == LOOM_DTYPE_Q4_0)
+			ck_assert_msg(memcmp(standard, got, 89 * sizeof(float)) == 0,
+				      "%s on %s: differs from the standard layout", c.what, v->name);
+		else
+			check_rounding_apart(&c, standard, got, v->name);
+		free(standard);
+		free(got);
+		case_free(&c);
+	}
+
 	/* An F16 weight of 8 MiB, copied as it is: the same outputs. */
 	for (size_t ti = 0; ti < N_OF(token_counts); ti += 3) {
 		op_case c = {.op = LOOM_OP_MATMUL};
