@@ -1219,6 +1219,28 @@ static void check_rounding_apart(const op_case *c, const float *standard, const 
 	free(mag);
 }
 
+/* c run on the standard layout, then repacked (weight_repack) or kept in
+ * it: the same outputs, bit for bit, except a rearranged Q8_0's, within
+ * its summation order's roundings. Frees c. */
+static void check_repacked(variant *v, op_case *c, bool rearranged)
+{
+	size_t bytes = (size_t)(c->dst.ne[0] * c->dst.ne[1]) * sizeof(float);
+	float *standard = exercise(v, c);
+	c->repack = true;
+	float *got = exercise(v, c);
+
+	ck_assert_msg((last_repack_layout != 0) == rearranged, "%s on %s: layout %u", c->what, v->name,
+		      last_repack_layout);
+	if (c->src[0].dtype != LOOM_DTYPE_Q8_0 || !rearranged)
+		ck_assert_msg(memcmp(standard, got, bytes) == 0, "%s on %s: differs from the standard layout", c->what,
+			      v->name);
+	else
+		check_rounding_apart(c, standard, got, v->name);
+	free(standard);
+	free(got);
+	case_free(c);
+}
+
 /* Weights repacked at load (weight_repack): the variants with AVX-512 VNNI
  * rearrange Q4_0, Q8_0, Q4_K and Q6_K; any other weight of 8 MiB or more,
  * in every variant, is copied as it is into the backend's (huge-page)
@@ -1254,20 +1276,7 @@ START_TEST(test_matmul_repacked)
 					fill_normal(&rng, f32(&c.src[1]), (size_t)(n * n_tok), 2.0);
 					snprintf(c.what, sizeof(c.what), "MATMUL %s [%lld x %lld] x %lld tokens, repacked",
 						 dtype_name(types[k]), (long long)n, (long long)n_out, (long long)n_tok);
-					float *standard = exercise(v, &c);
-					c.repack = true;
-					float *got = exercise(v, &c);
-					ck_assert_msg((last_repack_layout != 0) == rearranged, "%s on %s: layout %u", c.what,
-						      v->name, last_repack_layout);
-					size_t bytes = (size_t)(n_out * n_tok) * sizeof(float);
-					if (types[k] != LOOM_DTYPE_Q8_0 || !rearranged)
-						ck_assert_msg(memcmp(standard, got, bytes) == 0,
-							      "%s on %s: differs from the standard layout", c.what, v->name);
-					else
-						check_rounding_apart(&c, standard, got, v->name);
-					free(standard);
-					free(got);
-					case_free(&c);
+					check_repacked(v, &c, rearranged);
 				}
 			}
 		}
@@ -1284,18 +1293,7 @@ START_TEST(test_matmul_repacked)
 		c.dst = ht(LOOM_DTYPE_F32, 89, 1, 1, 1);
 		fill_normal(&rng, f32(&c.src[1]), 256, 2.0);
 		snprintf(c.what, sizeof(c.what), "MATMUL %s [256 x 89] x 1 token, repacked", dtype_name(type));
-		float *standard = exercise(v, &c);
-		c.repack = true;
-		float *got = exercise(v, &c);
-		ck_assert_msg(last_repack_layout != 0, "%s on %s: not rearranged", c.what, v->name);
-		if (type == LOOM_DTYPE_Q4_0)
-			ck_assert_msg(memcmp(standard, got, 89 * sizeof(float)) == 0,
-				      "%s on %s: differs from the standard layout", c.what, v->name);
-		else
-			check_rounding_apart(&c, standard, got, v->name);
-		free(standard);
-		free(got);
-		case_free(&c);
+		check_repacked(v, &c, true);
 	}
 
 	/* An F16 weight of 8 MiB, copied as it is: the same outputs. */
@@ -1307,15 +1305,7 @@ START_TEST(test_matmul_repacked)
 		fill_normal(&rng, f32(&c.src[1]), (size_t)(4096 * token_counts[ti]), 2.0);
 		snprintf(c.what, sizeof(c.what), "MATMUL f16 [4096 x 1024] x %lld tokens, copied",
 			 (long long)token_counts[ti]);
-		float *standard = exercise(v, &c);
-		c.repack = true;
-		float *got = exercise(v, &c);
-		ck_assert_msg(last_repack_layout != 0, "%s on %s: kept in the file's memory", c.what, v->name);
-		ck_assert_msg(memcmp(standard, got, (size_t)(1024 * token_counts[ti]) * sizeof(float)) == 0,
-			      "%s on %s: differs from the standard layout", c.what, v->name);
-		free(standard);
-		free(got);
-		case_free(&c);
+		check_repacked(v, &c, true);
 	}
 
 	/* GET_ROWS on a repacked table. */
