@@ -248,11 +248,12 @@ CPU_INLINE void blocks_tokens(const bool q8, const void *g, const char *end, int
 
 /* A decode's groups g and h side by side: its run of groups read as two
  * streams, its two halves, which keep more of the memory busy than one
- * (tiny1b-q8_0 decode 1.12x, small-q8_0 1.10x, Q4_0 1.02-1.06x; groups
- * next to each other instead, a stream restarted every group: 0.89-0.92x
- * on small), and each activation word broadcast once for both. Every row
- * gets blocks_tokens' operations in its order, so the results are the
- * same bit for bit. h's rows are those rows_h sets. */
+ * (tiny1b-q8_0 decode 1.12x, small-q8_0 1.06-1.10x, Q4_0 1.01-1.06x;
+ * groups next to each other instead, a stream restarted every group:
+ * small-q8_0 0.89-0.94x, tiny1b-q4_0 0.92x), and each activation word
+ * broadcast once for both. Every row gets blocks_tokens' operations in its
+ * order, so the results are the same bit for bit. h's rows are those
+ * rows_h sets. */
 CPU_INLINE void decode_pair(const bool q8, const char *g, const char *h, const char *end, int64_t n_blocks,
 			    const char *x, const cpu_repacked_act *xa, float *y_g, float *y_h, __mmask16 rows_h)
 {
