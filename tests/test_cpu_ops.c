@@ -442,6 +442,17 @@ static float value_at(const htensor *t, int64_t r, int64_t i)
 	}
 }
 
+/* Row r of t as f32, a quantized row's blocks decoded once each. */
+static void row_values(const htensor *t, int64_t r, float *out)
+{
+	if (ref_block_elems(t->dtype) > 0) {
+		ref_quant_row(t->dtype, (const uint8_t *)t->data + r * row_bytes(t), t->ne[0], out);
+		return;
+	}
+	for (int64_t i = 0; i < t->ne[0]; i++)
+		out[i] = value_at(t, r, i);
+}
+
 static const char *dtype_name(loom_dtype t)
 {
 	return loom_dtype_layout_of(t).name;
@@ -832,8 +843,7 @@ static void check_get_rows(variant *v, ref_rng *rng, loom_dtype type, int64_t ne
 	for (int64_t k = 0; k < n; k++) {
 		int32_t row = (int32_t)ref_rng_below(rng, n_rows);
 		i32(&c.src[1])[k] = row;
-		for (int64_t e = 0; e < ne0; e++)
-			f32(&want)[k * ne0 + e] = value_at(&c.src[0], row, e);
+		row_values(&c.src[0], row, f32(&want) + k * ne0);
 	}
 	snprintf(c.what, sizeof(c.what), "GET_ROWS %s [%lld x %lld] x %lld", dtype_name(type),
 		 (long long)ne0, (long long)n_rows, (long long)n);
@@ -1043,10 +1053,14 @@ static void matmul_reference_mag(const op_case *c, double *ref, double *mag)
 	}
 	if (mag != NULL) {
 		double *wd = malloc(sizeof(double) * (size_t)(n * n_out));
-		ck_assert(wd != NULL);
-		for (int64_t o = 0; o < n_out; o++)
+		float *wo = malloc(sizeof(float) * (size_t)n);
+		ck_assert(wd != NULL && wo != NULL);
+		for (int64_t o = 0; o < n_out; o++) {
+			row_values(w, o, wo);
 			for (int64_t i = 0; i < n; i++)
-				wd[o * n + i] = fabs((double)value_at(w, o, i));
+				wd[o * n + i] = fabs((double)wo[i]);
+		}
+		free(wo);
 		for (int64_t t = 0; t < n_tok; t++) {
 			const float *xt = f32(x) + t * n;
 			for (int64_t o = 0; o < n_out; o++) {
@@ -1831,11 +1845,6 @@ typedef struct attn_shape {
 		   * 4 three sequences whose cells interleave, each token seeing its own */
 } attn_shape;
 
-static double cache_value(const htensor *c, int64_t row, int64_t col)
-{
-	return value_at(c, row, col);
-}
-
 /* The query row qv (hd elements) as the cache type meets it: rounded to
  * fp16 for an F16 cache (into qr), quantized to Q8_0 for a Q8_0 or Q4_0
  * cache (into xq, then integer dot products per block), as is for F32. */
@@ -1859,7 +1868,7 @@ static double attention_score(const htensor *k, const double *qr, const uint8_t 
 		return ref_quant_dot(k->dtype, row, xq, hd);
 	}
 	for (int64_t d = 0; d < hd; d++)
-		dot += qr[d] * cache_value(k, j, g * hd + d);
+		dot += qr[d] * value_at(k, j, g * hd + d);
 	return dot;
 }
 
@@ -1873,6 +1882,11 @@ static void attention_reference(const op_case *c, double *ref)
 	int64_t group = c->ip[0] / c->ip[1];
 	double *s = malloc(sizeof(double) * (size_t)n_kv), *qr = malloc(sizeof(double) * (size_t)hd);
 	uint8_t *xq = malloc((size_t)(hd / 32 + 1) * REF_Q8_0_BLOCK_BYTES);
+	/* The values as f32, each row decoded once. */
+	float *vf = malloc(sizeof(float) * (size_t)(n_kv * vv->ne[0]));
+	ck_assert(s != NULL && qr != NULL && xq != NULL && vf != NULL);
+	for (int64_t j = 0; j < n_kv; j++)
+		row_values(vv, j, vf + j * vv->ne[0]);
 
 	for (int64_t t = 0; t < nt; t++) {
 		for (int64_t h = 0; h < nh; h++) {
@@ -1895,13 +1909,14 @@ static void attention_reference(const op_case *c, double *ref)
 				if (s[j] == 0.0)
 					continue;
 				for (int64_t d = 0; d < hd; d++)
-					out[d] += s[j] / sum * cache_value(vv, j, g * hd + d);
+					out[d] += s[j] / sum * vf[j * vv->ne[0] + g * hd + d];
 			}
 		}
 	}
 	free(s);
 	free(qr);
 	free(xq);
+	free(vf);
 }
 
 static void fill_mask(ref_rng *rng, const attn_shape *a, float *mask)

@@ -384,19 +384,37 @@ static float f32(double x)
 	return (float)x;
 }
 
+/* Element e of a decoded block, with ggml's roundings. */
+static float block_value(const ref_qblock *b, int e)
+{
+	int j = e / b->sub;
+	float v = f32((double)f32((double)b->d * b->sc[j]) * b->q[e]);
+	if (b->has_min)
+		v = f32((double)v - f32((double)b->dmin * b->m[j]));
+	if (b->has_add)
+		v = f32((double)v + b->add);
+	return v;
+}
+
 float ref_quant_value(loom_dtype type, const uint8_t *row, int64_t i)
 {
 	int per = ref_block_elems(type);
 	ref_qblock b;
 
 	ref_decode_block(type, row + (size_t)(i / per) * ref_block_bytes(type), &b);
-	int e = (int)(i % per), j = e / b.sub;
-	float v = f32((double)f32((double)b.d * b.sc[j]) * b.q[e]);
-	if (b.has_min)
-		v = f32((double)v - f32((double)b.dmin * b.m[j]));
-	if (b.has_add)
-		v = f32((double)v + b.add);
-	return v;
+	return block_value(&b, (int)(i % per));
+}
+
+void ref_quant_row(loom_dtype type, const uint8_t *row, int64_t n, float *out)
+{
+	int per = ref_block_elems(type);
+	ref_qblock b;
+
+	for (int64_t i0 = 0; i0 < n; i0 += per) {
+		ref_decode_block(type, row + (size_t)(i0 / per) * ref_block_bytes(type), &b);
+		for (int e = 0; e < per && i0 + e < n; e++)
+			out[i0 + e] = block_value(&b, e);
+	}
 }
 
 loom_dtype ref_act_type(loom_dtype weight_type)

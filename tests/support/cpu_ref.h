@@ -62,6 +62,8 @@ int ref_block_elems(loom_dtype type);
 void ref_decode_block(loom_dtype type, const uint8_t *block, ref_qblock *out);
 /* Element i of a row of blocks, as f32. */
 float ref_quant_value(loom_dtype type, const uint8_t *row, int64_t i);
+/* The n elements of a row of blocks, as f32: each block decoded once. */
+void ref_quant_row(loom_dtype type, const uint8_t *row, int64_t n, float *out);
 
 /* The activation type llama.cpp quantizes a matmul's activations to for
  * weights of this type: Q8_0, Q8_1 or Q8_K. */
