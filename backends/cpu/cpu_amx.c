@@ -292,7 +292,7 @@ void cpu_amx_quant_multiply(const loom_tensor *w, int64_t g_lo, int64_t g_hi, co
 
 	for (int64_t gi = g_lo; gi < g_hi; gi++) {
 		int64_t o = gi * ROWS, left = w->ne[1] - o;
-		__mmask16 rows = left >= ROWS ? 0xffff : cpu_tail_mask(left);
+		__mmask16 rows = cpu_rows_mask(left);
 		unpack_group(w, gi, &p);
 		for (int64_t t = 0; t < n_tok; t += TOKENS) {
 			int tokens = n_tok - t < TOKENS ? (int)(n_tok - t) : TOKENS;

@@ -199,6 +199,16 @@ CPU_INLINE __m512 group_block(const bool q8, const void *g, int64_t b, __m512i w
 	return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)d));
 }
 
+/* A decode's Q4_0 request for block b + DECODE_AHEAD_BLOCKS of the group
+ * at g, unless that lies past the end of its run. */
+CPU_INLINE void decode_fetch(const char *g, int64_t b, size_t block_bytes, const char *end)
+{
+	const char *ahead = g + (size_t)(b + DECODE_AHEAD_BLOCKS) * block_bytes;
+
+	for (size_t o = 0; ahead < end && o < block_bytes; o += 64)
+		_mm_prefetch(ahead + o, _MM_HINT_T1);
+}
+
 /*
  * Q4_0 or Q8_0, nt tokens. A block's 32 products are summed exactly in
  * integers, from the bias that takes the weights' offset back off, then
@@ -220,9 +230,7 @@ CPU_INLINE void blocks_tokens(const bool q8, const void *g, const char *end, int
 	for (int64_t b = 0; b < n_blocks; b++) {
 		__m512i w[2 * WORDS];
 		if (nt == 1 && !q8) {
-			const char *ahead = (const char *)g + (size_t)(b + DECODE_AHEAD_BLOCKS) * block_bytes;
-			for (size_t o = 0; ahead < end && o < block_bytes; o += 64)
-				_mm_prefetch(ahead + o, _MM_HINT_T1);
+			decode_fetch((const char *)g, b, block_bytes, end);
 		} else if (nt > 1) {
 			const char *ahead = (const char *)g + (size_t)(b + PREFETCH_BLOCKS) * block_bytes;
 			for (size_t o = 0; o < block_bytes; o += 64)
@@ -263,11 +271,8 @@ CPU_INLINE void decode_pair(const bool q8, const char *g, const char *h, const c
 	for (int64_t b = 0; b < n_blocks; b++) {
 		__m512i wg[2 * WORDS], wh[2 * WORDS];
 		if (!q8) {
-			const size_t ahead = (size_t)(b + DECODE_AHEAD_BLOCKS) * block_bytes;
-			for (size_t o = 0; g + ahead < end && o < block_bytes; o += 64)
-				_mm_prefetch(g + ahead + o, _MM_HINT_T1);
-			for (size_t o = 0; h + ahead < end && o < block_bytes; o += 64)
-				_mm_prefetch(h + ahead + o, _MM_HINT_T1);
+			decode_fetch(g, b, block_bytes, end);
+			decode_fetch(h, b, block_bytes, end);
 		}
 		__m512 dg = group_block(q8, g, b, wg), dh = group_block(q8, h, b, wh);
 		const cpu_repacked_act *a = act_of(xa, 0, 0, b);
@@ -329,19 +334,18 @@ void cpu_repacked_multiply(const loom_tensor *w, int64_t g_lo, int64_t g_hi, con
 			int64_t a = g_lo + i, b = a + half, left = w->ne[1] - b * CPU_REPACK_ROWS;
 			const char *g = (const char *)w->data + (size_t)a * group_bytes;
 			const char *h = (const char *)w->data + (size_t)b * group_bytes;
-			__mmask16 rows = left >= CPU_REPACK_ROWS ? 0xffff : (__mmask16)((1u << left) - 1);
 			if (w->layout == CPU_LAYOUT_Q8_0_X16)
 				decode_pair(true, g, h, end, n_blocks, x, xa, y + a * CPU_REPACK_ROWS,
-					    y + b * CPU_REPACK_ROWS, rows);
+					    y + b * CPU_REPACK_ROWS, cpu_rows_mask(left));
 			else
 				decode_pair(false, g, h, end, n_blocks, x, xa, y + a * CPU_REPACK_ROWS,
-					    y + b * CPU_REPACK_ROWS, rows);
+					    y + b * CPU_REPACK_ROWS, cpu_rows_mask(left));
 		}
 		g_lo += 2 * half;
 	}
 	for (int64_t gi = g_lo; gi < g_hi; gi++) {
 		int64_t o = gi * CPU_REPACK_ROWS, left = w->ne[1] - o;
-		__mmask16 rows = left >= CPU_REPACK_ROWS ? 0xffff : (__mmask16)((1u << left) - 1);
+		__mmask16 rows = cpu_rows_mask(left);
 		const char *g = (const char *)w->data + (size_t)gi * group_bytes;
 		for (int64_t t = 0; t < nt;) {
 			const char *xt = x + (size_t)t * x_stride;

@@ -392,7 +392,7 @@ void cpu_repacked_multiply_k(const loom_tensor *w, int64_t g_lo, int64_t g_hi, c
 
 	for (int64_t gi = g_lo; gi < g_hi; gi++) {
 		int64_t o = gi * ROWS, left = w->ne[1] - o;
-		__mmask16 rows = left >= ROWS ? 0xffff : (__mmask16)((1u << left) - 1);
+		__mmask16 rows = cpu_rows_mask(left);
 		const char *g = (const char *)w->data + (size_t)gi * group_bytes;
 		for (int64_t t = 0; t < nt;) {
 			float *yt = (float *)((char *)y + (size_t)t * y_stride) + o;

@@ -69,6 +69,13 @@ static inline __mmask16 cpu_tail_mask(int64_t n)
 	return (__mmask16)((1u << n) - 1);
 }
 
+/* Lanes 0..n-1 of 16, all of them from n = 16 on: the rows of a 16-row
+ * group that n rows are left for. */
+static inline __mmask16 cpu_rows_mask(int64_t n)
+{
+	return n >= 16 ? (__mmask16)0xffff : cpu_tail_mask(n);
+}
+
 static inline __m512 cpu_load_fp16_x16(const uint16_t *p, __mmask16 m)
 {
 	return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
