@@ -1263,8 +1263,7 @@ static void check_repacked(variant *v, op_case *c, bool rearranged)
  * standard layout's output bit for bit (with 1 and 3 tokens the standard
  * layout goes through the tile kernels, with more Q4_0 and the K-quants
  * are repacked a group at a time), Q8_0 rearranged to within its
- * summation order's roundings. A repacked weight is for MATMUL alone:
- * GET_ROWS refuses it. */
+ * summation order's roundings. */
 START_TEST(test_matmul_repacked)
 {
 	static const loom_dtype types[] = {LOOM_DTYPE_Q4_0, LOOM_DTYPE_Q8_0, LOOM_DTYPE_Q4_K,
@@ -1321,28 +1320,40 @@ START_TEST(test_matmul_repacked)
 			 (long long)token_counts[ti]);
 		check_repacked(v, &c, true);
 	}
+}
+END_TEST
 
-	/* GET_ROWS on a repacked table. */
-	void *be = v->be[0];
-	htensor h = random_weights(&rng, LOOM_DTYPE_Q4_0, 64, 32, 1.0);
-	dtensor d = {0};
-	place(v, be, &h, 0, &d);
-	loom_buffer packed = {0};
-	uint32_t layout = 0;
-	if (v->vt->weight_repack(be, &d.t, &packed, &layout) == LOOM_OK) {
-		loom_tensor t = d.t, ids, out;
-		t.data = packed.base;
-		t.layout = layout;
-		int32_t idx = 0;
-		float row[64];
-		ids = (loom_tensor){.dtype = LOOM_DTYPE_I32, .ne = {1, 1, 1, 1}, .nb = {4, 4, 4, 4}, .data = &idx};
-		out = (loom_tensor){.dtype = LOOM_DTYPE_F32, .ne = {64, 1, 1, 1}, .nb = {4, 256, 256, 256}, .data = row};
-		loom_node node = {.op = LOOM_OP_GET_ROWS, .dst = &out, .src = {&t, &ids}};
-		ck_assert_msg(!v->vt->supports(be, &node), "%s: GET_ROWS took a repacked table", v->name);
-		v->vt->buffer_free(be, &packed);
+/* GET_ROWS on a repacked table, as a tied head's copy is read for the
+ * token embedding: every row of a weight whose last group is part-filled,
+ * out of order, in the standard layout's values exactly. */
+START_TEST(test_get_rows_repacked)
+{
+	static const loom_dtype types[] = {LOOM_DTYPE_Q4_0, LOOM_DTYPE_Q8_0, LOOM_DTYPE_Q4_K, LOOM_DTYPE_Q6_K};
+	const int64_t ne0 = 512, n_rows = 37;
+	variant *v = usable_variant(_i, "GET_ROWS repacked");
+	ref_rng rng = {12};
+
+	if (v == NULL)
+		return;
+	for (size_t k = 0; k < N_OF(types); k++) {
+		op_case c = {.op = LOOM_OP_GET_ROWS, .repack = true};
+		htensor want = ht(LOOM_DTYPE_F32, ne0, n_rows, 1, 1);
+		c.src[0] = random_weights(&rng, types[k], ne0, n_rows, 1.0);
+		c.src[1] = ht(LOOM_DTYPE_I32, n_rows, 1, 1, 1);
+		c.dst = ht(LOOM_DTYPE_F32, ne0, n_rows, 1, 1);
+		for (int64_t i = 0; i < n_rows; i++) {
+			int32_t row = (int32_t)((i * 11 + 3) % n_rows);
+			i32(&c.src[1])[i] = row;
+			row_values(&c.src[0], row, f32(&want) + i * ne0);
+		}
+		snprintf(c.what, sizeof(c.what), "GET_ROWS %s [%lld x %lld], repacked", dtype_name(types[k]),
+			 (long long)ne0, (long long)n_rows);
+		check_exact(v, &c, want.data);
+		ck_assert_msg((last_repack_layout != 0) == (_i == V_AVX512 || _i == V_AMX), "%s on %s: layout %u",
+			      c.what, v->name, last_repack_layout);
+		free(want.data);
+		case_free(&c);
 	}
-	v->vt->buffer_free(be, &d.buf);
-	free(h.data);
 }
 END_TEST
 
@@ -2314,6 +2325,7 @@ static Suite *cpu_ops_suite(void)
 	add_variant_test(s, "compute_errors", test_compute_errors);
 	add_variant_test(s, "get_rows", test_get_rows);
 	add_variant_test(s, "get_rows_all_16bit", test_get_rows_all_16bit);
+	add_variant_test(s, "get_rows_repacked", test_get_rows_repacked);
 	add_variant_test(s, "rms_norm", test_rms_norm);
 	add_variant_test(s, "matmul_f32", test_matmul_f32);
 	add_variant_test(s, "matmul_f16", test_matmul_f16);

@@ -68,29 +68,58 @@ static void capture(void *user, loom_log_level level, const char *msg)
 		c->repacked = n;
 }
 
-/* The Q8_0 model of the file comment, or a one-layer F16 one whose head is
- * tied to an 8 MiB embedding: a weight the CPU backends would copy into
- * their memory as it is, but whose file tensor the embedding keeps. */
-static const char *big_model(bool tied_f16)
+typedef enum model_kind {
+	BIG_Q8_0,  /* the file comment's */
+	TIED_F16,  /* one layer, its head tied to an 8 MiB F16 embedding: a weight
+		    * the CPU backends would copy into their memory as it is, but
+		    * whose file tensor the embedding keeps */
+	TIED_Q8_0, /* one layer, its head tied to a Q8_0 embedding, which the
+		    * AVX-512 VNNI variants rearrange */
+	N_KINDS
+} model_kind;
+
+static const char *model_path(model_kind kind)
 {
-	static char paths[2][4096];
-	char *path = paths[tied_f16];
+	static const char *const names[N_KINDS] = {"big-q8_0.gguf", "tied-f16.gguf", "tied-q8_0.gguf"};
+	static char paths[N_KINDS][4096];
+	char *path = paths[kind];
 	if (path[0] != '\0')
 		return path;
 	synth_config c = synth_default_config();
 	c.n_vocab = 4096;
 	c.n_embd = 1024;
-	c.n_layer = tied_f16 ? 1 : 4;
+	c.n_layer = kind == BIG_Q8_0 ? 4 : 1;
 	c.n_head = 16;
 	c.n_head_kv = 16;
 	c.n_ff = 2816;
-	c.weight_type = tied_f16 ? LOOM_DTYPE_F16 : LOOM_DTYPE_Q8_0;
-	c.tied = tied_f16;
+	c.weight_type = kind == TIED_F16 ? LOOM_DTYPE_F16 : LOOM_DTYPE_Q8_0;
+	c.tied = kind != BIG_Q8_0;
 	synth_model *sm = synth_model_build(&c, NULL);
-	snprintf(path, sizeof(paths[0]), "%s/%s", test_tmp_dir("memory"), tied_f16 ? "tied-f16.gguf" : "big-q8_0.gguf");
+	snprintf(path, sizeof(paths[0]), "%s/%s", test_tmp_dir("memory"), names[kind]);
 	ck_assert(synth_model_write(sm, path));
 	synth_model_free(sm);
 	return path;
+}
+
+/* A runtime on backend that logs to log; NULL (having said why) where the
+ * backend cannot run here. */
+static loom_runtime *runtime_on(const char *backend, log_capture *log)
+{
+	loom_runtime_params p = loom_runtime_default_params();
+	p.plugins_file = test_plugins_file();
+	p.backend = backend;
+	p.n_threads = 2;
+	p.log_level = LOOM_LOG_INFO;
+	p.log_fn = capture;
+	p.log_user = log;
+	loom_runtime *rt = NULL;
+	loom_status s = loom_runtime_create(&p, &rt);
+	if (s == LOOM_ERR_PLUGIN && strstr(loom_last_error(), "unusable on this machine")) {
+		printf("SKIP: backend %s: %s\n", backend, loom_last_error());
+		return NULL;
+	}
+	ck_assert_msg(s == LOOM_OK, "%s", loom_last_error());
+	return rt;
 }
 
 /* Loads the model on backend, runs a step; resident memory must grow by
@@ -101,26 +130,15 @@ static void check_resident_once(const char *backend, bool tied_f16)
 		printf("SKIP: resident memory under AddressSanitizer counts its shadow too\n");
 		return;
 	}
-	const char *path = big_model(tied_f16);
+	const char *path = model_path(tied_f16 ? TIED_F16 : BIG_Q8_0);
 	struct stat st;
 	ck_assert(stat(path, &st) == 0);
 	const double file = (double)st.st_size;
 
 	log_capture log = {0};
-	loom_runtime_params p = loom_runtime_default_params();
-	p.plugins_file = test_plugins_file();
-	p.backend = backend;
-	p.n_threads = 2;
-	p.log_level = LOOM_LOG_INFO;
-	p.log_fn = capture;
-	p.log_user = &log;
-	loom_runtime *rt = NULL;
-	loom_status s = loom_runtime_create(&p, &rt);
-	if (s == LOOM_ERR_PLUGIN && strstr(loom_last_error(), "unusable on this machine")) {
-		printf("SKIP: backend %s: %s\n", backend, loom_last_error());
+	loom_runtime *rt = runtime_on(backend, &log);
+	if (rt == NULL)
 		return;
-	}
-	ck_assert_msg(s == LOOM_OK, "%s", loom_last_error());
 
 	resident before = resident_now();
 	loom_model *m = NULL;
@@ -174,6 +192,44 @@ START_TEST(tied_head_is_resident_once)
 }
 END_TEST
 
+/* A tied head the backend rearranged is the embedding's one copy: GET_ROWS
+ * reads it, so once a first step has mapped the file pages every step
+ * needs (the norms', used in place), a step over rows from all through the
+ * table maps none (reading the file's rows instead, it would map their
+ * pages again: at least 2 MiB). */
+START_TEST(tied_embedding_reads_the_head)
+{
+	const char *backend = test_cpu_backends[_i];
+	if (UNDER_ASAN) {
+		printf("SKIP: resident memory under AddressSanitizer counts its shadow too\n");
+		return;
+	}
+	log_capture log = {0};
+	loom_runtime *rt = runtime_on(backend, &log);
+	if (rt == NULL)
+		return;
+	loom_model *m = NULL;
+	ck_assert_msg(loom_model_load(rt, model_path(TIED_Q8_0), NULL, &m) == LOOM_OK, "%s", loom_last_error());
+	loom_context *ctx = test_context(m, 1024, 512, LOOM_DTYPE_F16);
+	loom_token toks[512];
+	for (int i = 0; i < 512; i++)
+		toks[i] = 1 + 8 * i;
+	loom_batch first = {.n_tokens = 1, .tokens = toks}, spread = {.n_tokens = 512, .tokens = toks};
+	ck_assert_msg(loom_decode(ctx, &first) == LOOM_OK, "%s", loom_last_error());
+	resident before = resident_now();
+	ck_assert_msg(loom_decode(ctx, &spread) == LOOM_OK, "%s", loom_last_error());
+	double file_pages = resident_now().file - before.file;
+	printf("memory %-12s tied q8_0, %d weights repacked: a step over 512 rows of the table +%.2f MiB of file pages\n",
+	       backend, log.repacked, file_pages / MIB);
+	if (log.repacked > 0)
+		ck_assert_msg(file_pages < 0.25 * MIB, "%s: the embedding's rows were read from the file (+%.2f MiB)",
+			      backend, file_pages / MIB);
+	loom_context_free(ctx);
+	loom_model_free(m);
+	loom_runtime_free(rt);
+}
+END_TEST
+
 static Suite *memory_suite(void)
 {
 	Suite *s = suite_create("memory");
@@ -181,6 +237,7 @@ static Suite *memory_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_loop_test(tc, repacked_weights_are_resident_once, 0, test_n_cpu_backends);
 	tcase_add_loop_test(tc, tied_head_is_resident_once, 0, test_n_cpu_backends);
+	tcase_add_loop_test(tc, tied_embedding_reads_the_head, 0, test_n_cpu_backends);
 	suite_add_tcase(s, tc);
 	return s;
 }

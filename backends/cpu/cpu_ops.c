@@ -5,8 +5,10 @@
  */
 #include "cpu_backend.h"
 
+#include "cpu_blocks.h"
 #include "cpu_convert.h"
 #include "cpu_quant.h"
+#include "cpu_repack.h"
 #include "cpu_vec.h"
 
 #include <math.h>
@@ -49,11 +51,18 @@ static bool is_matrix(const loom_tensor *t)
 
 /* ---- GET_ROWS ---- */
 
+/* The table may be a weight in one of the backend's layouts: a tied
+ * head's repacked copy serves as the token embedding too. */
 static bool get_rows_supports(const loom_node *node)
 {
 	const loom_tensor *table = node->src[0], *idx = node->src[1], *dst = node->dst;
+	loom_tensor standard;
 
-	if (!cpu_tensor_ok(table) || !is_matrix(table))
+	if (table == NULL || !cpu_layout_supported(table->dtype, table->layout))
+		return false;
+	standard = *table;
+	standard.layout = 0;
+	if (!cpu_tensor_ok(&standard) || !is_matrix(table))
 		return false;
 	if (table->dtype != LOOM_DTYPE_F32 && table->dtype != LOOM_DTYPE_F16 &&
 	    table->dtype != LOOM_DTYPE_BF16 && cpu_quant_type_of(table->dtype) == NULL)
@@ -80,6 +89,23 @@ static void convert_row(loom_dtype type, const void *src, float *dst, int64_t n)
 	}
 }
 
+/* Row o of a weight in a rearranged layout, a block at a time. */
+static void convert_repacked_row(const loom_tensor *table, int64_t o, float *dst)
+{
+	const loom_dtype_layout l = loom_dtype_layout_of(table->dtype);
+	union {
+		cpu_block_q4_0 q4_0;
+		cpu_block_q8_0 q8_0;
+		cpu_block_q4_k q4_k;
+		cpu_block_q6_k q6_k;
+	} block;
+
+	for (int64_t b = 0; b < table->ne[0] / l.block; b++) {
+		cpu_repacked_block(table, o, b, &block);
+		convert_row(table->dtype, &block, dst + b * l.block, l.block);
+	}
+}
+
 static void get_rows_run(const loom_node *node, const cpu_task *task)
 {
 	const loom_tensor *table = node->src[0], *dst = node->dst;
@@ -92,7 +118,10 @@ static void get_rows_run(const loom_node *node, const cpu_task *task)
 			cpu_task_fail(task);
 			continue;
 		}
-		convert_row(table->dtype, cpu_row(table, idx[i]), row_f32(dst, i), table->ne[0]);
+		if (cpu_layout_rearranges(table->layout))
+			convert_repacked_row(table, idx[i], row_f32(dst, i));
+		else
+			convert_row(table->dtype, cpu_row(table, idx[i]), row_f32(dst, i), table->ne[0]);
 	}
 }
 

@@ -66,6 +66,11 @@ void cpu_repack(const loom_tensor *w, void *dst);
  * repack a weight's groups side by side. */
 void cpu_repack_groups(const loom_tensor *w, void *dst, int64_t g_lo, int64_t g_hi);
 
+/* Block b of row o of w, a weight in one of the rearranged layouts, as
+ * the standard layout has it: the repacking undone, byte for byte (GET_ROWS
+ * reads a tied head's repacked copy as the token embedding). */
+void cpu_repacked_block(const loom_tensor *w, int64_t o, int64_t b, void *block);
+
 /* Can this variant multiply by a weight in this layout? */
 bool cpu_layout_supported(loom_dtype type, uint32_t layout);
 
@@ -99,6 +104,7 @@ void cpu_repacked_multiply(const loom_tensor *w, int64_t g_lo, int64_t g_hi, con
  * has no such layout; the repacking; the multiply, with Q8_K activations. */
 size_t cpu_repacked_k_block_bytes(loom_dtype type, uint32_t *layout);
 void cpu_repack_k(const loom_tensor *w, uint32_t layout, void *dst, int64_t g_lo, int64_t g_hi);
+void cpu_repacked_block_k(const loom_tensor *w, int64_t o, int64_t b, void *block);
 void cpu_repacked_multiply_k(const loom_tensor *w, int64_t g_lo, int64_t g_hi, const char *x, size_t x_stride,
 			     int64_t nt, float *y, size_t y_stride);
 

@@ -121,6 +121,53 @@ void cpu_repack_k(const loom_tensor *w, uint32_t layout, void *dst, int64_t g_lo
 	}
 }
 
+static void unpack_q4_k(const q4_k_x16 *g, int r, cpu_block_q4_k *out)
+{
+	uint8_t sc[8], m[8];
+
+	for (int l = 0; l < LANES; l++)
+		for (int k = 0; k < 4; k++)
+			memcpy(out->qs + 32 * k + 4 * l, g->qs[l][k][r], 4);
+	for (int j = 0; j < 8; j++) {
+		sc[j] = g->sc[j][r];
+		m[j] = g->m[j / 2][r][j % 2];
+	}
+	/* The 6-bit scales and mins packed back as cpu_k_scale_min reads them:
+	 * sub-blocks 0..3 whole in bytes 0..7, 4..7's low four bits in bytes
+	 * 8..11 and their top two above 0..7's. */
+	for (int j = 0; j < 4; j++) {
+		out->scales[j] = (uint8_t)(sc[j] | (sc[j + 4] >> 4) << 6);
+		out->scales[j + 4] = (uint8_t)(m[j] | (m[j + 4] >> 4) << 6);
+		out->scales[j + 8] = (uint8_t)((sc[j + 4] & 15) | (m[j + 4] & 15) << 4);
+	}
+	out->d = g->d[r];
+	out->dmin = g->dmin[r];
+}
+
+static void unpack_q6_k(const q6_k_x16 *g, int r, cpu_block_q6_k *out)
+{
+	for (int h = 0; h < 2; h++) {
+		for (int l = 0; l < LANES; l++) {
+			for (int kk = 0; kk < 2; kk++)
+				memcpy(out->ql + 64 * h + 32 * kk + 4 * l, g->ql[h][l][kk][r], 4);
+			memcpy(out->qh + 32 * h + 4 * l, g->qh[h][l][r], 4);
+		}
+	}
+	for (int j = 0; j < 16; j++)
+		out->scales[j] = g->sc[j % 2][j / 2][r];
+	out->d = g->d[r];
+}
+
+void cpu_repacked_block_k(const loom_tensor *w, int64_t o, int64_t b, void *block)
+{
+	int64_t at = (o / ROWS) * (w->ne[0] / CPU_QK_K) + b;
+
+	if (w->layout == CPU_LAYOUT_Q4_K_X16)
+		unpack_q4_k((const q4_k_x16 *)w->data + at, (int)(o % ROWS), block);
+	else
+		unpack_q6_k((const q6_k_x16 *)w->data + at, (int)(o % ROWS), block);
+}
+
 /* ---- multiplication ---- */
 
 CPU_INLINE const cpu_block_q8_k *act_block(const char *x, size_t x_stride, int t, int64_t b)

@@ -44,7 +44,7 @@ static loom_status keep_copy(loom_model *m, void *copy, size_t size, loom_tensor
 }
 
 /* Asks the backend whether it can use t as the weight of op. */
-static bool backend_supports(const loom_model *m, loom_op op, const loom_tensor *t)
+bool loom_backend_takes(const loom_model *m, loom_op op, const loom_tensor *t)
 {
 	loom_tensor in, out;
 	loom_node node = {.op = op, .dst = &out, .src = {(loom_tensor *)t, &in}};
@@ -119,7 +119,7 @@ static loom_status bind(loom_model *m, int fmt, loom_role role, int il, int64_t 
 		return st;
 	const char *type = loom_dtype_name(ft->dtype);
 	loom_op op = role == LOOM_ROLE_TOKEN_EMBD ? LOOM_OP_GET_ROWS : LOOM_OP_MATMUL;
-	if (!backend_supports(m, op, t))
+	if (!loom_backend_takes(m, op, t))
 		return loom_error(LOOM_ERR_UNSUPPORTED, "tensor '%s' has type %s, which backend %s cannot %s", name,
 				  type ? type : "?", loom_backend_name(&m->rt->backend),
 				  op == LOOM_OP_GET_ROWS ? "look rows up in" : "multiply by");
@@ -230,7 +230,7 @@ static loom_status bind_output(loom_model *m, int fmt)
 		if (m->output.data == NULL)
 			m->output = m->token_embd;
 	}
-	if (m->output.data == m->token_embd.data && !backend_supports(m, LOOM_OP_MATMUL, &m->output))
+	if (m->output.data == m->token_embd.data && !loom_backend_takes(m, LOOM_OP_MATMUL, &m->output))
 		return loom_error(LOOM_ERR_UNSUPPORTED, "the tied output head (%s) has a type backend %s cannot multiply by",
 				  m->token_embd.name, loom_backend_name(&m->rt->backend));
 	return LOOM_OK;
@@ -276,7 +276,7 @@ loom_status loom_model_bind(loom_model *m)
 		return st;
 	if (m->rope_freqs.data == NULL && hp->rope_freq_factors != NULL && (st = bind_freq_factors(m)) != LOOM_OK)
 		return st;
-	if (m->pos_embd.data != NULL && !backend_supports(m, LOOM_OP_GET_ROWS, &m->pos_embd))
+	if (m->pos_embd.data != NULL && !loom_backend_takes(m, LOOM_OP_GET_ROWS, &m->pos_embd))
 		return loom_error(LOOM_ERR_UNSUPPORTED, "the position embeddings have a type backend %s cannot read",
 				  loom_backend_name(&m->rt->backend));
 	if ((st = bind_output(m, fmt)) != LOOM_OK)

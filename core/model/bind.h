@@ -16,6 +16,10 @@ typedef struct loom_weight_slot {
  * are bound as q's, k's and v's). Returns how many. */
 int loom_layer_slots(const loom_model *m, loom_layer *l, loom_weight_slot slots[LOOM_ROLE_COUNT]);
 
+/* Whether the backend runs op, MATMUL or GET_ROWS, with weight (or
+ * table) t. */
+bool loom_backend_takes(const loom_model *m, loom_op op, const loom_tensor *t);
+
 /* Binds every role the contract's choices use (from m's file, in contract
  * section m->fmt), checking shapes and asking the backend about each
  * weight's type; errors name the tensor. The tensors point into host

@@ -195,6 +195,19 @@ static uint32_t declared_layout(const loom_model *m, const void *p)
 	return 0;
 }
 
+/* A tied head, repacked, is the embedding's one copy where the backend
+ * reads rows from its layout: GET_ROWS then takes no page of the file's,
+ * which is let go (otherwise each new token's row is faulted back in from
+ * the page cache). */
+static void embed_from_head(loom_model *m)
+{
+	loom_tensor embd = m->token_embd;
+	embd.data = m->output.data;
+	embd.layout = m->output.layout;
+	if (loom_backend_takes(m, LOOM_OP_GET_ROWS, &embd))
+		m->token_embd = embd;
+}
+
 /* Offers t, a weight MATMUL reads (through this tensor only), to the
  * backend's weight_repack.
  * Once repacked, the file's copy is let go: the model is resident once.
@@ -224,10 +237,10 @@ static loom_status repack(loom_model *m, loom_tensor *t, loom_role role, int il)
 		return loom_error_wrap(st, "%s of layer %d", loom_role_name(role), il);
 	if (layout == 0)
 		return LOOM_OK;
-	/* A tied head's file tensor is the embedding, read as it is: it is
-	 * not one a laid-out file may replace. Nor is it released, so a copy
-	 * that only moved its bytes (a CPU backend's, for huge pages) would
-	 * hold them twice: the file's serve. */
+	/* A tied head's file tensor is the embedding: it is not one a laid-out
+	 * file may replace. A copy that only moved its bytes (a CPU backend's,
+	 * for huge pages) would hold them twice while GET_ROWS reads the
+	 * file's: the file's serve. */
 	const bool shared = t == &m->output && src == m->token_embd.data;
 	if (shared && loom_repack_is_copy(&buf, src, bytes)) {
 		loom_backend_release(&m->rt->backend, &buf);
@@ -237,6 +250,8 @@ static loom_status repack(loom_model *m, loom_tensor *t, loom_role role, int il)
 		.buf = buf, .layout = layout, .file_tensor = in_mapping(m, src) && !shared ? file_tensor_at(m, src) : -1};
 	t->data = buf.base;
 	t->layout = layout;
+	if (shared)
+		embed_from_head(m);
 	if (in_mapping(m, src)) {
 		loom_format_release(m->format, m->opened, src, bytes);
 		m->released_bytes += bytes;
@@ -265,8 +280,8 @@ static loom_status check_laid_out(loom_model *m)
 
 /* The layers' matrices and the output head. A head tied to the token
  * embedding is repacked into a copy of its own (the matmul over the whole
- * vocabulary is a large part of a small model's step), while GET_ROWS
- * keeps reading the embedding's rows from the file, a few pages a token. */
+ * vocabulary is a large part of a small model's step), which GET_ROWS
+ * reads too where the backend can (embed_from_head). */
 static loom_status repack_weights(loom_model *m)
 {
 	const loom_backend *be = &m->rt->backend;

@@ -129,7 +129,9 @@ typedef struct loom_tensor {
 	const char *name; /* for error messages; may be NULL */
 	/* 0: the dtype's own (GGUF) layout, described by ne and nb. Anything
 	 * else: a layout of the backend's own, given by its weight_repack;
-	 * only that backend reads such a tensor, and only as MATMUL's src0. */
+	 * only that backend reads such a tensor, as MATMUL's src0, or as
+	 * GET_ROWS's table where its supports() takes it there (a tied head's
+	 * copy serving as the token embedding). */
 	uint32_t layout;
 } loom_tensor;
 
@@ -310,12 +312,15 @@ typedef struct loom_backend_vtable {
 	 * core never calls compute on one instance from two threads at once. */
 	loom_status (*compute)(void *backend, const loom_graph *graph);
 
-	/* (optional) Offered, once at load, every weight that only MATMUL
+	/* (optional) Offered, once at load, every weight that MATMUL
 	 * reads (as src0). The backend may copy it into a layout of its own,
 	 * faster to multiply: it allocates *out (freed later with buffer_free),
 	 * fills it and sets *layout to a nonzero value of its choosing; the
 	 * core then points the tensor at out->base with that layout, other
-	 * fields unchanged. LOOM_ERR_UNSUPPORTED keeps the standard layout;
+	 * fields unchanged. A head tied to the token embedding is offered too:
+	 * the core then asks supports() whether GET_ROWS reads rows of the
+	 * copy, and if so gives it that copy as the table, the file's being
+	 * let go. LOOM_ERR_UNSUPPORTED keeps the standard layout;
 	 * any other error fails the load. NULL slot: no weight is repacked. */
 	loom_status (*weight_repack)(void *backend, const loom_tensor *w, loom_buffer *out, uint32_t *layout);
 
