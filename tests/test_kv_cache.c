@@ -423,6 +423,43 @@ START_TEST(shifted_tokens_continue_as_if_evaluated_there)
 }
 END_TEST
 
+/* Decode steps of one token run the step graph built for the first of
+ * them until the cache's window grows: one at a time through 300
+ * positions, past the first window of LOOM_KV_WINDOW_STEP cells, they give
+ * the logits of the same tokens decoded 50 at a time. A graph kept past the
+ * boundary would attend to the first window alone. */
+START_TEST(single_steps_past_a_window_see_every_cell)
+{
+	loom_runtime *rt;
+	loom_model *m = open_model(&rt);
+	if (m == NULL)
+		return;
+	const int32_t n_vocab = loom_model_n_vocab(m);
+	enum { N = 300, CHUNK = 50 };
+	ck_assert(N > LOOM_KV_WINDOW_STEP);
+	loom_token toks[N];
+	for (int i = 0; i < N; i++)
+		toks[i] = 1 + (37 * i) % (n_vocab - 1);
+	float *want = malloc((size_t)n_vocab * sizeof(float));
+
+	loom_context *ctx = test_context(m, 512, CHUNK, LOOM_DTYPE_F32);
+	for (int i = 0; i < N; i += CHUNK)
+		decode_at(ctx, toks + i, CHUNK, i);
+	memcpy(want, loom_get_logits(ctx, CHUNK - 1), (size_t)n_vocab * sizeof(float));
+	loom_context_free(ctx);
+
+	ctx = test_context(m, 512, 1, LOOM_DTYPE_F32);
+	for (int i = 0; i < N; i++)
+		decode_at(ctx, toks + i, 1, i);
+	double d = max_diff(want, loom_get_logits(ctx, 0), n_vocab);
+	ck_assert_msg(d < 1e-4, "one token a step: the last logits differ by %g from 50 a step", d);
+	loom_context_free(ctx);
+	free(want);
+	loom_model_free(m);
+	loom_runtime_free(rt);
+}
+END_TEST
+
 static Suite *kv_suite(void)
 {
 	Suite *s = suite_create("kv_cache");
@@ -432,6 +469,7 @@ static Suite *kv_suite(void)
 	tcase_add_test(tc, full_cache_claims_nothing);
 	tcase_add_test(tc, mask_is_causal_per_sequence);
 	tcase_add_test(tc, window_grows_in_steps_and_masks_the_rest);
+	tcase_add_test(tc, single_steps_past_a_window_see_every_cell);
 	tcase_add_test(tc, copied_cells_are_shared);
 	tcase_add_test(tc, a_copy_replaces_the_range_of_dst);
 	tcase_add_test(tc, keep_drops_every_other_sequence);

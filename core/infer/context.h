@@ -61,6 +61,15 @@ struct loom_context {
 	int n_nodes, max_nodes;
 	loom_tensor *tensors;
 	int n_tensors, max_tensors;
+	/* What the forward graph in nodes was built for (loom_forward_build's
+	 * arguments): a step of the same shape, every decode step until the
+	 * cache's window grows, runs it again. Building it writes ~100 KB
+	 * that streaming the weights has evicted: 1% of a small model's step. */
+	struct {
+		bool valid;
+		int n, n_out, output;
+		uint32_t n_kv;
+	} built;
 };
 
 /* What a step gives back for the rows it was asked about. */

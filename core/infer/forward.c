@@ -239,6 +239,13 @@ loom_status loom_forward_build(loom_context *ctx, int n, uint32_t n_kv, int n_ou
 	const loom_model *m = ctx->model;
 	const loom_hparams *hp = &m->hp;
 
+	if (ctx->built.valid && ctx->built.n == n && ctx->built.n_kv == n_kv && ctx->built.n_out == n_out &&
+	    ctx->built.output == (int)output) {
+		graph->n_nodes = ctx->n_nodes;
+		graph->nodes = ctx->nodes;
+		return LOOM_OK;
+	}
+	ctx->built.valid = false;
 	ctx->n_nodes = 0;
 	ctx->n_tensors = 0;
 
@@ -272,6 +279,11 @@ loom_status loom_forward_build(loom_context *ctx, int n, uint32_t n_kv, int n_ou
 
 	if (ctx->n_nodes > ctx->max_nodes || ctx->n_tensors > ctx->max_tensors)
 		return loom_error(LOOM_ERR_BACKEND, "internal: the step graph outgrew its arena");
+	ctx->built.valid = true;
+	ctx->built.n = n;
+	ctx->built.n_kv = n_kv;
+	ctx->built.n_out = n_out;
+	ctx->built.output = (int)output;
 	graph->n_nodes = ctx->n_nodes;
 	graph->nodes = ctx->nodes;
 	return LOOM_OK;
@@ -283,6 +295,7 @@ loom_status loom_forward_build_shift(loom_context *ctx, int n, loom_graph *graph
 	const loom_hparams *hp = &m->hp;
 	const int64_t kv_dim = hp->n_head_kv * hp->head_dim;
 
+	ctx->built.valid = false;
 	ctx->n_nodes = 0;
 	ctx->n_tensors = 0;
 	loom_tensor *cells = slot(ctx, LOOM_SLOT_CELLS, LOOM_DTYPE_I32, n, 1, 1);
