@@ -55,7 +55,8 @@ static inline bool cpu_take_work(const cpu_task *task, int64_t total, int64_t ch
 static inline bool cpu_take_guided(const cpu_task *task, int64_t from, int64_t total, int64_t least, int64_t *lo,
 				   int64_t *hi)
 {
-	int64_t taken = atomic_load(task->work), take;
+	long long taken = atomic_load(task->work);
+	int64_t take;
 
 	do {
 		if (from + taken >= total)

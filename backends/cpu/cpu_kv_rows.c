@@ -168,8 +168,7 @@ static inline __attribute__((always_inline)) void add_sums(const __m512 *acc, fl
 {
 	__m256 half[CPU_KV_BLOCK];
 
-#pragma GCC unroll 16
-	for (int j = 0; j < CPU_KV_BLOCK; j++)
+	CPU_UNROLLED for (int j = 0; j < CPU_KV_BLOCK; j++)
 		half[j] = _mm256_add_ps(_mm512_castps512_ps256(acc[j]), _mm512_extractf32x8_ps(acc[j], 1));
 	__m256 lo = sum_across_x8(half), hi = sum_across_x8(half + 8), vs = _mm256_set1_ps(scale);
 	_mm256_storeu_ps(s, _mm256_fmadd_ps(lo, vs, _mm256_loadu_ps(s)));
@@ -184,15 +183,12 @@ static inline __attribute__((always_inline)) void dot_keys_fixed(const float *q,
 {
 	__m512 acc[CPU_KV_BLOCK], vq[8];
 
-#pragma GCC unroll 8
-	for (int c = 0; c < D / 16; c++)
+	CPU_UNROLLED for (int c = 0; c < D / 16; c++)
 		vq[c] = _mm512_loadu_ps(q + c * 16);
-#pragma GCC unroll 16
-	for (int j = 0; j < CPU_KV_BLOCK; j++, k += stride) {
+	CPU_UNROLLED for (int j = 0; j < CPU_KV_BLOCK; j++, k += stride) {
 		acc[j] = _mm512_setzero_ps();
 		if (used >> j & 1) {
-#pragma GCC unroll 8
-			for (int c = 0; c < D / 16; c++)
+			CPU_UNROLLED for (int c = 0; c < D / 16; c++)
 				acc[j] = _mm512_fmadd_ps(vq[c], load_row(k, kind, c * 16, 0xffff), acc[j]);
 		}
 	}
@@ -254,22 +250,19 @@ static inline __attribute__((always_inline)) void mix_values_fixed(float *o, con
 {
 	__m512 acc[8];
 
-#pragma GCC unroll 8
-	for (int c = 0; c < D / 16; c++)
+	CPU_UNROLLED for (int c = 0; c < D / 16; c++)
 		acc[c] = _mm512_loadu_ps(o + c * 16);
 	for (int j = 0; j < n; j++, v += stride) {
 		if (p[j] == 0.0f)
 			continue;
 		__m512 w = _mm512_set1_ps(p[j]);
-#pragma GCC unroll 8
-		for (int c = 0; c < D / 16; c++) {
+		CPU_UNROLLED for (int c = 0; c < D / 16; c++) {
 			__m512 x = kind >= ROWS_Q8_0 ? value_half(v + (size_t)(c / 2) * block_bytes, kind, c % 2)
 						     : load_row(v, kind, c * 16, 0xffff);
 			acc[c] = _mm512_fmadd_ps(w, x, acc[c]);
 		}
 	}
-#pragma GCC unroll 8
-	for (int c = 0; c < D / 16; c++)
+	CPU_UNROLLED for (int c = 0; c < D / 16; c++)
 		_mm512_storeu_ps(o + c * 16, acc[c]);
 }
 
