@@ -1157,11 +1157,12 @@ END_TEST
  * by side) that must give the tiles' results bit for bit, so that a token's
  * output does not depend on the tokens it comes with: one token against
  * the same token 7 times (a tile of 6 and one of 1). Rows of 16 to 2056
- * elements (a part line at the end), row counts around the blocks of 16. */
+ * elements (a part line at the end; 1024 and 2048, rows a whole number of
+ * 4 KiB apart, run 8 side by side), row counts around the blocks of 16. */
 START_TEST(test_matmul_decode_rows)
 {
 	static const loom_dtype types[] = {LOOM_DTYPE_F32, LOOM_DTYPE_F16, LOOM_DTYPE_BF16};
-	static const int64_t lens[] = {16, 100, 768, 2056};
+	static const int64_t lens[] = {16, 100, 768, 1024, 2048, 2056};
 	static const int64_t outs[] = {5, 16, 31, 48, 67};
 	variant *v = usable_variant(_i, "MATMUL decode rows");
 	ref_rng rng = {41};
