@@ -154,7 +154,7 @@ CPU_INLINE void gemv_blocks(const cpu_gemm_args *a, enum weight_kind kind, const
 /* Rows a whole number of 4 KiB apart (a 2048-wide F16 matrix, or 4096,
  * 8192: most models' own) put every row's current line in one L1 set: 16
  * of them are more than its ways, and the lines evict each other before
- * they are used. Half as many side by side fit (tiny1b-f16 decode 1.17x;
+ * they are used. Half as many side by side fit (tiny1b-f16 decode 1.12x;
  * such rows from memory 46 -> 52 GB/s). */
 #define L1_SET_SPAN 4096
 
