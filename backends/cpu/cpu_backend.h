@@ -12,6 +12,7 @@
 #include "loom/plugin_api.h"
 
 #include "cpu_barrier.h"
+#include "cpu_repack.h"
 
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -175,6 +176,20 @@ static inline bool cpu_tensor_ok(const loom_tensor *t)
 static inline bool cpu_tensor_is(const loom_tensor *t, loom_dtype type)
 {
 	return cpu_tensor_ok(t) && t->dtype == type;
+}
+
+/* A weight (a matmul's, or a table GET_ROWS reads) in the standard layout
+ * or one this variant has for its type, otherwise as cpu_tensor_ok wants
+ * it. */
+static inline bool cpu_weight_ok(const loom_tensor *w)
+{
+	loom_tensor standard;
+
+	if (w == NULL || !cpu_layout_supported(w->dtype, w->layout))
+		return false;
+	standard = *w;
+	standard.layout = 0;
+	return cpu_tensor_ok(&standard);
 }
 
 static inline bool cpu_same_shape(const loom_tensor *a, const loom_tensor *b)

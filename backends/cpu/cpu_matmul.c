@@ -56,11 +56,7 @@ static bool matmul_supports(const loom_node *node)
 {
 	const loom_tensor *w = node->src[0], *x = node->src[1], *y = node->dst;
 
-	if (w == NULL || !cpu_layout_supported(w->dtype, w->layout))
-		return false;
-	loom_tensor standard = *w;
-	standard.layout = 0;
-	if (!cpu_tensor_ok(&standard) || cpu_gemm_kernel(w->dtype) == NULL)
+	if (!cpu_weight_ok(w) || cpu_gemm_kernel(w->dtype) == NULL)
 		return false;
 	if (!cpu_tensor_is(x, LOOM_DTYPE_F32) || !cpu_tensor_is(y, LOOM_DTYPE_F32))
 		return false;

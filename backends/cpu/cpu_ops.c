@@ -8,7 +8,6 @@
 #include "cpu_blocks.h"
 #include "cpu_convert.h"
 #include "cpu_quant.h"
-#include "cpu_repack.h"
 #include "cpu_vec.h"
 
 #include <math.h>
@@ -56,13 +55,8 @@ static bool is_matrix(const loom_tensor *t)
 static bool get_rows_supports(const loom_node *node)
 {
 	const loom_tensor *table = node->src[0], *idx = node->src[1], *dst = node->dst;
-	loom_tensor standard;
 
-	if (table == NULL || !cpu_layout_supported(table->dtype, table->layout))
-		return false;
-	standard = *table;
-	standard.layout = 0;
-	if (!cpu_tensor_ok(&standard) || !is_matrix(table))
+	if (!cpu_weight_ok(table) || !is_matrix(table))
 		return false;
 	if (table->dtype != LOOM_DTYPE_F32 && table->dtype != LOOM_DTYPE_F16 &&
 	    table->dtype != LOOM_DTYPE_BF16 && cpu_quant_type_of(table->dtype) == NULL)

@@ -109,22 +109,21 @@ void cpu_repack_groups(const loom_tensor *w, void *dst, int64_t g_lo, int64_t g_
 
 void cpu_repacked_block(const loom_tensor *w, int64_t o, int64_t b, void *block)
 {
-	int64_t n_blocks = w->ne[0] / CPU_QK;
-	int r = (int)(o % CPU_REPACK_ROWS);
-
 	if (k_layout(w->layout)) {
 		cpu_repacked_block_k(w, o, b, block);
 		return;
 	}
+	int64_t at = (o / CPU_REPACK_ROWS) * (w->ne[0] / CPU_QK) + b;
+	int r = (int)(o % CPU_REPACK_ROWS);
 	if (w->layout == CPU_LAYOUT_Q4_0_X16) {
-		const q4_0_x16 *g = (const q4_0_x16 *)w->data + (o / CPU_REPACK_ROWS) * n_blocks + b;
+		const q4_0_x16 *g = (const q4_0_x16 *)w->data + at;
 		cpu_block_q4_0 *out = block;
 		for (int k = 0; k < WORDS; k++)
 			memcpy(out->qs + 4 * k, g->qs[k][r], 4);
 		out->d = g->d[r];
 		return;
 	}
-	const q8_0_x16 *g = (const q8_0_x16 *)w->data + (o / CPU_REPACK_ROWS) * n_blocks + b;
+	const q8_0_x16 *g = (const q8_0_x16 *)w->data + at;
 	cpu_block_q8_0 *out = block;
 	for (int k = 0; k < 2 * WORDS; k++) {
 		uint32_t word;
