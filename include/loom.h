@@ -457,7 +457,10 @@ typedef struct loom_sampler_params {
 LOOM_API loom_sampler_params loom_sampler_default_params(void);
 LOOM_API loom_status loom_sampler_create(const loom_sampler_params *params, loom_sampler **out);
 LOOM_API void loom_sampler_free(loom_sampler *s);
-/* Picks a token from n_vocab logits (not modified). */
+/* Picks a token from n_vocab logits (not modified); -1 when there is
+ * nothing to pick (every logit -inf or NaN; or, at a temperature, one is
+ * +inf) or memory ran out, with loom_last_error saying which. Costs a few passes over the row,
+ * whatever the vocabulary: nothing is sorted but top-k's candidates. */
 LOOM_API loom_token loom_sampler_sample(loom_sampler *s, const float *logits, int32_t n_vocab);
 /* Records a token in the history the penalties look at. */
 LOOM_API void loom_sampler_accept(loom_sampler *s, loom_token token);

@@ -1,7 +1,18 @@
 /* sampler.c - from logits to a token: repetition, frequency and presence
  * penalties, top-k, top-p, min-p, temperature, then a seeded draw (or
- * greedy). */
-#include "loom.h"
+ * greedy), in the order of llama.cpp's default chain. No path sorts the
+ * vocabulary: the penalties patch only the tokens in the history, top-k
+ * selects its candidates in one pass (logit_row.h), and without top-k the
+ * draw runs over the whole row in a few vectorized passes. The rules, in
+ * the order "higher logit first, lower id first among equals":
+ *   top-k   keeps the first k;
+ *   top-p   keeps a token while the untempered mass ranked before it (of
+ *           what top-k kept) is below top_p of that whole; the first always;
+ *   min-p   keeps the logits >= the largest + ln(min_p);
+ *   the draw follows exp((x - max) / T) over what all three keep. */
+#include "infer/sampler.h"
+
+#include "infer/logit_row.h"
 #include "runtime/error.h"
 
 #include <math.h>
@@ -13,10 +24,16 @@ struct loom_sampler {
 	uint64_t rng[4];         /* xoshiro256** state */
 	loom_token *history;     /* ring of the last repeat_last_n tokens, which every penalty looks at */
 	int32_t n_history, history_next;
-	/* Scratch for one row of candidates; count: times in the history,
-	 * while the penalties are applied. */
-	struct candidate { loom_token id; float logit; float p; int32_t count; } *cand;
-	int32_t cap;
+	/* Scratch, grown to what a row needs: the patched logits (penalised
+	 * and banned tokens), the history sorted to count it, top-k's
+	 * candidates, a draw's block sums. */
+	logit_patch *patch;
+	int32_t cap_patch;
+	loom_token *sorted;
+	logit_cand *cand;
+	int32_t cap_cand;
+	float *block_sum;
+	int32_t cap_blocks;
 };
 
 loom_sampler_params loom_sampler_default_params(void)
@@ -99,8 +116,9 @@ loom_status loom_sampler_create(const loom_sampler_params *params, loom_sampler 
 	s->params = *params;
 	if (params->repeat_last_n > 0) {
 		s->history = malloc((size_t)params->repeat_last_n * sizeof(loom_token));
-		if (s->history == NULL) {
-			free(s);
+		s->sorted = malloc((size_t)params->repeat_last_n * sizeof(loom_token));
+		if (s->history == NULL || s->sorted == NULL) {
+			loom_sampler_free(s);
 			return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
 		}
 	}
@@ -114,7 +132,10 @@ void loom_sampler_free(loom_sampler *s)
 	if (s == NULL)
 		return;
 	free(s->history);
+	free(s->patch);
+	free(s->sorted);
 	free(s->cand);
+	free(s->block_sum);
 	free(s);
 }
 
@@ -128,106 +149,213 @@ void loom_sampler_accept(loom_sampler *s, loom_token token)
 		s->n_history++;
 }
 
-/* Highest logit first; equal logits: lower id first, so greedy picks the
- * lowest id on ties. */
-static int by_logit_desc(const void *a, const void *b)
+static bool grow(void **p, int32_t *cap, int32_t need, size_t elem)
 {
-	const struct candidate *x = a, *y = b;
-	if (x->logit != y->logit)
-		return x->logit < y->logit ? 1 : -1;
-	return x->id - y->id;
+	if (need <= *cap)
+		return true;
+	void *q = realloc(*p, (size_t)need * elem);
+	if (q == NULL)
+		return false;
+	*p = q;
+	*cap = need;
+	return true;
 }
 
-/* Penalises each token seen in the history, as llama.cpp does: positive
- * logits are divided by the repeat penalty, negative ones multiplied (once
- * per token, however often seen); then count * frequency_penalty +
- * presence_penalty is subtracted. Runs while cand[i].id == i (unsorted)
- * and every count is 0. */
-static void apply_penalties(loom_sampler *s, int32_t n)
+static int by_id(const void *a, const void *b)
+{
+	loom_token x = *(const loom_token *)a, y = *(const loom_token *)b;
+	return (x > y) - (x < y);
+}
+
+/* A banned token's -inf first among patches of the same id. */
+static int by_id_banned_first(const void *a, const void *b)
+{
+	const logit_patch *x = a, *y = b;
+	if (x->id != y->id)
+		return (x->id > y->id) - (x->id < y->id);
+	return (y->logit == -INFINITY) - (x->logit == -INFINITY);
+}
+
+/* The patches of this row: each token seen in the history penalised as
+ * llama.cpp does (a positive logit divided by the repeat penalty, a
+ * negative one multiplied, once however often seen; then count *
+ * frequency_penalty + presence_penalty subtracted), and each banned token
+ * at -inf. Touches only those tokens. */
+static bool make_patches(loom_sampler *s, const float *logits, int32_t n, const loom_token *banned, size_t n_banned,
+			 logit_row *row)
 {
 	const loom_sampler_params *p = &s->params;
-	if (p->repeat_penalty == 1.0f && p->frequency_penalty == 0.0f && p->presence_penalty == 0.0f)
-		return;
-	for (int32_t h = 0; h < s->n_history; h++)
-		if (s->history[h] >= 0 && s->history[h] < n)
-			s->cand[s->history[h]].count++;
-	for (int32_t h = 0; h < s->n_history; h++) {
-		loom_token t = s->history[h];
-		if (t < 0 || t >= n || s->cand[t].count == 0)
-			continue;
-		struct candidate *c = &s->cand[t];
-		c->logit = c->logit > 0 ? c->logit / p->repeat_penalty : c->logit * p->repeat_penalty;
-		c->logit -= (float)c->count * p->frequency_penalty + p->presence_penalty;
-		c->count = 0; /* done: later copies of t in the history skip it */
+	const bool penalise = s->n_history > 0 &&
+			      (p->repeat_penalty != 1.0f || p->frequency_penalty != 0.0f || p->presence_penalty != 0.0f);
+	int32_t need = (penalise ? s->n_history : 0) + (int32_t)n_banned, np = 0;
+	*row = (logit_row){.x = logits, .n = n};
+	if (need == 0)
+		return true;
+	if (!grow((void **)&s->patch, &s->cap_patch, need, sizeof(*s->patch)))
+		return false;
+	if (penalise) {
+		memcpy(s->sorted, s->history, (size_t)s->n_history * sizeof(loom_token));
+		qsort(s->sorted, (size_t)s->n_history, sizeof(loom_token), by_id);
+		for (int32_t h = 0; h < s->n_history;) {
+			loom_token t = s->sorted[h];
+			int32_t count = 0;
+			while (h < s->n_history && s->sorted[h] == t)
+				h++, count++;
+			if (t < 0 || t >= n)
+				continue;
+			float v = logits[t];
+			v = v > 0 ? v / p->repeat_penalty : v * p->repeat_penalty;
+			v -= (float)count * p->frequency_penalty + p->presence_penalty;
+			s->patch[np++] = (logit_patch){.id = t, .logit = v};
+		}
+	}
+	for (size_t i = 0; i < n_banned; i++)
+		if (banned[i] >= 0 && banned[i] < n)
+			s->patch[np++] = (logit_patch){.id = banned[i], .logit = -INFINITY};
+	qsort(s->patch, (size_t)np, sizeof(*s->patch), by_id_banned_first);
+	int32_t kept = 0;
+	for (int32_t i = 0; i < np; i++)
+		if (kept == 0 || s->patch[i].id != s->patch[kept - 1].id)
+			s->patch[kept++] = s->patch[i];
+	row->patch = s->patch;
+	row->n_patch = kept;
+	return true;
+}
+
+static loom_status nothing_to_sample(void)
+{
+	return loom_error(LOOM_ERR_INVALID_ARGUMENT, "nothing to sample: every logit is -inf or NaN");
+}
+
+static loom_status infinite_logit(void)
+{
+	return loom_error(LOOM_ERR_INVALID_ARGUMENT, "a logit is +inf: nothing to sample from");
+}
+
+static loom_status out_of_memory(void)
+{
+	return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+}
+
+/* top-k's candidates, best first: top-p, min-p and the tempered draw over
+ * that short list. */
+static loom_status sample_candidates(loom_sampler *s, const logit_row *row, int32_t k, loom_token *out)
+{
+	const loom_sampler_params *p = &s->params;
+	if (!grow((void **)&s->cand, &s->cap_cand, 2 * k > 512 ? 2 * k : 512, sizeof(*s->cand)))
+		return out_of_memory();
+	logit_cand *c = s->cand;
+	int32_t n = logit_row_top(row, k, c, s->cap_cand);
+	if (n == 0)
+		return nothing_to_sample();
+	if (c[0].logit == INFINITY)
+		return infinite_logit();
+	if (p->top_p < 1.0f) {
+		double z = 0, before = 0;
+		for (int32_t i = 0; i < n; i++)
+			z += logit_exp(c[i].logit - c[0].logit);
+		int32_t i = 1;
+		for (before = logit_exp(0); i < n && before < (double)p->top_p * z; i++)
+			before += logit_exp(c[i].logit - c[0].logit);
+		n = i;
+	}
+	if (p->min_p > 0) {
+		float floor = c[0].logit + (float)log(p->min_p);
+		int32_t i = 1;
+		while (i < n && c[i].logit >= floor)
+			i++;
+		n = i;
+	}
+	const float inv_t = 1.0f / p->temperature;
+	double z = 0;
+	for (int32_t i = 0; i < n; i++)
+		z += logit_exp((c[i].logit - c[0].logit) * inv_t);
+	double r = next_uniform(s) * z, cum = 0;
+	*out = c[n - 1].id;
+	for (int32_t i = 0; i < n; i++) {
+		cum += logit_exp((c[i].logit - c[0].logit) * inv_t);
+		if (r < cum) {
+			*out = c[i].id;
+			break;
+		}
+	}
+	return LOOM_OK;
+}
+
+/* The whole vocabulary, without sorting it. min-p is a floor on the logit
+ * (the largest plus ln min_p). The draw walks the tempered weights' block
+ * sums to one block and that block's tokens. top-p is decided for the
+ * token drawn, by the mass ranked before it: a token past the nucleus
+ * means every token from it on is, so the draw is repeated among the ones
+ * before it; what is accepted follows the tempered softmax of the nucleus
+ * exactly, and with the usual top-p (0.9 and up) the first draw is taken
+ * nineteen times in twenty. */
+static loom_status sample_vocabulary(loom_sampler *s, const logit_row *row, loom_token *out)
+{
+	const loom_sampler_params *p = &s->params;
+	loom_token first;
+	float max = logit_row_max(row, &first);
+	if (first < 0)
+		return nothing_to_sample();
+	if (max == INFINITY)
+		return infinite_logit();
+	*out = first;
+	if (p->top_p <= 0)
+		return LOOM_OK;
+	if (!grow((void **)&s->block_sum, &s->cap_blocks, logit_blocks(row->n), sizeof(float)))
+		return out_of_memory();
+	const float inv_t = 1.0f / p->temperature;
+	logit_bound keep = logit_bound_all();
+	if (p->min_p > 0)
+		keep.lo = max + (float)log(p->min_p);
+	double w = logit_row_weights(row, max, inv_t, &keep, s->block_sum);
+	double z1 = 0; /* the untempered mass of every token, which top-p is a share of */
+	if (p->top_p < 1.0f) {
+		logit_bound all = logit_bound_all();
+		z1 = inv_t == 1.0f && p->min_p <= 0 ? w : logit_row_weights(row, max, 1.0f, &all, NULL);
+	}
+	for (;;) {
+		loom_token t = logit_row_draw(row, max, inv_t, &keep, s->block_sum, next_uniform(s) * w);
+		if (t < 0)
+			return nothing_to_sample();
+		*out = t;
+		if (p->top_p >= 1.0f || t == first)
+			return LOOM_OK;
+		float xt = t < row->n ? row->x[t] : 0;
+		for (int32_t i = 0; i < row->n_patch; i++)
+			if (row->patch[i].id == t)
+				xt = row->patch[i].logit;
+		logit_bound before = {.lo = -INFINITY, .hi = xt, .hi_id = t};
+		if (logit_row_weights(row, max, 1.0f, &before, NULL) < (double)p->top_p * z1)
+			return LOOM_OK;
+		keep.hi = xt; /* only tokens ranked before t can be in the nucleus */
+		keep.hi_id = t;
+		w = logit_row_weights(row, max, inv_t, &keep, s->block_sum);
 	}
 }
 
-/* Softmax over the first n candidates (sorted) at temperature t. */
-static void softmax(struct candidate *c, int32_t n, float t)
+loom_status sampler_draw(loom_sampler *s, const float *logits, int32_t n_vocab, const loom_token *banned,
+			 size_t n_banned, loom_token *out)
 {
-	double sum = 0;
-	for (int32_t i = 0; i < n; i++) {
-		c[i].p = expf((c[i].logit - c[0].logit) / t);
-		sum += c[i].p;
+	*out = -1;
+	if (s == NULL || logits == NULL || n_vocab <= 0)
+		return loom_error(LOOM_ERR_INVALID_ARGUMENT,
+				  "loom_sampler_sample: a sampler, logits and n_vocab > 0 are required");
+	logit_row row;
+	if (!make_patches(s, logits, n_vocab, banned, n_banned, &row))
+		return out_of_memory();
+	const loom_sampler_params *p = &s->params;
+	if (p->temperature <= 0) {
+		logit_row_max(&row, out);
+		return *out >= 0 ? LOOM_OK : nothing_to_sample();
 	}
-	for (int32_t i = 0; i < n; i++)
-		c[i].p = (float)(c[i].p / sum);
+	if (p->top_k > 0 && p->top_k < n_vocab)
+		return sample_candidates(s, &row, p->top_k, out);
+	return sample_vocabulary(s, &row, out);
 }
 
 loom_token loom_sampler_sample(loom_sampler *s, const float *logits, int32_t n_vocab)
 {
-	if (s == NULL || logits == NULL || n_vocab <= 0)
-		return -1;
-	if (s->cap < n_vocab) {
-		struct candidate *c = realloc(s->cand, (size_t)n_vocab * sizeof(*c));
-		if (c == NULL)
-			return -1;
-		s->cand = c;
-		s->cap = n_vocab;
-	}
-	for (int32_t i = 0; i < n_vocab; i++)
-		s->cand[i] = (struct candidate){.id = i, .logit = logits[i]};
-	apply_penalties(s, n_vocab);
-
-	const loom_sampler_params *p = &s->params;
-	if (p->temperature <= 0) {
-		struct candidate *best = &s->cand[0];
-		for (int32_t i = 1; i < n_vocab; i++)
-			if (s->cand[i].logit > best->logit)
-				best = &s->cand[i];
-		return best->id;
-	}
-
-	int32_t n = n_vocab;
-	qsort(s->cand, (size_t)n, sizeof(s->cand[0]), by_logit_desc);
-	if (p->top_k > 0 && p->top_k < n)
-		n = p->top_k;
-	/* top-p and min-p look at the untempered distribution, as llama.cpp's
-	 * default chain does; temperature shapes only the final draw. */
-	softmax(s->cand, n, 1.0f);
-	if (p->top_p < 1.0f) {
-		double cum = 0;
-		for (int32_t i = 0; i < n; i++) {
-			cum += s->cand[i].p;
-			if (cum >= p->top_p) {
-				n = i + 1;
-				break;
-			}
-		}
-	}
-	if (p->min_p > 0) {
-		float floor_p = s->cand[0].p * p->min_p;
-		int32_t keep = 1;
-		while (keep < n && s->cand[keep].p >= floor_p)
-			keep++;
-		n = keep;
-	}
-	softmax(s->cand, n, p->temperature);
-	double r = next_uniform(s), cum = 0;
-	for (int32_t i = 0; i < n; i++) {
-		cum += s->cand[i].p;
-		if (r < cum)
-			return s->cand[i].id;
-	}
-	return s->cand[n - 1].id;
+	loom_token t;
+	return sampler_draw(s, logits, n_vocab, NULL, 0, &t) == LOOM_OK ? t : -1;
 }
