@@ -570,6 +570,71 @@ LOOM_API loom_status loom_detokenizer_push(loom_detokenizer *d, loom_token token
 LOOM_API loom_status loom_detokenizer_finish(loom_detokenizer *d, const char **text, size_t *len);
 
 /* ------------------------------------------------------------------------ */
+/* The token step                                                           */
+
+/* One generated sequence's step from a row of logits to a token and its
+ * text: it samples (with a loom_sampler of its own), records the token for
+ * the penalties, decides whether generation ends there (an end-of-
+ * generation token, a stop string, the length, or the caller's last step)
+ * and turns the tokens into text that is safe to show (with a
+ * loom_detokenizer of its own). loom_generate runs one; a host that runs
+ * its own decode loop, such as a server batching many sequences into each
+ * loom_decode, keeps one per sequence. A generator is used by one thread at
+ * a time; generators of one model may step on several threads at once. */
+typedef struct loom_generator loom_generator;
+
+#define LOOM_MAX_TOP_LOGPROBS 20
+
+typedef struct loom_generator_params {
+	loom_sampler_params sampling;
+	int32_t n_predict;        /* most tokens to generate; < 0: no limit (default) */
+	const char *const *stop;  /* stop strings (copied; never shown) */
+	size_t n_stop;
+	bool ignore_eos;          /* end-of-generation tokens are never sampled (default false) */
+	/* -1: no log-probabilities (default); 0 to LOOM_MAX_TOP_LOGPROBS: each
+	 * token's, and that many of the most likely tokens' with theirs. */
+	int32_t n_logprobs;
+} loom_generator_params;
+
+/* What one step gives. */
+typedef struct loom_generated {
+	loom_token token;
+	const char *text;              /* what may be shown now (may be empty); valid until the next step */
+	size_t len;
+	bool done;                     /* generation ends with this token */
+	loom_stop_reason stop_reason;  /* why, when done */
+	/* With n_logprobs >= 0: the token's log-probability under the logits
+	 * as the model gave them (before penalties and the sampling rules),
+	 * and the n_top most likely tokens with theirs, most likely first
+	 * (ties: the lower id first). */
+	float logprob;
+	int32_t n_top;
+	loom_token top[LOOM_MAX_TOP_LOGPROBS];
+	float top_logprob[LOOM_MAX_TOP_LOGPROBS];
+} loom_generated;
+
+LOOM_API loom_generator_params loom_generator_default_params(void);
+LOOM_API loom_status loom_generator_create(const loom_model *model, const loom_generator_params *params,
+					   loom_generator **out);
+LOOM_API void loom_generator_free(loom_generator *g);
+
+/* Records tokens that came before generation (the prompt) in the history
+ * the penalties look back over. */
+LOOM_API void loom_generator_accept(loom_generator *g, const loom_token *tokens, size_t n);
+
+/* The next token from a row of logits (loom_model_n_vocab floats, not
+ * modified). last: the caller evaluates no token after this one (its
+ * context is full), so no text is held back and the step is done, with
+ * LOOM_STOP_CONTEXT unless it ends for another reason first (an
+ * end-of-generation token, then a stop string). After a step that is done,
+ * the generator takes no more (LOOM_ERR_INVALID_ARGUMENT). A row with
+ * nothing to sample (every logit -inf or NaN) is LOOM_ERR_INVALID_ARGUMENT. */
+LOOM_API loom_status loom_generator_next(loom_generator *g, const float *logits, bool last, loom_generated *out);
+
+/* Tokens generated so far. */
+LOOM_API int32_t loom_generator_n_generated(const loom_generator *g);
+
+/* ------------------------------------------------------------------------ */
 /* Chat templates                                                           */
 
 /* One turn of a conversation: role "system" (first only), "user" or

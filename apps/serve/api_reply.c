@@ -183,7 +183,7 @@ static bool logprobs_json(serve_server *s, serve_request *r, serve_buf *out)
 	return ok && serve_buf_append(out, "]}", 2);
 }
 
-bool serve_logprob_add(serve_server *s, serve_request *r, const float *logits, loom_token token)
+bool serve_logprob_add(serve_server *s, serve_request *r, const loom_generated *g)
 {
 	if (r->n_lps == r->cap_lps) {
 		size_t cap = r->cap_lps ? 2 * r->cap_lps : 16;
@@ -194,35 +194,16 @@ bool serve_logprob_add(serve_server *s, serve_request *r, const float *logits, l
 		r->cap_lps = cap;
 	}
 	serve_logprob *lp = &r->lps[r->n_lps++];
-	float max = logits[0];
-	for (int32_t i = 1; i < s->n_vocab; i++)
-		max = logits[i] > max ? logits[i] : max;
-	double sum = 0;
-	for (int32_t i = 0; i < s->n_vocab; i++)
-		sum += exp((double)(logits[i] - max));
-	float norm = max + (float)log(sum);
-	lp->token = token;
-	lp->logprob = logits[token] - norm;
+	lp->token = g->token;
+	lp->logprob = g->logprob;
 	lp->text_offset = (uint32_t)r->text_offset;
-	/* The most likely alternatives, by insertion into a short sorted list. */
-	lp->n_top = 0;
-	for (int32_t i = 0; i < s->n_vocab && r->logprobs > 0; i++) {
-		float v = logits[i];
-		if (lp->n_top == r->logprobs && v <= lp->top_logprob[lp->n_top - 1])
-			continue;
-		int32_t k = lp->n_top < r->logprobs ? lp->n_top++ : lp->n_top - 1;
-		while (k > 0 && lp->top_logprob[k - 1] < v) {
-			lp->top[k] = lp->top[k - 1];
-			lp->top_logprob[k] = lp->top_logprob[k - 1];
-			k--;
-		}
-		lp->top[k] = i;
-		lp->top_logprob[k] = v;
+	lp->n_top = g->n_top;
+	for (int32_t k = 0; k < g->n_top; k++) {
+		lp->top[k] = g->top[k];
+		lp->top_logprob[k] = g->top_logprob[k];
 	}
-	for (int32_t k = 0; k < lp->n_top; k++)
-		lp->top_logprob[k] -= norm;
 	char piece[SERVE_PIECE_MAX];
-	r->text_offset += serve_token_piece(s, token, true, piece);
+	r->text_offset += serve_token_piece(s, g->token, true, piece);
 	return true;
 }
 

@@ -113,6 +113,7 @@ int cmd_serve(int argc, char **argv)
 		goto out;
 	s.n_vocab = loom_model_n_vocab(s.model);
 	s.n_embd = loom_model_n_embd(s.model);
+	s.n_threads = loom_runtime_n_threads(rt);
 	s.n_ctx = loom_context_n_ctx(s.ctx);
 	s.n_batch = (uint32_t)o.n_batch;
 	s.started = (int64_t)time(NULL);

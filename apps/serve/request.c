@@ -80,8 +80,8 @@ void serve_request_unref(serve_request *r)
 	free(r->embeddings);
 	free(r->resume);
 	free(r->lps);
-	loom_sampler_free(r->sampler);
-	loom_detokenizer_free(r->detok);
+	loom_generator_free(r->gen);
+	free(r->error);
 	serve_buf_free(&r->out);
 	serve_buf_free(&r->pending);
 	serve_buf_free(&r->text);

@@ -240,12 +240,16 @@ static bool start_request(serve_server *s, serve_slot *sl, serve_request *r, siz
 	size_t n = r->resume != NULL ? r->n_resume : r->n_prompt;
 	if (!slot_reserve(sl, n + 1))
 		return false;
-	if (r->sampler == NULL) {
-		if (loom_sampler_create(&r->sampling, &r->sampler) != LOOM_OK ||
-		    loom_detokenizer_create(s->model, (const char *const *)r->stop, r->n_stop, &r->detok) != LOOM_OK)
+	if (r->gen == NULL) {
+		loom_generator_params gp = loom_generator_default_params();
+		gp.sampling = r->sampling;
+		gp.n_predict = r->max_tokens;
+		gp.stop = (const char *const *)r->stop;
+		gp.n_stop = r->n_stop;
+		gp.n_logprobs = r->logprobs;
+		if (loom_generator_create(s->model, &gp, &r->gen) != LOOM_OK)
 			return false;
-		for (size_t i = 0; i < r->n_prompt; i++)
-			loom_sampler_accept(r->sampler, r->prompt[i]);
+		loom_generator_accept(r->gen, r->prompt, r->n_prompt);
 		r->n_cached_prompt = (int32_t)common;
 		s->metrics.prompt_tokens += r->n_prompt;
 		s->metrics.prompt_tokens_cached += common;
@@ -382,6 +386,7 @@ typedef struct step_batch {
 	int8_t *logits;
 	serve_slot **owner;  /* slot of each token asking for logits */
 	int32_t *chunk;      /* per slot: tokens it adds this step */
+	struct step_row *rows; /* the rows of logits the step gave, for advance_all */
 } step_batch;
 
 /* Plans the step: each decoding slot's token, then prompt chunks,
@@ -457,49 +462,62 @@ static bool emit(serve_server *s, serve_request *r, const char *text, size_t len
 	return !finish || serve_reply_final(s, r, &r->pending);
 }
 
-/* Samples the next token of the request on sl from logits and passes its
- * text on. Returns true when the request is finished. */
+/* The request on sl takes its next token from logits (its generator's
+ * step) and writes what its client gets into its pending output. Runs on
+ * any thread, for one request at a time: it touches only the request and
+ * its slot. Returns true when the request is finished; one that failed
+ * (out of memory, a row with nothing to sample) has its error set. */
 static bool advance(serve_server *s, serve_slot *sl, const float *logits)
 {
 	serve_request *r = sl->req;
-	loom_token tok = loom_sampler_sample(r->sampler, logits, s->n_vocab);
-	const char *text = "";
-	size_t len = 0;
-	bool ok = tok >= 0 && slot_reserve(sl, sl->n_tokens + 1), finished = false;
+	loom_generated g;
+	bool full = sl->n_cached >= s->n_ctx;
+	bool ok = slot_reserve(sl, sl->n_tokens + 1);
+	if (ok && loom_generator_next(r->gen, logits, full, &g) != LOOM_OK) {
+		r->error = strdup(loom_last_error());
+		r->pending.len = 0;
+		return true;
+	}
 	if (ok) {
-		loom_sampler_accept(r->sampler, tok);
-		sl->tokens[sl->n_tokens++] = tok;
+		sl->tokens[sl->n_tokens++] = g.token;
 		if (r->n_generated++ == 0)
 			r->t_first = now_s();
-		s->metrics.generated_tokens++;
 		if (r->logprobs >= 0)
-			ok = serve_logprob_add(s, r, logits, tok);
-	}
-	if (ok && loom_token_is_eog(s->model, tok)) {
-		r->finish = SERVE_FINISH_STOP;
-		finished = true;
-		ok = loom_detokenizer_finish(r->detok, &text, &len) == LOOM_OK;
-	} else if (ok) {
-		bool full = sl->n_cached >= s->n_ctx;
-		bool last = r->n_generated >= r->max_tokens || full, stopped = false;
-		ok = loom_detokenizer_push(r->detok, tok, last, &text, &len, &stopped) == LOOM_OK;
-		finished = stopped || last;
-		r->finish = stopped ? SERVE_FINISH_STOP : SERVE_FINISH_LENGTH;
+			ok = serve_logprob_add(s, r, &g);
+		r->finish = g.done && (g.stop_reason == LOOM_STOP_EOG || g.stop_reason == LOOM_STOP_STRING)
+				    ? SERVE_FINISH_STOP
+				    : SERVE_FINISH_LENGTH;
 	}
 	/* A stream gets a chunk per generated token, its text empty while held
 	 * back, so clients see progress; the end-of-generation token adds
 	 * only what was held back. */
-	bool eog = finished && r->finish == SERVE_FINISH_STOP && tok >= 0 && loom_token_is_eog(s->model, tok);
-	if (ok && (!eog || len > 0 || r->n_lps > 0))
-		ok = emit(s, r, text, len, false);
-	if (ok && finished)
+	bool eog = ok && g.done && g.stop_reason == LOOM_STOP_EOG;
+	if (ok && (!eog || g.len > 0 || r->n_lps > 0))
+		ok = emit(s, r, g.text, g.len, false);
+	if (ok && g.done)
 		ok = emit(s, r, "", 0, true);
 	if (!ok) {
+		r->error = strdup("out of memory");
 		r->pending.len = 0;
-		r->client_gone = true; /* out of memory: drop it as if its client left */
 		return true;
 	}
-	return finished;
+	return g.done;
+}
+
+/* One step's rows of logits, each the next token of a running request. */
+typedef struct step_row {
+	serve_slot *slot;
+	const float *logits;
+} step_row;
+
+/* Every request that asked for logits this step takes its next token.
+ * Each row costs a few passes over the vocabulary, so the rows are shared
+ * among the compute threads, which sit idle between decodes. */
+static void advance_all(serve_server *s, const step_row *rows, int n, bool *finished)
+{
+#pragma omp parallel for schedule(dynamic, 1) num_threads(s->n_threads) if (n > 1)
+	for (int i = 0; i < n; i++)
+		finished[rows[i].slot - s->slots] = advance(s, rows[i].slot, rows[i].logits);
 }
 
 static void log_finished(const serve_request *r)
@@ -536,10 +554,11 @@ static void *scheduler_main(void *arg)
 		.logits = malloc(cap),
 		.owner = malloc(cap * sizeof(serve_slot *)),
 		.chunk = malloc((size_t)s->cfg.n_slots * sizeof(int32_t)),
+		.rows = malloc((size_t)s->cfg.n_slots * sizeof(struct step_row)),
 	};
 	pthread_mutex_lock(&s->lock);
 	if (b.tokens == NULL || b.pos == NULL || b.seq == NULL || b.logits == NULL || b.owner == NULL ||
-	    b.chunk == NULL) {
+	    b.chunk == NULL || b.rows == NULL) {
 		s->stopping = true;
 		fprintf(stderr, "loom serve: out of memory\n");
 	}
@@ -581,20 +600,21 @@ static void *scheduler_main(void *arg)
 		loom_batch batch = {.n_tokens = b.n, .tokens = b.tokens, .pos = b.pos, .seq_id = b.seq, .logits = b.logits};
 		loom_status st = loom_decode(s->ctx, &batch);
 		bool finished[LOOM_MAX_SEQ] = {0};
+		int n_rows = 0;
 		if (st == LOOM_OK) {
 			for (int i = 0; i < s->cfg.n_slots; i++)
 				s->slots[i].n_cached += (size_t)b.chunk[i];
-			for (int32_t j = 0; j < b.n; j++) {
-				serve_slot *sl = b.owner[j];
-				if (sl != NULL && sl->req != NULL)
-					finished[sl - s->slots] = advance(s, sl, loom_get_logits(s->ctx, j));
-			}
+			for (int32_t j = 0; j < b.n; j++)
+				if (b.owner[j] != NULL && b.owner[j]->req != NULL)
+					b.rows[n_rows++] = (step_row){b.owner[j], loom_get_logits(s->ctx, j)};
+			advance_all(s, b.rows, n_rows, finished);
 		}
 		double dt = now_s() - t0;
 
 		pthread_mutex_lock(&s->lock);
 		s->step++;
 		s->metrics.steps++;
+		s->metrics.generated_tokens += (uint64_t)n_rows;
 		s->metrics.step_tokens += (uint64_t)b.n;
 		if ((uint64_t)b.n > s->metrics.step_tokens_max)
 			s->metrics.step_tokens_max = (uint64_t)b.n;
@@ -610,6 +630,9 @@ static void *scheduler_main(void *arg)
 				loom_kv_seq_remove(s->ctx, sl->seq, (int32_t)sl->n_cached, -1);
 				release_slot(s, sl);
 				fail_request(s, r, 500, loom_last_error());
+			} else if (r->error != NULL) {
+				release_slot(s, sl);
+				fail_request(s, r, 500, r->error);
 			} else if (finished[i]) {
 				release_slot(s, sl);
 				if (r->client_gone) {
@@ -637,6 +660,7 @@ static void *scheduler_main(void *arg)
 	free(b.logits);
 	free(b.owner);
 	free(b.chunk);
+	free(b.rows);
 	return NULL;
 }
 

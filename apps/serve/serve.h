@@ -15,7 +15,7 @@
 /* Limits a client meets; docs/serving.md lists them. */
 #define SERVE_MAX_BODY (8u << 20)   /* request body bytes (413 past it) */
 #define SERVE_MAX_STOP 16           /* stop strings per request */
-#define SERVE_MAX_TOP_LOGPROBS 20   /* alternatives per token */
+#define SERVE_MAX_TOP_LOGPROBS LOOM_MAX_TOP_LOGPROBS /* alternatives per token (20) */
 #define SERVE_MAX_EMBED_INPUTS 2048 /* texts per embeddings request */
 #define SERVE_MAX_CONNECTIONS 1024  /* open connections */
 #define SERVE_IDLE_TIMEOUT_S 60     /* an idle connection is closed after this */
@@ -89,8 +89,8 @@ typedef struct serve_request {
 	struct serve_request *next; /* queue link */
 
 	/* Scheduler's own. */
-	loom_sampler *sampler;
-	loom_detokenizer *detok;
+	loom_generator *gen;     /* the token step: sampling, stop conditions, text */
+	char *error;             /* why the request failed while stepping (malloc'd), for its reply */
 	serve_buf pending;       /* output of the last step, for the shared out */
 	serve_buf text;          /* the whole reply (not streamed) */
 	struct serve_logprob *lps; /* logprobs not yet sent */
@@ -145,6 +145,7 @@ typedef struct serve_server {
 	char *model_id_json; /* model_id as a JSON string */
 	serve_config cfg;
 	int32_t n_vocab, n_embd;
+	int n_threads; /* the runtime's compute threads, which also step the streams */
 	uint32_t n_ctx, n_batch;
 	int64_t started;
 
@@ -195,9 +196,8 @@ bool serve_reply_final(serve_server *s, serve_request *r, serve_buf *out);
 bool serve_reply_embeddings(serve_server *s, serve_request *r, serve_buf *out);
 /* A failure after the reply has started: an SSE error event and [DONE]. */
 bool serve_reply_stream_error(serve_buf *out, const char *message);
-/* Records token's logprob and top alternatives from the logits it was
- * drawn from. */
-bool serve_logprob_add(serve_server *s, serve_request *r, const float *logits, loom_token token);
+/* Records a generated token's logprob and top alternatives. */
+bool serve_logprob_add(serve_server *s, serve_request *r, const loom_generated *g);
 /* Token t's text into buf (at least SERVE_PIECE_MAX bytes); its length,
  * 0 if it has none or is longer. */
 #define SERVE_PIECE_MAX 256

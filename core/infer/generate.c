@@ -1,6 +1,6 @@
 /* generate.c - the generation loop: a prompt (text, tokenized here, or
- * tokens), then one sampled token at a time, its text passed on through a
- * streaming detokenizer. */
+ * tokens), then one token at a time from the token step (generator.c),
+ * with the context shifted when it fills if asked. */
 #include "infer/context.h"
 
 #include "runtime/error.h"
@@ -38,17 +38,11 @@ static double now_ms(void)
 typedef struct gen_state {
 	loom_context *ctx;
 	const loom_generate_params *params;
-	loom_sampler *sampler;
+	loom_generator *gen;
 	const loom_token *tokens;
 	size_t n_tokens;
 	int32_t start; /* position of the prompt's first token: what the cache already holds */
-	loom_detokenizer *text;
 	loom_generate_stats stats;
-	/* ignore_eos: the model's end-of-generation tokens, and a copy of the
-	 * logits to mask them in. */
-	loom_token *eog;
-	size_t n_eog;
-	float *masked;
 } gen_state;
 
 /* The text's tokens, malloc'd into *out. An empty text starts from BOS, as
@@ -128,84 +122,46 @@ static loom_status shift_context(gen_state *g, int32_t *n_past)
 	return LOOM_OK;
 }
 
-/* The logits to sample from: with ignore_eos, a copy in which the
- * end-of-generation tokens cannot win. */
-static const float *sampling_logits(gen_state *g, const float *logits, int32_t n_vocab)
-{
-	if (!g->params->ignore_eos || g->n_eog == 0)
-		return logits;
-	memcpy(g->masked, logits, (size_t)n_vocab * sizeof(float));
-	for (size_t i = 0; i < g->n_eog; i++)
-		g->masked[g->eog[i]] = -INFINITY;
-	return g->masked;
-}
-
-static loom_status find_eog_tokens(gen_state *g)
-{
-	const loom_model *m = g->ctx->model;
-	const int32_t n_vocab = loom_model_n_vocab(m);
-	g->masked = malloc((size_t)n_vocab * sizeof(float));
-	g->eog = malloc((size_t)n_vocab * sizeof(loom_token));
-	if (g->masked == NULL || g->eog == NULL)
-		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
-	for (loom_token t = 0; t < n_vocab; t++)
-		if (loom_token_is_eog(m, t))
-			g->eog[g->n_eog++] = t;
-	if (g->n_eog == (size_t)n_vocab)
-		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "ignore_eos: every token of the vocabulary ends generation");
-	return LOOM_OK;
-}
-
 static loom_status generate_loop(gen_state *g, loom_token_fn on_token, void *user)
 {
 	loom_context *ctx = g->ctx;
-	const loom_model *m = ctx->model;
 	const loom_generate_params *p = g->params;
-	const int32_t n_vocab = loom_model_n_vocab(m);
+	const uint32_t n_ctx = loom_context_n_ctx(ctx);
 	int32_t pos = g->start + (int32_t)g->n_tokens;
 	const float *logits = loom_get_logits(ctx, (int32_t)((g->n_tokens - 1) % ctx->params.n_batch));
-	const char *text;
-	size_t len;
 	loom_status st;
 
 	for (;;) {
-		loom_token tok = loom_sampler_sample(g->sampler, sampling_logits(g, logits, n_vocab), n_vocab);
-		if (tok < 0)
-			return loom_error(LOOM_ERR_NO_MEMORY, "sampling failed");
-		loom_sampler_accept(g->sampler, tok);
-		g->stats.n_generated++;
-		if (loom_token_is_eog(m, tok)) {
-			g->stats.stop_reason = LOOM_STOP_EOG;
-			if ((st = loom_detokenizer_finish(g->text, &text, &len)) == LOOM_OK && on_token != NULL)
-				on_token(user, tok, text, len);
-			return st;
-		}
-		bool enough = p->n_predict >= 0 && g->stats.n_generated >= p->n_predict;
-		bool full = (uint32_t)pos + 1 > loom_context_n_ctx(ctx) || loom_kv_used(ctx) >= loom_context_n_ctx(ctx);
-		/* The token is evaluated only if more are to come. */
-		if (full && !enough && p->context_shift && (uint32_t)pos + 1 > loom_context_n_ctx(ctx)) {
+		/* Whether a token after this one could be evaluated: a full
+		 * context is shifted first if asked, unless this token is the
+		 * last one wanted anyway. */
+		bool enough = p->n_predict >= 0 && loom_generator_n_generated(g->gen) + 1 >= p->n_predict;
+		bool full = (uint32_t)pos + 1 > n_ctx || loom_kv_used(ctx) >= n_ctx;
+		if (full && !enough && p->context_shift && (uint32_t)pos + 1 > n_ctx) {
 			if ((st = shift_context(g, &pos)) != LOOM_OK)
 				return st;
-			full = loom_kv_used(ctx) >= loom_context_n_ctx(ctx);
+			full = loom_kv_used(ctx) >= n_ctx;
 		}
-		bool last = enough || full;
-		bool stopped = false;
-		if ((st = loom_detokenizer_push(g->text, tok, last, &text, &len, &stopped)) != LOOM_OK)
+		loom_generated out;
+		if ((st = loom_generator_next(g->gen, logits, full, &out)) != LOOM_OK)
 			return st;
-		bool go_on = on_token == NULL || on_token(user, tok, text, len);
-		if (stopped) {
-			g->stats.stop_reason = LOOM_STOP_STRING;
+		g->stats.n_generated++;
+		bool go_on = on_token == NULL || on_token(user, out.token, out.text, out.len);
+		/* An end-of-generation token or a stop string ends it whatever the
+		 * callback says; the callback's no comes before the length. */
+		if (out.done && (out.stop_reason == LOOM_STOP_EOG || out.stop_reason == LOOM_STOP_STRING)) {
+			g->stats.stop_reason = out.stop_reason;
 			return LOOM_OK;
 		}
 		if (!go_on) {
 			g->stats.stop_reason = LOOM_STOP_CALLBACK;
 			return LOOM_OK;
 		}
-		if (last) {
-			g->stats.stop_reason = full ? LOOM_STOP_CONTEXT : LOOM_STOP_LENGTH;
+		if (out.done) {
+			g->stats.stop_reason = out.stop_reason;
 			return LOOM_OK;
 		}
-		loom_batch b = {.n_tokens = 1, .tokens = &tok, .pos = &pos, .seq_id = &p->seq_id, .logits = NULL};
+		loom_batch b = {.n_tokens = 1, .tokens = &out.token, .pos = &pos, .seq_id = &p->seq_id, .logits = NULL};
 		if ((st = loom_decode(ctx, &b)) != LOOM_OK)
 			return st;
 		pos++;
@@ -248,16 +204,17 @@ static loom_status generate(loom_context *ctx, const loom_token *prompt, size_t 
 	if (st == LOOM_OK && (size_t)g.start + n_prompt >= loom_context_n_ctx(ctx))
 		st = loom_error(LOOM_ERR_CONTEXT_FULL, "the prompt has %zu tokens after %d cached; the context holds %u",
 				n_prompt, g.start, loom_context_n_ctx(ctx));
-	if (st == LOOM_OK && params->ignore_eos)
-		st = find_eog_tokens(&g);
+	loom_generator_params gp = loom_generator_default_params();
+	gp.sampling = params->sampling;
+	gp.n_predict = params->n_predict;
+	gp.stop = params->stop;
+	gp.n_stop = params->n_stop;
+	gp.ignore_eos = params->ignore_eos;
 	if (st == LOOM_OK)
-		st = loom_sampler_create(&params->sampling, &g.sampler);
-	if (st == LOOM_OK)
-		st = loom_detokenizer_create(ctx->model, params->stop, params->n_stop, &g.text);
+		st = loom_generator_create(ctx->model, &gp, &g.gen);
 	if (st == LOOM_OK) {
 		g.stats.n_prompt = (int32_t)n_prompt;
-		for (size_t i = 0; i < n_prompt; i++)
-			loom_sampler_accept(g.sampler, prompt[i]);
+		loom_generator_accept(g.gen, prompt, n_prompt);
 		double t0 = now_ms();
 		st = eval_prompt(&g);
 		double t1 = now_ms();
@@ -268,10 +225,7 @@ static loom_status generate(loom_context *ctx, const loom_token *prompt, size_t 
 	}
 	if (stats != NULL)
 		*stats = g.stats;
-	loom_sampler_free(g.sampler);
-	loom_detokenizer_free(g.text);
-	free(g.eog);
-	free(g.masked);
+	loom_generator_free(g.gen);
 	return st;
 }
 
