@@ -2,7 +2,9 @@
  * the manner of llama-bench (pp: one batch of n_prompt tokens; tg: n_gen
  * tokens one at a time; both after -d cached tokens, from an empty cache by
  * default; one warm-up run, then -r timed repetitions reported as mean and
- * standard deviation). */
+ * standard deviation). With -v, where the timed steps' time went (the
+ * context's profile), and what sampling each generated step's logits
+ * costs, timed apart from the steps. */
 #include "cli.h"
 
 #include <math.h>
@@ -17,6 +19,12 @@ typedef struct bench_result {
 	double *samples_ns;
 	int n_samples;
 	double avg_ns, stddev_ns, avg_ts, stddev_ts;
+	/* -v: the timed runs' profile, and sampling's time with loom run's
+	 * defaults and at temperature 1 (OpenAI's), over n_sampled rows. */
+	loom_profile profile;
+	loom_sampler *samplers[2];
+	double sample_ms[2];
+	int n_sampled;
 } bench_result;
 
 /* The cache holds exactly n_depth tokens: evaluated once, in n_batch
@@ -44,8 +52,23 @@ static loom_status fill_depth(loom_context *ctx, const loom_model *m, int n_dept
 	return st;
 }
 
+/* -v: each sampler draws a token from the step's logits, timed; the
+ * time is not the step's. */
+static double sample_logits(loom_context *ctx, const loom_model *m, bench_result *r)
+{
+	double t0 = cli_now_ms();
+	const float *logits = loom_get_logits(ctx, 0);
+	for (int k = 0; k < 2 && logits != NULL; k++) {
+		double t = cli_now_ms();
+		loom_sampler_sample(r->samplers[k], logits, loom_model_n_vocab(m));
+		r->sample_ms[k] += cli_now_ms() - t;
+	}
+	r->n_sampled++;
+	return cli_now_ms() - t0;
+}
+
 /* One timed run; false after printing an error. */
-static bool run_once(loom_context *ctx, const loom_model *m, const bench_result *r, int n_batch, unsigned *rng,
+static bool run_once(loom_context *ctx, const loom_model *m, bench_result *r, int n_batch, unsigned *rng,
 		     double *ns)
 {
 	const int n_prompt = r->n_prompt, n_gen = r->n_gen;
@@ -58,7 +81,7 @@ static bool run_once(loom_context *ctx, const loom_model *m, const bench_result 
 		free(toks);
 		return cli_fail_status(st, "bench: filling the cache"), false;
 	}
-	double t0 = cli_now_ms();
+	double t0 = cli_now_ms(), not_steps = 0;
 	if (n_prompt > 0) {
 		toks[0] = r->n_depth > 0 ? cli_random_token(m, rng) : bos;
 		for (int i = 1; i < n_prompt; i++)
@@ -72,23 +95,38 @@ static bool run_once(loom_context *ctx, const loom_model *m, const bench_result 
 		for (int i = 0; i < n_gen && st == LOOM_OK; i++) {
 			loom_batch b = {.n_tokens = 1, .tokens = &tok};
 			st = loom_decode(ctx, &b);
+			if (st == LOOM_OK && r->samplers[0] != NULL)
+				not_steps += sample_logits(ctx, m, r);
 			tok = cli_random_token(m, rng);
 		}
 	}
-	*ns = (cli_now_ms() - t0) * 1e6;
+	*ns = (cli_now_ms() - t0 - not_steps) * 1e6;
 	free(toks);
 	if (st != LOOM_OK)
 		return cli_fail_status(st, "bench"), false;
 	return true;
 }
 
-static bool run_test(loom_context *ctx, const loom_model *m, int reps, int n_batch, bench_result *r)
+static bool run_test(loom_context *ctx, const loom_model *m, int reps, int n_batch, bool profile, bench_result *r)
 {
 	unsigned rng = 1234;
 	double ns;
 	int n = r->n_prompt + r->n_gen;
+	if (profile && r->n_gen > 0) {
+		loom_sampler_params p[2] = {loom_sampler_default_params(), loom_sampler_default_params()};
+		p[1].temperature = 1.0f;
+		p[1].top_k = 0;
+		p[1].top_p = 1.0f;
+		p[1].min_p = 0.0f;
+		for (int k = 0; k < 2; k++)
+			if (loom_sampler_create(&p[k], &r->samplers[k]) != LOOM_OK)
+				return cli_fail_status(LOOM_ERR_NO_MEMORY, "bench"), false;
+	}
 	if (!run_once(ctx, m, r, n_batch, &rng, &ns)) /* warm-up */
 		return false;
+	r->sample_ms[0] = r->sample_ms[1] = 0;
+	r->n_sampled = 0;
+	loom_context_set_profiling(ctx, profile);
 	r->samples_ns = calloc((size_t)reps, sizeof(double));
 	if (r->samples_ns == NULL)
 		return cli_fail("out of memory"), false;
@@ -102,6 +140,8 @@ static bool run_test(loom_context *ctx, const loom_model *m, int reps, int n_bat
 		sum_ns += r->samples_ns[i];
 		sum_ns2 += r->samples_ns[i] * r->samples_ns[i];
 	}
+	loom_context_profile(ctx, &r->profile);
+	loom_context_set_profiling(ctx, false);
 	r->n_samples = reps;
 	r->avg_ts = sum_ts / reps;
 	r->avg_ns = sum_ns / reps;
@@ -160,6 +200,28 @@ static void print_json(const cli_options *o, loom_runtime *rt, const loom_model 
 	printf("]\n");
 }
 
+/* -v: where a step's time went, per step, to stderr. */
+static void print_profile(const loom_model *m, const bench_result *r)
+{
+	const loom_profile *p = &r->profile;
+	if (p->n_steps == 0)
+		return;
+	const double n = (double)p->n_steps, whole = p->total_ms > 0 ? p->total_ms : 1;
+	fprintf(stderr, "loom bench: %s%d: a step %.3f ms", r->test, r->n_prompt + r->n_gen, p->total_ms / n);
+	if (p->by_node)
+		fprintf(stderr, " = matmul %.3f (%.0f%%), head %.3f (%.0f%%), attention %.3f (%.0f%%), other %.3f (%.0f%%),",
+			p->matmul_ms / n, 100 * p->matmul_ms / whole, p->head_ms / n, 100 * p->head_ms / whole,
+			p->attention_ms / n, 100 * p->attention_ms / whole, p->other_ms / n, 100 * p->other_ms / whole);
+	else
+		fprintf(stderr, " (the backend does not time its nodes):");
+	fprintf(stderr, " host %.3f (%.0f%%)\n", p->host_ms / n, 100 * p->host_ms / whole);
+	if (r->n_sampled > 0)
+		fprintf(stderr, "loom bench: %s%d: sampling a token of %d: %.3f ms with loom run's defaults, %.3f ms at "
+				"temperature 1\n",
+			r->test, r->n_prompt + r->n_gen, loom_model_n_vocab(m), r->sample_ms[0] / r->n_sampled,
+			r->sample_ms[1] / r->n_sampled);
+}
+
 int cmd_bench(int argc, char **argv)
 {
 	cli_options o;
@@ -200,14 +262,16 @@ int cmd_bench(int argc, char **argv)
 	if (o.n_prompt_bench > 0) {
 		results[n_results] = (bench_result){.test = "pp", .n_prompt = o.n_prompt_bench, .n_depth = o.n_depth,
 						    .text = text_tokens, .n_text = n_text};
-		if (!run_test(ctx, model, o.repetitions, o.n_batch, &results[n_results++]))
+		if (!run_test(ctx, model, o.repetitions, o.n_batch, o.verbose, &results[n_results++]))
 			goto out;
 	}
 	if (o.n_gen_bench > 0) {
 		results[n_results] = (bench_result){.test = "tg", .n_gen = o.n_gen_bench, .n_depth = o.n_depth};
-		if (!run_test(ctx, model, o.repetitions, o.n_batch, &results[n_results++]))
+		if (!run_test(ctx, model, o.repetitions, o.n_batch, o.verbose, &results[n_results++]))
 			goto out;
 	}
+	for (int i = 0; o.verbose && i < n_results; i++)
+		print_profile(model, &results[i]);
 	if (strcmp(o.output_format, "json") == 0)
 		print_json(&o, rt, model, results, n_results);
 	else
@@ -216,8 +280,11 @@ int cmd_bench(int argc, char **argv)
 out:
 	free(text_tokens);
 	cli_text_free(&text);
-	for (int i = 0; i < n_results; i++)
+	for (int i = 0; i < n_results; i++) {
 		free(results[i].samples_ns);
+		loom_sampler_free(results[i].samplers[0]);
+		loom_sampler_free(results[i].samplers[1]);
+	}
 	loom_context_free(ctx);
 	loom_model_free(model);
 	loom_runtime_free(rt);

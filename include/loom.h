@@ -433,6 +433,27 @@ LOOM_API int32_t loom_kv_seq_pos_max(const loom_context *ctx, int32_t seq_id);
 /* Cells in use. */
 LOOM_API uint32_t loom_kv_used(const loom_context *ctx);
 
+/* Where a context's steps spend their time, summed over the loom_decode
+ * calls made since profiling was turned on (loom bench -v prints it). */
+typedef struct loom_profile {
+	int64_t n_steps;     /* loom_decode calls counted */
+	double total_ms;     /* their wall time */
+	double matmul_ms;    /* products with weight matrices, but the output head's */
+	double head_ms;      /* the output head: the rows asked about, hidden state to logits */
+	double attention_ms;
+	double other_ms;     /* norms, RoPE, activations, KV cache stores, embedding rows */
+	double host_ms;      /* the rest: the core's own work (the graph, inputs, logits read back and checked) */
+	/* Whether the backend timed each of its nodes; if not, the four kinds
+	 * above are 0 and host_ms is what was not the backend's compute. */
+	bool by_node;
+} loom_profile;
+
+/* on: every loom_decode from now adds to the context's profile, which
+ * starts from zero; off: none does. Profiling costs a clock reading per
+ * node. */
+LOOM_API void loom_context_set_profiling(loom_context *ctx, bool on);
+LOOM_API void loom_context_profile(const loom_context *ctx, loom_profile *out);
+
 /* ------------------------------------------------------------------------ */
 /* Sampling                                                                 */
 

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef struct cpu_backend {
@@ -306,14 +307,23 @@ void cpu_task_barrier(const cpu_task *task)
 	cpu_barrier_wait(task->barrier);
 }
 
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 /* Runs every node with all threads, a barrier after each. */
 /* Nodes take turns with two work counters: node i's was used last by node
  * i - 2, and thread 0 zeroes it while node i - 1 runs, before the barrier
- * that node i starts after. */
-static void run_graph(cpu_backend *be, const loom_graph *graph, atomic_int *bad_node)
+ * that node i starts after. With node_ns, thread 0 reads the clock as each
+ * barrier lets the threads go: a node's time is all threads' time on it. */
+static void run_graph(cpu_backend *be, const loom_graph *graph, atomic_int *bad_node, uint64_t *node_ns)
 {
 	atomic_llong work[2] = {0, 0};
 	cpu_barrier barrier;
+	uint64_t t_prev = node_ns != NULL ? now_ns() : 0;
 
 #pragma omp parallel num_threads(be->n_threads)
 	{
@@ -346,13 +356,17 @@ static void run_graph(cpu_backend *be, const loom_graph *graph, atomic_int *bad_
 					fetch.left = 0;
 			}
 			cpu_barrier_wait_fetching(&barrier, &fetch);
+			if (node_ns != NULL && task.ith == 0) {
+				uint64_t t = now_ns();
+				node_ns[i] = t - t_prev;
+				t_prev = t;
+			}
 		}
 	}
 }
 
-static loom_status cpu_compute(void *backend, const loom_graph *graph)
+static loom_status compute(cpu_backend *be, const loom_graph *graph, uint64_t *node_ns)
 {
-	cpu_backend *be = backend;
 	atomic_int bad_node = -1;
 	loom_status st;
 
@@ -363,7 +377,7 @@ static loom_status cpu_compute(void *backend, const loom_graph *graph)
 	pthread_mutex_lock(&be->lock);
 	st = prepare(be, graph);
 	if (st == LOOM_OK)
-		run_graph(be, graph, &bad_node);
+		run_graph(be, graph, &bad_node, node_ns);
 	pthread_mutex_unlock(&be->lock);
 	if (st != LOOM_OK)
 		return st;
@@ -374,6 +388,16 @@ static loom_status cpu_compute(void *backend, const loom_graph *graph)
 		return LOOM_ERR_INVALID_ARGUMENT;
 	}
 	return LOOM_OK;
+}
+
+static loom_status cpu_compute(void *backend, const loom_graph *graph)
+{
+	return compute(backend, graph, NULL);
+}
+
+static loom_status cpu_compute_timed(void *backend, const loom_graph *graph, uint64_t *node_ns)
+{
+	return compute(backend, graph, node_ns);
 }
 
 /* The rows of a weight kept in the standard layout, copied [lo, hi) of
@@ -444,4 +468,5 @@ const loom_backend_vtable cpu_backend_vtable = {
 	.supports = cpu_supports,
 	.compute = cpu_compute,
 	.weight_repack = cpu_weight_repack,
+	.compute_timed = cpu_compute_timed,
 };

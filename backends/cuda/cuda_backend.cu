@@ -253,4 +253,5 @@ const loom_backend_vtable cuda_backend_vtable = {
 	.weight_repack = NULL,
 	.device_info = cuda_device_info,
 	.buffer_copy = cuda_buffer_copy,
+	.compute_timed = NULL,
 };

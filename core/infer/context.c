@@ -1,6 +1,9 @@
 /* context.c - contexts: creating them, and evaluating a batch. */
 #include "infer/context.h"
 
+#include "infer/profile.h"
+#include "runtime/clock.h"
+
 #include "model/place.h"
 #include "runtime/error.h"
 #include "runtime/host_memory.h"
@@ -206,6 +209,7 @@ void loom_context_free(loom_context *ctx)
 	free(ctx->logits);
 	free(ctx->nodes);
 	free(ctx->tensors);
+	free(ctx->node_ns);
 	free(ctx);
 }
 
@@ -281,7 +285,7 @@ static loom_status run_step(loom_context *ctx, int n, int n_out, loom_step_outpu
 	if (st != LOOM_OK)
 		return st;
 
-	if ((st = loom_backend_compute(be, &graph)) != LOOM_OK)
+	if ((st = profile_compute(ctx, &graph)) != LOOM_OK)
 		return st;
 	if (output == LOOM_STEP_HIDDEN)
 		return loom_backend_download(be, &ctx->scratch, ctx->slot_offset[LOOM_SLOT_XB], hidden,
@@ -339,6 +343,7 @@ loom_status loom_decode_step(loom_context *ctx, const loom_batch *batch, loom_st
 		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "a batch holds 1 to %u tokens, not %d", ctx->params.n_batch,
 				  batch->n_tokens);
 	ctx->n_batch_tokens = 0;
+	const double t0 = ctx->profiling ? loom_now_s() : 0;
 	if (ctx->abort_fn != NULL && ctx->abort_fn(ctx->abort_user))
 		return loom_error(LOOM_ERR_CANCELLED, "cancelled by the context's abort hook");
 	loom_status st = read_batch(ctx, batch, &n_out);
@@ -360,6 +365,8 @@ loom_status loom_decode_step(loom_context *ctx, const loom_batch *batch, loom_st
 	}
 	/* A step of hidden states leaves no logits to read. */
 	ctx->n_batch_tokens = output == LOOM_STEP_LOGITS ? batch->n_tokens : 0;
+	if (ctx->profiling)
+		profile_add_step(ctx, (loom_now_s() - t0) * 1e3);
 	return LOOM_OK;
 }
 

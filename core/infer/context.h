@@ -69,7 +69,15 @@ struct loom_context {
 		bool valid;
 		int n, n_out, output;
 		uint32_t n_kv;
+		int head_first, head_end; /* the output head's nodes [first, end) */
 	} built;
+
+	/* loom_context_profile's sums while profiling; node_ns (max_nodes)
+	 * takes a step's node times, compute_ms the backend's compute calls. */
+	bool profiling;
+	loom_profile profile;
+	double compute_ms;
+	uint64_t *node_ns;
 };
 
 /* What a step gives back for the rows it was asked about. */

@@ -155,6 +155,22 @@ loom_status loom_backend_compute(loom_backend *be, const loom_graph *graph)
 	return st == LOOM_OK ? LOOM_OK : fail(be, st, serial, "computing a step");
 }
 
+bool loom_backend_times_nodes(const loom_backend *be)
+{
+	return LOOM_VT_HAS(be->vt, compute_timed);
+}
+
+loom_status loom_backend_compute_timed(loom_backend *be, const loom_graph *graph, uint64_t *node_ns)
+{
+	if (!loom_backend_times_nodes(be))
+		return loom_backend_compute(be, graph);
+	const unsigned long serial = loom_error_serial();
+	pthread_mutex_lock(&be->lock);
+	loom_status st = be->vt->compute_timed(be->ctx, graph, node_ns);
+	pthread_mutex_unlock(&be->lock);
+	return st == LOOM_OK ? LOOM_OK : fail(be, st, serial, "computing a step");
+}
+
 bool loom_backend_repacks(const loom_backend *be)
 {
 	return LOOM_VT_HAS(be->vt, weight_repack);

@@ -57,6 +57,11 @@ loom_status loom_backend_wrap_host(const loom_backend *be, void *host, size_t si
 bool loom_backend_supports(const loom_backend *be, const loom_node *node);
 /* Runs a whole graph, serialised with every other compute on be. */
 loom_status loom_backend_compute(loom_backend *be, const loom_graph *graph);
+/* Whether the backend times each node (the compute_timed slot). */
+bool loom_backend_times_nodes(const loom_backend *be);
+/* loom_backend_compute with each node's nanoseconds in node_ns (a backend
+ * that does not time nodes: compute, with node_ns left alone). */
+loom_status loom_backend_compute_timed(loom_backend *be, const loom_graph *graph, uint64_t *node_ns);
 
 /* Whether the backend has weight_repack at all. */
 bool loom_backend_repacks(const loom_backend *be);

@@ -337,6 +337,14 @@ typedef struct loom_backend_vtable {
 	 * slot: the core copies through host memory. */
 	loom_status (*buffer_copy)(void *backend, loom_buffer *dst, size_t dst_offset, const loom_buffer *src,
 				   size_t src_offset, size_t size);
+
+	/* (optional) compute, also writing into node_ns[i] the nanoseconds
+	 * node i took: from the end of the node before it (the start of the
+	 * graph for the first) to its own end, on the backend's clock. For
+	 * profiles (`loom bench -v`, loom_context_profile); it may cost a
+	 * little more than compute. NULL slot: profiles have a step's time but
+	 * not its nodes'. */
+	loom_status (*compute_timed)(void *backend, const loom_graph *graph, uint64_t *node_ns);
 } loom_backend_vtable;
 
 /* ------------------------------------------------------------------------ */
