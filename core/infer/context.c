@@ -60,23 +60,25 @@ static loom_status alloc_host(loom_context *ctx)
 	ctx->seq = malloc(nb * sizeof(int32_t));
 	ctx->logit_row = malloc(nb * sizeof(int32_t));
 	ctx->mask = malloc(nb * ctx->kv.n_cells * sizeof(float));
-	ctx->logits = malloc(nb * (size_t)ctx->model->hp.n_vocab * sizeof(float));
+	if (!ctx->logits_in_place)
+		ctx->logits = malloc(nb * (size_t)ctx->model->hp.n_vocab * sizeof(float));
 	ctx->max_nodes = loom_forward_max_nodes(ctx->model);
 	ctx->max_tensors = loom_forward_max_tensors(ctx->model);
 	ctx->nodes = calloc((size_t)ctx->max_nodes, sizeof(loom_node));
 	ctx->tensors = calloc((size_t)ctx->max_tensors, sizeof(loom_tensor));
-	if (!ctx->inputs || !ctx->seq || !ctx->logit_row || !ctx->mask || !ctx->logits || !ctx->nodes || !ctx->tensors)
+	if (!ctx->inputs || !ctx->seq || !ctx->logit_row || !ctx->mask || (!ctx->logits && !ctx->logits_in_place) ||
+	    !ctx->nodes || !ctx->tensors)
 		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory for a context of %u cells", ctx->kv.n_cells);
 	return LOOM_OK;
 }
 
 /* Host memory for the batch's inputs, its mask over every cell and its
- * logits (alloc_host). */
+ * logits unless they are read in place (alloc_host). */
 static size_t host_bytes(const loom_context *ctx)
 {
 	const size_t nb = ctx->params.n_batch;
 	return ctx->slot_offset[LOOM_SLOT_MASK] + nb * ctx->params.n_ctx * sizeof(float) +
-	       nb * (size_t)ctx->model->hp.n_vocab * sizeof(float);
+	       (ctx->logits_in_place ? 0 : nb * (size_t)ctx->model->hp.n_vocab * sizeof(float));
 }
 
 /* Lays out the scratch buffer and checks, before anything is allocated,
@@ -96,8 +98,7 @@ static loom_status reserve_memory(loom_context *ctx)
 	loom_status st = loom_backend_fits(be, kv_bytes + ctx->scratch_bytes, what);
 	if (st != LOOM_OK)
 		return st;
-	loom_device_info dev;
-	const bool on_device = loom_backend_device(be, &dev) == LOOM_OK;
+	const bool on_device = loom_backend_on_device(be);
 	const uint64_t host = host_bytes(ctx) + (on_device ? 0 : kv_bytes + ctx->scratch_bytes);
 	const uint64_t available = loom_host_memory_available();
 	if (available > 0 && host > available)
@@ -175,6 +176,7 @@ loom_status loom_context_create(loom_model *model, const loom_context_params *pa
 				  model->hp.n_ctx_train, n_ctx);
 	}
 
+	ctx->logits_in_place = !loom_backend_on_device(&model->rt->backend);
 	st = reserve_memory(ctx);
 	if (st == LOOM_OK)
 		st = loom_kv_init(&ctx->kv, model, ctx->params.n_ctx, ctx->params.kv_type);
@@ -184,6 +186,8 @@ loom_status loom_context_create(loom_model *model, const loom_context_params *pa
 		st = loom_backend_alloc(&model->rt->backend, ctx->scratch_bytes, &ctx->scratch);
 		if (st != LOOM_OK)
 			st = loom_error_wrap(st, "%zu MiB of activations", ctx->scratch_bytes >> 20);
+		else if (ctx->logits_in_place)
+			ctx->logits = (float *)((unsigned char *)ctx->scratch.base + ctx->slot_offset[LOOM_SLOT_LOGITS]);
 	}
 	if (st == LOOM_OK)
 		st = loom_forward_check(ctx);
@@ -206,7 +210,8 @@ void loom_context_free(loom_context *ctx)
 	free(ctx->seq);
 	free(ctx->logit_row);
 	free(ctx->mask);
-	free(ctx->logits);
+	if (!ctx->logits_in_place)
+		free(ctx->logits);
 	free(ctx->nodes);
 	free(ctx->tensors);
 	free(ctx->node_ns);
@@ -290,6 +295,8 @@ static loom_status run_step(loom_context *ctx, int n, int n_out, loom_step_outpu
 	if (output == LOOM_STEP_HIDDEN)
 		return loom_backend_download(be, &ctx->scratch, ctx->slot_offset[LOOM_SLOT_XB], hidden,
 					     (size_t)n_out * (size_t)ctx->model->hp.n_embd * sizeof(float));
+	if (ctx->logits_in_place)
+		return LOOM_OK;
 	return loom_backend_download(be, &ctx->scratch, ctx->slot_offset[LOOM_SLOT_LOGITS], ctx->logits,
 				     (size_t)n_out * (size_t)ctx->model->hp.n_vocab * sizeof(float));
 }

@@ -47,8 +47,12 @@ struct loom_context {
 	int32_t *seq;
 	float *mask;
 
-	/* Logits of the last batch: row logit_row[i] for batch token i (-1: none). */
+	/* Logits of the last batch: row logit_row[i] for batch token i (-1:
+	 * none). On a backend that computes in host memory they are read where
+	 * the step wrote them, the scratch buffer's LOGITS slot; else copied
+	 * from there into memory of the context's own. */
 	float *logits;
+	bool logits_in_place;
 	int32_t *logit_row;
 	int32_t n_batch_tokens;
 

@@ -57,6 +57,10 @@ loom_status loom_backend_wrap_host(const loom_backend *be, void *host, size_t si
 bool loom_backend_supports(const loom_backend *be, const loom_node *node);
 /* Runs a whole graph, serialised with every other compute on be. */
 loom_status loom_backend_compute(loom_backend *be, const loom_graph *graph);
+/* Whether the backend computes on a device of its own (it describes one:
+ * device_info); else in host memory, where the core may read its buffers
+ * at their base. */
+bool loom_backend_on_device(const loom_backend *be);
 /* Whether the backend times each node (the compute_timed slot). */
 bool loom_backend_times_nodes(const loom_backend *be);
 /* loom_backend_compute with each node's nanoseconds in node_ns (a backend

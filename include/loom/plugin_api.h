@@ -263,7 +263,10 @@ typedef struct loom_graph {
 /* ------------------------------------------------------------------------ */
 /* Backend plugins.                                                         */
 
-/* A block of backend memory. base is the address tensors point into. */
+/* A block of backend memory. base is the address tensors point into. A
+ * backend that computes in host memory (one without device_info) gives
+ * host addresses: the core reads a step's logits there, in place, once
+ * compute has returned. */
 typedef struct loom_buffer {
 	void *handle; /* the backend's own */
 	void *base;
