@@ -19,11 +19,14 @@ typedef struct bench_result {
 	double *samples_ns;
 	int n_samples;
 	double avg_ns, stddev_ns, avg_ts, stddev_ts;
-	/* -v: the timed runs' profile, and sampling's time with loom run's
-	 * defaults and at temperature 1 (OpenAI's), over n_sampled rows. */
+	/* -v: the timed runs' profile; sampling's time with loom run's
+	 * defaults and at temperature 1 (OpenAI's), and the whole token step
+	 * at temperature 1 with 20 logprobs (a server stream's), over
+	 * n_sampled rows. */
 	loom_profile profile;
 	loom_sampler *samplers[2];
-	double sample_ms[2];
+	loom_generator *step;
+	double sample_ms[3];
 	int n_sampled;
 } bench_result;
 
@@ -52,6 +55,26 @@ static loom_status fill_depth(loom_context *ctx, const loom_model *m, int n_dept
 	return st;
 }
 
+/* OpenAI's default sampling: temperature 1 and nothing else. */
+static loom_sampler_params openai_sampling(void)
+{
+	loom_sampler_params p = loom_sampler_default_params();
+	p.temperature = 1.0f;
+	p.top_k = 0;
+	p.top_p = 1.0f;
+	p.min_p = 0.0f;
+	return p;
+}
+
+/* A server stream's token step: OpenAI's sampling, 20 logprobs. */
+static loom_status make_token_step(const loom_model *m, loom_generator **out)
+{
+	loom_generator_params gp = loom_generator_default_params();
+	gp.sampling = openai_sampling();
+	gp.n_logprobs = LOOM_MAX_TOP_LOGPROBS;
+	return loom_generator_create(m, &gp, out);
+}
+
 /* -v: each sampler draws a token from the step's logits, timed; the
  * time is not the step's. */
 static double sample_logits(loom_context *ctx, const loom_model *m, bench_result *r)
@@ -63,6 +86,15 @@ static double sample_logits(loom_context *ctx, const loom_model *m, bench_result
 		loom_sampler_sample(r->samplers[k], logits, loom_model_n_vocab(m));
 		r->sample_ms[k] += cli_now_ms() - t;
 	}
+	loom_generated out;
+	double t = cli_now_ms();
+	if (logits != NULL && loom_generator_next(r->step, logits, false, &out) == LOOM_OK && out.done) {
+		/* An end-of-generation token: a fresh step for the next row. */
+		loom_generator_free(r->step);
+		r->step = NULL;
+		make_token_step(m, &r->step);
+	}
+	r->sample_ms[2] += cli_now_ms() - t;
 	r->n_sampled++;
 	return cli_now_ms() - t0;
 }
@@ -95,7 +127,7 @@ static bool run_once(loom_context *ctx, const loom_model *m, bench_result *r, in
 		for (int i = 0; i < n_gen && st == LOOM_OK; i++) {
 			loom_batch b = {.n_tokens = 1, .tokens = &tok};
 			st = loom_decode(ctx, &b);
-			if (st == LOOM_OK && r->samplers[0] != NULL)
+			if (st == LOOM_OK && r->step != NULL)
 				not_steps += sample_logits(ctx, m, r);
 			tok = cli_random_token(m, rng);
 		}
@@ -113,18 +145,16 @@ static bool run_test(loom_context *ctx, const loom_model *m, int reps, int n_bat
 	double ns;
 	int n = r->n_prompt + r->n_gen;
 	if (profile && r->n_gen > 0) {
-		loom_sampler_params p[2] = {loom_sampler_default_params(), loom_sampler_default_params()};
-		p[1].temperature = 1.0f;
-		p[1].top_k = 0;
-		p[1].top_p = 1.0f;
-		p[1].min_p = 0.0f;
+		loom_sampler_params p[2] = {loom_sampler_default_params(), openai_sampling()};
 		for (int k = 0; k < 2; k++)
 			if (loom_sampler_create(&p[k], &r->samplers[k]) != LOOM_OK)
 				return cli_fail_status(LOOM_ERR_NO_MEMORY, "bench"), false;
+		if (make_token_step(m, &r->step) != LOOM_OK)
+			return cli_fail_status(LOOM_ERR_NO_MEMORY, "bench"), false;
 	}
 	if (!run_once(ctx, m, r, n_batch, &rng, &ns)) /* warm-up */
 		return false;
-	r->sample_ms[0] = r->sample_ms[1] = 0;
+	r->sample_ms[0] = r->sample_ms[1] = r->sample_ms[2] = 0;
 	r->n_sampled = 0;
 	loom_context_set_profiling(ctx, profile);
 	r->samples_ns = calloc((size_t)reps, sizeof(double));
@@ -217,9 +247,9 @@ static void print_profile(const loom_model *m, const bench_result *r)
 	fprintf(stderr, " host %.3f (%.0f%%)\n", p->host_ms / n, 100 * p->host_ms / whole);
 	if (r->n_sampled > 0)
 		fprintf(stderr, "loom bench: %s%d: sampling a token of %d: %.3f ms with loom run's defaults, %.3f ms at "
-				"temperature 1\n",
+				"temperature 1; the token step at temperature 1 with 20 logprobs %.3f ms\n",
 			r->test, r->n_prompt + r->n_gen, loom_model_n_vocab(m), r->sample_ms[0] / r->n_sampled,
-			r->sample_ms[1] / r->n_sampled);
+			r->sample_ms[1] / r->n_sampled, r->sample_ms[2] / r->n_sampled);
 }
 
 int cmd_bench(int argc, char **argv)
@@ -284,6 +314,7 @@ out:
 		free(results[i].samples_ns);
 		loom_sampler_free(results[i].samplers[0]);
 		loom_sampler_free(results[i].samplers[1]);
+		loom_generator_free(results[i].step);
 	}
 	loom_context_free(ctx);
 	loom_model_free(model);

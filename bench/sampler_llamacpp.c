@@ -47,20 +47,9 @@ int main(int argc, char **argv)
 {
 	int draws = 2000, n_sizes = 0;
 	int32_t sizes[16];
-	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "-r") == 0 && i + 1 < argc)
-			draws = atoi(argv[++i]);
-		else if (n_sizes < 16 && atoi(argv[i]) > 0)
-			sizes[n_sizes++] = atoi(argv[i]);
-		else {
-			fprintf(stderr, "usage: sampler-llamacpp [-r DRAWS] [VOCAB...]\n");
-			return 2;
-		}
-	}
-	if (n_sizes == 0) {
-		sizes[n_sizes++] = 32000;
-		sizes[n_sizes++] = 151936;
-		sizes[n_sizes++] = 262144;
+	if (!bench_sampler_args(argc, argv, &draws, sizes, &n_sizes)) {
+		fprintf(stderr, "usage: %s [-r DRAWS] [VOCAB...]\n", argv[0]);
+		return 2;
 	}
 	for (int v = 0; v < n_sizes; v++) {
 		float *logits = malloc((size_t)sizes[v] * sizeof(float));

@@ -53,6 +53,27 @@ static const sampler_mode SAMPLER_MODES[] = {
 };
 #define SAMPLER_N_MODES (sizeof(SAMPLER_MODES) / sizeof(SAMPLER_MODES[0]))
 
+/* [-r DRAWS] [VOCAB...] into *draws and sizes (at most 16; default
+ * 32000, 151936 and 262144); false on anything else. */
+static inline int bench_sampler_args(int argc, char **argv, int *draws, int32_t *sizes, int *n_sizes)
+{
+	*n_sizes = 0;
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "-r") == 0 && i + 1 < argc && atoi(argv[i + 1]) > 0)
+			*draws = atoi(argv[++i]);
+		else if (*n_sizes < 16 && atoi(argv[i]) > 0)
+			sizes[(*n_sizes)++] = atoi(argv[i]);
+		else
+			return 0;
+	}
+	if (*n_sizes == 0) {
+		sizes[(*n_sizes)++] = 32000;
+		sizes[(*n_sizes)++] = 151936;
+		sizes[(*n_sizes)++] = 262144;
+	}
+	return 1;
+}
+
 static inline double bench_now_ms(void)
 {
 	struct timespec ts;

@@ -6,17 +6,32 @@
 # streaming clients and 4 non-streaming ones, REPS times. Then one client,
 # twice, against a fresh server with -np 1, and bench/serve_gap.py twice
 # (a stream's largest gap while a 2,000-token prompt arrives; -np 2 -c 8192,
-# as llama-server splits -c among its slots). Raw JSON goes
-# to OUT; bench/serve_table.py turns it into bench/RESULTS.md's tables.
+# as llama-server splits -c among its slots). Then the sampling rows: 16
+# streaming clients, REPS times, as clients sample: greedy, OpenAI's
+# defaults (temperature 1 and nothing else: llama-server adds its own
+# top-k 40, top-p 0.95 and min-p 0.05, loom serve keeps OpenAI's meaning),
+# and temperature 0.8 with top-p 0.95. Raw JSON goes to OUT;
+# bench/serve_table.py turns it into bench/RESULTS.md's tables.
 #
-# usage: bench/serve_bench.sh MODELS_DIR LLAMA_BIN_DIR OUT [REPS]
-#   MODELS_DIR: small-q4_0.gguf and small-q8_0.gguf (bench/make_models.sh)
+# usage: bench/serve_bench.sh [-s] MODELS_DIR LLAMA_BIN_DIR OUT [REPS] [MODEL...]
+#   -s: the sampling rows alone
+#   MODELS_DIR: MODEL.gguf for each MODEL (default small-q4_0 small-q8_0, from
+#     bench/make_models.sh; bench/make_shapes.sh makes the real-vocabulary ones)
 #   LLAMA_BIN_DIR: llama-server from ../shared/tools/llama-cpp-cpu.sh
 set -euo pipefail
-models=${1:?usage: serve_bench.sh MODELS_DIR LLAMA_BIN_DIR OUT [REPS]}
+sampling_only=0
+if [ "${1:-}" = -s ]; then
+	sampling_only=1
+	shift
+fi
+models=${1:?usage: serve_bench.sh [-s] MODELS_DIR LLAMA_BIN_DIR OUT [REPS] [MODEL...]}
 llama=${2:?}
 out=${3:?}
 reps=${4:-3}
+shift 3
+[ $# -gt 0 ] && shift
+names=("$@")
+[ ${#names[@]} -gt 0 ] || names=(small-q4_0 small-q8_0)
 here=$(cd "$(dirname "$0")/.." && pwd)
 shared=${LOOM_TEST_DATA:-$here/../shared}
 load="/usr/bin/python3 $shared/tools/serve_load.py"
@@ -44,15 +59,27 @@ start() { # server model np [ctx]
 }
 stop() { kill "$pid"; wait "$pid" || true; }
 
-for model in small-q4_0 small-q8_0; do
+for model in "${names[@]}"; do
 	for server in loom llama; do
 		start $server $model 16
 		$load --port $port --clients 16 --warmup 0 --window 12 >/dev/null
-		for rep in $(seq "$reps"); do
-			$load --port $port --clients 1,4,16 --seed "$rep" --json "$out/$server-$model-stream-$rep.json"
-			$load --port $port --clients 4 --no-stream --seed "$rep" --json "$out/$server-$model-nostream-$rep.json"
+		if [ $sampling_only = 0 ]; then
+			for rep in $(seq "$reps"); do
+				$load --port $port --clients 1,4,16 --seed "$rep" --json "$out/$server-$model-stream-$rep.json"
+				$load --port $port --clients 4 --no-stream --seed "$rep" --json "$out/$server-$model-nostream-$rep.json"
+			done
+		fi
+		# name, then serve_load.py's sampling options
+		for mode in "greedy" "t1 --temperature 1" "t0.8-p0.95 --temperature 0.8 --top-p 0.95"; do
+			set -- $mode
+			name=$1
+			shift
+			for rep in $(seq "$reps"); do
+				$load --port $port --clients 16 --seed "$rep" "$@" --json "$out/$server-$model-sample-$name-$rep.json"
+			done
 		done
 		stop
+		[ $sampling_only = 1 ] && continue
 		start $server $model 1
 		for rep in 1 2; do
 			$load --port $port --clients 1 --seed "$rep" --json "$out/$server-$model-np1-$rep.json"

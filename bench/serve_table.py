@@ -41,7 +41,15 @@ def tok_s(server, r):
     return r['gen_tok_s'] * scale
 
 
-for model in ('small-q4_0', 'small-q8_0'):
+def models(kind):
+    """The models OUT has files of this kind for, in name order."""
+    names = set()
+    for f in glob.glob(os.path.join(out, 'loom-*-%s-*.json' % kind)):
+        names.add(os.path.basename(f)[len('loom-'):].split('-%s-' % kind)[0])
+    return sorted(names)
+
+
+for model in models('stream'):
     print('\n### %s, `-t 2 -np 16 -c 4096`, 64 tokens per request\n' % model)
     print('| clients | stream | server | gen tok/s | TTFT p50 ms | TTFT p95 ms | ITL mean ms | errors | loom ÷ llama tok/s |')
     print('| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |')
@@ -65,7 +73,7 @@ for model in ('small-q4_0', 'small-q8_0'):
 print('\n### One client: `-np 1` (fresh server) against `-np 16` (after the 16-client pre-warm)\n')
 print('| model | server | np 1 tok/s | np 16 tok/s | np 16 ÷ np 1 | TTFT p50 np 1 / np 16 ms |')
 print('| --- | --- | ---: | ---: | ---: | --- |')
-for model in ('small-q4_0', 'small-q8_0'):
+for model in models('np1'):
     for server in ('loom', 'llama'):
         one = load('%s-%s-np1-*.json' % (server, model))
         many = [r for r in load('%s-%s-stream-*.json' % (server, model)) if r['clients'] == 1]
@@ -78,10 +86,23 @@ for model in ('small-q4_0', 'small-q8_0'):
 print('\n### A stream while a 2,000-token prompt arrives (`bench/serve_gap.py`, `-np 2 -c 8192`)\n')
 print('| model | server | long prompt tokens | long request ms | stream gap before ms | largest gap during ms | stream chunks during |')
 print('| --- | --- | ---: | ---: | ---: | ---: | ---: |')
-for model in ('small-q4_0', 'small-q8_0'):
+for model in models('gap'):
     for server in ('loom', 'llama'):
         for r in load('%s-%s-gap-*.json' % (server, model)):
             print('| %s | %s | %s | %.0f | %.1f | %.0f | %d |' % (
                 model, 'loom serve' if server == 'loom' else 'llama-server', r['long_prompt_tokens'],
                 r['long_request_ms'], r['gap_median_before_ms'] or 0, r['gap_max_during_ms'] or 0,
                 r['stream_chunks_during']))
+
+SAMPLING = (('greedy', 'greedy'), ('t1', 'temperature 1 (OpenAI\'s defaults)'), ('t0.8-p0.95', 'temperature 0.8, top-p 0.95'))
+print('\n### 16 streaming clients as they sample (`-t 2 -np 16 -c 4096`, 64 tokens per request)\n')
+print('| model | sampling | loom serve gen tok/s | llama-server gen tok/s | loom ÷ llama | loom ÷ its greedy |')
+print('| --- | --- | ---: | ---: | ---: | ---: |')
+for model in models('sample'):
+    greedy = med([tok_s('loom', r) for r in load('loom-%s-sample-greedy-*.json' % model)])
+    for name, label in SAMPLING:
+        got = {server: load('%s-%s-sample-%s-*.json' % (server, model, name)) for server in ('loom', 'llama')}
+        a, b = med([tok_s('loom', r) for r in got['loom']]), med([tok_s('llama', r) for r in got['llama']])
+        print('| %s | %s | %s | %s | ×%.2f | %.2f |' % (model, label, cell([tok_s('loom', r) for r in got['loom']]),
+                                                     cell([tok_s('llama', r) for r in got['llama']]), a / b,
+                                                     a / greedy))
