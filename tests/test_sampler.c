@@ -328,7 +328,7 @@ static void reference_probs(const float *logits, int32_t n, const loom_sampler_p
 		m = keep;
 	}
 	if (p->min_p > 0) {
-		float floor = order[0].logit + (float)log(p->min_p);
+		float floor = p->min_p < 1 ? order[0].logit + (float)log(p->min_p) : order[0].logit;
 		int32_t keep = 1;
 		while (keep < m && order[keep].logit >= floor)
 			keep++;
@@ -585,6 +585,24 @@ START_TEST(rows_without_a_usable_logit)
 }
 END_TEST
 
+/* min-p keeps at least the most likely token, on either path, whatever
+ * its value. */
+START_TEST(min_p_keeps_the_most_likely)
+{
+	const float logits[] = {0.5f, 2.0f, 1.9f, -1.0f, 2.0f};
+	for (int with_k = 0; with_k < 2; with_k++)
+		for (float min_p = 1.0f; min_p <= 4.0f; min_p *= 2) {
+			loom_sampler *s = make(1.0f, with_k ? 3 : 0, 1.0f, min_p, 1.0f, 5);
+			for (int i = 0; i < 100; i++) {
+				loom_token t = loom_sampler_sample(s, logits, 5);
+				ck_assert_msg(t == 1 || t == 4, "min-p %g (top-k %d) drew %d: %s", min_p, with_k ? 3 : 0, t,
+					      loom_last_error());
+			}
+			loom_sampler_free(s);
+		}
+}
+END_TEST
+
 static Suite *sampler_suite(void)
 {
 	Suite *s = suite_create("sampler");
@@ -603,6 +621,7 @@ static Suite *sampler_suite(void)
 	tcase_add_test(tc, penalties_and_bans_as_the_reference_says);
 	tcase_add_test(tc, real_vocabulary_rows);
 	tcase_add_test(tc, rows_without_a_usable_logit);
+	tcase_add_test(tc, min_p_keeps_the_most_likely);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -260,7 +260,7 @@ static loom_status sample_candidates(loom_sampler *s, const logit_row *row, int3
 		n = i;
 	}
 	if (p->min_p > 0) {
-		float floor = c[0].logit + (float)log(p->min_p);
+		float floor = p->min_p < 1 ? c[0].logit + (float)log(p->min_p) : c[0].logit;
 		int32_t i = 1;
 		while (i < n && c[i].logit >= floor)
 			i++;
@@ -306,8 +306,8 @@ static loom_status sample_vocabulary(loom_sampler *s, const logit_row *row, loom
 		return out_of_memory();
 	const float inv_t = 1.0f / p->temperature;
 	logit_bound keep = logit_bound_all();
-	if (p->min_p > 0)
-		keep.lo = max + (float)log(p->min_p);
+	if (p->min_p > 0) /* the largest logit always stays */
+		keep.lo = p->min_p < 1 ? max + (float)log(p->min_p) : max;
 	double w = logit_row_weights(row, max, inv_t, &keep, s->block_sum);
 	double z1 = 0; /* the untempered mass of every token, which top-p is a share of */
 	if (p->top_p < 1.0f) {
