@@ -24,11 +24,11 @@
 #include "plugin_host.h"
 #include "testdata.h"
 
-#include "../backends/cpu/cpu_quant.c"
-#include "../backends/cpu/cpu_quant_act.c"
-#include "../backends/cpu/cpu_quant_k.c"
-#include "../backends/cpu/cpu_quant_k_search.c"
-#include "../backends/cpu/cpu_quant_legacy.c"
+#include "../backends/cpu/kernels/cpu_quant.c"
+#include "../backends/cpu/kernels/cpu_quant_act.c"
+#include "../backends/cpu/kernels/cpu_quant_k.c"
+#include "../backends/cpu/kernels/cpu_quant_k_search.c"
+#include "../backends/cpu/kernels/cpu_quant_legacy.c"
 
 #include <math.h>
 #include <stdio.h>

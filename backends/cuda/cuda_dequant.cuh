@@ -1,6 +1,6 @@
 /*
  * cuda_dequant.cuh - elements of every table dtype decoded to f32 on the
- * device, bit for bit as the CPU backend decodes them (cpu_convert.h,
+ * device, bit for bit as the CPU backend decodes them (cpu_half.h,
  * cpu_quant_legacy.c, cpu_quant_k.c), and fp16/bf16 encoded from f32.
  *
  * Decoding works one element at a time: element i of a row is element

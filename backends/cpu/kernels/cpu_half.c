@@ -1,5 +1,5 @@
-/* cpu_convert.c - fp16 and bf16 rows to and from f32. */
-#include "cpu_convert.h"
+/* cpu_half.c - fp16 and bf16 rows to and from f32. */
+#include "cpu_half.h"
 
 #if defined(__AVX2__) || defined(__AVX512F__)
 #include <immintrin.h>

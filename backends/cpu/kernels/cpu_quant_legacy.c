@@ -11,7 +11,7 @@
  */
 #include "cpu_quant.h"
 
-#include "cpu_convert.h"
+#include "cpu_half.h"
 
 #include <float.h>
 #include <math.h>

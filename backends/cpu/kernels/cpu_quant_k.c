@@ -12,7 +12,7 @@
  */
 #include "cpu_quant.h"
 
-#include "cpu_convert.h"
+#include "cpu_half.h"
 
 /* ---- unpacking ----
  * Q2_K and Q3_K: in each half of 128 elements, byte l of its 32 bytes of qs

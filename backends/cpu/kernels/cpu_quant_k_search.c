@@ -14,7 +14,7 @@
  */
 #include "cpu_quant.h"
 
-#include "cpu_convert.h"
+#include "cpu_half.h"
 
 #include <math.h>
 #include <string.h>

@@ -1,7 +1,7 @@
 /* cpu_arena.c - weights side by side in huge-page slabs (cpu_arena.h). */
 #include "cpu_arena.h"
 
-#include "cpu_backend.h"
+#include "cpu_share.h"
 
 #include <pthread.h>
 #include <stdint.h>

@@ -2,7 +2,7 @@
 #include "cpu_repack.h"
 
 #include "cpu_blocks.h"
-#include "cpu_convert.h"
+#include "cpu_half.h"
 #include "cpu_simd.h"
 
 #include <string.h>

@@ -21,7 +21,7 @@
 #include "cpu_backend.h"
 
 #include "cpu_amx.h"
-#include "cpu_convert.h"
+#include "cpu_half.h"
 #include "cpu_gemm.h"
 #include "cpu_quant.h"
 #include "cpu_repack.h"

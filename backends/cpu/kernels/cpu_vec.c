@@ -1,7 +1,7 @@
 /* cpu_vec.c - single-row vector kernels (see cpu_vec.h). */
 #include "cpu_vec.h"
 
-#include "cpu_convert.h"
+#include "cpu_half.h"
 #include "cpu_simd.h"
 
 #include <stddef.h>

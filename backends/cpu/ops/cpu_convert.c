@@ -1,12 +1,11 @@
 /*
- * cpu_convert_op.c - LOOM_OP_CONVERT: rows of one dtype re-encoded in
- * another, through f32 - decoded as GET_ROWS decodes, encoded with the
- * reference quantizers (cpu_quant.h). This is how `loom quantize` writes
- * its blocks.
+ * cpu_convert.c - CONVERT: rows of one dtype re-encoded in another,
+ * through f32 - decoded as GET_ROWS decodes, encoded with the reference
+ * quantizers (cpu_quant.h). This is how `loom quantize` writes its blocks.
  */
 #include "cpu_backend.h"
 
-#include "cpu_convert.h"
+#include "cpu_half.h"
 #include "cpu_quant.h"
 
 #include <string.h>

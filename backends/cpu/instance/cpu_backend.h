@@ -12,6 +12,7 @@
 #include "loom/plugin_api.h"
 
 #include "cpu_barrier.h"
+#include "cpu_share.h"
 #include "cpu_repack.h"
 
 #include <stdatomic.h>
@@ -111,8 +112,6 @@ extern const cpu_op cpu_op_scale;
 extern const cpu_op cpu_op_layer_norm;
 extern const cpu_op cpu_op_gelu;
 
-/* Scratch regions start on cache lines so threads do not share one. */
-#define CPU_ALIGN 64
 
 /* cpu-amx's plugins.yaml option: `amx: off` makes its probe refuse, as on a
  * CPU without AMX. The other variants take no options. */
@@ -122,19 +121,6 @@ extern const cpu_op cpu_op_gelu;
 #else
 #define CPU_HAS_AMX_OPTION 0
 #endif
-
-static inline size_t cpu_align_up(size_t n)
-{
-	return (n + CPU_ALIGN - 1) & ~(size_t)(CPU_ALIGN - 1);
-}
-
-/* [*lo, *hi): the share of n items that thread ith of nth works on. */
-static inline void cpu_split(int64_t n, int ith, int nth, int64_t *lo, int64_t *hi)
-{
-	int64_t per = (n + nth - 1) / nth;
-	*lo = per * ith < n ? per * ith : n;
-	*hi = *lo + per < n ? *lo + per : n;
-}
 
 /* ---- tensors ---- */
 
@@ -212,6 +198,24 @@ static inline bool cpu_rows_uniform(const loom_tensor *t)
 static inline bool cpu_is_vector(const loom_tensor *t)
 {
 	return t->ne[1] == 1 && t->ne[2] == 1 && t->ne[3] == 1;
+}
+
+/* A matrix: ne[2] and ne[3] are 1. */
+static inline bool cpu_is_matrix(const loom_tensor *t)
+{
+	return t->ne[2] == 1 && t->ne[3] == 1;
+}
+
+/* An I32 index vector of n entries. */
+static inline bool cpu_is_index_vector(const loom_tensor *t, int64_t n)
+{
+	return cpu_tensor_is(t, LOOM_DTYPE_I32) && cpu_is_vector(t) && t->ne[0] == n;
+}
+
+/* Row r of an F32 tensor. */
+static inline float *cpu_row_f32(const loom_tensor *t, int64_t r)
+{
+	return (float *)cpu_row(t, r);
 }
 
 #endif

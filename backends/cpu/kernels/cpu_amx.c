@@ -2,9 +2,9 @@
 #include "cpu_amx.h"
 
 #if defined(CPU_HAS_AMX)
-#include "cpu_backend.h"
+#include "cpu_share.h"
 #include "cpu_blocks.h"
-#include "cpu_convert.h"
+#include "cpu_half.h"
 #include "cpu_quant.h"
 #include "cpu_repack.h"
 #include "cpu_simd.h"

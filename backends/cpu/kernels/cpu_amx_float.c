@@ -9,8 +9,8 @@
 #include "cpu_amx.h"
 
 #if defined(CPU_HAS_AMX)
-#include "cpu_backend.h"
-#include "cpu_convert.h"
+#include "cpu_share.h"
+#include "cpu_half.h"
 #include "cpu_simd.h"
 
 #include <immintrin.h>

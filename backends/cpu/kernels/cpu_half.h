@@ -1,13 +1,13 @@
 /*
- * cpu_convert.h - IEEE half (fp16) and bfloat16 conversions.
+ * cpu_half.h - IEEE half (fp16) and bfloat16 rows to and from f32.
  *
  * The scalar converters are exact (fp16/bf16 -> f32) or round to nearest,
  * ties to even (f32 -> fp16/bf16), handle subnormals, infinities and NaNs
  * (NaNs come out quiet, payload kept), and agree bit for bit with F16C's
  * vcvtph2ps/vcvtps2ph, which the AVX variants use for whole rows.
  */
-#ifndef LOOM_CPU_CONVERT_H
-#define LOOM_CPU_CONVERT_H
+#ifndef LOOM_CPU_HALF_H
+#define LOOM_CPU_HALF_H
 
 #include <stdint.h>
 #include <string.h>

@@ -18,7 +18,7 @@
  */
 #include "cpu_gemm_tile.h"
 
-#include "cpu_convert.h"
+#include "cpu_half.h"
 
 #include <string.h>
 

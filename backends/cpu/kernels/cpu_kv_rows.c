@@ -19,7 +19,7 @@
 #include "cpu_kv_rows.h"
 
 #include "cpu_blocks.h"
-#include "cpu_convert.h"
+#include "cpu_half.h"
 #include "cpu_quant.h"
 #include "cpu_simd.h"
 #include "cpu_vec.h"

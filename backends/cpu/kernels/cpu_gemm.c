@@ -7,7 +7,7 @@
  */
 #include "cpu_gemm_tile.h"
 
-#include "cpu_convert.h"
+#include "cpu_half.h"
 #include "cpu_vec.h"
 
 enum weight_kind { W_F32, W_F16, W_BF16 };

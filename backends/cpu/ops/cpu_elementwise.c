@@ -1,0 +1,143 @@
+/*
+ * cpu_elementwise.c - ADD, MUL, SCALE, SWIGLU and GELU, element by element
+ * over pieces of rows. Semantics are in plugin_api.h.
+ */
+#include "cpu_backend.h"
+
+#include "cpu_vec.h"
+
+/* Elementwise ops split rows into pieces of this many elements, so that a
+ * single long row (one token) is still shared among the threads. */
+#define PIECE 1024
+
+typedef void (*piece_fn)(const loom_node *node, int64_t row, int64_t e0, int64_t len);
+
+static void for_each_piece(const loom_node *node, const cpu_task *task, piece_fn fn)
+{
+	int64_t n = node->dst->ne[0];
+	int64_t per_row = (n + PIECE - 1) / PIECE;
+	int64_t lo, hi;
+
+	cpu_split(cpu_nrows(node->dst) * per_row, task->ith, task->nth, &lo, &hi);
+	for (int64_t u = lo; u < hi; u++) {
+		int64_t e0 = (u % per_row) * PIECE;
+		fn(node, u / per_row, e0, n - e0 < PIECE ? n - e0 : PIECE);
+	}
+}
+
+/* ---- ADD, MUL ---- */
+
+static bool binary_supports(const loom_node *node)
+{
+	const loom_tensor *a = node->src[0], *b = node->src[1], *y = node->dst;
+
+	if (!cpu_tensor_is(a, LOOM_DTYPE_F32) || !cpu_tensor_is(b, LOOM_DTYPE_F32) ||
+	    !cpu_tensor_is(y, LOOM_DTYPE_F32) || !cpu_same_shape(a, y))
+		return false;
+	return cpu_same_shape(a, b) || (cpu_is_vector(b) && b->ne[0] == a->ne[0]);
+}
+
+/* src1's row for row r of src0: itself, or the one row broadcast. */
+static const float *operand_row(const loom_tensor *b, int64_t r)
+{
+	return cpu_nrows(b) == 1 ? (const float *)b->data : cpu_row_f32(b, r);
+}
+
+static void add_piece(const loom_node *node, int64_t r, int64_t e0, int64_t len)
+{
+	const float *a = cpu_row_f32(node->src[0], r) + e0;
+	const float *b = operand_row(node->src[1], r) + e0;
+	float *y = cpu_row_f32(node->dst, r) + e0;
+
+	for (int64_t i = 0; i < len; i++)
+		y[i] = a[i] + b[i];
+}
+
+static void mul_piece(const loom_node *node, int64_t r, int64_t e0, int64_t len)
+{
+	const float *a = cpu_row_f32(node->src[0], r) + e0;
+	const float *b = operand_row(node->src[1], r) + e0;
+	float *y = cpu_row_f32(node->dst, r) + e0;
+
+	for (int64_t i = 0; i < len; i++)
+		y[i] = a[i] * b[i];
+}
+
+static void add_run(const loom_node *node, const cpu_task *task)
+{
+	for_each_piece(node, task, add_piece);
+}
+
+static void mul_run(const loom_node *node, const cpu_task *task)
+{
+	for_each_piece(node, task, mul_piece);
+}
+
+const cpu_op cpu_op_add = {.supports = binary_supports, .run = add_run};
+const cpu_op cpu_op_mul = {.supports = binary_supports, .run = mul_run};
+
+/* ---- SCALE ---- */
+
+static bool scale_supports(const loom_node *node)
+{
+	const loom_tensor *x = node->src[0], *y = node->dst;
+
+	return cpu_tensor_is(x, LOOM_DTYPE_F32) && cpu_tensor_is(y, LOOM_DTYPE_F32) &&
+	       cpu_same_shape(x, y);
+}
+
+static void scale_piece(const loom_node *node, int64_t r, int64_t e0, int64_t len)
+{
+	cpu_scale_row(cpu_row_f32(node->src[0], r) + e0, node->fp[0], NULL, cpu_row_f32(node->dst, r) + e0,
+		      len);
+}
+
+static void scale_run(const loom_node *node, const cpu_task *task)
+{
+	for_each_piece(node, task, scale_piece);
+}
+
+const cpu_op cpu_op_scale = {.supports = scale_supports, .run = scale_run};
+
+/* ---- SWIGLU ---- */
+
+static bool swiglu_supports(const loom_node *node)
+{
+	const loom_tensor *g = node->src[0], *u = node->src[1], *y = node->dst;
+
+	return cpu_tensor_is(g, LOOM_DTYPE_F32) && cpu_tensor_is(u, LOOM_DTYPE_F32) &&
+	       cpu_tensor_is(y, LOOM_DTYPE_F32) && cpu_same_shape(g, y) && cpu_same_shape(u, y);
+}
+
+static void swiglu_piece(const loom_node *node, int64_t r, int64_t e0, int64_t len)
+{
+	cpu_swiglu_row(cpu_row_f32(node->src[0], r) + e0, cpu_row_f32(node->src[1], r) + e0,
+		       cpu_row_f32(node->dst, r) + e0, len);
+}
+
+static void swiglu_run(const loom_node *node, const cpu_task *task)
+{
+	for_each_piece(node, task, swiglu_piece);
+}
+
+const cpu_op cpu_op_swiglu = {.supports = swiglu_supports, .run = swiglu_run};
+
+/* ---- GELU ---- */
+
+static bool gelu_supports(const loom_node *node)
+{
+	return scale_supports(node) && (node->ip[0] == LOOM_GELU_TANH || node->ip[0] == LOOM_GELU_ERF);
+}
+
+static void gelu_piece(const loom_node *node, int64_t r, int64_t e0, int64_t len)
+{
+	cpu_gelu_row(cpu_row_f32(node->src[0], r) + e0, cpu_row_f32(node->dst, r) + e0, len,
+		     (loom_gelu_kind)node->ip[0]);
+}
+
+static void gelu_run(const loom_node *node, const cpu_task *task)
+{
+	for_each_piece(node, task, gelu_piece);
+}
+
+const cpu_op cpu_op_gelu = {.supports = gelu_supports, .run = gelu_run};
