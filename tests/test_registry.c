@@ -38,6 +38,7 @@ static const char broken_yaml[] =
 	"backend: auto\n"
 	"backends:\n"
 	FAKE("bad-abi", "bad_abi.so")
+	FAKE("old-abi", "old_abi.so")
 	FAKE("no-entry", "no_entry.so")
 	"  - name: not-a-library\n"
 	"    file: ./fake.so\n"
@@ -249,6 +250,7 @@ struct rejection {
 
 static const struct rejection rejections[] = {
 	{"bad-abi", false, LOOM_LOG_WARN, "incompatible ABI version"},
+	{"old-abi", false, LOOM_LOG_WARN, "rebuild it against this loom's loom/plugin_api.h"},
 	{"no-entry", false, LOOM_LOG_WARN, "no entry symbol '" LOOM_PLUGIN_ENTRY_SYMBOL "'"},
 	{"not-a-library", false, LOOM_LOG_WARN, "cannot load"},
 	{"unmet-cpu", true, LOOM_LOG_INFO, "unusable on this machine: CPU lacks AVX9000"},
@@ -301,6 +303,12 @@ START_TEST(reasons_carry_their_details)
 	loom_plugin_info pi = plugin_info(rt, "bad-abi");
 	ck_assert_msg(strstr(pi.why, abi) != NULL, "bad-abi: why \"%s\" lacks %s", pi.why, abi);
 	ck_assert_msg(pi.version == NULL, "bad-abi: version %s, though it never loaded", pi.version);
+	/* A plugin built for an older version is refused the same way: its
+	 * ops may mean what they meant then. */
+	snprintf(abi, sizeof(abi), "(plugin: %d, loom: %d)", LOOM_PLUGIN_ABI_VERSION - 1, LOOM_PLUGIN_ABI_VERSION);
+	pi = plugin_info(rt, "old-abi");
+	ck_assert_msg(strstr(pi.why, abi) != NULL, "old-abi: why \"%s\" lacks %s", pi.why, abi);
+	ck_assert_msg(pi.version == NULL, "old-abi: version %s, though it never loaded", pi.version);
 
 	/* dlopen's own text follows "cannot load", and the path is resolved
 	 * against the directory of plugins.yaml. */

@@ -166,14 +166,6 @@ static loom_status cuda_buffer_download(void *backend, const loom_buffer *buf, s
 	return st == LOOM_OK ? cuda_status(be, cudaStreamSynchronize(be->stream), "downloading") : st;
 }
 
-static loom_status cuda_buffer_copy(void *backend, loom_buffer *dst, size_t dst_offset, const loom_buffer *src,
-				    size_t src_offset, size_t size)
-{
-	cuda_backend *be = (cuda_backend *)backend;
-	return cuda_status(be, cudaMemcpyAsync((char *)dst->base + dst_offset, (const char *)src->base + src_offset,
-					       size, cudaMemcpyDeviceToDevice, be->stream), "copying within the device");
-}
-
 /* ---- compute ---- */
 
 static bool cuda_supports(void *backend, const loom_node *node)
@@ -252,6 +244,5 @@ const loom_backend_vtable cuda_backend_vtable = {
 	.compute = cuda_compute,
 	.weight_repack = NULL,
 	.device_info = cuda_device_info,
-	.buffer_copy = cuda_buffer_copy,
 	.compute_timed = NULL,
 };

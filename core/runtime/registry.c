@@ -98,7 +98,9 @@ static void load_plugin(loom_plugin *p)
 		return;
 	}
 	if (desc->abi_version != LOOM_PLUGIN_ABI_VERSION) {
-		reject(p, LOOM_LOG_WARN, "incompatible ABI version (plugin: %u, loom: %d)",
+		reject(p, LOOM_LOG_WARN,
+		       "incompatible ABI version (plugin: %u, loom: %d): rebuild it against this loom's "
+		       "loom/plugin_api.h",
 		       desc->abi_version, LOOM_PLUGIN_ABI_VERSION);
 		return;
 	}

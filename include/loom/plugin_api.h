@@ -6,10 +6,24 @@
  *     const loom_plugin_desc *loom_plugin_entry(void);
  *
  * returning a pointer to a static descriptor. The core reads abi_version
- * before touching anything else and rejects a plugin whose major ABI differs
- * from LOOM_PLUGIN_ABI_VERSION. Every vtable starts with struct_size so it can
- * grow at the end without breaking older plugins: the core only calls a slot
- * that lies inside struct_size and is not NULL.
+ * before touching anything else and refuses a plugin whose number is not
+ * exactly LOOM_PLUGIN_ABI_VERSION, saying both numbers and to rebuild it.
+ *
+ * The rules that number keeps:
+ *   - It goes up, and every plugin is rebuilt, when anything a plugin
+ *     already relies on changes: a struct's fields or their order (beyond
+ *     the growth below), a slot's signature or meaning, an enum value's
+ *     number, or an op's sources, parameters or result - including an op
+ *     parameter that was unused gaining a meaning an older plugin would
+ *     ignore (ROPE's YaRN parameters were one, the Q4_0 cache another:
+ *     version 2).
+ *   - It stays when a slot is added at a vtable's end (an older plugin's
+ *     struct_size stops before it, and the core treats the slot as absent:
+ *     the core only calls a slot that lies inside struct_size and is not
+ *     NULL), or when an op or dtype is added under a new number, never a
+ *     reused one (a plugin's supports() refuses a node it does not know).
+ *   - An op's meaning is its text below; a change to it is a change of the
+ *     ABI, so that a plugin never computes an op by an older meaning.
  *
  * Plugins include only this header (and loom.h for the shared enums); they
  * link against nothing of loom's. Everything they need from the core comes
@@ -29,7 +43,7 @@
 extern "C" {
 #endif
 
-#define LOOM_PLUGIN_ABI_VERSION 1
+#define LOOM_PLUGIN_ABI_VERSION 2
 #define LOOM_PLUGIN_ENTRY_SYMBOL "loom_plugin_entry"
 
 /* True if slot `member` of vtable `vt` exists in the plugin's version of the
@@ -333,13 +347,6 @@ typedef struct loom_backend_vtable {
 	 * context fit. NULL slot: the host's memory, which the core does not
 	 * budget. */
 	loom_status (*device_info)(void *backend, loom_device_info *out);
-
-	/* (optional) Copy size bytes from src at src_offset to dst at
-	 * dst_offset, within the backend (dst and src may be one buffer if the
-	 * ranges do not overlap), ordered after any compute before it. NULL
-	 * slot: the core copies through host memory. */
-	loom_status (*buffer_copy)(void *backend, loom_buffer *dst, size_t dst_offset, const loom_buffer *src,
-				   size_t src_offset, size_t size);
 
 	/* (optional) compute, also writing into node_ns[i] the nanoseconds
 	 * node i took: from the end of the node before it (the start of the
