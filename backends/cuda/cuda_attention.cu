@@ -36,17 +36,17 @@ static bool attention_supports(const loom_node *node)
 	const loom_tensor *mask = node->src[3], *y = node->dst;
 	int n_head = node->ip[0], n_head_kv = node->ip[1];
 
-	if (!cuda_tensor_is(q, LOOM_DTYPE_F32) || !cuda_tensor_is(y, LOOM_DTYPE_F32) || q->ne[3] != 1 ||
+	if (!loom_tensor_is(q, LOOM_DTYPE_F32) || !loom_tensor_is(y, LOOM_DTYPE_F32) || q->ne[3] != 1 ||
 	    q->ne[0] > ATTN_MAX_HEAD_DIM)
 		return false;
 	if (n_head != q->ne[1] || n_head_kv <= 0 || n_head % n_head_kv != 0)
 		return false;
-	if (!cuda_tensor_is(k, LOOM_DTYPE_F32) && !cuda_tensor_is(k, LOOM_DTYPE_F16))
+	if (!loom_tensor_is(k, LOOM_DTYPE_F32) && !loom_tensor_is(k, LOOM_DTYPE_F16))
 		return false;
-	if (!cuda_tensor_is(v, k->dtype) || !cuda_same_shape(k, v) || k->ne[2] != 1 || k->ne[3] != 1 ||
+	if (!loom_tensor_is(v, k->dtype) || !loom_tensor_same_shape(k, v) || k->ne[2] != 1 || k->ne[3] != 1 ||
 	    k->ne[0] != q->ne[0] * n_head_kv)
 		return false;
-	if (mask != NULL && (!cuda_tensor_is(mask, LOOM_DTYPE_F32) || mask->ne[0] != k->ne[1] ||
+	if (mask != NULL && (!loom_tensor_is(mask, LOOM_DTYPE_F32) || mask->ne[0] != k->ne[1] ||
 			     mask->ne[1] != q->ne[2] || mask->ne[2] != 1 || mask->ne[3] != 1))
 		return false;
 	return y->ne[0] == q->ne[0] * n_head && y->ne[1] == q->ne[2] && y->ne[2] == 1 && y->ne[3] == 1;

@@ -67,47 +67,9 @@ extern const cuda_op cuda_op_convert;
 extern const cuda_op cuda_op_layer_norm;
 extern const cuda_op cuda_op_gelu;
 
-/* ---- tensors, on the host (supports) ---- */
-
-static inline int64_t cuda_nrows(const loom_tensor *t)
-{
-	return t->ne[1] * t->ne[2] * t->ne[3];
-}
-
-/* A known dtype in the standard layout, positive extents, whole blocks
- * packed along dimension 0. Strides of dimensions 1..3 are free. */
-static inline bool cuda_tensor_ok(const loom_tensor *t)
-{
-	if (t == NULL || t->layout != 0)
-		return false;
-	loom_dtype_layout l = loom_dtype_layout_of(t->dtype);
-	if (l.block == 0)
-		return false;
-	for (int i = 0; i < LOOM_MAX_DIMS; i++)
-		if (t->ne[i] < 1)
-			return false;
-	return t->ne[0] % l.block == 0 && t->nb[0] == l.block_bytes;
-}
-
-static inline bool cuda_tensor_is(const loom_tensor *t, loom_dtype type)
-{
-	return cuda_tensor_ok(t) && t->dtype == type;
-}
-
-static inline bool cuda_same_shape(const loom_tensor *a, const loom_tensor *b)
-{
-	for (int i = 0; i < LOOM_MAX_DIMS; i++)
-		if (a->ne[i] != b->ne[i])
-			return false;
-	return true;
-}
-
-static inline bool cuda_is_vector(const loom_tensor *t)
-{
-	return t->ne[1] == 1 && t->ne[2] == 1 && t->ne[3] == 1;
-}
-
 /* ---- tensors, on the device ---- */
+
+/* (On the host, supports() uses the SDK's predicates: plugin_api.h.) */
 
 /* Where a tensor's rows are: row r counts over dimensions 1..3 in order,
  * as on the CPU. Passed to kernels by value. */

@@ -62,8 +62,8 @@ static bool convert_supports(const loom_node *node)
 {
 	const loom_tensor *x = node->src[0], *y = node->dst;
 
-	return cuda_tensor_ok(x) && cuda_tensor_ok(y) && cuda_dequant_supports(x->dtype) &&
-	       cuda_dequant_supports(y->dtype) && cuda_same_shape(x, y);
+	return loom_tensor_standard(x) && loom_tensor_standard(y) && cuda_dequant_supports(x->dtype) &&
+	       cuda_dequant_supports(y->dtype) && loom_tensor_same_shape(x, y);
 }
 
 typedef void (*element_kernel)(cuda_rows, cuda_rows, loom_dtype, int64_t, int64_t);
@@ -99,7 +99,7 @@ static block_kernel block_kernel_for(loom_dtype dst_type)
 static loom_status convert_run(cuda_backend *be, const loom_node *node, void *work, int node_index)
 {
 	const loom_tensor *x = node->src[0], *y = node->dst;
-	int64_t n = y->ne[0], n_rows = cuda_nrows(y);
+	int64_t n = y->ne[0], n_rows = loom_tensor_nrows(y);
 	block_kernel blocks = block_kernel_for(y->dtype);
 	(void)work;
 	(void)node_index;

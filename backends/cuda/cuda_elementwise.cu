@@ -71,12 +71,12 @@ template <ew_kind K>
 static loom_status ew_launch(cuda_backend *be, const loom_tensor *a, const loom_tensor *b, const loom_tensor *y,
 			     float param, const char *what)
 {
-	int64_t n = y->ne[0], nrows = cuda_nrows(y);
+	int64_t n = y->ne[0], nrows = loom_tensor_nrows(y);
 	dim3 grid((unsigned)((n + EW_THREADS - 1) / EW_THREADS),
 		  (unsigned)(nrows < EW_MAX_GRID_Y ? nrows : EW_MAX_GRID_Y));
 	cuda_rows b_rows = cuda_rows_of(b != NULL ? b : a);
 	ew_kernel<K><<<grid, EW_THREADS, 0, be->stream>>>(cuda_rows_of(y), cuda_rows_of(a), b_rows,
-							  b != NULL && cuda_nrows(b) == 1, n, nrows, param);
+							  b != NULL && loom_tensor_nrows(b) == 1, n, nrows, param);
 	return cuda_launched(be, what);
 }
 
@@ -86,10 +86,10 @@ static bool binary_supports(const loom_node *node)
 {
 	const loom_tensor *a = node->src[0], *b = node->src[1], *y = node->dst;
 
-	if (!cuda_tensor_is(a, LOOM_DTYPE_F32) || !cuda_tensor_is(b, LOOM_DTYPE_F32) ||
-	    !cuda_tensor_is(y, LOOM_DTYPE_F32) || !cuda_same_shape(a, y))
+	if (!loom_tensor_is(a, LOOM_DTYPE_F32) || !loom_tensor_is(b, LOOM_DTYPE_F32) ||
+	    !loom_tensor_is(y, LOOM_DTYPE_F32) || !loom_tensor_same_shape(a, y))
 		return false;
-	return cuda_same_shape(a, b) || (cuda_is_vector(b) && b->ne[0] == a->ne[0]);
+	return loom_tensor_same_shape(a, b) || (loom_tensor_is_vector(b) && b->ne[0] == a->ne[0]);
 }
 
 static loom_status add_run(cuda_backend *be, const loom_node *node, void *, int)
@@ -111,7 +111,7 @@ static bool unary_supports(const loom_node *node)
 {
 	const loom_tensor *x = node->src[0], *y = node->dst;
 
-	return cuda_tensor_is(x, LOOM_DTYPE_F32) && cuda_tensor_is(y, LOOM_DTYPE_F32) && cuda_same_shape(x, y);
+	return loom_tensor_is(x, LOOM_DTYPE_F32) && loom_tensor_is(y, LOOM_DTYPE_F32) && loom_tensor_same_shape(x, y);
 }
 
 static loom_status scale_run(cuda_backend *be, const loom_node *node, void *, int)
@@ -127,8 +127,8 @@ static bool swiglu_supports(const loom_node *node)
 {
 	const loom_tensor *g = node->src[0], *u = node->src[1], *y = node->dst;
 
-	return cuda_tensor_is(g, LOOM_DTYPE_F32) && cuda_tensor_is(u, LOOM_DTYPE_F32) &&
-	       cuda_tensor_is(y, LOOM_DTYPE_F32) && cuda_same_shape(g, y) && cuda_same_shape(u, y);
+	return loom_tensor_is(g, LOOM_DTYPE_F32) && loom_tensor_is(u, LOOM_DTYPE_F32) &&
+	       loom_tensor_is(y, LOOM_DTYPE_F32) && loom_tensor_same_shape(g, y) && loom_tensor_same_shape(u, y);
 }
 
 static loom_status swiglu_run(cuda_backend *be, const loom_node *node, void *, int)

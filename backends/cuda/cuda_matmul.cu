@@ -32,9 +32,9 @@ static bool matmul_supports(const loom_node *node)
 {
 	const loom_tensor *w = node->src[0], *x = node->src[1], *y = node->dst;
 
-	if (!cuda_tensor_ok(w) || !weight_type_ok(w->dtype))
+	if (!loom_tensor_standard(w) || !weight_type_ok(w->dtype))
 		return false;
-	if (!cuda_tensor_is(x, LOOM_DTYPE_F32) || !cuda_tensor_is(y, LOOM_DTYPE_F32))
+	if (!loom_tensor_is(x, LOOM_DTYPE_F32) || !loom_tensor_is(y, LOOM_DTYPE_F32))
 		return false;
 	if (w->ne[2] != 1 || w->ne[3] != 1 || x->ne[0] != w->ne[0] || y->ne[0] != w->ne[1])
 		return false;
@@ -47,7 +47,7 @@ static bool matmul_supports(const loom_node *node)
 		return false;
 	if (!f32_strides_ok(x) || !f32_strides_ok(y))
 		return false;
-	return w->ne[0] <= INT_MAX && w->ne[1] <= INT_MAX && cuda_nrows(x) <= CUDA_MATMUL_MAX_TOKENS;
+	return w->ne[0] <= INT_MAX && w->ne[1] <= INT_MAX && loom_tensor_nrows(x) <= CUDA_MATMUL_MAX_TOKENS;
 }
 
 /* The Q8_1 activations of quantized weights. */
@@ -57,7 +57,7 @@ static size_t matmul_work_size(const loom_node *node)
 
 	if (!cuda_matmul_is_quant(w->dtype))
 		return 0;
-	return (size_t)cuda_nrows(x) * (size_t)(x->ne[0] / CUDA_QK) * sizeof(cuda_block_q8_1);
+	return (size_t)loom_tensor_nrows(x) * (size_t)(x->ne[0] / CUDA_QK) * sizeof(cuda_block_q8_1);
 }
 
 static loom_status matmul_run(cuda_backend *be, const loom_node *node, void *work, int node_index)

@@ -32,7 +32,7 @@ static inline cuda_matmul_shape cuda_matmul_shape_of(const loom_node *node)
 {
 	const loom_tensor *w = node->src[0];
 	cuda_matmul_shape s = {(const char *)w->data, w->nb[1], (int)w->ne[0], (int)w->ne[1],
-			       (int)cuda_nrows(node->src[1]), cuda_rows_of(node->src[1]), cuda_rows_of(node->dst)};
+			       (int)loom_tensor_nrows(node->src[1]), cuda_rows_of(node->src[1]), cuda_rows_of(node->dst)};
 	return s;
 }
 

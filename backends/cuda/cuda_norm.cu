@@ -25,14 +25,14 @@ static unsigned norm_blocks(int64_t nrows)
 /* A weight or bias: ne[0] F32 elements broadcast over the rows. */
 static bool is_row_param(const loom_tensor *p, int64_t n)
 {
-	return p == NULL || (cuda_tensor_is(p, LOOM_DTYPE_F32) && cuda_is_vector(p) && p->ne[0] == n);
+	return p == NULL || (loom_tensor_is(p, LOOM_DTYPE_F32) && loom_tensor_is_vector(p) && p->ne[0] == n);
 }
 
 static bool norm_supports(const loom_node *node)
 {
 	const loom_tensor *x = node->src[0], *y = node->dst;
 
-	return cuda_tensor_is(x, LOOM_DTYPE_F32) && cuda_tensor_is(y, LOOM_DTYPE_F32) && cuda_same_shape(x, y) &&
+	return loom_tensor_is(x, LOOM_DTYPE_F32) && loom_tensor_is(y, LOOM_DTYPE_F32) && loom_tensor_same_shape(x, y) &&
 	       is_row_param(node->src[1], x->ne[0]);
 }
 
@@ -59,7 +59,7 @@ static __global__ void rms_norm_kernel(cuda_rows y, cuda_rows x, const float *w,
 static loom_status rms_norm_run(cuda_backend *be, const loom_node *node, void *, int)
 {
 	const loom_tensor *x = node->src[0], *w = node->src[1], *y = node->dst;
-	int64_t nrows = cuda_nrows(x);
+	int64_t nrows = loom_tensor_nrows(x);
 
 	rms_norm_kernel<<<norm_blocks(nrows), NORM_THREADS, 0, be->stream>>>(
 		cuda_rows_of(y), cuda_rows_of(x), w != NULL ? (const float *)w->data : NULL, x->ne[0], nrows,
@@ -107,7 +107,7 @@ static __global__ void layer_norm_kernel(cuda_rows y, cuda_rows x, const float *
 static loom_status layer_norm_run(cuda_backend *be, const loom_node *node, void *, int)
 {
 	const loom_tensor *x = node->src[0], *w = node->src[1], *b = node->src[2], *y = node->dst;
-	int64_t nrows = cuda_nrows(x);
+	int64_t nrows = loom_tensor_nrows(x);
 
 	layer_norm_kernel<<<norm_blocks(nrows), NORM_THREADS, 0, be->stream>>>(
 		cuda_rows_of(y), cuda_rows_of(x), w != NULL ? (const float *)w->data : NULL,

@@ -74,9 +74,4 @@ static const loom_plugin_desc cuda_descriptor = {
 	.vtable = &cuda_backend_vtable,
 };
 
-LOOM_API const loom_plugin_desc *loom_plugin_entry(void);
-
-const loom_plugin_desc *loom_plugin_entry(void)
-{
-	return &cuda_descriptor;
-}
+LOOM_PLUGIN_DEFINE(cuda_descriptor)

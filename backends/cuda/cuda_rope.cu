@@ -25,15 +25,15 @@ static bool rope_supports(const loom_node *node)
 	const loom_tensor *x = node->src[0], *pos = node->src[1], *y = node->dst;
 	int n_rot = node->ip[0], style = node->ip[1];
 
-	if (!cuda_tensor_is(x, LOOM_DTYPE_F32) || !cuda_tensor_is(y, LOOM_DTYPE_F32) || !cuda_same_shape(x, y) ||
+	if (!loom_tensor_is(x, LOOM_DTYPE_F32) || !loom_tensor_is(y, LOOM_DTYPE_F32) || !loom_tensor_same_shape(x, y) ||
 	    x->ne[3] != 1)
 		return false;
-	if (!cuda_tensor_is(pos, LOOM_DTYPE_I32) || !cuda_is_vector(pos) || pos->ne[0] != x->ne[2])
+	if (!loom_tensor_is(pos, LOOM_DTYPE_I32) || !loom_tensor_is_vector(pos) || pos->ne[0] != x->ne[2])
 		return false;
 	if (n_rot <= 0 || n_rot % 2 != 0 || n_rot > x->ne[0])
 		return false;
 	const loom_tensor *ff = node->src[2];
-	if (ff != NULL && (!cuda_tensor_is(ff, LOOM_DTYPE_F32) || !cuda_is_vector(ff) || ff->ne[0] != n_rot / 2))
+	if (ff != NULL && (!loom_tensor_is(ff, LOOM_DTYPE_F32) || !loom_tensor_is_vector(ff) || ff->ne[0] != n_rot / 2))
 		return false;
 	if (node->fp[2] > 0 && node->ip[2] <= 0)
 		return false;

@@ -58,7 +58,7 @@ static loom_status launch(cuda_backend *be, copy_rows_kernel kernel, const loom_
 /* An I32 index vector of n entries. */
 static bool is_index_vector(const loom_tensor *t, int64_t n)
 {
-	return cuda_tensor_is(t, LOOM_DTYPE_I32) && cuda_is_vector(t) && t->ne[0] == n;
+	return loom_tensor_is(t, LOOM_DTYPE_I32) && loom_tensor_is_vector(t) && t->ne[0] == n;
 }
 
 static bool is_matrix(const loom_tensor *t)
@@ -72,9 +72,9 @@ static bool get_rows_supports(const loom_node *node)
 {
 	const loom_tensor *table = node->src[0], *idx = node->src[1], *dst = node->dst;
 
-	if (!cuda_tensor_ok(table) || !is_matrix(table) || !cuda_dequant_supports(table->dtype))
+	if (!loom_tensor_standard(table) || !is_matrix(table) || !cuda_dequant_supports(table->dtype))
 		return false;
-	return cuda_tensor_is(dst, LOOM_DTYPE_F32) && is_matrix(dst) && dst->ne[0] == table->ne[0] &&
+	return loom_tensor_is(dst, LOOM_DTYPE_F32) && is_matrix(dst) && dst->ne[0] == table->ne[0] &&
 	       is_index_vector(idx, dst->ne[1]);
 }
 
@@ -107,9 +107,9 @@ static bool kv_store_supports(const loom_node *node)
 {
 	const loom_tensor *x = node->src[0], *idx = node->src[1], *cache = node->dst;
 
-	if (!cuda_tensor_is(x, LOOM_DTYPE_F32) || !is_matrix(x))
+	if (!loom_tensor_is(x, LOOM_DTYPE_F32) || !is_matrix(x))
 		return false;
-	if (!cuda_tensor_is(cache, LOOM_DTYPE_F32) && !cuda_tensor_is(cache, LOOM_DTYPE_F16))
+	if (!loom_tensor_is(cache, LOOM_DTYPE_F32) && !loom_tensor_is(cache, LOOM_DTYPE_F16))
 		return false;
 	return is_matrix(cache) && cache->ne[0] == x->ne[0] && is_index_vector(idx, x->ne[1]);
 }

@@ -38,18 +38,6 @@ int loom_backend_probe(const loom_plugin *p, char *why, size_t why_size)
 	return p->desc->probe(&args, why, why_size);
 }
 
-const char *loom_op_name(loom_op op)
-{
-	static const char *const names[LOOM_OP_COUNT] = {
-		[LOOM_OP_NONE] = "NONE",	     [LOOM_OP_GET_ROWS] = "GET_ROWS", [LOOM_OP_RMS_NORM] = "RMS_NORM",
-		[LOOM_OP_MATMUL] = "MATMUL",	     [LOOM_OP_ADD] = "ADD",	      [LOOM_OP_MUL] = "MUL",
-		[LOOM_OP_ROPE] = "ROPE",	     [LOOM_OP_KV_STORE] = "KV_STORE", [LOOM_OP_ATTENTION] = "ATTENTION",
-		[LOOM_OP_SWIGLU] = "SWIGLU",	     [LOOM_OP_SCALE] = "SCALE",	      [LOOM_OP_CONVERT] = "CONVERT",
-		[LOOM_OP_LAYER_NORM] = "LAYER_NORM", [LOOM_OP_GELU] = "GELU",
-	};
-	return op >= 0 && op < LOOM_OP_COUNT && names[op] != NULL ? names[op] : "an unknown op";
-}
-
 const char *loom_backend_name(const loom_backend *be)
 {
 	return be->plugin != NULL ? be->plugin->name : "(none)";

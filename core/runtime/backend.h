@@ -32,9 +32,6 @@ const char *loom_backend_missing_slot(const loom_backend_vtable *vt);
  * why saying why). */
 int loom_backend_probe(const loom_plugin *p, char *why, size_t why_size);
 
-/* The name of an op as docs/plugins.md spells it ("MATMUL"). */
-const char *loom_op_name(loom_op op);
-
 /* Creates an instance of plugin p, which must be a loaded backend. */
 loom_status loom_backend_start(loom_backend *be, const loom_plugin *p, const loom_backend_options *opts);
 /* Frees the instance, if any; be may then be started again. */

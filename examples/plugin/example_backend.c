@@ -38,38 +38,23 @@ static bool is_i32_vector(const loom_tensor *t, int64_t n)
 	       t->ne[1] == 1 && t->ne[2] == 1 && t->ne[3] == 1;
 }
 
-static bool same_shape(const loom_tensor *a, const loom_tensor *b)
-{
-	for (int d = 0; d < LOOM_MAX_DIMS; d++)
-		if (a->ne[d] != b->ne[d])
-			return false;
-	return true;
-}
-
-static int64_t n_rows(const loom_tensor *t)
-{
-	return t->ne[1] * t->ne[2] * t->ne[3];
-}
-
-/* Row r, counting rows over dimensions 1..3 in order. Views (a head of a
- * fused projection, a window of the cache) have strides of their own, so
- * a row's place comes from nb, never from r * ne[0]. */
+/* Row r of an f32 tensor (the SDK's loom_tensor_row: views have strides of
+ * their own). */
 static float *row(const loom_tensor *t, int64_t r)
 {
-	int64_t i1 = r % t->ne[1], i2 = (r / t->ne[1]) % t->ne[2], i3 = r / (t->ne[1] * t->ne[2]);
-	return (float *)((char *)t->data + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3]);
+	return (float *)loom_tensor_row(t, r);
 }
 
 /* src1 of a binary op: the same shape as src0, or one row for every row. */
 static bool broadcasts_to(const loom_tensor *b, const loom_tensor *a)
 {
-	return is_f32(b) && b->ne[0] == a->ne[0] && (same_shape(a, b) || n_rows(b) == 1);
+	return is_f32(b) && b->ne[0] == a->ne[0] && (loom_tensor_same_shape(a, b) || loom_tensor_nrows(b) == 1);
 }
 
 /* An optional per-column vector (a norm's weight or bias). */
 static bool optional_vector(const loom_tensor *v, int64_t n)
 {
-	return v == NULL || (is_f32(v) && v->ne[0] == n && n_rows(v) == 1);
+	return v == NULL || (is_f32(v) && v->ne[0] == n && loom_tensor_nrows(v) == 1);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -79,7 +64,7 @@ static bool rope_supported(const loom_node *node)
 {
 	const loom_tensor *x = node->src[0], *ff = node->src[2];
 	int n_rot = node->ip[0], style = node->ip[1];
-	if (!is_f32(x) || !same_shape(x, node->dst) || x->ne[3] != 1 || !is_i32_vector(node->src[1], x->ne[2]))
+	if (!is_f32(x) || !loom_tensor_same_shape(x, node->dst) || x->ne[3] != 1 || !is_i32_vector(node->src[1], x->ne[2]))
 		return false;
 	if (n_rot <= 0 || n_rot % 2 != 0 || n_rot > x->ne[0])
 		return false;
@@ -93,7 +78,7 @@ static bool attention_supported(const loom_node *node)
 {
 	const loom_tensor *q = node->src[0], *k = node->src[1], *v = node->src[2], *mask = node->src[3];
 	int n_head = node->ip[0], n_head_kv = node->ip[1];
-	if (!is_f32(q) || !is_f32(k) || !is_f32(v) || !same_shape(k, v) || q->ne[1] != n_head)
+	if (!is_f32(q) || !is_f32(k) || !is_f32(v) || !loom_tensor_same_shape(k, v) || q->ne[1] != n_head)
 		return false;
 	if (n_head_kv <= 0 || n_head % n_head_kv != 0 || k->ne[0] != q->ne[0] * n_head_kv)
 		return false;
@@ -110,28 +95,28 @@ static bool example_supports(void *backend, const loom_node *node)
 		return false;
 	switch (node->op) {
 	case LOOM_OP_GET_ROWS:
-		return is_f32(a) && is_i32_vector(b, n_rows(y)) && a->ne[0] == y->ne[0];
+		return is_f32(a) && is_i32_vector(b, loom_tensor_nrows(y)) && a->ne[0] == y->ne[0];
 	case LOOM_OP_MATMUL:
 		return is_f32(a) && is_f32(b) && a->ne[0] == b->ne[0] && y->ne[0] == a->ne[1] &&
-		       n_rows(y) == n_rows(b) && n_rows(a) == a->ne[1];
+		       loom_tensor_nrows(y) == loom_tensor_nrows(b) && loom_tensor_nrows(a) == a->ne[1];
 	case LOOM_OP_RMS_NORM:
-		return is_f32(a) && same_shape(a, y) && optional_vector(b, a->ne[0]);
+		return is_f32(a) && loom_tensor_same_shape(a, y) && optional_vector(b, a->ne[0]);
 	case LOOM_OP_LAYER_NORM:
-		return is_f32(a) && same_shape(a, y) && optional_vector(b, a->ne[0]) &&
+		return is_f32(a) && loom_tensor_same_shape(a, y) && optional_vector(b, a->ne[0]) &&
 		       optional_vector(node->src[2], a->ne[0]);
 	case LOOM_OP_ADD:
 	case LOOM_OP_MUL:
-		return is_f32(a) && same_shape(a, y) && broadcasts_to(b, a);
+		return is_f32(a) && loom_tensor_same_shape(a, y) && broadcasts_to(b, a);
 	case LOOM_OP_SWIGLU:
-		return is_f32(a) && is_f32(b) && same_shape(a, y) && same_shape(a, b);
+		return is_f32(a) && is_f32(b) && loom_tensor_same_shape(a, y) && loom_tensor_same_shape(a, b);
 	case LOOM_OP_SCALE:
-		return is_f32(a) && same_shape(a, y);
+		return is_f32(a) && loom_tensor_same_shape(a, y);
 	case LOOM_OP_GELU:
-		return is_f32(a) && same_shape(a, y) && (node->ip[0] == LOOM_GELU_TANH || node->ip[0] == LOOM_GELU_ERF);
+		return is_f32(a) && loom_tensor_same_shape(a, y) && (node->ip[0] == LOOM_GELU_TANH || node->ip[0] == LOOM_GELU_ERF);
 	case LOOM_OP_ROPE:
 		return rope_supported(node);
 	case LOOM_OP_KV_STORE:
-		return is_f32(a) && is_i32_vector(b, n_rows(a)) && a->ne[0] == y->ne[0];
+		return is_f32(a) && is_i32_vector(b, loom_tensor_nrows(a)) && a->ne[0] == y->ne[0];
 	case LOOM_OP_ATTENTION:
 		return attention_supported(node);
 	default:
@@ -151,10 +136,10 @@ static loom_status copy_rows(const example_backend *be, const loom_node *node, b
 	const loom_tensor *src = node->src[0], *dst = node->dst, *indexed = scatter ? dst : src;
 	const int32_t *index = node->src[1]->data;
 	for (int64_t r = 0; r < node->src[1]->ne[0]; r++) {
-		if (index[r] < 0 || index[r] >= n_rows(indexed)) {
-			be->host->set_error("example-f32: %s index %d outside %s's %lld rows",
-					    scatter ? "KV_STORE" : "GET_ROWS", index[r],
-					    indexed->name != NULL ? indexed->name : "the tensor", (long long)n_rows(indexed));
+		if (index[r] < 0 || index[r] >= loom_tensor_nrows(indexed)) {
+			be->host->set_error("example-f32: %s index %d outside %s's %lld rows", loom_op_name(node->op),
+					    index[r], indexed->name != NULL ? indexed->name : "the tensor",
+					    (long long)loom_tensor_nrows(indexed));
 			return LOOM_ERR_INVALID_ARGUMENT;
 		}
 		memcpy(scatter ? row(dst, index[r]) : row(dst, r), scatter ? row(src, r) : row(src, index[r]),
@@ -166,7 +151,7 @@ static loom_status copy_rows(const example_backend *be, const loom_node *node, b
 static void matmul(const loom_node *node)
 {
 	const loom_tensor *w = node->src[0], *x = node->src[1], *y = node->dst;
-	for (int64_t t = 0; t < n_rows(x); t++) {
+	for (int64_t t = 0; t < loom_tensor_nrows(x); t++) {
 		const float *xt = row(x, t);
 		float *yt = row(y, t);
 		for (int64_t o = 0; o < w->ne[1]; o++) {
@@ -187,7 +172,7 @@ static void norm(const loom_node *node, bool centre)
 	const float *weight = node->src[1] != NULL ? node->src[1]->data : NULL;
 	const float *bias = centre && node->src[2] != NULL ? node->src[2]->data : NULL;
 	int64_t n = x->ne[0];
-	for (int64_t r = 0; r < n_rows(x); r++) {
+	for (int64_t r = 0; r < loom_tensor_nrows(x); r++) {
 		const float *xr = row(x, r);
 		float *yr = row(y, r);
 		double mean = 0, squares = 0;
@@ -221,8 +206,8 @@ static float gelu(float x, int kind)
 static void elementwise(const loom_node *node)
 {
 	const loom_tensor *a = node->src[0], *b = node->src[1], *y = node->dst;
-	for (int64_t r = 0; r < n_rows(a); r++) {
-		const float *ar = row(a, r), *br = b != NULL ? row(b, n_rows(b) == 1 ? 0 : r) : NULL;
+	for (int64_t r = 0; r < loom_tensor_nrows(a); r++) {
+		const float *ar = row(a, r), *br = b != NULL ? row(b, loom_tensor_nrows(b) == 1 ? 0 : r) : NULL;
 		float *yr = row(y, r);
 		for (int64_t i = 0; i < a->ne[0]; i++) {
 			switch (node->op) {
@@ -249,7 +234,7 @@ static void rope(const loom_node *node)
 	float theta_scale = powf(node->fp[0], -2.0f / (float)n_rot);
 	float attn_factor = node->fp[3] != 0.0f ? node->fp[3] : 1.0f;
 
-	for (int64_t r = 0; r < n_rows(x); r++) {
+	for (int64_t r = 0; r < loom_tensor_nrows(x); r++) {
 		const float *xr = row(x, r);
 		float *yr = row(y, r);
 		float theta = (float)pos[r / x->ne[1]];
@@ -438,9 +423,4 @@ static const loom_plugin_desc example_descriptor = {
 	.vtable = &example_vtable,
 };
 
-LOOM_API const loom_plugin_desc *loom_plugin_entry(void);
-
-const loom_plugin_desc *loom_plugin_entry(void)
-{
-	return &example_descriptor;
-}
+LOOM_PLUGIN_DEFINE(example_descriptor)

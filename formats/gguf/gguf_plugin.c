@@ -51,7 +51,4 @@ static const loom_plugin_desc gguf_desc = {
 	.vtable = &gguf_vtable,
 };
 
-__attribute__((visibility("default"))) const loom_plugin_desc *loom_plugin_entry(void)
-{
-	return &gguf_desc;
-}
+LOOM_PLUGIN_DEFINE(gguf_desc)

@@ -58,7 +58,4 @@ static const loom_plugin_desc st_desc = {
 	.vtable = &st_vtable,
 };
 
-__attribute__((visibility("default"))) const loom_plugin_desc *loom_plugin_entry(void)
-{
-	return &st_desc;
-}
+LOOM_PLUGIN_DEFINE(st_desc)

@@ -46,6 +46,21 @@ extern "C" {
 #define LOOM_PLUGIN_ABI_VERSION 2
 #define LOOM_PLUGIN_ENTRY_SYMBOL "loom_plugin_entry"
 
+/* A plugin's one export: LOOM_PLUGIN_DEFINE(descriptor) at file scope
+ * defines loom_plugin_entry() returning &descriptor, visible and unmangled
+ * (from C or C++). */
+#ifdef __cplusplus
+#define LOOM_PLUGIN_EXTERN_ extern "C"
+#else
+#define LOOM_PLUGIN_EXTERN_
+#endif
+#define LOOM_PLUGIN_DEFINE(descriptor)                                        \
+	LOOM_PLUGIN_EXTERN_ LOOM_API const loom_plugin_desc *loom_plugin_entry(void); \
+	LOOM_PLUGIN_EXTERN_ LOOM_API const loom_plugin_desc *loom_plugin_entry(void)  \
+	{                                                                     \
+		return &(descriptor);                                         \
+	}
+
 /* True if slot `member` of vtable `vt` exists in the plugin's version of the
  * table and is set. */
 #define LOOM_VT_HAS(vt, member)                                                   \
@@ -273,6 +288,78 @@ typedef struct loom_graph {
 	int n_nodes;
 	loom_node *nodes;
 } loom_graph;
+
+/* ------------------------------------------------------------------------ */
+/* The vocabulary every backend shares: an op's name, a tensor's rows, and  */
+/* the shape predicates supports() is written with.                        */
+
+/* "MATMUL", ...; "an unknown op" for a number this header does not have. */
+static inline const char *loom_op_name(loom_op op)
+{
+	static const char *const names[LOOM_OP_COUNT] = {
+		"NONE",	   "GET_ROWS",	 "RMS_NORM", "MATMUL", "ADD",	  "MUL",	"ROPE",
+		"KV_STORE", "ATTENTION", "SWIGLU",   "SCALE",  "CONVERT", "LAYER_NORM", "GELU",
+	};
+	return (int)op >= 0 && op < LOOM_OP_COUNT ? names[op] : "an unknown op";
+}
+
+/* Rows of a tensor: ne[1] * ne[2] * ne[3]. */
+static inline int64_t loom_tensor_nrows(const loom_tensor *t)
+{
+	return t->ne[1] * t->ne[2] * t->ne[3];
+}
+
+/* Address of row r, counting rows over dimensions 1..3 in order. Views (a
+ * head of a fused projection, a window of the cache) have strides of their
+ * own, so a row's place comes from nb, never from r * ne[0]. */
+static inline void *loom_tensor_row(const loom_tensor *t, int64_t r)
+{
+	int64_t i1 = r % t->ne[1], i2 = (r / t->ne[1]) % t->ne[2], i3 = r / (t->ne[1] * t->ne[2]);
+	return (char *)t->data + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3];
+}
+
+/* A known dtype in its standard layout (layout 0), positive extents, ne[0]
+ * a whole number of blocks, packed along dimension 0; the strides of
+ * dimensions 1..3 are free. What a kernel may assume of a tensor it did not
+ * lay out itself. */
+static inline bool loom_tensor_standard(const loom_tensor *t)
+{
+	if (t == NULL || t->layout != 0)
+		return false;
+	loom_dtype_layout l = loom_dtype_layout_of(t->dtype);
+	if (l.block == 0)
+		return false;
+	for (int i = 0; i < LOOM_MAX_DIMS; i++)
+		if (t->ne[i] < 1)
+			return false;
+	return t->ne[0] % l.block == 0 && t->nb[0] == l.block_bytes;
+}
+
+/* loom_tensor_standard, of this dtype. */
+static inline bool loom_tensor_is(const loom_tensor *t, loom_dtype type)
+{
+	return loom_tensor_standard(t) && t->dtype == type;
+}
+
+static inline bool loom_tensor_same_shape(const loom_tensor *a, const loom_tensor *b)
+{
+	for (int i = 0; i < LOOM_MAX_DIMS; i++)
+		if (a->ne[i] != b->ne[i])
+			return false;
+	return true;
+}
+
+/* ne = {n, 1, 1, 1}. */
+static inline bool loom_tensor_is_vector(const loom_tensor *t)
+{
+	return t->ne[1] == 1 && t->ne[2] == 1 && t->ne[3] == 1;
+}
+
+/* ne[2] and ne[3] are 1. */
+static inline bool loom_tensor_is_matrix(const loom_tensor *t)
+{
+	return t->ne[2] == 1 && t->ne[3] == 1;
+}
 
 /* ------------------------------------------------------------------------ */
 /* Backend plugins.                                                         */

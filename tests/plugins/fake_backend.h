@@ -28,11 +28,6 @@ int fake_probe_ok(const loom_probe_args *args, char *why, size_t why_size);
 	.buffer_download = fake_buffer_download, .supports = fake_supports
 
 /* The one exported symbol of every fake, returning its descriptor. */
-LOOM_API const loom_plugin_desc *loom_plugin_entry(void);
-#define FAKE_PLUGIN_ENTRY(descriptor)                    \
-	const loom_plugin_desc *loom_plugin_entry(void) \
-	{                                                \
-		return &descriptor;                      \
-	}
+#define FAKE_PLUGIN_ENTRY(descriptor) LOOM_PLUGIN_DEFINE(descriptor)
 
 #endif

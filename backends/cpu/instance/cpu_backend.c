@@ -45,16 +45,6 @@ static const cpu_op *const op_table[LOOM_OP_COUNT] = {
 	[LOOM_OP_GELU] = &cpu_op_gelu,
 };
 
-static const char *const op_names[LOOM_OP_COUNT] = {
-	[LOOM_OP_GET_ROWS] = "GET_ROWS",
-	[LOOM_OP_RMS_NORM] = "RMS_NORM", [LOOM_OP_MATMUL] = "MATMUL",
-	[LOOM_OP_ADD] = "ADD",           [LOOM_OP_MUL] = "MUL",
-	[LOOM_OP_ROPE] = "ROPE",         [LOOM_OP_KV_STORE] = "KV_STORE",
-	[LOOM_OP_ATTENTION] = "ATTENTION", [LOOM_OP_SWIGLU] = "SWIGLU",
-	[LOOM_OP_SCALE] = "SCALE",       [LOOM_OP_CONVERT] = "CONVERT",
-	[LOOM_OP_LAYER_NORM] = "LAYER_NORM", [LOOM_OP_GELU] = "GELU",
-};
-
 __attribute__((format(printf, 2, 3)))
 static void report(const loom_host *host, const char *fmt, ...)
 {
@@ -74,11 +64,6 @@ static const cpu_op *op_of(const loom_node *node)
 	if (node == NULL || node->op <= LOOM_OP_NONE || node->op >= LOOM_OP_COUNT)
 		return NULL;
 	return op_table[node->op];
-}
-
-static const char *op_name(loom_op op)
-{
-	return op > LOOM_OP_NONE && op < LOOM_OP_COUNT ? op_names[op] : "unknown op";
 }
 
 /* ---- instances ---- */
@@ -276,11 +261,11 @@ static loom_status prepare(cpu_backend *be, const loom_graph *graph)
 
 		if (!cpu_supports(be, node)) {
 			report(be->host, "node %d (%s -> %s): unsupported dtypes or shapes", i,
-			       op_name(node->op), dst_name(node));
+			       loom_op_name(node->op), dst_name(node));
 			return LOOM_ERR_UNSUPPORTED;
 		}
 		if (!node_has_data(node)) {
-			report(be->host, "node %d (%s -> %s): a tensor has no data", i, op_name(node->op),
+			report(be->host, "node %d (%s -> %s): a tensor has no data", i, loom_op_name(node->op),
 			       dst_name(node));
 			return LOOM_ERR_INVALID_ARGUMENT;
 		}
@@ -384,7 +369,7 @@ static loom_status compute(cpu_backend *be, const loom_graph *graph, uint64_t *n
 	if (bad_node >= 0) {
 		const loom_node *node = &graph->nodes[bad_node];
 		report(be->host, "node %d (%s -> %s): an index is out of range", (int)bad_node,
-		       op_name(node->op), dst_name(node));
+		       loom_op_name(node->op), dst_name(node));
 		return LOOM_ERR_INVALID_ARGUMENT;
 	}
 	return LOOM_OK;
@@ -427,7 +412,7 @@ static loom_status cpu_weight_repack(void *backend, const loom_tensor *w, loom_b
 		report(be->host, "weight_repack: invalid arguments");
 		return LOOM_ERR_INVALID_ARGUMENT;
 	}
-	if (!cpu_tensor_ok(w) || w->ne[2] != 1 || w->ne[3] != 1)
+	if (!loom_tensor_standard(w) || w->ne[2] != 1 || w->ne[3] != 1)
 		return LOOM_ERR_UNSUPPORTED;
 	if ((bytes = cpu_repacked_bytes(w, &l)) == 0) {
 		l = CPU_LAYOUT_ROWS; /* rows as far apart as in the file, so that nb still holds */

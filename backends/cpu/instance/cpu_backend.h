@@ -122,51 +122,11 @@ extern const cpu_op cpu_op_gelu;
 #define CPU_HAS_AMX_OPTION 0
 #endif
 
-/* ---- tensors ---- */
-
-/* Rows of a tensor: ne[1] * ne[2] * ne[3]. */
-static inline int64_t cpu_nrows(const loom_tensor *t)
-{
-	return t->ne[1] * t->ne[2] * t->ne[3];
-}
-
-/* Address of row r, counting rows over dimensions 1..3 in order. */
-static inline void *cpu_row(const loom_tensor *t, int64_t r)
-{
-	int64_t i1 = r % t->ne[1];
-	int64_t i2 = (r / t->ne[1]) % t->ne[2];
-	int64_t i3 = r / (t->ne[1] * t->ne[2]);
-	return (char *)t->data + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3];
-}
-
-/* A known dtype, positive extents, ne[0] a whole number of blocks and
- * blocks (or elements) packed along dimension 0: what every kernel here
- * assumes of a tensor. Strides of dimensions 1..3 are free. */
-/* A tensor of a dtype with a block layout, whole blocks per row, in the
- * standard layout (cpu_repack.h has the others). */
-static inline bool cpu_tensor_ok(const loom_tensor *t)
-{
-	loom_dtype_layout l;
-
-	if (t == NULL || t->layout != 0)
-		return false;
-	l = loom_dtype_layout_of(t->dtype);
-	if (l.block == 0)
-		return false;
-	for (int i = 0; i < LOOM_MAX_DIMS; i++)
-		if (t->ne[i] < 1)
-			return false;
-	return t->ne[0] % l.block == 0 && t->nb[0] == l.block_bytes;
-}
-
-static inline bool cpu_tensor_is(const loom_tensor *t, loom_dtype type)
-{
-	return cpu_tensor_ok(t) && t->dtype == type;
-}
+/* ---- tensors (beside the SDK's predicates in plugin_api.h) ---- */
 
 /* A weight (a matmul's, or a table GET_ROWS reads) in the standard layout
- * or one this variant has for its type, otherwise as cpu_tensor_ok wants
- * it. */
+ * or one this variant has for its type, otherwise as loom_tensor_standard
+ * wants it. */
 static inline bool cpu_weight_ok(const loom_tensor *w)
 {
 	loom_tensor standard;
@@ -175,15 +135,7 @@ static inline bool cpu_weight_ok(const loom_tensor *w)
 		return false;
 	standard = *w;
 	standard.layout = 0;
-	return cpu_tensor_ok(&standard);
-}
-
-static inline bool cpu_same_shape(const loom_tensor *a, const loom_tensor *b)
-{
-	for (int i = 0; i < LOOM_MAX_DIMS; i++)
-		if (a->ne[i] != b->ne[i])
-			return false;
-	return true;
+	return loom_tensor_standard(&standard);
 }
 
 /* Rows equally spaced nb[1] apart over all of dimensions 1..3, so that row r
@@ -194,28 +146,16 @@ static inline bool cpu_rows_uniform(const loom_tensor *t)
 	       t->nb[3] == t->nb[2] * (size_t)t->ne[2];
 }
 
-/* A vector of n elements: ne = {n, 1, 1, 1}. */
-static inline bool cpu_is_vector(const loom_tensor *t)
-{
-	return t->ne[1] == 1 && t->ne[2] == 1 && t->ne[3] == 1;
-}
-
-/* A matrix: ne[2] and ne[3] are 1. */
-static inline bool cpu_is_matrix(const loom_tensor *t)
-{
-	return t->ne[2] == 1 && t->ne[3] == 1;
-}
-
 /* An I32 index vector of n entries. */
 static inline bool cpu_is_index_vector(const loom_tensor *t, int64_t n)
 {
-	return cpu_tensor_is(t, LOOM_DTYPE_I32) && cpu_is_vector(t) && t->ne[0] == n;
+	return loom_tensor_is(t, LOOM_DTYPE_I32) && loom_tensor_is_vector(t) && t->ne[0] == n;
 }
 
 /* Row r of an F32 tensor. */
 static inline float *cpu_row_f32(const loom_tensor *t, int64_t r)
 {
-	return (float *)cpu_row(t, r);
+	return (float *)loom_tensor_row(t, r);
 }
 
 #endif

@@ -254,9 +254,4 @@ static const loom_plugin_desc cpu_descriptor = {
 	.vtable = &cpu_backend_vtable,
 };
 
-LOOM_API const loom_plugin_desc *loom_plugin_entry(void);
-
-const loom_plugin_desc *loom_plugin_entry(void)
-{
-	return &cpu_descriptor;
-}
+LOOM_PLUGIN_DEFINE(cpu_descriptor)

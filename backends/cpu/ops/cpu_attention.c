@@ -76,16 +76,16 @@ static bool attention_supports(const loom_node *node)
 	const loom_tensor *mask = node->src[3], *y = node->dst;
 	int n_head = node->ip[0], n_head_kv = node->ip[1];
 
-	if (!cpu_tensor_is(q, LOOM_DTYPE_F32) || !cpu_tensor_is(y, LOOM_DTYPE_F32) || q->ne[3] != 1)
+	if (!loom_tensor_is(q, LOOM_DTYPE_F32) || !loom_tensor_is(y, LOOM_DTYPE_F32) || q->ne[3] != 1)
 		return false;
 	if (n_head != q->ne[1] || n_head_kv <= 0 || n_head % n_head_kv != 0)
 		return false;
-	if (!cpu_tensor_ok(k) || cpu_kv_rows_of(k->dtype) == NULL || !head_slices_ok(k, q->ne[0]) ||
-	    !cpu_tensor_is(v, k->dtype))
+	if (!loom_tensor_standard(k) || cpu_kv_rows_of(k->dtype) == NULL || !head_slices_ok(k, q->ne[0]) ||
+	    !loom_tensor_is(v, k->dtype))
 		return false;
-	if (!cpu_same_shape(k, v) || k->ne[2] != 1 || k->ne[3] != 1 || k->ne[0] != q->ne[0] * n_head_kv)
+	if (!loom_tensor_same_shape(k, v) || k->ne[2] != 1 || k->ne[3] != 1 || k->ne[0] != q->ne[0] * n_head_kv)
 		return false;
-	if (mask != NULL && (!cpu_tensor_is(mask, LOOM_DTYPE_F32) || mask->ne[0] != k->ne[1] ||
+	if (mask != NULL && (!loom_tensor_is(mask, LOOM_DTYPE_F32) || mask->ne[0] != k->ne[1] ||
 			     mask->ne[1] != q->ne[2] || mask->ne[2] != 1 || mask->ne[3] != 1))
 		return false;
 	return y->ne[0] == q->ne[0] * n_head && y->ne[1] == q->ne[2] && y->ne[2] == 1 && y->ne[3] == 1;
@@ -180,7 +180,7 @@ static bool start_scores(const attn_plan *p, const attn_unit *u, int64_t t0, int
 
 	for (int64_t t = 0; t < nt; t++) {
 		float *s = u->s + t * p->group * CPU_KV_BLOCK;
-		const float *mask = p->mask != NULL ? (const float *)cpu_row(p->mask, t0 + t) + j0 : NULL;
+		const float *mask = p->mask != NULL ? (const float *)loom_tensor_row(p->mask, t0 + t) + j0 : NULL;
 		for (int j = 0; j < CPU_KV_BLOCK; j++) {
 			s[j] = j >= n ? -INFINITY : mask != NULL ? mask[j] : 0.0f;
 			any |= s[j] != -INFINITY;
@@ -258,7 +258,7 @@ static void row_of(const attn_plan *p, int64_t t0, int64_t nt, int64_t g0, int64
 
 static float *output_row(const attn_plan *p, int64_t t, int64_t h)
 {
-	return (float *)cpu_row(p->y, t) + h * p->d;
+	return (float *)loom_tensor_row(p->y, t) + h * p->d;
 }
 
 /* Whether a row's block of scores (or weights) has a key it sees:

@@ -23,7 +23,7 @@ static bool encodable(loom_dtype t)
 static bool convert_supports(const loom_node *node)
 {
 	const loom_tensor *x = node->src[0], *y = node->dst;
-	if (!cpu_tensor_ok(x) || !cpu_tensor_ok(y) || !decodable(x->dtype) || !encodable(y->dtype))
+	if (!loom_tensor_standard(x) || !loom_tensor_standard(y) || !decodable(x->dtype) || !encodable(y->dtype))
 		return false;
 	for (int d = 0; d < LOOM_MAX_DIMS; d++)
 		if (x->ne[d] != y->ne[d])
@@ -65,13 +65,13 @@ static void convert_run(const loom_node *node, const cpu_task *task)
 	float *row = (float *)(task->scratch + (size_t)task->ith * cpu_align_up((size_t)n * sizeof(float)));
 	int64_t lo, hi;
 
-	cpu_split(cpu_nrows(y), task->ith, task->nth, &lo, &hi);
+	cpu_split(loom_tensor_nrows(y), task->ith, task->nth, &lo, &hi);
 	for (int64_t r = lo; r < hi; r++) {
 		/* f32 rows are encoded where they lie. */
-		const float *from = x->dtype == LOOM_DTYPE_F32 ? (const float *)cpu_row(x, r) : row;
+		const float *from = x->dtype == LOOM_DTYPE_F32 ? (const float *)loom_tensor_row(x, r) : row;
 		if (from == row)
-			decode(x->dtype, cpu_row(x, r), row, n);
-		encode(y->dtype, from, cpu_row(y, r), n);
+			decode(x->dtype, loom_tensor_row(x, r), row, n);
+		encode(y->dtype, from, loom_tensor_row(y, r), n);
 	}
 }
 

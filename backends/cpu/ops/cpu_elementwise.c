@@ -18,7 +18,7 @@ static void for_each_piece(const loom_node *node, const cpu_task *task, piece_fn
 	int64_t per_row = (n + PIECE - 1) / PIECE;
 	int64_t lo, hi;
 
-	cpu_split(cpu_nrows(node->dst) * per_row, task->ith, task->nth, &lo, &hi);
+	cpu_split(loom_tensor_nrows(node->dst) * per_row, task->ith, task->nth, &lo, &hi);
 	for (int64_t u = lo; u < hi; u++) {
 		int64_t e0 = (u % per_row) * PIECE;
 		fn(node, u / per_row, e0, n - e0 < PIECE ? n - e0 : PIECE);
@@ -31,16 +31,16 @@ static bool binary_supports(const loom_node *node)
 {
 	const loom_tensor *a = node->src[0], *b = node->src[1], *y = node->dst;
 
-	if (!cpu_tensor_is(a, LOOM_DTYPE_F32) || !cpu_tensor_is(b, LOOM_DTYPE_F32) ||
-	    !cpu_tensor_is(y, LOOM_DTYPE_F32) || !cpu_same_shape(a, y))
+	if (!loom_tensor_is(a, LOOM_DTYPE_F32) || !loom_tensor_is(b, LOOM_DTYPE_F32) ||
+	    !loom_tensor_is(y, LOOM_DTYPE_F32) || !loom_tensor_same_shape(a, y))
 		return false;
-	return cpu_same_shape(a, b) || (cpu_is_vector(b) && b->ne[0] == a->ne[0]);
+	return loom_tensor_same_shape(a, b) || (loom_tensor_is_vector(b) && b->ne[0] == a->ne[0]);
 }
 
 /* src1's row for row r of src0: itself, or the one row broadcast. */
 static const float *operand_row(const loom_tensor *b, int64_t r)
 {
-	return cpu_nrows(b) == 1 ? (const float *)b->data : cpu_row_f32(b, r);
+	return loom_tensor_nrows(b) == 1 ? (const float *)b->data : cpu_row_f32(b, r);
 }
 
 static void add_piece(const loom_node *node, int64_t r, int64_t e0, int64_t len)
@@ -82,8 +82,8 @@ static bool scale_supports(const loom_node *node)
 {
 	const loom_tensor *x = node->src[0], *y = node->dst;
 
-	return cpu_tensor_is(x, LOOM_DTYPE_F32) && cpu_tensor_is(y, LOOM_DTYPE_F32) &&
-	       cpu_same_shape(x, y);
+	return loom_tensor_is(x, LOOM_DTYPE_F32) && loom_tensor_is(y, LOOM_DTYPE_F32) &&
+	       loom_tensor_same_shape(x, y);
 }
 
 static void scale_piece(const loom_node *node, int64_t r, int64_t e0, int64_t len)
@@ -105,8 +105,8 @@ static bool swiglu_supports(const loom_node *node)
 {
 	const loom_tensor *g = node->src[0], *u = node->src[1], *y = node->dst;
 
-	return cpu_tensor_is(g, LOOM_DTYPE_F32) && cpu_tensor_is(u, LOOM_DTYPE_F32) &&
-	       cpu_tensor_is(y, LOOM_DTYPE_F32) && cpu_same_shape(g, y) && cpu_same_shape(u, y);
+	return loom_tensor_is(g, LOOM_DTYPE_F32) && loom_tensor_is(u, LOOM_DTYPE_F32) &&
+	       loom_tensor_is(y, LOOM_DTYPE_F32) && loom_tensor_same_shape(g, y) && loom_tensor_same_shape(u, y);
 }
 
 static void swiglu_piece(const loom_node *node, int64_t r, int64_t e0, int64_t len)

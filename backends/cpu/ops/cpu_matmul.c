@@ -58,7 +58,7 @@ static bool matmul_supports(const loom_node *node)
 
 	if (!cpu_weight_ok(w) || cpu_gemm_kernel(w->dtype) == NULL)
 		return false;
-	if (!cpu_tensor_is(x, LOOM_DTYPE_F32) || !cpu_tensor_is(y, LOOM_DTYPE_F32))
+	if (!loom_tensor_is(x, LOOM_DTYPE_F32) || !loom_tensor_is(y, LOOM_DTYPE_F32))
 		return false;
 	if (w->ne[2] != 1 || w->ne[3] != 1)
 		return false;
@@ -96,7 +96,7 @@ static uint32_t repacked_layout(const loom_node *node, size_t *group_bytes)
 	*group_bytes = 0;
 	if (cpu_layout_rearranges(w->layout))
 		return w->layout;
-	if (cpu_nrows(x) < REPACK_MIN_TOKENS)
+	if (loom_tensor_nrows(x) < REPACK_MIN_TOKENS)
 		return 0;
 	loom_tensor g = first_group(w);
 	size_t bytes = cpu_repacked_bytes(&g, &layout);
@@ -128,14 +128,14 @@ static size_t amx_rows_bytes(const loom_node *node)
 {
 	const loom_tensor *w = node->src[0], *x = node->src[1];
 
-	return cpu_amx_quant_takes(w->dtype) ? align64((size_t)cpu_nrows(x) * act_row_bytes(w->dtype, x->ne[0])) : 0;
+	return cpu_amx_quant_takes(w->dtype) ? align64((size_t)loom_tensor_nrows(x) * act_row_bytes(w->dtype, x->ne[0])) : 0;
 }
 
 static size_t amx_scratch_size(const loom_node *node, int n_threads)
 {
 	const loom_tensor *w = node->src[0];
 
-	return amx_rows_bytes(node) + align64(cpu_amx_shared_bytes(w, cpu_nrows(node->src[1]))) +
+	return amx_rows_bytes(node) + align64(cpu_amx_shared_bytes(w, loom_tensor_nrows(node->src[1]))) +
 	       (size_t)n_threads * align64(cpu_amx_panel_bytes(w));
 }
 #endif
@@ -145,7 +145,7 @@ static size_t amx_scratch_size(const loom_node *node, int n_threads)
  * conversion of one row. */
 static bool converts_alone(const loom_node *node)
 {
-	return cpu_nrows(node->src[1]) == 1;
+	return loom_tensor_nrows(node->src[1]) == 1;
 }
 
 /* The converted activations and what the repacked kernels make of them. */
@@ -153,8 +153,8 @@ static size_t activations_bytes(const loom_node *node)
 {
 	const loom_tensor *w = node->src[0], *x = node->src[1];
 
-	return align64((size_t)cpu_nrows(x) * act_row_bytes(w->dtype, x->ne[0])) +
-	       align64((size_t)cpu_nrows(x) * prepared_row_bytes(node));
+	return align64((size_t)loom_tensor_nrows(x) * act_row_bytes(w->dtype, x->ne[0])) +
+	       align64((size_t)loom_tensor_nrows(x) * prepared_row_bytes(node));
 }
 
 /* The activations (one copy, or one per thread), then each thread's
@@ -164,7 +164,7 @@ static size_t matmul_scratch_size(const loom_node *node, int n_threads)
 	size_t group_bytes;
 
 #if defined(CPU_HAS_AMX)
-	if (cpu_amx_takes(node->src[0], cpu_nrows(node->src[1])))
+	if (cpu_amx_takes(node->src[0], loom_tensor_nrows(node->src[1])))
 		return amx_scratch_size(node, n_threads);
 #endif
 	repacked_layout(node, &group_bytes);
@@ -191,7 +191,7 @@ static void convert_activations(const loom_node *node, const cpu_task *task, siz
 	const loom_tensor *w = node->src[0], *x = node->src[1];
 	int64_t n = x->ne[0];
 	int64_t per_row = (n + CONVERT_CHUNK - 1) / CONVERT_CHUNK;
-	int64_t lo = 0, hi = cpu_nrows(x) * per_row;
+	int64_t lo = 0, hi = loom_tensor_nrows(x) * per_row;
 	size_t group_bytes, prepared = prepared_row_bytes(node);
 	uint32_t layout = repacked_layout(node, &group_bytes);
 
@@ -204,7 +204,7 @@ static void convert_activations(const loom_node *node, const cpu_task *task, siz
 		char *row = area + t * row_bytes;
 		convert_piece(w->dtype, src, row, e0, len);
 		if (prepared != 0) {
-			char *out = area + align64((size_t)cpu_nrows(x) * row_bytes) + (size_t)t * prepared;
+			char *out = area + align64((size_t)loom_tensor_nrows(x) * row_bytes) + (size_t)t * prepared;
 			cpu_repacked_prepare(layout, (const cpu_block_q8_0 *)row + e0 / CPU_QK,
 					     len / CPU_QK, (cpu_repacked_act *)out + e0 / CPU_QK);
 		}
@@ -259,7 +259,7 @@ static void amx_run(const loom_node *node, const cpu_task *task)
 {
 	const loom_tensor *w = node->src[0], *x = node->src[1], *y = node->dst;
 	const bool quant = cpu_amx_quant_takes(w->dtype);
-	int64_t n_tok = cpu_nrows(x);
+	int64_t n_tok = loom_tensor_nrows(x);
 	size_t row_bytes = quant ? act_row_bytes(w->dtype, x->ne[0]) : 0;
 	char *rows = (char *)task->scratch, *shared = rows + amx_rows_bytes(node);
 	char *panel = shared + align64(cpu_amx_shared_bytes(w, n_tok)) + (size_t)task->ith * align64(cpu_amx_panel_bytes(w));
@@ -327,7 +327,7 @@ static void matmul_run(const loom_node *node, const cpu_task *task)
 {
 	const loom_tensor *w = node->src[0], *x = node->src[1], *y = node->dst;
 	size_t row_bytes = act_row_bytes(w->dtype, x->ne[0]);
-	int64_t n_out = w->ne[1], n_tok = cpu_nrows(x);
+	int64_t n_out = w->ne[1], n_tok = loom_tensor_nrows(x);
 	cpu_gemm_args base = {
 		.n = w->ne[0],
 		.w = w->data,
@@ -424,7 +424,7 @@ bool cpu_matmul_first_weights(const loom_node *node, int ith, int nth, cpu_fetch
 	int64_t share = decode_share(w->ne[1], nth);
 	size_t bytes = loom_dtype_row_bytes(w->dtype, w->ne[0]) * (size_t)w->ne[1];
 
-	if (cpu_nrows(node->src[1]) > DECODE_TOKENS || share == 0)
+	if (loom_tensor_nrows(node->src[1]) > DECODE_TOKENS || share == 0)
 		return false;
 	f->next = (const char *)w->data + (size_t)((double)bytes * (double)(ith * share) / (double)w->ne[1]);
 	f->left = (size_t)((double)bytes * (double)share / (double)w->ne[1]);

@@ -14,11 +14,11 @@ static bool rms_norm_supports(const loom_node *node)
 {
 	const loom_tensor *x = node->src[0], *w = node->src[1], *y = node->dst;
 
-	if (!cpu_tensor_is(x, LOOM_DTYPE_F32) || !cpu_tensor_is(y, LOOM_DTYPE_F32) ||
-	    !cpu_same_shape(x, y))
+	if (!loom_tensor_is(x, LOOM_DTYPE_F32) || !loom_tensor_is(y, LOOM_DTYPE_F32) ||
+	    !loom_tensor_same_shape(x, y))
 		return false;
 	return w == NULL ||
-	       (cpu_tensor_is(w, LOOM_DTYPE_F32) && cpu_is_vector(w) && w->ne[0] == x->ne[0]);
+	       (loom_tensor_is(w, LOOM_DTYPE_F32) && loom_tensor_is_vector(w) && w->ne[0] == x->ne[0]);
 }
 
 /* As ggml: squares summed in double, the mean rounded to f32, and the
@@ -29,7 +29,7 @@ static void rms_norm_run(const loom_node *node, const cpu_task *task)
 	int64_t n = x->ne[0], lo, hi;
 	float eps = node->fp[0];
 
-	cpu_split(cpu_nrows(x), task->ith, task->nth, &lo, &hi);
+	cpu_split(loom_tensor_nrows(x), task->ith, task->nth, &lo, &hi);
 	for (int64_t r = lo; r < hi; r++) {
 		const float *xr = cpu_row_f32(x, r);
 		float mean = (float)(cpu_sum_squares(xr, n) / (double)n);
@@ -44,14 +44,14 @@ const cpu_op cpu_op_rms_norm = {.supports = rms_norm_supports, .run = rms_norm_r
 
 static bool is_row_param(const loom_tensor *p, int64_t n)
 {
-	return p == NULL || (cpu_tensor_is(p, LOOM_DTYPE_F32) && cpu_is_vector(p) && p->ne[0] == n);
+	return p == NULL || (loom_tensor_is(p, LOOM_DTYPE_F32) && loom_tensor_is_vector(p) && p->ne[0] == n);
 }
 
 static bool layer_norm_supports(const loom_node *node)
 {
 	const loom_tensor *x = node->src[0], *y = node->dst;
 
-	return cpu_tensor_is(x, LOOM_DTYPE_F32) && cpu_tensor_is(y, LOOM_DTYPE_F32) && cpu_same_shape(x, y) &&
+	return loom_tensor_is(x, LOOM_DTYPE_F32) && loom_tensor_is(y, LOOM_DTYPE_F32) && loom_tensor_same_shape(x, y) &&
 	       is_row_param(node->src[1], x->ne[0]) && is_row_param(node->src[2], x->ne[0]);
 }
 
@@ -63,7 +63,7 @@ static void layer_norm_run(const loom_node *node, const cpu_task *task)
 	int64_t n = x->ne[0], lo, hi;
 	float eps = node->fp[0];
 
-	cpu_split(cpu_nrows(x), task->ith, task->nth, &lo, &hi);
+	cpu_split(loom_tensor_nrows(x), task->ith, task->nth, &lo, &hi);
 	for (int64_t r = lo; r < hi; r++) {
 		const float *xr = cpu_row_f32(x, r);
 		float *yr = cpu_row_f32(y, r);

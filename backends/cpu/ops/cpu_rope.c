@@ -18,15 +18,15 @@ static bool rope_supports(const loom_node *node)
 	const loom_tensor *x = node->src[0], *pos = node->src[1], *y = node->dst;
 	int n_rot = node->ip[0], style = node->ip[1];
 
-	if (!cpu_tensor_is(x, LOOM_DTYPE_F32) || !cpu_tensor_is(y, LOOM_DTYPE_F32) ||
-	    !cpu_same_shape(x, y) || x->ne[3] != 1)
+	if (!loom_tensor_is(x, LOOM_DTYPE_F32) || !loom_tensor_is(y, LOOM_DTYPE_F32) ||
+	    !loom_tensor_same_shape(x, y) || x->ne[3] != 1)
 		return false;
-	if (!cpu_tensor_is(pos, LOOM_DTYPE_I32) || !cpu_is_vector(pos) || pos->ne[0] != x->ne[2])
+	if (!loom_tensor_is(pos, LOOM_DTYPE_I32) || !loom_tensor_is_vector(pos) || pos->ne[0] != x->ne[2])
 		return false;
 	if (n_rot <= 0 || n_rot % 2 != 0 || n_rot > x->ne[0])
 		return false;
 	const loom_tensor *ff = node->src[2];
-	if (ff != NULL && (!cpu_tensor_is(ff, LOOM_DTYPE_F32) || !cpu_is_vector(ff) || ff->ne[0] != n_rot / 2))
+	if (ff != NULL && (!loom_tensor_is(ff, LOOM_DTYPE_F32) || !loom_tensor_is_vector(ff) || ff->ne[0] != n_rot / 2))
 		return false;
 	if (node->fp[2] > 0 && node->ip[2] <= 0)
 		return false;
@@ -126,14 +126,14 @@ static void rope_run(const loom_node *node, const cpu_task *task)
 
 	/* Rows are (token, head) pairs, token-major, so a thread's rows share
 	 * few positions and the angles are recomputed only when one changes. */
-	cpu_split(cpu_nrows(x), task->ith, task->nth, &lo, &hi);
+	cpu_split(loom_tensor_nrows(x), task->ith, task->nth, &lo, &hi);
 	for (int64_t r = lo; r < hi; r++) {
 		int64_t t = r / n_heads;
 		if (t != cached_token) {
 			rope_angles(pos[t], n_rot, &scaling, cs);
 			cached_token = t;
 		}
-		rope_row(cpu_row(x, r), cpu_row(y, r), x->ne[0], n_rot, neox, cs);
+		rope_row(loom_tensor_row(x, r), loom_tensor_row(y, r), x->ne[0], n_rot, neox, cs);
 	}
 }
 

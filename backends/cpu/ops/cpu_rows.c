@@ -20,12 +20,12 @@ static bool get_rows_supports(const loom_node *node)
 {
 	const loom_tensor *table = node->src[0], *idx = node->src[1], *dst = node->dst;
 
-	if (!cpu_weight_ok(table) || !cpu_is_matrix(table))
+	if (!cpu_weight_ok(table) || !loom_tensor_is_matrix(table))
 		return false;
 	if (table->dtype != LOOM_DTYPE_F32 && table->dtype != LOOM_DTYPE_F16 &&
 	    table->dtype != LOOM_DTYPE_BF16 && cpu_quant_type_of(table->dtype) == NULL)
 		return false;
-	return cpu_tensor_is(dst, LOOM_DTYPE_F32) && cpu_is_matrix(dst) && dst->ne[0] == table->ne[0] &&
+	return loom_tensor_is(dst, LOOM_DTYPE_F32) && loom_tensor_is_matrix(dst) && dst->ne[0] == table->ne[0] &&
 	       cpu_is_index_vector(idx, dst->ne[1]);
 }
 
@@ -79,7 +79,7 @@ static void get_rows_run(const loom_node *node, const cpu_task *task)
 		if (cpu_layout_rearranges(table->layout))
 			convert_repacked_row(table, idx[i], cpu_row_f32(dst, i));
 		else
-			convert_row(table->dtype, cpu_row(table, idx[i]), cpu_row_f32(dst, i), table->ne[0]);
+			convert_row(table->dtype, loom_tensor_row(table, idx[i]), cpu_row_f32(dst, i), table->ne[0]);
 	}
 }
 
@@ -91,12 +91,12 @@ static bool kv_store_supports(const loom_node *node)
 {
 	const loom_tensor *x = node->src[0], *idx = node->src[1], *cache = node->dst;
 
-	if (!cpu_tensor_is(x, LOOM_DTYPE_F32) || !cpu_is_matrix(x))
+	if (!loom_tensor_is(x, LOOM_DTYPE_F32) || !loom_tensor_is_matrix(x))
 		return false;
-	if (!cpu_tensor_is(cache, LOOM_DTYPE_F32) && !cpu_tensor_is(cache, LOOM_DTYPE_F16) &&
-	    !cpu_tensor_is(cache, LOOM_DTYPE_Q8_0) && !cpu_tensor_is(cache, LOOM_DTYPE_Q4_0))
+	if (!loom_tensor_is(cache, LOOM_DTYPE_F32) && !loom_tensor_is(cache, LOOM_DTYPE_F16) &&
+	    !loom_tensor_is(cache, LOOM_DTYPE_Q8_0) && !loom_tensor_is(cache, LOOM_DTYPE_Q4_0))
 		return false;
-	return cpu_is_matrix(cache) && cache->ne[0] == x->ne[0] && cpu_is_index_vector(idx, x->ne[1]);
+	return loom_tensor_is_matrix(cache) && cache->ne[0] == x->ne[0] && cpu_is_index_vector(idx, x->ne[1]);
 }
 
 static void kv_store_run(const loom_node *node, const cpu_task *task)
@@ -111,7 +111,7 @@ static void kv_store_run(const loom_node *node, const cpu_task *task)
 			cpu_task_fail(task);
 			continue;
 		}
-		void *dst = cpu_row(cache, idx[t]);
+		void *dst = loom_tensor_row(cache, idx[t]);
 		switch (cache->dtype) {
 		case LOOM_DTYPE_F16:
 			cpu_f32_to_fp16_row(cpu_row_f32(x, t), dst, n);
