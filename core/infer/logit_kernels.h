@@ -65,11 +65,6 @@ KINLINE K(f32v) K(exp_neg)(K(f32v) d)
 	return (K(f32v))((K(i32v))(p * (K(f32v))e) & live);
 }
 
-KATTR static float K(exp_one)(float d)
-{
-	return K(exp_neg)(K(splat)(d))[0];
-}
-
 /* The largest of len logits (a whole number of lanes), NaN ignored. */
 KATTR static float K(block_max)(const float *x, int32_t len)
 {
@@ -130,7 +125,6 @@ KATTR static bool K(any_above)(const float *x, float t)
 }
 
 static const logit_kernels K(kernels) = {
-	.exp_one = K(exp_one),
 	.block_max = K(block_max),
 	.block_weights = K(block_weights),
 	.any_above = K(any_above),

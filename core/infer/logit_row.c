@@ -17,7 +17,6 @@ static float lane_sum(float *s)
 
 /* The vector loops, one set per vector width. */
 typedef struct logit_kernels {
-	float (*exp_one)(float d);
 	float (*block_max)(const float *x, int32_t len);
 	float (*block_weights)(const float *x, int32_t len, loom_token id0, float max, float inv_t,
 			       const logit_bound *b);
@@ -66,7 +65,7 @@ static const logit_kernels *kernels(const logit_row *r)
 
 float logit_exp(float d)
 {
-	return kernels_w4.exp_one(d);
+	return exp_neg_w4(splat_w4(d))[0];
 }
 
 /* The first patch at or after token lo. */
@@ -81,6 +80,12 @@ static int32_t first_patch(const logit_row *r, loom_token lo)
 			b = mid;
 	}
 	return a;
+}
+
+float logit_row_at(const logit_row *r, loom_token t)
+{
+	int32_t p = first_patch(r, t);
+	return p < r->n_patch && r->patch[p].id == t ? r->patch[p].logit : r->x[t];
 }
 
 /* Block b's logits with its patches applied, *len of them rounded up to a

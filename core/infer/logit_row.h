@@ -80,6 +80,9 @@ static inline int32_t logit_blocks(int32_t n)
 	return (n + LOGIT_BLOCK - 1) / LOGIT_BLOCK;
 }
 
+/* Token t's logit, its patch's where it has one. */
+float logit_row_at(const logit_row *r, loom_token t);
+
 /* The row's largest logit (NaN ignored; -inf for none) and, in *argmax,
  * the lowest id that holds it (-1 for none). */
 float logit_row_max(const logit_row *r, loom_token *argmax);

@@ -321,10 +321,7 @@ static loom_status sample_vocabulary(loom_sampler *s, const logit_row *row, loom
 		*out = t;
 		if (p->top_p >= 1.0f || t == first)
 			return LOOM_OK;
-		float xt = t < row->n ? row->x[t] : 0;
-		for (int32_t i = 0; i < row->n_patch; i++)
-			if (row->patch[i].id == t)
-				xt = row->patch[i].logit;
+		float xt = logit_row_at(row, t);
 		logit_bound before = {.lo = -INFINITY, .hi = xt, .hi_id = t};
 		if (logit_row_weights(row, max, 1.0f, &before, NULL) < (double)p->top_p * z1)
 			return LOOM_OK;

@@ -143,9 +143,14 @@ loom_status loom_backend_compute(loom_backend *be, const loom_graph *graph)
 	return st == LOOM_OK ? LOOM_OK : fail(be, st, serial, "computing a step");
 }
 
+bool loom_vtable_on_device(const loom_backend_vtable *vt)
+{
+	return LOOM_VT_HAS(vt, device_info);
+}
+
 bool loom_backend_on_device(const loom_backend *be)
 {
-	return LOOM_VT_HAS(be->vt, device_info);
+	return loom_vtable_on_device(be->vt);
 }
 
 bool loom_backend_times_nodes(const loom_backend *be)

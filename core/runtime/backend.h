@@ -54,9 +54,10 @@ loom_status loom_backend_wrap_host(const loom_backend *be, void *host, size_t si
 bool loom_backend_supports(const loom_backend *be, const loom_node *node);
 /* Runs a whole graph, serialised with every other compute on be. */
 loom_status loom_backend_compute(loom_backend *be, const loom_graph *graph);
-/* Whether the backend computes on a device of its own (it describes one:
+/* Whether a backend computes on a device of its own (it describes one:
  * device_info); else in host memory, where the core may read its buffers
- * at their base. */
+ * at their base. Of a plugin's table, and of a started backend. */
+bool loom_vtable_on_device(const loom_backend_vtable *vt);
 bool loom_backend_on_device(const loom_backend *be);
 /* Whether the backend times each node (the compute_timed slot). */
 bool loom_backend_times_nodes(const loom_backend *be);

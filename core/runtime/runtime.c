@@ -103,8 +103,7 @@ static int by_score_desc(const void *a, const void *b)
  * computes in host memory has nothing to describe. */
 static loom_compute_on computes_on(const loom_plugin *p)
 {
-	const loom_backend_vtable *vt = p->desc->vtable;
-	return LOOM_VT_HAS(vt, device_info) ? LOOM_COMPUTE_DEVICE : LOOM_COMPUTE_HOST;
+	return loom_vtable_on_device(p->desc->vtable) ? LOOM_COMPUTE_DEVICE : LOOM_COMPUTE_HOST;
 }
 
 static const char *compute_on_name(loom_compute_on where)
