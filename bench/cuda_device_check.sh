@@ -5,7 +5,7 @@
 # in an ignored folder, e.g. .gpu-data, as the working tree may not exceed
 # 64 MiB):
 #
-#   bench/cuda_device_check.sh check DATA   # build, test_cuda, compute-sanitizer
+#   bench/cuda_device_check.sh check DATA   # build, test_backend_ops, test_cuda, compute-sanitizer
 #   bench/cuda_device_check.sh bench        # tiny1b models: loom bench beside llama-bench
 #
 # DATA holds golden/ and models/ as ../shared does (test_cuda's model tcase
@@ -28,10 +28,14 @@ check)
 	nvidia-smi -L | tee "$out/device.txt"
 	build_loom
 	$build/loom info --plugins | tee -a "$out/device.txt"
+	# Every op case on every backend, cuda among them, then the rest of cuda.
+	(cd $build && ./tests/test_backend_ops) 2>&1 | tee "$out/test_backend_ops.log" | tail -30
 	(cd $build && ./tests/test_cuda) 2>&1 | tee "$out/test_cuda.log" | tail -30
-	# memcheck over the op tests (one process: CK_FORK=no) and one model run.
-	CK_FORK=no CK_RUN_CASE=ops compute-sanitizer --tool memcheck --error-exitcode 9 $build/tests/test_cuda \
-		>"$out/memcheck_ops.log" 2>&1 && echo "memcheck ops: clean" || tail -40 "$out/memcheck_ops.log"
+	# memcheck over the op cases on cuda alone (one process: CK_FORK=no) and
+	# one model run.
+	CK_FORK=no compute-sanitizer --tool memcheck --error-exitcode 9 $build/tests/test_backend_ops \
+		$build/plugins/loom-cuda.so >"$out/memcheck_ops.log" 2>&1 &&
+		echo "memcheck ops: clean" || tail -40 "$out/memcheck_ops.log"
 	compute-sanitizer --tool memcheck --error-exitcode 9 $build/loom run --backend cuda \
 		-m "$LOOM_TEST_DATA/models/stories260K-f32.gguf" -p "Once upon a time" -n 32 --temp 0 \
 		>"$out/memcheck_run.log" 2>&1 && echo "memcheck run: clean" || tail -40 "$out/memcheck_run.log"

@@ -17,7 +17,7 @@
  * The quantizers and row kernels are internal to the CPU plugins, which
  * export one symbol each, so their portable sources (the cpu-generic
  * variant's code) are compiled into this suite; the variants themselves run
- * through their ops, here and in test_cpu_ops.c.
+ * through their ops, here and in test_backend_ops.c.
  */
 #include "check_main.h"
 #include "cpu_ref.h"
@@ -67,7 +67,7 @@ static const qtype qtypes[] = {
 #define ROUNDTRIP_N (16 * 4096)
 
 /* MATMUL against the reference's integer arithmetic: only the f32 order of
- * the block sums differs (see test_cpu_ops.c). */
+ * the block sums differs (see test_backend_ops.c). */
 #define TOL_MATMUL 1e-9
 
 static const char *type_name(loom_dtype type)

@@ -24,12 +24,12 @@
  *   F32:  1e-4 S; measured under 1e-6 S.
  *   F16:  1e-3 S; measured up to 5.5e-4 S (F16's fine steps flip several
  *         times per sequence). Not rounding at all would give about 9e-4 S
- *         here, so test_cpu_ops, not this suite, shows that loom rounds.
+ *         here, so test_backend_ops, not this suite, shows that loom rounds.
  *   BF16: 5e-3 S; measured under 2e-7 S in a Release build (no flips),
  *         2.2e-3 S for one model on cpu-avx512 in a Debug build, where the
  *         compiler fuses no multiply-adds and a flip happens. Without the
  *         rounding the error would be 1.6e-3 to 4.6e-3 S, so here too
- *         test_cpu_ops is what shows that loom rounds.
+ *         test_backend_ops is what shows that loom rounds.
  *   Q8_0: 5e-3 S, two flips; measured under 1e-7 S (no flips: the integer
  *         dot products leave almost no f32 noise to flip on). Without the
  *         rounding the error would be 1.1e-2 to 1.9e-2 S.
