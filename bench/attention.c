@@ -80,7 +80,7 @@ static int run(const bench_backend *bb, loom_dtype type, const shape *s, int rep
 		bench_tensor(&k[l], type, kv_dim, s->n_kv, 1, caches + cache_bytes * (size_t)(2 * l));
 		bench_tensor(&v[l], type, kv_dim, s->n_kv, 1, caches + cache_bytes * (size_t)(2 * l + 1));
 		if (!fill_cache(bb, &k[l], &seed) || !fill_cache(bb, &v[l], &seed)) {
-			fprintf(stderr, "cannot store a %s cache\n", loom_dtype_layout_of(type).name);
+			fprintf(stderr, "cannot store a %s cache\n", loom_dtype_traits_of(type).name);
 			goto out;
 		}
 		nodes[l] = (loom_node){.op = LOOM_OP_ATTENTION, .dst = &yt, .src = {&qt, &k[l], &v[l], &mt},
@@ -88,7 +88,7 @@ static int run(const bench_backend *bb, loom_dtype type, const shape *s, int rep
 				       .fp = {1.0f / sqrtf((float)s->d)}};
 	}
 	if (!bb->vt->supports(bb->be, &nodes[0])) {
-		fprintf(stderr, "no ATTENTION over a %s cache\n", loom_dtype_layout_of(type).name);
+		fprintf(stderr, "no ATTENTION over a %s cache\n", loom_dtype_traits_of(type).name);
 		goto out;
 	}
 	loom_graph g = {.n_nodes = (int)nl, .nodes = nodes};
@@ -101,7 +101,7 @@ static int run(const bench_backend *bb, loom_dtype type, const shape *s, int rep
 	}
 	double med = bench_sort_times(times, reps), bytes = (double)cache_bytes * 2.0 * (double)nl;
 	printf("%-5s d %lld heads %lld/%lld cached %lld tokens %lld x %lld layers: best %8.3f ms  median %8.3f ms  %6.2f GB/s\n",
-	       loom_dtype_layout_of(type).name, (long long)s->d, (long long)s->n_head, (long long)s->n_head_kv,
+	       loom_dtype_traits_of(type).name, (long long)s->d, (long long)s->n_head, (long long)s->n_head_kv,
 	       (long long)s->n_kv, (long long)s->tokens, (long long)nl, times[0] * 1e3, med * 1e3, bytes / med * 1e-9);
 	ok = 1;
 out:

@@ -41,7 +41,7 @@ static int place_copy(const loom_backend_vtable *vt, void *be, const loom_tensor
 			return 1;
 		}
 		if (st != LOOM_ERR_UNSUPPORTED) {
-			fprintf(stderr, "cannot repack %s\n", loom_dtype_layout_of(wt->dtype).name);
+			fprintf(stderr, "cannot repack %s\n", loom_dtype_traits_of(wt->dtype).name);
 			return 0;
 		}
 	}
@@ -84,7 +84,7 @@ static int run(const loom_backend_vtable *vt, void *be, loom_dtype type, int64_t
 	if (type == LOOM_DTYPE_F32)
 		memcpy(w, w32, w_bytes);
 	else if (!vt->supports(be, &conv) || vt->compute(be, &g) != LOOM_OK) {
-		fprintf(stderr, "cannot convert f32 to %s\n", loom_dtype_layout_of(type).name);
+		fprintf(stderr, "cannot convert f32 to %s\n", loom_dtype_traits_of(type).name);
 		goto out;
 	}
 	bench_tensor(&xt, LOOM_DTYPE_F32, k, b, 1, x);
@@ -96,7 +96,7 @@ static int run(const loom_backend_vtable *vt, void *be, loom_dtype type, int64_t
 	}
 	g = (loom_graph){.n_nodes = copies, .nodes = mm};
 	if (!vt->supports(be, &mm[0])) {
-		fprintf(stderr, "no MATMUL for %s\n", loom_dtype_layout_of(type).name);
+		fprintf(stderr, "no MATMUL for %s\n", loom_dtype_traits_of(type).name);
 		goto out;
 	}
 	for (int i = -2; i < reps; i++) {
@@ -108,7 +108,7 @@ static int run(const loom_backend_vtable *vt, void *be, loom_dtype type, int64_t
 	}
 	double med = bench_sort_times(times, reps), best = times[0], macs = (double)k * (double)n * (double)b;
 	printf("%-5s%c %6lld x %-6lld x %3lld tok: best %8.3f ms  median %8.3f ms  %7.1f GMAC/s  %6.2f GB/s\n",
-	       loom_dtype_layout_of(type).name, copy[0].layout != 0 ? '*' : ' ', (long long)n, (long long)k,
+	       loom_dtype_traits_of(type).name, copy[0].layout != 0 ? '*' : ' ', (long long)n, (long long)k,
 	       (long long)b, best * 1e3, med * 1e3, macs / med * 1e-9, (double)w_bytes / med * 1e-9);
 	ok = 1;
 out:
@@ -171,7 +171,7 @@ int main(int argc, char **argv)
 	for (int j = 0; j < n_types; j++) {
 		const char *name = i < argc ? argv[i + j] : all[j];
 		loom_dtype type = bench_dtype_named(name);
-		if (type == LOOM_DTYPE_COUNT || k % loom_dtype_layout_of(type).block != 0) {
+		if (type == LOOM_DTYPE_COUNT || k % loom_dtype_traits_of(type).block != 0) {
 			fprintf(stderr, "%s: not a type, or %lld is not a whole number of its blocks\n", name,
 				(long long)k);
 			status = 2;

@@ -64,7 +64,7 @@ void bench_tensor(loom_tensor *t, loom_dtype type, int64_t ne0, int64_t ne1, int
 	t->ne[1] = ne1;
 	t->ne[2] = ne2;
 	t->ne[3] = 1;
-	t->nb[0] = loom_dtype_layout_of(type).block_bytes;
+	t->nb[0] = loom_dtype_traits_of(type).block_bytes;
 	t->nb[1] = loom_dtype_row_bytes(type, ne0);
 	t->nb[2] = t->nb[1] * (size_t)ne1;
 	t->nb[3] = t->nb[2] * (size_t)ne2;
@@ -74,7 +74,7 @@ void bench_tensor(loom_tensor *t, loom_dtype type, int64_t ne0, int64_t ne1, int
 loom_dtype bench_dtype_named(const char *name)
 {
 	for (int t = 0; t < LOOM_DTYPE_COUNT; t++)
-		if (loom_dtype_layout_of(t).name != NULL && strcmp(loom_dtype_layout_of(t).name, name) == 0)
+		if (loom_dtype_traits_of(t).name != NULL && strcmp(loom_dtype_traits_of(t).name, name) == 0)
 			return (loom_dtype)t;
 	return LOOM_DTYPE_COUNT;
 }

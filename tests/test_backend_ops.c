@@ -262,7 +262,7 @@ static void check_bytes(const backend_state *s, const op_case *c, const void *wa
  * its offset once instead of twice). */
 static void check_decoded(const backend_state *s, const op_case *c, const void *want)
 {
-	if (s->strict || loom_dtype_layout_of(c->src[0].dtype).block == 1) {
+	if (s->strict || loom_dtype_traits_of(c->src[0].dtype).block == 1) {
 		op_expect_bytes(&s->b, c, want, false);
 		return;
 	}
@@ -297,7 +297,7 @@ static float *decode_rows(const htensor *like, const void *data)
 static void check_quantized(const backend_state *s, const op_case *c, const void *want)
 {
 	const htensor *x = &c->src[0], *y = &c->dst;
-	size_t bb = loom_dtype_layout_of(y->dtype).block_bytes, nb = ht_bytes(y) / bb;
+	size_t bb = loom_dtype_traits_of(y->dtype).block_bytes, nb = ht_bytes(y) / bb;
 	size_t per = (size_t)ref_block_elems(y->dtype);
 	void *out[2];
 
@@ -372,7 +372,7 @@ static int row_lengths(loom_dtype type, int64_t *out)
 {
 	static const int64_t blocky[] = {32, 64, 256, 2816, 11008};
 	static const int64_t odd[] = {5, 172};
-	int64_t block = loom_dtype_layout_of(type).block;
+	int64_t block = loom_dtype_traits_of(type).block;
 	int n = 0;
 
 	for (size_t i = 0; i < N_OF(blocky); i++)
@@ -390,7 +390,7 @@ static int row_lengths(loom_dtype type, int64_t *out)
  * for all, 32 where the block allows, 5 and 172 without blocks. */
 static int wide_row_lengths(loom_dtype type, int64_t *out)
 {
-	int64_t block = loom_dtype_layout_of(type).block;
+	int64_t block = loom_dtype_traits_of(type).block;
 	int n = 0;
 
 	out[n++] = 256;
@@ -750,7 +750,7 @@ static void group_matmul(loom_dtype type)
 	 * rows a group and 3; F16 and BF16 rows of 100 end inside a tile row
 	 * of 32. */
 	if (type != LOOM_DTYPE_F32)
-		matmul_case(&rng, type, loom_dtype_layout_of(type).block == 1 ? 100 : 512, 19, 37, act_block,
+		matmul_case(&rng, type, loom_dtype_traits_of(type).block == 1 ? 100 : 512, 19, 37, act_block,
 			    act_block);
 
 	/* The sizes a GPU splits: every row count and batch (one token, a few,
@@ -769,7 +769,7 @@ static void group_matmul(loom_dtype type)
 			for (size_t ti = 0; ti < N_OF(toks); ti += 2)
 				if (!in_first_grid(type, awkward[li], toks[ti]))
 					matmul_case(&rng, type, awkward[li], row_counts[ri], toks[ti], 256, 256);
-	if (loom_dtype_layout_of(type).block == 1)
+	if (loom_dtype_traits_of(type).block == 1)
 		for (size_t li = 0; li < N_OF(odd); li++)
 			for (size_t ri = 0; ri < N_OF(row_counts); ri++)
 				for (size_t ti = 0; ti < N_OF(toks); ti++)
@@ -1106,7 +1106,7 @@ static void group_kv_store(void)
 	ref_rng rng = {9};
 
 	do
-		if (dims[idx[1]] % loom_dtype_layout_of(types[idx[0]]).block == 0)
+		if (dims[idx[1]] % loom_dtype_traits_of(types[idx[0]]).block == 0)
 			kv_store_case(&rng, types[idx[0]], dims[idx[1]], token_counts[idx[2]], false);
 	while (grid_next(idx, sizes, 3));
 	for (int ti = 0; ti < 2; ti++)

@@ -247,7 +247,7 @@ START_TEST(laid_out_file_runs_in_place)
 	ck_assert_int_gt(orig->n_repacked, 0);
 	/* Q4_K's layout is larger than its blocks: those are repacked at load
 	 * still, the Q6_K ones are not. */
-	ck_assert_msg(laid->laid_out && (_i == 2 ? laid->n_repacked < orig->n_repacked : laid->n_repacked == 0),
+	ck_assert_msg(laid->in_backend_layouts && (_i == 2 ? laid->n_repacked < orig->n_repacked : laid->n_repacked == 0),
 		      "the laid-out file was repacked again (%d of %d)", laid->n_repacked, orig->n_repacked);
 	float *want = step_logits(orig), *got = step_logits(laid);
 	ck_assert_msg(memcmp(want, got, (size_t)loom_model_n_vocab(orig) * sizeof(float)) == 0,

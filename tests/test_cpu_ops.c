@@ -286,7 +286,7 @@ END_TEST
  * supports()). */
 static loom_tensor desc(loom_dtype type, int64_t ne0, int64_t ne1, int64_t ne2)
 {
-	loom_dtype_layout l = loom_dtype_layout_of(type);
+	loom_dtype_traits l = loom_dtype_traits_of(type);
 	size_t rb = l.block ? (size_t)(ne0 / l.block) * l.block_bytes : 0;
 	loom_tensor t = {.dtype = type, .ne = {ne0, ne1, ne2, 1}, .nb = {l.block_bytes, rb, rb * ne1, rb * ne1 * ne2}};
 	return t;

@@ -72,7 +72,7 @@ static const qtype qtypes[] = {
 
 static const char *type_name(loom_dtype type)
 {
-	return loom_dtype_layout_of(type).name;
+	return loom_dtype_traits_of(type).name;
 }
 
 static double nmse_f32(const float *ref, const float *got, size_t n)
@@ -102,7 +102,7 @@ static int64_t first_difference(const float *a, const float *b, int64_t n)
 START_TEST(test_layouts)
 {
 	const qtype *q = &qtypes[_i];
-	loom_dtype_layout l = loom_dtype_layout_of(q->type);
+	loom_dtype_traits l = loom_dtype_traits_of(q->type);
 
 	ck_assert_msg(l.block_bytes == q->block_size && ref_block_bytes(q->type) == q->block_size,
 		      "%s: %zu bytes in the ABI table, %zu in the backend, %zu in the reference",
@@ -112,7 +112,7 @@ START_TEST(test_layouts)
 	ck_assert_int_eq(cpu_quant_type_of(q->type)->act_type, ref_act_type(q->type));
 	ck_assert_uint_eq(sizeof(cpu_block_q8_1), ref_block_bytes(LOOM_DTYPE_Q8_1));
 	ck_assert_uint_eq(sizeof(cpu_block_q8_k), ref_block_bytes(LOOM_DTYPE_Q8_K));
-	ck_assert_uint_eq(sizeof(cpu_block_q8_k), loom_dtype_layout_of(LOOM_DTYPE_Q8_K).block_bytes);
+	ck_assert_uint_eq(sizeof(cpu_block_q8_k), loom_dtype_traits_of(LOOM_DTYPE_Q8_K).block_bytes);
 	ck_assert_ptr_null(cpu_quant_type_of(LOOM_DTYPE_Q8_K));
 	ck_assert_ptr_null(cpu_quant_type_of(LOOM_DTYPE_Q8_1));
 	ck_assert_ptr_null(cpu_quant_type_of(LOOM_DTYPE_F16));
@@ -430,7 +430,7 @@ static void *open_variant(int v, const loom_backend_vtable **vt)
 
 static loom_tensor host_tensor(loom_dtype type, int64_t ne0, int64_t ne1, const void *data)
 {
-	loom_dtype_layout l = loom_dtype_layout_of(type);
+	loom_dtype_traits l = loom_dtype_traits_of(type);
 	size_t rb = loom_dtype_row_bytes(type, ne0);
 
 	return (loom_tensor){

@@ -5,7 +5,7 @@
 #include "plugin_host.h"
 #include "testdata.h"
 
-#include "convert/quant_policy.h"
+#include "export/quant_policy.h"
 #include "model/contract.h"
 #include "model/meta.h"
 #include "model/naming.h"
@@ -100,8 +100,8 @@ START_TEST(plan_matches_llama_quantize)
 		ck_assert_msg(r != NULL, "%s lacks %.*s", p->quantized, (int)src->tensors[i].name.len,
 			      src->tensors[i].name.data);
 		ck_assert_msg(types[i] == r->dtype, "%s -> %s: %.*s is %s here, %s in llama.cpp's file", p->source,
-			      p->scheme, (int)r->name.len, r->name.data, loom_dtype_layout_of(types[i]).name,
-			      loom_dtype_layout_of(r->dtype).name);
+			      p->scheme, (int)r->name.len, r->name.data, loom_dtype_traits_of(types[i]).name,
+			      loom_dtype_traits_of(r->dtype).name);
 	}
 	int64_t ftype = -1;
 	ck_assert(loom_meta_get_int(ref, "general.file_type", &ftype) == LOOM_OK);

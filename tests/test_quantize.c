@@ -66,9 +66,9 @@ static double compare_files(const char *ours_path, const char *ref_path, const c
 		const loom_file_tensor *r = &ref->tensors[i], *o = find(ours, r->name);
 		ck_assert_msg(o != NULL, "%s lacks %.*s", scheme, (int)r->name.len, r->name.data);
 		ck_assert_msg(o->dtype == r->dtype && o->n_bytes == r->n_bytes, "%s: %.*s is %s, llama.cpp has %s",
-			      scheme, (int)r->name.len, r->name.data, loom_dtype_layout_of(o->dtype).name,
-			      loom_dtype_layout_of(r->dtype).name);
-		if (loom_dtype_layout_of(r->dtype).block != 32)
+			      scheme, (int)r->name.len, r->name.data, loom_dtype_traits_of(o->dtype).name,
+			      loom_dtype_traits_of(r->dtype).name);
+		if (loom_dtype_traits_of(r->dtype).block != 32)
 			continue;
 		const unsigned char *a = o->data, *b = r->data;
 		for (uint64_t k = 0; k < r->n_bytes; k++)

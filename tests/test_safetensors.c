@@ -125,7 +125,7 @@ static void check_spec(const loom_model_file *f, const st_tensor_spec *s, loom_d
 {
 	const loom_file_tensor *t = test_file_tensor(f, s->name);
 	const uint8_t *map = f->mapping;
-	size_t esize = loom_dtype_layout_of(dtype).block_bytes;
+	size_t esize = loom_dtype_traits_of(dtype).block_bytes;
 
 	ck_assert_msg(t->dtype == dtype, "%s: dtype %d, expected %d", s->name, t->dtype, dtype);
 	ck_assert_msg(t->n_dims == (s->n_dims > 0 ? s->n_dims : 1), "%s: n_dims %d", s->name,

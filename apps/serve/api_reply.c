@@ -136,7 +136,7 @@ static bool piece_json(serve_server *s, loom_token t, serve_buf *out, bool with_
 	return serve_buf_append(out, "]", 1);
 }
 
-/* The logprobs object of the entries r holds, in its API's layout. */
+/* The logprobs object of the entries r holds, in its API's shape. */
 static bool logprobs_json(serve_server *s, serve_request *r, serve_buf *out)
 {
 	if (r->logprobs < 0)
@@ -155,7 +155,7 @@ static bool logprobs_json(serve_server *s, serve_request *r, serve_buf *out)
 		}
 		return ok && serve_buf_append(out, "]}", 2);
 	}
-	/* The legacy layout: parallel arrays. */
+	/* The legacy shape: parallel arrays. */
 	ok = serve_buf_append(out, "{\"tokens\":[", 11);
 	for (size_t i = 0; ok && i < r->n_lps; i++) {
 		char piece[SERVE_PIECE_MAX];

@@ -254,7 +254,7 @@ loom_status cuda_matmul_float(cuda_backend *be, loom_dtype type, const cuda_matm
 		launch<__nv_bfloat16>(be->stream, s);
 		break;
 	default:
-		be->host->set_error("cuda: matmul: no float kernel for %s", loom_dtype_layout_of(type).name);
+		be->host->set_error("cuda: matmul: no float kernel for %s", loom_dtype_traits_of(type).name);
 		return LOOM_ERR_UNSUPPORTED;
 	}
 	return cuda_launched(be, "matmul of f32, f16 or bf16 weights");

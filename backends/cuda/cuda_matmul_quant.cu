@@ -178,6 +178,6 @@ loom_status cuda_matmul_quant(cuda_backend *be, loom_dtype type, const cuda_matm
 	case LOOM_DTYPE_Q6_K: return matmul_quant_typed<LOOM_DTYPE_Q6_K>(be, s, x);
 	default: break;
 	}
-	be->host->set_error("cuda: matmul: no quantized kernel for %s", loom_dtype_layout_of(type).name);
+	be->host->set_error("cuda: matmul: no quantized kernel for %s", loom_dtype_traits_of(type).name);
 	return LOOM_ERR_UNSUPPORTED;
 }

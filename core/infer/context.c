@@ -118,7 +118,7 @@ static loom_status check_kv_type(const loom_model *model, loom_dtype type)
 	if (type != LOOM_DTYPE_F16 && type != LOOM_DTYPE_F32 && type != LOOM_DTYPE_Q8_0 && type != LOOM_DTYPE_Q4_0)
 		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "the KV cache type must be f16, f32, q8_0 or q4_0, not %s",
 				  name != NULL ? name : "unknown");
-	uint32_t block = loom_dtype_layout_of(type).block;
+	uint32_t block = loom_dtype_traits_of(type).block;
 	if (model->hp.head_dim % block != 0)
 		return loom_error(LOOM_ERR_UNSUPPORTED,
 				  "a %s KV cache stores blocks of %u values; this model's heads have %" PRId64, name,

@@ -5,7 +5,7 @@
 #include "model/bind.h"
 
 #include "model/naming.h"
-#include "model/weight_layout.h"
+#include "model/weight_adapt.h"
 #include "runtime/array_grow.h"
 #include "runtime/error.h"
 

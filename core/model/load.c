@@ -2,7 +2,7 @@
  * quantize it in memory if asked, bind the weights, place them. */
 #include "model/model.h"
 
-#include "convert/quantize_at_load.h"
+#include "export/quantize_at_load.h"
 #include "model/bind.h"
 #include "model/place.h"
 #include "runtime/clock.h"
@@ -46,20 +46,20 @@ loom_status loom_model_load(loom_runtime *rt, const char *path, const loom_model
 		params = &defaults;
 	const loom_model_stage stage = params->metadata_only ? LOOM_STAGE_METADATA
 				       : params->vocab_only  ? LOOM_STAGE_VOCAB
-							     : LOOM_STAGE_LAYOUT;
+							     : LOOM_STAGE_CONTRACT;
 	loom_model *m;
 	double t0 = loom_now_s();
 	loom_status st = loom_model_open(rt, path, stage, &m);
 	if (st == LOOM_OK)
 		m->load_times.open = loom_now_s() - t0;
-	if (st == LOOM_OK && stage == LOOM_STAGE_LAYOUT)
+	if (st == LOOM_OK && stage == LOOM_STAGE_CONTRACT)
 		st = load_weights(m, path, params->quantize);
 	if (st != LOOM_OK) {
 		loom_model_free(m);
 		return st;
 	}
 	m->load_times.total = loom_now_s() - t0;
-	if (stage == LOOM_STAGE_LAYOUT) {
+	if (stage == LOOM_STAGE_CONTRACT) {
 		const loom_load_times *lt = &m->load_times;
 		loom_info("load %.3f s: open %.3f, reading weights %.3f, repacking %.3f, uploading %.3f, the rest %.3f",
 			  lt->total, lt->open, lt->read, lt->repack, lt->upload,

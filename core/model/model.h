@@ -117,7 +117,7 @@ struct loom_model {
 	size_t n_owned;
 	loom_repacked_weight *repacked; /* weights in the backend's own layouts */
 	int n_repacked;
-	bool laid_out;            /* the file holds the backend's layouts (`loom convert --layout`) */
+	bool in_backend_layouts;  /* the file holds the backend's layouts (`loom convert --layout`) */
 	size_t released_bytes;    /* of the mapping, handed back once the backend had its own copy */
 	loom_load_times load_times;
 };
@@ -126,7 +126,7 @@ struct loom_model {
 typedef enum loom_model_stage {
 	LOOM_STAGE_METADATA, /* the file: metadata and the tensor table */
 	LOOM_STAGE_VOCAB,    /* and the vocabulary */
-	LOOM_STAGE_LAYOUT    /* and the contract and hyperparameters: all but the weights */
+	LOOM_STAGE_CONTRACT  /* and the contract and hyperparameters: all but the weights */
 } loom_model_stage;
 
 /* Opens path up to stage (open.c). On failure *out is NULL. */

@@ -32,7 +32,7 @@ static loom_status read_architecture(loom_model *m, const char *path, loom_model
 	loom_string arch;
 	if (loom_meta_get_string(m->file, "general.architecture", &arch) == LOOM_OK)
 		m->arch = loom_string_dup(arch);
-	else if (stage == LOOM_STAGE_LAYOUT)
+	else if (stage == LOOM_STAGE_CONTRACT)
 		return loom_error(LOOM_ERR_BAD_FORMAT, "%s: general.architecture is missing", path);
 	else
 		m->arch = strdup("");
@@ -43,10 +43,10 @@ static loom_status read_architecture(loom_model *m, const char *path, loom_model
  * vocabulary alone it is used where there is one. */
 static loom_status find_contract(loom_model *m, const char *path, loom_model_stage stage)
 {
-	if (stage < LOOM_STAGE_LAYOUT && m->arch[0] == '\0')
+	if (stage < LOOM_STAGE_CONTRACT && m->arch[0] == '\0')
 		return LOOM_OK;
 	loom_status st = loom_contract_find(m->arch, m->rt->arch_dirs, m->rt->n_arch_dirs, &m->contract);
-	if (st == LOOM_ERR_NOT_FOUND && stage < LOOM_STAGE_LAYOUT) {
+	if (st == LOOM_ERR_NOT_FOUND && stage < LOOM_STAGE_CONTRACT) {
 		loom_error_clear();
 		return LOOM_OK;
 	}
@@ -92,7 +92,7 @@ static loom_status open_to(loom_model *m, const char *path, loom_model_stage sta
 		return st;
 	if ((st = find_contract(m, path, stage)) != LOOM_OK)
 		return st;
-	if (stage == LOOM_STAGE_LAYOUT && (st = choose_section(m)) != LOOM_OK)
+	if (stage == LOOM_STAGE_CONTRACT && (st = choose_section(m)) != LOOM_OK)
 		return loom_error_wrap(st, "%s (contract %s)", path, m->contract->path);
 	if ((st = read_vocab(m, path)) != LOOM_OK || stage == LOOM_STAGE_VOCAB)
 		return st;

@@ -177,8 +177,8 @@ static int64_t file_tensor_at(const loom_model *m, const void *p)
 	return -1;
 }
 
-/* The layout a laid-out file (`loom convert --layout`) declares for the
- * file tensor at p; 0 for none. */
+/* The layout a file in a backend's layouts (`loom convert --layout`)
+ * declares for the file tensor at p; 0 for none. */
 static uint32_t declared_layout(const loom_model *m, const void *p)
 {
 	const loom_string *names;
@@ -211,7 +211,7 @@ static void embed_from_head(loom_model *m)
 /* Offers t, a weight MATMUL reads (through this tensor only), to the
  * backend's weight_repack.
  * Once repacked, the file's copy is let go: the model is resident once.
- * A laid-out file's tensors are already in the backend's layout, and are
+ * A file in the backend's layouts holds its tensors so already: they are
  * used in place. */
 static loom_status repack(loom_model *m, loom_tensor *t, loom_role role, int il)
 {
@@ -219,7 +219,7 @@ static loom_status repack(loom_model *m, loom_tensor *t, loom_role role, int il)
 	uint32_t layout;
 	const void *src = t->data;
 	const size_t bytes = tensor_bytes(t);
-	if (m->laid_out && in_mapping(m, src) && (layout = declared_layout(m, src)) != 0) {
+	if (m->in_backend_layouts && in_mapping(m, src) && (layout = declared_layout(m, src)) != 0) {
 		double t0 = loom_now_s();
 		touch_pages(src, bytes); /* in one call, rather than a fault a page at the first step */
 		m->load_times.read += loom_now_s() - t0;
@@ -237,10 +237,10 @@ static loom_status repack(loom_model *m, loom_tensor *t, loom_role role, int il)
 		return loom_error_wrap(st, "%s of layer %d", loom_role_name(role), il);
 	if (layout == 0)
 		return LOOM_OK;
-	/* A tied head's file tensor is the embedding: it is not one a laid-out
-	 * file may replace. A copy that only moved its bytes (a CPU backend's,
-	 * for huge pages) would hold them twice while GET_ROWS reads the
-	 * file's: the file's serve. */
+	/* A tied head's file tensor is the embedding: it is not one a file in
+	 * a backend's layouts may replace. A copy that only moved its bytes (a
+	 * CPU backend's, for huge pages) would hold them twice while GET_ROWS
+	 * reads the file's: the file's serve. */
 	const bool shared = t == &m->output && src == m->token_embd.data;
 	if (shared && loom_repack_is_copy(&buf, src, bytes)) {
 		loom_backend_release(&m->rt->backend, &buf);
@@ -261,7 +261,7 @@ static loom_status repack(loom_model *m, loom_tensor *t, loom_role role, int il)
 
 /* A file written in a backend's layouts runs only on that backend, and
  * only in place. */
-static loom_status check_laid_out(loom_model *m)
+static loom_status check_backend_layouts(loom_model *m)
 {
 	loom_string for_backend;
 	if (loom_meta_get_string(m->file, LOOM_LAYOUT_KEY_BACKEND, &for_backend) != LOOM_OK)
@@ -274,7 +274,7 @@ static loom_status check_laid_out(loom_model *m)
 				  "its weights are laid out for backend %.*s (loom convert --layout), which this runtime's "
 				  "backend, %s, cannot use as they are: run it on that backend, or use the original file",
 				  (int)for_backend.len, for_backend.data, mine);
-	m->laid_out = true;
+	m->in_backend_layouts = true;
 	return LOOM_OK;
 }
 
@@ -302,7 +302,7 @@ static loom_status repack_weights(loom_model *m)
 		st = repack(m, &m->output, LOOM_ROLE_OUTPUT, -1);
 	if (st == LOOM_OK && m->n_repacked > 0)
 		loom_info("backend %s repacked %d weights into its own layouts", loom_backend_name(be), m->n_repacked);
-	if (st == LOOM_OK && m->laid_out)
+	if (st == LOOM_OK && m->in_backend_layouts)
 		loom_info("the file holds backend %s's layouts: its weights are used in place", loom_backend_name(be));
 	return st;
 }
@@ -361,7 +361,7 @@ loom_status loom_model_place(loom_model *m)
 		move_tensors(m, offsets);
 	free(offsets);
 	if (st == LOOM_OK)
-		st = check_laid_out(m);
+		st = check_backend_layouts(m);
 	if (st == LOOM_OK)
 		st = repack_weights(m);
 	if (st == LOOM_OK)

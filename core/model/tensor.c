@@ -3,23 +3,23 @@
 
 const char *loom_dtype_name(loom_dtype type)
 {
-	return loom_dtype_layout_of(type).name;
+	return loom_dtype_traits_of(type).name;
 }
 
 int64_t loom_dtype_block_size(loom_dtype type)
 {
-	return loom_dtype_layout_of(type).block;
+	return loom_dtype_traits_of(type).block;
 }
 
 size_t loom_dtype_block_bytes(loom_dtype type)
 {
-	return loom_dtype_layout_of(type).block_bytes;
+	return loom_dtype_traits_of(type).block_bytes;
 }
 
 void loom_tensor_set_contiguous(loom_tensor *t, loom_dtype type, int64_t ne0, int64_t ne1,
 				int64_t ne2, int64_t ne3)
 {
-	loom_dtype_layout l = loom_dtype_layout_of(type);
+	loom_dtype_traits l = loom_dtype_traits_of(type);
 	t->dtype = type;
 	t->ne[0] = ne0;
 	t->ne[1] = ne1;

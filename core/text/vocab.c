@@ -392,7 +392,7 @@ static void kind_defaults(loom_vocab *v, loom_token ids[ROLE_COUNT])
 	v->add_space_prefix = false;
 	switch (v->kind) {
 	case LOOM_VOCAB_SPM:
-		/* SentencePiece's fixed layout: <unk> <s> </s>. */
+		/* SentencePiece's fixed order: <unk> <s> </s>. */
 		ids[ROLE_UNK] = 0;
 		ids[ROLE_BOS] = 1;
 		ids[ROLE_EOS] = 2;

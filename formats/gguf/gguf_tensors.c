@@ -48,12 +48,12 @@ static bool read_type(gguf_cursor *c, loom_file_tensor *t)
 {
 	uint64_t at = c->pos;
 	uint32_t type;
-	loom_dtype_layout layout;
+	loom_dtype_traits layout;
 	uint64_t row_bytes, n_bytes;
 
 	if (!gguf_read_u32(c, &type, "type"))
 		return false;
-	layout = loom_dtype_layout_of(type < LOOM_DTYPE_COUNT ? (int)type : -1);
+	layout = loom_dtype_traits_of(type < LOOM_DTYPE_COUNT ? (int)type : -1);
 	if (layout.name == NULL) {
 		gguf_fail(c, "unknown type %" PRIu32 " at offset %" PRIu64, type, at);
 		return false;

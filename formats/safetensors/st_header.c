@@ -141,7 +141,7 @@ static bool read_offsets(const st_parse *p, const char *name, const cJSON *entry
 			 loom_file_tensor *t, uint64_t n_elems)
 {
 	const cJSON *offsets = cJSON_GetObjectItemCaseSensitive(entry, "data_offsets");
-	loom_dtype_layout layout = loom_dtype_layout_of(t->dtype);
+	loom_dtype_traits layout = loom_dtype_traits_of(t->dtype);
 	uint64_t begin, end, n_bytes;
 
 	if (!cJSON_IsArray(offsets) || cJSON_GetArraySize(offsets) != 2 ||

@@ -82,18 +82,18 @@ typedef struct loom_host {
 } loom_host;
 
 /* ------------------------------------------------------------------------ */
-/* Element type layout, shared by the core and plugins (header-only so that */
-/* plugins need not link the core).                                         */
+/* Element types' traits: name and block geometry, shared by the core and   */
+/* plugins (header-only so that plugins need not link the core).            */
 
-typedef struct loom_dtype_layout {
+typedef struct loom_dtype_traits {
 	const char *name;  /* NULL for numbers that name no type */
 	int64_t block;     /* elements per block */
 	size_t block_bytes;
-} loom_dtype_layout;
+} loom_dtype_traits;
 
-static inline loom_dtype_layout loom_dtype_layout_make_(const char *name, int64_t block, size_t block_bytes)
+static inline loom_dtype_traits loom_dtype_traits_make_(const char *name, int64_t block, size_t block_bytes)
 {
-	loom_dtype_layout l;
+	loom_dtype_traits l;
 	l.name = name;
 	l.block = block;
 	l.block_bytes = block_bytes;
@@ -102,30 +102,30 @@ static inline loom_dtype_layout loom_dtype_layout_make_(const char *name, int64_
 
 /* A switch rather than a designated table, so that C++ (the CUDA backend)
  * compiles this header too. */
-static inline loom_dtype_layout loom_dtype_layout_of(int type)
+static inline loom_dtype_traits loom_dtype_traits_of(int type)
 {
 	switch (type) {
-	case LOOM_DTYPE_F32: return loom_dtype_layout_make_("f32", 1, 4);
-	case LOOM_DTYPE_F16: return loom_dtype_layout_make_("f16", 1, 2);
-	case LOOM_DTYPE_Q4_0: return loom_dtype_layout_make_("q4_0", 32, 18);
-	case LOOM_DTYPE_Q4_1: return loom_dtype_layout_make_("q4_1", 32, 20);
-	case LOOM_DTYPE_Q5_0: return loom_dtype_layout_make_("q5_0", 32, 22);
-	case LOOM_DTYPE_Q5_1: return loom_dtype_layout_make_("q5_1", 32, 24);
-	case LOOM_DTYPE_Q8_0: return loom_dtype_layout_make_("q8_0", 32, 34);
-	case LOOM_DTYPE_Q8_1: return loom_dtype_layout_make_("q8_1", 32, 36);
-	case LOOM_DTYPE_Q2_K: return loom_dtype_layout_make_("q2_k", 256, 84);
-	case LOOM_DTYPE_Q3_K: return loom_dtype_layout_make_("q3_k", 256, 110);
-	case LOOM_DTYPE_Q4_K: return loom_dtype_layout_make_("q4_k", 256, 144);
-	case LOOM_DTYPE_Q5_K: return loom_dtype_layout_make_("q5_k", 256, 176);
-	case LOOM_DTYPE_Q6_K: return loom_dtype_layout_make_("q6_k", 256, 210);
-	case LOOM_DTYPE_Q8_K: return loom_dtype_layout_make_("q8_k", 256, 292);
-	case LOOM_DTYPE_I8: return loom_dtype_layout_make_("i8", 1, 1);
-	case LOOM_DTYPE_I16: return loom_dtype_layout_make_("i16", 1, 2);
-	case LOOM_DTYPE_I32: return loom_dtype_layout_make_("i32", 1, 4);
-	case LOOM_DTYPE_I64: return loom_dtype_layout_make_("i64", 1, 8);
-	case LOOM_DTYPE_F64: return loom_dtype_layout_make_("f64", 1, 8);
-	case LOOM_DTYPE_BF16: return loom_dtype_layout_make_("bf16", 1, 2);
-	default: return loom_dtype_layout_make_(NULL, 0, 0);
+	case LOOM_DTYPE_F32: return loom_dtype_traits_make_("f32", 1, 4);
+	case LOOM_DTYPE_F16: return loom_dtype_traits_make_("f16", 1, 2);
+	case LOOM_DTYPE_Q4_0: return loom_dtype_traits_make_("q4_0", 32, 18);
+	case LOOM_DTYPE_Q4_1: return loom_dtype_traits_make_("q4_1", 32, 20);
+	case LOOM_DTYPE_Q5_0: return loom_dtype_traits_make_("q5_0", 32, 22);
+	case LOOM_DTYPE_Q5_1: return loom_dtype_traits_make_("q5_1", 32, 24);
+	case LOOM_DTYPE_Q8_0: return loom_dtype_traits_make_("q8_0", 32, 34);
+	case LOOM_DTYPE_Q8_1: return loom_dtype_traits_make_("q8_1", 32, 36);
+	case LOOM_DTYPE_Q2_K: return loom_dtype_traits_make_("q2_k", 256, 84);
+	case LOOM_DTYPE_Q3_K: return loom_dtype_traits_make_("q3_k", 256, 110);
+	case LOOM_DTYPE_Q4_K: return loom_dtype_traits_make_("q4_k", 256, 144);
+	case LOOM_DTYPE_Q5_K: return loom_dtype_traits_make_("q5_k", 256, 176);
+	case LOOM_DTYPE_Q6_K: return loom_dtype_traits_make_("q6_k", 256, 210);
+	case LOOM_DTYPE_Q8_K: return loom_dtype_traits_make_("q8_k", 256, 292);
+	case LOOM_DTYPE_I8: return loom_dtype_traits_make_("i8", 1, 1);
+	case LOOM_DTYPE_I16: return loom_dtype_traits_make_("i16", 1, 2);
+	case LOOM_DTYPE_I32: return loom_dtype_traits_make_("i32", 1, 4);
+	case LOOM_DTYPE_I64: return loom_dtype_traits_make_("i64", 1, 8);
+	case LOOM_DTYPE_F64: return loom_dtype_traits_make_("f64", 1, 8);
+	case LOOM_DTYPE_BF16: return loom_dtype_traits_make_("bf16", 1, 2);
+	default: return loom_dtype_traits_make_(NULL, 0, 0);
 	}
 }
 
@@ -133,7 +133,7 @@ static inline loom_dtype_layout loom_dtype_layout_of(int type)
  * multiple of its block. */
 static inline size_t loom_dtype_row_bytes(int type, int64_t n)
 {
-	loom_dtype_layout l = loom_dtype_layout_of(type);
+	loom_dtype_traits l = loom_dtype_traits_of(type);
 	if (l.block == 0 || n < 0 || n % l.block != 0)
 		return 0;
 	return (size_t)(n / l.block) * l.block_bytes;
@@ -326,7 +326,7 @@ static inline bool loom_tensor_standard(const loom_tensor *t)
 {
 	if (t == NULL || t->layout != 0)
 		return false;
-	loom_dtype_layout l = loom_dtype_layout_of(t->dtype);
+	loom_dtype_traits l = loom_dtype_traits_of(t->dtype);
 	if (l.block == 0)
 		return false;
 	for (int i = 0; i < LOOM_MAX_DIMS; i++)

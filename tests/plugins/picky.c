@@ -39,7 +39,7 @@ static void *picky_init(const loom_host *host, const loom_backend_options *opts)
 			if (op_names[op] != NULL && strcmp(op_names[op], value) == 0)
 				p->op = op;
 		for (int t = 0; strcmp(key, "refuse_type") == 0 && t < LOOM_DTYPE_COUNT; t++)
-			if (loom_dtype_layout_of(t).name != NULL && strcmp(loom_dtype_layout_of(t).name, value) == 0)
+			if (loom_dtype_traits_of(t).name != NULL && strcmp(loom_dtype_traits_of(t).name, value) == 0)
 				p->type = t;
 		if (strcmp(key, "free_kib") == 0)
 			p->free_bytes = strtoull(value, NULL, 10) << 10;

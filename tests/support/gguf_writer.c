@@ -299,7 +299,7 @@ void gguf_writer_set_alignment(gguf_writer *w, uint32_t alignment)
 
 uint64_t gguf_tensor_n_bytes(loom_dtype dtype, int n_dims, const int64_t *ne)
 {
-	loom_dtype_layout l = loom_dtype_layout_of(dtype);
+	loom_dtype_traits l = loom_dtype_traits_of(dtype);
 	uint64_t n_bytes;
 
 	if (l.name == NULL || n_dims < 1 || n_dims > LOOM_MAX_DIMS || ne == NULL ||

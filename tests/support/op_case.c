@@ -56,7 +56,7 @@ void op_case_free(op_case *c)
 
 const char *dtype_name(loom_dtype t)
 {
-	return loom_dtype_layout_of(t).name;
+	return loom_dtype_traits_of(t).name;
 }
 
 void fill_normal(ref_rng *rng, float *x, size_t n, double scale)

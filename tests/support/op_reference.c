@@ -109,7 +109,7 @@ static double attention_score(const htensor *k, const float *kf, const double *q
 
 	if (ref_block_elems(k->dtype) > 0) {
 		const uint8_t *row = (const uint8_t *)k->data + j * ht_row_bytes(k) +
-				     (size_t)(g * hd / 32) * loom_dtype_layout_of(k->dtype).block_bytes;
+				     (size_t)(g * hd / 32) * loom_dtype_traits_of(k->dtype).block_bytes;
 		return ref_quant_dot(k->dtype, row, xq, hd);
 	}
 	for (int64_t d = 0; d < hd; d++)

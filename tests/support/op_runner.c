@@ -14,7 +14,7 @@ uint32_t op_last_repack_layout;
 void op_place(const op_backend *b, void *be, const htensor *h, size_t pad, dtensor *d)
 {
 	size_t rb = ht_row_bytes(h), total;
-	loom_dtype_layout l = loom_dtype_layout_of(h->dtype);
+	loom_dtype_traits l = loom_dtype_traits_of(h->dtype);
 	unsigned char *image;
 
 	d->stride = rb + pad;
@@ -72,7 +72,7 @@ void op_fetch(const op_backend *b, void *be, const dtensor *d, const htensor *h,
  * supports(). */
 static loom_tensor descriptor(const htensor *h)
 {
-	loom_dtype_layout l = loom_dtype_layout_of(h->dtype);
+	loom_dtype_traits l = loom_dtype_traits_of(h->dtype);
 	size_t rb = ht_row_bytes(h);
 	return (loom_tensor){.dtype = h->dtype,
 			     .ne = {h->ne[0], h->ne[1], h->ne[2], h->ne[3]},

@@ -148,7 +148,7 @@ static void unpack_row(const loom_tensor *w, const char *row, int r, const cpu_u
 {
 	int8_t q[CPU_QK_K];
 	int64_t n = w->ne[0];
-	const loom_dtype_layout l = loom_dtype_layout_of(w->dtype);
+	const loom_dtype_traits l = loom_dtype_traits_of(w->dtype);
 
 	for (int64_t e0 = 0; e0 < n; e0 += l.block) {
 		const void *block = row + (size_t)(e0 / l.block) * l.block_bytes;

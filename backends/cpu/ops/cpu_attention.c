@@ -67,7 +67,7 @@ typedef struct attn_unit {
 
 static bool head_slices_ok(const loom_tensor *t, int64_t d)
 {
-	return d % loom_dtype_layout_of(t->dtype).block == 0;
+	return d % loom_dtype_traits_of(t->dtype).block == 0;
 }
 
 static bool attention_supports(const loom_node *node)
@@ -168,7 +168,7 @@ static attn_unit place_unit(const attn_plan *p, unsigned char *at)
 /* Byte offset of kv head g's slice in a row of cache c. */
 static size_t head_slice(const loom_tensor *c, int64_t g, int64_t d)
 {
-	return (size_t)(g * d / loom_dtype_layout_of(c->dtype).block) * c->nb[0];
+	return (size_t)(g * d / loom_dtype_traits_of(c->dtype).block) * c->nb[0];
 }
 
 /* Starts the block's scores at the rows' masks (keys past n, and masked

@@ -50,7 +50,7 @@ static void convert_row(loom_dtype type, const void *src, float *dst, int64_t n)
 /* Row o of a weight in a rearranged layout, a block at a time. */
 static void convert_repacked_row(const loom_tensor *table, int64_t o, float *dst)
 {
-	const loom_dtype_layout l = loom_dtype_layout_of(table->dtype);
+	const loom_dtype_traits l = loom_dtype_traits_of(table->dtype);
 	union {
 		cpu_block_q4_0 q4_0;
 		cpu_block_q8_0 q8_0;

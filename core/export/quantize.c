@@ -1,11 +1,11 @@
 /* quantize.c - a model file's weights converted to a scheme ("q4_k_m",
  * ...) in memory: the policy picks each tensor's type, the backend
  * converts (LOOM_OP_CONVERT). */
-#include "convert/quantize.h"
+#include "export/quantize.h"
 
 #include "model/meta.h"
 #include "runtime/error.h"
-#include "model/weight_layout.h"
+#include "model/weight_adapt.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,7 +24,7 @@ loom_quantize_params loom_quantize_default_params(void)
 static loom_status build_meta(loom_quantized *j)
 {
 	static const char file_type_key[] = "general.file_type", qv_key[] = "general.quantization_version";
-	const bool quantized = loom_dtype_layout_of(j->scheme->base).block > 1;
+	const bool quantized = loom_dtype_traits_of(j->scheme->base).block > 1;
 	uint64_t n = j->in->n_meta;
 	j->meta = calloc(n + 2, sizeof(loom_meta_kv));
 	if (j->meta == NULL)

@@ -1,10 +1,11 @@
-/* weight_layout.h - a file's tensor in the type or layout the block wants,
- * where the format stores it otherwise: converted by the backend, matrices turned (GPT-2's Conv1D in
- * Hugging Face files), norm weights and biases as f32 with an offset
- * added (Gemma's w where the block multiplies by 1 + w). Loading and
- * `loom convert` both use these. */
-#ifndef LOOM_WEIGHT_LAYOUT_H
-#define LOOM_WEIGHT_LAYOUT_H
+/* weight_adapt.h - a file's tensor adapted to what the block wants, where
+ * the format stores it otherwise: re-encoded in another dtype by the
+ * backend's CONVERT op, matrices turned (GPT-2's Conv1D in Hugging Face
+ * files), norm weights and biases as f32 with an offset added (Gemma's w
+ * where the block multiplies by 1 + w). Loading and `loom convert` both
+ * use these. */
+#ifndef LOOM_WEIGHT_ADAPT_H
+#define LOOM_WEIGHT_ADAPT_H
 
 #include "model/tensor.h"
 #include "runtime/runtime.h"

@@ -1,5 +1,5 @@
-/* weight_layout.c - converting, turning and widening a file's tensors. */
-#include "model/weight_layout.h"
+/* weight_adapt.c - re-encoding, turning and widening a file's tensors. */
+#include "model/weight_adapt.h"
 
 #include "runtime/error.h"
 

@@ -4,7 +4,7 @@
 
 #include "model/model.h"
 
-/* Replaces m's file, opened to LOOM_STAGE_LAYOUT, by its GGUF layout with
+/* Replaces m's file, opened to LOOM_STAGE_CONTRACT, by its GGUF image with
  * the weights quantized to scheme, in memory: what `loom convert --type`
  * writes. m then binds that instead. */
 loom_status loom_quantize_at_load(loom_model *m, const char *scheme);

@@ -1,5 +1,5 @@
 /* layout_export.c - see layout_export.h. */
-#include "convert/layout_export.h"
+#include "export/layout_export.h"
 
 #include "model/place.h"
 #include "runtime/error.h"

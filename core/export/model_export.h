@@ -1,4 +1,4 @@
-/* model_export.h - a model laid out as a GGUF file of its contract's
+/* model_export.h - a model as a GGUF file of its contract's
  * architecture holds it: GGUF metadata keys and tensor names, matrices
  * {n_in, n_out}, Q and K rows in the GGUF section's RoPE order, norms and
  * biases in f32. `loom convert` writes it; quantizing at load loads it. */

@@ -1,9 +1,9 @@
 /* convert.c - `loom convert` and `loom quantize`: a model written as a new
  * file, as GGUF from any format loom reads, or in its own format with its
  * weights quantized. */
-#include "convert/layout_export.h"
-#include "convert/model_export.h"
-#include "convert/quantize.h"
+#include "export/layout_export.h"
+#include "export/model_export.h"
+#include "export/quantize.h"
 #include "model/model.h"
 #include "model/naming.h"
 #include "runtime/error.h"
@@ -54,7 +54,7 @@ loom_status loom_convert(loom_runtime *rt, const char *in_path, const char *out_
 		return LOOM_ERR_INVALID_ARGUMENT;
 
 	loom_model *m = NULL;
-	loom_status st = loom_model_open(rt, in_path, LOOM_STAGE_LAYOUT, &m);
+	loom_status st = loom_model_open(rt, in_path, LOOM_STAGE_CONTRACT, &m);
 	if (st != LOOM_OK)
 		return st;
 	loom_export e;
@@ -95,7 +95,7 @@ loom_status loom_quantize(loom_runtime *rt, const char *in_path, const char *out
 
 	/* The policy picks types by the tensors' roles in the contract. */
 	loom_model *m = NULL;
-	loom_status st = loom_model_open(rt, in_path, LOOM_STAGE_LAYOUT, &m);
+	loom_status st = loom_model_open(rt, in_path, LOOM_STAGE_CONTRACT, &m);
 	if (st != LOOM_OK)
 		return st;
 	loom_quantized q;

@@ -1,10 +1,10 @@
 /* model_export.c - a model's tensors and hyperparameters under its
  * contract's GGUF names, reshaped where the file's format differs. */
-#include "convert/model_export.h"
+#include "export/model_export.h"
 
 #include "model/meta.h"
 #include "model/naming.h"
-#include "model/weight_layout.h"
+#include "model/weight_adapt.h"
 #include "runtime/error.h"
 
 #include <inttypes.h>

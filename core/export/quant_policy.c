@@ -16,7 +16,7 @@
  *     Q3_K to Q4_0 where llama.cpp uses IQ4_NL, which loom lacks), and to
  *     F16 when even that block does not fit. */
 #define _GNU_SOURCE /* qsort_r */
-#include "convert/quant_policy.h"
+#include "export/quant_policy.h"
 
 
 #include <stdio.h>
@@ -78,7 +78,7 @@ static bool use_more_bits(int i, int n)
 
 static loom_dtype fit_row(loom_dtype type, int64_t n)
 {
-	if (n % loom_dtype_layout_of(type).block == 0)
+	if (n % loom_dtype_traits_of(type).block == 0)
 		return type;
 	switch (type) {
 	case LOOM_DTYPE_Q2_K:
@@ -97,7 +97,7 @@ static loom_dtype fit_row(loom_dtype type, int64_t n)
 	default:
 		break;
 	}
-	return n % loom_dtype_layout_of(type).block == 0 ? type : LOOM_DTYPE_F16;
+	return n % loom_dtype_traits_of(type).block == 0 ? type : LOOM_DTYPE_F16;
 }
 
 typedef struct plan_state {

@@ -3,7 +3,7 @@
 #ifndef LOOM_QUANTIZE_H
 #define LOOM_QUANTIZE_H
 
-#include "convert/quant_policy.h"
+#include "export/quant_policy.h"
 #include "runtime/runtime.h"
 
 /* The output: the input's metadata with the file type updated, and each

@@ -1,11 +1,11 @@
 /* quantize_at_load.c - a model's weights quantized as it loads: its GGUF
- * layout built in memory (model_export.c), quantized to the scheme
+ * image built in memory (model_export.c), quantized to the scheme
  * (quantize.c) and adopted by the model in place of its file, so that it
  * binds exactly what `loom convert --type` would have written. */
-#include "convert/quantize_at_load.h"
+#include "export/quantize_at_load.h"
 
-#include "convert/model_export.h"
-#include "convert/quantize.h"
+#include "export/model_export.h"
+#include "export/quantize.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
 
@@ -13,14 +13,14 @@
 #include <string.h>
 
 /* The file the model adopts, and the export its tensors point into. */
-typedef struct quantized_layout {
+typedef struct quantized_image {
 	loom_export export;
 	loom_quantized quantized;
-} quantized_layout;
+} quantized_image;
 
 static void release(void *p)
 {
-	quantized_layout *q = p;
+	quantized_image *q = p;
 	loom_quantized_free(&q->quantized);
 	loom_export_free(&q->export);
 	free(q);
@@ -31,8 +31,8 @@ loom_status loom_quantize_at_load(loom_model *m, const char *scheme_name)
 	const loom_quant_scheme *scheme = loom_quantize_scheme(scheme_name);
 	if (scheme == NULL)
 		return LOOM_ERR_INVALID_ARGUMENT;
-	quantized_layout *q = calloc(1, sizeof(*q));
-	/* The layout is GGUF's, whose keys carry the contract's name. */
+	quantized_image *q = calloc(1, sizeof(*q));
+	/* The image is GGUF's, whose keys carry the contract's name. */
 	char *arch = strdup(m->contract->name);
 	if (q == NULL || arch == NULL) {
 		free(q);
