@@ -550,18 +550,32 @@ static double k_block_dot(const ref_qblock *w, const uint8_t *xb)
 	       (double)f32((double)dx * w->dmin) * (double)msum;
 }
 
-double ref_quant_dot(loom_dtype type, const uint8_t *w, const uint8_t *xq, int64_t n)
+/* Block i's dot product with its activation block. */
+static double block_dot(loom_dtype type, const ref_qblock *b, const uint8_t *xq, int64_t i)
 {
 	loom_dtype act = ref_act_type(type);
-	int per = ref_block_elems(type);
+	const uint8_t *xb = xq + (size_t)i * ref_block_bytes(act);
+	return ref_block_elems(type) == 256 ? k_block_dot(b, xb) : legacy_block_dot(b, xb, act == LOOM_DTYPE_Q8_1);
+}
+
+double ref_quant_dot(loom_dtype type, const uint8_t *w, const uint8_t *xq, int64_t n)
+{
 	double sum = 0.0;
 	ref_qblock b;
 
-	for (int64_t i = 0; i < n / per; i++) {
-		const uint8_t *xb = xq + (size_t)i * ref_block_bytes(act);
+	for (int64_t i = 0; i < n / ref_block_elems(type); i++) {
 		ref_decode_block(type, w + (size_t)i * ref_block_bytes(type), &b);
-		sum += per == 256 ? k_block_dot(&b, xb) : legacy_block_dot(&b, xb, act == LOOM_DTYPE_Q8_1);
+		sum += block_dot(type, &b, xq, i);
 	}
+	return sum;
+}
+
+double ref_decoded_dot(loom_dtype type, const ref_qblock *w, const uint8_t *xq, int64_t n)
+{
+	double sum = 0.0;
+
+	for (int64_t i = 0; i < n / ref_block_elems(type); i++)
+		sum += block_dot(type, &w[i], xq, i);
 	return sum;
 }
 

@@ -79,6 +79,10 @@ void ref_quantize_act(loom_dtype act_type, const float *x, uint8_t *blocks, int6
  * K-quants with mins subtracting f32(d_x * dmin) * sum m_j * (sum of the
  * sub-block's q_x)), summed in double. */
 double ref_quant_dot(loom_dtype type, const uint8_t *w, const uint8_t *xq, int64_t n);
+/* The same with the weight row's blocks decoded already (ref_decode_block,
+ * n / block elements of them): a row met by many activation rows is
+ * decoded once. */
+double ref_decoded_dot(loom_dtype type, const ref_qblock *w, const uint8_t *xq, int64_t n);
 
 /* splitmix64: the same sequence on every machine. */
 typedef struct ref_rng {

@@ -59,12 +59,18 @@ void matmul_reference(const op_case *c, double *ref, double *mag, double *energy
 	loom_dtype act = ref_act_type(w->dtype);
 	double *xr = malloc(sizeof(double) * (size_t)n);
 	uint8_t *xq = malloc(quant ? loom_dtype_row_bytes(act, n) : 1);
-	/* Float weights as f32, each row decoded once. */
+	/* The weights decoded once: float rows as f32, quantized rows as
+	 * blocks of small integers and scales. */
+	int64_t per = quant ? ref_block_elems(w->dtype) : 1;
+	size_t block_bytes = quant ? ref_block_bytes(w->dtype) : 0;
 	float *wf = malloc(quant ? 1 : sizeof(float) * (size_t)(n * n_out));
+	ref_qblock *wb = malloc(quant ? sizeof(ref_qblock) * (size_t)(n / per * n_out) : 1);
 
-	ck_assert(xr != NULL && xq != NULL && wf != NULL);
+	ck_assert(xr != NULL && xq != NULL && wf != NULL && wb != NULL);
 	for (int64_t o = 0; !quant && o < n_out; o++)
 		ht_row_values(w, o, wf + o * n);
+	for (int64_t k = 0; quant && k < n / per * n_out; k++)
+		ref_decode_block(w->dtype, (const uint8_t *)w->data + (size_t)k * block_bytes, &wb[k]);
 	for (int64_t t = 0; t < n_tok; t++) {
 		const float *xt = ht_f32(x) + t * n;
 		if (quant)
@@ -72,10 +78,9 @@ void matmul_reference(const op_case *c, double *ref, double *mag, double *energy
 		else
 			round_activations(w->dtype, xt, n, xr);
 		for (int64_t o = 0; o < n_out; o++) {
-			const uint8_t *wr = (const uint8_t *)w->data + o * ht_row_bytes(w);
 			double sum = 0.0;
 			if (quant)
-				sum = ref_quant_dot(w->dtype, wr, xq, n);
+				sum = ref_decoded_dot(w->dtype, wb + o * (n / per), xq, n);
 			else
 				for (int64_t i = 0; i < n; i++)
 					sum += (double)wf[o * n + i] * xr[i];
@@ -83,6 +88,7 @@ void matmul_reference(const op_case *c, double *ref, double *mag, double *energy
 		}
 	}
 	free(wf);
+	free(wb);
 	free(xr);
 	free(xq);
 	if (mag != NULL || energy != NULL)
