@@ -288,17 +288,18 @@ static float *decode_rows(const htensor *like, const void *data)
 }
 
 /* Quantized output of CONVERT: an error against the f32 source no more
- * than 1% above the scalar quantizer's, and most blocks (85%) as it wrote
- * them or decoding to the same values. A float step that rounds otherwise
- * moves a K-quant's scale search: cpu-avx2 and cpu-avx512 choose other
- * scales than the scalar code for 0.4% to 12% of Q4_K, Q5_K and Q6_K
- * blocks, with errors within 0.03% of its; an all-zero block may get a
- * dmin of -0. */
+ * than 1% above the scalar quantizer's, and 99% of the blocks as it wrote
+ * them or decoding to the same values (an all-zero block may get a dmin
+ * of -0): a float step that rounds otherwise may move a tie or a scale
+ * search. The CPU backends' own quantizers allow 85%: cpu-avx2 and
+ * cpu-avx512 choose other scales than the scalar code for 0.4% to 12% of
+ * Q4_K, Q5_K and Q6_K blocks, with errors within 0.03% of its. */
 static void check_quantized(const backend_state *s, const op_case *c, const void *want)
 {
 	const htensor *x = &c->src[0], *y = &c->dst;
 	size_t bb = loom_dtype_traits_of(y->dtype).block_bytes, nb = ht_bytes(y) / bb;
 	size_t per = (size_t)ref_block_elems(y->dtype);
+	double min_same = s->strict ? 0.85 : 0.99;
 	void *out[2];
 
 	op_outputs(&s->b, c, out);
@@ -323,8 +324,8 @@ static void check_quantized(const backend_state *s, const op_case *c, const void
 		}
 		free(w);
 		free(g);
-		ck_assert_msg((double)same >= 0.85 * (double)nb, "%s on %s: %zu of %zu blocks as the reference wrote them",
-			      c->what, s->b.name, same, nb);
+		ck_assert_msg((double)same >= min_same * (double)nb,
+			      "%s on %s: %zu of %zu blocks as the reference wrote them", c->what, s->b.name, same, nb);
 		ck_assert_msg(eg <= 1.01 * ew + 1e-12 * norm, "%s on %s: quantization error %.4g, the reference's %.4g",
 			      c->what, s->b.name, eg / norm, ew / norm);
 	}

@@ -2,7 +2,8 @@
  * examples/plugin built out of tree against the installed headers with
  * find_package(loom), listed in a plugins.yaml of the test's own, and run
  * by the installed loom to the reference's greedy continuation. What it
- * cannot run (an f16 cache) it refuses when the context is made. The SDK
+ * cannot run (an f16 cache) it refuses when the context is made, and the
+ * conformance suite passes it, given its file. The SDK
  * holds the ABI and nothing of the core: a plugin that reaches into core/
  * does not compile. */
 #include "check_main.h"
@@ -97,6 +98,16 @@ START_TEST(out_of_tree_backend_runs_a_model)
 	ck_assert_msg(r.status == 1 && strstr(r.err, "backend example-f32 cannot run KV_STORE") != NULL &&
 			      strstr(r.err, "f16") != NULL,
 		      "an f16 cache: exit %d: %s", r.status, r.err);
+	cmd_result_free(&r);
+
+	/* The conformance suite, given the plugin's file as its author would
+	 * give it: the op groups against the reference (test_backend_ops
+	 * runs them all, MATMUL too, on the in-tree build of the example). */
+	r = run_cmd("CK_RUN_CASE=ops OMP_WAIT_POLICY=passive %s/tests/test_backend_ops %s/plugin/loom-example-f32.so",
+		    LOOM_TEST_BUILD_DIR, dir);
+	ck_assert_msg(r.status == 0 && strstr(r.out, "ATTENTION on example-f32: ") != NULL &&
+			      strstr(r.out, "Failures: 0, Errors: 0") != NULL,
+		      "test_backend_ops on the example: exit %d:\n%s%s", r.status, r.out, r.err);
 	cmd_result_free(&r);
 	golden_free(&g);
 }
