@@ -61,14 +61,15 @@ const char *dtype_name(loom_dtype t)
 
 void fill_normal(ref_rng *rng, float *x, size_t n, double scale)
 {
-	/* Both of Box-Muller's values from each pair of uniforms: the suites
-	 * draw millions, and the logarithm is most of their cost. */
+	/* Both of Box-Muller's values from each pair of uniforms, in float:
+	 * the suites draw millions, and the logarithm and the sine and cosine
+	 * are most of their cost. */
 	for (size_t i = 0; i < n; i += 2) {
-		double u1 = ref_rng_uniform(rng, 0x1p-53, 1.0), u2 = ref_rng_uniform(rng, 0.0, 1.0);
-		double r = scale * sqrt(-2.0 * log(u1)), a = 2.0 * M_PI * u2;
-		x[i] = (float)(r * cos(a));
+		float u1 = (float)ref_rng_uniform(rng, 0x1p-24, 1.0), u2 = (float)ref_rng_uniform(rng, 0.0, 1.0);
+		float r = (float)scale * sqrtf(-2.0f * logf(u1)), a = 2.0f * (float)M_PI * u2;
+		x[i] = r * cosf(a);
 		if (i + 1 < n)
-			x[i + 1] = (float)(r * sin(a));
+			x[i + 1] = r * sinf(a);
 	}
 }
 
