@@ -20,11 +20,13 @@
 #define PROMPT_ID "once_upon_a_time"
 
 /* Builds examples/plugin into dir/plugin with the installed tree at
- * dir/staged, as its CMakeLists.txt tells a user to. */
+ * dir/staged, as its CMakeLists.txt tells a user to (under the sanitizers
+ * when loom is built with them). */
 static void build_example(const char *dir)
 {
 	cmd_result r = run_cmd("cmake -S %s/examples/plugin -B %s/plugin -DCMAKE_PREFIX_PATH=%s/staged "
-			       "-DCMAKE_BUILD_TYPE=Release -DCMAKE_C_FLAGS='-Wall -Wextra -Werror' >/dev/null && "
+			       "-DCMAKE_BUILD_TYPE=Release -DCMAKE_C_FLAGS='-Wall -Wextra -Werror " LOOM_TEST_HOST_CFLAGS
+			       "' >/dev/null && "
 			       "cmake --build %s/plugin >/dev/null",
 			       LOOM_TEST_SOURCE_DIR, dir, dir, dir);
 	ck_assert_msg(r.status == 0, "building examples/plugin against the installed loom: %s%s", r.out, r.err);
