@@ -354,6 +354,9 @@ static void expect_close(const op_case *c, const double *ref, double tol_documen
 #define TOL_SWIGLU 1e-12
 #define TOL_GELU 1e-12
 #define TOL_ROPE 1e-12
+/* tanh by 1 - 2 / (e^2z + 1) loses relative precision near 0 but not
+ * absolute: ~1e-14 of the row's energy. */
+#define TOL_SOFTCAP 1e-12
 
 /* ------------------------------------------------------------------------ */
 /* Shapes                                                                   */
@@ -892,6 +895,43 @@ static void gelu_case(ref_rng *rng, int64_t n, int64_t rows, loom_gelu_kind kind
 	op_case_free(&c);
 }
 
+/* cap * tanh(x * f32(1 / cap)), in double after the f32 product. */
+static void softcap_case(ref_rng *rng, int64_t n, int64_t rows, float cap, bool in_place)
+{
+	op_case c = {.op = LOOM_OP_SOFTCAP, .fp = {cap}, .in_place = in_place};
+	double *ref = malloc(sizeof(double) * (size_t)(n * rows));
+	float inv = 1.0f / cap;
+
+	c.src[0] = ht(LOOM_DTYPE_F32, n, rows, 1, 1);
+	c.dst = ht(LOOM_DTYPE_F32, n, rows, 1, 1);
+	/* Up to several caps either side, where tanh saturates, and the small
+	 * values around 0 where it is near the identity. */
+	fill_normal(rng, ht_f32(&c.src[0]), (size_t)(n * rows), 2.0 * cap);
+	for (int64_t i = 0; i < n * rows; i += 7)
+		ht_f32(&c.src[0])[i] *= 1e-3f;
+	for (int64_t i = 0; i < n * rows; i++)
+		ref[i] = (double)cap * tanh((double)(ht_f32(&c.src[0])[i] * inv));
+	snprintf(c.what, sizeof(c.what), "SOFTCAP %g [%lld x %lld]%s", cap, (long long)n, (long long)rows,
+		 in_place ? " in place" : "");
+	expect_close(&c, ref, TOL_SOFTCAP, TOL_CONTRACT_F32);
+	free(ref);
+	op_case_free(&c);
+}
+
+/* Gemma 2's caps: 30 on the final logits, 50 on attention scores. */
+static void group_softcap(void)
+{
+	static const int64_t lens[] = {5, 172, 256, 2816, 4096};
+	static const float caps[] = {30.0f, 50.0f};
+	ref_rng rng = {13};
+	int k = 0;
+
+	for (size_t li = 0; li < N_OF(lens); li++)
+		for (size_t ci = 0; ci < N_OF(counts); ci++)
+			for (size_t cap = 0; cap < N_OF(caps); cap++)
+				softcap_case(&rng, lens[li], counts[ci], caps[cap], k++ % 2 == 0);
+}
+
 static void group_elementwise(void)
 {
 	static const int64_t lens[] = {5, 172, 256, 2816};
@@ -1307,6 +1347,7 @@ static const group groups[] = {
 	{"norms", "RMS_NORM, LAYER_NORM", group_norms},
 	{"matmul_ties", "MATMUL ties", group_matmul_ties},
 	{"elementwise", "ADD, MUL, SCALE, SWIGLU, GELU", group_elementwise},
+	{"softcap", "SOFTCAP", group_softcap},
 	{"rope", "ROPE", group_rope},
 	{"kv_store", "KV_STORE", group_kv_store},
 	{"attention", "ATTENTION", group_attention},

@@ -14,6 +14,7 @@
 #include "loom/plugin_api.h"
 #include "testdata.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,10 +112,10 @@ START_TEST(llama_contract_reads_back)
 	ck_assert_str_eq(keys[LOOM_HP_NORM_EPS][0], "{arch}.attention.layer_norm_rms_epsilon");
 	ck_assert_str_eq(keys[LOOM_HP_ROPE_THETA][0], "{arch}.rope.freq_base");
 	/* GGUF stores n_rot itself, never the fraction, and Llama 3's scaling
-	 * as the rope_freqs tensor. */
+	 * as the rope_freqs tensor; llama soft-caps nothing. */
 	for (int hp = 0; hp < LOOM_HP_COUNT; hp++)
 		ck_assert_msg(keys[hp] != NULL || hp == LOOM_HP_ROPE_PARTIAL || hp == LOOM_HP_ROPE_LOW_FREQ ||
-				      hp == LOOM_HP_ROPE_HIGH_FREQ,
+				      hp == LOOM_HP_ROPE_HIGH_FREQ || hp == LOOM_HP_FINAL_LOGIT_SOFTCAP,
 			      "llama.yaml gives no GGUF key for %s",
 			      loom_hparam_name((loom_hparam)hp));
 
@@ -485,6 +486,64 @@ START_TEST(model_loads_through_a_copied_contract)
 }
 END_TEST
 
+/* Logits of the first prompt token through a model loaded with arch_dir's
+ * llama.yaml (n_vocab of them, malloc'd). */
+static float *first_logits(const char *arch_dir, const char *model, int *n_vocab)
+{
+	loom_runtime *rt = runtime_with_arch_dir(arch_dir);
+	loom_model *m = NULL;
+	loom_status st = loom_model_load(rt, model, NULL, &m);
+	ck_assert_msg(st == LOOM_OK, "load %s with %s/llama.yaml: %s", model, arch_dir, loom_last_error());
+	loom_context *ctx = test_context(m, 64, 16, LOOM_DTYPE_F32);
+	loom_token toks[3] = {1, 400, 300};
+	loom_batch b = {.n_tokens = 3, .tokens = toks};
+	ck_assert_msg(loom_decode(ctx, &b) == LOOM_OK, "decode: %s", loom_last_error());
+	*n_vocab = loom_model_n_vocab(m);
+	float *out = malloc(sizeof(float) * (size_t)*n_vocab);
+	ck_assert_ptr_nonnull(out);
+	memcpy(out, loom_get_logits(ctx, 2), sizeof(float) * (size_t)*n_vocab);
+	loom_context_free(ctx);
+	loom_model_free(m);
+	loom_runtime_free(rt);
+	return out;
+}
+
+/* final_logit_softcap from the contract's defaults: every logit is
+ * c tanh(logit / c) of the same model's logit without it, as the SOFTCAP op
+ * computes it; a negative cap is refused at load. */
+START_TEST(final_logit_softcap_caps_every_logit)
+{
+	char model[4096], plain[4096], capped[4096], bad[4096];
+	if (!test_data_path(model, sizeof(model), "models/stories260K-f32.gguf"))
+		return;
+	tmp_dir(plain, sizeof(plain), "contract_softcap_plain");
+	tmp_dir(capped, sizeof(capped), "contract_softcap");
+	write_llama(plain, NULL, NULL);
+	write_llama(capped, "defaults:\n", "defaults:\n  final_logit_softcap: 2.0\n");
+	int n = 0, n_capped = 0;
+	float *want = first_logits(plain, model, &n), *got = first_logits(capped, model, &n_capped);
+	ck_assert_int_eq(n, n_capped);
+	int saturated = 0;
+	for (int i = 0; i < n; i++) {
+		float c = 2.0f * tanhf(want[i] * 0.5f);
+		ck_assert_msg(fabsf(got[i] - c) <= 1e-6f, "logit %d: %.9g, expected 2 tanh(%.9g / 2) = %.9g", i, got[i],
+			      want[i], c);
+		saturated += fabsf(want[i]) > 4.0f;
+	}
+	ck_assert_msg(saturated > 0, "no logit beyond twice the cap: the test would not see the cap");
+	free(want);
+	free(got);
+
+	tmp_dir(bad, sizeof(bad), "contract_softcap_negative");
+	write_llama(bad, "defaults:\n", "defaults:\n  final_logit_softcap: -1.0\n");
+	loom_runtime *rt = runtime_with_arch_dir(bad);
+	loom_model *m = NULL;
+	ck_assert_int_eq(loom_model_load(rt, model, NULL, &m), LOOM_ERR_BAD_FORMAT);
+	expect_in(loom_last_error(), "final_logit_softcap = -1 must be 0 (none) or positive");
+	loom_runtime_free(rt);
+}
+END_TEST
+
 START_TEST(misspelled_tensor_name_fails_the_load)
 {
 	char model[4096], dir[4096];
@@ -664,6 +723,7 @@ static Suite *contract_suite(void)
 	tc = tcase_create("model");
 	tcase_add_test(tc, model_loads_through_a_copied_contract);
 	tcase_add_test(tc, misspelled_tensor_name_fails_the_load);
+	tcase_add_test(tc, final_logit_softcap_caps_every_logit);
 	tcase_add_test(tc, broken_contract_fails_the_load);
 	tcase_add_test(tc, learned_positions_bound_the_context);
 	tcase_add_test(tc, tokenizer_only_contract_tokenizes_but_does_not_run);

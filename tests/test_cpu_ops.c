@@ -363,6 +363,13 @@ START_TEST(test_supports)
 	ck_assert(!supported(v, LOOM_OP_NONE, &x, &x, NULL, NULL, NULL, 0, 0));
 	ck_assert(!supported(v, (loom_op)99, &x, &x, NULL, NULL, NULL, 0, 0));
 	ck_assert(!supported(v, LOOM_OP_SCALE, NULL, &x, NULL, NULL, NULL, 0, 0));
+	/* SOFTCAP's cap must be positive and finite. */
+	loom_node cap = {.op = LOOM_OP_SOFTCAP, .dst = &x, .src = {&x}, .fp = {30.0f}};
+	ck_assert(v->b.vt->supports(v->b.be[0], &cap));
+	cap.fp[0] = 0.0f;
+	ck_assert(!v->b.vt->supports(v->b.be[0], &cap));
+	cap.fp[0] = INFINITY;
+	ck_assert(!v->b.vt->supports(v->b.be[0], &cap));
 }
 END_TEST
 

@@ -36,6 +36,7 @@ static const cuda_op *const cuda_ops[LOOM_OP_COUNT] = {
 	[LOOM_OP_CONVERT] = &cuda_op_convert,
 	[LOOM_OP_LAYER_NORM] = &cuda_op_layer_norm,
 	[LOOM_OP_GELU] = &cuda_op_gelu,
+	[LOOM_OP_SOFTCAP] = &cuda_op_softcap,
 };
 
 static const cuda_op *op_of(const loom_node *node)

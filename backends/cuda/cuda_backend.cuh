@@ -66,6 +66,7 @@ extern const cuda_op cuda_op_scale;
 extern const cuda_op cuda_op_convert;
 extern const cuda_op cuda_op_layer_norm;
 extern const cuda_op cuda_op_gelu;
+extern const cuda_op cuda_op_softcap;
 
 /* ---- tensors, on the device ---- */
 

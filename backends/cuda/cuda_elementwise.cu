@@ -1,5 +1,5 @@
 /*
- * cuda_elementwise.cu - ADD, MUL, SCALE, SWIGLU and GELU: one thread per
+ * cuda_elementwise.cu - ADD, MUL, SCALE, SWIGLU, GELU and SOFTCAP: one thread per
  * element, the same expression as the CPU backend's scalar code.
  *
  * The grid's x covers a row's elements and its y the rows, stepping by
@@ -11,7 +11,7 @@
 #define EW_THREADS 256
 #define EW_MAX_GRID_Y 65535
 
-enum ew_kind { EW_ADD, EW_MUL, EW_SCALE, EW_SWIGLU, EW_GELU_TANH, EW_GELU_ERF };
+enum ew_kind { EW_ADD, EW_MUL, EW_SCALE, EW_SWIGLU, EW_GELU_TANH, EW_GELU_ERF, EW_SOFTCAP };
 
 #define GELU_SQRT_2_OVER_PI 0.79788456080286535588f
 #define GELU_COEF_A 0.044715f
@@ -38,6 +38,8 @@ template <ew_kind K> static __device__ __forceinline__ float ew_apply(float a, f
 		return 0.5f * a * (1.0f + tanhf(GELU_SQRT_2_OVER_PI * a * (1.0f + GELU_COEF_A * a * a)));
 	case EW_GELU_ERF:
 		return 0.5f * a * (1.0f + erff(a * SQRT_HALF));
+	case EW_SOFTCAP:
+		return param * tanhf(a * (1.0f / param));
 	}
 	return 0.0f;
 }
@@ -153,3 +155,17 @@ static loom_status gelu_run(cuda_backend *be, const loom_node *node, void *, int
 }
 
 const cuda_op cuda_op_gelu = {gelu_supports, NULL, gelu_run};
+
+/* ---- SOFTCAP ---- */
+
+static bool softcap_supports(const loom_node *node)
+{
+	return unary_supports(node) && node->fp[0] > 0.0f && isfinite(node->fp[0]);
+}
+
+static loom_status softcap_run(cuda_backend *be, const loom_node *node, void *, int)
+{
+	return ew_launch<EW_SOFTCAP>(be, node->src[0], NULL, node->dst, node->fp[0], "softcap");
+}
+
+const cuda_op cuda_op_softcap = {softcap_supports, NULL, softcap_run};

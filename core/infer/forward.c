@@ -275,8 +275,14 @@ loom_status loom_forward_build(loom_context *ctx, int n, uint32_t n_kv, int n_ou
 	loom_tensor *xb = f32_rows(ctx, LOOM_SLOT_XB, hp->n_embd, n_out);
 	norm(ctx, xb, x, &m->output_norm, &m->output_norm_b);
 	ctx->built.head_first = ctx->n_nodes;
-	if (output == LOOM_STEP_LOGITS)
-		linear(ctx, f32_rows(ctx, LOOM_SLOT_LOGITS, hp->n_vocab, n_out), &m->output, &m->output_b, xb);
+	if (output == LOOM_STEP_LOGITS) {
+		loom_tensor *logits = f32_rows(ctx, LOOM_SLOT_LOGITS, hp->n_vocab, n_out);
+		linear(ctx, logits, &m->output, &m->output_b, xb);
+		if (hp->final_logit_softcap > 0.0f) {
+			loom_node *cap = add_node(ctx, LOOM_OP_SOFTCAP, logits, logits, NULL);
+			cap->fp[0] = hp->final_logit_softcap;
+		}
+	}
 	ctx->built.head_end = ctx->n_nodes;
 
 	if (ctx->n_nodes > ctx->max_nodes || ctx->n_tensors > ctx->max_tensors)

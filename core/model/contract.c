@@ -32,6 +32,7 @@ static const char *const hparam_names[LOOM_HP_COUNT] = {
 	[LOOM_HP_ROPE_PARTIAL] = "rope_partial_factor",
 	[LOOM_HP_ROPE_LOW_FREQ] = "rope_low_freq_factor",
 	[LOOM_HP_ROPE_HIGH_FREQ] = "rope_high_freq_factor",
+	[LOOM_HP_FINAL_LOGIT_SOFTCAP] = "final_logit_softcap",
 };
 
 /* NULL-terminated: the values transposed allows. */

@@ -51,6 +51,7 @@ typedef enum loom_hparam {
 	LOOM_HP_ROPE_PARTIAL,        /* n_rot as a fraction of head_dim, when n_rot is not stored */
 	LOOM_HP_ROPE_LOW_FREQ,       /* Llama 3 scaling: low_freq_factor; default 1 */
 	LOOM_HP_ROPE_HIGH_FREQ,      /* Llama 3 scaling: high_freq_factor; default 4 */
+	LOOM_HP_FINAL_LOGIT_SOFTCAP, /* logits = c tanh(logits / c) (Gemma 2); absent or 0: none */
 	LOOM_HP_COUNT
 } loom_hparam;
 

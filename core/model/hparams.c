@@ -230,6 +230,11 @@ loom_status loom_model_read_hparams(loom_model *m)
 	    ((st = read_float_hparam(m, fmt, LOOM_HP_ROPE_THETA, &hp->rope_theta)) != LOOM_OK ||
 	     (st = load_rope_scaling(m, fmt)) != LOOM_OK))
 		return st;
+	if ((st = float_or(m, fmt, LOOM_HP_FINAL_LOGIT_SOFTCAP, 0.0, &hp->final_logit_softcap)) != LOOM_OK)
+		return st;
+	if (!(hp->final_logit_softcap >= 0.0f) || isinf(hp->final_logit_softcap))
+		return loom_error(LOOM_ERR_BAD_FORMAT, "hyperparameter final_logit_softcap = %g must be 0 (none) or positive",
+				  (double)hp->final_logit_softcap);
 	if (hp->n_layer > 4096)
 		return loom_error(LOOM_ERR_BAD_FORMAT, "n_layer = %" PRId64 " is implausible", hp->n_layer);
 	if (hp->n_head_kv > hp->n_head || hp->n_head % hp->n_head_kv != 0)

@@ -37,6 +37,8 @@ typedef struct loom_hparams {
 	/* Llama 3 scaling as frequency factors, for files that give its
 	 * parameters instead of a rope_freqs tensor: n_rot / 2, or NULL. */
 	float *rope_freq_factors;
+	/* Soft-capping of the logits, c tanh(logits / c); 0: none. */
+	float final_logit_softcap;
 } loom_hparams;
 
 /* Weights of one block; shapes in ggml order {n_in, n_out}. A tensor the

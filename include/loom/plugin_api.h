@@ -258,6 +258,12 @@ typedef enum loom_op {
 	 * 0.5 x (1 + erf(x / sqrt(2))). dst may alias src0. */
 	LOOM_OP_GELU = 13,
 
+	/* dst = fp[0] * tanh(src0 * f32(1 / fp[0])), elementwise: soft-capping
+	 * (Gemma 2's final logits), which bounds values to (-fp[0], fp[0])
+	 * smoothly, the product rounded to f32 before the tanh as ggml's
+	 * scale, tanh, scale compute it. fp[0] > 0. dst may alias src0. */
+	LOOM_OP_SOFTCAP = 14,
+
 	LOOM_OP_COUNT
 } loom_op;
 
@@ -299,6 +305,7 @@ static inline const char *loom_op_name(loom_op op)
 	static const char *const names[LOOM_OP_COUNT] = {
 		"NONE",	   "GET_ROWS",	 "RMS_NORM", "MATMUL", "ADD",	  "MUL",	"ROPE",
 		"KV_STORE", "ATTENTION", "SWIGLU",   "SCALE",  "CONVERT", "LAYER_NORM", "GELU",
+		"SOFTCAP",
 	};
 	return (int)op >= 0 && op < LOOM_OP_COUNT ? names[op] : "an unknown op";
 }

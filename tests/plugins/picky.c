@@ -15,7 +15,7 @@ static const char *const op_names[LOOM_OP_COUNT] = {
 	[LOOM_OP_ADD] = "ADD",		 [LOOM_OP_MUL] = "MUL",		  [LOOM_OP_ROPE] = "ROPE",
 	[LOOM_OP_KV_STORE] = "KV_STORE", [LOOM_OP_ATTENTION] = "ATTENTION", [LOOM_OP_SWIGLU] = "SWIGLU",
 	[LOOM_OP_SCALE] = "SCALE",	 [LOOM_OP_CONVERT] = "CONVERT",	  [LOOM_OP_LAYER_NORM] = "LAYER_NORM",
-	[LOOM_OP_GELU] = "GELU",
+	[LOOM_OP_GELU] = "GELU",	 [LOOM_OP_SOFTCAP] = "SOFTCAP",
 };
 
 typedef struct picky {

@@ -43,6 +43,7 @@ static const cpu_op *const op_table[LOOM_OP_COUNT] = {
 	[LOOM_OP_CONVERT] = &cpu_op_convert,
 	[LOOM_OP_LAYER_NORM] = &cpu_op_layer_norm,
 	[LOOM_OP_GELU] = &cpu_op_gelu,
+	[LOOM_OP_SOFTCAP] = &cpu_op_softcap,
 };
 
 __attribute__((format(printf, 2, 3)))

@@ -111,6 +111,7 @@ extern const cpu_op cpu_op_swiglu;
 extern const cpu_op cpu_op_scale;
 extern const cpu_op cpu_op_layer_norm;
 extern const cpu_op cpu_op_gelu;
+extern const cpu_op cpu_op_softcap;
 
 
 /* cpu-amx's plugins.yaml option: `amx: off` makes its probe refuse, as on a

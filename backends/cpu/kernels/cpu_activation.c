@@ -1,6 +1,7 @@
 /*
  * cpu_activation.c - the activations, a row at a time: SwiGLU's gate,
- * silu(g) * u = g / (1 + e^-g) * u, and GELU (tanh approximation or exact).
+ * silu(g) * u = g / (1 + e^-g) * u, GELU (tanh approximation or exact)
+ * and soft-capping, cap * tanh(x / cap).
  *
  * cpu-generic uses the C library's expf, as ggml's reference does; the x86
  * variants cpu_exp_x8 (cpu_simd.h), as ggml's own SIMD path does.
@@ -56,6 +57,18 @@ void cpu_gelu_row(const float *x, float *y, int64_t n, loom_gelu_kind kind)
 		y[i] = cpu_gelu(x[i], kind);
 }
 
+void cpu_softcap_row(const float *x, float *y, int64_t n, float cap)
+{
+	const float inv = 1.0f / cap;
+	const __m256 inv8 = _mm256_set1_ps(inv), cap8 = _mm256_set1_ps(cap);
+	int64_t i = 0;
+
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(y + i, _mm256_mul_ps(cap8, tanh_x8(_mm256_mul_ps(_mm256_loadu_ps(x + i), inv8))));
+	for (; i < n; i++)
+		y[i] = cap * tanhf(x[i] * inv);
+}
+
 #else
 
 void cpu_swiglu_row(const float *g, const float *u, float *y, int64_t n)
@@ -68,6 +81,14 @@ void cpu_gelu_row(const float *x, float *y, int64_t n, loom_gelu_kind kind)
 {
 	for (int64_t i = 0; i < n; i++)
 		y[i] = cpu_gelu(x[i], kind);
+}
+
+void cpu_softcap_row(const float *x, float *y, int64_t n, float cap)
+{
+	const float inv = 1.0f / cap;
+
+	for (int64_t i = 0; i < n; i++)
+		y[i] = cap * tanhf(x[i] * inv);
 }
 
 #endif

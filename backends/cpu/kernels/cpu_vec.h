@@ -44,4 +44,7 @@ static inline float cpu_gelu(float x, loom_gelu_kind kind)
 /* y[i] = gelu(x[i]) (cpu_activation.c). y may be x. */
 void cpu_gelu_row(const float *x, float *y, int64_t n, loom_gelu_kind kind);
 
+/* y[i] = cap * tanh(x[i] * f32(1 / cap)) (cpu_activation.c). y may be x. */
+void cpu_softcap_row(const float *x, float *y, int64_t n, float cap);
+
 #endif

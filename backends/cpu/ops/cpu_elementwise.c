@@ -1,10 +1,12 @@
 /*
- * cpu_elementwise.c - ADD, MUL, SCALE, SWIGLU and GELU, element by element
+ * cpu_elementwise.c - ADD, MUL, SCALE, SWIGLU, GELU and SOFTCAP, element by element
  * over pieces of rows. Semantics are in plugin_api.h.
  */
 #include "cpu_backend.h"
 
 #include "cpu_vec.h"
+
+#include <math.h>
 
 /* Elementwise ops split rows into pieces of this many elements, so that a
  * single long row (one token) is still shared among the threads. */
@@ -141,3 +143,22 @@ static void gelu_run(const loom_node *node, const cpu_task *task)
 }
 
 const cpu_op cpu_op_gelu = {.supports = gelu_supports, .run = gelu_run};
+
+/* ---- SOFTCAP ---- */
+
+static bool softcap_supports(const loom_node *node)
+{
+	return scale_supports(node) && node->fp[0] > 0.0f && isfinite(node->fp[0]);
+}
+
+static void softcap_piece(const loom_node *node, int64_t r, int64_t e0, int64_t len)
+{
+	cpu_softcap_row(cpu_row_f32(node->src[0], r) + e0, cpu_row_f32(node->dst, r) + e0, len, node->fp[0]);
+}
+
+static void softcap_run(const loom_node *node, const cpu_task *task)
+{
+	for_each_piece(node, task, softcap_piece);
+}
+
+const cpu_op cpu_op_softcap = {.supports = softcap_supports, .run = softcap_run};
