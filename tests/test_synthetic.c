@@ -684,6 +684,97 @@ START_TEST(rope_scaling_from_the_file)
 }
 END_TEST
 
+/* Every position's logits of model at path through arch_dir's contracts
+ * (then the built-in ones), one prompt batch on the policy's CPU backend. */
+static float *prompt_logits(const char *arch_dir, const char *path, const loom_token *tokens, int n, int n_vocab)
+{
+	loom_runtime_params p = loom_runtime_default_params();
+	loom_runtime *rt = NULL;
+	p.plugins_file = test_plugins_file();
+	p.arch_dir = arch_dir;
+	p.n_threads = 2;
+	p.log_level = LOOM_LOG_ERROR;
+	ck_assert_msg(loom_runtime_create(&p, &rt) == LOOM_OK, "runtime: %s", loom_last_error());
+	loom_model *m = NULL;
+	ck_assert_msg(loom_model_load(rt, path, NULL, &m) == LOOM_OK, "load %s: %s", path, loom_last_error());
+	loom_context *ctx = test_context(m, 64, 16, LOOM_DTYPE_F32);
+	int8_t want[16];
+	for (int i = 0; i < n; i++)
+		want[i] = 1;
+	loom_batch b = {.n_tokens = n, .tokens = tokens, .logits = want};
+	ck_assert_msg(loom_decode(ctx, &b) == LOOM_OK, "decode: %s", loom_last_error());
+	float *out = malloc(sizeof(float) * (size_t)(n * n_vocab));
+	ck_assert_ptr_nonnull(out);
+	for (int i = 0; i < n; i++)
+		memcpy(out + (size_t)i * n_vocab, loom_get_logits(ctx, i), sizeof(float) * (size_t)n_vocab);
+	loom_context_free(ctx);
+	loom_model_free(m);
+	loom_runtime_free(rt);
+	return out;
+}
+
+/* block.post_norm, through llama.yaml copied with it and llama.cpp's
+ * Gemma 2 names for the two norms (blk.N.post_attention_norm,
+ * post_ffw_norm): a synthetic model that has them against the reference
+ * forward pass, which normalises each output before its residual add. The
+ * same file through the plain llama.yaml, which leaves the norms out, is
+ * far from the reference: the norms are what the test sees. */
+START_TEST(post_norms_match_reference)
+{
+	const char *dir = test_tmp_dir("post_norm");
+	synth_config c = config_of(&shapes[0], LOOM_DTYPE_F32);
+	c.post_norms = true;
+	synth_model *sm = synth_model_build(&c, NULL);
+	char path[4200], contract[4200];
+	snprintf(path, sizeof(path), "%s/post_norm.gguf", dir);
+	ck_assert(synth_model_write(sm, path));
+	ref_model *ref = ref_model_create(sm);
+	synth_model_free(sm);
+
+	char *text = test_read_file(LOOM_TEST_SOURCE_DIR "/arch/llama.yaml", NULL);
+	ck_assert_ptr_nonnull(text);
+	/* The norms' names follow each format's ffn_down (the safetensors
+	 * ones are never read here: the contract must name them all). */
+	static const char block_key[] = "\nblock:\n", gguf_down[] = "    ffn_down: blk.{i}.ffn_down.weight\n",
+			  st_down[] = "    ffn_down: model.layers.{i}.mlp.down_proj.weight\n";
+	const char *block = strstr(text, block_key), *down = strstr(text, gguf_down), *st = strstr(text, st_down);
+	ck_assert(block != NULL && down != NULL && st != NULL && block < down && down < st);
+	size_t size = strlen(text) + 512;
+	char *edited = malloc(size);
+	ck_assert_ptr_nonnull(edited);
+	const char *a = block + strlen(block_key), *b = down + strlen(gguf_down), *e = st + strlen(st_down);
+	snprintf(edited, size,
+		 "%.*s  post_norm: true\n%.*s    attn_post_norm: blk.{i}.post_attention_norm.weight\n"
+		 "    ffn_post_norm: blk.{i}.post_ffw_norm.weight\n%.*s    attn_post_norm: model.layers.{i}.post_attn_norm.weight\n"
+		 "    ffn_post_norm: model.layers.{i}.post_ffn_norm.weight\n%s",
+		 (int)(a - text), text, (int)(b - a), a, (int)(e - b), b, e);
+	test_write_file(contract, sizeof(contract), dir, "llama.yaml", edited);
+	free(edited);
+	free(text);
+
+	enum { N = 7 };
+	loom_token tokens[N] = {1, 5, 17, 3, 260, 9, 42};
+	double *want = malloc(sizeof(double) * (size_t)(N * c.n_vocab));
+	ck_assert_ptr_nonnull(want);
+	ref_forward(ref, tokens, N, want);
+	double scale = 0.0;
+	for (int i = 0; i < N * c.n_vocab; i++)
+		scale = fmax(scale, fabs(want[i]));
+	float *got = prompt_logits(dir, path, tokens, N, c.n_vocab);
+	double d = diff_ref(got, want, N * c.n_vocab);
+	ck_assert_msg(d <= 1e-4 * scale, "post-norm model: max |logit - reference| = %g > %g", d, 1e-4 * scale);
+	free(got);
+	const char *none = test_tmp_dir("post_norm_plain");
+	float *plain = prompt_logits(none, path, tokens, N, c.n_vocab);
+	double d_plain = diff_ref(plain, want, N * c.n_vocab);
+	ck_assert_msg(d_plain > 100 * 1e-4 * scale, "without its post-norms the model is %g from the reference", d_plain);
+	printf("post-norm model: max |dlogit|/scale %.2e (without the norms %.2e)\n", d / scale, d_plain / scale);
+	free(plain);
+	free(want);
+	ref_model_free(ref);
+}
+END_TEST
+
 static Suite *synthetic_suite(void)
 {
 	Suite *s = suite_create("synthetic");
@@ -694,6 +785,7 @@ static Suite *synthetic_suite(void)
 	tcase_add_test(tc, vocabulary);
 	tcase_add_test(tc, padded_embedding);
 	tcase_add_test(tc, rope_scaling_from_the_file);
+	tcase_add_test(tc, post_norms_match_reference);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("reference");

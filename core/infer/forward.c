@@ -94,7 +94,7 @@ static void norm(loom_context *ctx, loom_tensor *dst, loom_tensor *x, const loom
 	const loom_model *m = ctx->model;
 	bool layer = m->contract->norm == LOOM_NORM_LAYERNORM;
 	loom_node *n = add_node(ctx, layer ? LOOM_OP_LAYER_NORM : LOOM_OP_RMS_NORM, dst, x, weight);
-	if (layer)
+	if (layer && bias != NULL)
 		n->src[2] = (loom_tensor *)used(bias);
 	n->fp[0] = m->hp.norm_eps;
 }
@@ -206,7 +206,8 @@ static void ffn_block(loom_context *ctx, const loom_layer *l, int n, loom_tensor
 }
 
 /* x += attn(norm(x)); then x += ffn(norm(x)) with the FFN's own norm, or,
- * with a parallel residual, x += ffn of the same normalised input. */
+ * with a parallel residual, x += ffn of the same normalised input. With
+ * post-norms each output is normalised before it is added (Gemma 2). */
 static void layer(loom_context *ctx, const loom_layer *l, int il, int n, uint32_t n_kv)
 {
 	const loom_hparams *hp = &ctx->model->hp;
@@ -214,12 +215,18 @@ static void layer(loom_context *ctx, const loom_layer *l, int il, int n, uint32_
 	loom_tensor *xb = f32_rows(ctx, LOOM_SLOT_XB, hp->n_embd, n);
 	loom_tensor *proj = f32_rows(ctx, LOOM_SLOT_PROJ, hp->n_embd, n);
 
+	const bool post = ctx->model->contract->post_norm;
+
 	norm(ctx, xb, x, &l->attn_norm, &l->attn_norm_b);
 	attention_block(ctx, l, il, n, n_kv, xb);
+	if (post)
+		norm(ctx, proj, proj, &l->attn_post_norm, NULL);
 	add_node(ctx, LOOM_OP_ADD, x, x, proj);
 	if (ctx->model->contract->residual == LOOM_RESIDUAL_SEQUENTIAL)
 		norm(ctx, xb, x, &l->ffn_norm, &l->ffn_norm_b);
 	ffn_block(ctx, l, n, xb);
+	if (post)
+		norm(ctx, proj, proj, &l->ffn_post_norm, NULL);
 	add_node(ctx, LOOM_OP_ADD, x, x, proj);
 }
 

@@ -181,6 +181,8 @@ int loom_layer_slots(const loom_model *m, loom_layer *l, loom_weight_slot slots[
 		{LOOM_ROLE_FFN_UP_B, hp->n_ff, 0, &l->ffn_up_b},
 		{LOOM_ROLE_FFN_DOWN, hp->n_ff, E, &l->ffn_down},
 		{LOOM_ROLE_FFN_DOWN_B, E, 0, &l->ffn_down_b},
+		{LOOM_ROLE_ATTN_POST_NORM, E, 0, &l->attn_post_norm},
+		{LOOM_ROLE_FFN_POST_NORM, E, 0, &l->ffn_post_norm},
 	};
 	const int n = (int)(sizeof(table) / sizeof(table[0]));
 	memcpy(slots, table, sizeof(table));

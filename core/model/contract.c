@@ -66,6 +66,8 @@ static const char *const role_names[LOOM_ROLE_COUNT + 1] = {
 	[LOOM_ROLE_FFN_UP_B] = "ffn_up_bias",
 	[LOOM_ROLE_FFN_DOWN] = "ffn_down",
 	[LOOM_ROLE_FFN_DOWN_B] = "ffn_down_bias",
+	[LOOM_ROLE_ATTN_POST_NORM] = "attn_post_norm",
+	[LOOM_ROLE_FFN_POST_NORM] = "ffn_post_norm",
 };
 
 /* NULL-terminated: the values block.biases allows. */
@@ -108,7 +110,8 @@ void loom_contract_expand(char *buf, size_t size, const char *pattern, const cha
 bool loom_role_is_norm(loom_role role)
 {
 	return role == LOOM_ROLE_OUTPUT_NORM || role == LOOM_ROLE_ATTN_NORM || role == LOOM_ROLE_FFN_NORM ||
-	       role == LOOM_ROLE_ATTN_Q_NORM || role == LOOM_ROLE_ATTN_K_NORM;
+	       role == LOOM_ROLE_ATTN_Q_NORM || role == LOOM_ROLE_ATTN_K_NORM || role == LOOM_ROLE_ATTN_POST_NORM ||
+	       role == LOOM_ROLE_FFN_POST_NORM;
 }
 
 bool loom_role_is_matrix(loom_role role)
@@ -175,6 +178,9 @@ bool loom_contract_uses_role(const loom_contract *c, loom_contract_format f, loo
 	case LOOM_ROLE_ATTN_Q_NORM:
 	case LOOM_ROLE_ATTN_K_NORM:
 		return c->qk_norm;
+	case LOOM_ROLE_ATTN_POST_NORM:
+	case LOOM_ROLE_FFN_POST_NORM:
+		return c->post_norm;
 	case LOOM_ROLE_ATTN_OUTPUT_B:
 		return c->bias[LOOM_BIAS_O];
 	case LOOM_ROLE_FFN_NORM:
@@ -358,7 +364,7 @@ static loom_status check_choices(loom_yaml *y, yaml_node_t *block, const loom_co
 static loom_status parse_block(loom_yaml *y, yaml_node_t *block, loom_contract *c)
 {
 	static const char *const keys[] = {"norm", "norm_bias", "norm_weight_offset", "ffn", "activation",
-					   "positions", "rope_style", "qkv", "qk_norm", "residual",
+					   "positions", "rope_style", "qkv", "qk_norm", "post_norm", "residual",
 					   "tied_embeddings", "biases", "embedding_scale", "attention_scale",
 					   NULL};
 	static const loom_activation ffn_activation[] = {LOOM_ACT_SILU, LOOM_ACT_GELU_TANH, LOOM_ACT_GELU_TANH};
@@ -385,6 +391,8 @@ static loom_status parse_block(loom_yaml *y, yaml_node_t *block, loom_contract *
 		st = flag(y, block, "norm_bias", &c->norm_bias);
 	if (st == LOOM_OK)
 		st = flag(y, block, "qk_norm", &c->qk_norm);
+	if (st == LOOM_OK)
+		st = flag(y, block, "post_norm", &c->post_norm);
 	if (st == LOOM_OK)
 		st = format_number(y, block, "norm_weight_offset", 0.0, offset);
 	if (st == LOOM_OK && loom_yaml_get(y, block, "biases") != NULL)

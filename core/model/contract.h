@@ -87,6 +87,8 @@ typedef enum loom_role {
 	LOOM_ROLE_FFN_UP_B,
 	LOOM_ROLE_FFN_DOWN,
 	LOOM_ROLE_FFN_DOWN_B,
+	LOOM_ROLE_ATTN_POST_NORM, /* block.post_norm: the attention's output, normalised */
+	LOOM_ROLE_FFN_POST_NORM,  /* block.post_norm: the FFN's output, normalised */
 	LOOM_ROLE_COUNT
 } loom_role;
 
@@ -139,6 +141,7 @@ typedef struct loom_contract {
 	int rope_style[LOOM_CFMT_COUNT];
 	loom_qkv_kind qkv[LOOM_CFMT_COUNT]; /* per format: Phi-2's GGUF fuses what HF keeps apart */
 	bool qk_norm;   /* RMSNorm of each head's q and k before RoPE */
+	bool post_norm; /* the attention's and the FFN's outputs normalised before each residual add */
 	loom_residual_kind residual;
 	loom_tied_kind tied;
 	bool bias[LOOM_BIAS_COUNT];

@@ -55,6 +55,7 @@ typedef struct loom_layer {
 	loom_tensor ffn_gate, ffn_gate_b;       /* {n_embd, n_ff} */
 	loom_tensor ffn_up, ffn_up_b;           /* {n_embd, n_ff} */
 	loom_tensor ffn_down, ffn_down_b;       /* {n_ff, n_embd} */
+	loom_tensor attn_post_norm, ffn_post_norm; /* {n_embd}: block.post_norm */
 } loom_layer;
 
 /* A weight the backend repacked: its buffer, its layout, and the file

@@ -25,6 +25,7 @@ typedef struct ref_layer {
 	double *ffn_norm;       /* [n_embd] */
 	ref_matrix w_gate, w_up; /* n_embd -> n_ff */
 	ref_matrix w_down;      /* n_ff -> n_embd */
+	double *attn_post_norm, *ffn_post_norm; /* [n_embd], with post_norms; else NULL */
 } ref_layer;
 
 struct ref_model {
@@ -113,6 +114,10 @@ static void load_layer(const synth_model *sm, const synth_config *c, int il, ref
 	l->w_gate = load_matrix(sm, LAYER_NAME("ffn_gate"), c->n_embd, c->n_ff);
 	l->w_up = load_matrix(sm, LAYER_NAME("ffn_up"), c->n_embd, c->n_ff);
 	l->w_down = load_matrix(sm, LAYER_NAME("ffn_down"), c->n_ff, c->n_embd);
+	if (c->post_norms) {
+		l->attn_post_norm = load_vector(sm, LAYER_NAME("post_attention_norm"), c->n_embd);
+		l->ffn_post_norm = load_vector(sm, LAYER_NAME("post_ffw_norm"), c->n_embd);
+	}
 #undef LAYER_NAME
 }
 
@@ -158,6 +163,8 @@ void ref_model_free(ref_model *m)
 		free(l->w_gate.w);
 		free(l->w_up.w);
 		free(l->w_down.w);
+		free(l->attn_post_norm);
+		free(l->ffn_post_norm);
 	}
 	free(m->layers);
 	free(m->token_embd.w);
@@ -303,6 +310,8 @@ static void attention_block(const ref_model *m, const ref_state *s, int il, int 
 	rope(k, c->n_head_kv, c->head_dim, c->n_rot, pos, c->rope_theta);
 	attention(c, s, il, pos, n_tokens);
 	matmul(s->proj, &l->wo, s->att_out);
+	if (l->attn_post_norm != NULL)
+		rmsnorm(s->proj, s->proj, l->attn_post_norm, c->n_embd, c->norm_eps);
 	for (int i = 0; i < c->n_embd; i++)
 		s->x[i] += s->proj[i];
 }
@@ -319,6 +328,8 @@ static void ffn_block(const ref_model *m, const ref_state *s, int il)
 	for (int i = 0; i < c->n_ff; i++)
 		s->gate[i] = silu(s->gate[i]) * s->up[i];
 	matmul(s->proj, &l->w_down, s->gate);
+	if (l->ffn_post_norm != NULL)
+		rmsnorm(s->proj, s->proj, l->ffn_post_norm, c->n_embd, c->norm_eps);
 	for (int i = 0; i < c->n_embd; i++)
 		s->x[i] += s->proj[i];
 }

@@ -6,7 +6,9 @@
  * dequantizes them itself (cpu_ref.h's conversions, not loom's). The step is
  * llama2.c's: RMSNorm, RoPE on adjacent pairs (x[2i], x[2i+1]) with angle
  * pos * theta^(-2i/n_rot), grouped-query attention with a causal mask,
- * SwiGLU, and the output head (token_embd when tied).
+ * SwiGLU, and the output head (token_embd when tied); with post_norms the
+ * attention's and the FFN's outputs are RMS-normalised before each residual
+ * add, as Gemma 2 does.
  *
  * One rounding of loom's is modelled, because it is part of what a
  * reduced-precision weight means in llama.cpp and loom: a matmul's input is

@@ -202,6 +202,10 @@ static void add_layer(synth_model *sm, int il)
 	add_matrix(sm, LAYER_NAME("ffn_gate"), c->n_embd, c->n_ff);
 	add_matrix(sm, LAYER_NAME("ffn_up"), c->n_embd, c->n_ff);
 	add_matrix(sm, LAYER_NAME("ffn_down"), c->n_ff, c->n_embd);
+	if (c->post_norms) {
+		add_norm(sm, LAYER_NAME("post_attention_norm"), c->n_embd);
+		add_norm(sm, LAYER_NAME("post_ffw_norm"), c->n_embd);
+	}
 #undef LAYER_NAME
 }
 

@@ -47,6 +47,8 @@ typedef struct synth_config {
 	float rope_freq_factor;    /* nonzero: rope_freqs.weight, n_rot / 2 copies of it */
 	loom_dtype weight_type; /* of every 2-D weight */
 	bool tied;     /* no output.weight: the head reuses token_embd */
+	bool post_norms; /* blk.N.post_attention_norm and post_ffw_norm (llama.cpp's
+			  * Gemma 2 names): each output normalised before its residual add */
 	uint64_t seed;
 } synth_config;
 
