@@ -112,10 +112,10 @@ START_TEST(llama_contract_reads_back)
 	ck_assert_str_eq(keys[LOOM_HP_NORM_EPS][0], "{arch}.attention.layer_norm_rms_epsilon");
 	ck_assert_str_eq(keys[LOOM_HP_ROPE_THETA][0], "{arch}.rope.freq_base");
 	/* GGUF stores n_rot itself, never the fraction, and Llama 3's scaling
-	 * as the rope_freqs tensor; llama soft-caps nothing. */
+	 * as the rope_freqs tensor; llama soft-caps and multiplies nothing. */
 	for (int hp = 0; hp < LOOM_HP_COUNT; hp++)
 		ck_assert_msg(keys[hp] != NULL || hp == LOOM_HP_ROPE_PARTIAL || hp == LOOM_HP_ROPE_LOW_FREQ ||
-				      hp == LOOM_HP_ROPE_HIGH_FREQ || hp == LOOM_HP_FINAL_LOGIT_SOFTCAP,
+				      hp == LOOM_HP_ROPE_HIGH_FREQ || hp >= LOOM_HP_FINAL_LOGIT_SOFTCAP,
 			      "llama.yaml gives no GGUF key for %s",
 			      loom_hparam_name((loom_hparam)hp));
 

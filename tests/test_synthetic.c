@@ -713,64 +713,121 @@ static float *prompt_logits(const char *arch_dir, const char *path, const loom_t
 	return out;
 }
 
+/* Text inserted after the first occurrence of an anchor. */
+typedef struct insertion {
+	const char *after, *text;
+} insertion;
+
+/* llama.yaml with the insertions (anchors in the order they appear) as
+ * dir/llama.yaml. */
+static void write_llama_with(const char *dir, const insertion *edits, int n)
+{
+	char *text = test_read_file(LOOM_TEST_SOURCE_DIR "/arch/llama.yaml", NULL), contract[4200];
+	ck_assert_ptr_nonnull(text);
+	size_t size = strlen(text) + 1, len = 0;
+	for (int i = 0; i < n; i++)
+		size += strlen(edits[i].text);
+	char *out = malloc(size);
+	ck_assert_ptr_nonnull(out);
+	const char *at = text;
+	for (int i = 0; i < n; i++) {
+		const char *hit = strstr(at, edits[i].after);
+		ck_assert_msg(hit != NULL, "llama.yaml has no '%s' after the edits before it", edits[i].after);
+		hit += strlen(edits[i].after);
+		len += (size_t)snprintf(out + len, size - len, "%.*s%s", (int)(hit - at), at, edits[i].text);
+		at = hit;
+	}
+	snprintf(out + len, size - len, "%s", at);
+	test_write_file(contract, sizeof(contract), dir, "llama.yaml", out);
+	free(out);
+	free(text);
+}
+
+/* Logits of tokens through dir's contract and through the built-in
+ * llama.yaml, against the reference's: within F32's band with it, and far
+ * without it (what the test sees is what the contract adds). */
+static void check_against_reference(const char *dir, const char *path, const synth_config *c, ref_model *ref,
+				    const char *what)
+{
+	enum { N = 7 };
+	loom_token tokens[N] = {1, 5, 17, 3, 260, 9, 42};
+	double *want = malloc(sizeof(double) * (size_t)(N * c->n_vocab));
+	ck_assert_ptr_nonnull(want);
+	ref_forward(ref, tokens, N, want);
+	double scale = 0.0;
+	for (int i = 0; i < N * c->n_vocab; i++)
+		scale = fmax(scale, fabs(want[i]));
+	float *got = prompt_logits(dir, path, tokens, N, c->n_vocab);
+	double d = diff_ref(got, want, N * c->n_vocab);
+	ck_assert_msg(d <= 1e-4 * scale, "%s: max |logit - reference| = %g > %g", what, d, 1e-4 * scale);
+	free(got);
+	char plain_name[64];
+	snprintf(plain_name, sizeof(plain_name), "plain_%s", what);
+	float *plain = prompt_logits(test_tmp_dir(plain_name), path, tokens, N, c->n_vocab);
+	double d_plain = diff_ref(plain, want, N * c->n_vocab);
+	ck_assert_msg(d_plain > 100 * 1e-4 * scale, "%s: without it the model is only %g from the reference", what,
+		      d_plain);
+	printf("%s: max |dlogit|/scale %.2e (without it %.2e)\n", what, d / scale, d_plain / scale);
+	free(plain);
+	free(want);
+}
+
 /* block.post_norm, through llama.yaml copied with it and llama.cpp's
  * Gemma 2 names for the two norms (blk.N.post_attention_norm,
  * post_ffw_norm): a synthetic model that has them against the reference
- * forward pass, which normalises each output before its residual add. The
- * same file through the plain llama.yaml, which leaves the norms out, is
- * far from the reference: the norms are what the test sees. */
+ * forward pass, which normalises each output before its residual add. */
 START_TEST(post_norms_match_reference)
 {
 	const char *dir = test_tmp_dir("post_norm");
 	synth_config c = config_of(&shapes[0], LOOM_DTYPE_F32);
 	c.post_norms = true;
 	synth_model *sm = synth_model_build(&c, NULL);
-	char path[4200], contract[4200];
+	char path[4200];
 	snprintf(path, sizeof(path), "%s/post_norm.gguf", dir);
 	ck_assert(synth_model_write(sm, path));
 	ref_model *ref = ref_model_create(sm);
 	synth_model_free(sm);
 
-	char *text = test_read_file(LOOM_TEST_SOURCE_DIR "/arch/llama.yaml", NULL);
-	ck_assert_ptr_nonnull(text);
 	/* The norms' names follow each format's ffn_down (the safetensors
 	 * ones are never read here: the contract must name them all). */
-	static const char block_key[] = "\nblock:\n", gguf_down[] = "    ffn_down: blk.{i}.ffn_down.weight\n",
-			  st_down[] = "    ffn_down: model.layers.{i}.mlp.down_proj.weight\n";
-	const char *block = strstr(text, block_key), *down = strstr(text, gguf_down), *st = strstr(text, st_down);
-	ck_assert(block != NULL && down != NULL && st != NULL && block < down && down < st);
-	size_t size = strlen(text) + 512;
-	char *edited = malloc(size);
-	ck_assert_ptr_nonnull(edited);
-	const char *a = block + strlen(block_key), *b = down + strlen(gguf_down), *e = st + strlen(st_down);
-	snprintf(edited, size,
-		 "%.*s  post_norm: true\n%.*s    attn_post_norm: blk.{i}.post_attention_norm.weight\n"
-		 "    ffn_post_norm: blk.{i}.post_ffw_norm.weight\n%.*s    attn_post_norm: model.layers.{i}.post_attn_norm.weight\n"
-		 "    ffn_post_norm: model.layers.{i}.post_ffn_norm.weight\n%s",
-		 (int)(a - text), text, (int)(b - a), a, (int)(e - b), b, e);
-	test_write_file(contract, sizeof(contract), dir, "llama.yaml", edited);
-	free(edited);
-	free(text);
+	const insertion edits[] = {
+		{"\nblock:\n", "  post_norm: true\n"},
+		{"    ffn_down: blk.{i}.ffn_down.weight\n", "    attn_post_norm: blk.{i}.post_attention_norm.weight\n"
+							 "    ffn_post_norm: blk.{i}.post_ffw_norm.weight\n"},
+		{"    ffn_down: model.layers.{i}.mlp.down_proj.weight\n",
+		 "    attn_post_norm: model.layers.{i}.post_attn_norm.weight\n"
+		 "    ffn_post_norm: model.layers.{i}.post_ffn_norm.weight\n"},
+	};
+	write_llama_with(dir, edits, 3);
 
-	enum { N = 7 };
-	loom_token tokens[N] = {1, 5, 17, 3, 260, 9, 42};
-	double *want = malloc(sizeof(double) * (size_t)(N * c.n_vocab));
-	ck_assert_ptr_nonnull(want);
-	ref_forward(ref, tokens, N, want);
-	double scale = 0.0;
-	for (int i = 0; i < N * c.n_vocab; i++)
-		scale = fmax(scale, fabs(want[i]));
-	float *got = prompt_logits(dir, path, tokens, N, c.n_vocab);
-	double d = diff_ref(got, want, N * c.n_vocab);
-	ck_assert_msg(d <= 1e-4 * scale, "post-norm model: max |logit - reference| = %g > %g", d, 1e-4 * scale);
-	free(got);
-	const char *none = test_tmp_dir("post_norm_plain");
-	float *plain = prompt_logits(none, path, tokens, N, c.n_vocab);
-	double d_plain = diff_ref(plain, want, N * c.n_vocab);
-	ck_assert_msg(d_plain > 100 * 1e-4 * scale, "without its post-norms the model is %g from the reference", d_plain);
-	printf("post-norm model: max |dlogit|/scale %.2e (without the norms %.2e)\n", d / scale, d_plain / scale);
-	free(plain);
-	free(want);
+	check_against_reference(dir, path, &c, ref, "post_norm");
+	ref_model_free(ref);
+}
+END_TEST
+
+/* Granite's multipliers as hyperparameters (embedding_multiplier,
+ * residual_multiplier, attention_multiplier, logit_scale), through
+ * llama.yaml copied with granite's GGUF keys for them. */
+START_TEST(multipliers_match_reference)
+{
+	const char *dir = test_tmp_dir("multipliers");
+	synth_config c = config_of(&shapes[0], LOOM_DTYPE_F32);
+	c.embedding_mult = 12.0f;
+	c.residual_mult = 0.22f;
+	c.attention_mult = 0.0078125f;
+	c.logit_scale = 8.0f;
+	synth_model *sm = synth_model_build(&c, NULL);
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/granite.gguf", dir);
+	ck_assert(synth_model_write(sm, path));
+	ref_model *ref = ref_model_create(sm);
+	synth_model_free(sm);
+	const insertion edits[] = {{"hparams:\n  gguf:\n", "    embedding_multiplier: \"{arch}.embedding_scale\"\n"
+							   "    residual_multiplier: \"{arch}.residual_scale\"\n"
+							   "    attention_multiplier: \"{arch}.attention.scale\"\n"
+							   "    logit_scale: \"{arch}.logit_scale\"\n"}};
+	write_llama_with(dir, edits, 1);
+	check_against_reference(dir, path, &c, ref, "multipliers");
 	ref_model_free(ref);
 }
 END_TEST
@@ -786,6 +843,7 @@ static Suite *synthetic_suite(void)
 	tcase_add_test(tc, padded_embedding);
 	tcase_add_test(tc, rope_scaling_from_the_file);
 	tcase_add_test(tc, post_norms_match_reference);
+	tcase_add_test(tc, multipliers_match_reference);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("reference");

@@ -87,6 +87,13 @@ static void linear(loom_context *ctx, loom_tensor *dst, const loom_tensor *weigh
 		add_node(ctx, LOOM_OP_ADD, dst, dst, bias);
 }
 
+/* t *= factor, in place. */
+static void scale(loom_context *ctx, loom_tensor *t, float factor)
+{
+	loom_node *n = add_node(ctx, LOOM_OP_SCALE, t, t, NULL);
+	n->fp[0] = factor;
+}
+
 /* The contract's norm: RMSNorm, or LayerNorm with its optional bias. */
 static void norm(loom_context *ctx, loom_tensor *dst, loom_tensor *x, const loom_tensor *weight,
 		 const loom_tensor *bias)
@@ -170,7 +177,9 @@ static void attention_block(loom_context *ctx, const loom_layer *l, int il, int 
 	a->src[3] = slot(ctx, LOOM_SLOT_MASK, LOOM_DTYPE_F32, n_kv, n, 1);
 	a->ip[0] = (int32_t)hp->n_head;
 	a->ip[1] = (int32_t)hp->n_head_kv;
-	a->fp[0] = m->contract->attn_scale_default ? 1.0f / sqrtf((float)hd) : m->contract->attn_scale;
+	a->fp[0] = hp->attention_mult > 0.0f	    ? hp->attention_mult
+		   : m->contract->attn_scale_default ? 1.0f / sqrtf((float)hd)
+						     : m->contract->attn_scale;
 
 	linear(ctx, f32_rows(ctx, LOOM_SLOT_PROJ, hp->n_embd, n), &l->attn_output, &l->attn_output_b, attn);
 }
@@ -221,18 +230,22 @@ static void layer(loom_context *ctx, const loom_layer *l, int il, int n, uint32_
 	attention_block(ctx, l, il, n, n_kv, xb);
 	if (post)
 		norm(ctx, proj, proj, &l->attn_post_norm, NULL);
+	if (hp->residual_mult != 1.0f)
+		scale(ctx, proj, hp->residual_mult);
 	add_node(ctx, LOOM_OP_ADD, x, x, proj);
 	if (ctx->model->contract->residual == LOOM_RESIDUAL_SEQUENTIAL)
 		norm(ctx, xb, x, &l->ffn_norm, &l->ffn_norm_b);
 	ffn_block(ctx, l, n, xb);
 	if (post)
 		norm(ctx, proj, proj, &l->ffn_post_norm, NULL);
+	if (hp->residual_mult != 1.0f)
+		scale(ctx, proj, hp->residual_mult);
 	add_node(ctx, LOOM_OP_ADD, x, x, proj);
 }
 
 int loom_forward_max_nodes(const loom_model *m)
 {
-	return 32 * (int)m->hp.n_layer + 16;
+	return 36 * (int)m->hp.n_layer + 16;
 }
 
 int loom_forward_max_tensors(const loom_model *m)
@@ -264,6 +277,8 @@ loom_status loom_forward_build(loom_context *ctx, int n, uint32_t n_kv, int n_ou
 		loom_node *s = add_node(ctx, LOOM_OP_SCALE, x, x, NULL);
 		s->fp[0] = m->contract->embd_scale_sqrt ? sqrtf((float)hp->n_embd) : m->contract->embd_scale;
 	}
+	if (hp->embedding_mult != 1.0f)
+		scale(ctx, x, hp->embedding_mult);
 	if (m->contract->positions == LOOM_POSITIONS_LEARNED) {
 		loom_tensor *p = f32_rows(ctx, LOOM_SLOT_PROJ, hp->n_embd, n);
 		add_node(ctx, LOOM_OP_GET_ROWS, p, &m->pos_embd, slot(ctx, LOOM_SLOT_POS, LOOM_DTYPE_I32, n, 1, 1));
@@ -285,6 +300,8 @@ loom_status loom_forward_build(loom_context *ctx, int n, uint32_t n_kv, int n_ou
 	if (output == LOOM_STEP_LOGITS) {
 		loom_tensor *logits = f32_rows(ctx, LOOM_SLOT_LOGITS, hp->n_vocab, n_out);
 		linear(ctx, logits, &m->output, &m->output_b, xb);
+		if (hp->logit_scale != 1.0f)
+			scale(ctx, logits, 1.0f / hp->logit_scale);
 		if (hp->final_logit_softcap > 0.0f) {
 			loom_node *cap = add_node(ctx, LOOM_OP_SOFTCAP, logits, logits, NULL);
 			cap->fp[0] = hp->final_logit_softcap;

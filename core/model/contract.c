@@ -33,6 +33,10 @@ static const char *const hparam_names[LOOM_HP_COUNT] = {
 	[LOOM_HP_ROPE_LOW_FREQ] = "rope_low_freq_factor",
 	[LOOM_HP_ROPE_HIGH_FREQ] = "rope_high_freq_factor",
 	[LOOM_HP_FINAL_LOGIT_SOFTCAP] = "final_logit_softcap",
+	[LOOM_HP_EMBEDDING_MULT] = "embedding_multiplier",
+	[LOOM_HP_RESIDUAL_MULT] = "residual_multiplier",
+	[LOOM_HP_ATTENTION_MULT] = "attention_multiplier",
+	[LOOM_HP_LOGIT_SCALE] = "logit_scale",
 };
 
 /* NULL-terminated: the values transposed allows. */

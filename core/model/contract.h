@@ -51,7 +51,13 @@ typedef enum loom_hparam {
 	LOOM_HP_ROPE_PARTIAL,        /* n_rot as a fraction of head_dim, when n_rot is not stored */
 	LOOM_HP_ROPE_LOW_FREQ,       /* Llama 3 scaling: low_freq_factor; default 1 */
 	LOOM_HP_ROPE_HIGH_FREQ,      /* Llama 3 scaling: high_freq_factor; default 4 */
+	/* The modern families' scalars; the hyperparameters after here are ones
+	 * llama has none of. */
 	LOOM_HP_FINAL_LOGIT_SOFTCAP, /* logits = c tanh(logits / c) (Gemma 2); absent or 0: none */
+	LOOM_HP_EMBEDDING_MULT,      /* the token embeddings times it (Granite); default 1 */
+	LOOM_HP_RESIDUAL_MULT,       /* each block output times it before its residual add; default 1 */
+	LOOM_HP_ATTENTION_MULT,      /* the factor on q.k in place of block.attention_scale */
+	LOOM_HP_LOGIT_SCALE,         /* the logits divided by it (Granite); default 1 */
 	LOOM_HP_COUNT
 } loom_hparam;
 

@@ -230,8 +230,21 @@ loom_status loom_model_read_hparams(loom_model *m)
 	    ((st = read_float_hparam(m, fmt, LOOM_HP_ROPE_THETA, &hp->rope_theta)) != LOOM_OK ||
 	     (st = load_rope_scaling(m, fmt)) != LOOM_OK))
 		return st;
-	if ((st = float_or(m, fmt, LOOM_HP_FINAL_LOGIT_SOFTCAP, 0.0, &hp->final_logit_softcap)) != LOOM_OK)
+	if ((st = float_or(m, fmt, LOOM_HP_FINAL_LOGIT_SOFTCAP, 0.0, &hp->final_logit_softcap)) != LOOM_OK ||
+	    (st = float_or(m, fmt, LOOM_HP_EMBEDDING_MULT, 1.0, &hp->embedding_mult)) != LOOM_OK ||
+	    (st = float_or(m, fmt, LOOM_HP_RESIDUAL_MULT, 1.0, &hp->residual_mult)) != LOOM_OK ||
+	    (st = float_or(m, fmt, LOOM_HP_ATTENTION_MULT, 0.0, &hp->attention_mult)) != LOOM_OK ||
+	    (st = float_or(m, fmt, LOOM_HP_LOGIT_SCALE, 1.0, &hp->logit_scale)) != LOOM_OK)
 		return st;
+	const float mults[] = {hp->embedding_mult, hp->residual_mult, hp->logit_scale};
+	const loom_hparam mult_ids[] = {LOOM_HP_EMBEDDING_MULT, LOOM_HP_RESIDUAL_MULT, LOOM_HP_LOGIT_SCALE};
+	for (int i = 0; i < 3; i++)
+		if (!(mults[i] > 0.0f) || isinf(mults[i]))
+			return loom_error(LOOM_ERR_BAD_FORMAT, "hyperparameter %s = %g must be positive",
+					  loom_hparam_name(mult_ids[i]), (double)mults[i]);
+	if (!(hp->attention_mult >= 0.0f) || isinf(hp->attention_mult))
+		return loom_error(LOOM_ERR_BAD_FORMAT, "hyperparameter attention_multiplier = %g must be positive",
+				  (double)hp->attention_mult);
 	if (!(hp->final_logit_softcap >= 0.0f) || isinf(hp->final_logit_softcap))
 		return loom_error(LOOM_ERR_BAD_FORMAT, "hyperparameter final_logit_softcap = %g must be 0 (none) or positive",
 				  (double)hp->final_logit_softcap);

@@ -39,6 +39,10 @@ typedef struct loom_hparams {
 	float *rope_freq_factors;
 	/* Soft-capping of the logits, c tanh(logits / c); 0: none. */
 	float final_logit_softcap;
+	/* Scalar multipliers (Granite's): the embeddings, each block output
+	 * before its residual add, q.k (0: the contract's attention_scale),
+	 * and the logits' divisor. */
+	float embedding_mult, residual_mult, attention_mult, logit_scale;
 } loom_hparams;
 
 /* Weights of one block; shapes in ggml order {n_in, n_out}. A tensor the

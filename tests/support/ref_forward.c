@@ -260,6 +260,12 @@ typedef struct ref_state {
 	double *k_cache, *v_cache; /* [n_layer][n_tokens][kv_dim] */
 } ref_state;
 
+/* Granite's residual multiplier; 1 when the model has none. */
+static double residual_mult(const synth_config *c)
+{
+	return c->residual_mult != 0.0f ? c->residual_mult : 1.0;
+}
+
 /* One query position attends to keys 0..pos of its kv head. */
 static void attention(const synth_config *c, const ref_state *s, int il, int pos, int n_tokens)
 {
@@ -276,7 +282,7 @@ static void attention(const synth_config *c, const ref_state *s, int il, int pos
 			double dot = 0.0;
 			for (int d = 0; d < hd; d++)
 				dot += q[d] * k[d];
-			s->scores[j] = dot / sqrt((double)hd);
+			s->scores[j] = c->attention_mult != 0.0f ? dot * c->attention_mult : dot / sqrt((double)hd);
 			max = fmax(max, s->scores[j]);
 		}
 		for (int j = 0; j <= pos; j++) {
@@ -313,7 +319,7 @@ static void attention_block(const ref_model *m, const ref_state *s, int il, int 
 	if (l->attn_post_norm != NULL)
 		rmsnorm(s->proj, s->proj, l->attn_post_norm, c->n_embd, c->norm_eps);
 	for (int i = 0; i < c->n_embd; i++)
-		s->x[i] += s->proj[i];
+		s->x[i] += s->proj[i] * residual_mult(c);
 }
 
 /* x += w_down (silu(w_gate norm(x)) * w_up norm(x)) */
@@ -331,7 +337,7 @@ static void ffn_block(const ref_model *m, const ref_state *s, int il)
 	if (l->ffn_post_norm != NULL)
 		rmsnorm(s->proj, s->proj, l->ffn_post_norm, c->n_embd, c->norm_eps);
 	for (int i = 0; i < c->n_embd; i++)
-		s->x[i] += s->proj[i];
+		s->x[i] += s->proj[i] * residual_mult(c);
 }
 
 static void state_init(ref_state *s, const synth_config *c, int n_tokens)
@@ -376,12 +382,16 @@ void ref_forward(const ref_model *m, const loom_token *tokens, int n, double *lo
 			die("token out of range", "ref_forward");
 		/* The token's embedding starts the residual stream. */
 		memcpy(s.x, m->token_embd.w + (size_t)tokens[pos] * c->n_embd, (size_t)c->n_embd * sizeof(double));
+		for (int i = 0; c->embedding_mult != 0.0f && i < c->n_embd; i++)
+			s.x[i] *= c->embedding_mult;
 		for (int il = 0; il < c->n_layer; il++) {
 			attention_block(m, &s, il, pos, n);
 			ffn_block(m, &s, il);
 		}
 		rmsnorm(s.xb, s.x, m->output_norm, c->n_embd, c->norm_eps);
 		matmul(logits + (size_t)pos * c->n_vocab, &m->output, s.xb);
+		for (int v = 0; c->logit_scale != 0.0f && v < c->n_vocab; v++)
+			logits[(size_t)pos * c->n_vocab + v] /= c->logit_scale;
 	}
 	state_free(&s);
 }

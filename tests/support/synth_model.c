@@ -298,6 +298,14 @@ static void add_hparams(synth_model *sm)
 		gguf_writer_add_string(sm->w, arch_key(sm, k, sizeof(k), "rope.scaling.type"), c->rope_scaling);
 		put_f32(sm, arch_key(sm, k, sizeof(k), "rope.scaling.factor"), c->rope_scaling_factor);
 	}
+	const struct {
+		float v;
+		const char *key;
+	} mults[] = {{c->embedding_mult, "embedding_scale"}, {c->residual_mult, "residual_scale"},
+		     {c->attention_mult, "attention.scale"}, {c->logit_scale, "logit_scale"}};
+	for (int i = 0; i < 4; i++)
+		if (mults[i].v != 0.0f)
+			put_f32(sm, arch_key(sm, k, sizeof(k), mults[i].key), mults[i].v);
 }
 
 /* The normal tokens; past this list they are "▁w<i>". SentencePiece builds

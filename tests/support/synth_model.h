@@ -49,6 +49,9 @@ typedef struct synth_config {
 	bool tied;     /* no output.weight: the head reuses token_embd */
 	bool post_norms; /* blk.N.post_attention_norm and post_ffw_norm (llama.cpp's
 			  * Gemma 2 names): each output normalised before its residual add */
+	/* Granite's multipliers, written as {arch}.embedding_scale,
+	 * .residual_scale, .attention.scale and .logit_scale when nonzero. */
+	float embedding_mult, residual_mult, attention_mult, logit_scale;
 	uint64_t seed;
 } synth_config;
 
