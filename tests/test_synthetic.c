@@ -604,10 +604,20 @@ START_TEST(padded_embedding)
 }
 END_TEST
 
-/* Logits of the tokens at the given positions, one batch, every row. */
-static float *logits_at(const char *path, const loom_token *tokens, const int32_t *pos, int n, int n_vocab)
+/* Logits of the tokens at the given positions (NULL: 0, 1, ...), one batch,
+ * every row, on cpu-generic; arch_dir's contracts are searched first
+ * (NULL: the built-in ones alone). */
+static float *logits_at(const char *arch_dir, const char *path, const loom_token *tokens, const int32_t *pos, int n,
+			int n_vocab)
 {
-	loom_runtime *rt = test_runtime("cpu-generic", 1);
+	loom_runtime_params p = loom_runtime_default_params();
+	loom_runtime *rt = NULL;
+	p.plugins_file = test_plugins_file();
+	p.backend = "cpu-generic";
+	p.arch_dir = arch_dir;
+	p.n_threads = 1;
+	p.log_level = LOOM_LOG_ERROR;
+	ck_assert_msg(loom_runtime_create(&p, &rt) == LOOM_OK, "runtime: %s", loom_last_error());
 	loom_model *m = NULL;
 	ck_assert_msg(loom_model_load(rt, path, NULL, &m) == LOOM_OK, "%s: %s", path, loom_last_error());
 	loom_context *ctx = test_context(m, 64, 16, LOOM_DTYPE_F32);
@@ -616,6 +626,7 @@ static float *logits_at(const char *path, const loom_token *tokens, const int32_
 	loom_batch b = {.n_tokens = n, .tokens = tokens, .pos = pos, .logits = want};
 	ck_assert_msg(loom_decode(ctx, &b) == LOOM_OK, "%s: %s", path, loom_last_error());
 	float *out = malloc(sizeof(float) * (size_t)(n * n_vocab));
+	ck_assert_ptr_nonnull(out);
 	for (int i = 0; i < n; i++)
 		memcpy(out + (size_t)i * n_vocab, loom_get_logits(ctx, i), sizeof(float) * (size_t)n_vocab);
 	loom_context_free(ctx);
@@ -651,9 +662,9 @@ START_TEST(rope_scaling_from_the_file)
 		near[i] = 3 * i;
 		far[i] = 6 * i;
 	}
-	float *want = logits_at(paths[0], tokens, near, N, plain.n_vocab);
+	float *want = logits_at(NULL, paths[0], tokens, near, N, plain.n_vocab);
 	for (int k = 1; k < 3; k++) {
-		float *got = logits_at(paths[k], tokens, far, N, plain.n_vocab);
+		float *got = logits_at(NULL, paths[k], tokens, far, N, plain.n_vocab);
 		ck_assert_msg(memcmp(got, want, sizeof(float) * (size_t)(N * plain.n_vocab)) == 0,
 			      "%s at positions 0, 6, 12, ... differs from the plain model at 0, 3, 6, ...",
 			      k == 1 ? "linear scaling by 2" : "frequency factors of 2");
@@ -661,7 +672,7 @@ START_TEST(rope_scaling_from_the_file)
 	}
 	/* And the scaling is applied: the scaled model at the plain model's
 	 * positions gives other logits. */
-	float *other = logits_at(paths[1], tokens, near, N, plain.n_vocab);
+	float *other = logits_at(NULL, paths[1], tokens, near, N, plain.n_vocab);
 	ck_assert(memcmp(other, want, sizeof(float) * (size_t)(N * plain.n_vocab)) != 0);
 	free(other);
 	free(want);
@@ -683,35 +694,6 @@ START_TEST(rope_scaling_from_the_file)
 	loom_runtime_free(rt);
 }
 END_TEST
-
-/* Every position's logits of model at path through arch_dir's contracts
- * (then the built-in ones), one prompt batch on the policy's CPU backend. */
-static float *prompt_logits(const char *arch_dir, const char *path, const loom_token *tokens, int n, int n_vocab)
-{
-	loom_runtime_params p = loom_runtime_default_params();
-	loom_runtime *rt = NULL;
-	p.plugins_file = test_plugins_file();
-	p.arch_dir = arch_dir;
-	p.n_threads = 2;
-	p.log_level = LOOM_LOG_ERROR;
-	ck_assert_msg(loom_runtime_create(&p, &rt) == LOOM_OK, "runtime: %s", loom_last_error());
-	loom_model *m = NULL;
-	ck_assert_msg(loom_model_load(rt, path, NULL, &m) == LOOM_OK, "load %s: %s", path, loom_last_error());
-	loom_context *ctx = test_context(m, 64, 16, LOOM_DTYPE_F32);
-	int8_t want[16];
-	for (int i = 0; i < n; i++)
-		want[i] = 1;
-	loom_batch b = {.n_tokens = n, .tokens = tokens, .logits = want};
-	ck_assert_msg(loom_decode(ctx, &b) == LOOM_OK, "decode: %s", loom_last_error());
-	float *out = malloc(sizeof(float) * (size_t)(n * n_vocab));
-	ck_assert_ptr_nonnull(out);
-	for (int i = 0; i < n; i++)
-		memcpy(out + (size_t)i * n_vocab, loom_get_logits(ctx, i), sizeof(float) * (size_t)n_vocab);
-	loom_context_free(ctx);
-	loom_model_free(m);
-	loom_runtime_free(rt);
-	return out;
-}
 
 /* Text inserted after the first occurrence of an anchor. */
 typedef struct insertion {
@@ -757,13 +739,13 @@ static void check_against_reference(const char *dir, const char *path, const syn
 	double scale = 0.0;
 	for (int i = 0; i < N * c->n_vocab; i++)
 		scale = fmax(scale, fabs(want[i]));
-	float *got = prompt_logits(dir, path, tokens, N, c->n_vocab);
+	float *got = logits_at(dir, path, tokens, NULL, N, c->n_vocab);
 	double d = diff_ref(got, want, N * c->n_vocab);
 	ck_assert_msg(d <= 1e-4 * scale, "%s: max |logit - reference| = %g > %g", what, d, 1e-4 * scale);
 	free(got);
 	char plain_name[64];
 	snprintf(plain_name, sizeof(plain_name), "plain_%s", what);
-	float *plain = prompt_logits(test_tmp_dir(plain_name), path, tokens, N, c->n_vocab);
+	float *plain = logits_at(test_tmp_dir(plain_name), path, tokens, NULL, N, c->n_vocab);
 	double d_plain = diff_ref(plain, want, N * c->n_vocab);
 	ck_assert_msg(d_plain > 100 * 1e-4 * scale, "%s: without it the model is only %g from the reference", what,
 		      d_plain);
