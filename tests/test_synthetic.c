@@ -814,6 +814,51 @@ START_TEST(multipliers_match_reference)
 }
 END_TEST
 
+/* Gemma's attention scale, query_pre_attn_scalar^-1/2 (attention_scale_base),
+ * set apart from head_dim (as Gemma 2 27B's 144 against its heads of 128). */
+START_TEST(attention_scale_base_matches_reference)
+{
+	const char *dir = test_tmp_dir("attention_scale_base");
+	synth_config c = config_of(&shapes[0], LOOM_DTYPE_F32);
+	c.attention_scale_base = 2.0f;
+	synth_model *sm = synth_model_build(&c, NULL);
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/scaled.gguf", dir);
+	ck_assert(synth_model_write(sm, path));
+	ref_model *ref = ref_model_create(sm);
+	synth_model_free(sm);
+	const insertion edits[] = {
+		{"hparams:\n  gguf:\n", "    attention_scale_base: \"{arch}.attention.query_pre_attn_scalar\"\n"}};
+	write_llama_with(dir, edits, 1);
+	check_against_reference(dir, path, &c, ref, "attention_scale_base");
+	ref_model_free(ref);
+
+	/* With Granite's attention multiplier too, which scales q.k is
+	 * ambiguous: refused. */
+	const char *both_dir = test_tmp_dir("attention_scale_both");
+	c.attention_mult = 0.25f;
+	sm = synth_model_build(&c, NULL);
+	snprintf(path, sizeof(path), "%s/both.gguf", both_dir);
+	ck_assert(synth_model_write(sm, path));
+	synth_model_free(sm);
+	const insertion both[] = {{"hparams:\n  gguf:\n", "    attention_scale_base: \"{arch}.attention.query_pre_attn_scalar\"\n"
+							   "    attention_multiplier: \"{arch}.attention.scale\"\n"}};
+	write_llama_with(both_dir, both, 1);
+	loom_runtime_params p = loom_runtime_default_params();
+	loom_runtime *rt = NULL;
+	p.plugins_file = test_plugins_file();
+	p.backend = "cpu-generic";
+	p.arch_dir = both_dir;
+	p.log_level = LOOM_LOG_ERROR;
+	ck_assert(loom_runtime_create(&p, &rt) == LOOM_OK);
+	loom_model *m = NULL;
+	ck_assert_int_eq(loom_model_load(rt, path, NULL, &m), LOOM_ERR_BAD_FORMAT);
+	ck_assert_msg(strstr(loom_last_error(), "both attention_multiplier and attention_scale_base") != NULL, "%s",
+		      loom_last_error());
+	loom_runtime_free(rt);
+}
+END_TEST
+
 static Suite *synthetic_suite(void)
 {
 	Suite *s = suite_create("synthetic");
@@ -826,6 +871,7 @@ static Suite *synthetic_suite(void)
 	tcase_add_test(tc, rope_scaling_from_the_file);
 	tcase_add_test(tc, post_norms_match_reference);
 	tcase_add_test(tc, multipliers_match_reference);
+	tcase_add_test(tc, attention_scale_base_matches_reference);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("reference");

@@ -178,6 +178,7 @@ static void attention_block(loom_context *ctx, const loom_layer *l, int il, int 
 	a->ip[0] = (int32_t)hp->n_head;
 	a->ip[1] = (int32_t)hp->n_head_kv;
 	a->fp[0] = hp->attention_mult > 0.0f	    ? hp->attention_mult
+		   : hp->attention_scale_base > 0.0f ? 1.0f / sqrtf(hp->attention_scale_base)
 		   : m->contract->attn_scale_default ? 1.0f / sqrtf((float)hd)
 						     : m->contract->attn_scale;
 

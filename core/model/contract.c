@@ -37,6 +37,7 @@ static const char *const hparam_names[LOOM_HP_COUNT] = {
 	[LOOM_HP_RESIDUAL_MULT] = "residual_multiplier",
 	[LOOM_HP_ATTENTION_MULT] = "attention_multiplier",
 	[LOOM_HP_LOGIT_SCALE] = "logit_scale",
+	[LOOM_HP_ATTENTION_SCALE_BASE] = "attention_scale_base",
 };
 
 /* NULL-terminated: the values transposed allows. */

@@ -58,6 +58,7 @@ typedef enum loom_hparam {
 	LOOM_HP_RESIDUAL_MULT,       /* each block output times it before its residual add; default 1 */
 	LOOM_HP_ATTENTION_MULT,      /* the factor on q.k in place of block.attention_scale */
 	LOOM_HP_LOGIT_SCALE,         /* the logits divided by it (Granite); default 1 */
+	LOOM_HP_ATTENTION_SCALE_BASE, /* q.k times it^-1/2 (Gemma's query_pre_attn_scalar) */
 	LOOM_HP_COUNT
 } loom_hparam;
 

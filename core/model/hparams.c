@@ -234,7 +234,8 @@ loom_status loom_model_read_hparams(loom_model *m)
 	    (st = float_or(m, fmt, LOOM_HP_EMBEDDING_MULT, 1.0, &hp->embedding_mult)) != LOOM_OK ||
 	    (st = float_or(m, fmt, LOOM_HP_RESIDUAL_MULT, 1.0, &hp->residual_mult)) != LOOM_OK ||
 	    (st = float_or(m, fmt, LOOM_HP_ATTENTION_MULT, 0.0, &hp->attention_mult)) != LOOM_OK ||
-	    (st = float_or(m, fmt, LOOM_HP_LOGIT_SCALE, 1.0, &hp->logit_scale)) != LOOM_OK)
+	    (st = float_or(m, fmt, LOOM_HP_LOGIT_SCALE, 1.0, &hp->logit_scale)) != LOOM_OK ||
+	    (st = float_or(m, fmt, LOOM_HP_ATTENTION_SCALE_BASE, 0.0, &hp->attention_scale_base)) != LOOM_OK)
 		return st;
 	const float mults[] = {hp->embedding_mult, hp->residual_mult, hp->logit_scale};
 	const loom_hparam mult_ids[] = {LOOM_HP_EMBEDDING_MULT, LOOM_HP_RESIDUAL_MULT, LOOM_HP_LOGIT_SCALE};
@@ -245,6 +246,12 @@ loom_status loom_model_read_hparams(loom_model *m)
 	if (!(hp->attention_mult >= 0.0f) || isinf(hp->attention_mult))
 		return loom_error(LOOM_ERR_BAD_FORMAT, "hyperparameter attention_multiplier = %g must be positive",
 				  (double)hp->attention_mult);
+	if (!(hp->attention_scale_base >= 0.0f) || isinf(hp->attention_scale_base))
+		return loom_error(LOOM_ERR_BAD_FORMAT, "hyperparameter attention_scale_base = %g must be positive",
+				  (double)hp->attention_scale_base);
+	if (hp->attention_mult > 0.0f && hp->attention_scale_base > 0.0f)
+		return loom_error(LOOM_ERR_BAD_FORMAT, "the model gives both attention_multiplier and "
+				  "attention_scale_base: which scales q.k is ambiguous");
 	if (!(hp->final_logit_softcap >= 0.0f) || isinf(hp->final_logit_softcap))
 		return loom_error(LOOM_ERR_BAD_FORMAT, "hyperparameter final_logit_softcap = %g must be 0 (none) or positive",
 				  (double)hp->final_logit_softcap);

@@ -43,6 +43,8 @@ typedef struct loom_hparams {
 	 * before its residual add, q.k (0: the contract's attention_scale),
 	 * and the logits' divisor. */
 	float embedding_mult, residual_mult, attention_mult, logit_scale;
+	/* q.k's factor as base^-1/2 (Gemma's query_pre_attn_scalar); 0: none. */
+	float attention_scale_base;
 } loom_hparams;
 
 /* Weights of one block; shapes in ggml order {n_in, n_out}. A tensor the

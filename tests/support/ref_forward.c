@@ -282,7 +282,9 @@ static void attention(const synth_config *c, const ref_state *s, int il, int pos
 			double dot = 0.0;
 			for (int d = 0; d < hd; d++)
 				dot += q[d] * k[d];
-			s->scores[j] = c->attention_mult != 0.0f ? dot * c->attention_mult : dot / sqrt((double)hd);
+			s->scores[j] = c->attention_mult != 0.0f	  ? dot * c->attention_mult
+				       : c->attention_scale_base != 0.0f ? dot / sqrt((double)c->attention_scale_base)
+									  : dot / sqrt((double)hd);
 			max = fmax(max, s->scores[j]);
 		}
 		for (int j = 0; j <= pos; j++) {

@@ -9,7 +9,8 @@
  * SwiGLU, and the output head (token_embd when tied); with post_norms the
  * attention's and the FFN's outputs are RMS-normalised before each residual
  * add, as Gemma 2 does; Granite's multipliers scale the embeddings, each
- * residual add, q.k (in place of 1 / sqrt(head_dim)) and the logits.
+ * residual add, q.k (in place of 1 / sqrt(head_dim)) and the logits; Gemma's
+ * query_pre_attn_scalar replaces head_dim in that square root.
  *
  * One rounding of loom's is modelled, because it is part of what a
  * reduced-precision weight means in llama.cpp and loom: a matmul's input is

@@ -302,8 +302,9 @@ static void add_hparams(synth_model *sm)
 		float v;
 		const char *key;
 	} mults[] = {{c->embedding_mult, "embedding_scale"}, {c->residual_mult, "residual_scale"},
-		     {c->attention_mult, "attention.scale"}, {c->logit_scale, "logit_scale"}};
-	for (int i = 0; i < 4; i++)
+		     {c->attention_mult, "attention.scale"}, {c->logit_scale, "logit_scale"},
+		     {c->attention_scale_base, "attention.query_pre_attn_scalar"}};
+	for (int i = 0; i < 5; i++)
 		if (mults[i].v != 0.0f)
 			put_f32(sm, arch_key(sm, k, sizeof(k), mults[i].key), mults[i].v);
 }

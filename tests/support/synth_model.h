@@ -52,6 +52,9 @@ typedef struct synth_config {
 	/* Granite's multipliers, written as {arch}.embedding_scale,
 	 * .residual_scale, .attention.scale and .logit_scale when nonzero. */
 	float embedding_mult, residual_mult, attention_mult, logit_scale;
+	/* Gemma's query_pre_attn_scalar, as {arch}.attention.query_pre_attn_scalar
+	 * when nonzero: q.k times it^-1/2. */
+	float attention_scale_base;
 	uint64_t seed;
 } synth_config;
 
