@@ -302,11 +302,12 @@ static void check_quantized(const backend_state *s, const op_case *c, const void
 	double min_same = s->strict ? 0.85 : 0.99;
 	void *out[2];
 
+	float *w = decode_rows(y, want);
 	op_outputs(&s->b, c, out);
 	for (int k = 0; k < 2; k++) {
 		if (out[k] == NULL)
 			continue;
-		float *w = decode_rows(y, want), *g = decode_rows(y, out[k]);
+		float *g = decode_rows(y, out[k]);
 		double ew = 0.0, eg = 0.0, norm = 0.0;
 		size_t same = 0;
 		for (size_t b = 0; b < nb; b++) {
@@ -322,13 +323,13 @@ static void check_quantized(const backend_state *s, const op_case *c, const void
 			eg += dg * dg;
 			norm += v * v;
 		}
-		free(w);
 		free(g);
 		ck_assert_msg((double)same >= min_same * (double)nb,
 			      "%s on %s: %zu of %zu blocks as the reference wrote them", c->what, s->b.name, same, nb);
 		ck_assert_msg(eg <= 1.01 * ew + 1e-12 * norm, "%s on %s: quantization error %.4g, the reference's %.4g",
 			      c->what, s->b.name, eg / norm, ew / norm);
 	}
+	free(w);
 	free(out[0]);
 	free(out[1]);
 }

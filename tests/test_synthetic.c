@@ -604,11 +604,9 @@ START_TEST(padded_embedding)
 }
 END_TEST
 
-/* Logits of the tokens at the given positions (NULL: 0, 1, ...), one batch,
- * every row, on cpu-generic; arch_dir's contracts are searched first
+/* A runtime on cpu-generic, 1 thread, searching arch_dir's contracts first
  * (NULL: the built-in ones alone). */
-static float *logits_at(const char *arch_dir, const char *path, const loom_token *tokens, const int32_t *pos, int n,
-			int n_vocab)
+static loom_runtime *generic_runtime(const char *arch_dir)
 {
 	loom_runtime_params p = loom_runtime_default_params();
 	loom_runtime *rt = NULL;
@@ -618,6 +616,16 @@ static float *logits_at(const char *arch_dir, const char *path, const loom_token
 	p.n_threads = 1;
 	p.log_level = LOOM_LOG_ERROR;
 	ck_assert_msg(loom_runtime_create(&p, &rt) == LOOM_OK, "runtime: %s", loom_last_error());
+	return rt;
+}
+
+/* Logits of the tokens at the given positions (NULL: 0, 1, ...), one batch,
+ * every row, on cpu-generic; arch_dir's contracts are searched first
+ * (NULL: the built-in ones alone). */
+static float *logits_at(const char *arch_dir, const char *path, const loom_token *tokens, const int32_t *pos, int n,
+			int n_vocab)
+{
+	loom_runtime *rt = generic_runtime(arch_dir);
 	loom_model *m = NULL;
 	ck_assert_msg(loom_model_load(rt, path, NULL, &m) == LOOM_OK, "%s: %s", path, loom_last_error());
 	loom_context *ctx = test_context(m, 64, 16, LOOM_DTYPE_F32);
@@ -725,12 +733,28 @@ static void write_llama_with(const char *dir, const insertion *edits, int n)
 	free(text);
 }
 
-/* Logits of tokens through dir's contract and through the built-in
- * llama.yaml, against the reference's: within F32's band with it, and far
- * without it (what the test sees is what the contract adds). */
-static void check_against_reference(const char *dir, const char *path, const synth_config *c, ref_model *ref,
-				    const char *what)
+/* A synthetic model of config c written as dir/model.gguf (path). */
+static void write_synth(const char *dir, const synth_config *c, char *path, size_t size, ref_model **ref)
 {
+	synth_model *sm = synth_model_build(c, NULL);
+	snprintf(path, size, "%s/model.gguf", dir);
+	ck_assert(synth_model_write(sm, path));
+	if (ref != NULL)
+		*ref = ref_model_create(sm);
+	synth_model_free(sm);
+}
+
+/* A synthetic model of config c through llama.yaml with the edits, and
+ * through the built-in llama.yaml, against the reference's logits: within
+ * F32's band with the edits, and far without them (what the test sees is
+ * what the contract adds). */
+static void check_against_reference(const char *what, const synth_config *c, const insertion *edits, int n_edits)
+{
+	const char *dir = test_tmp_dir(what);
+	char path[4200];
+	ref_model *ref;
+	write_synth(dir, c, path, sizeof(path), &ref);
+	write_llama_with(dir, edits, n_edits);
 	enum { N = 7 };
 	loom_token tokens[N] = {1, 5, 17, 3, 260, 9, 42};
 	double *want = malloc(sizeof(double) * (size_t)(N * c->n_vocab));
@@ -752,6 +776,7 @@ static void check_against_reference(const char *dir, const char *path, const syn
 	printf("%s: max |dlogit|/scale %.2e (without it %.2e)\n", what, d / scale, d_plain / scale);
 	free(plain);
 	free(want);
+	ref_model_free(ref);
 }
 
 /* block.post_norm, through llama.yaml copied with it and llama.cpp's
@@ -760,16 +785,8 @@ static void check_against_reference(const char *dir, const char *path, const syn
  * forward pass, which normalises each output before its residual add. */
 START_TEST(post_norms_match_reference)
 {
-	const char *dir = test_tmp_dir("post_norm");
 	synth_config c = config_of(&shapes[0], LOOM_DTYPE_F32);
 	c.post_norms = true;
-	synth_model *sm = synth_model_build(&c, NULL);
-	char path[4200];
-	snprintf(path, sizeof(path), "%s/post_norm.gguf", dir);
-	ck_assert(synth_model_write(sm, path));
-	ref_model *ref = ref_model_create(sm);
-	synth_model_free(sm);
-
 	/* The norms' names follow each format's ffn_down (the safetensors
 	 * ones are never read here: the contract must name them all). */
 	const insertion edits[] = {
@@ -780,10 +797,7 @@ START_TEST(post_norms_match_reference)
 		 "    attn_post_norm: model.layers.{i}.post_attn_norm.weight\n"
 		 "    ffn_post_norm: model.layers.{i}.post_ffn_norm.weight\n"},
 	};
-	write_llama_with(dir, edits, 3);
-
-	check_against_reference(dir, path, &c, ref, "post_norm");
-	ref_model_free(ref);
+	check_against_reference("post_norm", &c, edits, 3);
 }
 END_TEST
 
@@ -792,25 +806,16 @@ END_TEST
  * llama.yaml copied with granite's GGUF keys for them. */
 START_TEST(multipliers_match_reference)
 {
-	const char *dir = test_tmp_dir("multipliers");
 	synth_config c = config_of(&shapes[0], LOOM_DTYPE_F32);
 	c.embedding_mult = 12.0f;
 	c.residual_mult = 0.22f;
 	c.attention_mult = 0.0078125f;
 	c.logit_scale = 8.0f;
-	synth_model *sm = synth_model_build(&c, NULL);
-	char path[4200];
-	snprintf(path, sizeof(path), "%s/granite.gguf", dir);
-	ck_assert(synth_model_write(sm, path));
-	ref_model *ref = ref_model_create(sm);
-	synth_model_free(sm);
 	const insertion edits[] = {{"hparams:\n  gguf:\n", "    embedding_multiplier: \"{arch}.embedding_scale\"\n"
 							   "    residual_multiplier: \"{arch}.residual_scale\"\n"
 							   "    attention_multiplier: \"{arch}.attention.scale\"\n"
 							   "    logit_scale: \"{arch}.logit_scale\"\n"}};
-	write_llama_with(dir, edits, 1);
-	check_against_reference(dir, path, &c, ref, "multipliers");
-	ref_model_free(ref);
+	check_against_reference("multipliers", &c, edits, 1);
 }
 END_TEST
 
@@ -818,39 +823,22 @@ END_TEST
  * set apart from head_dim (as Gemma 2 27B's 144 against its heads of 128). */
 START_TEST(attention_scale_base_matches_reference)
 {
-	const char *dir = test_tmp_dir("attention_scale_base");
 	synth_config c = config_of(&shapes[0], LOOM_DTYPE_F32);
 	c.attention_scale_base = 2.0f;
-	synth_model *sm = synth_model_build(&c, NULL);
-	char path[4200];
-	snprintf(path, sizeof(path), "%s/scaled.gguf", dir);
-	ck_assert(synth_model_write(sm, path));
-	ref_model *ref = ref_model_create(sm);
-	synth_model_free(sm);
 	const insertion edits[] = {
 		{"hparams:\n  gguf:\n", "    attention_scale_base: \"{arch}.attention.query_pre_attn_scalar\"\n"}};
-	write_llama_with(dir, edits, 1);
-	check_against_reference(dir, path, &c, ref, "attention_scale_base");
-	ref_model_free(ref);
+	check_against_reference("attention_scale_base", &c, edits, 1);
 
 	/* With Granite's attention multiplier too, which scales q.k is
 	 * ambiguous: refused. */
-	const char *both_dir = test_tmp_dir("attention_scale_both");
+	const char *dir = test_tmp_dir("attention_scale_both");
+	char path[4200];
 	c.attention_mult = 0.25f;
-	sm = synth_model_build(&c, NULL);
-	snprintf(path, sizeof(path), "%s/both.gguf", both_dir);
-	ck_assert(synth_model_write(sm, path));
-	synth_model_free(sm);
+	write_synth(dir, &c, path, sizeof(path), NULL);
 	const insertion both[] = {{"hparams:\n  gguf:\n", "    attention_scale_base: \"{arch}.attention.query_pre_attn_scalar\"\n"
 							   "    attention_multiplier: \"{arch}.attention.scale\"\n"}};
-	write_llama_with(both_dir, both, 1);
-	loom_runtime_params p = loom_runtime_default_params();
-	loom_runtime *rt = NULL;
-	p.plugins_file = test_plugins_file();
-	p.backend = "cpu-generic";
-	p.arch_dir = both_dir;
-	p.log_level = LOOM_LOG_ERROR;
-	ck_assert(loom_runtime_create(&p, &rt) == LOOM_OK);
+	write_llama_with(dir, both, 1);
+	loom_runtime *rt = generic_runtime(dir);
 	loom_model *m = NULL;
 	ck_assert_int_eq(loom_model_load(rt, path, NULL, &m), LOOM_ERR_BAD_FORMAT);
 	ck_assert_msg(strstr(loom_last_error(), "both attention_multiplier and attention_scale_base") != NULL, "%s",

@@ -274,12 +274,11 @@ loom_status loom_forward_build(loom_context *ctx, int n, uint32_t n_kv, int n_ou
 	 * stream. */
 	loom_tensor *x = f32_rows(ctx, LOOM_SLOT_X, hp->n_embd, n);
 	add_node(ctx, LOOM_OP_GET_ROWS, x, &m->token_embd, slot(ctx, LOOM_SLOT_TOKENS, LOOM_DTYPE_I32, n, 1, 1));
-	if (m->contract->embd_scale_sqrt || m->contract->embd_scale != 1.0f) {
-		loom_node *s = add_node(ctx, LOOM_OP_SCALE, x, x, NULL);
-		s->fp[0] = m->contract->embd_scale_sqrt ? sqrtf((float)hp->n_embd) : m->contract->embd_scale;
-	}
-	if (hp->embedding_mult != 1.0f)
-		scale(ctx, x, hp->embedding_mult);
+	/* The contract's scale and the file's multiplier, in one pass. */
+	float embd_scale = (m->contract->embd_scale_sqrt ? sqrtf((float)hp->n_embd) : m->contract->embd_scale) *
+			   hp->embedding_mult;
+	if (embd_scale != 1.0f)
+		scale(ctx, x, embd_scale);
 	if (m->contract->positions == LOOM_POSITIONS_LEARNED) {
 		loom_tensor *p = f32_rows(ctx, LOOM_SLOT_PROJ, hp->n_embd, n);
 		add_node(ctx, LOOM_OP_GET_ROWS, p, &m->pos_embd, slot(ctx, LOOM_SLOT_POS, LOOM_DTYPE_I32, n, 1, 1));
