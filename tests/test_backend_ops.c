@@ -1165,6 +1165,9 @@ typedef struct attn_shape {
 	loom_dtype type;
 	int mask; /* 0 none, 1 causal with random holes, 2 finite offsets too, 3 a row all masked,
 		   * 4 three sequences whose cells interleave, each token seeing its own */
+	float scale; /* q.k's factor; 0: 1 / sqrt(head_dim) */
+	float cap;   /* soft-cap; 0: none */
+	bool sinks;  /* a sink logit per head */
 } attn_shape;
 
 static void fill_mask(ref_rng *rng, const attn_shape *a, float *mask)
@@ -1220,7 +1223,7 @@ static void attention_case(ref_rng *rng, const attn_shape *a)
 {
 	int64_t kv_dim = a->head_dim * a->n_head_kv;
 	op_case c = {.op = LOOM_OP_ATTENTION, .ip = {(int32_t)a->n_head, (int32_t)a->n_head_kv},
-		     .fp = {(float)(1.0 / sqrt((double)a->head_dim))}};
+		     .fp = {a->scale > 0.0f ? a->scale : (float)(1.0 / sqrt((double)a->head_dim)), a->cap}};
 
 	c.src[0] = ht(LOOM_DTYPE_F32, a->head_dim, a->n_head, a->n_tokens, 1);
 	fill_normal(rng, ht_f32(&c.src[0]), ht_elements(&c.src[0]), 1.0);
@@ -1230,10 +1233,15 @@ static void attention_case(ref_rng *rng, const attn_shape *a)
 		c.src[3] = ht(LOOM_DTYPE_F32, a->n_kv, a->n_tokens, 1, 1);
 		fill_mask(rng, a, ht_f32(&c.src[3]));
 	}
+	if (a->sinks) {
+		c.src[4] = ht(LOOM_DTYPE_F32, a->n_head, 1, 1, 1);
+		fill_normal(rng, ht_f32(&c.src[4]), (size_t)a->n_head, 2.0);
+	}
 	c.dst = ht(LOOM_DTYPE_F32, a->head_dim * a->n_head, a->n_tokens, 1, 1);
-	snprintf(c.what, sizeof(c.what), "ATTENTION %s hd %lld heads %lld/%lld tokens %lld kv %lld mask %d",
+	snprintf(c.what, sizeof(c.what),
+		 "ATTENTION %s hd %lld heads %lld/%lld tokens %lld kv %lld mask %d scale %g cap %g sinks %d",
 		 dtype_name(a->type), (long long)a->head_dim, (long long)a->n_head, (long long)a->n_head_kv,
-		 (long long)a->n_tokens, (long long)a->n_kv, a->mask);
+		 (long long)a->n_tokens, (long long)a->n_kv, a->mask, c.fp[0], a->cap, a->sinks);
 	expect_attention(&c);
 	op_case_free(&c);
 }
@@ -1268,7 +1276,7 @@ static void group_attention(void)
 		attention_case(&rng, &a);
 	} while (grid_next(idx, sizes, 5));
 	/* One key, one token, no mask. */
-	attn_shape one = {64, 4, 1, 1, 1, LOOM_DTYPE_F16, 0};
+	attn_shape one = {64, 4, 1, 1, 1, LOOM_DTYPE_F16, 0, 0.0f, 0.0f, false};
 	attention_case(&rng, &one);
 }
 
@@ -1313,9 +1321,36 @@ static void group_attention_long(void)
 					for (size_t ti = 0; ti < N_OF(counts); ti++) {
 						attn_shape a = {head_dims[hi], heads[gi][0], heads[gi][1], counts[ti],
 								wide_kvs[ki], f16 ? LOOM_DTYPE_F16 : LOOM_DTYPE_F32,
-								k++ % 4};
+								k++ % 4, 0.0f, 0.0f, false};
 						attention_case(&rng, &a);
 					}
+}
+
+/* Soft-capped scores and sinks, apart and together, on every cache type:
+ * Gemma 2's cap of 50 at its own scale, where it barely bends, and a cap
+ * of 3 on scores of unit scale (spread ~8), where it flattens most of
+ * them; sinks of spread 2 against rows of few and many keys, and rows
+ * that see nothing (zeros still); short caches and a long one whose
+ * chunks are merged. */
+static void group_attention_capped(void)
+{
+	static const struct {
+		float scale, cap;
+		bool sinks;
+	} kinds[] = {{0.0f, 50.0f, false}, {1.0f, 3.0f, false}, {0.0f, 0.0f, true}, {1.0f, 3.0f, true}};
+	static const int64_t shapes[][3] = {{1, 1}, {3, 17}, {7, 64}, {1, 4095}, {33, 513}}; /* tokens, kv */
+	ref_rng rng = {13};
+	int k = 0;
+
+	for (size_t ki = 0; ki < N_OF(kinds); ki++)
+		for (size_t ti = 0; ti < N_OF(cache_types); ti++)
+			for (size_t si = 0; si < N_OF(shapes); si++) {
+				attn_shape a = {64, k % 2 ? 8 : 4, k % 2 ? 2 : 4, shapes[si][0], shapes[si][1],
+						cache_types[ti], 1 + k % 4, kinds[ki].scale, kinds[ki].cap,
+						kinds[ki].sinks};
+				k++;
+				attention_case(&rng, &a);
+			}
 }
 
 /* A batched decode: one token of each of 16 sequences (op_case.h). */
@@ -1354,6 +1389,7 @@ static const group groups[] = {
 	{"attention", "ATTENTION", group_attention},
 	{"attention_long", "ATTENTION long", group_attention_long},
 	{"attention_batched", "ATTENTION batched decode", group_attention_batched},
+	{"attention_capped", "ATTENTION soft-capped, with sinks", group_attention_capped},
 };
 
 START_TEST(op_group)

@@ -96,7 +96,7 @@ START_TEST(mask_is_causal_per_sequence)
 	int32_t pos[4] = {0, 0, 1, 1}, seq[4] = {0, 1, 0, 1}, cells[4];
 	float mask[4 * 4];
 	ck_assert_int_eq(loom_kv_claim(&kv, 4, pos, seq, cells), LOOM_OK);
-	loom_kv_build_mask(&kv, 4, 4, pos, seq, mask);
+	loom_kv_build_mask(&kv, 4, 4, pos, seq, 0, mask);
 	/* cells: 0 = (s0,p0), 1 = (s1,p0), 2 = (s0,p1), 3 = (s1,p1) */
 	const int allowed[4][4] = {{1, 0, 0, 0}, {0, 1, 0, 0}, {1, 0, 1, 0}, {0, 1, 0, 1}};
 	for (int t = 0; t < 4; t++)
@@ -106,6 +106,40 @@ START_TEST(mask_is_causal_per_sequence)
 				      "token %d cell %d: mask %g", t, j, mask[t * 4 + j]);
 	loom_kv_remove(&kv, -1, 0, -1);
 	ck_assert_uint_eq(kv.used, 0);
+	free(kv.cells);
+}
+END_TEST
+
+/* A sliding window of 3: a token at position p sees its sequence's cells
+ * of positions p - 2 .. p, in a prefill of 6 tokens and a decode after it
+ * whose cells another sequence's interleave. */
+START_TEST(sliding_window_keeps_the_last_positions)
+{
+	loom_kv_cache kv = make_cells(16);
+	int32_t pos[6] = {0, 1, 2, 3, 4, 5}, seq[6] = {0}, cells[6];
+	float mask[6 * 16];
+	ck_assert_int_eq(loom_kv_claim(&kv, 6, pos, seq, cells), LOOM_OK);
+	loom_kv_build_mask(&kv, 6, 6, pos, seq, 3, mask);
+	for (int t = 0; t < 6; t++)
+		for (int j = 0; j < 6; j++)
+			ck_assert_msg((mask[t * 6 + j] == 0.0f) == (j <= t && j > t - 3) &&
+					      (mask[t * 6 + j] == 0.0f || isinf(mask[t * 6 + j])),
+				      "token %d cell %d: mask %g", t, j, mask[t * 6 + j]);
+	int32_t other_pos[2] = {0, 1}, other_seq[2] = {1, 1}, other_cells[2];
+	ck_assert_int_eq(loom_kv_claim(&kv, 2, other_pos, other_seq, other_cells), LOOM_OK);
+	int32_t next_pos[1] = {6}, next_seq[1] = {0}, next_cell[1];
+	ck_assert_int_eq(loom_kv_claim(&kv, 1, next_pos, next_seq, next_cell), LOOM_OK);
+	uint32_t span = loom_kv_span(&kv);
+	loom_kv_build_mask(&kv, span, 1, next_pos, next_seq, 3, mask);
+	for (uint32_t j = 0; j < span; j++) {
+		const loom_kv_cell *c = &kv.cells[j];
+		bool seen = c->pos >= 0 && loom_kv_cell_has(c, 0) && c->pos >= 4 && c->pos <= 6;
+		ck_assert_msg((mask[j] == 0.0f) == seen, "decode cell %u (pos %d): mask %g", j, c->pos, mask[j]);
+	}
+	/* No window: every earlier position. */
+	loom_kv_build_mask(&kv, span, 1, next_pos, next_seq, 0, mask);
+	for (uint32_t j = 0; j < span; j++)
+		ck_assert((mask[j] == 0.0f) == (kv.cells[j].pos >= 0 && loom_kv_cell_has(&kv.cells[j], 0)));
 	free(kv.cells);
 }
 END_TEST
@@ -121,7 +155,7 @@ START_TEST(window_grows_in_steps_and_masks_the_rest)
 	ck_assert_int_eq(loom_kv_claim(&kv, 1, pos, seq, cells), LOOM_OK);
 	ck_assert_uint_eq(loom_kv_window(&kv), step);
 	float *mask = malloc(step * sizeof(float));
-	loom_kv_build_mask(&kv, step, 1, pos, seq, mask);
+	loom_kv_build_mask(&kv, step, 1, pos, seq, 0, mask);
 	ck_assert(mask[0] == 0.0f);
 	for (uint32_t j = 1; j < step; j++)
 		ck_assert_msg(isinf(mask[j]) && mask[j] < 0, "cell %u past the span: mask %g", j, mask[j]);
@@ -181,7 +215,7 @@ START_TEST(copied_cells_are_shared)
 	ck_assert_int_eq(loom_kv_pos_max(&kv, LOOM_MAX_SEQ - 1), 3);
 	int32_t pos[1] = {4}, seq[1] = {LOOM_MAX_SEQ - 1};
 	float mask[4];
-	loom_kv_build_mask(&kv, 4, 1, pos, seq, mask);
+	loom_kv_build_mask(&kv, 4, 1, pos, seq, 0, mask);
 	for (int j = 0; j < 4; j++)
 		ck_assert_msg(mask[j] == 0.0f, "cell %d hidden from the copy", j);
 	loom_kv_remove(&kv, 0, 0, -1);
@@ -206,7 +240,7 @@ START_TEST(a_copy_replaces_the_range_of_dst)
 	ck_assert_uint_eq(kv.used, 3);
 	int32_t pos[1] = {5}, seq[1] = {1};
 	float mask[3];
-	loom_kv_build_mask(&kv, 3, 1, pos, seq, mask);
+	loom_kv_build_mask(&kv, 3, 1, pos, seq, 0, mask);
 	ck_assert(mask[0] == 0.0f && mask[1] == 0.0f && isinf(mask[2]));
 	free(kv.cells);
 }
@@ -468,6 +502,7 @@ static Suite *kv_suite(void)
 	tcase_add_test(tc, sequences_claim_cells_by_pages);
 	tcase_add_test(tc, full_cache_claims_nothing);
 	tcase_add_test(tc, mask_is_causal_per_sequence);
+	tcase_add_test(tc, sliding_window_keeps_the_last_positions);
 	tcase_add_test(tc, window_grows_in_steps_and_masks_the_rest);
 	tcase_add_test(tc, single_steps_past_a_window_see_every_cell);
 	tcase_add_test(tc, copied_cells_are_shared);

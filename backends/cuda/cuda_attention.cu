@@ -14,6 +14,9 @@
  * sweep. Masked cells (and cells of zero weight) are never read: they may
  * never have been written.
  *
+ * A soft-cap (fp[1]) bends each score before its mask adds; a head's sink
+ * (src[4]) joins the maximum and the sum of the exponentials.
+ *
  * Scores live in shared memory when the cache is short; otherwise in work
  * memory, a row of n_kv floats per block, the blocks launched in groups so
  * that the work memory stays bounded however long the context.
@@ -33,7 +36,7 @@
 static bool attention_supports(const loom_node *node)
 {
 	const loom_tensor *q = node->src[0], *k = node->src[1], *v = node->src[2];
-	const loom_tensor *mask = node->src[3], *y = node->dst;
+	const loom_tensor *mask = node->src[3], *sinks = node->src[4], *y = node->dst;
 	int n_head = node->ip[0], n_head_kv = node->ip[1];
 
 	if (!loom_tensor_is(q, LOOM_DTYPE_F32) || !loom_tensor_is(y, LOOM_DTYPE_F32) || q->ne[3] != 1 ||
@@ -48,6 +51,11 @@ static bool attention_supports(const loom_node *node)
 		return false;
 	if (mask != NULL && (!loom_tensor_is(mask, LOOM_DTYPE_F32) || mask->ne[0] != k->ne[1] ||
 			     mask->ne[1] != q->ne[2] || mask->ne[2] != 1 || mask->ne[3] != 1))
+		return false;
+	if (sinks != NULL && (!loom_tensor_is(sinks, LOOM_DTYPE_F32) || !loom_tensor_is_vector(sinks) ||
+			      sinks->ne[0] != n_head))
+		return false;
+	if (!(node->fp[1] >= 0.0f && node->fp[1] < INFINITY))
 		return false;
 	return y->ne[0] == q->ne[0] * n_head && y->ne[1] == q->ne[2] && y->ne[2] == 1 && y->ne[3] == 1;
 }
@@ -83,6 +91,8 @@ struct attn_args {
 	size_t k_nb1, v_nb1;
 	int64_t head_dim, n_head, group, n_kv; /* group: query heads per kv head */
 	float scale;
+	float cap, cap_inv;  /* soft-cap and f32(1 / it); cap 0: none */
+	const float *sinks;  /* [n_head] or NULL */
 	float *scores;      /* work memory, a row per block; NULL: shared */
 };
 
@@ -101,7 +111,8 @@ static __device__ float block_max(float v, float *scratch)
 	return m;
 }
 
-/* scores[j] = q.k_j * scale + mask[j], -inf for masked cells. */
+/* scores[j] = q.k_j * scale, soft-capped, + mask[j]; -inf for masked
+ * cells. */
 template <typename T>
 static __device__ void attention_scores(const attn_args &a, const float *q, const float *mask, size_t slice,
 					float *scores)
@@ -132,28 +143,37 @@ static __device__ void attention_scores(const attn_args &a, const float *q, cons
 			if (lane != 0 || j >= a.n_kv)
 				continue;
 			/* Rounded as the CPU's separate multiply and add. */
-			scores[j] = k[c] == NULL ? -INFINITY
-						 : __fadd_rn(__fmul_rn(s, a.scale), mask != NULL ? mask[j] : 0.0f);
+			float scaled = __fmul_rn(s, a.scale);
+			if (a.cap > 0.0f)
+				scaled = __fmul_rn(a.cap, tanhf(__fmul_rn(scaled, a.cap_inv)));
+			scores[j] = k[c] == NULL ? -INFINITY : __fadd_rn(scaled, mask != NULL ? mask[j] : 0.0f);
 		}
 	}
 }
 
 /* Turns the scores into exponentials and returns the reciprocal of their
- * sum: 0 when every cell is masked, which then weights every value by 0. */
-static __device__ float attention_softmax(const attn_args &a, float *scores, float *scratch_f, double *scratch_d)
+ * sum (with e^(sink - max) for head h's sink): 0 when every cell is
+ * masked, which then weights every value by 0. */
+static __device__ float attention_softmax(const attn_args &a, int64_t h, float *scores, float *scratch_f,
+					  double *scratch_d)
 {
 	float m = -INFINITY;
 	for (int64_t j = threadIdx.x; j < a.n_kv; j += ATTN_THREADS)
 		m = fmaxf(m, scores[j]);
 	m = block_max(m, scratch_f);
+	bool seen = m != -INFINITY;
+	if (seen && a.sinks != NULL)
+		m = fmaxf(m, a.sinks[h]);
 
 	double sum = 0.0;
 	for (int64_t j = threadIdx.x; j < a.n_kv; j += ATTN_THREADS) {
-		float e = m == -INFINITY ? 0.0f : expf(scores[j] - m);
+		float e = seen ? expf(scores[j] - m) : 0.0f;
 		scores[j] = e;
 		sum += e;
 	}
 	sum = cuda_block_sum(sum, scratch_d, ATTN_WARPS);
+	if (seen && a.sinks != NULL)
+		sum += expf(a.sinks[h] - m);
 	return sum > 0.0 ? (float)(1.0 / sum) : 0.0f;
 }
 
@@ -222,7 +242,7 @@ template <typename T> static __global__ void attention_kernel(attn_args a, int64
 	__syncthreads();
 	attention_scores<T>(a, q, mask, slice, scores);
 	__syncthreads();
-	float inv = attention_softmax(a, scores, scratch_f, scratch_d);
+	float inv = attention_softmax(a, h, scores, scratch_f, scratch_d);
 	attention_mix<T>(a, scores, inv, slice, (float *)cuda_row(a.y, t) + h * a.head_dim, partial);
 }
 
@@ -245,6 +265,9 @@ static loom_status attention_run(cuda_backend *be, const loom_node *node, void *
 	a.group = node->ip[0] / node->ip[1];
 	a.n_kv = k->ne[1];
 	a.scale = node->fp[0];
+	a.cap = node->fp[1];
+	a.cap_inv = a.cap > 0.0f ? 1.0f / a.cap : 0.0f;
+	a.sinks = node->src[4] != NULL ? (const float *)node->src[4]->data : NULL;
 	a.scores = shared_scores ? NULL : (float *)work;
 
 	size_t shared_bytes = (size_t)(a.head_dim + (shared_scores ? a.n_kv : 0)) * sizeof(float);

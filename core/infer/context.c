@@ -31,6 +31,7 @@ static size_t layout_scratch(loom_context *ctx)
 	const int64_t width[LOOM_SLOT_COUNT] = {
 		[LOOM_SLOT_TOKENS] = 1, [LOOM_SLOT_POS] = 1, [LOOM_SLOT_CELLS] = 1, [LOOM_SLOT_OUT_IDS] = 1,
 		[LOOM_SLOT_MASK] = ctx->params.n_ctx,
+		[LOOM_SLOT_MASK_SWA] = hp->n_swa > 0 ? ctx->params.n_ctx : 0,
 		[LOOM_SLOT_X] = hp->n_embd, [LOOM_SLOT_XB] = hp->n_embd,
 		[LOOM_SLOT_Q] = q_dim, [LOOM_SLOT_K] = kv_dim, [LOOM_SLOT_V] = kv_dim,
 		[LOOM_SLOT_ATTN] = q_dim, [LOOM_SLOT_PROJ] = hp->n_embd,
@@ -60,6 +61,8 @@ static loom_status alloc_host(loom_context *ctx)
 	ctx->seq = malloc(nb * sizeof(int32_t));
 	ctx->logit_row = malloc(nb * sizeof(int32_t));
 	ctx->mask = malloc(nb * ctx->kv.n_cells * sizeof(float));
+	if (ctx->model->hp.n_swa > 0 && (ctx->mask_swa = malloc(nb * ctx->kv.n_cells * sizeof(float))) == NULL)
+		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory for a context of %u cells", ctx->kv.n_cells);
 	if (!ctx->logits_in_place)
 		ctx->logits = malloc(nb * (size_t)ctx->model->hp.n_vocab * sizeof(float));
 	ctx->max_nodes = loom_forward_max_nodes(ctx->model);
@@ -77,7 +80,8 @@ static loom_status alloc_host(loom_context *ctx)
 static size_t host_bytes(const loom_context *ctx)
 {
 	const size_t nb = ctx->params.n_batch;
-	return ctx->slot_offset[LOOM_SLOT_MASK] + nb * ctx->params.n_ctx * sizeof(float) +
+	const size_t masks = ctx->model->hp.n_swa > 0 ? 2 : 1;
+	return ctx->slot_offset[LOOM_SLOT_MASK] + masks * nb * ctx->params.n_ctx * sizeof(float) +
 	       (ctx->logits_in_place ? 0 : nb * (size_t)ctx->model->hp.n_vocab * sizeof(float));
 }
 
@@ -210,6 +214,7 @@ void loom_context_free(loom_context *ctx)
 	free(ctx->seq);
 	free(ctx->logit_row);
 	free(ctx->mask);
+	free(ctx->mask_swa);
 	if (!ctx->logits_in_place)
 		free(ctx->logits);
 	free(ctx->nodes);
@@ -280,12 +285,17 @@ static loom_status run_step(loom_context *ctx, int n, int n_out, loom_step_outpu
 	const uint32_t n_kv = loom_kv_window(&ctx->kv);
 	loom_graph graph;
 
-	loom_kv_build_mask(&ctx->kv, n_kv, n, ctx->pos, ctx->seq, ctx->mask);
+	loom_kv_build_mask(&ctx->kv, n_kv, n, ctx->pos, ctx->seq, 0, ctx->mask);
+	if (ctx->mask_swa != NULL)
+		loom_kv_build_mask(&ctx->kv, n_kv, n, ctx->pos, ctx->seq, (uint32_t)ctx->model->hp.n_swa, ctx->mask_swa);
 	loom_status st = loom_forward_build(ctx, n, n_kv, n_out, output, &graph);
 	if (st == LOOM_OK)
 		st = loom_backend_upload(be, &ctx->scratch, 0, ctx->inputs, ctx->inputs_bytes);
 	if (st == LOOM_OK)
 		st = loom_backend_upload(be, &ctx->scratch, ctx->slot_offset[LOOM_SLOT_MASK], ctx->mask,
+					 (size_t)n * n_kv * 4);
+	if (st == LOOM_OK && ctx->mask_swa != NULL)
+		st = loom_backend_upload(be, &ctx->scratch, ctx->slot_offset[LOOM_SLOT_MASK_SWA], ctx->mask_swa,
 					 (size_t)n * n_kv * 4);
 	if (st != LOOM_OK)
 		return st;

@@ -14,6 +14,7 @@ typedef enum loom_slot {
 	LOOM_SLOT_CELLS,   /* i32 cache cells the batch's keys and values go to */
 	LOOM_SLOT_OUT_IDS, /* i32 batch rows whose logits are wanted */
 	LOOM_SLOT_MASK,    /* f32 attention mask, n_cells per row */
+	LOOM_SLOT_MASK_SWA, /* the windowed layers' mask; rows of 0 when no layer is windowed */
 	LOOM_SLOT_X,       /* the residual stream, n_embd */
 	LOOM_SLOT_XB,      /* normalised stream, n_embd */
 	LOOM_SLOT_Q,       /* n_head * head_dim */
@@ -45,7 +46,7 @@ struct loom_context {
 	size_t inputs_bytes;
 	int32_t *tokens, *pos, *cells, *out_ids;
 	int32_t *seq;
-	float *mask;
+	float *mask, *mask_swa; /* mask_swa: NULL when no layer is windowed */
 
 	/* Logits of the last batch: row logit_row[i] for batch token i (-1:
 	 * none). On a backend that computes in host memory they are read where

@@ -24,7 +24,8 @@ static loom_tensor *slot(loom_context *ctx, loom_slot s, loom_dtype type, int64_
 {
 	static const char *const names[LOOM_SLOT_COUNT] = {
 		[LOOM_SLOT_TOKENS] = "tokens", [LOOM_SLOT_POS] = "positions", [LOOM_SLOT_CELLS] = "cells",
-		[LOOM_SLOT_OUT_IDS] = "out_ids", [LOOM_SLOT_MASK] = "mask",	[LOOM_SLOT_X] = "x",
+		[LOOM_SLOT_OUT_IDS] = "out_ids", [LOOM_SLOT_MASK] = "mask",	[LOOM_SLOT_MASK_SWA] = "mask_swa",
+		[LOOM_SLOT_X] = "x",
 		[LOOM_SLOT_XB] = "xb",		 [LOOM_SLOT_Q] = "q",		[LOOM_SLOT_K] = "k",
 		[LOOM_SLOT_V] = "v",		 [LOOM_SLOT_ATTN] = "attn",	[LOOM_SLOT_PROJ] = "proj",
 		[LOOM_SLOT_GATE] = "gate",	 [LOOM_SLOT_UP] = "up",		[LOOM_SLOT_XOUT] = "xout",
@@ -106,7 +107,9 @@ static void norm(loom_context *ctx, loom_tensor *dst, loom_tensor *x, const loom
 	n->fp[0] = m->hp.norm_eps;
 }
 
-static loom_node *rope(loom_context *ctx, loom_tensor *x, loom_tensor *pos)
+/* RoPE of layer il: a windowed layer with a base of its own rotates by
+ * that base, unscaled (Gemma 3's local layers). */
+static loom_node *rope(loom_context *ctx, int il, loom_tensor *x, loom_tensor *pos)
 {
 	const loom_model *m = ctx->model;
 	loom_node *n = add_node(ctx, LOOM_OP_ROPE, x, x, pos);
@@ -121,6 +124,13 @@ static loom_node *rope(loom_context *ctx, loom_tensor *x, loom_tensor *pos)
 	n->fp[3] = hp->yarn_attn_factor;
 	n->fp[4] = hp->yarn_beta_fast;
 	n->fp[5] = hp->yarn_beta_slow;
+	if (hp->rope_theta_swa > 0.0f && loom_layer_windowed(hp, il)) {
+		n->src[2] = NULL;
+		n->fp[0] = hp->rope_theta_swa;
+		n->fp[1] = 1.0f;
+		n->fp[2] = 0.0f;
+		n->fp[3] = 0.0f;
+	}
 	return n;
 }
 
@@ -163,8 +173,8 @@ static void attention_block(loom_context *ctx, const loom_layer *l, int il, int 
 		head_norm(ctx, k_heads, &l->attn_k_norm);
 	}
 	if (m->contract->positions == LOOM_POSITIONS_ROPE) {
-		rope(ctx, q_heads, pos);
-		rope(ctx, k_heads, pos);
+		rope(ctx, il, q_heads, pos);
+		rope(ctx, il, k_heads, pos);
 	}
 
 	loom_kv_cache *kv = &ctx->kv;
@@ -174,13 +184,16 @@ static void attention_block(loom_context *ctx, const loom_layer *l, int il, int 
 	loom_tensor *attn = f32_rows(ctx, LOOM_SLOT_ATTN, q_dim, n);
 	loom_node *a = add_node(ctx, LOOM_OP_ATTENTION, attn, q_heads, cache_view(ctx, &kv->k[il], n_kv));
 	a->src[2] = cache_view(ctx, &kv->v[il], n_kv);
-	a->src[3] = slot(ctx, LOOM_SLOT_MASK, LOOM_DTYPE_F32, n_kv, n, 1);
+	a->src[3] = slot(ctx, loom_layer_windowed(hp, il) ? LOOM_SLOT_MASK_SWA : LOOM_SLOT_MASK, LOOM_DTYPE_F32, n_kv, n,
+			 1);
+	a->src[4] = (loom_tensor *)used(&l->attn_sinks);
 	a->ip[0] = (int32_t)hp->n_head;
 	a->ip[1] = (int32_t)hp->n_head_kv;
 	a->fp[0] = hp->attention_mult > 0.0f	    ? hp->attention_mult
 		   : hp->attention_scale_base > 0.0f ? 1.0f / sqrtf(hp->attention_scale_base)
 		   : m->contract->attn_scale_default ? 1.0f / sqrtf((float)hd)
 						     : m->contract->attn_scale;
+	a->fp[1] = hp->attn_logit_softcap;
 
 	linear(ctx, f32_rows(ctx, LOOM_SLOT_PROJ, hp->n_embd, n), &l->attn_output, &l->attn_output_b, attn);
 }
@@ -337,8 +350,11 @@ loom_status loom_forward_build_shift(loom_context *ctx, int n, loom_graph *graph
 		add_node(ctx, LOOM_OP_GET_ROWS, rows, &ctx->kv.k[il], cells);
 		/* A turn by delta, at unit length: YaRN's magnitude correction
 		 * was applied when the keys were stored. */
-		loom_node *r = rope(ctx, slot(ctx, LOOM_SLOT_K, LOOM_DTYPE_F32, hp->head_dim, hp->n_head_kv, n), delta);
-		r->fp[3] = hp->yarn_ext_factor > 0 ? 1.0f / (1.0f + 0.1f * logf(1.0f / hp->rope_freq_scale)) : 1.0f;
+		loom_node *r = rope(ctx, il, slot(ctx, LOOM_SLOT_K, LOOM_DTYPE_F32, hp->head_dim, hp->n_head_kv, n), delta);
+		if (r->fp[2] > 0.0f)
+			r->fp[3] = 1.0f / (1.0f + 0.1f * logf(1.0f / r->fp[1]));
+		else
+			r->fp[3] = 1.0f;
 		add_node(ctx, LOOM_OP_KV_STORE, &ctx->kv.k[il], rows, cells);
 	}
 	if (ctx->n_nodes > ctx->max_nodes || ctx->n_tensors > ctx->max_tensors)

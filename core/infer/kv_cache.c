@@ -130,13 +130,17 @@ uint32_t loom_kv_window(const loom_kv_cache *kv)
 }
 
 void loom_kv_build_mask(const loom_kv_cache *kv, uint32_t n_kv, int n, const int32_t *pos,
-			const int32_t *seq, float *mask)
+			const int32_t *seq, uint32_t window, float *mask)
 {
 	for (int t = 0; t < n; t++) {
 		float *row = mask + (size_t)t * n_kv;
+		/* The oldest position the window keeps; cells before it are masked. */
+		int64_t oldest = window > 0 ? (int64_t)pos[t] - window + 1 : INT64_MIN;
 		for (uint32_t j = 0; j < n_kv; j++) {
 			const loom_kv_cell *c = &kv->cells[j];
-			row[j] = c->pos >= 0 && loom_kv_cell_has(c, seq[t]) && c->pos <= pos[t] ? 0.0f : -INFINITY;
+			row[j] = c->pos >= 0 && loom_kv_cell_has(c, seq[t]) && c->pos <= pos[t] && c->pos >= oldest
+					 ? 0.0f
+					 : -INFINITY;
 		}
 	}
 }

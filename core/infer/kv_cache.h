@@ -62,9 +62,10 @@ uint32_t loom_kv_span(const loom_kv_cache *kv);
 uint32_t loom_kv_window(const loom_kv_cache *kv);
 
 /* mask[t * n_kv + j] = 0 if token t (seq[t], pos[t]) may attend to cell j,
- * else -INFINITY. */
+ * else -INFINITY. With a window w > 0 a token sees only the cells of the
+ * last w positions, pos[t] - w < cell pos <= pos[t] (a sliding window). */
 void loom_kv_build_mask(const loom_kv_cache *kv, uint32_t n_kv, int n, const int32_t *pos,
-			const int32_t *seq, float *mask);
+			const int32_t *seq, uint32_t window, float *mask);
 
 /* Frees seq's cells with p0 <= pos < p1 (p1 < 0: no upper bound; seq < 0:
  * every sequence). */

@@ -183,6 +183,7 @@ int loom_layer_slots(const loom_model *m, loom_layer *l, loom_weight_slot slots[
 		{LOOM_ROLE_FFN_DOWN_B, E, 0, &l->ffn_down_b},
 		{LOOM_ROLE_ATTN_POST_NORM, E, 0, &l->attn_post_norm},
 		{LOOM_ROLE_FFN_POST_NORM, E, 0, &l->ffn_post_norm},
+		{LOOM_ROLE_ATTN_SINKS, hp->n_head, 0, &l->attn_sinks},
 	};
 	const int n = (int)(sizeof(table) / sizeof(table[0]));
 	memcpy(slots, table, sizeof(table));

@@ -38,6 +38,10 @@ static const char *const hparam_names[LOOM_HP_COUNT] = {
 	[LOOM_HP_ATTENTION_MULT] = "attention_multiplier",
 	[LOOM_HP_LOGIT_SCALE] = "logit_scale",
 	[LOOM_HP_ATTENTION_SCALE_BASE] = "attention_scale_base",
+	[LOOM_HP_ATTN_LOGIT_SOFTCAP] = "attn_logit_softcap",
+	[LOOM_HP_SLIDING_WINDOW] = "sliding_window",
+	[LOOM_HP_SLIDING_WINDOW_PATTERN] = "sliding_window_pattern",
+	[LOOM_HP_ROPE_THETA_SWA] = "rope_theta_swa",
 };
 
 /* NULL-terminated: the values transposed allows. */
@@ -73,6 +77,7 @@ static const char *const role_names[LOOM_ROLE_COUNT + 1] = {
 	[LOOM_ROLE_FFN_DOWN_B] = "ffn_down_bias",
 	[LOOM_ROLE_ATTN_POST_NORM] = "attn_post_norm",
 	[LOOM_ROLE_FFN_POST_NORM] = "ffn_post_norm",
+	[LOOM_ROLE_ATTN_SINKS] = "attn_sinks",
 };
 
 /* NULL-terminated: the values block.biases allows. */
@@ -186,6 +191,8 @@ bool loom_contract_uses_role(const loom_contract *c, loom_contract_format f, loo
 	case LOOM_ROLE_ATTN_POST_NORM:
 	case LOOM_ROLE_FFN_POST_NORM:
 		return c->post_norm;
+	case LOOM_ROLE_ATTN_SINKS:
+		return c->attn_sinks;
 	case LOOM_ROLE_ATTN_OUTPUT_B:
 		return c->bias[LOOM_BIAS_O];
 	case LOOM_ROLE_FFN_NORM:
@@ -369,7 +376,7 @@ static loom_status check_choices(loom_yaml *y, yaml_node_t *block, const loom_co
 static loom_status parse_block(loom_yaml *y, yaml_node_t *block, loom_contract *c)
 {
 	static const char *const keys[] = {"norm", "norm_bias", "norm_weight_offset", "ffn", "activation",
-					   "positions", "rope_style", "qkv", "qk_norm", "post_norm", "residual",
+					   "positions", "rope_style", "qkv", "qk_norm", "post_norm", "attention_sinks", "residual",
 					   "tied_embeddings", "biases", "embedding_scale", "attention_scale",
 					   NULL};
 	static const loom_activation ffn_activation[] = {LOOM_ACT_SILU, LOOM_ACT_GELU_TANH, LOOM_ACT_GELU_TANH};
@@ -398,6 +405,8 @@ static loom_status parse_block(loom_yaml *y, yaml_node_t *block, loom_contract *
 		st = flag(y, block, "qk_norm", &c->qk_norm);
 	if (st == LOOM_OK)
 		st = flag(y, block, "post_norm", &c->post_norm);
+	if (st == LOOM_OK)
+		st = flag(y, block, "attention_sinks", &c->attn_sinks);
 	if (st == LOOM_OK)
 		st = format_number(y, block, "norm_weight_offset", 0.0, offset);
 	if (st == LOOM_OK && loom_yaml_get(y, block, "biases") != NULL)

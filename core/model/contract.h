@@ -59,6 +59,10 @@ typedef enum loom_hparam {
 	LOOM_HP_ATTENTION_MULT,      /* the factor on q.k in place of block.attention_scale */
 	LOOM_HP_LOGIT_SCALE,         /* the logits divided by it (Granite); default 1 */
 	LOOM_HP_ATTENTION_SCALE_BASE, /* q.k times it^-1/2 (Gemma's query_pre_attn_scalar) */
+	LOOM_HP_ATTN_LOGIT_SOFTCAP,  /* attention scores = c tanh(s / c) (Gemma 2); absent or 0: none */
+	LOOM_HP_SLIDING_WINDOW,      /* windowed layers see the last this many positions; absent or 0: none */
+	LOOM_HP_SLIDING_WINDOW_PATTERN, /* n: layer i is windowed unless (i + 1) % n == 0; 0: every layer */
+	LOOM_HP_ROPE_THETA_SWA,      /* windowed layers' RoPE base, unscaled (Gemma 3); absent: as the others */
 	LOOM_HP_COUNT
 } loom_hparam;
 
@@ -96,6 +100,7 @@ typedef enum loom_role {
 	LOOM_ROLE_FFN_DOWN_B,
 	LOOM_ROLE_ATTN_POST_NORM, /* block.post_norm: the attention's output, normalised */
 	LOOM_ROLE_FFN_POST_NORM,  /* block.post_norm: the FFN's output, normalised */
+	LOOM_ROLE_ATTN_SINKS,     /* block.attention_sinks: a logit per head in the softmax's denominator */
 	LOOM_ROLE_COUNT
 } loom_role;
 
@@ -149,6 +154,7 @@ typedef struct loom_contract {
 	loom_qkv_kind qkv[LOOM_CFMT_COUNT]; /* per format: Phi-2's GGUF fuses what HF keeps apart */
 	bool qk_norm;   /* RMSNorm of each head's q and k before RoPE */
 	bool post_norm; /* the attention's and the FFN's outputs normalised before each residual add */
+	bool attn_sinks; /* each head's softmax has a learned sink (gpt-oss) */
 	loom_residual_kind residual;
 	loom_tied_kind tied;
 	bool bias[LOOM_BIAS_COUNT];

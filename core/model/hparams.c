@@ -235,7 +235,11 @@ loom_status loom_model_read_hparams(loom_model *m)
 	    (st = float_or(m, fmt, LOOM_HP_RESIDUAL_MULT, 1.0, &hp->residual_mult)) != LOOM_OK ||
 	    (st = float_or(m, fmt, LOOM_HP_ATTENTION_MULT, 0.0, &hp->attention_mult)) != LOOM_OK ||
 	    (st = float_or(m, fmt, LOOM_HP_LOGIT_SCALE, 1.0, &hp->logit_scale)) != LOOM_OK ||
-	    (st = float_or(m, fmt, LOOM_HP_ATTENTION_SCALE_BASE, 0.0, &hp->attention_scale_base)) != LOOM_OK)
+	    (st = float_or(m, fmt, LOOM_HP_ATTENTION_SCALE_BASE, 0.0, &hp->attention_scale_base)) != LOOM_OK ||
+	    (st = float_or(m, fmt, LOOM_HP_ATTN_LOGIT_SOFTCAP, 0.0, &hp->attn_logit_softcap)) != LOOM_OK ||
+	    (st = optional_hparam(m, fmt, LOOM_HP_SLIDING_WINDOW, 0, &hp->n_swa)) != LOOM_OK ||
+	    (st = optional_hparam(m, fmt, LOOM_HP_SLIDING_WINDOW_PATTERN, 0, &hp->swa_pattern)) != LOOM_OK ||
+	    (st = float_or(m, fmt, LOOM_HP_ROPE_THETA_SWA, 0.0, &hp->rope_theta_swa)) != LOOM_OK)
 		return st;
 	const float mults[] = {hp->embedding_mult, hp->residual_mult, hp->logit_scale};
 	const loom_hparam mult_ids[] = {LOOM_HP_EMBEDDING_MULT, LOOM_HP_RESIDUAL_MULT, LOOM_HP_LOGIT_SCALE};
@@ -252,9 +256,16 @@ loom_status loom_model_read_hparams(loom_model *m)
 	if (hp->attention_mult > 0.0f && hp->attention_scale_base > 0.0f)
 		return loom_error(LOOM_ERR_BAD_FORMAT, "the model gives both attention_multiplier and "
 				  "attention_scale_base: which scales q.k is ambiguous");
-	if (!(hp->final_logit_softcap >= 0.0f) || isinf(hp->final_logit_softcap))
-		return loom_error(LOOM_ERR_BAD_FORMAT, "hyperparameter final_logit_softcap = %g must be 0 (none) or positive",
-				  (double)hp->final_logit_softcap);
+	const float caps[] = {hp->final_logit_softcap, hp->attn_logit_softcap, hp->rope_theta_swa};
+	const loom_hparam cap_ids[] = {LOOM_HP_FINAL_LOGIT_SOFTCAP, LOOM_HP_ATTN_LOGIT_SOFTCAP, LOOM_HP_ROPE_THETA_SWA};
+	for (int i = 0; i < 3; i++)
+		if (!(caps[i] >= 0.0f) || isinf(caps[i]))
+			return loom_error(LOOM_ERR_BAD_FORMAT, "hyperparameter %s = %g must be 0 (none) or positive",
+					  loom_hparam_name(cap_ids[i]), (double)caps[i]);
+	if (hp->n_swa < 0 || hp->n_swa > INT32_MAX || hp->swa_pattern < 0 || hp->swa_pattern > 4096)
+		return loom_error(LOOM_ERR_BAD_FORMAT,
+				  "sliding_window = %" PRId64 " or sliding_window_pattern = %" PRId64 " is out of range",
+				  hp->n_swa, hp->swa_pattern);
 	if (hp->n_layer > 4096)
 		return loom_error(LOOM_ERR_BAD_FORMAT, "n_layer = %" PRId64 " is implausible", hp->n_layer);
 	if (hp->n_head_kv > hp->n_head || hp->n_head % hp->n_head_kv != 0)

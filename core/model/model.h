@@ -45,7 +45,20 @@ typedef struct loom_hparams {
 	float embedding_mult, residual_mult, attention_mult, logit_scale;
 	/* q.k's factor as base^-1/2 (Gemma's query_pre_attn_scalar); 0: none. */
 	float attention_scale_base;
+	/* Soft-capping of the attention scores; 0: none. */
+	float attn_logit_softcap;
+	/* Sliding windows: a windowed layer (loom_layer_windowed) sees the
+	 * last n_swa positions; 0: no layer is windowed. */
+	int64_t n_swa, swa_pattern;
+	/* The windowed layers' RoPE base, unscaled; 0: as the other layers. */
+	float rope_theta_swa;
 } loom_hparams;
+
+/* Whether layer il attends through a sliding window. */
+static inline bool loom_layer_windowed(const loom_hparams *hp, int64_t il)
+{
+	return hp->n_swa > 0 && (hp->swa_pattern == 0 || (il + 1) % hp->swa_pattern != 0);
+}
 
 /* Weights of one block; shapes in ggml order {n_in, n_out}. A tensor the
  * contract's choices do not use has data == NULL. With fused QKV, attn_q,
@@ -62,6 +75,7 @@ typedef struct loom_layer {
 	loom_tensor ffn_up, ffn_up_b;           /* {n_embd, n_ff} */
 	loom_tensor ffn_down, ffn_down_b;       /* {n_ff, n_embd} */
 	loom_tensor attn_post_norm, ffn_post_norm; /* {n_embd}: block.post_norm */
+	loom_tensor attn_sinks;                 /* {n_head}: block.attention_sinks */
 } loom_layer;
 
 /* A weight the backend repacked: its buffer, its layout, and the file

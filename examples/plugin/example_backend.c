@@ -84,6 +84,10 @@ static bool attention_supported(const loom_node *node)
 		return false;
 	if (mask != NULL && (!is_f32(mask) || mask->ne[0] != k->ne[1] || mask->ne[1] != q->ne[2]))
 		return false;
+	if (node->src[4] != NULL && (!is_f32(node->src[4]) || node->src[4]->ne[0] != n_head))
+		return false;
+	if (!(node->fp[1] >= 0.0f))
+		return false;
 	return node->dst->ne[0] == q->ne[0] * n_head && node->dst->ne[1] == q->ne[2];
 }
 
@@ -253,11 +257,14 @@ static void rope(const loom_node *node)
 	}
 }
 
-/* softmax(q.k * scale + mask) . v for every token and query head. Query
- * head h reads kv head h / (n_head / n_head_kv). */
+/* softmax(q.k * scale + mask) . v for every token and query head, the
+ * scores soft-capped first when fp[1] > 0, the head's sink (src[4]) in the
+ * denominator. Query head h reads kv head h / (n_head / n_head_kv). */
 static loom_status attention(const example_backend *be, const loom_node *node)
 {
 	const loom_tensor *q = node->src[0], *k = node->src[1], *v = node->src[2], *mask = node->src[3];
+	const float *sinks = node->src[4] != NULL ? node->src[4]->data : NULL;
+	const float cap = node->fp[1];
 	int64_t head_dim = q->ne[0], n_head = node->ip[0], n_kv = k->ne[1];
 	int64_t group = n_head / node->ip[1];
 	float *p = malloc((size_t)(n_kv > 0 ? n_kv : 1) * sizeof(float));
@@ -277,17 +284,23 @@ static loom_status attention(const example_backend *be, const loom_node *node)
 				float dot = 0;
 				for (int64_t d = 0; d < head_dim; d++)
 					dot += qh[d] * kc[d];
-				p[c] = dot * node->fp[0] + (m != NULL ? m[c] : 0.0f);
+				float score = dot * node->fp[0];
+				if (cap > 0.0f)
+					score = cap * tanhf(score * (1.0f / cap));
+				p[c] = score + (m != NULL ? m[c] : 0.0f);
 				max = p[c] > max ? p[c] : max;
 			}
-			double sum = 0;
+			bool none = max == -INFINITY;
+			if (sinks != NULL && sinks[h] > max)
+				max = sinks[h];
+			double sum = none || sinks == NULL ? 0.0 : expf(sinks[h] - max);
 			for (int64_t c = 0; c < n_kv; c++) {
-				p[c] = max == -INFINITY ? 0.0f : expf(p[c] - max);
+				p[c] = none ? 0.0f : expf(p[c] - max);
 				sum += p[c];
 			}
 			float *oh = out + h * head_dim;
 			memset(oh, 0, (size_t)head_dim * sizeof(float));
-			for (int64_t c = 0; c < n_kv && sum > 0; c++) {
+			for (int64_t c = 0; c < n_kv && !none; c++) {
 				const float *vc = row(v, c) + kv_offset;
 				float weight = (float)(p[c] / sum);
 				for (int64_t d = 0; d < head_dim; d++)

@@ -16,7 +16,8 @@
  *     number, or an op's sources, parameters or result - including an op
  *     parameter that was unused gaining a meaning an older plugin would
  *     ignore (ROPE's YaRN parameters were one, the Q4_0 cache another:
- *     version 2).
+ *     version 2; ATTENTION's soft-cap and sinks, and six sources a node,
+ *     version 3).
  *   - It stays when a slot is added at a vtable's end (an older plugin's
  *     struct_size stops before it, and the core treats the slot as absent:
  *     the core only calls a slot that lies inside struct_size and is not
@@ -43,7 +44,7 @@
 extern "C" {
 #endif
 
-#define LOOM_PLUGIN_ABI_VERSION 2
+#define LOOM_PLUGIN_ABI_VERSION 3
 #define LOOM_PLUGIN_ENTRY_SYMBOL "loom_plugin_entry"
 
 /* A plugin's one export: LOOM_PLUGIN_DEFINE(descriptor) at file scope
@@ -228,9 +229,14 @@ typedef enum loom_op {
 	 * src3: mask, F32 {n_kv, n_tokens}: 0 to attend, -INFINITY to skip
 	 * (optional: NULL attends to every cell); a row that attends to no
 	 * cell gives zeros;
+	 * src4 (optional): sinks, F32 [n_head]: head h's softmax also takes
+	 * the logit sink[h], which adds e^sink[h] to its denominator and
+	 * nothing to its output (gpt-oss);
 	 * dst: F32 {head_dim * n_head, n_tokens}.
 	 * ip[0] = n_head, ip[1] = n_head_kv (query head h reads kv head
-	 * h / (n_head / n_head_kv)); fp[0] = scale applied to q.k. */
+	 * h / (n_head / n_head_kv)); fp[0] = scale applied to q.k;
+	 * fp[1] = soft-cap c (0: none): a score s = scale * q.k becomes
+	 * c tanh(s * f32(1 / c)) before the mask is added (Gemma 2). */
 	LOOM_OP_ATTENTION = 8,
 
 	/* dst = silu(src0) * src1, elementwise (SwiGLU's gate). dst may alias
@@ -277,7 +283,7 @@ typedef enum loom_gelu_kind {
 	LOOM_GELU_ERF = 1   /* the exact form */
 } loom_gelu_kind;
 
-#define LOOM_NODE_MAX_SRC 4
+#define LOOM_NODE_MAX_SRC 6
 #define LOOM_NODE_MAX_PARAMS 8
 
 typedef struct loom_node {

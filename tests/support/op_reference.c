@@ -128,7 +128,8 @@ static double attention_score(const htensor *k, const float *kf, const double *q
  * cache; the difference is below the F16 tolerance of the suites). */
 void attention_reference(const op_case *c, double *ref)
 {
-	const htensor *q = &c->src[0], *k = &c->src[1], *vv = &c->src[2], *m = &c->src[3];
+	const htensor *q = &c->src[0], *k = &c->src[1], *vv = &c->src[2], *m = &c->src[3], *sinks = &c->src[4];
+	const double cap = c->fp[1];
 	int64_t hd = q->ne[0], nh = q->ne[1], nt = q->ne[2], n_kv = k->ne[1];
 	int64_t group = c->ip[0] / c->ip[1];
 	double *s = malloc(sizeof(double) * (size_t)n_kv), *qr = malloc(sizeof(double) * (size_t)hd);
@@ -150,15 +151,22 @@ void attention_reference(const op_case *c, double *ref)
 			attention_query(k, ht_f32(q) + (t * nh + h) * hd, hd, qr, xq);
 			for (int64_t j = 0; j < n_kv; j++) {
 				double mv = ht_present(m) ? ht_f32(m)[t * n_kv + j] : 0.0;
-				s[j] = mv == -INFINITY ? -INFINITY : attention_score(k, kf, qr, xq, hd, g, j) * c->fp[0] + mv;
+				double score = mv == -INFINITY ? 0.0 : attention_score(k, kf, qr, xq, hd, g, j) * c->fp[0];
+				if (cap > 0.0)
+					score = cap * tanh(score / cap);
+				s[j] = mv == -INFINITY ? -INFINITY : score + mv;
 				max = fmax(max, s[j]);
 			}
 			for (int64_t d = 0; d < hd; d++)
 				out[d] = 0.0;
 			if (max == -INFINITY)
 				continue;
+			if (ht_present(sinks))
+				max = fmax(max, ht_f32(sinks)[h]);
 			for (int64_t j = 0; j < n_kv; j++)
 				sum += s[j] = exp(s[j] - max);
+			if (ht_present(sinks))
+				sum += exp(ht_f32(sinks)[h] - max);
 			for (int64_t j = 0; j < n_kv; j++) {
 				if (s[j] == 0.0)
 					continue;

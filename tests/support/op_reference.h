@@ -22,7 +22,9 @@ void matmul_reference(const op_case *c, double *ref, double *mag, double *energy
 /* ATTENTION's outputs: the query rounded to fp16 for an F16 cache,
  * quantized to Q8_0 for a quantized one (integer dot products per block);
  * the softmax in double, its probabilities weighting the values unrounded
- * as a flash attention does. A row whose mask hides every cell is zeros. */
+ * as a flash attention does. A row whose mask hides every cell is zeros.
+ * A soft-cap (fp[1]) bends the scores before the mask adds; sinks (src[4])
+ * join each head's maximum and denominator. */
 void attention_reference(const op_case *c, double *ref);
 
 #endif

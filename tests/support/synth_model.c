@@ -307,6 +307,12 @@ static void add_hparams(synth_model *sm)
 	for (int i = 0; i < 5; i++)
 		if (mults[i].v != 0.0f)
 			put_f32(sm, arch_key(sm, k, sizeof(k), mults[i].key), mults[i].v);
+	if (c->attn_softcap != 0.0f)
+		put_f32(sm, arch_key(sm, k, sizeof(k), "attn_logit_softcapping"), c->attn_softcap);
+	if (c->final_softcap != 0.0f)
+		put_f32(sm, arch_key(sm, k, sizeof(k), "final_logit_softcapping"), c->final_softcap);
+	if (c->sliding_window != 0)
+		put_u32(sm, arch_key(sm, k, sizeof(k), "attention.sliding_window"), (uint32_t)c->sliding_window);
 }
 
 /* The normal tokens; past this list they are "▁w<i>". SentencePiece builds

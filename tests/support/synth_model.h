@@ -55,6 +55,11 @@ typedef struct synth_config {
 	/* Gemma's query_pre_attn_scalar, as {arch}.attention.query_pre_attn_scalar
 	 * when nonzero: q.k times it^-1/2. */
 	float attention_scale_base;
+	/* Gemma 2's soft-caps ({arch}.attn_logit_softcapping,
+	 * .final_logit_softcapping) and sliding window
+	 * ({arch}.attention.sliding_window), written when nonzero. */
+	float attn_softcap, final_softcap;
+	int sliding_window;
 	uint64_t seed;
 } synth_config;
 

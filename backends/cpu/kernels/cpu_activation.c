@@ -69,6 +69,21 @@ void cpu_softcap_row(const float *x, float *y, int64_t n, float cap)
 		y[i] = cap * tanhf(x[i] * inv);
 }
 
+void cpu_softcap_scores(float *s, int64_t n, float cap)
+{
+	const float inv = 1.0f / cap;
+	const __m256 inv8 = _mm256_set1_ps(inv), cap8 = _mm256_set1_ps(cap), ninf = _mm256_set1_ps(-INFINITY);
+	int64_t i = 0;
+
+	for (; i + 8 <= n; i += 8) {
+		__m256 x = _mm256_loadu_ps(s + i);
+		__m256 y = _mm256_mul_ps(cap8, tanh_x8(_mm256_mul_ps(x, inv8)));
+		_mm256_storeu_ps(s + i, _mm256_blendv_ps(y, x, _mm256_cmp_ps(x, ninf, _CMP_EQ_OQ)));
+	}
+	for (; i < n; i++)
+		s[i] = s[i] == -INFINITY ? s[i] : cap * tanhf(s[i] * inv);
+}
+
 #else
 
 void cpu_swiglu_row(const float *g, const float *u, float *y, int64_t n)
@@ -89,6 +104,14 @@ void cpu_softcap_row(const float *x, float *y, int64_t n, float cap)
 
 	for (int64_t i = 0; i < n; i++)
 		y[i] = cap * tanhf(x[i] * inv);
+}
+
+void cpu_softcap_scores(float *s, int64_t n, float cap)
+{
+	const float inv = 1.0f / cap;
+
+	for (int64_t i = 0; i < n; i++)
+		s[i] = s[i] == -INFINITY ? s[i] : cap * tanhf(s[i] * inv);
 }
 
 #endif

@@ -46,5 +46,8 @@ void cpu_gelu_row(const float *x, float *y, int64_t n, loom_gelu_kind kind);
 
 /* y[i] = cap * tanh(x[i] * f32(1 / cap)) (cpu_activation.c). y may be x. */
 void cpu_softcap_row(const float *x, float *y, int64_t n, float cap);
+/* s[i] = cap * tanh(s[i] * f32(1 / cap)) where s[i] is not -INFINITY (a
+ * masked score stays masked). */
+void cpu_softcap_scores(float *s, int64_t n, float cap);
 
 #endif

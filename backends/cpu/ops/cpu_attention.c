@@ -20,11 +20,16 @@
  * among other sequences' cells costs what its own cells do. A row whose
  * keys are all masked has no defined softmax; its output is zero rather
  * than NaN.
+ *
+ * A soft-cap bends each block's scores as they are made; a head's sink
+ * joins its row's (m, l) once, when the row is written out, since it adds
+ * to the denominator alone.
  */
 #include "cpu_backend.h"
 
 #include "cpu_kv_rows.h"
 #include "cpu_simd.h"
+#include "cpu_vec.h"
 
 #include <math.h>
 #include <string.h>
@@ -52,6 +57,8 @@ typedef struct attn_plan {
 	int64_t n_units;
 	size_t q_bytes; /* one prepared query row */
 	float scale;
+	float cap;          /* soft-cap of the scores; 0: none */
+	const float *sinks; /* [n_head] or NULL */
 } attn_plan;
 
 /* Where a unit's arrays lie in its thread's scratch. Its rows are ordered
@@ -73,8 +80,9 @@ static bool head_slices_ok(const loom_tensor *t, int64_t d)
 static bool attention_supports(const loom_node *node)
 {
 	const loom_tensor *q = node->src[0], *k = node->src[1], *v = node->src[2];
-	const loom_tensor *mask = node->src[3], *y = node->dst;
+	const loom_tensor *mask = node->src[3], *sinks = node->src[4], *y = node->dst;
 	int n_head = node->ip[0], n_head_kv = node->ip[1];
+	float cap = node->fp[1];
 
 	if (!loom_tensor_is(q, LOOM_DTYPE_F32) || !loom_tensor_is(y, LOOM_DTYPE_F32) || q->ne[3] != 1)
 		return false;
@@ -87,6 +95,10 @@ static bool attention_supports(const loom_node *node)
 		return false;
 	if (mask != NULL && (!loom_tensor_is(mask, LOOM_DTYPE_F32) || mask->ne[0] != k->ne[1] ||
 			     mask->ne[1] != q->ne[2] || mask->ne[2] != 1 || mask->ne[3] != 1))
+		return false;
+	if (sinks != NULL && ((!loom_tensor_is(sinks, LOOM_DTYPE_F32) || !loom_tensor_is_vector(sinks)) || sinks->ne[0] != n_head))
+		return false;
+	if (!(cap >= 0.0f && cap < INFINITY))
 		return false;
 	return y->ne[0] == q->ne[0] * n_head && y->ne[1] == q->ne[2] && y->ne[2] == 1 && y->ne[3] == 1;
 }
@@ -115,6 +127,8 @@ static attn_plan make_plan(const loom_node *node)
 		.n_tokens = node->src[0]->ne[2],
 		.n_kv = node->src[1]->ne[1],
 		.scale = node->fp[0],
+		.cap = node->fp[1],
+		.sinks = node->src[4] != NULL ? (const float *)node->src[4]->data : NULL,
 	};
 	p.tile = min64(p.group < TILE_ROWS ? TILE_ROWS / p.group : 1, p.n_tokens);
 	p.n_tiles = ceil_div(p.n_tokens, p.tile);
@@ -172,7 +186,9 @@ static size_t head_slice(const loom_tensor *c, int64_t g, int64_t d)
 }
 
 /* Starts the block's scores at the rows' masks (keys past n, and masked
- * ones, at -INFINITY); false when no row may see any of its keys. */
+ * ones, at -INFINITY; with a soft-cap, the keys seen at 0, since the cap
+ * bends the score before the mask adds); false when no row may see any of
+ * its keys. */
 static bool start_scores(const attn_plan *p, const attn_unit *u, int64_t t0, int64_t nt, int64_t nh, int64_t j0,
 			 int n)
 {
@@ -183,6 +199,8 @@ static bool start_scores(const attn_plan *p, const attn_unit *u, int64_t t0, int
 		const float *mask = p->mask != NULL ? (const float *)loom_tensor_row(p->mask, t0 + t) + j0 : NULL;
 		for (int j = 0; j < CPU_KV_BLOCK; j++) {
 			s[j] = j >= n ? -INFINITY : mask != NULL ? mask[j] : 0.0f;
+			if (p->cap > 0.0f && s[j] != -INFINITY)
+				s[j] = 0.0f;
 			any |= s[j] != -INFINITY;
 		}
 		for (int64_t i = 1; i < p->group; i++)
@@ -194,6 +212,21 @@ static bool start_scores(const attn_plan *p, const attn_unit *u, int64_t t0, int
 }
 
 /* s[j] = e^(s[j] - m), 0 where s[j] is -INFINITY; returns their sum. */
+/* The soft-capped scores of the block plus the rows' masks. */
+static void add_mask(const attn_plan *p, const attn_unit *u, int64_t t0, int64_t nt, int64_t nh, int64_t j0, int n)
+{
+	if (p->mask == NULL)
+		return;
+	for (int64_t gi = 0; gi < nh; gi++)
+		for (int64_t t = 0; t < nt; t++) {
+			const float *mask = (const float *)loom_tensor_row(p->mask, t0 + t) + j0;
+			float *s = u->s + ((gi * nt + t) * p->group) * CPU_KV_BLOCK;
+			for (int64_t i = 0; i < p->group; i++, s += CPU_KV_BLOCK)
+				for (int j = 0; j < n; j++)
+					s[j] += mask[j];
+		}
+}
+
 static float exp_block(float *s, float m)
 {
 #if defined(__AVX2__)
@@ -287,6 +320,19 @@ static bool row_sees(const float *s, float none)
 		fn;                                                                    \
 	}
 
+/* What a row's output sum o is multiplied by, its running maximum m and
+ * sum l done: 1 / l, or with head h's sink s, e^(m - M) / (l e^(m - M) +
+ * e^(s - M)) for M = max(m, s). 0 for a row that saw no key. */
+static float output_factor(const attn_plan *p, int64_t h, float m, float l)
+{
+	if (!(l > 0.0f))
+		return 0.0f;
+	if (p->sinks == NULL)
+		return 1.0f / l;
+	float sink = p->sinks[h], top = fmaxf(m, sink), keep = expf(m - top);
+	return keep / (l * keep + expf(sink - top));
+}
+
 static void run_unit(const attn_plan *p, int64_t unit, const attn_unit *u, float *partials)
 {
 	int64_t c = unit % p->n_chunks, run = unit / p->n_chunks % p->n_runs;
@@ -319,6 +365,10 @@ static void run_unit(const attn_plan *p, int64_t unit, const attn_unit *u, float
 					p->kv->scores(q + r0 * p->q_bytes, p->q_bytes, (int)(r1 - r0), k + gi * k_head,
 						      p->k->nb[1], n, p->d, p->scale, s + r0 * CPU_KV_BLOCK));
 		}
+		if (p->cap > 0.0f) {
+			cpu_softcap_scores(u->s, nr * CPU_KV_BLOCK, p->cap);
+			add_mask(p, u, t0, nt, nh, j0, n);
+		}
 		softmax_step(p, u, nr);
 		for (int64_t gi = 0; gi < nh; gi++) {
 			const float *w = u->s + gi * per_head * CPU_KV_BLOCK;
@@ -338,8 +388,8 @@ static void run_unit(const attn_plan *p, int64_t unit, const attn_unit *u, float
 			memcpy(part + 2, o, (size_t)p->d * sizeof(float));
 			continue;
 		}
-		float inv = u->l[r] > 0.0f ? 1.0f / u->l[r] : 0.0f;
 		row_of(p, t0, nt, g0, r, &t, &h);
+		float inv = output_factor(p, h, u->m[r], u->l[r]);
 		float *y = output_row(p, t, h);
 		for (int64_t i = 0; i < p->d; i++)
 			y[i] = o[i] * inv;
@@ -372,7 +422,7 @@ static void merge_row(const attn_plan *p, const float *partials, int64_t t, int6
 		for (int64_t i = 0; i < p->d; i++)
 			y[i] += w * part[2 + i];
 	}
-	float inv = 1.0f / l;
+	float inv = output_factor(p, h, m, l);
 	for (int64_t i = 0; i < p->d; i++)
 		y[i] *= inv;
 }

@@ -1,0 +1,36 @@
+/*
+ * write_family_model.c - writes one of the tests' family models
+ * (support/family_models.h) and prints its prompt, for
+ * make_references.sh to hand both to another implementation.
+ *
+ *     write_family_model NAME OUT.gguf     prints the prompt's ids
+ *     write_family_model --list            prints every model's name
+ */
+#include "family_models.h"
+
+#include <stdio.h>
+#include <string.h>
+
+int main(int argc, char **argv)
+{
+	if (argc == 2 && strcmp(argv[1], "--list") == 0) {
+		int n;
+		const family_model *all = family_models(&n);
+		for (int i = 0; i < n; i++)
+			printf("%s\n", all[i].name);
+		return 0;
+	}
+	const family_model *f = argc == 3 ? family_model_named(argv[1]) : NULL;
+	if (f == NULL) {
+		fprintf(stderr, "usage: %s NAME OUT.gguf | --list\n", argv[0]);
+		return 2;
+	}
+	if (!family_model_write(f, argv[2])) {
+		fprintf(stderr, "cannot write %s\n", argv[2]);
+		return 1;
+	}
+	for (int i = 0; i < FAMILY_PROMPT_LEN; i++)
+		printf("%s%d", i ? " " : "", family_prompt[i]);
+	printf("\n");
+	return 0;
+}

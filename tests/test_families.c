@@ -1,0 +1,260 @@
+/* test_families.c - the families loom takes as contract files, against
+ * another implementation on the very same model files.
+ *
+ * Each family model (support/family_models.c: random weights, written
+ * alike every time) is written to a temporary directory and run by loom
+ * on every CPU backend this machine has; tests/reference/data/NAME.ref
+ * holds what llama.cpp computed on the same file (tests/reference/README.md):
+ * the logits at five prompt positions and a greedy continuation. Bands as
+ * test_golden's: the prompt's logits within the weight type's tolerance
+ * (GELU families: 1e-2 at F32, ggml's GELU goes through an fp16 table;
+ * 0.4 quantized), the greedy ids identical or parting only where the
+ * reference's lead was within it, which is printed.
+ *
+ * Then each feature the contract adds is shown to matter: the same file
+ * through a copy of the contract without it lands far outside the band. */
+#include "check_main.h"
+#include "family_models.h"
+#include "fixture.h"
+#include "testdata.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_ROWS 16
+#define MAX_GREEDY 64
+
+typedef struct family_ref {
+	int n_vocab, n_prompt;
+	int32_t prompt[FAMILY_PROMPT_LEN];
+	int n_rows;
+	int row_pos[MAX_ROWS];
+	float *rows; /* [n_rows][n_vocab] */
+	int n_greedy;
+	int32_t greedy[MAX_GREEDY];
+	float gap[MAX_GREEDY]; /* the reference's top-1 minus top-2 at that step */
+} family_ref;
+
+static void skip_comments(FILE *f)
+{
+	int c;
+	while ((c = fgetc(f)) == '#')
+		while ((c = fgetc(f)) != '\n' && c != EOF)
+			;
+	if (c != EOF)
+		ungetc(c, f);
+}
+
+static void load_ref(const char *name, family_ref *r)
+{
+	char path[4096], word[32];
+	snprintf(path, sizeof(path), "%s/tests/reference/data/%s.ref", LOOM_TEST_SOURCE_DIR, name);
+	FILE *f = fopen(path, "r");
+	ck_assert_msg(f != NULL, "%s is missing: tests/reference/make_references.sh makes it", path);
+	memset(r, 0, sizeof(*r));
+	skip_comments(f);
+	ck_assert(fscanf(f, " n_vocab %d prompt %d", &r->n_vocab, &r->n_prompt) == 2);
+	ck_assert_int_eq(r->n_prompt, FAMILY_PROMPT_LEN);
+	for (int i = 0; i < r->n_prompt; i++)
+		ck_assert(fscanf(f, "%d", &r->prompt[i]) == 1);
+	r->rows = malloc(sizeof(float) * MAX_ROWS * (size_t)r->n_vocab);
+	ck_assert_ptr_nonnull(r->rows);
+	while (fscanf(f, " %31s", word) == 1) {
+		if (strcmp(word, "logits") == 0) {
+			ck_assert_int_lt(r->n_rows, MAX_ROWS);
+			ck_assert(fscanf(f, "%d", &r->row_pos[r->n_rows]) == 1);
+			for (int v = 0; v < r->n_vocab; v++)
+				ck_assert(fscanf(f, "%f", &r->rows[(size_t)r->n_rows * r->n_vocab + v]) == 1);
+			r->n_rows++;
+		} else {
+			int step;
+			float logit;
+			ck_assert_msg(strcmp(word, "greedy") == 0, "%s: unknown record '%s'", path, word);
+			ck_assert_int_lt(r->n_greedy, MAX_GREEDY);
+			ck_assert(fscanf(f, "%d %d %f %f", &step, &r->greedy[r->n_greedy], &logit, &r->gap[r->n_greedy]) ==
+				  4);
+			ck_assert_int_eq(step, r->n_greedy);
+			r->n_greedy++;
+		}
+	}
+	fclose(f);
+	ck_assert_int_gt(r->n_rows, 0);
+	ck_assert_int_gt(r->n_greedy, 0);
+}
+
+static float tolerance(const family_model *fm)
+{
+	return fm->config.weight_type == LOOM_DTYPE_F32 ? 1e-2f : 0.4f;
+}
+
+/* The largest |logit - reference| over the recorded prompt rows. */
+static double prompt_diff(loom_model *m, const family_ref *r)
+{
+	loom_context *ctx = test_context(m, 64, 32, LOOM_DTYPE_F32);
+	int8_t want[FAMILY_PROMPT_LEN];
+	memset(want, 1, sizeof(want));
+	loom_batch b = {.n_tokens = r->n_prompt, .tokens = r->prompt, .logits = want};
+	ck_assert_msg(loom_decode(ctx, &b) == LOOM_OK, "%s", loom_last_error());
+	double worst = 0.0;
+	for (int i = 0; i < r->n_rows; i++) {
+		const float *got = loom_get_logits(ctx, r->row_pos[i]);
+		const float *ref = r->rows + (size_t)i * r->n_vocab;
+		for (int v = 0; v < r->n_vocab; v++)
+			worst = fmax(worst, fabs((double)got[v] - ref[v]));
+	}
+	loom_context_free(ctx);
+	return worst;
+}
+
+/* Greedy decoding after the prompt, one token a step; returns the steps
+ * that matched the reference (all of them, or up to a near-tie). */
+static int greedy_steps(loom_model *m, const family_ref *r, float tol, const char *label)
+{
+	loom_context *ctx = test_context(m, 64, 32, LOOM_DTYPE_F32);
+	loom_batch b = {.n_tokens = r->n_prompt, .tokens = r->prompt};
+	ck_assert_msg(loom_decode(ctx, &b) == LOOM_OK, "%s", loom_last_error());
+	int step = 0;
+	for (int last = r->n_prompt - 1; step < r->n_greedy; step++, last = 0) {
+		const float *logits = loom_get_logits(ctx, last);
+		ck_assert_ptr_nonnull(logits);
+		loom_token next = test_argmax(logits, r->n_vocab);
+		if (next != r->greedy[step]) {
+			ck_assert_msg(r->gap[step] <= tol, "%s: greedy step %d is %d, llama.cpp's %d (its lead %g > %g)",
+				      label, step, next, r->greedy[step], r->gap[step], tol);
+			printf("%s: greedy parts at step %d, a near-tie (llama.cpp's lead %g)\n", label, step,
+			       r->gap[step]);
+			break;
+		}
+		loom_batch one = {.n_tokens = 1, .tokens = &next};
+		ck_assert_msg(loom_decode(ctx, &one) == LOOM_OK, "%s", loom_last_error());
+	}
+	loom_context_free(ctx);
+	return step;
+}
+
+static const char *write_model(const family_model *fm, char *path, size_t size)
+{
+	const char *dir = test_tmp_dir(fm->name);
+	snprintf(path, size, "%s/%s.gguf", dir, fm->name);
+	ck_assert(family_model_write(fm, path));
+	return path;
+}
+
+START_TEST(family_matches_llama_cpp)
+{
+	int n;
+	const family_model *fm = &family_models(&n)[_i];
+	family_ref ref;
+	char path[4200];
+	load_ref(fm->name, &ref);
+	write_model(fm, path, sizeof(path));
+	float tol = tolerance(fm);
+	for (int bi = 0; bi < test_n_cpu_backends; bi++) {
+		loom_runtime *rt = test_runtime(test_cpu_backends[bi], 2);
+		if (rt == NULL)
+			continue;
+		loom_model *m = NULL;
+		ck_assert_msg(loom_model_load(rt, path, NULL, &m) == LOOM_OK, "%s: %s", fm->name, loom_last_error());
+		char label[128];
+		snprintf(label, sizeof(label), "%s on %s", fm->name, test_cpu_backends[bi]);
+		double d = prompt_diff(m, &ref);
+		ck_assert_msg(d <= tol, "%s: max |logit - llama.cpp| = %g > %g", label, d, tol);
+		int steps = greedy_steps(m, &ref, tol, label);
+		printf("%s: max |logit - llama.cpp| %.2e over %d prompt rows, greedy %d/%d\n", label, d, ref.n_rows, steps,
+		       ref.n_greedy);
+		loom_model_free(m);
+		loom_runtime_free(rt);
+	}
+	free(ref.rows);
+}
+END_TEST
+
+/* arch/NAME.yaml copied into dir without the lines that start (after
+ * their indentation) with any of drop. */
+static void contract_without(const char *dir, const char *name, const char *const *drop, int n_drop)
+{
+	char src[4096], dst[4200], line[1024];
+	snprintf(src, sizeof(src), "%s/arch/%s.yaml", LOOM_TEST_SOURCE_DIR, name);
+	snprintf(dst, sizeof(dst), "%s/%s.yaml", dir, name);
+	FILE *in = fopen(src, "r"), *out = fopen(dst, "w");
+	ck_assert(in != NULL && out != NULL);
+	int dropped = 0;
+	while (fgets(line, sizeof(line), in) != NULL) {
+		const char *text = line + strspn(line, " ");
+		bool keep = true;
+		for (int i = 0; i < n_drop; i++)
+			if (strncmp(text, drop[i], strlen(drop[i])) == 0)
+				keep = false;
+		dropped += !keep;
+		if (keep)
+			fputs(line, out);
+	}
+	fclose(in);
+	fclose(out);
+	ck_assert_msg(dropped > 0, "%s has none of the lines to drop", src);
+}
+
+/* Gemma 2's features, each left out of a copy of gemma2.yaml: the F32
+ * model then parts from llama.cpp by far more than the band. */
+START_TEST(gemma2_features_matter)
+{
+	static const struct {
+		const char *what;
+		const char *drop[3];
+	} features[] = {
+		{"sliding window", {"sliding_window:"}},
+		{"attention soft-cap", {"attn_logit_softcap:"}},
+		{"final soft-cap", {"final_logit_softcap:"}},
+		{"post-norms", {"post_norm:", "attn_post_norm:", "ffn_post_norm:"}},
+	};
+	const family_model *fm = family_model_named("gemma2-f32");
+	family_ref ref;
+	char path[4200];
+	load_ref(fm->name, &ref);
+	write_model(fm, path, sizeof(path));
+	for (size_t i = 0; i < sizeof(features) / sizeof(features[0]); i++) {
+		char dir_name[64];
+		snprintf(dir_name, sizeof(dir_name), "gemma2_without_%zu", i);
+		const char *dir = test_tmp_dir(dir_name);
+		int n_drop = 0;
+		while (n_drop < 3 && features[i].drop[n_drop] != NULL)
+			n_drop++;
+		contract_without(dir, "gemma2", features[i].drop, n_drop);
+		loom_runtime_params p = loom_runtime_default_params();
+		loom_runtime *rt = NULL;
+		p.plugins_file = test_plugins_file();
+		p.backend = "cpu-generic";
+		p.arch_dir = dir;
+		p.n_threads = 1;
+		p.log_level = LOOM_LOG_ERROR;
+		ck_assert_msg(loom_runtime_create(&p, &rt) == LOOM_OK, "runtime: %s", loom_last_error());
+		loom_model *m = NULL;
+		ck_assert_msg(loom_model_load(rt, path, NULL, &m) == LOOM_OK, "%s: %s", features[i].what,
+			      loom_last_error());
+		double d = prompt_diff(m, &ref);
+		printf("gemma2 without its %s: max |logit - llama.cpp| %.2e\n", features[i].what, d);
+		ck_assert_msg(d > 10 * tolerance(fm), "without its %s gemma2 is still only %g from llama.cpp",
+			      features[i].what, d);
+		loom_model_free(m);
+		loom_runtime_free(rt);
+	}
+	free(ref.rows);
+}
+END_TEST
+
+static Suite *families_suite(void)
+{
+	Suite *s = suite_create("families");
+	TCase *tc = tcase_create("reference");
+	int n;
+	family_models(&n);
+	tcase_set_timeout(tc, 600);
+	tcase_add_loop_test(tc, family_matches_llama_cpp, 0, n);
+	tcase_add_test(tc, gemma2_features_matter);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+LOOM_TEST_MAIN(families_suite)
