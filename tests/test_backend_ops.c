@@ -1369,6 +1369,206 @@ static void group_attention_batched(void)
 }
 
 /* ------------------------------------------------------------------------ */
+/* TOPK, MOE_WEIGHTS, MATMUL_ID, MOE_SUM: a mixture of experts              */
+
+/* The k largest of each row, largest first, the lower index first among
+ * equals: a stable sort by value, descending. */
+static void topk_reference(const float *x, int64_t n, int64_t k, int32_t *out)
+{
+	for (int64_t j = 0; j < k; j++) {
+		int64_t best = -1;
+		for (int64_t i = 0; i < n; i++) {
+			bool taken = false;
+			for (int64_t q = 0; q < j; q++)
+				taken |= out[q] == i;
+			if (!taken && (best < 0 || x[i] > x[best]))
+				best = i;
+		}
+		out[j] = (int32_t)best;
+	}
+}
+
+/* Values in few levels (ties), or normal ones. */
+static void fill_logits(ref_rng *rng, float *x, size_t n, bool ties)
+{
+	fill_normal(rng, x, n, 2.0);
+	for (size_t i = 0; ties && i < n; i++)
+		x[i] = (float)ref_rng_below(rng, 4);
+}
+
+static void topk_case(ref_rng *rng, int64_t n, int64_t k, int64_t rows, bool ties)
+{
+	op_case c = {.op = LOOM_OP_TOPK, .ip = {(int32_t)k}};
+	c.src[0] = ht(LOOM_DTYPE_F32, n, rows, 1, 1);
+	fill_logits(rng, ht_f32(&c.src[0]), (size_t)(n * rows), ties);
+	c.dst = ht(LOOM_DTYPE_I32, k, rows, 1, 1);
+	htensor want = ht(LOOM_DTYPE_I32, k, rows, 1, 1);
+	for (int64_t r = 0; r < rows; r++)
+		topk_reference(ht_f32(&c.src[0]) + r * n, n, k, ht_i32(&want) + r * k);
+	snprintf(c.what, sizeof(c.what), "TOPK %lld of %lld, %lld rows%s", (long long)k, (long long)n, (long long)rows,
+		 ties ? " with ties" : "");
+	on_each_backend(&c, check_bytes, want.data);
+	free(want.data);
+	op_case_free(&c);
+}
+
+/* MOE_WEIGHTS in double: the gating, the renormalisation, the scale. */
+static void moe_weights_reference(const op_case *c, double *ref)
+{
+	const htensor *x = &c->src[0], *ids = &c->src[1];
+	int64_t n = x->ne[0], k = ids->ne[0];
+	for (int64_t r = 0; r < ids->ne[1]; r++) {
+		const float *xr = ht_f32(x) + r * n;
+		const int32_t *id = ht_i32(ids) + r * k;
+		double *w = ref + r * k, max = -INFINITY, sum = 0.0;
+		if (c->ip[0] == LOOM_GATING_SIGMOID) {
+			for (int64_t j = 0; j < k; j++)
+				w[j] = 1.0 / (1.0 + exp(-(double)xr[id[j]]));
+		} else {
+			bool all = c->ip[0] == LOOM_GATING_SOFTMAX;
+			for (int64_t i = 0; i < (all ? n : k); i++)
+				max = fmax(max, xr[all ? i : id[i]]);
+			for (int64_t i = 0; i < (all ? n : k); i++)
+				sum += exp(xr[all ? i : id[i]] - max);
+			for (int64_t j = 0; j < k; j++)
+				w[j] = exp(xr[id[j]] - max) / sum;
+		}
+		double total = 0.0;
+		for (int64_t j = 0; j < k; j++)
+			total += w[j];
+		for (int64_t j = 0; j < k; j++)
+			w[j] = (c->ip[1] ? w[j] / total : w[j]) * c->fp[0];
+	}
+}
+
+/* n_expert distinct experts' ids per row, in random order, k of them. */
+static void pick_experts(ref_rng *rng, int32_t *ids, int64_t n_expert, int64_t k, int64_t rows)
+{
+	for (int64_t r = 0; r < rows; r++)
+		pick_cells(rng, ids + r * k, k, n_expert);
+}
+
+/* Documented rounding: f32 exponentials and sums, ~1e-14 of the weights'
+ * energy; the contract 1e-10 (another exp or summation order). */
+#define TOL_MOE_WEIGHTS 1e-12
+
+static void moe_weights_case(ref_rng *rng, int gating, bool norm, float scale, int64_t n_expert, int64_t k,
+			     int64_t rows)
+{
+	op_case c = {.op = LOOM_OP_MOE_WEIGHTS, .ip = {gating, norm}, .fp = {scale}};
+	c.src[0] = ht(LOOM_DTYPE_F32, n_expert, rows, 1, 1);
+	fill_normal(rng, ht_f32(&c.src[0]), (size_t)(n_expert * rows), 3.0);
+	c.src[1] = ht(LOOM_DTYPE_I32, k, rows, 1, 1);
+	pick_experts(rng, ht_i32(&c.src[1]), n_expert, k, rows);
+	c.dst = ht(LOOM_DTYPE_F32, k, rows, 1, 1);
+	double *ref = malloc(sizeof(double) * (size_t)(k * rows));
+	ck_assert_ptr_nonnull(ref);
+	moe_weights_reference(&c, ref);
+	snprintf(c.what, sizeof(c.what), "MOE_WEIGHTS gating %d norm %d scale %g, %lld of %lld, %lld rows", gating, norm,
+		 scale, (long long)k, (long long)n_expert, (long long)rows);
+	expect_close(&c, ref, TOL_MOE_WEIGHTS, TOL_CONTRACT_F32);
+	free(ref);
+	op_case_free(&c);
+}
+
+/* per_slot: activations of one row per (token, slot), else one per token.
+ * crowd: every token's first choice is expert 0, so that one expert
+ * meets every token at once (a prefill's tiles). */
+static void matmul_id_case(ref_rng *rng, loom_dtype type, int64_t n, int64_t n_out, int64_t n_expert, int64_t k,
+			   int64_t n_tok, bool per_slot, bool crowd)
+{
+	op_case c = {.op = LOOM_OP_MATMUL_ID};
+	c.src[0] = random_weights(rng, type, n, n_out * n_expert, 1.0 / sqrt((double)n));
+	c.src[0].ne[1] = n_out;
+	c.src[0].ne[2] = n_expert;
+	c.src[1] = ht(LOOM_DTYPE_F32, n, per_slot ? k : 1, n_tok, 1);
+	fill_normal(rng, ht_f32(&c.src[1]), ht_elements(&c.src[1]), 2.0);
+	c.src[2] = ht(LOOM_DTYPE_I32, k, n_tok, 1, 1);
+	pick_experts(rng, ht_i32(&c.src[2]), n_expert, k, n_tok);
+	for (int64_t t = 0; crowd && t < n_tok; t++)
+		for (int64_t j = 0; j < k; j++)
+			if (ht_i32(&c.src[2])[t * k + j] == 0)
+				ht_i32(&c.src[2])[t * k + j] = ht_i32(&c.src[2])[t * k];
+	for (int64_t t = 0; crowd && t < n_tok; t++)
+		ht_i32(&c.src[2])[t * k] = 0;
+	c.dst = ht(LOOM_DTYPE_F32, n_out, k, n_tok, 1);
+	size_t count = ht_elements(&c.dst);
+	double *ref = malloc(count * sizeof(double)), *mag = malloc(count * sizeof(double));
+	double *energy = malloc(count * sizeof(double));
+	ck_assert(ref != NULL && mag != NULL && energy != NULL);
+	matmul_id_reference(&c, ref, mag, energy);
+	for (size_t i = 0; i < count; i++)
+		mag[i] *= mag[i];
+	snprintf(c.what, sizeof(c.what), "MATMUL_ID %s [%lld x %lld] x %lld experts, %lld of them for %lld tokens%s%s",
+		 dtype_name(type), (long long)n, (long long)n_out, (long long)n_expert, (long long)k, (long long)n_tok,
+		 per_slot ? ", a row per slot" : "", crowd ? ", expert 0 for all" : "");
+	close_expect e = {.ref = ref, .norm2 = {mag, energy}, .tol = {TOL_MATMUL, matmul_contract_tol(type)}};
+	on_each_backend(&c, check_close, &e);
+	free(ref);
+	free(mag);
+	free(energy);
+	op_case_free(&c);
+}
+
+/* f32 products summed in slot order against the double sum: ~1e-15. */
+#define TOL_MOE_SUM 1e-13
+
+static void moe_sum_case(ref_rng *rng, int64_t n, int64_t k, int64_t n_tok)
+{
+	op_case c = {.op = LOOM_OP_MOE_SUM};
+	c.src[0] = ht(LOOM_DTYPE_F32, n, k, n_tok, 1);
+	fill_normal(rng, ht_f32(&c.src[0]), ht_elements(&c.src[0]), 1.0);
+	c.src[1] = ht(LOOM_DTYPE_F32, k, n_tok, 1, 1);
+	fill_normal(rng, ht_f32(&c.src[1]), (size_t)(k * n_tok), 0.5);
+	c.dst = ht(LOOM_DTYPE_F32, n, n_tok, 1, 1);
+	double *ref = calloc((size_t)(n * n_tok), sizeof(double));
+	ck_assert_ptr_nonnull(ref);
+	for (int64_t t = 0; t < n_tok; t++)
+		for (int64_t j = 0; j < k; j++)
+			for (int64_t i = 0; i < n; i++)
+				ref[t * n + i] += (double)ht_f32(&c.src[1])[t * k + j] * ht_f32(&c.src[0])[(t * k + j) * n + i];
+	snprintf(c.what, sizeof(c.what), "MOE_SUM %lld x %lld slots, %lld tokens", (long long)n, (long long)k,
+		 (long long)n_tok);
+	expect_close(&c, ref, TOL_MOE_SUM, TOL_CONTRACT_F32);
+	free(ref);
+	op_case_free(&c);
+}
+
+/* Routing: TOPK of 1, 2 and 8 out of 8 to 128 (with and without ties),
+ * MOE_WEIGHTS of each gating with and without renormalising and a scale;
+ * MATMUL_ID of every weight type, tokens routed at random or crowding one
+ * expert, activations shared by a token's slots or one per slot; MOE_SUM. */
+static void group_moe(void)
+{
+	ref_rng rng = {14};
+	static const int64_t ns[] = {8, 60, 128}, ks[] = {1, 2, 8}, rows[] = {1, 7, 33};
+
+	for (size_t ni = 0; ni < N_OF(ns); ni++)
+		for (size_t ki = 0; ki < N_OF(ks); ki++)
+			for (size_t ri = 0; ri < N_OF(rows); ri++)
+				for (int ties = 0; ties < 2; ties++)
+					topk_case(&rng, ns[ni], ks[ki], rows[ri], ties);
+	for (int gating = 0; gating < 3; gating++)
+		for (int norm = 0; norm < 2; norm++)
+			for (size_t ki = 0; ki < N_OF(ks); ki++) {
+				moe_weights_case(&rng, gating, norm, 1.0f, 64, ks[ki], 9);
+				moe_weights_case(&rng, gating, norm, 2.5f, 8, ks[ki], 1);
+			}
+	for (size_t ti = 0; ti < N_OF(weight_types); ti++) {
+		loom_dtype type = weight_types[ti];
+		int64_t n = loom_dtype_traits_of(type).block == 1 ? 96 : 256;
+		matmul_id_case(&rng, type, n, 33, 8, 2, 1, false, false);
+		matmul_id_case(&rng, type, n, 16, 8, 2, 5, true, false);
+		matmul_id_case(&rng, type, n, 33, 8, 4, 40, false, true);
+		matmul_id_case(&rng, type, n, 5, 16, 8, 9, true, false);
+	}
+	for (size_t ki = 0; ki < N_OF(ks); ki++) {
+		moe_sum_case(&rng, 64, ks[ki], 1);
+		moe_sum_case(&rng, 100, ks[ki], 9);
+	}
+}
+
+/* ------------------------------------------------------------------------ */
 /* The tests                                                                */
 
 /* One tcase per group, so that Check's CK_RUN_CASE picks one by name. */
@@ -1390,6 +1590,7 @@ static const group groups[] = {
 	{"attention_long", "ATTENTION long", group_attention_long},
 	{"attention_batched", "ATTENTION batched decode", group_attention_batched},
 	{"attention_capped", "ATTENTION soft-capped, with sinks", group_attention_capped},
+	{"moe", "TOPK, MOE_WEIGHTS, MATMUL_ID, MOE_SUM", group_moe},
 };
 
 START_TEST(op_group)

@@ -401,6 +401,9 @@ loom_status loom_export_gguf(loom_model *m, loom_export *e)
 	memset(e, 0, sizeof(*e));
 	if (m->contract->tensor_names[LOOM_CFMT_GGUF][LOOM_ROLE_TOKEN_EMBD] == NULL)
 		return loom_error(LOOM_ERR_CONTRACT, "%s does not describe GGUF files", m->contract->path);
+	if (m->hp.n_expert > 0)
+		return loom_error(LOOM_ERR_UNSUPPORTED, "writing a mixture-of-experts model (%" PRId64 " experts a layer) "
+				  "is not supported yet: loom runs it from its file as it is", m->hp.n_expert);
 	e->file.struct_size = sizeof(e->file);
 	e->file.format = "gguf (converted in memory)";
 	e->meta = calloc(m->file->n_meta + 32, sizeof(*e->meta));
@@ -415,7 +418,8 @@ loom_status loom_export_gguf(loom_model *m, loom_export *e)
 		st = export_role(e, m, model_roles[i], -1);
 	for (int il = 0; st == LOOM_OK && il < m->hp.n_layer; il++)
 		for (int r = LOOM_ROLE_ATTN_NORM; st == LOOM_OK && r < LOOM_ROLE_COUNT; r++)
-			st = export_role(e, m, (loom_role)r, il);
+			if (r != LOOM_ROLE_FFN_GATE_INP && !loom_role_is_experts((loom_role)r))
+				st = export_role(e, m, (loom_role)r, il);
 	if (st != LOOM_OK)
 		loom_export_free(e);
 	return st;

@@ -63,11 +63,12 @@ static bool is_float_type(loom_dtype t)
 	return t == LOOM_DTYPE_F32 || t == LOOM_DTYPE_F16 || t == LOOM_DTYPE_BF16;
 }
 
-/* The weight matrices; norms, biases and learned positions keep their
- * type. */
+/* The weight matrices; norms, biases, learned positions and a mixture of
+ * experts' router (as llama-quantize leaves it) keep their type. */
 static bool quantizable(const loom_file_tensor *t, loom_role role)
 {
-	return role != LOOM_ROLE_COUNT && loom_role_is_matrix(role) && role != LOOM_ROLE_POS_EMBD && t->n_dims >= 2;
+	return role != LOOM_ROLE_COUNT && loom_role_is_matrix(role) && role != LOOM_ROLE_POS_EMBD &&
+	       role != LOOM_ROLE_FFN_GATE_INP && t->n_dims >= 2;
 }
 
 /* The first and last eighth of n, and every third one between. */

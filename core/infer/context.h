@@ -22,8 +22,12 @@ typedef enum loom_slot {
 	LOOM_SLOT_V,
 	LOOM_SLOT_ATTN,    /* attention output, n_head * head_dim */
 	LOOM_SLOT_PROJ,    /* a block's output before the residual add, n_embd */
-	LOOM_SLOT_GATE,    /* n_ff */
-	LOOM_SLOT_UP,      /* n_ff */
+	LOOM_SLOT_GATE,    /* n_ff, or n_ff_exp for each chosen expert */
+	LOOM_SLOT_UP,
+	LOOM_SLOT_ROUTER,  /* a mixture of experts' router logits, n_expert */
+	LOOM_SLOT_EXPERT_IDS, /* i32: the experts each token goes to, n_expert_used */
+	LOOM_SLOT_EXPERT_W,   /* their weights */
+	LOOM_SLOT_EXPERTS,    /* their outputs, n_embd each */
 	LOOM_SLOT_XOUT,    /* the stream of rows whose logits are wanted */
 	LOOM_SLOT_LOGITS,  /* n_vocab */
 	LOOM_SLOT_COUNT

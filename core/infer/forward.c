@@ -29,6 +29,8 @@ static loom_tensor *slot(loom_context *ctx, loom_slot s, loom_dtype type, int64_
 		[LOOM_SLOT_XB] = "xb",		 [LOOM_SLOT_Q] = "q",		[LOOM_SLOT_K] = "k",
 		[LOOM_SLOT_V] = "v",		 [LOOM_SLOT_ATTN] = "attn",	[LOOM_SLOT_PROJ] = "proj",
 		[LOOM_SLOT_GATE] = "gate",	 [LOOM_SLOT_UP] = "up",		[LOOM_SLOT_XOUT] = "xout",
+		[LOOM_SLOT_ROUTER] = "router",	 [LOOM_SLOT_EXPERT_IDS] = "expert_ids",
+		[LOOM_SLOT_EXPERT_W] = "expert_weights", [LOOM_SLOT_EXPERTS] = "experts",
 		[LOOM_SLOT_LOGITS] = "logits",
 	};
 	loom_tensor *t = new_tensor(ctx);
@@ -198,6 +200,48 @@ static void attention_block(loom_context *ctx, const loom_layer *l, int il, int 
 	linear(ctx, f32_rows(ctx, LOOM_SLOT_PROJ, hp->n_embd, n), &l->attn_output, &l->attn_output_b, attn);
 }
 
+/* The gated FFN's activation: gate = act(gate) * up, in place. */
+static void gated_activation(loom_context *ctx, loom_tensor *gate, loom_tensor *up)
+{
+	if (ctx->model->contract->ffn == LOOM_FFN_SWIGLU) {
+		add_node(ctx, LOOM_OP_SWIGLU, gate, gate, up);
+		return;
+	}
+	gelu(ctx, gate);
+	add_node(ctx, LOOM_OP_MUL, gate, gate, up);
+}
+
+/* PROJ = a mixture of experts of xb: the router's logits choose each
+ * token's experts and weigh them, each chosen expert runs the gated FFN
+ * on the token, and their outputs are summed by weight. */
+static void moe_block(loom_context *ctx, const loom_layer *l, int n, loom_tensor *xb)
+{
+	const loom_model *m = ctx->model;
+	const loom_hparams *hp = &m->hp;
+	const int64_t k = hp->n_expert_used, F = hp->n_ff_exp;
+	loom_tensor *logits = f32_rows(ctx, LOOM_SLOT_ROUTER, hp->n_expert, n);
+	loom_tensor *ids = slot(ctx, LOOM_SLOT_EXPERT_IDS, LOOM_DTYPE_I32, k, n, 1);
+	loom_tensor *weights = f32_rows(ctx, LOOM_SLOT_EXPERT_W, k, n);
+
+	matmul(ctx, logits, &l->ffn_gate_inp, xb);
+	add_node(ctx, LOOM_OP_TOPK, ids, logits, NULL)->ip[0] = (int32_t)k;
+	loom_node *w = add_node(ctx, LOOM_OP_MOE_WEIGHTS, weights, logits, ids);
+	w->ip[0] = m->contract->expert_gating;
+	w->ip[1] = hp->expert_weights_norm;
+	w->fp[0] = hp->expert_weights_scale;
+
+	/* xb as {n_embd, 1, n}: one row a token, for all its experts. */
+	loom_tensor *x = slot(ctx, LOOM_SLOT_XB, LOOM_DTYPE_F32, hp->n_embd, 1, n);
+	loom_tensor *gate = slot(ctx, LOOM_SLOT_GATE, LOOM_DTYPE_F32, F, k, n);
+	loom_tensor *up = slot(ctx, LOOM_SLOT_UP, LOOM_DTYPE_F32, F, k, n);
+	loom_tensor *out = slot(ctx, LOOM_SLOT_EXPERTS, LOOM_DTYPE_F32, hp->n_embd, k, n);
+	add_node(ctx, LOOM_OP_MATMUL_ID, up, &l->ffn_up_exps, x)->src[2] = ids;
+	add_node(ctx, LOOM_OP_MATMUL_ID, gate, &l->ffn_gate_exps, x)->src[2] = ids;
+	gated_activation(ctx, gate, up);
+	add_node(ctx, LOOM_OP_MATMUL_ID, out, &l->ffn_down_exps, gate)->src[2] = ids;
+	add_node(ctx, LOOM_OP_MOE_SUM, f32_rows(ctx, LOOM_SLOT_PROJ, hp->n_embd, n), out, weights);
+}
+
 /* PROJ = ffn(xb): SwiGLU, GeGLU or a plain MLP. */
 static void ffn_block(loom_context *ctx, const loom_layer *l, int n, loom_tensor *xb)
 {
@@ -208,22 +252,12 @@ static void ffn_block(loom_context *ctx, const loom_layer *l, int n, loom_tensor
 	loom_tensor *hidden = up;
 
 	linear(ctx, up, &l->ffn_up, &l->ffn_up_b, xb);
-	switch (m->contract->ffn) {
-	case LOOM_FFN_SWIGLU:
-		linear(ctx, gate, &l->ffn_gate, &l->ffn_gate_b, xb);
-		/* silu(gate) * up, written over gate. */
-		add_node(ctx, LOOM_OP_SWIGLU, f32_rows(ctx, LOOM_SLOT_GATE, hp->n_ff, n), gate, up);
-		hidden = gate;
-		break;
-	case LOOM_FFN_GEGLU:
-		linear(ctx, gate, &l->ffn_gate, &l->ffn_gate_b, xb);
-		gelu(ctx, gate);
-		add_node(ctx, LOOM_OP_MUL, gate, gate, up);
-		hidden = gate;
-		break;
-	case LOOM_FFN_MLP:
+	if (m->contract->ffn == LOOM_FFN_MLP) {
 		gelu(ctx, up);
-		break;
+	} else {
+		linear(ctx, gate, &l->ffn_gate, &l->ffn_gate_b, xb);
+		gated_activation(ctx, gate, up);
+		hidden = gate;
 	}
 	linear(ctx, f32_rows(ctx, LOOM_SLOT_PROJ, hp->n_embd, n), &l->ffn_down, &l->ffn_down_b, hidden);
 }
@@ -249,7 +283,10 @@ static void layer(loom_context *ctx, const loom_layer *l, int il, int n, uint32_
 	add_node(ctx, LOOM_OP_ADD, x, x, proj);
 	if (ctx->model->contract->residual == LOOM_RESIDUAL_SEQUENTIAL)
 		norm(ctx, xb, x, &l->ffn_norm, &l->ffn_norm_b);
-	ffn_block(ctx, l, n, xb);
+	if (loom_layer_moe(hp, il))
+		moe_block(ctx, l, n, xb);
+	else
+		ffn_block(ctx, l, n, xb);
 	if (post)
 		norm(ctx, proj, proj, &l->ffn_post_norm, NULL);
 	if (hp->residual_mult != 1.0f)

@@ -43,19 +43,25 @@ static loom_status keep_copy(loom_model *m, void *copy, size_t size, loom_tensor
 	return LOOM_OK;
 }
 
-/* Asks the backend whether it can use t as the weight of op. */
+/* Asks the backend whether it can use t as the weight of op (GET_ROWS,
+ * MATMUL or MATMUL_ID). */
 bool loom_backend_takes(const loom_model *m, loom_op op, const loom_tensor *t)
 {
-	loom_tensor in, out;
+	loom_tensor in, out, ids;
 	loom_node node = {.op = op, .dst = &out, .src = {(loom_tensor *)t, &in}};
 	memset(&in, 0, sizeof(in));
 	memset(&out, 0, sizeof(out));
+	memset(&ids, 0, sizeof(ids));
 	if (op == LOOM_OP_GET_ROWS) {
 		loom_tensor_set_contiguous(&in, LOOM_DTYPE_I32, 1, 1, 1, 1);
 		loom_tensor_set_contiguous(&out, LOOM_DTYPE_F32, t->ne[0], 1, 1, 1);
 	} else {
 		loom_tensor_set_contiguous(&in, LOOM_DTYPE_F32, t->ne[0], 1, 1, 1);
 		loom_tensor_set_contiguous(&out, LOOM_DTYPE_F32, t->ne[1], 1, 1, 1);
+	}
+	if (op == LOOM_OP_MATMUL_ID) {
+		loom_tensor_set_contiguous(&ids, LOOM_DTYPE_I32, 1, 1, 1, 1);
+		node.src[2] = &ids;
 	}
 	return loom_backend_supports(&m->rt->backend, &node);
 }
@@ -80,9 +86,35 @@ static loom_status bind_vector(loom_model *m, int fmt, loom_role role, const loo
 	return keep_copy(m, v, (size_t)ft->ne[0] * sizeof(float), t);
 }
 
+/* Every expert's matrices, {ne0, ne1, ne2}: shape checked, and the
+ * backend asked whether MATMUL_ID takes them. */
+static loom_status bind_experts(loom_model *m, loom_role role, const loom_file_tensor *ft, const char *name,
+				int64_t ne0, int64_t ne1, int64_t ne2, loom_tensor *t)
+{
+	if (ft->n_dims != 3 || ft->ne[0] != ne0 || ft->ne[1] != ne1 || ft->ne[2] != ne2)
+		return loom_error(LOOM_ERR_BAD_FORMAT,
+				  "tensor '%s' has %d dimensions [%" PRId64 ", %" PRId64 ", %" PRId64 "], expected [%" PRId64
+				  ", %" PRId64 ", %" PRId64 "] (%s: every expert's matrix)",
+				  name, ft->n_dims, ft->ne[0], ft->n_dims > 1 ? ft->ne[1] : 1, ft->n_dims > 2 ? ft->ne[2] : 1,
+				  ne0, ne1, ne2, loom_role_name(role));
+	if (m->contract->transposed[m->fmt][role])
+		return loom_error(LOOM_ERR_UNSUPPORTED, "tensor '%s': experts stored transposed are not supported", name);
+	loom_tensor_set_contiguous(t, ft->dtype, ne0, ne1, ne2, 1);
+	t->data = (void *)ft->data;
+	loom_status st = name_tensor(m, t, name);
+	if (st != LOOM_OK)
+		return st;
+	if (!loom_backend_takes(m, LOOM_OP_MATMUL_ID, t)) {
+		const char *type = loom_dtype_name(ft->dtype);
+		return loom_error(LOOM_ERR_UNSUPPORTED, "tensor '%s' has type %s, which backend %s cannot multiply "
+				  "experts by (MATMUL_ID)", name, type ? type : "?", loom_backend_name(&m->rt->backend));
+	}
+	return LOOM_OK;
+}
+
 /* Binds role (of layer il, or -1) to its tensor, checking shape and type.
  * A missing optional tensor leaves t zeroed. */
-static loom_status bind(loom_model *m, int fmt, loom_role role, int il, int64_t ne0, int64_t ne1,
+static loom_status bind(loom_model *m, int fmt, loom_role role, int il, int64_t ne0, int64_t ne1, int64_t ne2,
 			bool optional, loom_tensor *t)
 {
 	char name[256];
@@ -94,6 +126,8 @@ static loom_status bind(loom_model *m, int fmt, loom_role role, int il, int64_t 
 			return LOOM_OK;
 		return loom_error(LOOM_ERR_BAD_FORMAT, "tensor '%s' (%s) is missing", name, loom_role_name(role));
 	}
+	if (ne2 > 0)
+		return bind_experts(m, role, ft, name, ne0, ne1, ne2, t);
 	int want_dims = ne1 > 0 ? 2 : 1;
 	int64_t want0 = transposed ? ne1 : ne0, want1 = transposed ? ne0 : ne1;
 	if (ft->n_dims != want_dims || ft->ne[0] != want0 || (ne1 > 0 && ft->ne[1] != want1))
@@ -128,12 +162,20 @@ static loom_status bind(loom_model *m, int fmt, loom_role role, int il, int64_t 
 
 /* Binds role if the contract's choices use it; leaves t zeroed if not. */
 static loom_status bind_used(loom_model *m, int fmt, loom_role role, int il, int64_t ne0, int64_t ne1,
-			     loom_tensor *t)
+			     int64_t ne2, loom_tensor *t)
 {
 	memset(t, 0, sizeof(*t));
 	if (!loom_contract_uses_role(m->contract, (loom_contract_format)fmt, role))
 		return LOOM_OK;
-	return bind(m, fmt, role, il, ne0, ne1, false, t);
+	if (m->contract->tensor_names[fmt][role] == NULL && loom_role_is_dense_ffn(role))
+		return loom_error(LOOM_ERR_BAD_FORMAT, "layer %d has a dense FFN (the model has no experts there), which "
+				  "contract %s does not name: it describes a mixture of experts", il, m->contract->name);
+	if (m->contract->tensor_names[fmt][role] == NULL &&
+	    (role == LOOM_ROLE_FFN_GATE_INP || loom_role_is_experts(role)))
+		return loom_error(LOOM_ERR_UNSUPPORTED, "contract %s names no %s tensor for %s files: their experts are not "
+				  "supported", m->contract->name, loom_role_name(role),
+				  loom_contract_format_name((loom_contract_format)fmt));
+	return bind(m, fmt, role, il, ne0, ne1, ne2, false, t);
 }
 
 /* Rows [row, row + n) of matrix w (or elements of vector w) as a tensor of
@@ -155,38 +197,49 @@ static loom_tensor row_range(const loom_tensor *w, int64_t row, int64_t n)
 	return t;
 }
 
-int loom_layer_slots(const loom_model *m, loom_layer *l, loom_weight_slot slots[LOOM_ROLE_COUNT])
+int loom_layer_slots(const loom_model *m, int il, loom_layer *l, loom_weight_slot slots[LOOM_ROLE_COUNT])
 {
 	const loom_hparams *hp = &m->hp;
+	const int64_t X = hp->n_expert, F = hp->n_ff_exp;
 	const int64_t q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim;
 	const int64_t E = hp->n_embd;
 	const loom_weight_slot table[] = {
-		{LOOM_ROLE_ATTN_NORM, E, 0, &l->attn_norm},
-		{LOOM_ROLE_ATTN_NORM_B, E, 0, &l->attn_norm_b},
-		{LOOM_ROLE_ATTN_Q, E, q_dim, &l->attn_q},
-		{LOOM_ROLE_ATTN_Q_B, q_dim, 0, &l->attn_q_b},
-		{LOOM_ROLE_ATTN_K, E, kv_dim, &l->attn_k},
-		{LOOM_ROLE_ATTN_K_B, kv_dim, 0, &l->attn_k_b},
-		{LOOM_ROLE_ATTN_V, E, kv_dim, &l->attn_v},
-		{LOOM_ROLE_ATTN_V_B, kv_dim, 0, &l->attn_v_b},
-		{LOOM_ROLE_ATTN_Q_NORM, hp->head_dim, 0, &l->attn_q_norm},
-		{LOOM_ROLE_ATTN_K_NORM, hp->head_dim, 0, &l->attn_k_norm},
-		{LOOM_ROLE_ATTN_OUTPUT, q_dim, E, &l->attn_output},
-		{LOOM_ROLE_ATTN_OUTPUT_B, E, 0, &l->attn_output_b},
-		{LOOM_ROLE_FFN_NORM, E, 0, &l->ffn_norm},
-		{LOOM_ROLE_FFN_NORM_B, E, 0, &l->ffn_norm_b},
-		{LOOM_ROLE_FFN_GATE, E, hp->n_ff, &l->ffn_gate},
-		{LOOM_ROLE_FFN_GATE_B, hp->n_ff, 0, &l->ffn_gate_b},
-		{LOOM_ROLE_FFN_UP, E, hp->n_ff, &l->ffn_up},
-		{LOOM_ROLE_FFN_UP_B, hp->n_ff, 0, &l->ffn_up_b},
-		{LOOM_ROLE_FFN_DOWN, hp->n_ff, E, &l->ffn_down},
-		{LOOM_ROLE_FFN_DOWN_B, E, 0, &l->ffn_down_b},
-		{LOOM_ROLE_ATTN_POST_NORM, E, 0, &l->attn_post_norm},
-		{LOOM_ROLE_FFN_POST_NORM, E, 0, &l->ffn_post_norm},
-		{LOOM_ROLE_ATTN_SINKS, hp->n_head, 0, &l->attn_sinks},
+		{LOOM_ROLE_ATTN_NORM, E, 0, 0, &l->attn_norm},
+		{LOOM_ROLE_ATTN_NORM_B, E, 0, 0, &l->attn_norm_b},
+		{LOOM_ROLE_ATTN_Q, E, q_dim, 0, &l->attn_q},
+		{LOOM_ROLE_ATTN_Q_B, q_dim, 0, 0, &l->attn_q_b},
+		{LOOM_ROLE_ATTN_K, E, kv_dim, 0, &l->attn_k},
+		{LOOM_ROLE_ATTN_K_B, kv_dim, 0, 0, &l->attn_k_b},
+		{LOOM_ROLE_ATTN_V, E, kv_dim, 0, &l->attn_v},
+		{LOOM_ROLE_ATTN_V_B, kv_dim, 0, 0, &l->attn_v_b},
+		{LOOM_ROLE_ATTN_Q_NORM, hp->head_dim, 0, 0, &l->attn_q_norm},
+		{LOOM_ROLE_ATTN_K_NORM, hp->head_dim, 0, 0, &l->attn_k_norm},
+		{LOOM_ROLE_ATTN_OUTPUT, q_dim, E, 0, &l->attn_output},
+		{LOOM_ROLE_ATTN_OUTPUT_B, E, 0, 0, &l->attn_output_b},
+		{LOOM_ROLE_FFN_NORM, E, 0, 0, &l->ffn_norm},
+		{LOOM_ROLE_FFN_NORM_B, E, 0, 0, &l->ffn_norm_b},
+		{LOOM_ROLE_FFN_GATE, E, hp->n_ff, 0, &l->ffn_gate},
+		{LOOM_ROLE_FFN_GATE_B, hp->n_ff, 0, 0, &l->ffn_gate_b},
+		{LOOM_ROLE_FFN_UP, E, hp->n_ff, 0, &l->ffn_up},
+		{LOOM_ROLE_FFN_UP_B, hp->n_ff, 0, 0, &l->ffn_up_b},
+		{LOOM_ROLE_FFN_DOWN, hp->n_ff, E, 0, &l->ffn_down},
+		{LOOM_ROLE_FFN_DOWN_B, E, 0, 0, &l->ffn_down_b},
+		{LOOM_ROLE_ATTN_POST_NORM, E, 0, 0, &l->attn_post_norm},
+		{LOOM_ROLE_FFN_POST_NORM, E, 0, 0, &l->ffn_post_norm},
+		{LOOM_ROLE_ATTN_SINKS, hp->n_head, 0, 0, &l->attn_sinks},
+		{LOOM_ROLE_FFN_GATE_INP, E, X, 0, &l->ffn_gate_inp},
+		{LOOM_ROLE_FFN_GATE_EXPS, E, F, X, &l->ffn_gate_exps},
+		{LOOM_ROLE_FFN_UP_EXPS, E, F, X, &l->ffn_up_exps},
+		{LOOM_ROLE_FFN_DOWN_EXPS, F, E, X, &l->ffn_down_exps},
 	};
-	const int n = (int)(sizeof(table) / sizeof(table[0]));
-	memcpy(slots, table, sizeof(table));
+	const bool moe = loom_layer_moe(hp, il);
+	int n = 0;
+	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
+		loom_role r = table[i].role;
+		bool expert_role = r == LOOM_ROLE_FFN_GATE_INP || loom_role_is_experts(r);
+		if (moe ? !loom_role_is_dense_ffn(r) : !expert_role)
+			slots[n++] = table[i];
+	}
 	return n;
 }
 
@@ -195,17 +248,18 @@ static loom_status bind_layer(loom_model *m, int fmt, int il, loom_layer *l)
 	const loom_hparams *hp = &m->hp;
 	const int64_t q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim;
 	loom_weight_slot slots[LOOM_ROLE_COUNT];
-	const int n = loom_layer_slots(m, l, slots);
+	const int n = loom_layer_slots(m, il, l, slots);
 	loom_status st;
 	for (int i = 0; i < n; i++)
-		if ((st = bind_used(m, fmt, slots[i].role, il, slots[i].ne0, slots[i].ne1, slots[i].t)) != LOOM_OK)
+		if ((st = bind_used(m, fmt, slots[i].role, il, slots[i].ne0, slots[i].ne1, slots[i].ne2, slots[i].t)) !=
+		    LOOM_OK)
 			return st;
 	if (m->contract->qkv[fmt] != LOOM_QKV_FUSED)
 		return LOOM_OK;
 	/* One matrix whose rows are q's, then k's, then v's. */
 	loom_tensor qkv, qkv_b;
-	if ((st = bind_used(m, fmt, LOOM_ROLE_ATTN_QKV, il, hp->n_embd, q_dim + 2 * kv_dim, &qkv)) != LOOM_OK ||
-	    (st = bind_used(m, fmt, LOOM_ROLE_ATTN_QKV_B, il, q_dim + 2 * kv_dim, 0, &qkv_b)) != LOOM_OK)
+	if ((st = bind_used(m, fmt, LOOM_ROLE_ATTN_QKV, il, hp->n_embd, q_dim + 2 * kv_dim, 0, &qkv)) != LOOM_OK ||
+	    (st = bind_used(m, fmt, LOOM_ROLE_ATTN_QKV_B, il, q_dim + 2 * kv_dim, 0, 0, &qkv_b)) != LOOM_OK)
 		return st;
 	l->attn_q = row_range(&qkv, 0, q_dim);
 	l->attn_k = row_range(&qkv, q_dim, kv_dim);
@@ -227,7 +281,7 @@ static loom_status bind_output(loom_model *m, int fmt)
 		m->output = m->token_embd;
 	} else {
 		bool optional = m->contract->tied == LOOM_TIED_IF_MISSING;
-		loom_status st = bind(m, fmt, LOOM_ROLE_OUTPUT, -1, hp->n_embd, hp->n_vocab, optional, &m->output);
+		loom_status st = bind(m, fmt, LOOM_ROLE_OUTPUT, -1, hp->n_embd, hp->n_vocab, 0, optional, &m->output);
 		if (st != LOOM_OK)
 			return st;
 		if (m->output.data == NULL)
@@ -268,14 +322,14 @@ loom_status loom_model_bind(loom_model *m)
 		return loom_error(LOOM_ERR_BAD_FORMAT, "tensor '%s' has %" PRId64 " rows but the vocabulary has %d tokens",
 				  name, m->hp.n_vocab, loom_vocab_n_tokens(m->vocab));
 
-	if ((st = bind(m, fmt, LOOM_ROLE_TOKEN_EMBD, -1, hp->n_embd, hp->n_vocab, false, &m->token_embd)) != LOOM_OK ||
-	    (st = bind_used(m, fmt, LOOM_ROLE_POS_EMBD, -1, hp->n_embd, hp->n_ctx_train, &m->pos_embd)) != LOOM_OK ||
-	    (st = bind(m, fmt, LOOM_ROLE_OUTPUT_NORM, -1, hp->n_embd, 0, false, &m->output_norm)) != LOOM_OK ||
-	    (st = bind_used(m, fmt, LOOM_ROLE_OUTPUT_NORM_B, -1, hp->n_embd, 0, &m->output_norm_b)) != LOOM_OK ||
-	    (st = bind_used(m, fmt, LOOM_ROLE_OUTPUT_B, -1, hp->n_vocab, 0, &m->output_b)) != LOOM_OK)
+	if ((st = bind(m, fmt, LOOM_ROLE_TOKEN_EMBD, -1, hp->n_embd, hp->n_vocab, 0, false, &m->token_embd)) != LOOM_OK ||
+	    (st = bind_used(m, fmt, LOOM_ROLE_POS_EMBD, -1, hp->n_embd, hp->n_ctx_train, 0, &m->pos_embd)) != LOOM_OK ||
+	    (st = bind(m, fmt, LOOM_ROLE_OUTPUT_NORM, -1, hp->n_embd, 0, 0, false, &m->output_norm)) != LOOM_OK ||
+	    (st = bind_used(m, fmt, LOOM_ROLE_OUTPUT_NORM_B, -1, hp->n_embd, 0, 0, &m->output_norm_b)) != LOOM_OK ||
+	    (st = bind_used(m, fmt, LOOM_ROLE_OUTPUT_B, -1, hp->n_vocab, 0, 0, &m->output_b)) != LOOM_OK)
 		return st;
 	if (m->contract->tensor_names[fmt][LOOM_ROLE_ROPE_FREQS] != NULL &&
-	    (st = bind(m, fmt, LOOM_ROLE_ROPE_FREQS, -1, hp->n_rot / 2, 0, true, &m->rope_freqs)) != LOOM_OK)
+	    (st = bind(m, fmt, LOOM_ROLE_ROPE_FREQS, -1, hp->n_rot / 2, 0, 0, true, &m->rope_freqs)) != LOOM_OK)
 		return st;
 	if (m->rope_freqs.data == NULL && hp->rope_freq_factors != NULL && (st = bind_freq_factors(m)) != LOOM_OK)
 		return st;

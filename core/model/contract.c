@@ -42,6 +42,12 @@ static const char *const hparam_names[LOOM_HP_COUNT] = {
 	[LOOM_HP_SLIDING_WINDOW] = "sliding_window",
 	[LOOM_HP_SLIDING_WINDOW_PATTERN] = "sliding_window_pattern",
 	[LOOM_HP_ROPE_THETA_SWA] = "rope_theta_swa",
+	[LOOM_HP_N_EXPERT] = "n_expert",
+	[LOOM_HP_N_EXPERT_USED] = "n_expert_used",
+	[LOOM_HP_N_FF_EXPERT] = "n_ff_expert",
+	[LOOM_HP_EXPERT_WEIGHTS_NORM] = "expert_weights_norm",
+	[LOOM_HP_EXPERT_WEIGHTS_SCALE] = "expert_weights_scale",
+	[LOOM_HP_N_DENSE_LAYERS] = "n_dense_layers",
 };
 
 /* NULL-terminated: the values transposed allows. */
@@ -78,6 +84,10 @@ static const char *const role_names[LOOM_ROLE_COUNT + 1] = {
 	[LOOM_ROLE_ATTN_POST_NORM] = "attn_post_norm",
 	[LOOM_ROLE_FFN_POST_NORM] = "ffn_post_norm",
 	[LOOM_ROLE_ATTN_SINKS] = "attn_sinks",
+	[LOOM_ROLE_FFN_GATE_INP] = "ffn_gate_inp",
+	[LOOM_ROLE_FFN_GATE_EXPS] = "ffn_gate_exps",
+	[LOOM_ROLE_FFN_UP_EXPS] = "ffn_up_exps",
+	[LOOM_ROLE_FFN_DOWN_EXPS] = "ffn_down_exps",
 };
 
 /* NULL-terminated: the values block.biases allows. */
@@ -130,10 +140,21 @@ bool loom_role_is_matrix(loom_role role)
 	case LOOM_ROLE_TOKEN_EMBD: case LOOM_ROLE_POS_EMBD: case LOOM_ROLE_OUTPUT:
 	case LOOM_ROLE_ATTN_QKV: case LOOM_ROLE_ATTN_Q: case LOOM_ROLE_ATTN_K: case LOOM_ROLE_ATTN_V:
 	case LOOM_ROLE_ATTN_OUTPUT: case LOOM_ROLE_FFN_GATE: case LOOM_ROLE_FFN_UP: case LOOM_ROLE_FFN_DOWN:
+	case LOOM_ROLE_FFN_GATE_INP:
 		return true;
 	default:
 		return false;
 	}
+}
+
+bool loom_role_is_experts(loom_role role)
+{
+	return role == LOOM_ROLE_FFN_GATE_EXPS || role == LOOM_ROLE_FFN_UP_EXPS || role == LOOM_ROLE_FFN_DOWN_EXPS;
+}
+
+bool loom_role_is_dense_ffn(loom_role role)
+{
+	return role >= LOOM_ROLE_FFN_GATE && role <= LOOM_ROLE_FFN_DOWN_B;
 }
 
 const char *loom_contract_format_name(loom_contract_format f)
@@ -193,6 +214,12 @@ bool loom_contract_uses_role(const loom_contract *c, loom_contract_format f, loo
 		return c->post_norm;
 	case LOOM_ROLE_ATTN_SINKS:
 		return c->attn_sinks;
+	case LOOM_ROLE_FFN_GATE_INP:
+	case LOOM_ROLE_FFN_UP_EXPS:
+	case LOOM_ROLE_FFN_DOWN_EXPS:
+		return c->experts;
+	case LOOM_ROLE_FFN_GATE_EXPS:
+		return c->experts && gated;
 	case LOOM_ROLE_ATTN_OUTPUT_B:
 		return c->bias[LOOM_BIAS_O];
 	case LOOM_ROLE_FFN_NORM:
@@ -223,6 +250,8 @@ static const char *const rope_style_choices[] = {"normal", "neox", NULL};
 static const char *const qkv_choices[] = {"separate", "fused", NULL};
 static const char *const residual_choices[] = {"sequential", "parallel", NULL};
 static const char *const tied_choices[] = {"never", "always", "if_missing", NULL};
+/* In loom_gating's order. */
+static const char *const gating_choices[] = {"softmax", "softmax_selected", "sigmoid", NULL};
 
 static loom_status choice(loom_yaml *y, yaml_node_t *map, const char *key, const char *const *choices,
 			  const char *def, int *out)
@@ -322,6 +351,19 @@ static loom_status scale_value(loom_yaml *y, yaml_node_t *map, const char *key, 
 	return LOOM_OK;
 }
 
+/* experts: {gating}: how a mixture of experts weights its chosen experts. */
+static loom_status parse_experts(loom_yaml *y, yaml_node_t *map, loom_contract *c)
+{
+	static const char *const keys[] = {"gating", NULL};
+	loom_status st = loom_yaml_expect(y, map, YAML_MAPPING_NODE, LOOM_ERR_CONTRACT, "experts");
+	if (st == LOOM_OK)
+		st = loom_yaml_check_keys(y, map, keys, LOOM_ERR_CONTRACT, "experts");
+	if (st == LOOM_OK)
+		st = choice(y, map, "gating", gating_choices, "softmax", &c->expert_gating);
+	c->experts = st == LOOM_OK;
+	return st;
+}
+
 static loom_status parse_biases(loom_yaml *y, yaml_node_t *list, loom_contract *c)
 {
 	loom_status st = loom_yaml_expect(y, list, YAML_SEQUENCE_NODE, LOOM_ERR_CONTRACT, "biases");
@@ -370,13 +412,15 @@ static loom_status check_choices(loom_yaml *y, yaml_node_t *block, const loom_co
 		return contradiction(y, block, "biases", "with qkv: fused the bias is 'qkv'");
 	if (c->bias[LOOM_BIAS_GATE] && c->ffn == LOOM_FFN_MLP)
 		return contradiction(y, block, "biases", "an mlp has no gate");
+	if (c->experts && c->ffn == LOOM_FFN_MLP)
+		return contradiction(y, block, "experts", "experts are gated FFNs (swiglu or geglu), not an mlp");
 	return LOOM_OK;
 }
 
 static loom_status parse_block(loom_yaml *y, yaml_node_t *block, loom_contract *c)
 {
 	static const char *const keys[] = {"norm", "norm_bias", "norm_weight_offset", "ffn", "activation",
-					   "positions", "rope_style", "qkv", "qk_norm", "post_norm", "attention_sinks", "residual",
+					   "positions", "rope_style", "qkv", "qk_norm", "post_norm", "attention_sinks", "experts", "residual",
 					   "tied_embeddings", "biases", "embedding_scale", "attention_scale",
 					   NULL};
 	static const loom_activation ffn_activation[] = {LOOM_ACT_SILU, LOOM_ACT_GELU_TANH, LOOM_ACT_GELU_TANH};
@@ -409,6 +453,8 @@ static loom_status parse_block(loom_yaml *y, yaml_node_t *block, loom_contract *
 		st = flag(y, block, "attention_sinks", &c->attn_sinks);
 	if (st == LOOM_OK)
 		st = format_number(y, block, "norm_weight_offset", 0.0, offset);
+	if (st == LOOM_OK && loom_yaml_get(y, block, "experts") != NULL)
+		st = parse_experts(y, loom_yaml_get(y, block, "experts"), c);
 	if (st == LOOM_OK && loom_yaml_get(y, block, "biases") != NULL)
 		st = parse_biases(y, loom_yaml_get(y, block, "biases"), c);
 	if (st == LOOM_OK)
@@ -519,6 +565,11 @@ static loom_status parse_defaults(loom_yaml *y, yaml_node_t *map, loom_contract 
 	return st;
 }
 
+static bool is_moe_role(loom_role role)
+{
+	return role == LOOM_ROLE_FFN_GATE_INP || loom_role_is_experts(role);
+}
+
 /* Names that the choices need must be given for every format the contract
  * describes, so a model is never half-described. */
 static loom_status check_complete(loom_yaml *y, yaml_node_t *tensors, loom_contract *c)
@@ -532,7 +583,12 @@ static loom_status check_complete(loom_yaml *y, yaml_node_t *tensors, loom_contr
 		yaml_node_t *names = loom_yaml_get(y, tensors, format_names[f]);
 		for (int r = 0; r < LOOM_ROLE_COUNT; r++) {
 			bool used = loom_contract_uses_role(c, (loom_contract_format)f, (loom_role)r), named = c->tensor_names[f][r] != NULL;
-			if (used && !named && !loom_role_is_optional((loom_role)r))
+			/* A contract with experts may describe no dense FFN, or no
+			 * experts in a format (whose files with experts it then
+			 * refuses). */
+			bool may_lack = loom_role_is_optional((loom_role)r) ||
+					(c->experts && (loom_role_is_dense_ffn((loom_role)r) || is_moe_role((loom_role)r)));
+			if (used && !named && !may_lack)
 				return loom_error(LOOM_ERR_CONTRACT, "%s:%d: tensors.%s lacks '%s', which the block needs",
 						  y->path, loom_yaml_line(tensors), format_names[f], role_names[r]);
 			if (named && !used)

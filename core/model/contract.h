@@ -63,6 +63,13 @@ typedef enum loom_hparam {
 	LOOM_HP_SLIDING_WINDOW,      /* windowed layers see the last this many positions; absent or 0: none */
 	LOOM_HP_SLIDING_WINDOW_PATTERN, /* n: layer i is windowed unless (i + 1) % n == 0; 0: every layer */
 	LOOM_HP_ROPE_THETA_SWA,      /* windowed layers' RoPE base, unscaled (Gemma 3); absent: as the others */
+	/* A mixture of experts (block.experts). */
+	LOOM_HP_N_EXPERT,            /* experts per layer; absent or 0: a dense FFN */
+	LOOM_HP_N_EXPERT_USED,       /* experts each token goes to */
+	LOOM_HP_N_FF_EXPERT,         /* an expert's FFN width; default n_ff */
+	LOOM_HP_EXPERT_WEIGHTS_NORM, /* nonzero: the chosen experts' weights divided by their sum */
+	LOOM_HP_EXPERT_WEIGHTS_SCALE, /* a factor on those weights; default 1 */
+	LOOM_HP_N_DENSE_LAYERS,      /* the first this many layers keep a dense FFN; default 0 */
 	LOOM_HP_COUNT
 } loom_hparam;
 
@@ -101,6 +108,10 @@ typedef enum loom_role {
 	LOOM_ROLE_ATTN_POST_NORM, /* block.post_norm: the attention's output, normalised */
 	LOOM_ROLE_FFN_POST_NORM,  /* block.post_norm: the FFN's output, normalised */
 	LOOM_ROLE_ATTN_SINKS,     /* block.attention_sinks: a logit per head in the softmax's denominator */
+	LOOM_ROLE_FFN_GATE_INP,   /* block.experts: the router, {n_embd, n_expert} */
+	LOOM_ROLE_FFN_GATE_EXPS,  /* block.experts: every expert's gate, {n_embd, n_ff_exp, n_expert} */
+	LOOM_ROLE_FFN_UP_EXPS,
+	LOOM_ROLE_FFN_DOWN_EXPS,  /* {n_ff_exp, n_embd, n_expert} */
 	LOOM_ROLE_COUNT
 } loom_role;
 
@@ -155,6 +166,11 @@ typedef struct loom_contract {
 	bool qk_norm;   /* RMSNorm of each head's q and k before RoPE */
 	bool post_norm; /* the attention's and the FFN's outputs normalised before each residual add */
 	bool attn_sinks; /* each head's softmax has a learned sink (gpt-oss) */
+	/* block.experts: a file with experts (n_expert > 0) has a mixture of
+	 * experts for its FFN, its weights by this gating (loom_gating). A
+	 * contract with experts may leave the dense FFN's tensors unnamed. */
+	bool experts;
+	int expert_gating;
 	loom_residual_kind residual;
 	loom_tied_kind tied;
 	bool bias[LOOM_BIAS_COUNT];
@@ -190,6 +206,11 @@ const char *loom_contract_format_name(loom_contract_format f);
 bool loom_role_is_norm(loom_role role);
 /* A role whose tensor is a matrix (may be transposed). */
 bool loom_role_is_matrix(loom_role role);
+/* A role whose tensor holds every expert's matrix, {n_in, n_out, n_expert}. */
+bool loom_role_is_experts(loom_role role);
+/* A dense FFN's matrices and biases, which a mixture-of-experts layer has
+ * none of. */
+bool loom_role_is_dense_ffn(loom_role role);
 
 /* pattern with its placeholder ("{arch}", "{i}") replaced by value, into
  * buf: "{arch}.embedding_length" -> "llama.embedding_length". */

@@ -210,6 +210,35 @@ static loom_status load_rope_scaling(loom_model *m, int fmt)
 	return LOOM_OK;
 }
 
+/* A mixture of experts' shape, where the file has experts. */
+static loom_status read_experts(loom_model *m, int fmt)
+{
+	loom_hparams *hp = &m->hp;
+	float norm;
+	loom_status st;
+	if ((st = optional_hparam(m, fmt, LOOM_HP_N_EXPERT, 0, &hp->n_expert)) != LOOM_OK || hp->n_expert == 0)
+		return st;
+	if (!m->contract->experts)
+		return loom_error(LOOM_ERR_UNSUPPORTED, "the model has %" PRId64 " experts a layer; contract %s describes no "
+				  "mixture of experts (block.experts)", hp->n_expert, m->contract->name);
+	if ((st = require_hparam(m, fmt, LOOM_HP_N_EXPERT_USED, &hp->n_expert_used)) != LOOM_OK ||
+	    (st = optional_hparam(m, fmt, LOOM_HP_N_FF_EXPERT, hp->n_ff, &hp->n_ff_exp)) != LOOM_OK ||
+	    (st = optional_hparam(m, fmt, LOOM_HP_N_DENSE_LAYERS, 0, &hp->n_dense_layers)) != LOOM_OK ||
+	    (st = float_or(m, fmt, LOOM_HP_EXPERT_WEIGHTS_NORM, 0.0, &norm)) != LOOM_OK ||
+	    (st = float_or(m, fmt, LOOM_HP_EXPERT_WEIGHTS_SCALE, 1.0, &hp->expert_weights_scale)) != LOOM_OK)
+		return st;
+	hp->expert_weights_norm = norm != 0.0f;
+	if (hp->n_expert < 0 || hp->n_expert > 4096 || hp->n_expert_used < 1 || hp->n_expert_used > hp->n_expert)
+		return loom_error(LOOM_ERR_BAD_FORMAT, "%" PRId64 " experts a token out of %" PRId64 " is out of range",
+				  hp->n_expert_used, hp->n_expert);
+	if (hp->n_ff_exp < 1 || hp->n_dense_layers < 0 || !(hp->expert_weights_scale > 0.0f) ||
+	    isinf(hp->expert_weights_scale))
+		return loom_error(LOOM_ERR_BAD_FORMAT, "n_ff_expert = %" PRId64 ", n_dense_layers = %" PRId64
+				  " or expert_weights_scale = %g is out of range",
+				  hp->n_ff_exp, hp->n_dense_layers, (double)hp->expert_weights_scale);
+	return LOOM_OK;
+}
+
 loom_status loom_model_read_hparams(loom_model *m)
 {
 	const int fmt = m->fmt;
@@ -239,7 +268,8 @@ loom_status loom_model_read_hparams(loom_model *m)
 	    (st = float_or(m, fmt, LOOM_HP_ATTN_LOGIT_SOFTCAP, 0.0, &hp->attn_logit_softcap)) != LOOM_OK ||
 	    (st = optional_hparam(m, fmt, LOOM_HP_SLIDING_WINDOW, 0, &hp->n_swa)) != LOOM_OK ||
 	    (st = optional_hparam(m, fmt, LOOM_HP_SLIDING_WINDOW_PATTERN, 0, &hp->swa_pattern)) != LOOM_OK ||
-	    (st = float_or(m, fmt, LOOM_HP_ROPE_THETA_SWA, 0.0, &hp->rope_theta_swa)) != LOOM_OK)
+	    (st = float_or(m, fmt, LOOM_HP_ROPE_THETA_SWA, 0.0, &hp->rope_theta_swa)) != LOOM_OK ||
+	    (st = read_experts(m, fmt)) != LOOM_OK)
 		return st;
 	const float mults[] = {hp->embedding_mult, hp->residual_mult, hp->logit_scale};
 	const loom_hparam mult_ids[] = {LOOM_HP_EMBEDDING_MULT, LOOM_HP_RESIDUAL_MULT, LOOM_HP_LOGIT_SCALE};

@@ -52,7 +52,20 @@ typedef struct loom_hparams {
 	int64_t n_swa, swa_pattern;
 	/* The windowed layers' RoPE base, unscaled; 0: as the other layers. */
 	float rope_theta_swa;
+	/* A mixture of experts (loom_layer_moe): n_expert experts of n_ff_exp,
+	 * n_expert_used a token, their weights renormalised when
+	 * expert_weights_norm and times expert_weights_scale; the first
+	 * n_dense_layers layers dense. n_expert 0: every layer dense. */
+	int64_t n_expert, n_expert_used, n_ff_exp, n_dense_layers;
+	bool expert_weights_norm;
+	float expert_weights_scale;
 } loom_hparams;
+
+/* Whether layer il's FFN is a mixture of experts. */
+static inline bool loom_layer_moe(const loom_hparams *hp, int64_t il)
+{
+	return hp->n_expert > 0 && il >= hp->n_dense_layers;
+}
 
 /* Whether layer il attends through a sliding window. */
 static inline bool loom_layer_windowed(const loom_hparams *hp, int64_t il)
@@ -76,6 +89,10 @@ typedef struct loom_layer {
 	loom_tensor ffn_down, ffn_down_b;       /* {n_ff, n_embd} */
 	loom_tensor attn_post_norm, ffn_post_norm; /* {n_embd}: block.post_norm */
 	loom_tensor attn_sinks;                 /* {n_head}: block.attention_sinks */
+	/* A mixture-of-experts layer's router and experts (ffn_gate/up/down
+	 * then unused): {n_embd, n_expert}, {n_embd, n_ff_exp, n_expert},
+	 * {n_ff_exp, n_embd, n_expert}. */
+	loom_tensor ffn_gate_inp, ffn_gate_exps, ffn_up_exps, ffn_down_exps;
 } loom_layer;
 
 /* A weight the backend repacked: its buffer, its layout, and the file

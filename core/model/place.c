@@ -143,7 +143,7 @@ static void move_tensors(loom_model *m, const size_t *offsets)
 			model_tensors[i]->data = placed(m, offsets, model_tensors[i]->data);
 	for (int il = 0; il < m->hp.n_layer; il++) {
 		loom_weight_slot slots[LOOM_ROLE_COUNT];
-		const int n = loom_layer_slots(m, &m->layers[il], slots);
+		const int n = loom_layer_slots(m, il, &m->layers[il], slots);
 		for (int i = 0; i < n; i++)
 			if (slots[i].t->data != NULL)
 				slots[i].t->data = placed(m, offsets, slots[i].t->data);
@@ -293,7 +293,7 @@ static loom_status repack_weights(loom_model *m)
 	loom_status st = LOOM_OK;
 	for (int il = 0; il < m->hp.n_layer && st == LOOM_OK; il++) {
 		loom_weight_slot slots[LOOM_ROLE_COUNT];
-		const int n = loom_layer_slots(m, &m->layers[il], slots);
+		const int n = loom_layer_slots(m, il, &m->layers[il], slots);
 		for (int i = 0; i < n && st == LOOM_OK; i++)
 			if (loom_role_is_matrix(slots[i].role) && slots[i].t->data != NULL)
 				st = repack(m, slots[i].t, slots[i].role, il);

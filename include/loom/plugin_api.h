@@ -270,8 +270,49 @@ typedef enum loom_op {
 	 * scale, tanh, scale compute it. fp[0] > 0. dst may alias src0. */
 	LOOM_OP_SOFTCAP = 14,
 
+	/* dst row r = the indices of the ip[0] = k largest values of src0 row
+	 * r, largest first, the lower index first among equal values.
+	 * src0: F32 {n, rows}; dst: I32 {k, rows}, 1 <= k <= n. (A mixture of
+	 * experts' choice of experts from its router's logits.) */
+	LOOM_OP_TOPK = 15,
+
+	/* The weights of a mixture of experts' chosen experts: dst[r][j] for
+	 * expert src1[r][j], from router logits src0 row r.
+	 * src0: F32 {n_expert, rows}; src1: I32 {k, rows} (TOPK's);
+	 * dst: F32 {k, rows}. ip[0] = gating (LOOM_GATING_*): the softmax of
+	 * the whole row taken at the chosen experts, the softmax of the
+	 * chosen logits alone, or the sigmoid of each. ip[1] != 0: each row's
+	 * weights divided by their sum (summed in double, rounded to f32).
+	 * fp[0] = a factor on every weight, applied last (1: none). A softmax
+	 * is ggml's: e_i = expf(x_i - max) in f32, their sum in double, and
+	 * p_i = e_i * f32(1 / sum). An index outside [0, n_expert) makes
+	 * compute fail. */
+	LOOM_OP_MOE_WEIGHTS = 16,
+
+	/* A matmul per chosen expert: dst[t][j] = W[src2[t][j]] x[t][j'],
+	 * j' = j, or 0 where src1 has one row per token (broadcast to every
+	 * chosen expert).
+	 * src0: the experts' weights {n_in, n_out, n_expert}, any dtype MATMUL
+	 * takes, expert e's matrix at e * nb[2]; src1: F32 {n_in, 1 or k,
+	 * n_tokens}; src2: I32 {k, n_tokens}; dst: F32 {n_out, k, n_tokens}.
+	 * Rounding as MATMUL's for the weight's type. An index outside
+	 * [0, n_expert) makes compute fail. */
+	LOOM_OP_MATMUL_ID = 17,
+
+	/* dst row t = sum over j of src1[t][j] * src0[t][j], each product
+	 * rounded to f32 and added in order of j (ggml's mul, then adds).
+	 * src0: F32 {n, k, n_tokens}; src1: F32 {k, n_tokens};
+	 * dst: F32 {n, n_tokens}. (A mixture of experts' outputs, weighted.) */
+	LOOM_OP_MOE_SUM = 18,
+
 	LOOM_OP_COUNT
 } loom_op;
+
+typedef enum loom_gating {
+	LOOM_GATING_SOFTMAX = 0,          /* softmax over every expert (Mixtral, Qwen) */
+	LOOM_GATING_SOFTMAX_SELECTED = 1, /* softmax over the chosen experts (gpt-oss) */
+	LOOM_GATING_SIGMOID = 2           /* sigmoid of each chosen logit */
+} loom_gating;
 
 typedef enum loom_rope_style {
 	LOOM_ROPE_NORMAL = 0, /* rotate adjacent pairs (2i, 2i+1) */
@@ -311,7 +352,7 @@ static inline const char *loom_op_name(loom_op op)
 	static const char *const names[LOOM_OP_COUNT] = {
 		"NONE",	   "GET_ROWS",	 "RMS_NORM", "MATMUL", "ADD",	  "MUL",	"ROPE",
 		"KV_STORE", "ATTENTION", "SWIGLU",   "SCALE",  "CONVERT", "LAYER_NORM", "GELU",
-		"SOFTCAP",
+		"SOFTCAP",  "TOPK",	 "MOE_WEIGHTS", "MATMUL_ID", "MOE_SUM",
 	};
 	return (int)op >= 0 && op < LOOM_OP_COUNT ? names[op] : "an unknown op";
 }

@@ -30,13 +30,32 @@ static synth_config gemma2(loom_dtype type)
 	return c;
 }
 
-static family_model models[2];
+/* Mixtral as llama.cpp runs it: a llama file with 8 experts a layer, 2
+ * of them a token, their weights renormalised. */
+static synth_config mixtral(loom_dtype type)
+{
+	synth_config c = synth_default_config();
+	c.n_embd = 64;
+	c.n_layer = 2;
+	c.n_head = 4;
+	c.n_head_kv = 2;
+	c.n_ff = 96;
+	c.n_expert = 8;
+	c.n_expert_used = 2;
+	c.weight_type = type;
+	c.seed = 3;
+	return c;
+}
+
+static family_model models[4];
 
 const family_model *family_models(int *n)
 {
 	if (models[0].name == NULL) {
-		models[0] = (family_model){"gemma2-f32", "gemma2", gemma2(LOOM_DTYPE_F32)};
-		models[1] = (family_model){"gemma2-q8_0", "gemma2", gemma2(LOOM_DTYPE_Q8_0)};
+		models[0] = (family_model){"gemma2-f32", "gemma2", "gemma2", true, gemma2(LOOM_DTYPE_F32)};
+		models[1] = (family_model){"gemma2-q8_0", "gemma2", "gemma2", true, gemma2(LOOM_DTYPE_Q8_0)};
+		models[2] = (family_model){"mixtral-f32", "llama", "llama", false, mixtral(LOOM_DTYPE_F32)};
+		models[3] = (family_model){"mixtral-q8_0", "llama", "llama", false, mixtral(LOOM_DTYPE_Q8_0)};
 	}
 	*n = (int)(sizeof(models) / sizeof(models[0]));
 	return models;

@@ -15,6 +15,8 @@
 typedef struct family_model {
 	const char *name; /* "gemma2-f32": the reference file's name too */
 	const char *arch; /* general.architecture */
+	const char *contract; /* the contract that runs it (arch/NAME.yaml) */
+	bool gelu;        /* its FFN's activation is a GELU */
 	synth_config config;
 } family_model;
 

@@ -1,4 +1,4 @@
-/* op_reference.c - MATMUL and ATTENTION in double arithmetic. */
+/* op_reference.c - MATMUL, MATMUL_ID and ATTENTION in double arithmetic. */
 #include "op_reference.h"
 
 #include <check.h>
@@ -93,6 +93,50 @@ void matmul_reference(const op_case *c, double *ref, double *mag, double *energy
 	free(xq);
 	if (mag != NULL || energy != NULL)
 		matmul_sizes(c, mag, energy);
+}
+
+void matmul_id_reference(const op_case *c, double *ref, double *mag, double *energy)
+{
+	const htensor *w = &c->src[0], *x = &c->src[1], *ids = &c->src[2];
+	int64_t n = w->ne[0], n_out = w->ne[1], k = ids->ne[0], n_pairs = k * ids->ne[1];
+	size_t matrix_bytes = ht_row_bytes(w) * (size_t)n_out;
+	float *rows = malloc(sizeof(float) * (size_t)(n * n_pairs));
+	int64_t *pairs = malloc(sizeof(int64_t) * (size_t)n_pairs);
+	double *r = malloc(sizeof(double) * (size_t)(n_out * n_pairs)), *m = malloc(sizeof(double) * (size_t)(n_out * n_pairs));
+	double *e = malloc(sizeof(double) * (size_t)(n_out * n_pairs));
+	ck_assert(rows != NULL && pairs != NULL && r != NULL && m != NULL && e != NULL);
+
+	/* Each expert's rows together, through matmul_reference. */
+	for (int64_t expert = 0; expert < w->ne[2]; expert++) {
+		int64_t count = 0;
+		for (int64_t p = 0; p < n_pairs; p++) {
+			if (ht_i32(ids)[p] != expert)
+				continue;
+			int64_t j = x->ne[1] == 1 ? 0 : p % k;
+			memcpy(rows + count * n, ht_f32(x) + (p / k * x->ne[1] + j) * n, sizeof(float) * (size_t)n);
+			pairs[count++] = p;
+		}
+		if (count == 0)
+			continue;
+		op_case sub = {.op = LOOM_OP_MATMUL};
+		sub.src[0] = (htensor){.dtype = w->dtype, .ne = {n, n_out, 1, 1},
+				       .data = (char *)w->data + (size_t)expert * matrix_bytes};
+		sub.src[1] = (htensor){.dtype = LOOM_DTYPE_F32, .ne = {n, count, 1, 1}, .data = rows};
+		matmul_reference(&sub, r, mag != NULL ? m : NULL, energy != NULL ? e : NULL);
+		for (int64_t i = 0; i < count; i++)
+			for (int64_t o = 0; o < n_out; o++) {
+				ref[pairs[i] * n_out + o] = r[i * n_out + o];
+				if (mag != NULL)
+					mag[pairs[i] * n_out + o] = m[i * n_out + o];
+				if (energy != NULL)
+					energy[pairs[i] * n_out + o] = e[i * n_out + o];
+			}
+	}
+	free(rows);
+	free(pairs);
+	free(r);
+	free(m);
+	free(e);
 }
 
 /* The query row qv (hd elements) as the cache type meets it: rounded to

@@ -19,6 +19,10 @@
  * rounded to their precision; F32 weights the activations as they are. */
 void matmul_reference(const op_case *c, double *ref, double *mag, double *energy);
 
+/* MATMUL_ID's outputs, and their sizes as matmul_reference's: each
+ * (token, slot) row through its expert's matrix (mag, energy may be NULL). */
+void matmul_id_reference(const op_case *c, double *ref, double *mag, double *energy);
+
 /* ATTENTION's outputs: the query rounded to fp16 for an F16 cache,
  * quantized to Q8_0 for a quantized one (integer dot products per block);
  * the softmax in double, its probabilities weighting the values unrounded

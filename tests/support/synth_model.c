@@ -122,6 +122,23 @@ static void fill_pseudo_random(synth_model *sm, uint8_t *dst, uint64_t n)
 		dst[i] = (uint8_t)ref_rng_next(&sm->rng);
 }
 
+/* Notes a tensor the writer holds, for synth_model_tensor. */
+static void remember(synth_model *sm, const char *name, size_t index, loom_dtype type, int64_t ne0, int64_t ne1)
+{
+	if (sm->n_tensors == sm->cap_tensors) {
+		sm->cap_tensors = sm->cap_tensors ? 2 * sm->cap_tensors : 32;
+		sm->tensors = realloc(sm->tensors, (size_t)sm->cap_tensors * sizeof(*sm->tensors));
+		if (sm->tensors == NULL)
+			die("out of memory");
+	}
+	synth_tensor *t = &sm->tensors[sm->n_tensors++];
+	snprintf(t->name, sizeof(t->name), "%s", name);
+	t->index = index;
+	t->type = type;
+	t->ne0 = ne0;
+	t->ne1 = ne1;
+}
+
 /* Adds tensor `name` of ne0 x ne1 (ne1 0: a vector) holding `values`
  * encoded as type, unless a fault says otherwise. */
 static void add_tensor(synth_model *sm, const char *name, loom_dtype type, int64_t ne0, int64_t ne1,
@@ -146,18 +163,19 @@ static void add_tensor(synth_model *sm, const char *name, loom_dtype type, int64
 	else
 		fill_pseudo_random(sm, data, gguf_tensor_n_bytes(type, n_dims, ne));
 
-	if (sm->n_tensors == sm->cap_tensors) {
-		sm->cap_tensors = sm->cap_tensors ? 2 * sm->cap_tensors : 32;
-		sm->tensors = realloc(sm->tensors, (size_t)sm->cap_tensors * sizeof(*sm->tensors));
-		if (sm->tensors == NULL)
-			die("out of memory");
-	}
-	synth_tensor *t = &sm->tensors[sm->n_tensors++];
-	snprintf(t->name, sizeof(t->name), "%s", name);
-	t->index = index;
-	t->type = type;
-	t->ne0 = ne[0];
-	t->ne1 = n_dims == 2 ? ne[1] : 1;
+	remember(sm, name, index, type, ne[0], n_dims == 2 ? ne[1] : 1);
+}
+
+/* A 3-D tensor {ne0, ne1, ne2} of values encoded as type (no faults
+ * apply). */
+static void add_tensor3(synth_model *sm, const char *name, loom_dtype type, int64_t ne0, int64_t ne1, int64_t ne2,
+			const float *values)
+{
+	int64_t ne[3] = {ne0, ne1, ne2};
+	size_t index = gguf_writer_add_tensor(sm->w, name, type, 3, ne, NULL);
+
+	synth_encode(type, values, gguf_writer_tensor_data(sm->w, index), ne0 * ne1 * ne2);
+	remember(sm, name, index, type, ne0, ne1 * ne2);
 }
 
 /* A weight matrix of n_out rows of n_in: normal with standard deviation
@@ -171,6 +189,34 @@ static void add_matrix(synth_model *sm, const char *name, int64_t n_in, int64_t 
 	for (size_t i = 0; i < n; i++)
 		v[i] = (float)(sd * ref_rng_normal(&sm->rng));
 	add_tensor(sm, name, sm->cfg.weight_type, n_in, n_out, v);
+	free(v);
+}
+
+/* Every expert's matrix of n_out rows of n_in, as add_matrix's, in one
+ * tensor {n_in, n_out, n_expert}. */
+static void add_experts(synth_model *sm, const char *name, int64_t n_in, int64_t n_out, int64_t n_expert)
+{
+	size_t n = (size_t)(n_in * n_out * n_expert);
+	float *v = xmalloc(n * sizeof(float));
+	double sd = 1.0 / sqrt((double)n_in);
+
+	for (size_t i = 0; i < n; i++)
+		v[i] = (float)(sd * ref_rng_normal(&sm->rng));
+	add_tensor3(sm, name, sm->cfg.weight_type, n_in, n_out, n_expert, v);
+	free(v);
+}
+
+/* A router, F32 as converters leave it: its logits spread (standard
+ * deviation 2) so that the choice of experts is seldom a near-tie. */
+static void add_router(synth_model *sm, const char *name, int64_t n_in, int64_t n_expert)
+{
+	size_t n = (size_t)(n_in * n_expert);
+	float *v = xmalloc(n * sizeof(float));
+	double sd = 2.0 / sqrt((double)n_in);
+
+	for (size_t i = 0; i < n; i++)
+		v[i] = (float)(sd * ref_rng_normal(&sm->rng));
+	add_tensor(sm, name, LOOM_DTYPE_F32, n_in, n_expert, v);
 	free(v);
 }
 
@@ -199,9 +245,16 @@ static void add_layer(synth_model *sm, int il)
 	add_matrix(sm, LAYER_NAME("attn_v"), c->n_embd, kv_dim);
 	add_matrix(sm, LAYER_NAME("attn_output"), q_dim, c->n_embd);
 	add_norm(sm, LAYER_NAME("ffn_norm"), c->n_embd);
-	add_matrix(sm, LAYER_NAME("ffn_gate"), c->n_embd, c->n_ff);
-	add_matrix(sm, LAYER_NAME("ffn_up"), c->n_embd, c->n_ff);
-	add_matrix(sm, LAYER_NAME("ffn_down"), c->n_ff, c->n_embd);
+	if (c->n_expert > 0) {
+		add_router(sm, LAYER_NAME("ffn_gate_inp"), c->n_embd, c->n_expert);
+		add_experts(sm, LAYER_NAME("ffn_gate_exps"), c->n_embd, c->n_ff, c->n_expert);
+		add_experts(sm, LAYER_NAME("ffn_up_exps"), c->n_embd, c->n_ff, c->n_expert);
+		add_experts(sm, LAYER_NAME("ffn_down_exps"), c->n_ff, c->n_embd, c->n_expert);
+	} else {
+		add_matrix(sm, LAYER_NAME("ffn_gate"), c->n_embd, c->n_ff);
+		add_matrix(sm, LAYER_NAME("ffn_up"), c->n_embd, c->n_ff);
+		add_matrix(sm, LAYER_NAME("ffn_down"), c->n_ff, c->n_embd);
+	}
 	if (c->post_norms) {
 		add_norm(sm, LAYER_NAME("post_attention_norm"), c->n_embd);
 		add_norm(sm, LAYER_NAME("post_ffw_norm"), c->n_embd);
@@ -313,6 +366,10 @@ static void add_hparams(synth_model *sm)
 		put_f32(sm, arch_key(sm, k, sizeof(k), "final_logit_softcapping"), c->final_softcap);
 	if (c->sliding_window != 0)
 		put_u32(sm, arch_key(sm, k, sizeof(k), "attention.sliding_window"), (uint32_t)c->sliding_window);
+	if (c->n_expert > 0) {
+		put_u32(sm, arch_key(sm, k, sizeof(k), "expert_count"), (uint32_t)c->n_expert);
+		put_u32(sm, arch_key(sm, k, sizeof(k), "expert_used_count"), (uint32_t)c->n_expert_used);
+	}
 }
 
 /* The normal tokens; past this list they are "▁w<i>". SentencePiece builds

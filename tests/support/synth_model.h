@@ -60,6 +60,10 @@ typedef struct synth_config {
 	 * ({arch}.attention.sliding_window), written when nonzero. */
 	float attn_softcap, final_softcap;
 	int sliding_window;
+	/* A mixture of experts in every layer ({arch}.expert_count,
+	 * .expert_used_count; blk.N.ffn_gate_inp and ffn_{gate,up,down}_exps
+	 * in place of the dense FFN), when n_expert > 0. */
+	int n_expert, n_expert_used;
 	uint64_t seed;
 } synth_config;
 

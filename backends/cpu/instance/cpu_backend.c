@@ -44,6 +44,10 @@ static const cpu_op *const op_table[LOOM_OP_COUNT] = {
 	[LOOM_OP_LAYER_NORM] = &cpu_op_layer_norm,
 	[LOOM_OP_GELU] = &cpu_op_gelu,
 	[LOOM_OP_SOFTCAP] = &cpu_op_softcap,
+	[LOOM_OP_TOPK] = &cpu_op_topk,
+	[LOOM_OP_MOE_WEIGHTS] = &cpu_op_moe_weights,
+	[LOOM_OP_MATMUL_ID] = &cpu_op_matmul_id,
+	[LOOM_OP_MOE_SUM] = &cpu_op_moe_sum,
 };
 
 __attribute__((format(printf, 2, 3)))

@@ -112,6 +112,10 @@ extern const cpu_op cpu_op_scale;
 extern const cpu_op cpu_op_layer_norm;
 extern const cpu_op cpu_op_gelu;
 extern const cpu_op cpu_op_softcap;
+extern const cpu_op cpu_op_topk;
+extern const cpu_op cpu_op_moe_weights;
+extern const cpu_op cpu_op_matmul_id;
+extern const cpu_op cpu_op_moe_sum;
 
 
 /* cpu-amx's plugins.yaml option: `amx: off` makes its probe refuse, as on a

@@ -8,7 +8,31 @@
 #include "cpu_gemm_tile.h"
 
 #include "cpu_half.h"
+#include "cpu_quant.h"
 #include "cpu_vec.h"
+
+size_t cpu_gemm_act_row_bytes(loom_dtype weight_type, int64_t n)
+{
+	const cpu_quant_type *qt = cpu_quant_type_of(weight_type);
+
+	if (qt != NULL)
+		return loom_dtype_row_bytes(qt->act_type, n);
+	if (weight_type == LOOM_DTYPE_F16 || weight_type == LOOM_DTYPE_BF16)
+		return (size_t)n * sizeof(uint16_t);
+	return 0;
+}
+
+void cpu_gemm_act_convert(loom_dtype weight_type, const float *x, char *row, int64_t e0, int64_t n)
+{
+	const cpu_quant_type *qt = cpu_quant_type_of(weight_type);
+
+	if (qt != NULL)
+		cpu_quantize_act(qt->act_type, x + e0, row + loom_dtype_row_bytes(qt->act_type, e0), n);
+	else if (weight_type == LOOM_DTYPE_F16)
+		cpu_f32_to_fp16_row(x + e0, (uint16_t *)row + e0, n);
+	else if (weight_type == LOOM_DTYPE_BF16)
+		cpu_f32_to_bf16_row(x + e0, (uint16_t *)row + e0, n);
+}
 
 enum weight_kind { W_F32, W_F16, W_BF16 };
 

@@ -50,8 +50,28 @@ typedef struct cpu_gemm_args {
 
 typedef void (*cpu_gemm_fn)(const cpu_gemm_args *a);
 
+/* How far ahead of its reads a tile fetches weights: whole panels (the
+ * bytes the next tiles of the thread read, at the same place), at least
+ * 2 KiB, enough to cover the memory's latency. The hardware prefetchers
+ * stop at every 4 KiB page, which a mapped file's weights are made of. */
+static inline size_t cpu_gemm_prefetch_distance(size_t w_stride)
+{
+	size_t panel = (size_t)CPU_GEMM_ROWS * w_stride;
+	return (2048 + panel - 1) / panel * panel;
+}
+
 /* The kernel for weights of this dtype; NULL if there is none. */
 cpu_gemm_fn cpu_gemm_kernel(loom_dtype weight_type);
+
+/* Bytes of one activation row of n elements as the kernels for this
+ * weight type read it: rows of F16 or BF16 for F16 or BF16 weights,
+ * blocks of the quantized types' activation type (cpu_quant.h); 0 for F32
+ * weights, which read the f32 rows in place. */
+size_t cpu_gemm_act_row_bytes(loom_dtype weight_type, int64_t n);
+/* Elements [e0, e0 + n) of the f32 row x into the activation row `row`
+ * (of cpu_gemm_act_row_bytes); e0 and n whole blocks of the activation
+ * type. Nothing for F32 weights. */
+void cpu_gemm_act_convert(loom_dtype weight_type, const float *x, char *row, int64_t e0, int64_t n);
 
 /* The most tokens its tiles take at once. */
 int cpu_gemm_tokens(loom_dtype weight_type);

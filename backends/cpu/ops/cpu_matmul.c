@@ -21,7 +21,6 @@
 #include "cpu_backend.h"
 
 #include "cpu_amx.h"
-#include "cpu_half.h"
 #include "cpu_gemm.h"
 #include "cpu_quant.h"
 #include "cpu_repack.h"
@@ -38,19 +37,6 @@ _Static_assert(CONVERT_CHUNK % CPU_QK_K == 0, "pieces must hold whole Q8_K block
  * multiplied with a panel of weights together, so they stay in L2 while
  * the panels stream past. */
 #define TOKEN_BLOCK_BYTES (256 * 1024)
-
-/* Bytes of one converted activation row; 0 when the kernel reads the f32
- * rows in place. */
-static size_t act_row_bytes(loom_dtype weight_type, int64_t n)
-{
-	const cpu_quant_type *qt = cpu_quant_type_of(weight_type);
-
-	if (qt != NULL)
-		return loom_dtype_row_bytes(qt->act_type, n);
-	if (weight_type == LOOM_DTYPE_F16 || weight_type == LOOM_DTYPE_BF16)
-		return (size_t)n * sizeof(uint16_t);
-	return 0;
-}
 
 static bool matmul_supports(const loom_node *node)
 {
@@ -128,7 +114,7 @@ static size_t amx_rows_bytes(const loom_node *node)
 {
 	const loom_tensor *w = node->src[0], *x = node->src[1];
 
-	return cpu_amx_quant_takes(w->dtype) ? align64((size_t)loom_tensor_nrows(x) * act_row_bytes(w->dtype, x->ne[0])) : 0;
+	return cpu_amx_quant_takes(w->dtype) ? align64((size_t)loom_tensor_nrows(x) * cpu_gemm_act_row_bytes(w->dtype, x->ne[0])) : 0;
 }
 
 static size_t amx_scratch_size(const loom_node *node, int n_threads)
@@ -153,7 +139,7 @@ static size_t activations_bytes(const loom_node *node)
 {
 	const loom_tensor *w = node->src[0], *x = node->src[1];
 
-	return align64((size_t)loom_tensor_nrows(x) * act_row_bytes(w->dtype, x->ne[0])) +
+	return align64((size_t)loom_tensor_nrows(x) * cpu_gemm_act_row_bytes(w->dtype, x->ne[0])) +
 	       align64((size_t)loom_tensor_nrows(x) * prepared_row_bytes(node));
 }
 
@@ -170,18 +156,6 @@ static size_t matmul_scratch_size(const loom_node *node, int n_threads)
 	repacked_layout(node, &group_bytes);
 	return (size_t)(converts_alone(node) ? n_threads : 1) * activations_bytes(node) +
 	       (size_t)n_threads * align64(group_bytes);
-}
-
-static void convert_piece(loom_dtype weight_type, const float *x, char *row, int64_t e0, int64_t n)
-{
-	const cpu_quant_type *qt = cpu_quant_type_of(weight_type);
-
-	if (qt != NULL)
-		cpu_quantize_act(qt->act_type, x + e0, row + loom_dtype_row_bytes(qt->act_type, e0), n);
-	else if (weight_type == LOOM_DTYPE_F16)
-		cpu_f32_to_fp16_row(x + e0, (uint16_t *)row + e0, n);
-	else if (weight_type == LOOM_DTYPE_BF16)
-		cpu_f32_to_bf16_row(x + e0, (uint16_t *)row + e0, n);
 }
 
 /* Phase 1 into the activations at area: this thread's share of the
@@ -202,7 +176,7 @@ static void convert_activations(const loom_node *node, const cpu_task *task, siz
 		int64_t len = n - e0 < CONVERT_CHUNK ? n - e0 : CONVERT_CHUNK;
 		const float *src = (const float *)((const char *)x->data + t * x->nb[1]);
 		char *row = area + t * row_bytes;
-		convert_piece(w->dtype, src, row, e0, len);
+		cpu_gemm_act_convert(w->dtype, src, row, e0, len);
 		if (prepared != 0) {
 			char *out = area + align64((size_t)loom_tensor_nrows(x) * row_bytes) + (size_t)t * prepared;
 			cpu_repacked_prepare(layout, (const cpu_block_q8_0 *)row + e0 / CPU_QK,
@@ -214,19 +188,6 @@ static void convert_activations(const loom_node *node, const cpu_task *task, siz
 static int64_t min64(int64_t a, int64_t b)
 {
 	return a < b ? a : b;
-}
-
-/* How far ahead of its reads a tile fetches weights: whole panels (the
- * bytes the next tiles of the thread read, at the same place), at least
- * PREFETCH_MIN_BYTES, enough to cover the memory's latency. The hardware
- * prefetchers stop at every 4 KiB page, which a mapped file's weights are
- * made of. */
-#define PREFETCH_MIN_BYTES 2048
-
-static size_t prefetch_distance(size_t w_stride)
-{
-	size_t panel = (size_t)CPU_GEMM_ROWS * w_stride;
-	return (PREFETCH_MIN_BYTES + panel - 1) / panel * panel;
 }
 
 /* Phase 2 for panels [p_lo, p_hi) and tokens [t_lo, t_hi). The first tile
@@ -244,7 +205,7 @@ static void multiply_block(const cpu_gemm_args *base, cpu_gemm_fn kernel, int ti
 			a.y = (float *)((char *)base->y + (size_t)t * base->y_stride) + o;
 			a.nr = (int)min64(CPU_GEMM_ROWS, n_out - o);
 			a.nt = (int)min64(tile_tokens, t_hi - t);
-			a.prefetch_ahead = t == t_lo ? prefetch_distance(base->w_stride) : 0;
+			a.prefetch_ahead = t == t_lo ? cpu_gemm_prefetch_distance(base->w_stride) : 0;
 			kernel(&a);
 		}
 	}
@@ -260,7 +221,7 @@ static void amx_run(const loom_node *node, const cpu_task *task)
 	const loom_tensor *w = node->src[0], *x = node->src[1], *y = node->dst;
 	const bool quant = cpu_amx_quant_takes(w->dtype);
 	int64_t n_tok = loom_tensor_nrows(x);
-	size_t row_bytes = quant ? act_row_bytes(w->dtype, x->ne[0]) : 0;
+	size_t row_bytes = quant ? cpu_gemm_act_row_bytes(w->dtype, x->ne[0]) : 0;
 	char *rows = (char *)task->scratch, *shared = rows + amx_rows_bytes(node);
 	char *panel = shared + align64(cpu_amx_shared_bytes(w, n_tok)) + (size_t)task->ith * align64(cpu_amx_panel_bytes(w));
 	int64_t width = quant ? x->ne[0] : cpu_amx_padded_elements(w);
@@ -275,7 +236,7 @@ static void amx_run(const loom_node *node, const cpu_task *task)
 		const float *src = t < n_tok ? (const float *)((const char *)x->data + t * x->nb[1]) : NULL;
 		if (quant) {
 			char *row = rows + t * row_bytes;
-			convert_piece(w->dtype, src, row, e0, len);
+			cpu_gemm_act_convert(w->dtype, src, row, e0, len);
 			cpu_amx_quant_prepare(w, row, t, e0, len, n_tok, shared);
 		} else {
 			cpu_amx_float_convert(w, src, t, e0, len, shared);
@@ -326,7 +287,7 @@ static bool take_work(const cpu_task *task, int64_t n_tok, int64_t total, int64_
 static void matmul_run(const loom_node *node, const cpu_task *task)
 {
 	const loom_tensor *w = node->src[0], *x = node->src[1], *y = node->dst;
-	size_t row_bytes = act_row_bytes(w->dtype, x->ne[0]);
+	size_t row_bytes = cpu_gemm_act_row_bytes(w->dtype, x->ne[0]);
 	int64_t n_out = w->ne[1], n_tok = loom_tensor_nrows(x);
 	cpu_gemm_args base = {
 		.n = w->ne[0],
