@@ -210,6 +210,11 @@ static const struct feature {
 	{"gemma2-f32", "final soft-cap", {"final_logit_softcap:"}},
 	{"gemma2-f32", "post-norms", {"post_norm:", "attn_post_norm:", "ffn_post_norm:"}},
 	{"mixtral-f32", "experts' weights renormalised", {"expert_weights_norm:"}},
+	{"granite-f32", "multipliers",
+	 {"embedding_multiplier:", "residual_multiplier:", "attention_multiplier:"}},
+	{"granite-f32", "logit scale", {"logit_scale:"}},
+	{"granitemoe-f32", "multipliers",
+	 {"embedding_multiplier:", "residual_multiplier:", "attention_multiplier:"}},
 };
 
 START_TEST(feature_matters)

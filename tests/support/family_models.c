@@ -47,7 +47,30 @@ static synth_config mixtral(loom_dtype type)
 	return c;
 }
 
-static family_model models[4];
+/* Granite 3 as llama.cpp runs it (its llama block): the embeddings times
+ * 12, each block output times 0.22, q.k times 0.0078125 in place of
+ * 1/sqrt(head_dim), the logits divided by 8 (Granite 3 2B's values). With
+ * experts: Granite MoE, 8 experts a layer, 2 a token, renormalised. */
+static synth_config granite(loom_dtype type, int n_expert)
+{
+	synth_config c = synth_default_config();
+	c.n_embd = 64;
+	c.n_layer = 2;
+	c.n_head = 4;
+	c.n_head_kv = 2;
+	c.n_ff = 96;
+	c.embedding_mult = 12.0f;
+	c.residual_mult = 0.22f;
+	c.attention_mult = 0.0078125f;
+	c.logit_scale = 8.0f;
+	c.n_expert = n_expert;
+	c.n_expert_used = n_expert > 0 ? 2 : 0;
+	c.weight_type = type;
+	c.seed = 4;
+	return c;
+}
+
+static family_model models[8];
 
 const family_model *family_models(int *n)
 {
@@ -56,6 +79,11 @@ const family_model *family_models(int *n)
 		models[1] = (family_model){"gemma2-q8_0", "gemma2", "gemma2", true, gemma2(LOOM_DTYPE_Q8_0)};
 		models[2] = (family_model){"mixtral-f32", "llama", "llama", false, mixtral(LOOM_DTYPE_F32)};
 		models[3] = (family_model){"mixtral-q8_0", "llama", "llama", false, mixtral(LOOM_DTYPE_Q8_0)};
+		models[4] = (family_model){"granite-f32", "granite", "granite", false, granite(LOOM_DTYPE_F32, 0)};
+		models[5] = (family_model){"granite-q8_0", "granite", "granite", false, granite(LOOM_DTYPE_Q8_0, 0)};
+		models[6] = (family_model){"granitemoe-f32", "granitemoe", "granite", false, granite(LOOM_DTYPE_F32, 8)};
+		models[7] = (family_model){"granitemoe-q8_0", "granitemoe", "granite", false,
+					   granite(LOOM_DTYPE_Q8_0, 8)};
 	}
 	*n = (int)(sizeof(models) / sizeof(models[0]));
 	return models;
