@@ -215,6 +215,8 @@ static const struct feature {
 	{"granite-f32", "logit scale", {"logit_scale:"}},
 	{"granitemoe-f32", "multipliers",
 	 {"embedding_multiplier:", "residual_multiplier:", "attention_multiplier:"}},
+	{"olmo2-f32", "QK-norm", {"qk_norm:", "attn_q_norm:", "attn_k_norm:"}},
+	{"olmoe-f32", "QK-norm", {"qk_norm:", "attn_q_norm:", "attn_k_norm:"}},
 };
 
 START_TEST(feature_matters)

@@ -136,7 +136,8 @@ static loom_node *rope(loom_context *ctx, int il, loom_tensor *x, loom_tensor *p
 	return n;
 }
 
-/* RMSNorm of each head's row of x ({head_dim, heads, tokens}), in place. */
+/* RMSNorm of each row of x, in place: each head's ({head_dim, heads,
+ * tokens}) or each token's q or k whole. */
 static void head_norm(loom_context *ctx, loom_tensor *x, const loom_tensor *weight)
 {
 	loom_node *n = add_node(ctx, LOOM_OP_RMS_NORM, x, x, weight);
@@ -167,12 +168,13 @@ static void attention_block(loom_context *ctx, const loom_layer *l, int il, int 
 	linear(ctx, k, &l->attn_k, &l->attn_k_b, xb);
 	linear(ctx, v, &l->attn_v, &l->attn_v_b, xb);
 
-	/* QK-norm and RoPE see q and k as {head_dim, heads, tokens}. */
+	/* A per-head QK-norm and RoPE see q and k as {head_dim, heads, tokens}. */
 	loom_tensor *q_heads = slot(ctx, LOOM_SLOT_Q, LOOM_DTYPE_F32, hd, hp->n_head, n);
 	loom_tensor *k_heads = slot(ctx, LOOM_SLOT_K, LOOM_DTYPE_F32, hd, hp->n_head_kv, n);
-	if (m->contract->qk_norm) {
-		head_norm(ctx, q_heads, &l->attn_q_norm);
-		head_norm(ctx, k_heads, &l->attn_k_norm);
+	if (m->contract->qk_norm != LOOM_QK_NORM_NONE) {
+		bool full = m->contract->qk_norm == LOOM_QK_NORM_FULL;
+		head_norm(ctx, full ? q : q_heads, &l->attn_q_norm);
+		head_norm(ctx, full ? k : k_heads, &l->attn_k_norm);
 	}
 	if (m->contract->positions == LOOM_POSITIONS_ROPE) {
 		rope(ctx, il, q_heads, pos);
@@ -231,7 +233,12 @@ static void moe_block(loom_context *ctx, const loom_layer *l, int n, loom_tensor
 	w->fp[0] = hp->expert_weights_scale;
 
 	/* xb as {n_embd, 1, n}: one row a token, for all its experts. */
-	loom_tensor *x = slot(ctx, LOOM_SLOT_XB, LOOM_DTYPE_F32, hp->n_embd, 1, n);
+	loom_tensor *x = new_tensor(ctx);
+	*x = *xb;
+	x->ne[1] = 1;
+	x->ne[2] = n;
+	x->nb[2] = xb->nb[1];
+	x->nb[3] = xb->nb[1] * (size_t)n;
 	loom_tensor *gate = slot(ctx, LOOM_SLOT_GATE, LOOM_DTYPE_F32, F, k, n);
 	loom_tensor *up = slot(ctx, LOOM_SLOT_UP, LOOM_DTYPE_F32, F, k, n);
 	loom_tensor *out = slot(ctx, LOOM_SLOT_EXPERTS, LOOM_DTYPE_F32, hp->n_embd, k, n);
@@ -272,21 +279,24 @@ static void layer(loom_context *ctx, const loom_layer *l, int il, int n, uint32_
 	loom_tensor *xb = f32_rows(ctx, LOOM_SLOT_XB, hp->n_embd, n);
 	loom_tensor *proj = f32_rows(ctx, LOOM_SLOT_PROJ, hp->n_embd, n);
 
-	const bool post = ctx->model->contract->post_norm;
+	const bool post = ctx->model->contract->post_norm, pre = ctx->model->contract->pre_norm;
 
-	norm(ctx, xb, x, &l->attn_norm, &l->attn_norm_b);
-	attention_block(ctx, l, il, n, n_kv, xb);
+	if (pre)
+		norm(ctx, xb, x, &l->attn_norm, &l->attn_norm_b);
+	attention_block(ctx, l, il, n, n_kv, pre ? xb : x);
 	if (post)
 		norm(ctx, proj, proj, &l->attn_post_norm, NULL);
 	if (hp->residual_mult != 1.0f)
 		scale(ctx, proj, hp->residual_mult);
 	add_node(ctx, LOOM_OP_ADD, x, x, proj);
-	if (ctx->model->contract->residual == LOOM_RESIDUAL_SEQUENTIAL)
+	const bool sequential = ctx->model->contract->residual == LOOM_RESIDUAL_SEQUENTIAL;
+	if (sequential && pre)
 		norm(ctx, xb, x, &l->ffn_norm, &l->ffn_norm_b);
+	loom_tensor *ffn_in = pre ? xb : x;
 	if (loom_layer_moe(hp, il))
-		moe_block(ctx, l, n, xb);
+		moe_block(ctx, l, n, ffn_in);
 	else
-		ffn_block(ctx, l, n, xb);
+		ffn_block(ctx, l, n, ffn_in);
 	if (post)
 		norm(ctx, proj, proj, &l->ffn_post_norm, NULL);
 	if (hp->residual_mult != 1.0f)

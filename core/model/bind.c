@@ -203,6 +203,7 @@ int loom_layer_slots(const loom_model *m, int il, loom_layer *l, loom_weight_slo
 	const int64_t X = hp->n_expert, F = hp->n_ff_exp;
 	const int64_t q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim;
 	const int64_t E = hp->n_embd;
+	const bool full_qk = m->contract->qk_norm == LOOM_QK_NORM_FULL;
 	const loom_weight_slot table[] = {
 		{LOOM_ROLE_ATTN_NORM, E, 0, 0, &l->attn_norm},
 		{LOOM_ROLE_ATTN_NORM_B, E, 0, 0, &l->attn_norm_b},
@@ -212,8 +213,8 @@ int loom_layer_slots(const loom_model *m, int il, loom_layer *l, loom_weight_slo
 		{LOOM_ROLE_ATTN_K_B, kv_dim, 0, 0, &l->attn_k_b},
 		{LOOM_ROLE_ATTN_V, E, kv_dim, 0, &l->attn_v},
 		{LOOM_ROLE_ATTN_V_B, kv_dim, 0, 0, &l->attn_v_b},
-		{LOOM_ROLE_ATTN_Q_NORM, hp->head_dim, 0, 0, &l->attn_q_norm},
-		{LOOM_ROLE_ATTN_K_NORM, hp->head_dim, 0, 0, &l->attn_k_norm},
+		{LOOM_ROLE_ATTN_Q_NORM, full_qk ? q_dim : hp->head_dim, 0, 0, &l->attn_q_norm},
+		{LOOM_ROLE_ATTN_K_NORM, full_qk ? kv_dim : hp->head_dim, 0, 0, &l->attn_k_norm},
 		{LOOM_ROLE_ATTN_OUTPUT, q_dim, E, 0, &l->attn_output},
 		{LOOM_ROLE_ATTN_OUTPUT_B, E, 0, 0, &l->attn_output_b},
 		{LOOM_ROLE_FFN_NORM, E, 0, 0, &l->ffn_norm},

@@ -184,8 +184,11 @@ bool loom_contract_uses_role(const loom_contract *c, loom_contract_format f, loo
 	case LOOM_ROLE_POS_EMBD:
 		return c->positions == LOOM_POSITIONS_LEARNED;
 	case LOOM_ROLE_OUTPUT_NORM_B:
-	case LOOM_ROLE_ATTN_NORM_B:
 		return c->norm_bias;
+	case LOOM_ROLE_ATTN_NORM:
+		return c->pre_norm;
+	case LOOM_ROLE_ATTN_NORM_B:
+		return c->pre_norm && c->norm_bias;
 	case LOOM_ROLE_OUTPUT:
 		return c->tied != LOOM_TIED_ALWAYS;
 	case LOOM_ROLE_OUTPUT_B:
@@ -208,7 +211,7 @@ bool loom_contract_uses_role(const loom_contract *c, loom_contract_format f, loo
 		return !fused && (c->bias[LOOM_BIAS_V] || c->bias[LOOM_BIAS_QKV]);
 	case LOOM_ROLE_ATTN_Q_NORM:
 	case LOOM_ROLE_ATTN_K_NORM:
-		return c->qk_norm;
+		return c->qk_norm != LOOM_QK_NORM_NONE;
 	case LOOM_ROLE_ATTN_POST_NORM:
 	case LOOM_ROLE_FFN_POST_NORM:
 		return c->post_norm;
@@ -223,9 +226,9 @@ bool loom_contract_uses_role(const loom_contract *c, loom_contract_format f, loo
 	case LOOM_ROLE_ATTN_OUTPUT_B:
 		return c->bias[LOOM_BIAS_O];
 	case LOOM_ROLE_FFN_NORM:
-		return sequential;
+		return sequential && c->pre_norm;
 	case LOOM_ROLE_FFN_NORM_B:
-		return sequential && c->norm_bias;
+		return sequential && c->pre_norm && c->norm_bias;
 	case LOOM_ROLE_FFN_GATE:
 		return gated;
 	case LOOM_ROLE_FFN_GATE_B:
@@ -250,6 +253,8 @@ static const char *const rope_style_choices[] = {"normal", "neox", NULL};
 static const char *const qkv_choices[] = {"separate", "fused", NULL};
 static const char *const residual_choices[] = {"sequential", "parallel", NULL};
 static const char *const tied_choices[] = {"never", "always", "if_missing", NULL};
+/* true is per_head, as before there was a choice. */
+static const char *const qk_norm_choices[] = {"false", "true", "per_head", "full", NULL};
 /* In loom_gating's order. */
 static const char *const gating_choices[] = {"softmax", "softmax_selected", "sigmoid", NULL};
 
@@ -317,12 +322,17 @@ static loom_status format_number(loom_yaml *y, yaml_node_t *map, const char *key
 	return LOOM_OK;
 }
 
-static loom_status flag(loom_yaml *y, yaml_node_t *map, const char *key, bool *out)
+static loom_status flag_or(loom_yaml *y, yaml_node_t *map, const char *key, bool def, bool *out)
 {
 	yaml_node_t *n = loom_yaml_get(y, map, key);
 
-	*out = false;
+	*out = def;
 	return n != NULL ? loom_yaml_get_bool(y, n, LOOM_ERR_CONTRACT, key, out) : LOOM_OK;
+}
+
+static loom_status flag(loom_yaml *y, yaml_node_t *map, const char *key, bool *out)
+{
+	return flag_or(y, map, key, false, out);
 }
 
 /* A positive number, or the word `named` for the value the block derives
@@ -412,6 +422,10 @@ static loom_status check_choices(loom_yaml *y, yaml_node_t *block, const loom_co
 		return contradiction(y, block, "biases", "with qkv: fused the bias is 'qkv'");
 	if (c->bias[LOOM_BIAS_GATE] && c->ffn == LOOM_FFN_MLP)
 		return contradiction(y, block, "biases", "an mlp has no gate");
+	if (!c->pre_norm && !c->post_norm)
+		return contradiction(y, block, "pre_norm", "a block without pre-norms needs post_norm: true");
+	if (!c->pre_norm && c->residual == LOOM_RESIDUAL_PARALLEL)
+		return contradiction(y, block, "pre_norm", "a parallel residual shares one pre-norm");
 	if (c->experts && c->ffn == LOOM_FFN_MLP)
 		return contradiction(y, block, "experts", "experts are gated FFNs (swiglu or geglu), not an mlp");
 	return LOOM_OK;
@@ -420,11 +434,11 @@ static loom_status check_choices(loom_yaml *y, yaml_node_t *block, const loom_co
 static loom_status parse_block(loom_yaml *y, yaml_node_t *block, loom_contract *c)
 {
 	static const char *const keys[] = {"norm", "norm_bias", "norm_weight_offset", "ffn", "activation",
-					   "positions", "rope_style", "qkv", "qk_norm", "post_norm", "attention_sinks", "experts", "residual",
-					   "tied_embeddings", "biases", "embedding_scale", "attention_scale",
-					   NULL};
+					   "positions", "rope_style", "qkv", "qk_norm", "pre_norm", "post_norm",
+					   "attention_sinks", "experts", "residual", "tied_embeddings", "biases",
+					   "embedding_scale", "attention_scale", NULL};
 	static const loom_activation ffn_activation[] = {LOOM_ACT_SILU, LOOM_ACT_GELU_TANH, LOOM_ACT_GELU_TANH};
-	int norm = 0, ffn = 0, act = 0, pos = 0, style[LOOM_CFMT_COUNT], qkv[LOOM_CFMT_COUNT], res = 0, tied = 0;
+	int norm = 0, ffn = 0, act = 0, pos = 0, style[LOOM_CFMT_COUNT], qkv[LOOM_CFMT_COUNT], res = 0, tied = 0, qk = 0;
 	double offset[LOOM_CFMT_COUNT];
 	loom_status st = loom_yaml_check_keys(y, block, keys, LOOM_ERR_CONTRACT, "block");
 	if (st == LOOM_OK)
@@ -446,7 +460,9 @@ static loom_status parse_block(loom_yaml *y, yaml_node_t *block, loom_contract *
 	if (st == LOOM_OK)
 		st = flag(y, block, "norm_bias", &c->norm_bias);
 	if (st == LOOM_OK)
-		st = flag(y, block, "qk_norm", &c->qk_norm);
+		st = choice(y, block, "qk_norm", qk_norm_choices, "false", &qk);
+	if (st == LOOM_OK)
+		st = flag_or(y, block, "pre_norm", true, &c->pre_norm);
 	if (st == LOOM_OK)
 		st = flag(y, block, "post_norm", &c->post_norm);
 	if (st == LOOM_OK)
@@ -466,6 +482,7 @@ static loom_status parse_block(loom_yaml *y, yaml_node_t *block, loom_contract *
 	if (st != LOOM_OK)
 		return st;
 	c->norm = (loom_norm_kind)norm;
+	c->qk_norm = qk == 0 ? LOOM_QK_NORM_NONE : qk == 3 ? LOOM_QK_NORM_FULL : LOOM_QK_NORM_PER_HEAD;
 	for (int f = 0; f < LOOM_CFMT_COUNT; f++) {
 		c->norm_weight_offset[f] = (float)offset[f];
 		c->rope_style[f] = style[f] == 0 ? LOOM_ROPE_NORMAL : LOOM_ROPE_NEOX;

@@ -23,6 +23,11 @@ typedef enum loom_residual_kind {
 	LOOM_RESIDUAL_SEQUENTIAL, /* x += attn(norm(x)); x += ffn(ffn_norm(x)) */
 	LOOM_RESIDUAL_PARALLEL    /* x += attn(norm(x)) + ffn(norm(x)) */
 } loom_residual_kind;
+typedef enum loom_qk_norm_kind {
+	LOOM_QK_NORM_NONE,
+	LOOM_QK_NORM_PER_HEAD, /* each head's q and k, weights of head_dim (Qwen3) */
+	LOOM_QK_NORM_FULL      /* all of q and all of k, weights of q's and k's widths (OLMo 2, OLMoE) */
+} loom_qk_norm_kind;
 typedef enum loom_tied_kind {
 	LOOM_TIED_NEVER,      /* output.weight must exist */
 	LOOM_TIED_ALWAYS,     /* the head is the token embedding */
@@ -163,7 +168,8 @@ typedef struct loom_contract {
 	 * permuted for adjacent-pair rotation, Hugging Face ones do not. */
 	int rope_style[LOOM_CFMT_COUNT];
 	loom_qkv_kind qkv[LOOM_CFMT_COUNT]; /* per format: Phi-2's GGUF fuses what HF keeps apart */
-	bool qk_norm;   /* RMSNorm of each head's q and k before RoPE */
+	loom_qk_norm_kind qk_norm; /* RMSNorm of q and k before RoPE */
+	bool pre_norm;  /* the attention's and the FFN's inputs normalised (all but OLMo 2) */
 	bool post_norm; /* the attention's and the FFN's outputs normalised before each residual add */
 	bool attn_sinks; /* each head's softmax has a learned sink (gpt-oss) */
 	/* block.experts: a file with experts (n_expert > 0) has a mixture of

@@ -70,7 +70,41 @@ static synth_config granite(loom_dtype type, int n_expert)
 	return c;
 }
 
-static family_model models[8];
+/* OLMo 2 as llama.cpp runs it: no pre-norms, post-norms, an RMSNorm over
+ * the whole of q and of k (llama.cpp's takes k's width as n_embd: as many
+ * kv heads as heads). */
+static synth_config olmo2(loom_dtype type)
+{
+	synth_config c = synth_default_config();
+	c.n_embd = 64;
+	c.n_layer = 2;
+	c.n_head = 4;
+	c.n_head_kv = 4;
+	c.n_ff = 96;
+	c.norm_eps = 1e-6f;
+	c.no_pre_norms = true;
+	c.post_norms = true;
+	c.qk_norm = 2;
+	c.weight_type = type;
+	c.seed = 5;
+	return c;
+}
+
+/* OLMoE: pre-norms, the whole-width QK-norm, 8 experts a layer (64 in the
+ * real one), 2 a token, their weights as the softmax gives them (no
+ * renormalising). */
+static synth_config olmoe(loom_dtype type)
+{
+	synth_config c = olmo2(type);
+	c.no_pre_norms = false;
+	c.post_norms = false;
+	c.n_expert = 8;
+	c.n_expert_used = 2;
+	c.seed = 6;
+	return c;
+}
+
+static family_model models[12];
 
 const family_model *family_models(int *n)
 {
@@ -84,6 +118,10 @@ const family_model *family_models(int *n)
 		models[6] = (family_model){"granitemoe-f32", "granitemoe", "granite", false, granite(LOOM_DTYPE_F32, 8)};
 		models[7] = (family_model){"granitemoe-q8_0", "granitemoe", "granite", false,
 					   granite(LOOM_DTYPE_Q8_0, 8)};
+		models[8] = (family_model){"olmo2-f32", "olmo2", "olmo2", false, olmo2(LOOM_DTYPE_F32)};
+		models[9] = (family_model){"olmo2-q8_0", "olmo2", "olmo2", false, olmo2(LOOM_DTYPE_Q8_0)};
+		models[10] = (family_model){"olmoe-f32", "olmoe", "olmoe", false, olmoe(LOOM_DTYPE_F32)};
+		models[11] = (family_model){"olmoe-q8_0", "olmoe", "olmoe", false, olmoe(LOOM_DTYPE_Q8_0)};
 	}
 	*n = (int)(sizeof(models) / sizeof(models[0]));
 	return models;

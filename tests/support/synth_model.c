@@ -239,12 +239,18 @@ static void add_layer(synth_model *sm, int il)
 	char name[NAME_MAX_LEN];
 
 #define LAYER_NAME(what) (snprintf(name, sizeof(name), "blk.%d." what ".weight", il), name)
-	add_norm(sm, LAYER_NAME("attn_norm"), c->n_embd);
+	if (!c->no_pre_norms)
+		add_norm(sm, LAYER_NAME("attn_norm"), c->n_embd);
 	add_matrix(sm, LAYER_NAME("attn_q"), c->n_embd, q_dim);
 	add_matrix(sm, LAYER_NAME("attn_k"), c->n_embd, kv_dim);
 	add_matrix(sm, LAYER_NAME("attn_v"), c->n_embd, kv_dim);
 	add_matrix(sm, LAYER_NAME("attn_output"), q_dim, c->n_embd);
-	add_norm(sm, LAYER_NAME("ffn_norm"), c->n_embd);
+	if (c->qk_norm != 0) {
+		add_norm(sm, LAYER_NAME("attn_q_norm"), c->qk_norm == 1 ? c->head_dim : q_dim);
+		add_norm(sm, LAYER_NAME("attn_k_norm"), c->qk_norm == 1 ? c->head_dim : kv_dim);
+	}
+	if (!c->no_pre_norms)
+		add_norm(sm, LAYER_NAME("ffn_norm"), c->n_embd);
 	if (c->n_expert > 0) {
 		add_router(sm, LAYER_NAME("ffn_gate_inp"), c->n_embd, c->n_expert);
 		add_experts(sm, LAYER_NAME("ffn_gate_exps"), c->n_embd, c->n_ff, c->n_expert);

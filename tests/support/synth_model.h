@@ -64,6 +64,11 @@ typedef struct synth_config {
 	 * .expert_used_count; blk.N.ffn_gate_inp and ffn_{gate,up,down}_exps
 	 * in place of the dense FFN), when n_expert > 0. */
 	int n_expert, n_expert_used;
+	/* OLMo 2's block: no attn_norm or ffn_norm (use with post_norms). */
+	bool no_pre_norms;
+	/* blk.N.attn_q_norm and attn_k_norm: 1 per head (head_dim), 2 over
+	 * the whole of q and of k (OLMo 2, OLMoE). */
+	int qk_norm;
 	uint64_t seed;
 } synth_config;
 
