@@ -919,6 +919,39 @@ static void softcap_case(ref_rng *rng, int64_t n, int64_t rows, float cap, bool 
 	op_case_free(&c);
 }
 
+/* f32 exp and a division: ~1e-14 of the energy. */
+#define TOL_SIGMOID 1e-12
+
+static void sigmoid_case(ref_rng *rng, int64_t n, int64_t rows, bool in_place)
+{
+	op_case c = {.op = LOOM_OP_SIGMOID, .in_place = in_place};
+	double *ref = malloc(sizeof(double) * (size_t)(n * rows));
+
+	ck_assert_ptr_nonnull(ref);
+	c.src[0] = ht(LOOM_DTYPE_F32, n, rows, 1, 1);
+	c.dst = ht(LOOM_DTYPE_F32, n, rows, 1, 1);
+	/* Out to where the exponential overflows (|x| > 88). */
+	fill_normal(rng, ht_f32(&c.src[0]), (size_t)(n * rows), 30.0);
+	for (int64_t i = 0; i < n * rows; i++)
+		ref[i] = 1.0 / (1.0 + exp(-(double)ht_f32(&c.src[0])[i]));
+	snprintf(c.what, sizeof(c.what), "SIGMOID [%lld x %lld]%s", (long long)n, (long long)rows,
+		 in_place ? " in place" : "");
+	expect_close(&c, ref, TOL_SIGMOID, TOL_CONTRACT_F32);
+	free(ref);
+	op_case_free(&c);
+}
+
+static void group_sigmoid(void)
+{
+	static const int64_t lens[] = {1, 5, 172, 2816};
+	ref_rng rng = {15};
+	int k = 0;
+
+	for (size_t li = 0; li < N_OF(lens); li++)
+		for (size_t ci = 0; ci < N_OF(counts); ci++)
+			sigmoid_case(&rng, lens[li], counts[ci], k++ % 2 == 0);
+}
+
 /* Gemma 2's caps: 30 on the final logits, 50 on attention scores. */
 static void group_softcap(void)
 {
@@ -1584,6 +1617,7 @@ static const group groups[] = {
 	{"matmul_ties", "MATMUL ties", group_matmul_ties},
 	{"elementwise", "ADD, MUL, SCALE, SWIGLU, GELU", group_elementwise},
 	{"softcap", "SOFTCAP", group_softcap},
+	{"sigmoid", "SIGMOID", group_sigmoid},
 	{"rope", "ROPE", group_rope},
 	{"kv_store", "KV_STORE", group_kv_store},
 	{"attention", "ATTENTION", group_attention},

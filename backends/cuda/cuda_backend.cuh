@@ -67,6 +67,7 @@ extern const cuda_op cuda_op_convert;
 extern const cuda_op cuda_op_layer_norm;
 extern const cuda_op cuda_op_gelu;
 extern const cuda_op cuda_op_softcap;
+extern const cuda_op cuda_op_sigmoid;
 
 /* ---- tensors, on the device ---- */
 

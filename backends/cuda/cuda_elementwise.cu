@@ -1,5 +1,5 @@
 /*
- * cuda_elementwise.cu - ADD, MUL, SCALE, SWIGLU, GELU and SOFTCAP: one thread per
+ * cuda_elementwise.cu - ADD, MUL, SCALE, SWIGLU, GELU, SOFTCAP and SIGMOID: one thread per
  * element, the same expression as the CPU backend's scalar code.
  *
  * The grid's x covers a row's elements and its y the rows, stepping by
@@ -11,7 +11,7 @@
 #define EW_THREADS 256
 #define EW_MAX_GRID_Y 65535
 
-enum ew_kind { EW_ADD, EW_MUL, EW_SCALE, EW_SWIGLU, EW_GELU_TANH, EW_GELU_ERF, EW_SOFTCAP };
+enum ew_kind { EW_ADD, EW_MUL, EW_SCALE, EW_SWIGLU, EW_GELU_TANH, EW_GELU_ERF, EW_SOFTCAP, EW_SIGMOID };
 
 #define GELU_SQRT_2_OVER_PI 0.79788456080286535588f
 #define GELU_COEF_A 0.044715f
@@ -40,6 +40,8 @@ template <ew_kind K> static __device__ __forceinline__ float ew_apply(float a, f
 		return 0.5f * a * (1.0f + erff(a * SQRT_HALF));
 	case EW_SOFTCAP:
 		return param * tanhf(a * (1.0f / param));
+	case EW_SIGMOID:
+		return 1.0f / (1.0f + expf(-a));
 	}
 	return 0.0f;
 }
@@ -169,3 +171,12 @@ static loom_status softcap_run(cuda_backend *be, const loom_node *node, void *, 
 }
 
 const cuda_op cuda_op_softcap = {softcap_supports, NULL, softcap_run};
+
+/* ---- SIGMOID ---- */
+
+static loom_status sigmoid_run(cuda_backend *be, const loom_node *node, void *, int)
+{
+	return ew_launch<EW_SIGMOID>(be, node->src[0], NULL, node->dst, 0.0f, "sigmoid");
+}
+
+const cuda_op cuda_op_sigmoid = {unary_supports, NULL, sigmoid_run};

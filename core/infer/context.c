@@ -29,7 +29,11 @@ static size_t layout_scratch(loom_context *ctx)
 	const loom_hparams *hp = &ctx->model->hp;
 	const int64_t q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim;
 	const int64_t k = hp->n_expert > 0 ? hp->n_expert_used : 0;
-	const int64_t ff = hp->n_ff > hp->n_ff_exp * k ? hp->n_ff : hp->n_ff_exp * k;
+	/* Slots of the experts' weights and outputs: one more for a shared
+	 * expert. */
+	const int64_t slots = k + (k > 0 && ctx->model->contract->shared_expert);
+	int64_t ff = hp->n_ff > hp->n_ff_exp * k ? hp->n_ff : hp->n_ff_exp * k;
+	ff = slots > k && hp->n_ff_shared > ff ? hp->n_ff_shared : ff;
 	const int64_t width[LOOM_SLOT_COUNT] = {
 		[LOOM_SLOT_TOKENS] = 1, [LOOM_SLOT_POS] = 1, [LOOM_SLOT_CELLS] = 1, [LOOM_SLOT_OUT_IDS] = 1,
 		[LOOM_SLOT_MASK] = ctx->params.n_ctx,
@@ -38,8 +42,8 @@ static size_t layout_scratch(loom_context *ctx)
 		[LOOM_SLOT_Q] = q_dim, [LOOM_SLOT_K] = kv_dim, [LOOM_SLOT_V] = kv_dim,
 		[LOOM_SLOT_ATTN] = q_dim, [LOOM_SLOT_PROJ] = hp->n_embd,
 		[LOOM_SLOT_GATE] = ff, [LOOM_SLOT_UP] = ff,
-		[LOOM_SLOT_ROUTER] = hp->n_expert, [LOOM_SLOT_EXPERT_IDS] = k, [LOOM_SLOT_EXPERT_W] = k,
-		[LOOM_SLOT_EXPERTS] = hp->n_embd * k,
+		[LOOM_SLOT_ROUTER] = hp->n_expert, [LOOM_SLOT_EXPERT_IDS] = k, [LOOM_SLOT_EXPERT_W] = slots,
+		[LOOM_SLOT_EXPERTS] = hp->n_embd * slots,
 		[LOOM_SLOT_XOUT] = hp->n_embd, [LOOM_SLOT_LOGITS] = hp->n_vocab,
 	};
 	size_t off = 0;

@@ -213,17 +213,42 @@ static void gated_activation(loom_context *ctx, loom_tensor *gate, loom_tensor *
 	add_node(ctx, LOOM_OP_MUL, gate, gate, up);
 }
 
+/* Elements [first, first + width) of n rows of a slot whose rows are `row`
+ * floats apart: {width, n}. */
+static loom_tensor *row_part(loom_context *ctx, loom_slot s, int64_t row, int64_t first, int64_t width, int n)
+{
+	loom_tensor *t = f32_rows(ctx, s, width, n);
+	t->data = (char *)t->data + first * (int64_t)sizeof(float);
+	t->nb[1] = (size_t)row * sizeof(float);
+	t->nb[2] = t->nb[3] = t->nb[1] * (size_t)n;
+	return t;
+}
+
+/* The first `pieces` pieces of `width` floats of n rows of a slot whose
+ * rows are `row` floats apart: {width, pieces, n}. */
+static loom_tensor *row_pieces(loom_context *ctx, loom_slot s, int64_t row, int64_t width, int64_t pieces, int n)
+{
+	loom_tensor *t = slot(ctx, s, LOOM_DTYPE_F32, width, pieces, n);
+	t->nb[2] = (size_t)row * sizeof(float);
+	t->nb[3] = t->nb[2] * (size_t)n;
+	return t;
+}
+
 /* PROJ = a mixture of experts of xb: the router's logits choose each
  * token's experts and weigh them, each chosen expert runs the gated FFN
- * on the token, and their outputs are summed by weight. */
+ * on the token, and their outputs are summed by weight. A shared expert
+ * runs on every token as one slot more, weighted by the sigmoid of its
+ * gate, and is added last (as llama.cpp adds it). */
 static void moe_block(loom_context *ctx, const loom_layer *l, int n, loom_tensor *xb)
 {
 	const loom_model *m = ctx->model;
 	const loom_hparams *hp = &m->hp;
-	const int64_t k = hp->n_expert_used, F = hp->n_ff_exp;
+	const int64_t k = hp->n_expert_used, F = hp->n_ff_exp, E = hp->n_embd;
+	const bool shared = m->contract->shared_expert;
+	const int64_t slots = k + shared;
 	loom_tensor *logits = f32_rows(ctx, LOOM_SLOT_ROUTER, hp->n_expert, n);
 	loom_tensor *ids = slot(ctx, LOOM_SLOT_EXPERT_IDS, LOOM_DTYPE_I32, k, n, 1);
-	loom_tensor *weights = f32_rows(ctx, LOOM_SLOT_EXPERT_W, k, n);
+	loom_tensor *weights = row_part(ctx, LOOM_SLOT_EXPERT_W, slots, 0, k, n);
 
 	matmul(ctx, logits, &l->ffn_gate_inp, xb);
 	add_node(ctx, LOOM_OP_TOPK, ids, logits, NULL)->ip[0] = (int32_t)k;
@@ -241,12 +266,24 @@ static void moe_block(loom_context *ctx, const loom_layer *l, int n, loom_tensor
 	x->nb[3] = xb->nb[1] * (size_t)n;
 	loom_tensor *gate = slot(ctx, LOOM_SLOT_GATE, LOOM_DTYPE_F32, F, k, n);
 	loom_tensor *up = slot(ctx, LOOM_SLOT_UP, LOOM_DTYPE_F32, F, k, n);
-	loom_tensor *out = slot(ctx, LOOM_SLOT_EXPERTS, LOOM_DTYPE_F32, hp->n_embd, k, n);
+	loom_tensor *out = row_pieces(ctx, LOOM_SLOT_EXPERTS, E * slots, E, k, n);
 	add_node(ctx, LOOM_OP_MATMUL_ID, up, &l->ffn_up_exps, x)->src[2] = ids;
 	add_node(ctx, LOOM_OP_MATMUL_ID, gate, &l->ffn_gate_exps, x)->src[2] = ids;
 	gated_activation(ctx, gate, up);
 	add_node(ctx, LOOM_OP_MATMUL_ID, out, &l->ffn_down_exps, gate)->src[2] = ids;
-	add_node(ctx, LOOM_OP_MOE_SUM, f32_rows(ctx, LOOM_SLOT_PROJ, hp->n_embd, n), out, weights);
+	if (shared) {
+		loom_tensor *sgate = f32_rows(ctx, LOOM_SLOT_GATE, hp->n_ff_shared, n);
+		loom_tensor *sup = f32_rows(ctx, LOOM_SLOT_UP, hp->n_ff_shared, n);
+		loom_tensor *g = row_part(ctx, LOOM_SLOT_EXPERT_W, slots, k, 1, n);
+		matmul(ctx, sup, &l->ffn_up_shexp, xb);
+		matmul(ctx, sgate, &l->ffn_gate_shexp, xb);
+		gated_activation(ctx, sgate, sup);
+		matmul(ctx, row_part(ctx, LOOM_SLOT_EXPERTS, E * slots, E * k, E, n), &l->ffn_down_shexp, sgate);
+		matmul(ctx, g, &l->ffn_gate_inp_shexp, xb);
+		add_node(ctx, LOOM_OP_SIGMOID, g, g, NULL);
+	}
+	loom_tensor *all = slot(ctx, LOOM_SLOT_EXPERTS, LOOM_DTYPE_F32, E, slots, n);
+	add_node(ctx, LOOM_OP_MOE_SUM, f32_rows(ctx, LOOM_SLOT_PROJ, E, n), all, f32_rows(ctx, LOOM_SLOT_EXPERT_W, slots, n));
 }
 
 /* PROJ = ffn(xb): SwiGLU, GeGLU or a plain MLP. */

@@ -170,8 +170,7 @@ static loom_status bind_used(loom_model *m, int fmt, loom_role role, int il, int
 	if (m->contract->tensor_names[fmt][role] == NULL && loom_role_is_dense_ffn(role))
 		return loom_error(LOOM_ERR_BAD_FORMAT, "layer %d has a dense FFN (the model has no experts there), which "
 				  "contract %s does not name: it describes a mixture of experts", il, m->contract->name);
-	if (m->contract->tensor_names[fmt][role] == NULL &&
-	    (role == LOOM_ROLE_FFN_GATE_INP || loom_role_is_experts(role)))
+	if (m->contract->tensor_names[fmt][role] == NULL && loom_role_is_moe(role))
 		return loom_error(LOOM_ERR_UNSUPPORTED, "contract %s names no %s tensor for %s files: their experts are not "
 				  "supported", m->contract->name, loom_role_name(role),
 				  loom_contract_format_name((loom_contract_format)fmt));
@@ -232,13 +231,16 @@ int loom_layer_slots(const loom_model *m, int il, loom_layer *l, loom_weight_slo
 		{LOOM_ROLE_FFN_GATE_EXPS, E, F, X, &l->ffn_gate_exps},
 		{LOOM_ROLE_FFN_UP_EXPS, E, F, X, &l->ffn_up_exps},
 		{LOOM_ROLE_FFN_DOWN_EXPS, F, E, X, &l->ffn_down_exps},
+		{LOOM_ROLE_FFN_GATE_INP_SHEXP, E, 0, 0, &l->ffn_gate_inp_shexp},
+		{LOOM_ROLE_FFN_GATE_SHEXP, E, hp->n_ff_shared, 0, &l->ffn_gate_shexp},
+		{LOOM_ROLE_FFN_UP_SHEXP, E, hp->n_ff_shared, 0, &l->ffn_up_shexp},
+		{LOOM_ROLE_FFN_DOWN_SHEXP, hp->n_ff_shared, E, 0, &l->ffn_down_shexp},
 	};
 	const bool moe = loom_layer_moe(hp, il);
 	int n = 0;
 	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
 		loom_role r = table[i].role;
-		bool expert_role = r == LOOM_ROLE_FFN_GATE_INP || loom_role_is_experts(r);
-		if (moe ? !loom_role_is_dense_ffn(r) : !expert_role)
+		if (moe ? !loom_role_is_dense_ffn(r) : !loom_role_is_moe(r))
 			slots[n++] = table[i];
 	}
 	return n;

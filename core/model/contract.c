@@ -48,6 +48,7 @@ static const char *const hparam_names[LOOM_HP_COUNT] = {
 	[LOOM_HP_EXPERT_WEIGHTS_NORM] = "expert_weights_norm",
 	[LOOM_HP_EXPERT_WEIGHTS_SCALE] = "expert_weights_scale",
 	[LOOM_HP_N_DENSE_LAYERS] = "n_dense_layers",
+	[LOOM_HP_N_FF_SHARED] = "n_ff_shared",
 };
 
 /* NULL-terminated: the values transposed allows. */
@@ -88,6 +89,10 @@ static const char *const role_names[LOOM_ROLE_COUNT + 1] = {
 	[LOOM_ROLE_FFN_GATE_EXPS] = "ffn_gate_exps",
 	[LOOM_ROLE_FFN_UP_EXPS] = "ffn_up_exps",
 	[LOOM_ROLE_FFN_DOWN_EXPS] = "ffn_down_exps",
+	[LOOM_ROLE_FFN_GATE_INP_SHEXP] = "ffn_gate_inp_shexp",
+	[LOOM_ROLE_FFN_GATE_SHEXP] = "ffn_gate_shexp",
+	[LOOM_ROLE_FFN_UP_SHEXP] = "ffn_up_shexp",
+	[LOOM_ROLE_FFN_DOWN_SHEXP] = "ffn_down_shexp",
 };
 
 /* NULL-terminated: the values block.biases allows. */
@@ -140,7 +145,8 @@ bool loom_role_is_matrix(loom_role role)
 	case LOOM_ROLE_TOKEN_EMBD: case LOOM_ROLE_POS_EMBD: case LOOM_ROLE_OUTPUT:
 	case LOOM_ROLE_ATTN_QKV: case LOOM_ROLE_ATTN_Q: case LOOM_ROLE_ATTN_K: case LOOM_ROLE_ATTN_V:
 	case LOOM_ROLE_ATTN_OUTPUT: case LOOM_ROLE_FFN_GATE: case LOOM_ROLE_FFN_UP: case LOOM_ROLE_FFN_DOWN:
-	case LOOM_ROLE_FFN_GATE_INP:
+	case LOOM_ROLE_FFN_GATE_INP: case LOOM_ROLE_FFN_GATE_SHEXP: case LOOM_ROLE_FFN_UP_SHEXP:
+	case LOOM_ROLE_FFN_DOWN_SHEXP:
 		return true;
 	default:
 		return false;
@@ -150,6 +156,12 @@ bool loom_role_is_matrix(loom_role role)
 bool loom_role_is_experts(loom_role role)
 {
 	return role == LOOM_ROLE_FFN_GATE_EXPS || role == LOOM_ROLE_FFN_UP_EXPS || role == LOOM_ROLE_FFN_DOWN_EXPS;
+}
+
+bool loom_role_is_moe(loom_role role)
+{
+	return role == LOOM_ROLE_FFN_GATE_INP || loom_role_is_experts(role) ||
+	       (role >= LOOM_ROLE_FFN_GATE_INP_SHEXP && role <= LOOM_ROLE_FFN_DOWN_SHEXP);
 }
 
 bool loom_role_is_dense_ffn(loom_role role)
@@ -223,6 +235,11 @@ bool loom_contract_uses_role(const loom_contract *c, loom_contract_format f, loo
 		return c->experts;
 	case LOOM_ROLE_FFN_GATE_EXPS:
 		return c->experts && gated;
+	case LOOM_ROLE_FFN_GATE_INP_SHEXP:
+	case LOOM_ROLE_FFN_GATE_SHEXP:
+	case LOOM_ROLE_FFN_UP_SHEXP:
+	case LOOM_ROLE_FFN_DOWN_SHEXP:
+		return c->shared_expert;
 	case LOOM_ROLE_ATTN_OUTPUT_B:
 		return c->bias[LOOM_BIAS_O];
 	case LOOM_ROLE_FFN_NORM:
@@ -361,16 +378,22 @@ static loom_status scale_value(loom_yaml *y, yaml_node_t *map, const char *key, 
 	return LOOM_OK;
 }
 
-/* experts: {gating}: how a mixture of experts weights its chosen experts. */
+/* experts: {gating, shared_expert}: how a mixture of experts weights its
+ * chosen experts, and whether a gated shared expert joins them. */
 static loom_status parse_experts(loom_yaml *y, yaml_node_t *map, loom_contract *c)
 {
-	static const char *const keys[] = {"gating", NULL};
+	static const char *const keys[] = {"gating", "shared_expert", NULL};
+	static const char *const shared_choices[] = {"none", "gated", NULL};
+	int shared = 0;
 	loom_status st = loom_yaml_expect(y, map, YAML_MAPPING_NODE, LOOM_ERR_CONTRACT, "experts");
 	if (st == LOOM_OK)
 		st = loom_yaml_check_keys(y, map, keys, LOOM_ERR_CONTRACT, "experts");
 	if (st == LOOM_OK)
 		st = choice(y, map, "gating", gating_choices, "softmax", &c->expert_gating);
+	if (st == LOOM_OK)
+		st = choice(y, map, "shared_expert", shared_choices, "none", &shared);
 	c->experts = st == LOOM_OK;
+	c->shared_expert = shared == 1;
 	return st;
 }
 
@@ -582,11 +605,6 @@ static loom_status parse_defaults(loom_yaml *y, yaml_node_t *map, loom_contract 
 	return st;
 }
 
-static bool is_moe_role(loom_role role)
-{
-	return role == LOOM_ROLE_FFN_GATE_INP || loom_role_is_experts(role);
-}
-
 /* Names that the choices need must be given for every format the contract
  * describes, so a model is never half-described. */
 static loom_status check_complete(loom_yaml *y, yaml_node_t *tensors, loom_contract *c)
@@ -604,7 +622,7 @@ static loom_status check_complete(loom_yaml *y, yaml_node_t *tensors, loom_contr
 			 * experts in a format (whose files with experts it then
 			 * refuses). */
 			bool may_lack = loom_role_is_optional((loom_role)r) ||
-					(c->experts && (loom_role_is_dense_ffn((loom_role)r) || is_moe_role((loom_role)r)));
+					(c->experts && (loom_role_is_dense_ffn((loom_role)r) || loom_role_is_moe((loom_role)r)));
 			if (used && !named && !may_lack)
 				return loom_error(LOOM_ERR_CONTRACT, "%s:%d: tensors.%s lacks '%s', which the block needs",
 						  y->path, loom_yaml_line(tensors), format_names[f], role_names[r]);

@@ -75,6 +75,7 @@ typedef enum loom_hparam {
 	LOOM_HP_EXPERT_WEIGHTS_NORM, /* nonzero: the chosen experts' weights divided by their sum */
 	LOOM_HP_EXPERT_WEIGHTS_SCALE, /* a factor on those weights; default 1 */
 	LOOM_HP_N_DENSE_LAYERS,      /* the first this many layers keep a dense FFN; default 0 */
+	LOOM_HP_N_FF_SHARED,         /* the shared expert's FFN width; default n_ff */
 	LOOM_HP_COUNT
 } loom_hparam;
 
@@ -117,6 +118,10 @@ typedef enum loom_role {
 	LOOM_ROLE_FFN_GATE_EXPS,  /* block.experts: every expert's gate, {n_embd, n_ff_exp, n_expert} */
 	LOOM_ROLE_FFN_UP_EXPS,
 	LOOM_ROLE_FFN_DOWN_EXPS,  /* {n_ff_exp, n_embd, n_expert} */
+	LOOM_ROLE_FFN_GATE_INP_SHEXP, /* block.experts.shared_expert gated: its gate's weights, {n_embd} */
+	LOOM_ROLE_FFN_GATE_SHEXP,     /* the shared expert, {n_embd, n_ff_shared} */
+	LOOM_ROLE_FFN_UP_SHEXP,
+	LOOM_ROLE_FFN_DOWN_SHEXP,     /* {n_ff_shared, n_embd} */
 	LOOM_ROLE_COUNT
 } loom_role;
 
@@ -177,6 +182,9 @@ typedef struct loom_contract {
 	 * contract with experts may leave the dense FFN's tensors unnamed. */
 	bool experts;
 	int expert_gating;
+	/* Every token also runs a shared expert, its output weighted by the
+	 * sigmoid of a gate of its own (Qwen2-MoE). */
+	bool shared_expert;
 	loom_residual_kind residual;
 	loom_tied_kind tied;
 	bool bias[LOOM_BIAS_COUNT];
@@ -214,6 +222,9 @@ bool loom_role_is_norm(loom_role role);
 bool loom_role_is_matrix(loom_role role);
 /* A role whose tensor holds every expert's matrix, {n_in, n_out, n_expert}. */
 bool loom_role_is_experts(loom_role role);
+/* A mixture-of-experts layer's: the router, the experts, the shared expert
+ * and its gate. */
+bool loom_role_is_moe(loom_role role);
 /* A dense FFN's matrices and biases, which a mixture-of-experts layer has
  * none of. */
 bool loom_role_is_dense_ffn(loom_role role);

@@ -224,6 +224,7 @@ static loom_status read_experts(loom_model *m, int fmt)
 	if ((st = require_hparam(m, fmt, LOOM_HP_N_EXPERT_USED, &hp->n_expert_used)) != LOOM_OK ||
 	    (st = optional_hparam(m, fmt, LOOM_HP_N_FF_EXPERT, hp->n_ff, &hp->n_ff_exp)) != LOOM_OK ||
 	    (st = optional_hparam(m, fmt, LOOM_HP_N_DENSE_LAYERS, 0, &hp->n_dense_layers)) != LOOM_OK ||
+	    (st = optional_hparam(m, fmt, LOOM_HP_N_FF_SHARED, hp->n_ff, &hp->n_ff_shared)) != LOOM_OK ||
 	    (st = float_or(m, fmt, LOOM_HP_EXPERT_WEIGHTS_NORM, 0.0, &norm)) != LOOM_OK ||
 	    (st = float_or(m, fmt, LOOM_HP_EXPERT_WEIGHTS_SCALE, 1.0, &hp->expert_weights_scale)) != LOOM_OK)
 		return st;

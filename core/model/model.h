@@ -57,6 +57,7 @@ typedef struct loom_hparams {
 	 * expert_weights_norm and times expert_weights_scale; the first
 	 * n_dense_layers layers dense. n_expert 0: every layer dense. */
 	int64_t n_expert, n_expert_used, n_ff_exp, n_dense_layers;
+	int64_t n_ff_shared; /* the shared expert's width (block.experts.shared_expert) */
 	bool expert_weights_norm;
 	float expert_weights_scale;
 } loom_hparams;
@@ -93,6 +94,9 @@ typedef struct loom_layer {
 	 * then unused): {n_embd, n_expert}, {n_embd, n_ff_exp, n_expert},
 	 * {n_ff_exp, n_embd, n_expert}. */
 	loom_tensor ffn_gate_inp, ffn_gate_exps, ffn_up_exps, ffn_down_exps;
+	/* Its shared expert: the gate's weights {n_embd}, then the FFN
+	 * {n_embd, n_ff_shared}, {n_ff_shared, n_embd}. */
+	loom_tensor ffn_gate_inp_shexp, ffn_gate_shexp, ffn_up_shexp, ffn_down_shexp;
 } loom_layer;
 
 /* A weight the backend repacked: its buffer, its layout, and the file

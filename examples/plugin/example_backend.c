@@ -119,6 +119,8 @@ static bool example_supports(void *backend, const loom_node *node)
 		return is_f32(a) && loom_tensor_same_shape(a, y) && (node->ip[0] == LOOM_GELU_TANH || node->ip[0] == LOOM_GELU_ERF);
 	case LOOM_OP_SOFTCAP:
 		return is_f32(a) && loom_tensor_same_shape(a, y) && node->fp[0] > 0.0f && isfinite(node->fp[0]);
+	case LOOM_OP_SIGMOID:
+		return is_f32(a) && loom_tensor_same_shape(a, y);
 	case LOOM_OP_ROPE:
 		return rope_supported(node);
 	case LOOM_OP_KV_STORE:
@@ -222,6 +224,7 @@ static void elementwise(const loom_node *node)
 			case LOOM_OP_SWIGLU: yr[i] = silu(ar[i]) * br[i]; break;
 			case LOOM_OP_SCALE: yr[i] = ar[i] * node->fp[0]; break;
 			case LOOM_OP_SOFTCAP: yr[i] = node->fp[0] * tanhf(ar[i] * (1.0f / node->fp[0])); break;
+			case LOOM_OP_SIGMOID: yr[i] = 1.0f / (1.0f + expf(-ar[i])); break;
 			default: yr[i] = gelu(ar[i], node->ip[0]); break;
 			}
 		}
@@ -331,7 +334,8 @@ static loom_status example_compute(void *backend, const loom_graph *graph)
 		case LOOM_OP_SWIGLU:
 		case LOOM_OP_SCALE:
 		case LOOM_OP_GELU:
-		case LOOM_OP_SOFTCAP: elementwise(node); break;
+		case LOOM_OP_SOFTCAP:
+		case LOOM_OP_SIGMOID: elementwise(node); break;
 		default:
 			be->host->set_error("example-f32: op %d is not supported", (int)node->op);
 			return LOOM_ERR_UNSUPPORTED;

@@ -305,6 +305,10 @@ typedef enum loom_op {
 	 * dst: F32 {n, n_tokens}. (A mixture of experts' outputs, weighted.) */
 	LOOM_OP_MOE_SUM = 18,
 
+	/* dst = 1 / (1 + expf(-src0)), elementwise (a shared expert's gate).
+	 * dst may alias src0. */
+	LOOM_OP_SIGMOID = 19,
+
 	LOOM_OP_COUNT
 } loom_op;
 
@@ -352,7 +356,7 @@ static inline const char *loom_op_name(loom_op op)
 	static const char *const names[LOOM_OP_COUNT] = {
 		"NONE",	   "GET_ROWS",	 "RMS_NORM", "MATMUL", "ADD",	  "MUL",	"ROPE",
 		"KV_STORE", "ATTENTION", "SWIGLU",   "SCALE",  "CONVERT", "LAYER_NORM", "GELU",
-		"SOFTCAP",  "TOPK",	 "MOE_WEIGHTS", "MATMUL_ID", "MOE_SUM",
+		"SOFTCAP",  "TOPK",	 "MOE_WEIGHTS", "MATMUL_ID", "MOE_SUM", "SIGMOID",
 	};
 	return (int)op >= 0 && op < LOOM_OP_COUNT ? names[op] : "an unknown op";
 }

@@ -104,7 +104,30 @@ static synth_config olmoe(loom_dtype type)
 	return c;
 }
 
-static family_model models[12];
+/* Qwen2-MoE as llama.cpp runs it: qwen2's q, k and v biases, 8 experts a
+ * layer of width 32 (Qwen1.5-MoE has 60 of 1408), 2 a token, not
+ * renormalised, and a shared expert of width 128 gated by the sigmoid of
+ * its own logit. */
+static synth_config qwen2moe(loom_dtype type)
+{
+	synth_config c = synth_default_config();
+	c.n_embd = 64;
+	c.n_layer = 2;
+	c.n_head = 4;
+	c.n_head_kv = 2;
+	c.n_ff = 96;
+	c.norm_eps = 1e-6f;
+	c.qkv_bias = true;
+	c.n_expert = 8;
+	c.n_expert_used = 2;
+	c.n_ff_expert = 32;
+	c.n_ff_shared = 128;
+	c.weight_type = type;
+	c.seed = 7;
+	return c;
+}
+
+static family_model models[14];
 
 const family_model *family_models(int *n)
 {
@@ -122,6 +145,8 @@ const family_model *family_models(int *n)
 		models[9] = (family_model){"olmo2-q8_0", "olmo2", "olmo2", false, olmo2(LOOM_DTYPE_Q8_0)};
 		models[10] = (family_model){"olmoe-f32", "olmoe", "olmoe", false, olmoe(LOOM_DTYPE_F32)};
 		models[11] = (family_model){"olmoe-q8_0", "olmoe", "olmoe", false, olmoe(LOOM_DTYPE_Q8_0)};
+		models[12] = (family_model){"qwen2moe-f32", "qwen2moe", "qwen2moe", false, qwen2moe(LOOM_DTYPE_F32)};
+		models[13] = (family_model){"qwen2moe-q8_0", "qwen2moe", "qwen2moe", false, qwen2moe(LOOM_DTYPE_Q8_0)};
 	}
 	*n = (int)(sizeof(models) / sizeof(models[0]));
 	return models;

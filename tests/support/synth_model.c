@@ -220,6 +220,19 @@ static void add_router(synth_model *sm, const char *name, int64_t n_in, int64_t 
 	free(v);
 }
 
+/* An f32 vector of n: normal with standard deviation 1/sqrt(n) (a bias,
+ * or a shared expert's gate, whose logit it keeps of order one). */
+static void add_bias(synth_model *sm, const char *name, int64_t n)
+{
+	float *v = xmalloc((size_t)n * sizeof(float));
+	double sd = 1.0 / sqrt((double)n);
+
+	for (int64_t i = 0; i < n; i++)
+		v[i] = (float)(sd * ref_rng_normal(&sm->rng));
+	add_tensor(sm, name, LOOM_DTYPE_F32, n, 0, v);
+	free(v);
+}
+
 /* A norm weight: uniform in [0.5, 1.5], far enough from 1 that a norm
  * applied without its weight would show. */
 static void add_norm(synth_model *sm, const char *name, int64_t n)
@@ -244,6 +257,13 @@ static void add_layer(synth_model *sm, int il)
 	add_matrix(sm, LAYER_NAME("attn_q"), c->n_embd, q_dim);
 	add_matrix(sm, LAYER_NAME("attn_k"), c->n_embd, kv_dim);
 	add_matrix(sm, LAYER_NAME("attn_v"), c->n_embd, kv_dim);
+	if (c->qkv_bias) {
+#define BIAS_NAME(what) (snprintf(name, sizeof(name), "blk.%d." what ".bias", il), name)
+		add_bias(sm, BIAS_NAME("attn_q"), q_dim);
+		add_bias(sm, BIAS_NAME("attn_k"), kv_dim);
+		add_bias(sm, BIAS_NAME("attn_v"), kv_dim);
+#undef BIAS_NAME
+	}
 	add_matrix(sm, LAYER_NAME("attn_output"), q_dim, c->n_embd);
 	if (c->qk_norm != 0) {
 		add_norm(sm, LAYER_NAME("attn_q_norm"), c->qk_norm == 1 ? c->head_dim : q_dim);
@@ -252,11 +272,19 @@ static void add_layer(synth_model *sm, int il)
 	if (!c->no_pre_norms)
 		add_norm(sm, LAYER_NAME("ffn_norm"), c->n_embd);
 	if (c->n_expert > 0) {
+		const int ff = c->n_ff_expert > 0 ? c->n_ff_expert : c->n_ff;
 		add_router(sm, LAYER_NAME("ffn_gate_inp"), c->n_embd, c->n_expert);
-		add_experts(sm, LAYER_NAME("ffn_gate_exps"), c->n_embd, c->n_ff, c->n_expert);
-		add_experts(sm, LAYER_NAME("ffn_up_exps"), c->n_embd, c->n_ff, c->n_expert);
-		add_experts(sm, LAYER_NAME("ffn_down_exps"), c->n_ff, c->n_embd, c->n_expert);
-	} else {
+		add_experts(sm, LAYER_NAME("ffn_gate_exps"), c->n_embd, ff, c->n_expert);
+		add_experts(sm, LAYER_NAME("ffn_up_exps"), c->n_embd, ff, c->n_expert);
+		add_experts(sm, LAYER_NAME("ffn_down_exps"), ff, c->n_embd, c->n_expert);
+	}
+	if (c->n_expert > 0 && c->n_ff_shared > 0) {
+		add_bias(sm, LAYER_NAME("ffn_gate_inp_shexp"), c->n_embd);
+		add_matrix(sm, LAYER_NAME("ffn_gate_shexp"), c->n_embd, c->n_ff_shared);
+		add_matrix(sm, LAYER_NAME("ffn_up_shexp"), c->n_embd, c->n_ff_shared);
+		add_matrix(sm, LAYER_NAME("ffn_down_shexp"), c->n_ff_shared, c->n_embd);
+	}
+	if (c->n_expert == 0) {
 		add_matrix(sm, LAYER_NAME("ffn_gate"), c->n_embd, c->n_ff);
 		add_matrix(sm, LAYER_NAME("ffn_up"), c->n_embd, c->n_ff);
 		add_matrix(sm, LAYER_NAME("ffn_down"), c->n_ff, c->n_embd);
@@ -376,6 +404,10 @@ static void add_hparams(synth_model *sm)
 		put_u32(sm, arch_key(sm, k, sizeof(k), "expert_count"), (uint32_t)c->n_expert);
 		put_u32(sm, arch_key(sm, k, sizeof(k), "expert_used_count"), (uint32_t)c->n_expert_used);
 	}
+	if (c->n_ff_expert > 0)
+		put_u32(sm, arch_key(sm, k, sizeof(k), "expert_feed_forward_length"), (uint32_t)c->n_ff_expert);
+	if (c->n_ff_shared > 0)
+		put_u32(sm, arch_key(sm, k, sizeof(k), "expert_shared_feed_forward_length"), (uint32_t)c->n_ff_shared);
 }
 
 /* The normal tokens; past this list they are "▁w<i>". SentencePiece builds

@@ -64,6 +64,13 @@ typedef struct synth_config {
 	 * .expert_used_count; blk.N.ffn_gate_inp and ffn_{gate,up,down}_exps
 	 * in place of the dense FFN), when n_expert > 0. */
 	int n_expert, n_expert_used;
+	/* Its experts' width ({arch}.expert_feed_forward_length; 0: n_ff), and
+	 * a shared expert of this width with its sigmoid gate
+	 * ({arch}.expert_shared_feed_forward_length; blk.N.ffn_gate_inp_shexp,
+	 * ffn_{gate,up,down}_shexp), when nonzero (Qwen2-MoE). */
+	int n_ff_expert, n_ff_shared;
+	/* blk.N.attn_{q,k,v}.bias (Qwen2). */
+	bool qkv_bias;
 	/* OLMo 2's block: no attn_norm or ffn_norm (use with post_norms). */
 	bool no_pre_norms;
 	/* blk.N.attn_q_norm and attn_k_norm: 1 per head (head_dim), 2 over

@@ -1,5 +1,5 @@
 /*
- * cpu_elementwise.c - ADD, MUL, SCALE, SWIGLU, GELU and SOFTCAP, element by element
+ * cpu_elementwise.c - ADD, MUL, SCALE, SWIGLU, GELU, SOFTCAP and SIGMOID, element by element
  * over pieces of rows. Semantics are in plugin_api.h.
  */
 #include "cpu_backend.h"
@@ -162,3 +162,21 @@ static void softcap_run(const loom_node *node, const cpu_task *task)
 }
 
 const cpu_op cpu_op_softcap = {.supports = softcap_supports, .run = softcap_run};
+
+/* ---- SIGMOID ---- */
+
+static void sigmoid_piece(const loom_node *node, int64_t r, int64_t e0, int64_t len)
+{
+	const float *x = cpu_row_f32(node->src[0], r) + e0;
+	float *y = cpu_row_f32(node->dst, r) + e0;
+
+	for (int64_t i = 0; i < len; i++)
+		y[i] = 1.0f / (1.0f + expf(-x[i]));
+}
+
+static void sigmoid_run(const loom_node *node, const cpu_task *task)
+{
+	for_each_piece(node, task, sigmoid_piece);
+}
+
+const cpu_op cpu_op_sigmoid = {.supports = scale_supports, .run = sigmoid_run};
