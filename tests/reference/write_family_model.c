@@ -4,7 +4,8 @@
  * make_references.sh to hand both to another implementation.
  *
  *     write_family_model NAME OUT.gguf     prints the prompt's ids
- *     write_family_model --list            prints every model's name
+ *     write_family_model --list            prints every model's name and
+ *                                          what computes its reference
  */
 #include "family_models.h"
 
@@ -17,7 +18,7 @@ int main(int argc, char **argv)
 		int n;
 		const family_model *all = family_models(&n);
 		for (int i = 0; i < n; i++)
-			printf("%s\n", all[i].name);
+			printf("%s %s\n", all[i].name, all[i].reference);
 		return 0;
 	}
 	const family_model *f = argc == 3 ? family_model_named(argv[1]) : NULL;

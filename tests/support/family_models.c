@@ -127,26 +127,86 @@ static synth_config qwen2moe(loom_dtype type)
 	return c;
 }
 
-static family_model models[14];
+/* Qwen3-MoE as transformers computes it: qwen3's per-head QK-norm, 8
+ * experts a layer of width 32 (Qwen3-30B-A3B has 128 of 768), 2 a token,
+ * renormalised. */
+static synth_config qwen3moe(loom_dtype type)
+{
+	synth_config c = synth_default_config();
+	c.n_embd = 64;
+	c.n_layer = 2;
+	c.n_head = 4;
+	c.n_head_kv = 2;
+	c.head_dim = 32;
+	c.n_ff = 96;
+	c.norm_eps = 1e-6f;
+	c.rope_theta = 1000000.0f;
+	c.qk_norm = 1;
+	c.n_expert = 8;
+	c.n_expert_used = 2;
+	c.n_ff_expert = 32;
+	c.weight_type = type;
+	c.seed = 8;
+	return c;
+}
+
+/* Gemma 3 as transformers computes it: 8 layers, of which 5 (layers 0-4,
+ * 6, 7) see a window of 6 positions with RoPE base 10000, unscaled, and
+ * layer 5 everything with base 1e6 and linear scaling by 8 (Gemma 3 4B's);
+ * per-head QK-norm, post-norms, tied embeddings, no soft-caps. */
+static synth_config gemma3(loom_dtype type)
+{
+	synth_config c = synth_default_config();
+	c.n_embd = 64;
+	c.n_layer = 8;
+	c.n_head = 4;
+	c.n_head_kv = 2;
+	c.head_dim = 32;
+	c.n_ff = 128;
+	c.norm_eps = 1e-6f;
+	c.rope_theta = 1000000.0f;
+	c.rope_scaling = "linear";
+	c.rope_scaling_factor = 8.0f;
+	c.tied = true;
+	c.post_norms = true;
+	c.qk_norm = 1;
+	c.sliding_window = 6;
+	c.weight_type = type;
+	c.seed = 9;
+	return c;
+}
+
+static family_model models[18];
+
+static void add(int *n, const char *name, const char *arch, const char *contract, bool gelu, const char *reference,
+		synth_config config)
+{
+	models[(*n)++] = (family_model){name, arch, contract, gelu, reference, config};
+}
 
 const family_model *family_models(int *n)
 {
 	if (models[0].name == NULL) {
-		models[0] = (family_model){"gemma2-f32", "gemma2", "gemma2", true, gemma2(LOOM_DTYPE_F32)};
-		models[1] = (family_model){"gemma2-q8_0", "gemma2", "gemma2", true, gemma2(LOOM_DTYPE_Q8_0)};
-		models[2] = (family_model){"mixtral-f32", "llama", "llama", false, mixtral(LOOM_DTYPE_F32)};
-		models[3] = (family_model){"mixtral-q8_0", "llama", "llama", false, mixtral(LOOM_DTYPE_Q8_0)};
-		models[4] = (family_model){"granite-f32", "granite", "granite", false, granite(LOOM_DTYPE_F32, 0)};
-		models[5] = (family_model){"granite-q8_0", "granite", "granite", false, granite(LOOM_DTYPE_Q8_0, 0)};
-		models[6] = (family_model){"granitemoe-f32", "granitemoe", "granite", false, granite(LOOM_DTYPE_F32, 8)};
-		models[7] = (family_model){"granitemoe-q8_0", "granitemoe", "granite", false,
-					   granite(LOOM_DTYPE_Q8_0, 8)};
-		models[8] = (family_model){"olmo2-f32", "olmo2", "olmo2", false, olmo2(LOOM_DTYPE_F32)};
-		models[9] = (family_model){"olmo2-q8_0", "olmo2", "olmo2", false, olmo2(LOOM_DTYPE_Q8_0)};
-		models[10] = (family_model){"olmoe-f32", "olmoe", "olmoe", false, olmoe(LOOM_DTYPE_F32)};
-		models[11] = (family_model){"olmoe-q8_0", "olmoe", "olmoe", false, olmoe(LOOM_DTYPE_Q8_0)};
-		models[12] = (family_model){"qwen2moe-f32", "qwen2moe", "qwen2moe", false, qwen2moe(LOOM_DTYPE_F32)};
-		models[13] = (family_model){"qwen2moe-q8_0", "qwen2moe", "qwen2moe", false, qwen2moe(LOOM_DTYPE_Q8_0)};
+		const char *const cpp = "llama.cpp", *const np = "numpy";
+		int k = 0;
+		add(&k, "gemma2-f32", "gemma2", "gemma2", true, cpp, gemma2(LOOM_DTYPE_F32));
+		add(&k, "gemma2-q8_0", "gemma2", "gemma2", true, cpp, gemma2(LOOM_DTYPE_Q8_0));
+		add(&k, "mixtral-f32", "llama", "llama", false, cpp, mixtral(LOOM_DTYPE_F32));
+		add(&k, "mixtral-q8_0", "llama", "llama", false, cpp, mixtral(LOOM_DTYPE_Q8_0));
+		add(&k, "granite-f32", "granite", "granite", false, cpp, granite(LOOM_DTYPE_F32, 0));
+		add(&k, "granite-q8_0", "granite", "granite", false, cpp, granite(LOOM_DTYPE_Q8_0, 0));
+		add(&k, "granitemoe-f32", "granitemoe", "granite", false, cpp, granite(LOOM_DTYPE_F32, 8));
+		add(&k, "granitemoe-q8_0", "granitemoe", "granite", false, cpp, granite(LOOM_DTYPE_Q8_0, 8));
+		add(&k, "olmo2-f32", "olmo2", "olmo2", false, cpp, olmo2(LOOM_DTYPE_F32));
+		add(&k, "olmo2-q8_0", "olmo2", "olmo2", false, cpp, olmo2(LOOM_DTYPE_Q8_0));
+		add(&k, "olmoe-f32", "olmoe", "olmoe", false, cpp, olmoe(LOOM_DTYPE_F32));
+		add(&k, "olmoe-q8_0", "olmoe", "olmoe", false, cpp, olmoe(LOOM_DTYPE_Q8_0));
+		add(&k, "qwen2moe-f32", "qwen2moe", "qwen2moe", false, cpp, qwen2moe(LOOM_DTYPE_F32));
+		add(&k, "qwen2moe-q8_0", "qwen2moe", "qwen2moe", false, cpp, qwen2moe(LOOM_DTYPE_Q8_0));
+		add(&k, "qwen3moe-f32", "qwen3moe", "qwen3moe", false, np, qwen3moe(LOOM_DTYPE_F32));
+		add(&k, "qwen3moe-q8_0", "qwen3moe", "qwen3moe", false, np, qwen3moe(LOOM_DTYPE_Q8_0));
+		add(&k, "gemma3-f32", "gemma3", "gemma3", true, np, gemma3(LOOM_DTYPE_F32));
+		add(&k, "gemma3-q8_0", "gemma3", "gemma3", true, np, gemma3(LOOM_DTYPE_Q8_0));
 	}
 	*n = (int)(sizeof(models) / sizeof(models[0]));
 	return models;

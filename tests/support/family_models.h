@@ -17,6 +17,9 @@ typedef struct family_model {
 	const char *arch; /* general.architecture */
 	const char *contract; /* the contract that runs it (arch/NAME.yaml) */
 	bool gelu;        /* its FFN's activation is a GELU */
+	/* What computed its reference file: "llama.cpp" (llama_reference.c),
+	 * or "numpy" (numpy_reference.py, for families llama.cpp lacks). */
+	const char *reference;
 	synth_config config;
 } family_model;
 

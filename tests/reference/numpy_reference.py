@@ -1,0 +1,246 @@
+#!/usr/bin/env python3
+"""numpy_reference.py - a float64 forward pass of the families the reference
+llama.cpp does not know, written from Hugging Face's modeling code, writing
+the same reference files as llama_reference.c (tests/reference/README.md).
+
+    numpy_reference.py MODEL.gguf NAME OUT.ref ID...
+
+Reads the GGUF file itself (F32, F16 and Q8_0 tensors, dequantized to
+float64), runs the prompt through the whole model, records the logits at
+prompt positions 0, 4, 9, 14 and the last, then decodes 12 greedy tokens,
+re-running the whole sequence each step (no cache), recording each id, its
+logit and its lead over the runner-up.
+
+Families, as transformers' modeling files compute them:
+  qwen3moe  Qwen3MoeForCausalLM: per-head RMSNorm of q and k before a
+            rotate-half RoPE, a softmax router whose top-k weights are
+            renormalised (norm_topk_prob), SwiGLU experts.
+  gemma3    Gemma3ForCausalLM (text): embeddings times sqrt(hidden), per-head
+            q/k norms, post-attention and post-FFN norms, GELU (tanh) GeGLU,
+            a sliding window on five layers of six whose RoPE base is
+            rope_local_base_freq and unscaled, the global layers' base with
+            linear scaling; q.k times query_pre_attn_scalar^-1/2 (head_dim).
+The GGUF stores Gemma's norm weights as 1 + w, as llama.cpp's converter
+writes them; RoPE pairs (i, i + d/2), as Hugging Face's rotate_half.
+"""
+import struct
+import sys
+
+import numpy as np
+
+GREEDY_STEPS = 12
+
+# ---- GGUF ------------------------------------------------------------------
+
+SCALAR = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+
+
+class Reader:
+    def __init__(self, data):
+        self.data, self.at = data, 0
+
+    def take(self, fmt):
+        v = struct.unpack_from(fmt, self.data, self.at)[0]
+        self.at += struct.calcsize(fmt)
+        return v
+
+    def string(self):
+        n = self.take("<Q")
+        s = self.data[self.at:self.at + n].decode("utf-8")
+        self.at += n
+        return s
+
+    def value(self, t):
+        if t == 8:
+            return self.string()
+        if t == 9:
+            inner, n = self.take("<I"), self.take("<Q")
+            return [self.value(inner) for _ in range(n)]
+        return self.take(SCALAR[t])
+
+
+def read_gguf(path):
+    data = open(path, "rb").read()
+    r = Reader(data)
+    assert r.take("<I") == 0x46554747, "not a GGUF file"
+    r.take("<I")
+    n_tensors, n_kv = r.take("<Q"), r.take("<Q")
+    meta = {}
+    for _ in range(n_kv):
+        key = r.string()
+        meta[key] = r.value(r.take("<I"))
+    infos = []
+    for _ in range(n_tensors):
+        name = r.string()
+        dims = [r.take("<Q") for _ in range(r.take("<I"))]
+        infos.append((name, dims, r.take("<I"), r.take("<Q")))
+    align = meta.get("general.alignment", 32)
+    base = (r.at + align - 1) // align * align
+    tensors = {}
+    for name, dims, dtype, offset in infos:
+        count = int(np.prod(dims))
+        at = base + offset
+        if dtype == 0:
+            v = np.frombuffer(data, np.float32, count, at).astype(np.float64)
+        elif dtype == 1:
+            v = np.frombuffer(data, np.float16, count, at).astype(np.float64)
+        elif dtype == 8:
+            blocks = np.frombuffer(data, np.uint8, count // 32 * 34, at).reshape(-1, 34)
+            d = blocks[:, :2].copy().view(np.float16).astype(np.float64)
+            q = blocks[:, 2:].copy().view(np.int8).astype(np.float64)
+            v = (q * d).reshape(-1)
+        else:
+            raise SystemExit(f"{name}: GGUF type {dtype} is not read here")
+        # ggml order {ne0, ne1, ...}: numpy's shape is reversed.
+        tensors[name] = v.reshape(list(reversed(dims)))
+    return meta, tensors
+
+
+# ---- pieces -----------------------------------------------------------------
+
+
+def rms_norm(x, w, eps):
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
+
+
+def rope(x, pos, base, scale):
+    """x: [tokens, heads, d]; rotate_half pairs (i, i + d/2), angle
+    pos / scale * base^(-2i/d)."""
+    d = x.shape[-1]
+    inv = base ** (-np.arange(0, d, 2, dtype=np.float64) / d) / scale
+    ang = pos[:, None] * inv[None, :]
+    cos = np.concatenate([np.cos(ang)] * 2, axis=-1)[:, None, :]
+    sin = np.concatenate([np.sin(ang)] * 2, axis=-1)[:, None, :]
+    half = np.concatenate([-x[..., d // 2:], x[..., :d // 2]], axis=-1)
+    return x * cos + half * sin
+
+
+def attention(q, k, v, scale, window):
+    """q: [T, H, d], k, v: [T, Hkv, d]; causal, and within `window`
+    positions when it is nonzero."""
+    t, h, d = q.shape
+    group = h // k.shape[1]
+    out = np.zeros((t, h, d))
+    for head in range(h):
+        kh, vh = k[:, head // group], v[:, head // group]
+        s = q[:, head] @ kh.T * scale
+        i, j = np.arange(t)[:, None], np.arange(t)[None, :]
+        seen = (j <= i) & ((window == 0) | (i - j < window))
+        s = np.where(seen, s, -np.inf)
+        s = np.exp(s - s.max(axis=1, keepdims=True))
+        out[:, head] = (s / s.sum(axis=1, keepdims=True)) @ vh
+    return out
+
+
+def silu(x):
+    return x / (1.0 + np.exp(-x))
+
+
+def gelu_tanh(x):
+    return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x ** 3)))
+
+
+def linear(w, x):
+    """w in numpy's order [n_out, n_in]."""
+    return x @ w.T
+
+
+# ---- families -----------------------------------------------------------------
+
+
+def qwen3moe(meta, w, tokens):
+    a = "qwen3moe"
+    n_head, n_kv = meta[f"{a}.attention.head_count"], meta[f"{a}.attention.head_count_kv"]
+    hd = meta[f"{a}.attention.key_length"]
+    eps, base = meta[f"{a}.attention.layer_norm_rms_epsilon"], meta[f"{a}.rope.freq_base"]
+    k_used = meta[f"{a}.expert_used_count"]
+    pos = np.arange(len(tokens), dtype=np.float64)
+    x = w["token_embd.weight"][tokens]
+    for il in range(meta[f"{a}.block_count"]):
+        p = f"blk.{il}."
+        h = rms_norm(x, w[p + "attn_norm.weight"], eps)
+        q = linear(w[p + "attn_q.weight"], h).reshape(len(tokens), n_head, hd)
+        k = linear(w[p + "attn_k.weight"], h).reshape(len(tokens), n_kv, hd)
+        v = linear(w[p + "attn_v.weight"], h).reshape(len(tokens), n_kv, hd)
+        q = rope(rms_norm(q, w[p + "attn_q_norm.weight"], eps), pos, base, 1.0)
+        k = rope(rms_norm(k, w[p + "attn_k_norm.weight"], eps), pos, base, 1.0)
+        x = x + linear(w[p + "attn_output.weight"], attention(q, k, v, hd ** -0.5, 0).reshape(len(tokens), -1))
+        h = rms_norm(x, w[p + "ffn_norm.weight"], eps)
+        logits = linear(w[p + "ffn_gate_inp.weight"], h)
+        probs = np.exp(logits - logits.max(axis=1, keepdims=True))
+        probs /= probs.sum(axis=1, keepdims=True)
+        out = np.zeros_like(x)
+        for t in range(len(tokens)):
+            chosen = np.argsort(-probs[t], kind="stable")[:k_used]
+            weights = probs[t, chosen] / probs[t, chosen].sum()
+            for e, we in zip(chosen, weights):
+                g = linear(w[p + "ffn_gate_exps.weight"][e], h[t])
+                u = linear(w[p + "ffn_up_exps.weight"][e], h[t])
+                out[t] += we * linear(w[p + "ffn_down_exps.weight"][e], silu(g) * u)
+        x = x + out
+    x = rms_norm(x, w["output_norm.weight"], eps)
+    return linear(w.get("output.weight", w["token_embd.weight"]), x)
+
+
+def gemma3(meta, w, tokens):
+    a = "gemma3"
+    n_head, n_kv = meta[f"{a}.attention.head_count"], meta[f"{a}.attention.head_count_kv"]
+    hd, n_embd = meta[f"{a}.attention.key_length"], meta[f"{a}.embedding_length"]
+    eps, base = meta[f"{a}.attention.layer_norm_rms_epsilon"], meta[f"{a}.rope.freq_base"]
+    scale = meta.get(f"{a}.rope.scaling.factor", 1.0) if meta.get(f"{a}.rope.scaling.type") == "linear" else 1.0
+    window, pattern, local_base = meta[f"{a}.attention.sliding_window"], 6, 10000.0
+    pos = np.arange(len(tokens), dtype=np.float64)
+    x = w["token_embd.weight"][tokens] * np.sqrt(n_embd)
+    for il in range(meta[f"{a}.block_count"]):
+        p = f"blk.{il}."
+        local = (il + 1) % pattern != 0
+        h = rms_norm(x, w[p + "attn_norm.weight"], eps)
+        q = linear(w[p + "attn_q.weight"], h).reshape(len(tokens), n_head, hd)
+        k = linear(w[p + "attn_k.weight"], h).reshape(len(tokens), n_kv, hd)
+        v = linear(w[p + "attn_v.weight"], h).reshape(len(tokens), n_kv, hd)
+        q = rms_norm(q, w[p + "attn_q_norm.weight"], eps)
+        k = rms_norm(k, w[p + "attn_k_norm.weight"], eps)
+        q = rope(q, pos, local_base if local else base, 1.0 if local else scale)
+        k = rope(k, pos, local_base if local else base, 1.0 if local else scale)
+        o = linear(w[p + "attn_output.weight"],
+                   attention(q, k, v, hd ** -0.5, window if local else 0).reshape(len(tokens), -1))
+        x = x + rms_norm(o, w[p + "post_attention_norm.weight"], eps)
+        h = rms_norm(x, w[p + "ffn_norm.weight"], eps)
+        f = linear(w[p + "ffn_down.weight"],
+                   gelu_tanh(linear(w[p + "ffn_gate.weight"], h)) * linear(w[p + "ffn_up.weight"], h))
+        x = x + rms_norm(f, w[p + "post_ffw_norm.weight"], eps)
+    x = rms_norm(x, w["output_norm.weight"], eps)
+    return linear(w.get("output.weight", w["token_embd.weight"]), x)
+
+
+FAMILIES = {"qwen3moe": qwen3moe, "gemma3": gemma3}
+
+
+def main():
+    if len(sys.argv) < 5:
+        raise SystemExit("usage: numpy_reference.py MODEL.gguf NAME OUT.ref ID...")
+    meta, w = read_gguf(sys.argv[1])
+    forward = FAMILIES[meta["general.architecture"]]
+    tokens = [int(t) for t in sys.argv[4:]]
+    n = len(tokens)
+    logits = forward(meta, w, np.array(tokens))
+    with open(sys.argv[3], "w") as out:
+        out.write(f"# {sys.argv[2]}: a float64 numpy forward pass's logits and greedy continuation "
+                  "(tests/reference/numpy_reference.py)\n")
+        out.write(f"n_vocab {logits.shape[1]}\nprompt {n} {' '.join(map(str, tokens))}\n")
+        for p in range(n):
+            if p % 5 == 4 or p == 0 or p == n - 1:
+                out.write(f"logits {p} " + " ".join(f"{v:.9g}" for v in logits[p].astype(np.float32)) + "\n")
+        seq = list(tokens)
+        last = logits[-1]
+        for step in range(GREEDY_STEPS):
+            order = np.argsort(-last, kind="stable")
+            best = int(order[0])
+            out.write(f"greedy {step} {best} {np.float32(last[best]):.9g} "
+                      f"{np.float32(last[best] - last[order[1]]):.9g}\n")
+            seq.append(best)
+            last = forward(meta, w, np.array(seq))[-1]
+
+
+if __name__ == "__main__":
+    main()
