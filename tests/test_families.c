@@ -177,6 +177,103 @@ START_TEST(family_matches_its_reference)
 }
 END_TEST
 
+/* Each F32 family model written again to Q8_0 by loom_quantize (the file's
+ * metadata as it is) and by loom_convert (the model re-described through
+ * its contract's GGUF section: caps, windows, multipliers and experts in
+ * the contract's keys), against the Q8_0 model's reference: the experts
+ * are quantized and nothing the family needs is lost. The Q8_0 band, as
+ * the quantizer may round a block's value the other way from the tests'
+ * own writer. */
+START_TEST(quantized_by_loom_matches_the_reference)
+{
+	int n;
+	const family_model *fm = &family_models(&n)[_i];
+	if (fm->config.weight_type != LOOM_DTYPE_F32)
+		return;
+	char sibling[64], path[4200], out[4300];
+	snprintf(sibling, sizeof(sibling), "%.*s-q8_0", (int)(strlen(fm->name) - strlen("-f32")), fm->name);
+	const family_model *q8 = family_model_named(sibling);
+	ck_assert_msg(q8 != NULL, "%s has no Q8_0 sibling", fm->name);
+	family_ref ref;
+	load_ref(q8->name, &ref);
+	write_model(fm, path, sizeof(path));
+	loom_runtime *rt = test_runtime("cpu-generic", 2);
+	ck_assert_ptr_nonnull(rt);
+	for (int convert = 0; convert < 2; convert++) {
+		snprintf(out, sizeof(out), "%s.%s.gguf", path, convert ? "converted" : "quantized");
+		loom_status st;
+		if (convert) {
+			loom_convert_params cp = loom_convert_default_params();
+			cp.type = "q8_0";
+			st = loom_convert(rt, path, out, &cp);
+		} else {
+			loom_quantize_params qp = loom_quantize_default_params();
+			qp.scheme = "q8_0";
+			st = loom_quantize(rt, path, out, &qp);
+		}
+		ck_assert_msg(st == LOOM_OK, "%s: %s", fm->name, loom_last_error());
+		loom_model *m = NULL;
+		ck_assert_msg(loom_model_load(rt, out, NULL, &m) == LOOM_OK, "%s: %s", out, loom_last_error());
+		double d = prompt_diff(m, &ref);
+		const char *how = convert ? "loom_convert" : "loom_quantize";
+		printf("%s to q8_0 by %s: max |logit - %s's q8_0 reference| %.2e\n", fm->name, how, q8->reference, d);
+		ck_assert_msg(d <= tolerance(q8), "%s to q8_0 by %s: %g from the q8_0 reference", fm->name, how, d);
+		loom_model_free(m);
+	}
+	loom_runtime_free(rt);
+	free(ref.rows);
+}
+END_TEST
+
+/* Mixtral quantized to Q4_K_M takes llama-quantize's types tensor for
+ * tensor: with 8 experts, attn_k and attn_v Q8_0 and attn_output Q5_K;
+ * ffn_down_exps Q6_K in the layers use_more_bits picks; the router kept
+ * F32. (These rows are 64 wide, so each K-quant falls back as llama.cpp's
+ * does: Q4_K to Q5_0, Q5_K to Q5_1, Q6_K to Q8_0.) The list is what
+ * llama-quantize c392e50 wrote for this file. */
+START_TEST(moe_q4_k_m_types_are_llama_quantize_s)
+{
+	static const struct {
+		const char *name;
+		loom_dtype type;
+	} want[] = {
+		{"token_embd.weight", LOOM_DTYPE_Q5_0},	       {"output.weight", LOOM_DTYPE_Q8_0},
+		{"blk.0.attn_q.weight", LOOM_DTYPE_Q5_0},      {"blk.0.attn_k.weight", LOOM_DTYPE_Q8_0},
+		{"blk.0.attn_v.weight", LOOM_DTYPE_Q8_0},      {"blk.0.attn_output.weight", LOOM_DTYPE_Q5_1},
+		{"blk.0.ffn_gate_inp.weight", LOOM_DTYPE_F32}, {"blk.0.ffn_gate_exps.weight", LOOM_DTYPE_Q5_0},
+		{"blk.0.ffn_up_exps.weight", LOOM_DTYPE_Q5_0}, {"blk.0.ffn_down_exps.weight", LOOM_DTYPE_Q5_0},
+		{"blk.1.ffn_down_exps.weight", LOOM_DTYPE_Q8_0},
+	};
+	char path[4200], out[4300];
+	write_model(family_model_named("mixtral-f32"), path, sizeof(path));
+	snprintf(out, sizeof(out), "%s.q4_k_m.gguf", path);
+	loom_runtime *rt = test_runtime("cpu-generic", 2);
+	ck_assert_ptr_nonnull(rt);
+	loom_quantize_params qp = loom_quantize_default_params();
+	qp.scheme = "q4_k_m";
+	ck_assert_msg(loom_quantize(rt, path, out, &qp) == LOOM_OK, "%s", loom_last_error());
+	loom_model_params mp = loom_model_default_params();
+	mp.metadata_only = true;
+	loom_model *m = NULL;
+	ck_assert_msg(loom_model_load(rt, out, &mp, &m) == LOOM_OK, "%s", loom_last_error());
+	int found = 0;
+	for (size_t i = 0; i < loom_model_tensor_count(m); i++) {
+		loom_tensor_info ti;
+		ck_assert_int_eq(loom_model_tensor_info(m, i, &ti), LOOM_OK);
+		for (size_t k = 0; k < sizeof(want) / sizeof(want[0]); k++) {
+			if (strcmp(ti.name, want[k].name) != 0)
+				continue;
+			ck_assert_msg(ti.dtype == want[k].type, "%s is %s, llama-quantize made it %s", ti.name,
+				      loom_dtype_name(ti.dtype), loom_dtype_name(want[k].type));
+			found++;
+		}
+	}
+	ck_assert_int_eq(found, (int)(sizeof(want) / sizeof(want[0])));
+	loom_model_free(m);
+	loom_runtime_free(rt);
+}
+END_TEST
+
 /* arch/NAME.yaml copied into dir without the lines that start (after
  * their indentation) with any of drop. */
 static void contract_without(const char *dir, const char *name, const char *const *drop, int n_drop)
@@ -272,6 +369,8 @@ static Suite *families_suite(void)
 	family_models(&n);
 	tcase_set_timeout(tc, 600);
 	tcase_add_loop_test(tc, family_matches_its_reference, 0, n);
+	tcase_add_loop_test(tc, quantized_by_loom_matches_the_reference, 0, n);
+	tcase_add_test(tc, moe_q4_k_m_types_are_llama_quantize_s);
 	tcase_add_loop_test(tc, feature_matters, 0, (int)(sizeof(features) / sizeof(features[0])));
 	suite_add_tcase(s, tc);
 	return s;

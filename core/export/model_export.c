@@ -13,23 +13,24 @@
 #include <string.h>
 
 /* A tensor on its way into the export: a vector of ne0 elements
- * (n_dims 1), or ne1 rows of ne0 (n_dims 2). */
+ * (n_dims 1), ne1 rows of ne0 (n_dims 2), or ne2 experts' matrices of
+ * ne1 rows (n_dims 3). */
 typedef struct piece {
 	loom_dtype dtype;
 	int n_dims;
-	int64_t ne0, ne1;
+	int64_t ne0, ne1, ne2;
 	const void *data;
 } piece;
 
 static int64_t piece_rows(const piece *p)
 {
-	return p->n_dims == 2 ? p->ne1 : p->ne0;
+	return p->n_dims == 3 ? p->ne1 * p->ne2 : p->n_dims == 2 ? p->ne1 : p->ne0;
 }
 
 /* Bytes of a row (of an element, for a vector). */
 static size_t piece_row_size(const piece *p)
 {
-	return p->n_dims == 2 ? loom_dtype_row_bytes(p->dtype, p->ne0) : loom_dtype_row_bytes(p->dtype, 1);
+	return p->n_dims >= 2 ? loom_dtype_row_bytes(p->dtype, p->ne0) : loom_dtype_row_bytes(p->dtype, 1);
 }
 
 static bool push(void ***list, size_t *n, size_t *cap, void *p)
@@ -153,11 +154,12 @@ static loom_status source_piece(loom_export *e, loom_model *m, loom_role role, i
 	*found = ft != NULL;
 	if (ft == NULL)
 		return LOOM_OK;
-	const int want = loom_role_is_matrix(role) ? 2 : 1;
+	const int want = loom_role_is_experts(role) ? 3 : loom_role_is_matrix(role) ? 2 : 1;
 	if (ft->n_dims != want)
 		return loom_error(LOOM_ERR_BAD_FORMAT, "tensor '%s' has %d dimensions, expected %d", name, ft->n_dims, want);
-	*p = (piece){.dtype = ft->dtype, .n_dims = want, .ne0 = ft->ne[0], .ne1 = ft->ne[1], .data = ft->data};
-	if (want == 2 && !m->contract->transposed[m->fmt][role])
+	*p = (piece){.dtype = ft->dtype, .n_dims = want, .ne0 = ft->ne[0], .ne1 = ft->ne[1], .ne2 = ft->ne[2],
+		     .data = ft->data};
+	if (want == 3 || (want == 2 && !m->contract->transposed[m->fmt][role]))
 		return LOOM_OK;
 	/* A norm weight moves from the file's offset to GGUF's (Gemma's w
 	 * becomes 1 + w). */
@@ -262,7 +264,8 @@ static loom_status add_tensor(loom_export *e, const char *name, loom_role role, 
 	e->roles[e->file.n_tensors] = role;
 	loom_file_tensor *t = &e->tensors[e->file.n_tensors++];
 	*t = (loom_file_tensor){.name = {strlen(owned), owned}, .dtype = p->dtype, .n_dims = p->n_dims,
-				.ne = {p->ne0, p->n_dims == 2 ? p->ne1 : 1, 1, 1}, .data = p->data};
+				.ne = {p->ne0, p->n_dims >= 2 ? p->ne1 : 1, p->n_dims == 3 ? p->ne2 : 1, 1},
+				.data = p->data};
 	t->n_bytes = (uint64_t)piece_rows(p) * piece_row_size(p);
 	return LOOM_OK;
 }
@@ -382,6 +385,25 @@ static loom_status export_meta(loom_export *e, const loom_model *m)
 		{LOOM_HP_NORM_EPS, hp->norm_eps, false, true},
 		{LOOM_HP_N_ROT, (double)hp->n_rot, true, rope},
 		{LOOM_HP_ROPE_THETA, hp->rope_theta, false, rope},
+		/* The modern families' features, where the model has them: a
+		 * file written without one would run as the contract's default. */
+		{LOOM_HP_FINAL_LOGIT_SOFTCAP, hp->final_logit_softcap, false, hp->final_logit_softcap > 0.0f},
+		{LOOM_HP_ATTN_LOGIT_SOFTCAP, hp->attn_logit_softcap, false, hp->attn_logit_softcap > 0.0f},
+		{LOOM_HP_EMBEDDING_MULT, hp->embedding_mult, false, hp->embedding_mult != 1.0f},
+		{LOOM_HP_RESIDUAL_MULT, hp->residual_mult, false, hp->residual_mult != 1.0f},
+		{LOOM_HP_ATTENTION_MULT, hp->attention_mult, false, hp->attention_mult > 0.0f},
+		{LOOM_HP_LOGIT_SCALE, hp->logit_scale, false, hp->logit_scale != 1.0f},
+		{LOOM_HP_ATTENTION_SCALE_BASE, hp->attention_scale_base, false, hp->attention_scale_base > 0.0f},
+		{LOOM_HP_SLIDING_WINDOW, (double)hp->n_swa, true, hp->n_swa > 0},
+		{LOOM_HP_SLIDING_WINDOW_PATTERN, (double)hp->swa_pattern, true, hp->n_swa > 0},
+		{LOOM_HP_ROPE_THETA_SWA, hp->rope_theta_swa, false, hp->rope_theta_swa > 0.0f},
+		{LOOM_HP_N_EXPERT, (double)hp->n_expert, true, hp->n_expert > 0},
+		{LOOM_HP_N_EXPERT_USED, (double)hp->n_expert_used, true, hp->n_expert > 0},
+		{LOOM_HP_N_FF_EXPERT, (double)hp->n_ff_exp, true, hp->n_expert > 0},
+		{LOOM_HP_EXPERT_WEIGHTS_NORM, hp->expert_weights_norm, true, hp->n_expert > 0},
+		{LOOM_HP_EXPERT_WEIGHTS_SCALE, hp->expert_weights_scale, false, hp->n_expert > 0},
+		{LOOM_HP_N_DENSE_LAYERS, (double)hp->n_dense_layers, true, hp->n_dense_layers > 0},
+		{LOOM_HP_N_FF_SHARED, (double)hp->n_ff_shared, true, hp->n_expert > 0 && m->contract->shared_expert},
 	};
 	for (size_t i = 0; st == LOOM_OK && i < sizeof(values) / sizeof(values[0]); i++)
 		if (values[i].wanted)
@@ -401,9 +423,6 @@ loom_status loom_export_gguf(loom_model *m, loom_export *e)
 	memset(e, 0, sizeof(*e));
 	if (m->contract->tensor_names[LOOM_CFMT_GGUF][LOOM_ROLE_TOKEN_EMBD] == NULL)
 		return loom_error(LOOM_ERR_CONTRACT, "%s does not describe GGUF files", m->contract->path);
-	if (m->hp.n_expert > 0)
-		return loom_error(LOOM_ERR_UNSUPPORTED, "writing a mixture-of-experts model (%" PRId64 " experts a layer) "
-				  "is not supported yet: loom runs it from its file as it is", m->hp.n_expert);
 	e->file.struct_size = sizeof(e->file);
 	e->file.format = "gguf (converted in memory)";
 	e->meta = calloc(m->file->n_meta + 32, sizeof(*e->meta));
@@ -416,9 +435,10 @@ loom_status loom_export_gguf(loom_model *m, loom_export *e)
 							       : loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
 	for (size_t i = 0; st == LOOM_OK && i < sizeof(model_roles) / sizeof(model_roles[0]); i++)
 		st = export_role(e, m, model_roles[i], -1);
+	/* Each layer's dense FFN or mixture of experts, as it has. */
 	for (int il = 0; st == LOOM_OK && il < m->hp.n_layer; il++)
 		for (int r = LOOM_ROLE_ATTN_NORM; st == LOOM_OK && r < LOOM_ROLE_COUNT; r++)
-			if (r != LOOM_ROLE_FFN_GATE_INP && !loom_role_is_experts((loom_role)r))
+			if (loom_layer_moe(&m->hp, il) ? !loom_role_is_dense_ffn((loom_role)r) : !loom_role_is_moe((loom_role)r))
 				st = export_role(e, m, (loom_role)r, il);
 	if (st != LOOM_OK)
 		loom_export_free(e);

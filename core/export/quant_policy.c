@@ -67,8 +67,8 @@ static bool is_float_type(loom_dtype t)
  * experts' router (as llama-quantize leaves it) keep their type. */
 static bool quantizable(const loom_file_tensor *t, loom_role role)
 {
-	return role != LOOM_ROLE_COUNT && loom_role_is_matrix(role) && role != LOOM_ROLE_POS_EMBD &&
-	       role != LOOM_ROLE_FFN_GATE_INP && t->n_dims >= 2;
+	return role != LOOM_ROLE_COUNT && (loom_role_is_matrix(role) || loom_role_is_experts(role)) &&
+	       role != LOOM_ROLE_POS_EMBD && role != LOOM_ROLE_FFN_GATE_INP && t->n_dims >= 2;
 }
 
 /* The first and last eighth of n, and every third one between. */
@@ -104,6 +104,7 @@ static loom_dtype fit_row(loom_dtype type, int64_t n)
 typedef struct plan_state {
 	const loom_quant_scheme *scheme;
 	bool has_output;
+	bool eight_experts; /* llama-quantize gives Mixtral-8x7B's attention more bits */
 	int i_attn_v, n_attn_v;
 	int i_ffn_down, n_ffn_down;
 } plan_state;
@@ -127,8 +128,14 @@ static loom_dtype choose(plan_state *st, const loom_file_tensor *t, loom_role ro
 			type = LOOM_DTYPE_Q6_K;
 		else if (s_mix && st->i_attn_v < 4)
 			type = LOOM_DTYPE_Q5_K;
+		if (st->eight_experts)
+			type = LOOM_DTYPE_Q8_0;
 		st->i_attn_v++;
-	} else if (role == LOOM_ROLE_FFN_DOWN) {
+	} else if (role == LOOM_ROLE_ATTN_K && st->eight_experts) {
+		type = LOOM_DTYPE_Q8_0;
+	} else if (role == LOOM_ROLE_ATTN_OUTPUT && st->eight_experts && s->mixed && s->base == LOOM_DTYPE_Q4_K) {
+		type = LOOM_DTYPE_Q5_K;
+	} else if (role == LOOM_ROLE_FFN_DOWN || role == LOOM_ROLE_FFN_DOWN_EXPS) {
 		if (m_mix && use_more_bits(st->i_ffn_down, st->n_ffn_down))
 			type = LOOM_DTYPE_Q6_K;
 		else if (s_mix && st->i_ffn_down < st->n_ffn_down / 8)
@@ -161,7 +168,9 @@ loom_status loom_quant_plan(const loom_model_file *file, const loom_role *roles,
 		order[i] = i;
 		st.has_output = st.has_output || roles[i] == LOOM_ROLE_OUTPUT;
 		st.n_attn_v += roles[i] == LOOM_ROLE_ATTN_V;
-		st.n_ffn_down += roles[i] == LOOM_ROLE_FFN_DOWN && quantizable(&file->tensors[i], roles[i]);
+		st.n_ffn_down += (roles[i] == LOOM_ROLE_FFN_DOWN || roles[i] == LOOM_ROLE_FFN_DOWN_EXPS) &&
+				 quantizable(&file->tensors[i], roles[i]);
+		st.eight_experts = st.eight_experts || (loom_role_is_experts(roles[i]) && file->tensors[i].ne[2] == 8);
 	}
 	qsort_r(order, file->n_tensors, sizeof(order[0]), by_name, (void *)file->tensors);
 	for (uint64_t k = 0; k < file->n_tensors; k++) {
