@@ -24,6 +24,12 @@ Shapes (from each model's config.json):
   gemma2-2b     gemma (today's contract: Gemma 1's block), 256,000 tokens (SPM), 2304 wide,
                 26 layers, 8/4 heads of 256, tied
   qwen2.5-3b    qwen2, 151,936 tokens (BPE), 2048 wide, 36 layers, 16/2 heads of 128, QKV biases, tied
+Mixtures of experts, as llama files with experts (Mixtral's form, which
+llama.cpp reads; experts renormalised):
+  moe-a3b       Qwen3-30B-A3B's layout scaled to this machine: 32,000 tokens (SPM), 1024 wide, 16 layers,
+                16/4 heads of 64, 64 experts of 384, 8 a token (the real one: 2048 wide, 48 layers, 128 of 768)
+  mixtral-mini  Mixtral-8x7B's proportions scaled: 32,000 tokens (SPM), 1024 wide, 8 layers, 16/4 heads of 64,
+                8 experts of 3584, 2 a token (the real one: 4096 wide, 32 layers, 8 of 14336)
 """
 import os
 import struct
@@ -45,6 +51,12 @@ SHAPES = {
     "qwen2.5-3b": dict(arch="qwen2", vocab="bpe", pre="qwen2", n_vocab=151936, n_embd=2048, n_layer=36,
                        n_head=16, n_head_kv=2, head_dim=128, n_ff=11008, rope_base=1000000.0, eps=1e-6,
                        qkv_bias=True),
+    "moe-a3b": dict(arch="llama", vocab="spm", n_vocab=32000, n_embd=1024, n_layer=16, n_head=16,
+                    n_head_kv=4, head_dim=64, n_ff=384, rope_base=1000000.0, eps=1e-6, n_expert=64,
+                    n_expert_used=8),
+    "mixtral-mini": dict(arch="llama", vocab="spm", n_vocab=32000, n_embd=1024, n_layer=8, n_head=16,
+                         n_head_kv=4, head_dim=64, n_ff=3584, rope_base=1000000.0, eps=1e-5, n_expert=8,
+                         n_expert_used=2),
 }
 N_CTX = 8192
 SEED = 1234
@@ -122,7 +134,8 @@ def spm_vocab(n):
 
 
 def tensors(p):
-    """(name, numpy shape, kind) in file order; kind: matrix, norm, bias, embd."""
+    """(name, numpy shape, kind) in file order; kind: matrix (or every
+    expert's, 3-D), norm, bias, embd, router."""
     E, D, L, V, F = p["n_embd"], p["head_dim"], p["n_layer"], p["n_vocab"], p["n_ff"]
     q, kv = p["n_head"] * D, p["n_head_kv"] * D
     out = [("token_embd.weight", (V, E), "embd"), ("output_norm.weight", (E,), "norm")]
@@ -134,9 +147,14 @@ def tensors(p):
         if p.get("qkv_bias"):
             out += [(b + "attn_q.bias", (q,), "bias"), (b + "attn_k.bias", (kv,), "bias"),
                     (b + "attn_v.bias", (kv,), "bias")]
-        out += [(b + "attn_output.weight", (E, q), "matrix"), (b + "ffn_norm.weight", (E,), "norm"),
-                (b + "ffn_gate.weight", (F, E), "matrix"), (b + "ffn_up.weight", (F, E), "matrix"),
-                (b + "ffn_down.weight", (E, F), "matrix")]
+        out += [(b + "attn_output.weight", (E, q), "matrix"), (b + "ffn_norm.weight", (E,), "norm")]
+        X = p.get("n_expert", 0)
+        if X:
+            out += [(b + "ffn_gate_inp.weight", (X, E), "router"), (b + "ffn_gate_exps.weight", (X, F, E), "matrix"),
+                    (b + "ffn_up_exps.weight", (X, F, E), "matrix"), (b + "ffn_down_exps.weight", (X, E, F), "matrix")]
+        else:
+            out += [(b + "ffn_gate.weight", (F, E), "matrix"), (b + "ffn_up.weight", (F, E), "matrix"),
+                    (b + "ffn_down.weight", (E, F), "matrix")]
     return out
 
 
@@ -147,7 +165,7 @@ def values(name, shape, kind):
     std = {"bias": 0.1, "embd": 0.02}.get(kind, 1.0 / np.sqrt(shape[-1]))
     x = rng.standard_normal(shape, dtype=np.float32)
     x *= np.float32(std)
-    return x if kind == "bias" else x.astype(np.float16)
+    return x if kind in ("bias", "router") else x.astype(np.float16)
 
 
 def pack_str(s):
@@ -184,6 +202,8 @@ def metadata(name, p, v):
           (a + ".attention.layer_norm_rms_epsilon", T_FLOAT32, p["eps"])]
     if a == "llama":
         kv += [(a + ".rope.dimension_count", T_UINT32, p["head_dim"]), (a + ".vocab_size", T_UINT32, p["n_vocab"])]
+    if p.get("n_expert"):
+        kv += [(a + ".expert_count", T_UINT32, p["n_expert"]), (a + ".expert_used_count", T_UINT32, p["n_expert_used"])]
     kv += [("tokenizer.ggml.model", T_STRING, v["model"]), ("tokenizer.ggml.pre", T_STRING, p.get("pre", "default")),
            ("tokenizer.ggml.tokens", T_ARRAY, v["tokens"], T_STRING),
            ("tokenizer.ggml.token_type", T_ARRAY, v["types"], T_INT32)]
@@ -206,7 +226,7 @@ def write(name, path):
     ts = tensors(p)
     infos, offset = [], 0
     for tname, shape, kind in ts:
-        ttype = F32 if kind in ("norm", "bias") else F16
+        ttype = F32 if kind in ("norm", "bias", "router") else F16
         nbytes = int(np.prod(shape)) * (4 if ttype == F32 else 2)
         infos.append(pack_str(tname) + struct.pack("<I", len(shape)) +
                      struct.pack("<%dQ" % len(shape), *reversed(shape)) + struct.pack("<IQ", ttype, offset))

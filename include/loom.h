@@ -438,7 +438,7 @@ LOOM_API uint32_t loom_kv_used(const loom_context *ctx);
 typedef struct loom_profile {
 	int64_t n_steps;     /* loom_decode calls counted */
 	double total_ms;     /* their wall time */
-	double matmul_ms;    /* products with weight matrices, but the output head's */
+	double matmul_ms;    /* products with weight matrices (experts' too), but the output head's */
 	double head_ms;      /* the output head: the rows asked about, hidden state to logits */
 	double attention_ms;
 	double other_ms;     /* norms, RoPE, activations, KV cache stores, embedding rows */

@@ -1508,9 +1508,9 @@ static void moe_weights_case(ref_rng *rng, int gating, bool norm, float scale, i
  * crowd: every token's first choice is expert 0, so that one expert
  * meets every token at once (a prefill's tiles). */
 static void matmul_id_case(ref_rng *rng, loom_dtype type, int64_t n, int64_t n_out, int64_t n_expert, int64_t k,
-			   int64_t n_tok, bool per_slot, bool crowd)
+			   int64_t n_tok, bool per_slot, bool crowd, bool repack)
 {
-	op_case c = {.op = LOOM_OP_MATMUL_ID};
+	op_case c = {.op = LOOM_OP_MATMUL_ID, .repack = repack};
 	c.src[0] = random_weights(rng, type, n, n_out * n_expert, 1.0 / sqrt((double)n));
 	c.src[0].ne[1] = n_out;
 	c.src[0].ne[2] = n_expert;
@@ -1532,9 +1532,9 @@ static void matmul_id_case(ref_rng *rng, loom_dtype type, int64_t n, int64_t n_o
 	matmul_id_reference(&c, ref, mag, energy);
 	for (size_t i = 0; i < count; i++)
 		mag[i] *= mag[i];
-	snprintf(c.what, sizeof(c.what), "MATMUL_ID %s [%lld x %lld] x %lld experts, %lld of them for %lld tokens%s%s",
+	snprintf(c.what, sizeof(c.what), "MATMUL_ID %s [%lld x %lld] x %lld experts, %lld of them for %lld tokens%s%s%s",
 		 dtype_name(type), (long long)n, (long long)n_out, (long long)n_expert, (long long)k, (long long)n_tok,
-		 per_slot ? ", a row per slot" : "", crowd ? ", expert 0 for all" : "");
+		 per_slot ? ", a row per slot" : "", crowd ? ", expert 0 for all" : "", repack ? ", repacked" : "");
 	close_expect e = {.ref = ref, .norm2 = {mag, energy}, .tol = {TOL_MATMUL, matmul_contract_tol(type)}};
 	on_each_backend(&c, check_close, &e);
 	free(ref);
@@ -1590,10 +1590,14 @@ static void group_moe(void)
 	for (size_t ti = 0; ti < N_OF(weight_types); ti++) {
 		loom_dtype type = weight_types[ti];
 		int64_t n = loom_dtype_traits_of(type).block == 1 ? 96 : 256;
-		matmul_id_case(&rng, type, n, 33, 8, 2, 1, false, false);
-		matmul_id_case(&rng, type, n, 16, 8, 2, 5, true, false);
-		matmul_id_case(&rng, type, n, 33, 8, 4, 40, false, true);
-		matmul_id_case(&rng, type, n, 5, 16, 8, 9, true, false);
+		matmul_id_case(&rng, type, n, 33, 8, 2, 1, false, false, false);
+		matmul_id_case(&rng, type, n, 16, 8, 2, 5, true, false, false);
+		matmul_id_case(&rng, type, n, 33, 8, 4, 40, false, true, false);
+		matmul_id_case(&rng, type, n, 5, 16, 8, 9, true, false, false);
+		/* Offered to weight_repack first (experts of whole 16-row groups),
+		 * as the core offers them at load. */
+		matmul_id_case(&rng, type, n, 32, 8, 2, 1, false, false, true);
+		matmul_id_case(&rng, type, n, 48, 8, 4, 40, false, true, true);
 	}
 	for (size_t ki = 0; ki < N_OF(ks); ki++) {
 		moe_sum_case(&rng, 64, ks[ki], 1);

@@ -55,7 +55,7 @@ loom_status profile_compute(loom_context *ctx, const loom_graph *graph)
 		double ms = (double)ctx->node_ns[i] / 1e6;
 		if (i >= ctx->built.head_first && i < ctx->built.head_end)
 			p->head_ms += ms;
-		else if (graph->nodes[i].op == LOOM_OP_MATMUL)
+		else if (graph->nodes[i].op == LOOM_OP_MATMUL || graph->nodes[i].op == LOOM_OP_MATMUL_ID)
 			p->matmul_ms += ms;
 		else if (graph->nodes[i].op == LOOM_OP_ATTENTION)
 			p->attention_ms += ms;

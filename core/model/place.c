@@ -295,7 +295,8 @@ static loom_status repack_weights(loom_model *m)
 		loom_weight_slot slots[LOOM_ROLE_COUNT];
 		const int n = loom_layer_slots(m, il, &m->layers[il], slots);
 		for (int i = 0; i < n && st == LOOM_OK; i++)
-			if (loom_role_is_matrix(slots[i].role) && slots[i].t->data != NULL)
+			if ((loom_role_is_matrix(slots[i].role) || loom_role_is_experts(slots[i].role)) &&
+			    slots[i].t->data != NULL)
 				st = repack(m, slots[i].t, slots[i].role, il);
 	}
 	if (st == LOOM_OK)

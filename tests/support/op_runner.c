@@ -121,7 +121,7 @@ void op_run(const op_backend *b, int k, const op_case *c, size_t pad, void *out)
 	memcpy(node.fp, c->fp, sizeof(node.fp));
 	loom_buffer packed = {0};
 	loom_tensor repacked;
-	if (c->repack) {
+	if (c->repack && LOOM_VT_HAS(b->vt, weight_repack)) {
 		uint32_t layout = 0;
 		st = b->vt->weight_repack(be, &src[0].t, &packed, &layout);
 		ck_assert_msg(st == LOOM_OK || st == LOOM_ERR_UNSUPPORTED, "%s on %s: weight_repack: %d", c->what,

@@ -407,19 +407,30 @@ static void copy_groups(const loom_tensor *w, void *dst, int64_t lo, int64_t hi)
 
 /* Matmul weights move into the backend's weight slabs (cpu_arena.h):
  * repacked where the variant has a layout for it (cpu_repack.h), else as
- * they are (CPU_LAYOUT_ROWS), for the huge pages, when they span a few. */
-static loom_status cpu_weight_repack(void *backend, const loom_tensor *w, loom_buffer *out, uint32_t *layout)
+ * they are (CPU_LAYOUT_ROWS), for the huge pages, when they span a few.
+ * Every expert's matrices ({n_in, n_out, n_expert}, MATMUL_ID's) are
+ * repacked as one matrix of all their rows, where each expert's rows are
+ * whole groups (cpu_matmul_id.c then finds expert e at group
+ * e * n_out / CPU_REPACK_ROWS). */
+static loom_status cpu_weight_repack(void *backend, const loom_tensor *weight, loom_buffer *out, uint32_t *layout)
 {
 	cpu_backend *be = backend;
 	uint32_t l = 0;
 	size_t bytes;
 
-	if (w == NULL || out == NULL || layout == NULL) {
+	if (weight == NULL || out == NULL || layout == NULL) {
 		report(be->host, "weight_repack: invalid arguments");
 		return LOOM_ERR_INVALID_ARGUMENT;
 	}
-	if (!loom_tensor_standard(w) || w->ne[2] != 1 || w->ne[3] != 1)
+	const bool experts = weight->ne[2] != 1;
+	if (!loom_tensor_standard(weight) || weight->ne[3] != 1 ||
+	    (experts && (weight->ne[1] % CPU_REPACK_ROWS != 0 || weight->nb[2] != weight->nb[1] * (size_t)weight->ne[1])))
 		return LOOM_ERR_UNSUPPORTED;
+	loom_tensor flat = *weight;
+	const loom_tensor *w = &flat;
+	flat.ne[1] *= weight->ne[2];
+	flat.ne[2] = 1;
+	flat.nb[2] = flat.nb[3] = flat.nb[1] * (size_t)flat.ne[1];
 	if ((bytes = cpu_repacked_bytes(w, &l)) == 0) {
 		l = CPU_LAYOUT_ROWS; /* rows as far apart as in the file, so that nb still holds */
 		bytes = (size_t)(w->ne[1] - 1) * w->nb[1] + loom_dtype_row_bytes(w->dtype, w->ne[0]);

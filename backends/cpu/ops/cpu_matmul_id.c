@@ -10,13 +10,18 @@
  * that expert's rows a tile at a time with MATMUL's kernels (cpu_gemm.h):
  * an expert's weights are read once a step however many tokens chose it,
  * and an expert no token chose is not read at all. Results land in the
- * sorted order and are moved to their (token, slot) rows at the end.
- * Weights are in the standard layout: MATMUL's repacked layouts are not
- * offered for experts.
+ * sorted order and are moved to their (token, slot) rows at the end. A
+ * decode's single token is converted by every thread for itself and its
+ * results written in place, a row at a time: no barrier inside the node,
+ * which three matmuls a layer would otherwise pay twice each.
+ * Experts repacked at load (cpu_repack.h: all their rows as one matrix,
+ * each expert's whole groups of CPU_REPACK_ROWS) are multiplied a group at
+ * a time by the repacked kernels, as MATMUL's decode does.
  */
 #include "cpu_backend.h"
 
 #include "cpu_gemm.h"
+#include "cpu_blocks.h"
 
 #include <string.h>
 
@@ -24,7 +29,9 @@ static bool matmul_id_supports(const loom_node *node)
 {
 	const loom_tensor *w = node->src[0], *x = node->src[1], *ids = node->src[2], *y = node->dst;
 
-	if (!loom_tensor_standard(w) || cpu_gemm_kernel(w->dtype) == NULL || w->ne[3] != 1)
+	if (!cpu_weight_ok(w) || cpu_gemm_kernel(w->dtype) == NULL || w->ne[3] != 1)
+		return false;
+	if (cpu_layout_rearranges(w->layout) && w->ne[1] % CPU_REPACK_ROWS != 0)
 		return false;
 	if (!loom_tensor_is(x, LOOM_DTYPE_F32) || !loom_tensor_is(ids, LOOM_DTYPE_I32) ||
 	    !loom_tensor_is(y, LOOM_DTYPE_F32))
@@ -41,8 +48,11 @@ static bool matmul_id_supports(const loom_node *node)
  * converted rows and the results, both in sorted order. */
 typedef struct id_plan {
 	int64_t n_expert, k, n_pairs, n_out;
+	bool alone; /* one token: each thread converts it for itself, results go straight to dst */
 	size_t act_bytes;  /* one converted row (f32 rows are copied) */
+	size_t prep_bytes; /* what a repacked layout's kernels take of a row besides (cpu_repacked_prepare) */
 	size_t sort_bytes; /* one thread's sort */
+	size_t expert_bytes; /* one expert's matrix in the weight's layout */
 } id_plan;
 
 typedef struct id_sort {
@@ -55,10 +65,20 @@ typedef struct id_sort {
 static id_plan make_plan(const loom_node *node)
 {
 	const loom_tensor *w = node->src[0], *ids = node->src[2];
-	id_plan p = {.n_expert = w->ne[2], .k = ids->ne[0], .n_pairs = ids->ne[0] * ids->ne[1], .n_out = w->ne[1]};
+	id_plan p = {.n_expert = w->ne[2], .k = ids->ne[0], .n_pairs = ids->ne[0] * ids->ne[1], .n_out = w->ne[1],
+		     .alone = ids->ne[1] == 1};
 	size_t converted = cpu_gemm_act_row_bytes(w->dtype, w->ne[0]);
 
 	p.act_bytes = converted != 0 ? converted : (size_t)w->ne[0] * sizeof(float);
+	p.prep_bytes = cpu_layout_rearranges(w->layout) ? cpu_align_up(cpu_repacked_act_bytes(w->layout, w->ne[0])) : 0;
+	p.expert_bytes = w->nb[2];
+	if (cpu_layout_rearranges(w->layout)) {
+		loom_tensor one = *w;
+		uint32_t layout;
+		one.ne[2] = 1;
+		one.layout = 0;
+		p.expert_bytes = cpu_repacked_bytes(&one, &layout);
+	}
 	p.sort_bytes = cpu_align_up((size_t)p.n_pairs * sizeof(int32_t)) +
 		       cpu_align_up((size_t)(p.n_expert + 1) * sizeof(int64_t)) +
 		       cpu_align_up((size_t)p.n_pairs * sizeof(int32_t)) +
@@ -69,8 +89,10 @@ static id_plan make_plan(const loom_node *node)
 static size_t matmul_id_scratch_size(const loom_node *node, int n_threads)
 {
 	id_plan p = make_plan(node);
-	return (size_t)n_threads * p.sort_bytes + cpu_align_up((size_t)p.n_pairs * p.act_bytes) +
-	       cpu_align_up((size_t)(p.n_pairs * p.n_out) * sizeof(float));
+	size_t rows = cpu_align_up((size_t)p.n_pairs * p.act_bytes) + (size_t)p.n_pairs * p.prep_bytes;
+	if (p.alone)
+		return (size_t)n_threads * (p.sort_bytes + rows);
+	return (size_t)n_threads * p.sort_bytes + rows + cpu_align_up((size_t)(p.n_pairs * p.n_out) * sizeof(float));
 }
 
 /* The expert of pair i (token i / k, slot i % k). */
@@ -122,58 +144,137 @@ static int64_t min64(int64_t a, int64_t b)
 	return a < b ? a : b;
 }
 
-static void matmul_id_run(const loom_node *node, const cpu_task *task)
+/* Where a node's converted rows and results lie, in sorted order; y: the
+ * node's dst, where a decode's results go in place. */
+typedef struct id_rows {
+	char *act, *prep;
+	float *out;
+	const loom_tensor *y;
+} id_rows;
+
+/* Where pair i (in sorted order) of rows [first, ...) puts its results:
+ * its place in out, or its own row of dst, and the stride between two
+ * consecutive pairs' (0: a row at a time). */
+static float *result_row(const id_plan *p, const id_sort *s, const id_rows *r, int64_t i, size_t *stride)
 {
-	const loom_tensor *w = node->src[0], *x = node->src[1], *y = node->dst;
-	const loom_tensor *ids = node->src[2];
-	const id_plan p = make_plan(node);
-	const bool convert = cpu_gemm_act_row_bytes(w->dtype, w->ne[0]) != 0;
-	char *act = (char *)task->scratch + (size_t)task->nth * p.sort_bytes;
-	float *out = (float *)(act + cpu_align_up((size_t)p.n_pairs * p.act_bytes));
-	id_sort s;
+	if (!p->alone) {
+		*stride = (size_t)p->n_out * sizeof(float);
+		return r->out + i * p->n_out;
+	}
+	int64_t pair = s->pair[i];
+	*stride = 0;
+	return (float *)((char *)r->y->data + pair / p->k * r->y->nb[2] + pair % p->k * r->y->nb[1]);
+}
+
+/* Groups of each chosen expert's rows of a repacked weight against its
+ * tokens. */
+static void multiply_repacked(const loom_tensor *w, const id_plan *p, const id_sort *s, const id_rows *r,
+			      const cpu_task *task)
+{
+	const int64_t n_groups = p->n_out / CPU_REPACK_ROWS;
 	int64_t lo, hi;
 
-	if (!sort_pairs(&p, ids, task->scratch + (size_t)task->ith * p.sort_bytes, &s) && task->ith == 0)
-		cpu_task_fail(task);
-
-	/* Each pair's row, converted into its sorted place. */
-	const int64_t n_placed = s.start[p.n_expert];
-	cpu_split(n_placed, task->ith, task->nth, &lo, &hi);
-	for (int64_t i = lo; i < hi; i++) {
-		int64_t pair = s.pair[i], t = pair / p.k, j = x->ne[1] == 1 ? 0 : pair % p.k;
-		const float *row = (const float *)((const char *)x->data + t * x->nb[2] + j * x->nb[1]);
-		if (convert)
-			cpu_gemm_act_convert(w->dtype, row, act + (size_t)i * p.act_bytes, 0, w->ne[0]);
-		else
-			memcpy(act + (size_t)i * p.act_bytes, row, p.act_bytes);
+	while (cpu_take_guided(task, 0, s->n_active * n_groups, 1, &lo, &hi)) {
+		for (int64_t u = lo; u < hi;) {
+			int64_t e = s->active[u / n_groups], g = u % n_groups, g_hi = min64(n_groups, g + (hi - u));
+			int64_t first = s->start[e], last = s->start[e + 1];
+			loom_tensor one = *w;
+			one.ne[2] = 1;
+			one.data = (char *)w->data + (size_t)e * p->expert_bytes;
+			for (int64_t i = first; i < last;) {
+				size_t stride;
+				float *y = result_row(p, s, r, i, &stride);
+				int64_t nt = stride != 0 ? last - i : 1;
+				cpu_repacked_multiply(&one, g, g_hi, r->act + (size_t)i * p->act_bytes, p->act_bytes,
+						      r->prep + (size_t)i * p->prep_bytes, p->prep_bytes, nt, y,
+						      stride != 0 ? stride : sizeof(float));
+				i += nt;
+			}
+			u += g_hi - g;
+		}
 	}
-	cpu_task_barrier(task);
+}
 
-	/* Panels of each chosen expert's weights against its rows. */
+/* Panels of CPU_GEMM_ROWS rows of each chosen expert's weights against
+ * its tokens, a tile at a time. */
+static void multiply_tiles(const loom_tensor *w, const id_plan *p, const id_sort *s, const id_rows *r,
+			   const cpu_task *task)
+{
 	const cpu_gemm_fn kernel = cpu_gemm_kernel(w->dtype);
 	const int tile = cpu_gemm_tokens(w->dtype);
-	const int64_t n_panels = (p.n_out + CPU_GEMM_ROWS - 1) / CPU_GEMM_ROWS;
-	while (cpu_take_guided(task, 0, s.n_active * n_panels, 1, &lo, &hi)) {
+	const int64_t n_panels = (p->n_out + CPU_GEMM_ROWS - 1) / CPU_GEMM_ROWS;
+	int64_t lo, hi;
+
+	while (cpu_take_guided(task, 0, s->n_active * n_panels, 1, &lo, &hi)) {
 		for (int64_t u = lo; u < hi; u++) {
-			int64_t e = s.active[u / n_panels], o = u % n_panels * CPU_GEMM_ROWS;
-			int64_t first = s.start[e], last = s.start[e + 1];
-			for (int64_t r = first; r < last; r += tile) {
+			int64_t e = s->active[u / n_panels], o = u % n_panels * CPU_GEMM_ROWS;
+			int64_t first = s->start[e], last = s->start[e + 1];
+			for (int64_t t = first; t < last;) {
+				size_t stride;
+				float *y = result_row(p, s, r, t, &stride);
 				cpu_gemm_args a = {
 					.n = w->ne[0],
-					.w = (const char *)w->data + (size_t)e * w->nb[2] + (size_t)o * w->nb[1],
+					.w = (const char *)w->data + (size_t)e * p->expert_bytes + (size_t)o * w->nb[1],
 					.w_stride = w->nb[1],
-					.x = act + (size_t)r * p.act_bytes,
-					.x_stride = p.act_bytes,
-					.y = out + r * p.n_out + o,
-					.y_stride = (size_t)p.n_out * sizeof(float),
-					.nr = (int)min64(CPU_GEMM_ROWS, p.n_out - o),
-					.nt = (int)min64(tile, last - r),
-					.prefetch_ahead = r == first ? cpu_gemm_prefetch_distance(w->nb[1]) : 0,
+					.x = r->act + (size_t)t * p->act_bytes,
+					.x_stride = p->act_bytes,
+					.y = y + o,
+					.y_stride = stride != 0 ? stride : sizeof(float),
+					.nr = (int)min64(CPU_GEMM_ROWS, p->n_out - o),
+					.nt = stride != 0 ? (int)min64(tile, last - t) : 1,
+					.prefetch_ahead = t == first ? cpu_gemm_prefetch_distance(w->nb[1]) : 0,
 				};
 				kernel(&a);
+				t += a.nt;
 			}
 		}
 	}
+}
+
+static void matmul_id_run(const loom_node *node, const cpu_task *task)
+{
+	const loom_tensor *w = node->src[0], *x = node->src[1], *y = node->dst;
+	const id_plan p = make_plan(node);
+	const bool convert = cpu_gemm_act_row_bytes(w->dtype, w->ne[0]) != 0;
+	id_rows r;
+	id_sort s;
+	int64_t lo, hi;
+
+	const size_t rows = cpu_align_up((size_t)p.n_pairs * p.act_bytes) + (size_t)p.n_pairs * p.prep_bytes;
+	r.act = (char *)task->scratch + (size_t)task->nth * p.sort_bytes + (p.alone ? (size_t)task->ith * rows : 0);
+	r.prep = r.act + cpu_align_up((size_t)p.n_pairs * p.act_bytes);
+	r.out = (float *)(r.prep + (size_t)p.n_pairs * p.prep_bytes);
+	r.y = y;
+	if (!sort_pairs(&p, node->src[2], task->scratch + (size_t)task->ith * p.sort_bytes, &s) && task->ith == 0)
+		cpu_task_fail(task);
+
+	/* Each pair's row, converted into its sorted place (by every thread
+	 * for itself, a decode's). */
+	const int64_t n_placed = s.start[p.n_expert];
+	lo = 0;
+	hi = n_placed;
+	if (!p.alone)
+		cpu_split(n_placed, task->ith, task->nth, &lo, &hi);
+	for (int64_t i = lo; i < hi; i++) {
+		int64_t pair = s.pair[i], t = pair / p.k, j = x->ne[1] == 1 ? 0 : pair % p.k;
+		const float *row = (const float *)((const char *)x->data + t * x->nb[2] + j * x->nb[1]);
+		char *a = r.act + (size_t)i * p.act_bytes;
+		if (convert)
+			cpu_gemm_act_convert(w->dtype, row, a, 0, w->ne[0]);
+		else
+			memcpy(a, row, p.act_bytes);
+		if (p.prep_bytes != 0)
+			cpu_repacked_prepare(w->layout, a, w->ne[0] / CPU_QK, r.prep + (size_t)i * p.prep_bytes);
+	}
+	if (!p.alone)
+		cpu_task_barrier(task);
+
+	if (cpu_layout_rearranges(w->layout))
+		multiply_repacked(w, &p, &s, &r, task);
+	else
+		multiply_tiles(w, &p, &s, &r, task);
+	if (p.alone)
+		return;
 	cpu_task_barrier(task);
 
 	/* The results to their (token, slot) rows. */
@@ -181,7 +282,7 @@ static void matmul_id_run(const loom_node *node, const cpu_task *task)
 	for (int64_t i = lo; i < hi; i++) {
 		int64_t pair = s.pair[i];
 		float *dst = (float *)((char *)y->data + pair / p.k * y->nb[2] + pair % p.k * y->nb[1]);
-		memcpy(dst, out + i * p.n_out, (size_t)p.n_out * sizeof(float));
+		memcpy(dst, r.out + i * p.n_out, (size_t)p.n_out * sizeof(float));
 	}
 }
 
