@@ -24,6 +24,9 @@ Shapes (from each model's config.json):
   gemma2-2b     gemma (today's contract: Gemma 1's block), 256,000 tokens (SPM), 2304 wide,
                 26 layers, 8/4 heads of 256, tied
   qwen2.5-3b    qwen2, 151,936 tokens (BPE), 2048 wide, 36 layers, 16/2 heads of 128, QKV biases, tied
+Sliding windows:
+  gemma3-1b     gemma3, 262,144 tokens (SPM), 1152 wide, 26 layers, 4/1 heads of 256, per-head QK-norm,
+                post-norms, a window of 512 on five layers of six, tied; a 32,768-token context
 Mixtures of experts, as llama files with experts (Mixtral's form, which
 llama.cpp reads; experts renormalised):
   moe-a3b       Qwen3-30B-A3B's layout scaled to this machine: 32,000 tokens (SPM), 1024 wide, 16 layers,
@@ -51,6 +54,9 @@ SHAPES = {
     "qwen2.5-3b": dict(arch="qwen2", vocab="bpe", pre="qwen2", n_vocab=151936, n_embd=2048, n_layer=36,
                        n_head=16, n_head_kv=2, head_dim=128, n_ff=11008, rope_base=1000000.0, eps=1e-6,
                        qkv_bias=True),
+    "gemma3-1b": dict(arch="gemma3", vocab="spm", n_vocab=262144, n_embd=1152, n_layer=26, n_head=4,
+                      n_head_kv=1, head_dim=256, n_ff=6912, rope_base=1000000.0, eps=1e-6, qk_norm=True,
+                      post_norms=True, sliding_window=512, n_ctx=32768),
     "moe-a3b": dict(arch="llama", vocab="spm", n_vocab=32000, n_embd=1024, n_layer=16, n_head=16,
                     n_head_kv=4, head_dim=64, n_ff=384, rope_base=1000000.0, eps=1e-6, n_expert=64,
                     n_expert_used=8),
@@ -147,7 +153,11 @@ def tensors(p):
         if p.get("qkv_bias"):
             out += [(b + "attn_q.bias", (q,), "bias"), (b + "attn_k.bias", (kv,), "bias"),
                     (b + "attn_v.bias", (kv,), "bias")]
+        if p.get("qk_norm"):
+            out += [(b + "attn_q_norm.weight", (D,), "norm"), (b + "attn_k_norm.weight", (D,), "norm")]
         out += [(b + "attn_output.weight", (E, q), "matrix"), (b + "ffn_norm.weight", (E,), "norm")]
+        if p.get("post_norms"):
+            out += [(b + "post_attention_norm.weight", (E,), "norm"), (b + "post_ffw_norm.weight", (E,), "norm")]
         X = p.get("n_expert", 0)
         if X:
             out += [(b + "ffn_gate_inp.weight", (X, E), "router"), (b + "ffn_gate_exps.weight", (X, F, E), "matrix"),
@@ -192,7 +202,7 @@ def metadata(name, p, v):
     a = p["arch"]
     kv = [("general.architecture", T_STRING, a), ("general.name", T_STRING, "loom-bench-" + name),
           ("general.file_type", T_UINT32, 1),
-          (a + ".context_length", T_UINT32, N_CTX), (a + ".embedding_length", T_UINT32, p["n_embd"]),
+          (a + ".context_length", T_UINT32, p.get("n_ctx", N_CTX)), (a + ".embedding_length", T_UINT32, p["n_embd"]),
           (a + ".block_count", T_UINT32, p["n_layer"]), (a + ".feed_forward_length", T_UINT32, p["n_ff"]),
           (a + ".attention.head_count", T_UINT32, p["n_head"]),
           (a + ".attention.head_count_kv", T_UINT32, p["n_head_kv"]),
@@ -202,6 +212,8 @@ def metadata(name, p, v):
           (a + ".attention.layer_norm_rms_epsilon", T_FLOAT32, p["eps"])]
     if a == "llama":
         kv += [(a + ".rope.dimension_count", T_UINT32, p["head_dim"]), (a + ".vocab_size", T_UINT32, p["n_vocab"])]
+    if p.get("sliding_window"):
+        kv += [(a + ".attention.sliding_window", T_UINT32, p["sliding_window"])]
     if p.get("n_expert"):
         kv += [(a + ".expert_count", T_UINT32, p["n_expert"]), (a + ".expert_used_count", T_UINT32, p["n_expert_used"])]
     kv += [("tokenizer.ggml.model", T_STRING, v["model"]), ("tokenizer.ggml.pre", T_STRING, p.get("pre", "default")),

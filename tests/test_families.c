@@ -274,6 +274,74 @@ START_TEST(moe_q4_k_m_types_are_llama_quantize_s)
 }
 END_TEST
 
+/* Fills ctx's sequence seq with n tokens of a fixed walk through the
+ * vocabulary, positions 0.., in batches of at most 256. */
+static void feed(loom_context *ctx, int32_t seq, int n, int n_vocab)
+{
+	loom_token tokens[256];
+	int32_t pos[256], seqs[256];
+	for (int done = 0; done < n;) {
+		int m = n - done < 256 ? n - done : 256;
+		for (int i = 0; i < m; i++) {
+			tokens[i] = (loom_token)(3 + (done + i) * 37 % (n_vocab - 3));
+			pos[i] = done + i;
+			seqs[i] = seq;
+		}
+		loom_batch b = {.n_tokens = m, .tokens = tokens, .pos = pos, .seq_id = seqs};
+		ck_assert_msg(loom_decode(ctx, &b) == LOOM_OK, "%s", loom_last_error());
+		done += m;
+	}
+}
+
+/* A windowed layer reads the cache only from the first cell a token of the
+ * step may see (rounded down to 256 cells): a sequence 600 tokens deep
+ * reads from cell 512 when its token comes alone, and from cell 0 when a
+ * short sequence whose cells come first shares the step. Its logits are
+ * the same either way, to the rounding of a differently cut cache. */
+START_TEST(windowed_layers_read_from_the_window)
+{
+	const family_model *fm = family_model_named("gemma3-f32");
+	const int n_vocab = fm->config.n_vocab, deep = 600;
+	char path[4200];
+	write_model(fm, path, sizeof(path));
+	loom_runtime *rt = test_runtime("cpu-generic", 2);
+	ck_assert_ptr_nonnull(rt);
+	loom_model *m = NULL;
+	ck_assert_msg(loom_model_load(rt, path, NULL, &m) == LOOM_OK, "%s", loom_last_error());
+	loom_context *ctx = test_context(m, 1024, 256, LOOM_DTYPE_F32);
+	feed(ctx, 1, 10, n_vocab); /* the short sequence, in cells 0..9 */
+	feed(ctx, 0, deep, n_vocab);
+	float *alone = malloc(sizeof(float) * (size_t)n_vocab);
+	ck_assert_ptr_nonnull(alone);
+	loom_token next = 42;
+	int32_t pos_alone = deep, seq0 = 0;
+	int8_t want = 1;
+	loom_batch one = {.n_tokens = 1, .tokens = &next, .pos = &pos_alone, .seq_id = &seq0, .logits = &want};
+	ck_assert_msg(loom_decode(ctx, &one) == LOOM_OK, "%s", loom_last_error());
+	memcpy(alone, loom_get_logits(ctx, 0), sizeof(float) * (size_t)n_vocab);
+	/* The same token again, beside the short sequence's next one. */
+	ck_assert_int_eq(loom_kv_seq_remove(ctx, 0, deep, -1), LOOM_OK);
+	loom_token two_tokens[2] = {42, 7};
+	int32_t two_pos[2] = {deep, 10}, two_seq[2] = {0, 1};
+	int8_t two_want[2] = {1, 0};
+	loom_batch two = {.n_tokens = 2, .tokens = two_tokens, .pos = two_pos, .seq_id = two_seq, .logits = two_want};
+	ck_assert_msg(loom_decode(ctx, &two) == LOOM_OK, "%s", loom_last_error());
+	const float *shared = loom_get_logits(ctx, 0);
+	double worst = 0.0, scale = 0.0;
+	for (int v = 0; v < n_vocab; v++) {
+		worst = fmax(worst, fabs((double)shared[v] - alone[v]));
+		scale = fmax(scale, fabs((double)alone[v]));
+	}
+	printf("a token 600 deep, alone (windowed layers from cell 512) and beside another sequence (from cell 0): "
+	       "max |dlogit| %.2e of %.2e\n", worst, scale);
+	ck_assert_msg(worst <= 1e-5 * scale, "windowed reads differ by %g (logits of %g)", worst, scale);
+	free(alone);
+	loom_context_free(ctx);
+	loom_model_free(m);
+	loom_runtime_free(rt);
+}
+END_TEST
+
 /* arch/NAME.yaml copied into dir without the lines that start (after
  * their indentation) with any of drop. */
 static void contract_without(const char *dir, const char *name, const char *const *drop, int n_drop)
@@ -371,6 +439,7 @@ static Suite *families_suite(void)
 	tcase_add_loop_test(tc, family_matches_its_reference, 0, n);
 	tcase_add_loop_test(tc, quantized_by_loom_matches_the_reference, 0, n);
 	tcase_add_test(tc, moe_q4_k_m_types_are_llama_quantize_s);
+	tcase_add_test(tc, windowed_layers_read_from_the_window);
 	tcase_add_loop_test(tc, feature_matters, 0, (int)(sizeof(features) / sizeof(features[0])));
 	suite_add_tcase(s, tc);
 	return s;

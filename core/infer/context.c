@@ -287,6 +287,21 @@ static loom_status read_batch(loom_context *ctx, const loom_batch *b, int *n_out
 	return LOOM_OK;
 }
 
+/* The first of n_kv cells that any of a mask's n rows sees (0 if none). */
+static uint32_t first_seen(const float *mask, int n, uint32_t n_kv)
+{
+	uint32_t first = n_kv;
+	for (int t = 0; t < n; t++) {
+		const float *row = mask + (size_t)t * n_kv;
+		for (uint32_t j = 0; j < first; j++)
+			if (row[j] == 0.0f) {
+				first = j;
+				break;
+			}
+	}
+	return first < n_kv ? first : 0;
+}
+
 static loom_status run_step(loom_context *ctx, int n, int n_out, loom_step_output output, float *hidden)
 {
 	loom_backend *be = &ctx->model->rt->backend;
@@ -294,8 +309,11 @@ static loom_status run_step(loom_context *ctx, int n, int n_out, loom_step_outpu
 	loom_graph graph;
 
 	loom_kv_build_mask(&ctx->kv, n_kv, n, ctx->pos, ctx->seq, 0, ctx->mask);
-	if (ctx->mask_swa != NULL)
+	ctx->swa_first = 0;
+	if (ctx->mask_swa != NULL) {
 		loom_kv_build_mask(&ctx->kv, n_kv, n, ctx->pos, ctx->seq, (uint32_t)ctx->model->hp.n_swa, ctx->mask_swa);
+		ctx->swa_first = first_seen(ctx->mask_swa, n, n_kv) / LOOM_KV_WINDOW_STEP * LOOM_KV_WINDOW_STEP;
+	}
 	loom_status st = loom_forward_build(ctx, n, n_kv, n_out, output, &graph);
 	if (st == LOOM_OK)
 		st = loom_backend_upload(be, &ctx->scratch, 0, ctx->inputs, ctx->inputs_bytes);

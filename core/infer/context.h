@@ -51,6 +51,10 @@ struct loom_context {
 	int32_t *tokens, *pos, *cells, *out_ids;
 	int32_t *seq;
 	float *mask, *mask_swa; /* mask_swa: NULL when no layer is windowed */
+	/* The first cell a windowed layer's attention reads: no token of the
+	 * step sees an earlier one (a multiple of LOOM_KV_WINDOW_STEP, so
+	 * that it moves once in that many tokens). */
+	uint32_t swa_first;
 
 	/* Logits of the last batch: row logit_row[i] for batch token i (-1:
 	 * none). On a backend that computes in host memory they are read where
@@ -77,7 +81,7 @@ struct loom_context {
 	struct {
 		bool valid;
 		int n, n_out, output;
-		uint32_t n_kv;
+		uint32_t n_kv, swa_first;
 		int head_first, head_end; /* the output head's nodes [first, end) */
 	} built;
 

@@ -45,13 +45,14 @@ static loom_tensor *f32_rows(loom_context *ctx, loom_slot s, int64_t width, int 
 	return slot(ctx, s, LOOM_DTYPE_F32, width, n, 1);
 }
 
-/* The first n_kv cells of a cache tensor. */
-static loom_tensor *cache_view(loom_context *ctx, const loom_tensor *cache, uint32_t n_kv)
+/* Cells [first, n_kv) of a cache tensor. */
+static loom_tensor *cache_view(loom_context *ctx, const loom_tensor *cache, uint32_t first, uint32_t n_kv)
 {
 	loom_tensor *t = new_tensor(ctx);
 	*t = *cache;
-	t->ne[1] = n_kv;
-	t->nb[2] = t->nb[1] * n_kv;
+	t->data = (char *)t->data + (size_t)first * t->nb[1];
+	t->ne[1] = n_kv - first;
+	t->nb[2] = t->nb[1] * (n_kv - first);
 	t->nb[3] = t->nb[2];
 	return t;
 }
@@ -185,11 +186,17 @@ static void attention_block(loom_context *ctx, const loom_layer *l, int il, int 
 	add_node(ctx, LOOM_OP_KV_STORE, &kv->k[il], k, cells);
 	add_node(ctx, LOOM_OP_KV_STORE, &kv->v[il], v, cells);
 
+	/* A windowed layer reads only the cells from the first any token of
+	 * the step may see: the window's cost, however deep the cache. */
+	const bool windowed = loom_layer_windowed(hp, il);
+	const uint32_t first = windowed ? ctx->swa_first : 0;
 	loom_tensor *attn = f32_rows(ctx, LOOM_SLOT_ATTN, q_dim, n);
-	loom_node *a = add_node(ctx, LOOM_OP_ATTENTION, attn, q_heads, cache_view(ctx, &kv->k[il], n_kv));
-	a->src[2] = cache_view(ctx, &kv->v[il], n_kv);
-	a->src[3] = slot(ctx, loom_layer_windowed(hp, il) ? LOOM_SLOT_MASK_SWA : LOOM_SLOT_MASK, LOOM_DTYPE_F32, n_kv, n,
-			 1);
+	loom_node *a = add_node(ctx, LOOM_OP_ATTENTION, attn, q_heads, cache_view(ctx, &kv->k[il], first, n_kv));
+	a->src[2] = cache_view(ctx, &kv->v[il], first, n_kv);
+	loom_tensor *mask = slot(ctx, windowed ? LOOM_SLOT_MASK_SWA : LOOM_SLOT_MASK, LOOM_DTYPE_F32, n_kv, n, 1);
+	mask->data = (char *)mask->data + (size_t)first * sizeof(float);
+	mask->ne[0] = n_kv - first;
+	a->src[3] = mask;
 	a->src[4] = (loom_tensor *)used(&l->attn_sinks);
 	a->ip[0] = (int32_t)hp->n_head;
 	a->ip[1] = (int32_t)hp->n_head_kv;
@@ -358,7 +365,7 @@ loom_status loom_forward_build(loom_context *ctx, int n, uint32_t n_kv, int n_ou
 	const loom_hparams *hp = &m->hp;
 
 	if (ctx->built.valid && ctx->built.n == n && ctx->built.n_kv == n_kv && ctx->built.n_out == n_out &&
-	    ctx->built.output == (int)output) {
+	    ctx->built.output == (int)output && ctx->built.swa_first == ctx->swa_first) {
 		graph->n_nodes = ctx->n_nodes;
 		graph->nodes = ctx->nodes;
 		return LOOM_OK;
@@ -411,6 +418,7 @@ loom_status loom_forward_build(loom_context *ctx, int n, uint32_t n_kv, int n_ou
 	ctx->built.valid = true;
 	ctx->built.n = n;
 	ctx->built.n_kv = n_kv;
+	ctx->built.swa_first = ctx->swa_first;
 	ctx->built.n_out = n_out;
 	ctx->built.output = (int)output;
 	graph->n_nodes = ctx->n_nodes;

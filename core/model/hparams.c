@@ -66,6 +66,23 @@ static loom_status optional_hparam(loom_model *m, int fmt, loom_hparam hp, int64
 	return require_hparam(m, fmt, hp, out);
 }
 
+/* A count that may be 0 (no window, no dense layers), else def when
+ * neither file nor contract has it. */
+static loom_status count_or(loom_model *m, int fmt, loom_hparam hp, int64_t def, int64_t *out)
+{
+	double v;
+	bool found;
+	loom_status st = read_hparam(m, fmt, hp, &v, &found);
+	if (st != LOOM_OK || !found) {
+		*out = def;
+		return st;
+	}
+	if (v < 0 || v > (double)(1 << 30) || v != (double)(int64_t)v)
+		return loom_error(LOOM_ERR_BAD_FORMAT, "hyperparameter %s = %.17g is out of range", loom_hparam_name(hp), v);
+	*out = (int64_t)v;
+	return LOOM_OK;
+}
+
 /* n_ff from the first layer's up projection, for files that leave it
  * implicit (GPT-2's n_inner: null means 4 n_embd). */
 static loom_status n_ff_from_tensor(loom_model *m, int fmt, int64_t *out)
@@ -216,14 +233,14 @@ static loom_status read_experts(loom_model *m, int fmt)
 	loom_hparams *hp = &m->hp;
 	float norm;
 	loom_status st;
-	if ((st = optional_hparam(m, fmt, LOOM_HP_N_EXPERT, 0, &hp->n_expert)) != LOOM_OK || hp->n_expert == 0)
+	if ((st = count_or(m, fmt, LOOM_HP_N_EXPERT, 0, &hp->n_expert)) != LOOM_OK || hp->n_expert == 0)
 		return st;
 	if (!m->contract->experts)
 		return loom_error(LOOM_ERR_UNSUPPORTED, "the model has %" PRId64 " experts a layer; contract %s describes no "
 				  "mixture of experts (block.experts)", hp->n_expert, m->contract->name);
 	if ((st = require_hparam(m, fmt, LOOM_HP_N_EXPERT_USED, &hp->n_expert_used)) != LOOM_OK ||
 	    (st = optional_hparam(m, fmt, LOOM_HP_N_FF_EXPERT, hp->n_ff, &hp->n_ff_exp)) != LOOM_OK ||
-	    (st = optional_hparam(m, fmt, LOOM_HP_N_DENSE_LAYERS, 0, &hp->n_dense_layers)) != LOOM_OK ||
+	    (st = count_or(m, fmt, LOOM_HP_N_DENSE_LAYERS, 0, &hp->n_dense_layers)) != LOOM_OK ||
 	    (st = optional_hparam(m, fmt, LOOM_HP_N_FF_SHARED, hp->n_ff, &hp->n_ff_shared)) != LOOM_OK ||
 	    (st = float_or(m, fmt, LOOM_HP_EXPERT_WEIGHTS_NORM, 0.0, &norm)) != LOOM_OK ||
 	    (st = float_or(m, fmt, LOOM_HP_EXPERT_WEIGHTS_SCALE, 1.0, &hp->expert_weights_scale)) != LOOM_OK)
@@ -267,8 +284,8 @@ loom_status loom_model_read_hparams(loom_model *m)
 	    (st = float_or(m, fmt, LOOM_HP_LOGIT_SCALE, 1.0, &hp->logit_scale)) != LOOM_OK ||
 	    (st = float_or(m, fmt, LOOM_HP_ATTENTION_SCALE_BASE, 0.0, &hp->attention_scale_base)) != LOOM_OK ||
 	    (st = float_or(m, fmt, LOOM_HP_ATTN_LOGIT_SOFTCAP, 0.0, &hp->attn_logit_softcap)) != LOOM_OK ||
-	    (st = optional_hparam(m, fmt, LOOM_HP_SLIDING_WINDOW, 0, &hp->n_swa)) != LOOM_OK ||
-	    (st = optional_hparam(m, fmt, LOOM_HP_SLIDING_WINDOW_PATTERN, 0, &hp->swa_pattern)) != LOOM_OK ||
+	    (st = count_or(m, fmt, LOOM_HP_SLIDING_WINDOW, 0, &hp->n_swa)) != LOOM_OK ||
+	    (st = count_or(m, fmt, LOOM_HP_SLIDING_WINDOW_PATTERN, 0, &hp->swa_pattern)) != LOOM_OK ||
 	    (st = float_or(m, fmt, LOOM_HP_ROPE_THETA_SWA, 0.0, &hp->rope_theta_swa)) != LOOM_OK ||
 	    (st = read_experts(m, fmt)) != LOOM_OK)
 		return st;
