@@ -941,6 +941,32 @@ static void sigmoid_case(ref_rng *rng, int64_t n, int64_t rows, bool in_place)
 	op_case_free(&c);
 }
 
+/* f32 exp and clamps, ggml's order of operations: ~1e-14 of the energy. */
+#define TOL_SWIGLU_OAI 1e-12
+
+static void swiglu_oai_case(ref_rng *rng, int64_t n, int64_t rows, float alpha, float limit, bool in_place)
+{
+	op_case c = {.op = LOOM_OP_SWIGLU_OAI, .fp = {alpha, limit}, .in_place = in_place};
+	double *ref = malloc(sizeof(double) * (size_t)(n * rows));
+
+	ck_assert_ptr_nonnull(ref);
+	c.src[0] = ht(LOOM_DTYPE_F32, n, rows, 1, 1);
+	c.src[1] = ht(LOOM_DTYPE_F32, n, rows, 1, 1);
+	c.dst = ht(LOOM_DTYPE_F32, n, rows, 1, 1);
+	/* Spread past the limit on both sides, so that the clamps bite. */
+	fill_normal(rng, ht_f32(&c.src[0]), (size_t)(n * rows), 2.0 * limit);
+	fill_normal(rng, ht_f32(&c.src[1]), (size_t)(n * rows), 2.0 * limit);
+	for (int64_t i = 0; i < n * rows; i++) {
+		double g = fmin(ht_f32(&c.src[0])[i], limit), u = fmin(fmax(ht_f32(&c.src[1])[i], -limit), limit);
+		ref[i] = g / (1.0 + exp(-(double)alpha * g)) * (u + 1.0);
+	}
+	snprintf(c.what, sizeof(c.what), "SWIGLU_OAI alpha %g limit %g [%lld x %lld]%s", alpha, limit, (long long)n,
+		 (long long)rows, in_place ? " in place" : "");
+	expect_close(&c, ref, TOL_SWIGLU_OAI, TOL_CONTRACT_F32);
+	free(ref);
+	op_case_free(&c);
+}
+
 static void group_sigmoid(void)
 {
 	static const int64_t lens[] = {1, 5, 172, 2816};
@@ -948,8 +974,11 @@ static void group_sigmoid(void)
 	int k = 0;
 
 	for (size_t li = 0; li < N_OF(lens); li++)
-		for (size_t ci = 0; ci < N_OF(counts); ci++)
-			sigmoid_case(&rng, lens[li], counts[ci], k++ % 2 == 0);
+		for (size_t ci = 0; ci < N_OF(counts); ci++) {
+			sigmoid_case(&rng, lens[li], counts[ci], k % 2 == 0);
+			swiglu_oai_case(&rng, lens[li], counts[ci], 1.702f, 7.0f, k % 2 == 0);
+			swiglu_oai_case(&rng, lens[li], counts[ci], 1.0f, 3.0f, k++ % 2 != 0);
+		}
 }
 
 /* Gemma 2's caps: 30 on the final logits, 50 on attention scores. */
@@ -1508,9 +1537,13 @@ static void moe_weights_case(ref_rng *rng, int gating, bool norm, float scale, i
  * crowd: every token's first choice is expert 0, so that one expert
  * meets every token at once (a prefill's tiles). */
 static void matmul_id_case(ref_rng *rng, loom_dtype type, int64_t n, int64_t n_out, int64_t n_expert, int64_t k,
-			   int64_t n_tok, bool per_slot, bool crowd, bool repack)
+			   int64_t n_tok, bool per_slot, bool crowd, bool repack, bool bias)
 {
 	op_case c = {.op = LOOM_OP_MATMUL_ID, .repack = repack};
+	if (bias) {
+		c.src[3] = ht(LOOM_DTYPE_F32, n_out, n_expert, 1, 1);
+		fill_normal(rng, ht_f32(&c.src[3]), (size_t)(n_out * n_expert), 1.0);
+	}
 	c.src[0] = random_weights(rng, type, n, n_out * n_expert, 1.0 / sqrt((double)n));
 	c.src[0].ne[1] = n_out;
 	c.src[0].ne[2] = n_expert;
@@ -1532,9 +1565,10 @@ static void matmul_id_case(ref_rng *rng, loom_dtype type, int64_t n, int64_t n_o
 	matmul_id_reference(&c, ref, mag, energy);
 	for (size_t i = 0; i < count; i++)
 		mag[i] *= mag[i];
-	snprintf(c.what, sizeof(c.what), "MATMUL_ID %s [%lld x %lld] x %lld experts, %lld of them for %lld tokens%s%s%s",
+	snprintf(c.what, sizeof(c.what), "MATMUL_ID %s [%lld x %lld] x %lld experts, %lld of them for %lld tokens%s%s%s%s",
 		 dtype_name(type), (long long)n, (long long)n_out, (long long)n_expert, (long long)k, (long long)n_tok,
-		 per_slot ? ", a row per slot" : "", crowd ? ", expert 0 for all" : "", repack ? ", repacked" : "");
+		 per_slot ? ", a row per slot" : "", crowd ? ", expert 0 for all" : "", repack ? ", repacked" : "",
+		 bias ? ", biased" : "");
 	close_expect e = {.ref = ref, .norm2 = {mag, energy}, .tol = {TOL_MATMUL, matmul_contract_tol(type)}};
 	on_each_backend(&c, check_close, &e);
 	free(ref);
@@ -1590,14 +1624,14 @@ static void group_moe(void)
 	for (size_t ti = 0; ti < N_OF(weight_types); ti++) {
 		loom_dtype type = weight_types[ti];
 		int64_t n = loom_dtype_traits_of(type).block == 1 ? 96 : 256;
-		matmul_id_case(&rng, type, n, 33, 8, 2, 1, false, false, false);
-		matmul_id_case(&rng, type, n, 16, 8, 2, 5, true, false, false);
-		matmul_id_case(&rng, type, n, 33, 8, 4, 40, false, true, false);
-		matmul_id_case(&rng, type, n, 5, 16, 8, 9, true, false, false);
+		matmul_id_case(&rng, type, n, 33, 8, 2, 1, false, false, false, false);
+		matmul_id_case(&rng, type, n, 16, 8, 2, 5, true, false, false, false);
+		matmul_id_case(&rng, type, n, 33, 8, 4, 40, false, true, false, true);
+		matmul_id_case(&rng, type, n, 5, 16, 8, 9, true, false, false, false);
 		/* Offered to weight_repack first (experts of whole 16-row groups),
-		 * as the core offers them at load. */
-		matmul_id_case(&rng, type, n, 32, 8, 2, 1, false, false, true);
-		matmul_id_case(&rng, type, n, 48, 8, 4, 40, false, true, true);
+		 * as the core offers them at load; with biases (gpt-oss). */
+		matmul_id_case(&rng, type, n, 32, 8, 2, 1, false, false, true, true);
+		matmul_id_case(&rng, type, n, 48, 8, 4, 40, false, true, true, false);
 	}
 	for (size_t ki = 0; ki < N_OF(ks); ki++) {
 		moe_sum_case(&rng, 64, ks[ki], 1);
@@ -1621,7 +1655,7 @@ static const group groups[] = {
 	{"matmul_ties", "MATMUL ties", group_matmul_ties},
 	{"elementwise", "ADD, MUL, SCALE, SWIGLU, GELU", group_elementwise},
 	{"softcap", "SOFTCAP", group_softcap},
-	{"sigmoid", "SIGMOID", group_sigmoid},
+	{"sigmoid", "SIGMOID, SWIGLU_OAI", group_sigmoid},
 	{"rope", "ROPE", group_rope},
 	{"kv_store", "KV_STORE", group_kv_store},
 	{"attention", "ATTENTION", group_attention},

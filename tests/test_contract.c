@@ -215,7 +215,7 @@ static const struct broken broken[] = {
 	{"contract_unsupported_positions", "positions: rope", "positions: absolute", "positions:",
 	 "positions must be one of rope | learned, not 'absolute'", NULL},
 	{"contract_unknown_bias", "  ffn: swiglu\n", "  ffn: swiglu\n  biases: [q, kv]\n", "biases",
-	 "biases must be one of q | k | v | qkv | o | gate | up | down | output, not 'kv'", NULL},
+	 "biases must be one of q | k | v | qkv | o | gate | up | down | output | router | experts, not 'kv'", NULL},
 	{"contract_norm_bias_on_rmsnorm", "  ffn: swiglu\n", "  ffn: swiglu\n  norm_bias: true\n", "norm_bias",
 	 "norm_bias: only layernorm has a bias", NULL},
 	{"contract_swiglu_with_gelu", "  ffn: swiglu\n", "  ffn: swiglu\n  activation: gelu\n", "activation",

@@ -390,6 +390,9 @@ static const struct feature {
 	{"gemma3-f32", "local RoPE base", {"rope_theta_swa:"}},
 	{"gemma3-f32", "QK-norm", {"qk_norm:", "attn_q_norm:", "attn_k_norm:"}},
 	{"qwen3moe-f32", "experts' weights renormalised", {"expert_weights_norm:"}},
+	{"gpt-oss-f32", "attention sinks", {"attention_sinks:", "attn_sinks:"}},
+	{"gpt-oss-f32", "clamped SwiGLU", {"activation: swiglu_oai"}},
+	{"gpt-oss-f32", "sliding window", {"sliding_window:"}},
 	{"qwen2moe-f32", "shared expert",
 	 {"shared_expert:", "ffn_gate_inp_shexp:", "ffn_gate_shexp:", "ffn_up_shexp:", "ffn_down_shexp:"}},
 };

@@ -44,6 +44,7 @@ static const cuda_op *const cuda_ops[LOOM_OP_COUNT] = {
 	[LOOM_OP_MATMUL_ID] = NULL,
 	[LOOM_OP_MOE_SUM] = NULL,
 	[LOOM_OP_SIGMOID] = &cuda_op_sigmoid,
+	[LOOM_OP_SWIGLU_OAI] = &cuda_op_swiglu_oai,
 };
 
 static const cuda_op *op_of(const loom_node *node)

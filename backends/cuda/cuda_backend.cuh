@@ -68,6 +68,7 @@ extern const cuda_op cuda_op_layer_norm;
 extern const cuda_op cuda_op_gelu;
 extern const cuda_op cuda_op_softcap;
 extern const cuda_op cuda_op_sigmoid;
+extern const cuda_op cuda_op_swiglu_oai;
 
 /* ---- tensors, on the device ---- */
 

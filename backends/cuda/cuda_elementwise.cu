@@ -1,5 +1,5 @@
 /*
- * cuda_elementwise.cu - ADD, MUL, SCALE, SWIGLU, GELU, SOFTCAP and SIGMOID: one thread per
+ * cuda_elementwise.cu - ADD, MUL, SCALE, SWIGLU, SWIGLU_OAI, GELU, SOFTCAP and SIGMOID: one thread per
  * element, the same expression as the CPU backend's scalar code.
  *
  * The grid's x covers a row's elements and its y the rows, stepping by
@@ -11,7 +11,7 @@
 #define EW_THREADS 256
 #define EW_MAX_GRID_Y 65535
 
-enum ew_kind { EW_ADD, EW_MUL, EW_SCALE, EW_SWIGLU, EW_GELU_TANH, EW_GELU_ERF, EW_SOFTCAP, EW_SIGMOID };
+enum ew_kind { EW_ADD, EW_MUL, EW_SCALE, EW_SWIGLU, EW_GELU_TANH, EW_GELU_ERF, EW_SOFTCAP, EW_SIGMOID, EW_SWIGLU_OAI };
 
 #define GELU_SQRT_2_OVER_PI 0.79788456080286535588f
 #define GELU_COEF_A 0.044715f
@@ -20,7 +20,7 @@ enum ew_kind { EW_ADD, EW_MUL, EW_SCALE, EW_SWIGLU, EW_GELU_TANH, EW_GELU_ERF, E
 /* Whether the op reads a second operand. */
 static constexpr bool ew_binary(ew_kind k)
 {
-	return k == EW_ADD || k == EW_MUL || k == EW_SWIGLU;
+	return k == EW_ADD || k == EW_MUL || k == EW_SWIGLU || k == EW_SWIGLU_OAI;
 }
 
 template <ew_kind K> static __device__ __forceinline__ float ew_apply(float a, float b, float param)
@@ -42,6 +42,10 @@ template <ew_kind K> static __device__ __forceinline__ float ew_apply(float a, f
 		return param * tanhf(a * (1.0f / param));
 	case EW_SIGMOID:
 		return 1.0f / (1.0f + expf(-a));
+	case EW_SWIGLU_OAI:
+		/* alpha is fixed at gpt-oss's 1.702 by supports(); param is the limit. */
+		a = fminf(a, param);
+		return a / (1.0f + expf(1.702f * -a)) * (fminf(fmaxf(b, -param), param) + 1.0f);
 	}
 	return 0.0f;
 }
@@ -180,3 +184,17 @@ static loom_status sigmoid_run(cuda_backend *be, const loom_node *node, void *, 
 }
 
 const cuda_op cuda_op_sigmoid = {unary_supports, NULL, sigmoid_run};
+
+/* ---- SWIGLU_OAI ---- */
+
+static bool swiglu_oai_supports(const loom_node *node)
+{
+	return swiglu_supports(node) && node->fp[0] == 1.702f && node->fp[1] > 0.0f && isfinite(node->fp[1]);
+}
+
+static loom_status swiglu_oai_run(cuda_backend *be, const loom_node *node, void *, int)
+{
+	return ew_launch<EW_SWIGLU_OAI>(be, node->src[0], node->src[1], node->dst, node->fp[1], "swiglu_oai");
+}
+
+const cuda_op cuda_op_swiglu_oai = {swiglu_oai_supports, NULL, swiglu_oai_run};

@@ -154,12 +154,14 @@ static loom_status source_piece(loom_export *e, loom_model *m, loom_role role, i
 	*found = ft != NULL;
 	if (ft == NULL)
 		return LOOM_OK;
-	const int want = loom_role_is_experts(role) ? 3 : loom_role_is_matrix(role) ? 2 : 1;
+	const bool table = role == LOOM_ROLE_FFN_GATE_EXPS_B || role == LOOM_ROLE_FFN_UP_EXPS_B ||
+			   role == LOOM_ROLE_FFN_DOWN_EXPS_B;
+	const int want = loom_role_is_experts(role) ? 3 : loom_role_is_matrix(role) || table ? 2 : 1;
 	if (ft->n_dims != want)
 		return loom_error(LOOM_ERR_BAD_FORMAT, "tensor '%s' has %d dimensions, expected %d", name, ft->n_dims, want);
 	*p = (piece){.dtype = ft->dtype, .n_dims = want, .ne0 = ft->ne[0], .ne1 = ft->ne[1], .ne2 = ft->ne[2],
 		     .data = ft->data};
-	if (want == 3 || (want == 2 && !m->contract->transposed[m->fmt][role]))
+	if (want == 3 || table || (want == 2 && !m->contract->transposed[m->fmt][role]))
 		return LOOM_OK;
 	/* A norm weight moves from the file's offset to GGUF's (Gemma's w
 	 * becomes 1 + w). */

@@ -212,12 +212,28 @@ static void attention_block(loom_context *ctx, const loom_layer *l, int il, int 
 /* The gated FFN's activation: gate = act(gate) * up, in place. */
 static void gated_activation(loom_context *ctx, loom_tensor *gate, loom_tensor *up)
 {
-	if (ctx->model->contract->ffn == LOOM_FFN_SWIGLU) {
+	const loom_model *m = ctx->model;
+	if (m->contract->activation == LOOM_ACT_SWIGLU_OAI) {
+		loom_node *n = add_node(ctx, LOOM_OP_SWIGLU_OAI, gate, gate, up);
+		n->fp[0] = m->hp.swiglu_alpha;
+		n->fp[1] = m->hp.swiglu_limit;
+		return;
+	}
+	if (m->contract->ffn == LOOM_FFN_SWIGLU) {
 		add_node(ctx, LOOM_OP_SWIGLU, gate, gate, up);
 		return;
 	}
 	gelu(ctx, gate);
 	add_node(ctx, LOOM_OP_MUL, gate, gate, up);
+}
+
+/* dst = each chosen expert's weights x (+ its bias). */
+static void expert_matmul(loom_context *ctx, loom_tensor *dst, const loom_tensor *experts, const loom_tensor *bias,
+			  loom_tensor *x, loom_tensor *ids)
+{
+	loom_node *n = add_node(ctx, LOOM_OP_MATMUL_ID, dst, experts, x);
+	n->src[2] = ids;
+	n->src[3] = (loom_tensor *)used(bias);
 }
 
 /* Elements [first, first + width) of n rows of a slot whose rows are `row`
@@ -257,7 +273,7 @@ static void moe_block(loom_context *ctx, const loom_layer *l, int n, loom_tensor
 	loom_tensor *ids = slot(ctx, LOOM_SLOT_EXPERT_IDS, LOOM_DTYPE_I32, k, n, 1);
 	loom_tensor *weights = row_part(ctx, LOOM_SLOT_EXPERT_W, slots, 0, k, n);
 
-	matmul(ctx, logits, &l->ffn_gate_inp, xb);
+	linear(ctx, logits, &l->ffn_gate_inp, &l->ffn_gate_inp_b, xb);
 	add_node(ctx, LOOM_OP_TOPK, ids, logits, NULL)->ip[0] = (int32_t)k;
 	loom_node *w = add_node(ctx, LOOM_OP_MOE_WEIGHTS, weights, logits, ids);
 	w->ip[0] = m->contract->expert_gating;
@@ -274,10 +290,10 @@ static void moe_block(loom_context *ctx, const loom_layer *l, int n, loom_tensor
 	loom_tensor *gate = slot(ctx, LOOM_SLOT_GATE, LOOM_DTYPE_F32, F, k, n);
 	loom_tensor *up = slot(ctx, LOOM_SLOT_UP, LOOM_DTYPE_F32, F, k, n);
 	loom_tensor *out = row_pieces(ctx, LOOM_SLOT_EXPERTS, E * slots, E, k, n);
-	add_node(ctx, LOOM_OP_MATMUL_ID, up, &l->ffn_up_exps, x)->src[2] = ids;
-	add_node(ctx, LOOM_OP_MATMUL_ID, gate, &l->ffn_gate_exps, x)->src[2] = ids;
+	expert_matmul(ctx, up, &l->ffn_up_exps, &l->ffn_up_exps_b, x, ids);
+	expert_matmul(ctx, gate, &l->ffn_gate_exps, &l->ffn_gate_exps_b, x, ids);
 	gated_activation(ctx, gate, up);
-	add_node(ctx, LOOM_OP_MATMUL_ID, out, &l->ffn_down_exps, gate)->src[2] = ids;
+	expert_matmul(ctx, out, &l->ffn_down_exps, &l->ffn_down_exps_b, gate, ids);
 	if (shared) {
 		loom_tensor *sgate = f32_rows(ctx, LOOM_SLOT_GATE, hp->n_ff_shared, n);
 		loom_tensor *sup = f32_rows(ctx, LOOM_SLOT_UP, hp->n_ff_shared, n);

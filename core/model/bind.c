@@ -152,6 +152,12 @@ static loom_status bind(loom_model *m, int fmt, loom_role role, int il, int64_t 
 	if (st != LOOM_OK || ne1 <= 0)
 		return st;
 	const char *type = loom_dtype_name(ft->dtype);
+	/* The experts' biases are a table of f32 rows, one an expert. */
+	if (role == LOOM_ROLE_FFN_GATE_EXPS_B || role == LOOM_ROLE_FFN_UP_EXPS_B || role == LOOM_ROLE_FFN_DOWN_EXPS_B)
+		return ft->dtype == LOOM_DTYPE_F32 && !transposed
+			       ? LOOM_OK
+			       : loom_error(LOOM_ERR_UNSUPPORTED, "tensor '%s' (%s) must be f32 as stored, not %s", name,
+					    loom_role_name(role), type ? type : "?");
 	loom_op op = role == LOOM_ROLE_TOKEN_EMBD ? LOOM_OP_GET_ROWS : LOOM_OP_MATMUL;
 	if (!loom_backend_takes(m, op, t))
 		return loom_error(LOOM_ERR_UNSUPPORTED, "tensor '%s' has type %s, which backend %s cannot %s", name,
@@ -235,6 +241,10 @@ int loom_layer_slots(const loom_model *m, int il, loom_layer *l, loom_weight_slo
 		{LOOM_ROLE_FFN_GATE_SHEXP, E, hp->n_ff_shared, 0, &l->ffn_gate_shexp},
 		{LOOM_ROLE_FFN_UP_SHEXP, E, hp->n_ff_shared, 0, &l->ffn_up_shexp},
 		{LOOM_ROLE_FFN_DOWN_SHEXP, hp->n_ff_shared, E, 0, &l->ffn_down_shexp},
+		{LOOM_ROLE_FFN_GATE_INP_B, X, 0, 0, &l->ffn_gate_inp_b},
+		{LOOM_ROLE_FFN_GATE_EXPS_B, F, X, 0, &l->ffn_gate_exps_b},
+		{LOOM_ROLE_FFN_UP_EXPS_B, F, X, 0, &l->ffn_up_exps_b},
+		{LOOM_ROLE_FFN_DOWN_EXPS_B, E, X, 0, &l->ffn_down_exps_b},
 	};
 	const bool moe = loom_layer_moe(hp, il);
 	int n = 0;

@@ -49,6 +49,8 @@ static const char *const hparam_names[LOOM_HP_COUNT] = {
 	[LOOM_HP_EXPERT_WEIGHTS_SCALE] = "expert_weights_scale",
 	[LOOM_HP_N_DENSE_LAYERS] = "n_dense_layers",
 	[LOOM_HP_N_FF_SHARED] = "n_ff_shared",
+	[LOOM_HP_SWIGLU_ALPHA] = "swiglu_alpha",
+	[LOOM_HP_SWIGLU_LIMIT] = "swiglu_limit",
 };
 
 /* NULL-terminated: the values transposed allows. */
@@ -93,6 +95,10 @@ static const char *const role_names[LOOM_ROLE_COUNT + 1] = {
 	[LOOM_ROLE_FFN_GATE_SHEXP] = "ffn_gate_shexp",
 	[LOOM_ROLE_FFN_UP_SHEXP] = "ffn_up_shexp",
 	[LOOM_ROLE_FFN_DOWN_SHEXP] = "ffn_down_shexp",
+	[LOOM_ROLE_FFN_GATE_INP_B] = "ffn_gate_inp_bias",
+	[LOOM_ROLE_FFN_GATE_EXPS_B] = "ffn_gate_exps_bias",
+	[LOOM_ROLE_FFN_UP_EXPS_B] = "ffn_up_exps_bias",
+	[LOOM_ROLE_FFN_DOWN_EXPS_B] = "ffn_down_exps_bias",
 };
 
 /* NULL-terminated: the values block.biases allows. */
@@ -100,6 +106,7 @@ static const char *const bias_names[LOOM_BIAS_COUNT + 1] = {
 	[LOOM_BIAS_Q] = "q",       [LOOM_BIAS_K] = "k",   [LOOM_BIAS_V] = "v",
 	[LOOM_BIAS_QKV] = "qkv",   [LOOM_BIAS_O] = "o",   [LOOM_BIAS_GATE] = "gate",
 	[LOOM_BIAS_UP] = "up",     [LOOM_BIAS_DOWN] = "down", [LOOM_BIAS_OUTPUT] = "output",
+	[LOOM_BIAS_ROUTER] = "router", [LOOM_BIAS_EXPERTS] = "experts",
 };
 
 /* The naming sections, NULL-terminated: the keys hparams and tensors allow. */
@@ -161,7 +168,7 @@ bool loom_role_is_experts(loom_role role)
 bool loom_role_is_moe(loom_role role)
 {
 	return role == LOOM_ROLE_FFN_GATE_INP || loom_role_is_experts(role) ||
-	       (role >= LOOM_ROLE_FFN_GATE_INP_SHEXP && role <= LOOM_ROLE_FFN_DOWN_SHEXP);
+	       (role >= LOOM_ROLE_FFN_GATE_INP_SHEXP && role <= LOOM_ROLE_FFN_DOWN_EXPS_B);
 }
 
 bool loom_role_is_dense_ffn(loom_role role)
@@ -240,6 +247,12 @@ bool loom_contract_uses_role(const loom_contract *c, loom_contract_format f, loo
 	case LOOM_ROLE_FFN_UP_SHEXP:
 	case LOOM_ROLE_FFN_DOWN_SHEXP:
 		return c->shared_expert;
+	case LOOM_ROLE_FFN_GATE_INP_B:
+		return c->bias[LOOM_BIAS_ROUTER];
+	case LOOM_ROLE_FFN_GATE_EXPS_B:
+	case LOOM_ROLE_FFN_UP_EXPS_B:
+	case LOOM_ROLE_FFN_DOWN_EXPS_B:
+		return c->bias[LOOM_BIAS_EXPERTS];
 	case LOOM_ROLE_ATTN_OUTPUT_B:
 		return c->bias[LOOM_BIAS_O];
 	case LOOM_ROLE_FFN_NORM:
@@ -264,7 +277,7 @@ bool loom_contract_uses_role(const loom_contract *c, loom_contract_format f, loo
  * unknown value is an error, never a silent default. */
 static const char *const norm_choices[] = {"rmsnorm", "layernorm", NULL};
 static const char *const ffn_choices[] = {"swiglu", "geglu", "mlp", NULL};
-static const char *const activation_choices[] = {"silu", "gelu", "gelu_tanh", NULL};
+static const char *const activation_choices[] = {"silu", "gelu", "gelu_tanh", "swiglu_oai", NULL};
 static const char *const positions_choices[] = {"rope", "learned", NULL};
 static const char *const rope_style_choices[] = {"normal", "neox", NULL};
 static const char *const qkv_choices[] = {"separate", "fused", NULL};
@@ -432,13 +445,15 @@ static loom_status check_choices(loom_yaml *y, yaml_node_t *block, const loom_co
 	if (c->norm_bias && c->norm != LOOM_NORM_LAYERNORM)
 		return contradiction(y, block, "norm_bias", "only layernorm has a bias");
 	if (loom_yaml_get(y, block, "activation") != NULL &&
-	    ((c->ffn == LOOM_FFN_SWIGLU && c->activation != LOOM_ACT_SILU) ||
-	     (c->ffn == LOOM_FFN_GEGLU && c->activation == LOOM_ACT_SILU)))
+	    ((c->ffn == LOOM_FFN_SWIGLU && c->activation != LOOM_ACT_SILU && c->activation != LOOM_ACT_SWIGLU_OAI) ||
+	     (c->ffn == LOOM_FFN_GEGLU && (c->activation == LOOM_ACT_SILU || c->activation == LOOM_ACT_SWIGLU_OAI))))
 		return contradiction(y, block, "activation",
-				     c->ffn == LOOM_FFN_SWIGLU ? "swiglu's activation is silu"
+				     c->ffn == LOOM_FFN_SWIGLU ? "swiglu's activation is silu or swiglu_oai"
 							       : "geglu's activation is gelu or gelu_tanh");
-	if (c->ffn == LOOM_FFN_MLP && c->activation == LOOM_ACT_SILU)
+	if (c->ffn == LOOM_FFN_MLP && (c->activation == LOOM_ACT_SILU || c->activation == LOOM_ACT_SWIGLU_OAI))
 		return contradiction(y, block, "activation", "an mlp takes gelu or gelu_tanh (silu is gated: swiglu)");
+	if ((c->bias[LOOM_BIAS_ROUTER] || c->bias[LOOM_BIAS_EXPERTS]) && !c->experts)
+		return contradiction(y, block, "biases", "router and experts biases need block.experts");
 	if (c->positions != LOOM_POSITIONS_ROPE && loom_yaml_get(y, block, "rope_style") != NULL)
 		return contradiction(y, block, "rope_style", "positions are not rope");
 	if ((c->bias[LOOM_BIAS_Q] || c->bias[LOOM_BIAS_K] || c->bias[LOOM_BIAS_V]) && fused)

@@ -16,7 +16,12 @@ typedef enum loom_ffn_kind {
 	LOOM_FFN_GEGLU,  /* down(gelu(gate(x)) * up(x)) */
 	LOOM_FFN_MLP     /* down(act(up(x))) */
 } loom_ffn_kind;
-typedef enum loom_activation { LOOM_ACT_SILU, LOOM_ACT_GELU, LOOM_ACT_GELU_TANH } loom_activation;
+typedef enum loom_activation {
+	LOOM_ACT_SILU,
+	LOOM_ACT_GELU,
+	LOOM_ACT_GELU_TANH,
+	LOOM_ACT_SWIGLU_OAI /* swiglu's gate and up clamped, gate's sigmoid sharpened, up + 1 (gpt-oss) */
+} loom_activation;
 typedef enum loom_positions_kind { LOOM_POSITIONS_ROPE, LOOM_POSITIONS_LEARNED } loom_positions_kind;
 typedef enum loom_qkv_kind { LOOM_QKV_SEPARATE, LOOM_QKV_FUSED } loom_qkv_kind;
 typedef enum loom_residual_kind {
@@ -76,6 +81,8 @@ typedef enum loom_hparam {
 	LOOM_HP_EXPERT_WEIGHTS_SCALE, /* a factor on those weights; default 1 */
 	LOOM_HP_N_DENSE_LAYERS,      /* the first this many layers keep a dense FFN; default 0 */
 	LOOM_HP_N_FF_SHARED,         /* the shared expert's FFN width; default n_ff */
+	LOOM_HP_SWIGLU_ALPHA,        /* activation swiglu_oai: the gate's sigmoid sharpness; default 1.702 */
+	LOOM_HP_SWIGLU_LIMIT,        /* activation swiglu_oai: the clamp; default 7 */
 	LOOM_HP_COUNT
 } loom_hparam;
 
@@ -122,6 +129,10 @@ typedef enum loom_role {
 	LOOM_ROLE_FFN_GATE_SHEXP,     /* the shared expert, {n_embd, n_ff_shared} */
 	LOOM_ROLE_FFN_UP_SHEXP,
 	LOOM_ROLE_FFN_DOWN_SHEXP,     /* {n_ff_shared, n_embd} */
+	LOOM_ROLE_FFN_GATE_INP_B,     /* biases: [router]: the router's bias, {n_expert} */
+	LOOM_ROLE_FFN_GATE_EXPS_B,    /* biases: [experts]: each expert's gate bias, {n_ff_exp, n_expert} */
+	LOOM_ROLE_FFN_UP_EXPS_B,
+	LOOM_ROLE_FFN_DOWN_EXPS_B,    /* {n_embd, n_expert} */
 	LOOM_ROLE_COUNT
 } loom_role;
 
@@ -136,6 +147,8 @@ typedef enum loom_bias {
 	LOOM_BIAS_UP,
 	LOOM_BIAS_DOWN,
 	LOOM_BIAS_OUTPUT,
+	LOOM_BIAS_ROUTER,  /* a mixture of experts' router */
+	LOOM_BIAS_EXPERTS, /* each expert's gate, up and down */
 	LOOM_BIAS_COUNT
 } loom_bias;
 

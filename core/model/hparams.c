@@ -287,6 +287,8 @@ loom_status loom_model_read_hparams(loom_model *m)
 	    (st = count_or(m, fmt, LOOM_HP_SLIDING_WINDOW, 0, &hp->n_swa)) != LOOM_OK ||
 	    (st = count_or(m, fmt, LOOM_HP_SLIDING_WINDOW_PATTERN, 0, &hp->swa_pattern)) != LOOM_OK ||
 	    (st = float_or(m, fmt, LOOM_HP_ROPE_THETA_SWA, 0.0, &hp->rope_theta_swa)) != LOOM_OK ||
+	    (st = float_or(m, fmt, LOOM_HP_SWIGLU_ALPHA, 1.702, &hp->swiglu_alpha)) != LOOM_OK ||
+	    (st = float_or(m, fmt, LOOM_HP_SWIGLU_LIMIT, 7.0, &hp->swiglu_limit)) != LOOM_OK ||
 	    (st = read_experts(m, fmt)) != LOOM_OK)
 		return st;
 	const float mults[] = {hp->embedding_mult, hp->residual_mult, hp->logit_scale};
@@ -310,6 +312,9 @@ loom_status loom_model_read_hparams(loom_model *m)
 		if (!(caps[i] >= 0.0f) || isinf(caps[i]))
 			return loom_error(LOOM_ERR_BAD_FORMAT, "hyperparameter %s = %g must be 0 (none) or positive",
 					  loom_hparam_name(cap_ids[i]), (double)caps[i]);
+	if (!isfinite(hp->swiglu_alpha) || !(hp->swiglu_limit > 0.0f) || isinf(hp->swiglu_limit))
+		return loom_error(LOOM_ERR_BAD_FORMAT, "swiglu_alpha = %g or swiglu_limit = %g is out of range",
+				  (double)hp->swiglu_alpha, (double)hp->swiglu_limit);
 	if (hp->n_swa < 0 || hp->n_swa > INT32_MAX || hp->swa_pattern < 0 || hp->swa_pattern > 4096)
 		return loom_error(LOOM_ERR_BAD_FORMAT,
 				  "sliding_window = %" PRId64 " or sliding_window_pattern = %" PRId64 " is out of range",

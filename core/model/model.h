@@ -60,6 +60,8 @@ typedef struct loom_hparams {
 	int64_t n_ff_shared; /* the shared expert's width (block.experts.shared_expert) */
 	bool expert_weights_norm;
 	float expert_weights_scale;
+	/* block.activation swiglu_oai's clamp and gate sharpness (gpt-oss). */
+	float swiglu_alpha, swiglu_limit;
 } loom_hparams;
 
 /* Whether layer il's FFN is a mixture of experts. */
@@ -97,6 +99,9 @@ typedef struct loom_layer {
 	/* Its shared expert: the gate's weights {n_embd}, then the FFN
 	 * {n_embd, n_ff_shared}, {n_ff_shared, n_embd}. */
 	loom_tensor ffn_gate_inp_shexp, ffn_gate_shexp, ffn_up_shexp, ffn_down_shexp;
+	/* The router's and the experts' biases (block.biases router, experts):
+	 * {n_expert}, {n_ff_exp, n_expert} twice, {n_embd, n_expert}. */
+	loom_tensor ffn_gate_inp_b, ffn_gate_exps_b, ffn_up_exps_b, ffn_down_exps_b;
 } loom_layer;
 
 /* A weight the backend repacked: its buffer, its layout, and the file

@@ -294,9 +294,11 @@ typedef enum loom_op {
 	 * chosen expert).
 	 * src0: the experts' weights {n_in, n_out, n_expert}, any dtype MATMUL
 	 * takes, expert e's matrix at e * nb[2]; src1: F32 {n_in, 1 or k,
-	 * n_tokens}; src2: I32 {k, n_tokens}; dst: F32 {n_out, k, n_tokens}.
-	 * Rounding as MATMUL's for the weight's type. An index outside
-	 * [0, n_expert) makes compute fail. */
+	 * n_tokens}; src2: I32 {k, n_tokens}; src3 (optional): the experts'
+	 * biases, F32 {n_out, n_expert}, expert e's row added to its products
+	 * (gpt-oss); dst: F32 {n_out, k, n_tokens}. Rounding as MATMUL's for
+	 * the weight's type. An index outside [0, n_expert) makes compute
+	 * fail. */
 	LOOM_OP_MATMUL_ID = 17,
 
 	/* dst row t = sum over j of src1[t][j] * src0[t][j], each product
@@ -308,6 +310,12 @@ typedef enum loom_op {
 	/* dst = 1 / (1 + expf(-src0)), elementwise (a shared expert's gate).
 	 * dst may alias src0. */
 	LOOM_OP_SIGMOID = 19,
+
+	/* gpt-oss's clamped SwiGLU: g = min(src0, fp[1]), u = src1 clamped to
+	 * [-fp[1], fp[1]], dst = g / (1 + expf(-fp[0] g)) * (u + 1), as ggml's
+	 * swiglu_oai (fp[0] = alpha, 1.702; fp[1] = limit, 7). src1 has
+	 * src0's shape; dst may alias src0. */
+	LOOM_OP_SWIGLU_OAI = 20,
 
 	LOOM_OP_COUNT
 } loom_op;
@@ -356,7 +364,7 @@ static inline const char *loom_op_name(loom_op op)
 	static const char *const names[LOOM_OP_COUNT] = {
 		"NONE",	   "GET_ROWS",	 "RMS_NORM", "MATMUL", "ADD",	  "MUL",	"ROPE",
 		"KV_STORE", "ATTENTION", "SWIGLU",   "SCALE",  "CONVERT", "LAYER_NORM", "GELU",
-		"SOFTCAP",  "TOPK",	 "MOE_WEIGHTS", "MATMUL_ID", "MOE_SUM", "SIGMOID",
+		"SOFTCAP",  "TOPK",	 "MOE_WEIGHTS", "MATMUL_ID", "MOE_SUM", "SIGMOID", "SWIGLU_OAI",
 	};
 	return (int)op >= 0 && op < LOOM_OP_COUNT ? names[op] : "an unknown op";
 }

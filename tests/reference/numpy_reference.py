@@ -20,6 +20,12 @@ Families, as transformers' modeling files compute them:
             a sliding window on five layers of six whose RoPE base is
             rope_local_base_freq and unscaled, the global layers' base with
             linear scaling; q.k times query_pre_attn_scalar^-1/2 (head_dim).
+  gpt-oss   GptOssForCausalLM: q/k/v/o biases, each head's sink logit as an
+            extra softmax column dropped after, a window on even layers, a
+            router with a bias whose top-k logits are softmaxed, experts with
+            biases through gate = min(gate, 7), up = clamp(up, -7, 7),
+            (up + 1) * gate * sigmoid(1.702 gate); the FFN's norm is the
+            file's post_attention_norm.
 The GGUF stores Gemma's norm weights as 1 + w, as llama.cpp's converter
 writes them; RoPE pairs (i, i + d/2), as Hugging Face's rotate_half.
 """
@@ -115,9 +121,10 @@ def rope(x, pos, base, scale):
     return x * cos + half * sin
 
 
-def attention(q, k, v, scale, window):
+def attention(q, k, v, scale, window, sinks=None):
     """q: [T, H, d], k, v: [T, Hkv, d]; causal, and within `window`
-    positions when it is nonzero."""
+    positions when it is nonzero; sinks[h]: a logit column of head h's
+    softmax that weights no value."""
     t, h, d = q.shape
     group = h // k.shape[1]
     out = np.zeros((t, h, d))
@@ -127,8 +134,11 @@ def attention(q, k, v, scale, window):
         i, j = np.arange(t)[:, None], np.arange(t)[None, :]
         seen = (j <= i) & ((window == 0) | (i - j < window))
         s = np.where(seen, s, -np.inf)
+        if sinks is not None:
+            s = np.concatenate([s, np.full((t, 1), sinks[head])], axis=1)
         s = np.exp(s - s.max(axis=1, keepdims=True))
-        out[:, head] = (s / s.sum(axis=1, keepdims=True)) @ vh
+        p = s / s.sum(axis=1, keepdims=True)
+        out[:, head] = p[:, :t] @ vh
     return out
 
 
@@ -213,7 +223,44 @@ def gemma3(meta, w, tokens):
     return linear(w.get("output.weight", w["token_embd.weight"]), x)
 
 
-FAMILIES = {"qwen3moe": qwen3moe, "gemma3": gemma3}
+def gpt_oss(meta, w, tokens):
+    a = "gpt-oss"
+    n_head, n_kv = meta[f"{a}.attention.head_count"], meta[f"{a}.attention.head_count_kv"]
+    hd = meta[f"{a}.attention.key_length"]
+    eps, base = meta[f"{a}.attention.layer_norm_rms_epsilon"], meta[f"{a}.rope.freq_base"]
+    window, k_used = meta[f"{a}.attention.sliding_window"], meta[f"{a}.expert_used_count"]
+    alpha, limit = 1.702, 7.0
+    t = len(tokens)
+    pos = np.arange(t, dtype=np.float64)
+    x = w["token_embd.weight"][tokens]
+    for il in range(meta[f"{a}.block_count"]):
+        p = f"blk.{il}."
+        h = rms_norm(x, w[p + "attn_norm.weight"], eps)
+        q = (linear(w[p + "attn_q.weight"], h) + w[p + "attn_q.bias"]).reshape(t, n_head, hd)
+        k = (linear(w[p + "attn_k.weight"], h) + w[p + "attn_k.bias"]).reshape(t, n_kv, hd)
+        v = (linear(w[p + "attn_v.weight"], h) + w[p + "attn_v.bias"]).reshape(t, n_kv, hd)
+        q, k = rope(q, pos, base, 1.0), rope(k, pos, base, 1.0)
+        o = attention(q, k, v, hd ** -0.5, window if il % 2 == 0 else 0, w[p + "attn_sinks.weight"])
+        x = x + linear(w[p + "attn_output.weight"], o.reshape(t, -1)) + w[p + "attn_output.bias"]
+        h = rms_norm(x, w[p + "ffn_norm.weight"], eps)
+        logits = linear(w[p + "ffn_gate_inp.weight"], h) + w[p + "ffn_gate_inp.bias"]
+        out = np.zeros_like(x)
+        for i in range(t):
+            chosen = np.argsort(-logits[i], kind="stable")[:k_used]
+            top = np.exp(logits[i, chosen] - logits[i, chosen].max())
+            for e, we in zip(chosen, top / top.sum()):
+                g = linear(w[p + "ffn_gate_exps.weight"][e], h[i]) + w[p + "ffn_gate_exps.bias"][e]
+                u = linear(w[p + "ffn_up_exps.weight"][e], h[i]) + w[p + "ffn_up_exps.bias"][e]
+                g = np.minimum(g, limit)
+                u = np.clip(u, -limit, limit)
+                y = linear(w[p + "ffn_down_exps.weight"][e], (u + 1.0) * g / (1.0 + np.exp(-alpha * g)))
+                out[i] += we * (y + w[p + "ffn_down_exps.bias"][e])
+        x = x + out
+    x = rms_norm(x, w["output_norm.weight"], eps)
+    return linear(w["output.weight"], x)
+
+
+FAMILIES = {"qwen3moe": qwen3moe, "gemma3": gemma3, "gpt-oss": gpt_oss}
 
 
 def main():

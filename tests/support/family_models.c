@@ -176,7 +176,36 @@ static synth_config gemma3(loom_dtype type)
 	return c;
 }
 
-static family_model models[18];
+/* gpt-oss as transformers computes it: biases on q, k, v and o, a sink
+ * a head, a window of 6 on layers 0 and 2 (of 4), 8 experts a layer of
+ * width 32 with biases, 2 a token, the softmax of their router logits
+ * (with its bias), the clamped SwiGLU. No YaRN: transformers' gpt-oss
+ * ramps its frequencies without rounding the ramp's ends (truncate:
+ * false), which ggml's rope does; the ROPE op's YaRN is checked apart. */
+static synth_config gpt_oss(loom_dtype type)
+{
+	synth_config c = synth_default_config();
+	c.n_embd = 64;
+	c.n_layer = 4;
+	c.n_head = 4;
+	c.n_head_kv = 2;
+	c.head_dim = 16;
+	c.n_ff = 96;
+	c.rope_theta = 150000.0f;
+	c.qkv_bias = true;
+	c.o_bias = true;
+	c.sinks = true;
+	c.sliding_window = 6;
+	c.n_expert = 8;
+	c.n_expert_used = 2;
+	c.n_ff_expert = 32;
+	c.expert_biases = true;
+	c.weight_type = type;
+	c.seed = 10;
+	return c;
+}
+
+static family_model models[20];
 
 static void add(int *n, const char *name, const char *arch, const char *contract, bool gelu, const char *reference,
 		synth_config config)
@@ -207,6 +236,8 @@ const family_model *family_models(int *n)
 		add(&k, "qwen3moe-q8_0", "qwen3moe", "qwen3moe", false, np, qwen3moe(LOOM_DTYPE_Q8_0));
 		add(&k, "gemma3-f32", "gemma3", "gemma3", true, np, gemma3(LOOM_DTYPE_F32));
 		add(&k, "gemma3-q8_0", "gemma3", "gemma3", true, np, gemma3(LOOM_DTYPE_Q8_0));
+		add(&k, "gpt-oss-f32", "gpt-oss", "gpt-oss", false, np, gpt_oss(LOOM_DTYPE_F32));
+		add(&k, "gpt-oss-q8_0", "gpt-oss", "gpt-oss", false, np, gpt_oss(LOOM_DTYPE_Q8_0));
 	}
 	*n = (int)(sizeof(models) / sizeof(models[0]));
 	return models;

@@ -125,7 +125,8 @@ void matmul_id_reference(const op_case *c, double *ref, double *mag, double *ene
 		matmul_reference(&sub, r, mag != NULL ? m : NULL, energy != NULL ? e : NULL);
 		for (int64_t i = 0; i < count; i++)
 			for (int64_t o = 0; o < n_out; o++) {
-				ref[pairs[i] * n_out + o] = r[i * n_out + o];
+				double b = ht_present(&c->src[3]) ? ht_f32(&c->src[3])[expert * n_out + o] : 0.0;
+				ref[pairs[i] * n_out + o] = r[i * n_out + o] + b;
 				if (mag != NULL)
 					mag[pairs[i] * n_out + o] = m[i * n_out + o];
 				if (energy != NULL)

@@ -20,7 +20,8 @@
 void matmul_reference(const op_case *c, double *ref, double *mag, double *energy);
 
 /* MATMUL_ID's outputs, and their sizes as matmul_reference's: each
- * (token, slot) row through its expert's matrix (mag, energy may be NULL). */
+ * (token, slot) row through its expert's matrix, plus its bias where src3
+ * has them (mag, energy may be NULL, and leave the bias out). */
 void matmul_id_reference(const op_case *c, double *ref, double *mag, double *energy);
 
 /* ATTENTION's outputs: the query rounded to fp16 for an F16 cache,

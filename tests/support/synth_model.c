@@ -220,16 +220,33 @@ static void add_router(synth_model *sm, const char *name, int64_t n_in, int64_t 
 	free(v);
 }
 
-/* An f32 vector of n: normal with standard deviation 1/sqrt(n) (a bias,
- * or a shared expert's gate, whose logit it keeps of order one). */
-static void add_bias(synth_model *sm, const char *name, int64_t n)
+/* An f32 vector of n normal values of standard deviation sd. */
+static void add_values(synth_model *sm, const char *name, int64_t n, double sd)
 {
 	float *v = xmalloc((size_t)n * sizeof(float));
-	double sd = 1.0 / sqrt((double)n);
 
 	for (int64_t i = 0; i < n; i++)
 		v[i] = (float)(sd * ref_rng_normal(&sm->rng));
 	add_tensor(sm, name, LOOM_DTYPE_F32, n, 0, v);
+	free(v);
+}
+
+/* An f32 vector of n: normal with standard deviation 1/sqrt(n) (a bias,
+ * or a shared expert's gate, whose logit it keeps of order one). */
+static void add_bias(synth_model *sm, const char *name, int64_t n)
+{
+	add_values(sm, name, n, 1.0 / sqrt((double)n));
+}
+
+/* An f32 table of rows rows of n normal values (standard deviation 0.5):
+ * each expert's bias. */
+static void add_table(synth_model *sm, const char *name, int64_t n, int64_t rows)
+{
+	float *v = xmalloc((size_t)(n * rows) * sizeof(float));
+
+	for (int64_t i = 0; i < n * rows; i++)
+		v[i] = (float)(0.5 * ref_rng_normal(&sm->rng));
+	add_tensor(sm, name, LOOM_DTYPE_F32, n, rows, v);
 	free(v);
 }
 
@@ -265,6 +282,12 @@ static void add_layer(synth_model *sm, int il)
 #undef BIAS_NAME
 	}
 	add_matrix(sm, LAYER_NAME("attn_output"), q_dim, c->n_embd);
+	if (c->o_bias) {
+		snprintf(name, sizeof(name), "blk.%d.attn_output.bias", il);
+		add_bias(sm, name, c->n_embd);
+	}
+	if (c->sinks)
+		add_values(sm, LAYER_NAME("attn_sinks"), c->n_head, 1.0);
 	if (c->qk_norm != 0) {
 		add_norm(sm, LAYER_NAME("attn_q_norm"), c->qk_norm == 1 ? c->head_dim : q_dim);
 		add_norm(sm, LAYER_NAME("attn_k_norm"), c->qk_norm == 1 ? c->head_dim : kv_dim);
@@ -277,6 +300,14 @@ static void add_layer(synth_model *sm, int il)
 		add_experts(sm, LAYER_NAME("ffn_gate_exps"), c->n_embd, ff, c->n_expert);
 		add_experts(sm, LAYER_NAME("ffn_up_exps"), c->n_embd, ff, c->n_expert);
 		add_experts(sm, LAYER_NAME("ffn_down_exps"), ff, c->n_embd, c->n_expert);
+		if (c->expert_biases) {
+#define EXPERT_BIAS(what) (snprintf(name, sizeof(name), "blk.%d." what ".bias", il), name)
+			add_values(sm, EXPERT_BIAS("ffn_gate_inp"), c->n_expert, 0.5);
+			add_table(sm, EXPERT_BIAS("ffn_gate_exps"), ff, c->n_expert);
+			add_table(sm, EXPERT_BIAS("ffn_up_exps"), ff, c->n_expert);
+			add_table(sm, EXPERT_BIAS("ffn_down_exps"), c->n_embd, c->n_expert);
+#undef EXPERT_BIAS
+		}
 	}
 	if (c->n_expert > 0 && c->n_ff_shared > 0) {
 		add_bias(sm, LAYER_NAME("ffn_gate_inp_shexp"), c->n_embd);

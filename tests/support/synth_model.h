@@ -71,6 +71,10 @@ typedef struct synth_config {
 	int n_ff_expert, n_ff_shared;
 	/* blk.N.attn_{q,k,v}.bias (Qwen2). */
 	bool qkv_bias;
+	/* gpt-oss's: blk.N.attn_output.bias, blk.N.attn_sinks.weight (a logit
+	 * a head, spread 1), and the router's and every expert's biases
+	 * (ffn_gate_inp.bias, ffn_{gate,up,down}_exps.bias). */
+	bool o_bias, sinks, expert_biases;
 	/* OLMo 2's block: no attn_norm or ffn_norm (use with post_norms). */
 	bool no_pre_norms;
 	/* blk.N.attn_q_norm and attn_k_norm: 1 per head (head_dim), 2 over

@@ -49,6 +49,7 @@ static const cpu_op *const op_table[LOOM_OP_COUNT] = {
 	[LOOM_OP_MATMUL_ID] = &cpu_op_matmul_id,
 	[LOOM_OP_MOE_SUM] = &cpu_op_moe_sum,
 	[LOOM_OP_SIGMOID] = &cpu_op_sigmoid,
+	[LOOM_OP_SWIGLU_OAI] = &cpu_op_swiglu_oai,
 };
 
 __attribute__((format(printf, 2, 3)))

@@ -117,6 +117,7 @@ extern const cpu_op cpu_op_moe_weights;
 extern const cpu_op cpu_op_matmul_id;
 extern const cpu_op cpu_op_moe_sum;
 extern const cpu_op cpu_op_sigmoid;
+extern const cpu_op cpu_op_swiglu_oai;
 
 
 /* cpu-amx's plugins.yaml option: `amx: off` makes its probe refuse, as on a

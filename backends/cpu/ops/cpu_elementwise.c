@@ -1,5 +1,5 @@
 /*
- * cpu_elementwise.c - ADD, MUL, SCALE, SWIGLU, GELU, SOFTCAP and SIGMOID, element by element
+ * cpu_elementwise.c - ADD, MUL, SCALE, SWIGLU, SWIGLU_OAI, GELU, SOFTCAP and SIGMOID, element by element
  * over pieces of rows. Semantics are in plugin_api.h.
  */
 #include "cpu_backend.h"
@@ -180,3 +180,30 @@ static void sigmoid_run(const loom_node *node, const cpu_task *task)
 }
 
 const cpu_op cpu_op_sigmoid = {.supports = scale_supports, .run = sigmoid_run};
+
+/* ---- SWIGLU_OAI ---- */
+
+static bool swiglu_oai_supports(const loom_node *node)
+{
+	return binary_supports(node) && loom_tensor_same_shape(node->src[0], node->src[1]) && isfinite(node->fp[0]) &&
+	       node->fp[1] > 0.0f && isfinite(node->fp[1]);
+}
+
+static void swiglu_oai_piece(const loom_node *node, int64_t r, int64_t e0, int64_t len)
+{
+	const float *g = cpu_row_f32(node->src[0], r) + e0, *u = cpu_row_f32(node->src[1], r) + e0;
+	const float alpha = node->fp[0], limit = node->fp[1];
+	float *y = cpu_row_f32(node->dst, r) + e0;
+
+	for (int64_t i = 0; i < len; i++) {
+		float x = fminf(g[i], limit), v = fminf(fmaxf(u[i], -limit), limit);
+		y[i] = x / (1.0f + expf(alpha * -x)) * (v + 1.0f);
+	}
+}
+
+static void swiglu_oai_run(const loom_node *node, const cpu_task *task)
+{
+	for_each_piece(node, task, swiglu_oai_piece);
+}
+
+const cpu_op cpu_op_swiglu_oai = {.supports = swiglu_oai_supports, .run = swiglu_oai_run};

@@ -27,7 +27,8 @@
 
 static bool matmul_id_supports(const loom_node *node)
 {
-	const loom_tensor *w = node->src[0], *x = node->src[1], *ids = node->src[2], *y = node->dst;
+	const loom_tensor *w = node->src[0], *x = node->src[1], *ids = node->src[2], *bias = node->src[3];
+	const loom_tensor *y = node->dst;
 
 	if (!cpu_weight_ok(w) || cpu_gemm_kernel(w->dtype) == NULL || w->ne[3] != 1)
 		return false;
@@ -40,6 +41,9 @@ static bool matmul_id_supports(const loom_node *node)
 	if (ids->ne[2] != 1 || ids->ne[3] != 1)
 		return false;
 	if (x->ne[0] != w->ne[0] || (x->ne[1] != 1 && x->ne[1] != k) || x->ne[2] != n_tokens || x->ne[3] != 1)
+		return false;
+	if (bias != NULL && (!loom_tensor_is(bias, LOOM_DTYPE_F32) || bias->ne[0] != w->ne[1] || bias->ne[1] != w->ne[2] ||
+			     bias->ne[2] != 1 || bias->ne[3] != 1))
 		return false;
 	return y->ne[0] == w->ne[1] && y->ne[1] == k && y->ne[2] == n_tokens && y->ne[3] == 1;
 }
@@ -150,7 +154,21 @@ typedef struct id_rows {
 	char *act, *prep;
 	float *out;
 	const loom_tensor *y;
+	const loom_tensor *bias; /* NULL: none */
 } id_rows;
+
+/* Adds expert e's biases for outputs [o, o + n) to nt result rows. */
+static void add_bias(const id_rows *r, int64_t e, int64_t o, int64_t n, float *y, size_t stride, int64_t nt)
+{
+	if (r->bias == NULL)
+		return;
+	const float *b = (const float *)loom_tensor_row(r->bias, e) + o;
+	for (int64_t t = 0; t < nt; t++) {
+		float *row = (float *)((char *)y + (size_t)t * stride) + o;
+		for (int64_t i = 0; i < n; i++)
+			row[i] += b[i];
+	}
+}
 
 /* Where pair i (in sorted order) of rows [first, ...) puts its results:
  * its place in out, or its own row of dst, and the stride between two
@@ -188,6 +206,7 @@ static void multiply_repacked(const loom_tensor *w, const id_plan *p, const id_s
 				cpu_repacked_multiply(&one, g, g_hi, r->act + (size_t)i * p->act_bytes, p->act_bytes,
 						      r->prep + (size_t)i * p->prep_bytes, p->prep_bytes, nt, y,
 						      stride != 0 ? stride : sizeof(float));
+				add_bias(r, e, g * CPU_REPACK_ROWS, (g_hi - g) * CPU_REPACK_ROWS, y, stride, nt);
 				i += nt;
 			}
 			u += g_hi - g;
@@ -225,6 +244,7 @@ static void multiply_tiles(const loom_tensor *w, const id_plan *p, const id_sort
 					.prefetch_ahead = t == first ? cpu_gemm_prefetch_distance(w->nb[1]) : 0,
 				};
 				kernel(&a);
+				add_bias(r, e, o, a.nr, y, stride, a.nt);
 				t += a.nt;
 			}
 		}
@@ -245,6 +265,7 @@ static void matmul_id_run(const loom_node *node, const cpu_task *task)
 	r.prep = r.act + cpu_align_up((size_t)p.n_pairs * p.act_bytes);
 	r.out = (float *)(r.prep + (size_t)p.n_pairs * p.prep_bytes);
 	r.y = y;
+	r.bias = node->src[3];
 	if (!sort_pairs(&p, node->src[2], task->scratch + (size_t)task->ith * p.sort_bytes, &s) && task->ith == 0)
 		cpu_task_fail(task);
 
