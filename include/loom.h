@@ -109,7 +109,10 @@ typedef enum loom_dtype {
 	LOOM_DTYPE_I64 = 27,
 	LOOM_DTYPE_F64 = 28,
 	LOOM_DTYPE_BF16 = 30,
-	LOOM_DTYPE_COUNT = 31
+	/* OCP microscaling FP4 (gpt-oss's experts): per 32 elements a power
+	 * of two (E8M0) and 4-bit E2M1 values; read, not written, by loom. */
+	LOOM_DTYPE_MXFP4 = 39,
+	LOOM_DTYPE_COUNT = 40
 } loom_dtype;
 
 /* "q8_0", "f16", ...; NULL for a number that names no type. */

@@ -29,6 +29,7 @@
 #include "../backends/cpu/kernels/cpu_quant_k.c"
 #include "../backends/cpu/kernels/cpu_quant_k_search.c"
 #include "../backends/cpu/kernels/cpu_quant_legacy.c"
+#include "../backends/cpu/kernels/cpu_quant_mxfp4.c"
 
 #include <math.h>
 #include <stdio.h>

@@ -126,6 +126,7 @@ static inline loom_dtype_traits loom_dtype_traits_of(int type)
 	case LOOM_DTYPE_I64: return loom_dtype_traits_make_("i64", 1, 8);
 	case LOOM_DTYPE_F64: return loom_dtype_traits_make_("f64", 1, 8);
 	case LOOM_DTYPE_BF16: return loom_dtype_traits_make_("bf16", 1, 2);
+	case LOOM_DTYPE_MXFP4: return loom_dtype_traits_make_("mxfp4", 32, 17);
 	default: return loom_dtype_traits_make_(NULL, 0, 0);
 	}
 }

@@ -5,8 +5,8 @@ the same reference files as llama_reference.c (tests/reference/README.md).
 
     numpy_reference.py MODEL.gguf NAME OUT.ref ID...
 
-Reads the GGUF file itself (F32, F16 and Q8_0 tensors, dequantized to
-float64), runs the prompt through the whole model, records the logits at
+Reads the GGUF file itself (F32, F16, Q8_0 and MXFP4 tensors, dequantized
+to float64), runs the prompt through the whole model, records the logits at
 prompt positions 0, 4, 9, 14 and the last, then decodes 12 greedy tokens,
 re-running the whole sequence each step (no cache), recording each id, its
 logit and its lead over the runner-up.
@@ -95,6 +95,14 @@ def read_gguf(path):
             d = blocks[:, :2].copy().view(np.float16).astype(np.float64)
             q = blocks[:, 2:].copy().view(np.int8).astype(np.float64)
             v = (q * d).reshape(-1)
+        elif dtype == 39:
+            # MXFP4: a power of two 2^(e - 127), then E2M1 values in nibbles
+            # (element j low, j + 16 high), OCP's microscaling format.
+            e2m1 = np.array([0, .5, 1, 1.5, 2, 3, 4, 6, 0, -.5, -1, -1.5, -2, -3, -4, -6])
+            blocks = np.frombuffer(data, np.uint8, count // 32 * 17, at).reshape(-1, 17)
+            scale = np.ldexp(1.0, blocks[:, :1].astype(np.int64) - 127)
+            q = np.concatenate([blocks[:, 1:] & 15, blocks[:, 1:] >> 4], axis=1)
+            v = (e2m1[q] * scale).reshape(-1)
         else:
             raise SystemExit(f"{name}: GGUF type {dtype} is not read here")
         # ggml order {ne0, ne1, ...}: numpy's shape is reversed.

@@ -201,6 +201,7 @@ size_t ref_block_bytes(loom_dtype type)
 	case LOOM_DTYPE_Q5_K: return 176;
 	case LOOM_DTYPE_Q6_K: return 210;
 	case LOOM_DTYPE_Q8_K: return 292;
+	case LOOM_DTYPE_MXFP4: return 17;
 	default: return 0;
 	}
 }
@@ -353,6 +354,19 @@ static void decode_q6_k(const uint8_t *blk, ref_qblock *b)
 	}
 }
 
+/* MXFP4: byte 0 is E, the scale 2^(E - 127); then Q4_0's nibbles, each
+ * indexing an E2M1 value (0, 0.5, 1, 1.5, 2, 3, 4, 6 and their
+ * negatives), kept doubled as integers with the scale halved. */
+static void decode_mxfp4(const uint8_t *blk, ref_qblock *b)
+{
+	static const int values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+	legacy_block(b, (float)ldexp(1.0, blk[0] - 128), false, 0.0f);
+	for (int j = 0; j < 16; j++) {
+		b->q[j] = values[blk[1 + j] & 15];
+		b->q[j + 16] = values[blk[1 + j] >> 4];
+	}
+}
+
 void ref_decode_block(loom_dtype type, const uint8_t *blk, ref_qblock *b)
 {
 	switch (type) {
@@ -376,6 +390,9 @@ void ref_decode_block(loom_dtype type, const uint8_t *blk, ref_qblock *b)
 		legacy_block(b, fp16_at(blk), false, 0.0f);
 		for (int j = 0; j < 32; j++)
 			b->q[j] = (int8_t)blk[2 + j];
+		break;
+	case LOOM_DTYPE_MXFP4:
+		decode_mxfp4(blk, b);
 		break;
 	case LOOM_DTYPE_Q2_K:
 		decode_q2_k(blk, b);
@@ -617,6 +634,11 @@ void ref_random_blocks(ref_rng *rng, loom_dtype type, uint8_t *b, size_t n_block
 	for (size_t k = 0; k < n_blocks; k++, b += bytes) {
 		for (size_t j = 0; j < bytes; j++)
 			b[j] = (unsigned char)ref_rng_below(rng, 256);
+		if (type == LOOM_DTYPE_MXFP4) {
+			/* A scale of 2^-9 to 2^-3: values up to 0.75. */
+			b[0] = (uint8_t)(118 + ref_rng_below(rng, 7));
+			continue;
+		}
 		uint16_t d = ref_f32_to_fp16((float)ref_rng_uniform(rng, 0.002, 0.02));
 		memcpy(b + d_at, &d, 2);
 		if (m_at >= 0) {

@@ -205,7 +205,15 @@ static synth_config gpt_oss(loom_dtype type)
 	return c;
 }
 
-static family_model models[20];
+/* gpt-oss as its published files keep it: the experts in MXFP4. */
+static synth_config gpt_oss_mxfp4(void)
+{
+	synth_config c = gpt_oss(LOOM_DTYPE_F32);
+	c.expert_type = LOOM_DTYPE_MXFP4;
+	return c;
+}
+
+static family_model models[21];
 
 static void add(int *n, const char *name, const char *arch, const char *contract, bool gelu, const char *reference,
 		synth_config config)
@@ -238,6 +246,7 @@ const family_model *family_models(int *n)
 		add(&k, "gemma3-q8_0", "gemma3", "gemma3", true, np, gemma3(LOOM_DTYPE_Q8_0));
 		add(&k, "gpt-oss-f32", "gpt-oss", "gpt-oss", false, np, gpt_oss(LOOM_DTYPE_F32));
 		add(&k, "gpt-oss-q8_0", "gpt-oss", "gpt-oss", false, np, gpt_oss(LOOM_DTYPE_Q8_0));
+		add(&k, "gpt-oss-mxfp4", "gpt-oss", "gpt-oss", false, np, gpt_oss_mxfp4());
 	}
 	*n = (int)(sizeof(models) / sizeof(models[0]));
 	return models;

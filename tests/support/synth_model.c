@@ -88,6 +88,35 @@ static void encode_q8_0(const float *src, uint8_t *dst, int64_t n)
 	}
 }
 
+/* E2M1's values doubled (ggml's kvalues_mxfp4). */
+static const int8_t mxfp4_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+/* ggml's reference MXFP4 quantizer: E puts the block's largest magnitude
+ * in [4, 8) of the halved scale's units, each value the nearest (the
+ * first on a tie). */
+static void encode_mxfp4(const float *src, uint8_t *dst, int64_t n)
+{
+	for (int64_t b = 0; b < n / 32; b++) {
+		const float *x = src + 32 * b;
+		uint8_t *blk = dst + 17 * b;
+		float amax = 0.0f;
+		for (int j = 0; j < 32; j++)
+			amax = fmaxf(amax, fabsf(x[j]));
+		blk[0] = amax > 0.0f ? (uint8_t)(floorf(log2f(amax)) - 2 + 127) : 0;
+		const float d = (float)ldexp(1.0, blk[0] - 128);
+		for (int j = 0; j < 32; j++) {
+			int best = 0;
+			for (int i = 1; i < 16; i++)
+				if (fabsf(mxfp4_values[i] * d - x[j]) < fabsf(mxfp4_values[best] * d - x[j]))
+					best = i;
+			if (j < 16)
+				blk[1 + j] = (uint8_t)best;
+			else
+				blk[1 + j - 16] |= (uint8_t)(best << 4);
+		}
+	}
+}
+
 void synth_encode(loom_dtype type, const float *src, void *dst, int64_t n)
 {
 	uint16_t *h = dst;
@@ -108,6 +137,11 @@ void synth_encode(loom_dtype type, const float *src, void *dst, int64_t n)
 		if (n % 32 != 0)
 			die("Q8_0 needs a multiple of 32 values");
 		encode_q8_0(src, dst, n);
+		break;
+	case LOOM_DTYPE_MXFP4:
+		if (n % 32 != 0)
+			die("MXFP4 needs a multiple of 32 values");
+		encode_mxfp4(src, dst, n);
 		break;
 	default:
 		die("synth_encode: unsupported type");
@@ -202,7 +236,8 @@ static void add_experts(synth_model *sm, const char *name, int64_t n_in, int64_t
 
 	for (size_t i = 0; i < n; i++)
 		v[i] = (float)(sd * ref_rng_normal(&sm->rng));
-	add_tensor3(sm, name, sm->cfg.weight_type, n_in, n_out, n_expert, v);
+	add_tensor3(sm, name, sm->cfg.expert_type != 0 ? sm->cfg.expert_type : sm->cfg.weight_type, n_in, n_out, n_expert,
+		    v);
 	free(v);
 }
 

@@ -75,6 +75,8 @@ typedef struct synth_config {
 	 * a head, spread 1), and the router's and every expert's biases
 	 * (ffn_gate_inp.bias, ffn_{gate,up,down}_exps.bias). */
 	bool o_bias, sinks, expert_biases;
+	/* The experts' type (0: weight_type): MXFP4 for gpt-oss's files. */
+	loom_dtype expert_type;
 	/* OLMo 2's block: no attn_norm or ffn_norm (use with post_norms). */
 	bool no_pre_norms;
 	/* blk.N.attn_q_norm and attn_k_norm: 1 per head (head_dim), 2 over
@@ -129,8 +131,8 @@ bool synth_model_write(const synth_model *sm, const char *path);
 const void *synth_model_tensor(const synth_model *sm, const char *name, loom_dtype *type,
 			       int64_t *ne0, int64_t *ne1);
 
-/* Encodes n f32 values as type (F32, F16, BF16 or Q8_0; n a multiple of 32
- * for Q8_0) into dst. */
+/* Encodes n f32 values as type (F32, F16, BF16, Q8_0 or MXFP4, as ggml's
+ * reference quantizers; n a multiple of 32 for the last two) into dst. */
 void synth_encode(loom_dtype type, const float *src, void *dst, int64_t n);
 
 #endif

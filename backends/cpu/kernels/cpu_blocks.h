@@ -118,6 +118,15 @@ typedef struct __attribute__((packed)) cpu_block_q8_k {
 	int16_t bsums[CPU_QK_K / 16];
 } cpu_block_q8_k;
 
+/* MXFP4: w = e2m1[q] * 2^(e - 127), q in 0..15 the index of an E2M1 value
+ * (kept doubled as integers, cpu_quant.h, so the scale is halved); nibbles
+ * as Q4_0. */
+typedef struct __attribute__((packed)) cpu_block_mxfp4 {
+	uint8_t e;
+	uint8_t qs[CPU_QK / 2];
+} cpu_block_mxfp4;
+
+_Static_assert(sizeof(cpu_block_mxfp4) == 17, "MXFP4 block must be 17 bytes");
 _Static_assert(sizeof(cpu_block_q4_0) == 18, "Q4_0 block must be 18 bytes");
 _Static_assert(sizeof(cpu_block_q4_1) == 20, "Q4_1 block must be 20 bytes");
 _Static_assert(sizeof(cpu_block_q5_0) == 22, "Q5_0 block must be 22 bytes");

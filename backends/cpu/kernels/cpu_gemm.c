@@ -326,7 +326,7 @@ static const cpu_gemm_fn kernels[LOOM_DTYPE_COUNT] = {
 	[LOOM_DTYPE_Q4_0] = cpu_gemm_q4_0, [LOOM_DTYPE_Q4_1] = cpu_gemm_q4_1, [LOOM_DTYPE_Q5_0] = cpu_gemm_q5_0,
 	[LOOM_DTYPE_Q5_1] = cpu_gemm_q5_1, [LOOM_DTYPE_Q8_0] = cpu_gemm_q8_0, [LOOM_DTYPE_Q2_K] = cpu_gemm_q2_k,
 	[LOOM_DTYPE_Q3_K] = cpu_gemm_q3_k, [LOOM_DTYPE_Q4_K] = cpu_gemm_q4_k, [LOOM_DTYPE_Q5_K] = cpu_gemm_q5_k,
-	[LOOM_DTYPE_Q6_K] = cpu_gemm_q6_k,
+	[LOOM_DTYPE_Q6_K] = cpu_gemm_q6_k, [LOOM_DTYPE_MXFP4] = cpu_gemm_mxfp4,
 };
 
 cpu_gemm_fn cpu_gemm_kernel(loom_dtype weight_type)

@@ -127,5 +127,6 @@ void cpu_gemm_q3_k(const cpu_gemm_args *a);
 void cpu_gemm_q4_k(const cpu_gemm_args *a);
 void cpu_gemm_q5_k(const cpu_gemm_args *a);
 void cpu_gemm_q6_k(const cpu_gemm_args *a);
+void cpu_gemm_mxfp4(const cpu_gemm_args *a);
 
 #endif

@@ -18,6 +18,7 @@
 #include "loom/plugin_api.h"
 
 #include <stdint.h>
+#include <string.h>
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -70,6 +71,25 @@ void cpu_dequantize_row_q8_0(const void *blocks, float *y, int64_t n);
 /* Unpacks one block of Q4_0, Q4_1, Q5_0, Q5_1 or Q8_0: weight j is
  * d * q[j] + m (m 0 for the types without a min). */
 void cpu_legacy_unpack(loom_dtype type, const void *block, int8_t q[CPU_QK], float *d, float *m);
+
+/* ---- MXFP4 (cpu_quant_mxfp4.c) ---- */
+
+/* E2M1's values, doubled to integers (ggml's kvalues_mxfp4), by index. */
+static const int8_t cpu_mxfp4_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+/* A block's scale 2^(e - 127), halved for the doubled values, as f32
+ * bits (subnormal for e < 2), as ggml's e8m0_to_fp32_half. */
+static inline float cpu_mxfp4_half_scale(uint8_t e)
+{
+	uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+	float f;
+	memcpy(&f, &bits, sizeof(f));
+	return f;
+}
+
+void cpu_dequantize_row_mxfp4(const void *blocks, float *y, int64_t n);
+void cpu_quantize_row_mxfp4(const float *x, void *blocks, int64_t n);
+float cpu_dot_mxfp4(const void *w, const void *x, int64_t n);
 
 /* Weight quantizers: ggml's reference rounding, so the blocks come out as
  * llama-quantize writes them without an importance matrix. */
