@@ -393,6 +393,8 @@ static const struct feature {
 	{"gpt-oss-f32", "attention sinks", {"attention_sinks:", "attn_sinks:"}},
 	{"gpt-oss-f32", "clamped SwiGLU", {"activation: swiglu_oai"}},
 	{"gpt-oss-f32", "sliding window", {"sliding_window:"}},
+	{"cohere2-f32", "unrotated global layers", {"global_rope:"}},
+	{"cohere2-f32", "logit multiplier", {"logit_multiplier:"}},
 	{"qwen2moe-f32", "shared expert",
 	 {"shared_expert:", "ffn_gate_inp_shexp:", "ffn_gate_shexp:", "ffn_up_shexp:", "ffn_down_shexp:"}},
 };

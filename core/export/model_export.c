@@ -395,6 +395,7 @@ static loom_status export_meta(loom_export *e, const loom_model *m)
 		{LOOM_HP_RESIDUAL_MULT, hp->residual_mult, false, hp->residual_mult != 1.0f},
 		{LOOM_HP_ATTENTION_MULT, hp->attention_mult, false, hp->attention_mult > 0.0f},
 		{LOOM_HP_LOGIT_SCALE, hp->logit_scale, false, hp->logit_scale != 1.0f},
+		{LOOM_HP_LOGIT_MULT, hp->logit_mult, false, hp->logit_mult != 1.0f},
 		{LOOM_HP_ATTENTION_SCALE_BASE, hp->attention_scale_base, false, hp->attention_scale_base > 0.0f},
 		{LOOM_HP_SLIDING_WINDOW, (double)hp->n_swa, true, hp->n_swa > 0},
 		{LOOM_HP_SLIDING_WINDOW_PATTERN, (double)hp->swa_pattern, true, hp->n_swa > 0},

@@ -110,6 +110,14 @@ static void norm(loom_context *ctx, loom_tensor *dst, loom_tensor *x, const loom
 	n->fp[0] = m->hp.norm_eps;
 }
 
+/* Whether layer il rotates its q and k: with rope, unless it is a layer
+ * without a window in a family whose global layers go unrotated. */
+static bool layer_rotates(const loom_model *m, int il)
+{
+	return m->contract->positions == LOOM_POSITIONS_ROPE &&
+	       (m->contract->global_rope || loom_layer_windowed(&m->hp, il));
+}
+
 /* RoPE of layer il: a windowed layer with a base of its own rotates by
  * that base, unscaled (Gemma 3's local layers). */
 static loom_node *rope(loom_context *ctx, int il, loom_tensor *x, loom_tensor *pos)
@@ -177,7 +185,7 @@ static void attention_block(loom_context *ctx, const loom_layer *l, int il, int 
 		head_norm(ctx, full ? q : q_heads, &l->attn_q_norm);
 		head_norm(ctx, full ? k : k_heads, &l->attn_k_norm);
 	}
-	if (m->contract->positions == LOOM_POSITIONS_ROPE) {
+	if (layer_rotates(m, il)) {
 		rope(ctx, il, q_heads, pos);
 		rope(ctx, il, k_heads, pos);
 	}
@@ -420,8 +428,9 @@ loom_status loom_forward_build(loom_context *ctx, int n, uint32_t n_kv, int n_ou
 	if (output == LOOM_STEP_LOGITS) {
 		loom_tensor *logits = f32_rows(ctx, LOOM_SLOT_LOGITS, hp->n_vocab, n_out);
 		linear(ctx, logits, &m->output, &m->output_b, xb);
-		if (hp->logit_scale != 1.0f)
-			scale(ctx, logits, 1.0f / hp->logit_scale);
+		/* Granite's divisor and Cohere's factor (a file has one or neither). */
+		if (hp->logit_scale != 1.0f || hp->logit_mult != 1.0f)
+			scale(ctx, logits, hp->logit_mult / hp->logit_scale);
 		if (hp->final_logit_softcap > 0.0f) {
 			loom_node *cap = add_node(ctx, LOOM_OP_SOFTCAP, logits, logits, NULL);
 			cap->fp[0] = hp->final_logit_softcap;
@@ -454,6 +463,8 @@ loom_status loom_forward_build_shift(loom_context *ctx, int n, loom_graph *graph
 	loom_tensor *cells = slot(ctx, LOOM_SLOT_CELLS, LOOM_DTYPE_I32, n, 1, 1);
 	loom_tensor *delta = slot(ctx, LOOM_SLOT_POS, LOOM_DTYPE_I32, n, 1, 1);
 	for (int il = 0; il < hp->n_layer; il++) {
+		if (!layer_rotates(m, il))
+			continue;
 		loom_tensor *rows = f32_rows(ctx, LOOM_SLOT_K, kv_dim, n);
 		add_node(ctx, LOOM_OP_GET_ROWS, rows, &ctx->kv.k[il], cells);
 		/* A turn by delta, at unit length: YaRN's magnitude correction

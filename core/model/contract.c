@@ -51,6 +51,7 @@ static const char *const hparam_names[LOOM_HP_COUNT] = {
 	[LOOM_HP_N_FF_SHARED] = "n_ff_shared",
 	[LOOM_HP_SWIGLU_ALPHA] = "swiglu_alpha",
 	[LOOM_HP_SWIGLU_LIMIT] = "swiglu_limit",
+	[LOOM_HP_LOGIT_MULT] = "logit_multiplier",
 };
 
 /* NULL-terminated: the values transposed allows. */
@@ -454,6 +455,8 @@ static loom_status check_choices(loom_yaml *y, yaml_node_t *block, const loom_co
 		return contradiction(y, block, "activation", "an mlp takes gelu or gelu_tanh (silu is gated: swiglu)");
 	if ((c->bias[LOOM_BIAS_ROUTER] || c->bias[LOOM_BIAS_EXPERTS]) && !c->experts)
 		return contradiction(y, block, "biases", "router and experts biases need block.experts");
+	if (c->positions != LOOM_POSITIONS_ROPE && loom_yaml_get(y, block, "global_rope") != NULL)
+		return contradiction(y, block, "global_rope", "positions are not rope");
 	if (c->positions != LOOM_POSITIONS_ROPE && loom_yaml_get(y, block, "rope_style") != NULL)
 		return contradiction(y, block, "rope_style", "positions are not rope");
 	if ((c->bias[LOOM_BIAS_Q] || c->bias[LOOM_BIAS_K] || c->bias[LOOM_BIAS_V]) && fused)
@@ -472,7 +475,7 @@ static loom_status check_choices(loom_yaml *y, yaml_node_t *block, const loom_co
 static loom_status parse_block(loom_yaml *y, yaml_node_t *block, loom_contract *c)
 {
 	static const char *const keys[] = {"norm", "norm_bias", "norm_weight_offset", "ffn", "activation",
-					   "positions", "rope_style", "qkv", "qk_norm", "pre_norm", "post_norm",
+					   "positions", "rope_style", "qkv", "qk_norm", "pre_norm", "post_norm", "global_rope",
 					   "attention_sinks", "experts", "residual", "tied_embeddings", "biases",
 					   "embedding_scale", "attention_scale", NULL};
 	static const loom_activation ffn_activation[] = {LOOM_ACT_SILU, LOOM_ACT_GELU_TANH, LOOM_ACT_GELU_TANH};
@@ -501,6 +504,8 @@ static loom_status parse_block(loom_yaml *y, yaml_node_t *block, loom_contract *
 		st = choice(y, block, "qk_norm", qk_norm_choices, "false", &qk);
 	if (st == LOOM_OK)
 		st = flag_or(y, block, "pre_norm", true, &c->pre_norm);
+	if (st == LOOM_OK)
+		st = flag_or(y, block, "global_rope", true, &c->global_rope);
 	if (st == LOOM_OK)
 		st = flag(y, block, "post_norm", &c->post_norm);
 	if (st == LOOM_OK)

@@ -83,6 +83,7 @@ typedef enum loom_hparam {
 	LOOM_HP_N_FF_SHARED,         /* the shared expert's FFN width; default n_ff */
 	LOOM_HP_SWIGLU_ALPHA,        /* activation swiglu_oai: the gate's sigmoid sharpness; default 1.702 */
 	LOOM_HP_SWIGLU_LIMIT,        /* activation swiglu_oai: the clamp; default 7 */
+	LOOM_HP_LOGIT_MULT,          /* the logits times it (Cohere's logit_scale); default 1 */
 	LOOM_HP_COUNT
 } loom_hparam;
 
@@ -188,6 +189,7 @@ typedef struct loom_contract {
 	loom_qkv_kind qkv[LOOM_CFMT_COUNT]; /* per format: Phi-2's GGUF fuses what HF keeps apart */
 	loom_qk_norm_kind qk_norm; /* RMSNorm of q and k before RoPE */
 	bool pre_norm;  /* the attention's and the FFN's inputs normalised (all but OLMo 2) */
+	bool global_rope; /* layers without a window rotate q and k too (all but Cohere 2) */
 	bool post_norm; /* the attention's and the FFN's outputs normalised before each residual add */
 	bool attn_sinks; /* each head's softmax has a learned sink (gpt-oss) */
 	/* block.experts: a file with experts (n_expert > 0) has a mixture of

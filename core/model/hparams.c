@@ -289,11 +289,13 @@ loom_status loom_model_read_hparams(loom_model *m)
 	    (st = float_or(m, fmt, LOOM_HP_ROPE_THETA_SWA, 0.0, &hp->rope_theta_swa)) != LOOM_OK ||
 	    (st = float_or(m, fmt, LOOM_HP_SWIGLU_ALPHA, 1.702, &hp->swiglu_alpha)) != LOOM_OK ||
 	    (st = float_or(m, fmt, LOOM_HP_SWIGLU_LIMIT, 7.0, &hp->swiglu_limit)) != LOOM_OK ||
+	    (st = float_or(m, fmt, LOOM_HP_LOGIT_MULT, 1.0, &hp->logit_mult)) != LOOM_OK ||
 	    (st = read_experts(m, fmt)) != LOOM_OK)
 		return st;
-	const float mults[] = {hp->embedding_mult, hp->residual_mult, hp->logit_scale};
-	const loom_hparam mult_ids[] = {LOOM_HP_EMBEDDING_MULT, LOOM_HP_RESIDUAL_MULT, LOOM_HP_LOGIT_SCALE};
-	for (int i = 0; i < 3; i++)
+	const float mults[] = {hp->embedding_mult, hp->residual_mult, hp->logit_scale, hp->logit_mult};
+	const loom_hparam mult_ids[] = {LOOM_HP_EMBEDDING_MULT, LOOM_HP_RESIDUAL_MULT, LOOM_HP_LOGIT_SCALE,
+					LOOM_HP_LOGIT_MULT};
+	for (int i = 0; i < 4; i++)
 		if (!(mults[i] > 0.0f) || isinf(mults[i]))
 			return loom_error(LOOM_ERR_BAD_FORMAT, "hyperparameter %s = %g must be positive",
 					  loom_hparam_name(mult_ids[i]), (double)mults[i]);

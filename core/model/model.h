@@ -62,6 +62,8 @@ typedef struct loom_hparams {
 	float expert_weights_scale;
 	/* block.activation swiglu_oai's clamp and gate sharpness (gpt-oss). */
 	float swiglu_alpha, swiglu_limit;
+	/* A factor on the logits (Cohere's); 1: none. */
+	float logit_mult;
 } loom_hparams;
 
 /* Whether layer il's FFN is a mixture of experts. */

@@ -213,7 +213,29 @@ static synth_config gpt_oss_mxfp4(void)
 	return c;
 }
 
-static family_model models[21];
+/* Cohere 2 (Command R7B) as llama.cpp runs it: LayerNorm without biases,
+ * a parallel residual, windows of 6 on three layers of four, which alone
+ * rotate q and k (every fourth layer has no positions at all), tied
+ * embeddings, the logits times 0.25. */
+static synth_config cohere2(loom_dtype type)
+{
+	synth_config c = synth_default_config();
+	c.n_embd = 64;
+	c.n_layer = 4;
+	c.n_head = 4;
+	c.n_head_kv = 2;
+	c.n_ff = 96;
+	c.layer_norm = true;
+	c.parallel = true;
+	c.tied = true;
+	c.sliding_window = 6;
+	c.logit_scale = 0.25f;
+	c.weight_type = type;
+	c.seed = 11;
+	return c;
+}
+
+static family_model models[23];
 
 static void add(int *n, const char *name, const char *arch, const char *contract, bool gelu, const char *reference,
 		synth_config config)
@@ -247,6 +269,8 @@ const family_model *family_models(int *n)
 		add(&k, "gpt-oss-f32", "gpt-oss", "gpt-oss", false, np, gpt_oss(LOOM_DTYPE_F32));
 		add(&k, "gpt-oss-q8_0", "gpt-oss", "gpt-oss", false, np, gpt_oss(LOOM_DTYPE_Q8_0));
 		add(&k, "gpt-oss-mxfp4", "gpt-oss", "gpt-oss", false, np, gpt_oss_mxfp4());
+		add(&k, "cohere2-f32", "cohere2", "cohere2", false, cpp, cohere2(LOOM_DTYPE_F32));
+		add(&k, "cohere2-q8_0", "cohere2", "cohere2", false, cpp, cohere2(LOOM_DTYPE_Q8_0));
 	}
 	*n = (int)(sizeof(models) / sizeof(models[0]));
 	return models;

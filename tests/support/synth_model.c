@@ -327,7 +327,7 @@ static void add_layer(synth_model *sm, int il)
 		add_norm(sm, LAYER_NAME("attn_q_norm"), c->qk_norm == 1 ? c->head_dim : q_dim);
 		add_norm(sm, LAYER_NAME("attn_k_norm"), c->qk_norm == 1 ? c->head_dim : kv_dim);
 	}
-	if (!c->no_pre_norms)
+	if (!c->no_pre_norms && !c->parallel)
 		add_norm(sm, LAYER_NAME("ffn_norm"), c->n_embd);
 	if (c->n_expert > 0) {
 		const int ff = c->n_ff_expert > 0 ? c->n_ff_expert : c->n_ff;
@@ -445,7 +445,8 @@ static void add_hparams(synth_model *sm)
 	put_u32(sm, arch_key(sm, k, sizeof(k), "attention.key_length"), (uint32_t)c->head_dim);
 	put_u32(sm, arch_key(sm, k, sizeof(k), "attention.value_length"), (uint32_t)c->head_dim);
 	put_u32(sm, arch_key(sm, k, sizeof(k), "rope.dimension_count"), (uint32_t)c->n_rot);
-	put_f32(sm, arch_key(sm, k, sizeof(k), "attention.layer_norm_rms_epsilon"), c->norm_eps);
+	put_f32(sm, arch_key(sm, k, sizeof(k), c->layer_norm ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon"),
+		c->norm_eps);
 	put_f32(sm, arch_key(sm, k, sizeof(k), "rope.freq_base"), c->rope_theta);
 	if (c->rope_scaling != NULL) {
 		gguf_writer_add_string(sm->w, arch_key(sm, k, sizeof(k), "rope.scaling.type"), c->rope_scaling);

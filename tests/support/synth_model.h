@@ -77,6 +77,10 @@ typedef struct synth_config {
 	bool o_bias, sinks, expert_biases;
 	/* The experts' type (0: weight_type): MXFP4 for gpt-oss's files. */
 	loom_dtype expert_type;
+	/* Cohere 2's block: LayerNorm's epsilon key
+	 * ({arch}.attention.layer_norm_epsilon) in place of RMSNorm's, and a
+	 * parallel residual (no blk.N.ffn_norm). */
+	bool layer_norm, parallel;
 	/* OLMo 2's block: no attn_norm or ffn_norm (use with post_norms). */
 	bool no_pre_norms;
 	/* blk.N.attn_q_norm and attn_k_norm: 1 per head (head_dim), 2 over
