@@ -395,6 +395,8 @@ static const struct feature {
 	{"gpt-oss-f32", "sliding window", {"sliding_window:"}},
 	{"cohere2-f32", "unrotated global layers", {"global_rope:"}},
 	{"cohere2-f32", "logit multiplier", {"logit_multiplier:"}},
+	{"phi3-f32", "LongRoPE factors", {"rope_factors_long:", "rope_factors_short:"}},
+	{"phi3-f32", "sliding window", {"sliding_window:"}},
 	{"qwen2moe-f32", "shared expert",
 	 {"shared_expert:", "ffn_gate_inp_shexp:", "ffn_gate_shexp:", "ffn_up_shexp:", "ffn_down_shexp:"}},
 };

@@ -333,28 +333,34 @@ static loom_status add_hparam(loom_export *e, const loom_model *m, loom_hparam h
 	return add_meta(e, key, v);
 }
 
+/* The RoPE scaling's keys: its type and factor, the original context, and
+ * YaRN's parameters; LongRoPE's original context and attention factor
+ * (Phi-3), which choose and scale its factors, with or without a type. */
 static loom_status add_rope_scaling(loom_export *e, const loom_model *m)
 {
 	const loom_hparams *hp = &m->hp;
 	loom_spellings keys = m->contract->hparam_keys[LOOM_CFMT_GGUF][LOOM_HP_ROPE_SCALING_TYPE];
 	const char *type = hp->yarn_ext_factor > 0 ? "yarn" : hp->rope_freq_scale != 1.0f ? "linear" : NULL;
-	if (type == NULL || keys == NULL)
-		return LOOM_OK;
-	char key[256];
-	loom_contract_expand(key, sizeof(key), keys[0], "{arch}", m->contract->name);
-	char *value = own_string(e, type);
-	loom_status st = value != NULL ? LOOM_OK : LOOM_ERR_NO_MEMORY;
-	if (st == LOOM_OK)
-		st = add_meta(e, key, (loom_meta_value){.type = LOOM_META_STRING, .v.s = {strlen(value), value}});
-	if (st == LOOM_OK)
-		st = add_hparam(e, m, LOOM_HP_ROPE_SCALING_FACTOR, 1.0 / hp->rope_freq_scale, false);
-	if (st == LOOM_OK)
-		st = add_hparam(e, m, LOOM_HP_ROPE_ORIG_CTX, (double)hp->n_ctx_orig, true);
-	if (st == LOOM_OK && hp->yarn_ext_factor > 0) {
-		if ((st = add_hparam(e, m, LOOM_HP_ROPE_ATTN_FACTOR, hp->yarn_attn_factor, false)) == LOOM_OK &&
-		    (st = add_hparam(e, m, LOOM_HP_ROPE_BETA_FAST, hp->yarn_beta_fast, false)) == LOOM_OK)
-			st = add_hparam(e, m, LOOM_HP_ROPE_BETA_SLOW, hp->yarn_beta_slow, false);
+	const bool long_rope = m->rope_factors_long.data != NULL || m->rope_factors_short.data != NULL;
+	loom_status st = LOOM_OK;
+	if (type != NULL && keys != NULL) {
+		char key[256];
+		loom_contract_expand(key, sizeof(key), keys[0], "{arch}", m->contract->name);
+		char *value = own_string(e, type);
+		st = value != NULL ? LOOM_OK : LOOM_ERR_NO_MEMORY;
+		if (st == LOOM_OK)
+			st = add_meta(e, key, (loom_meta_value){.type = LOOM_META_STRING, .v.s = {strlen(value), value}});
+		if (st == LOOM_OK)
+			st = add_hparam(e, m, LOOM_HP_ROPE_SCALING_FACTOR, 1.0 / hp->rope_freq_scale, false);
 	}
+	if (st == LOOM_OK && ((type != NULL && keys != NULL) || long_rope))
+		st = add_hparam(e, m, LOOM_HP_ROPE_ORIG_CTX, (double)hp->n_ctx_orig, true);
+	if (st == LOOM_OK && (hp->yarn_ext_factor > 0 || long_rope))
+		st = add_hparam(e, m, LOOM_HP_ROPE_ATTN_FACTOR, hp->yarn_attn_factor, false);
+	if (st == LOOM_OK && hp->yarn_ext_factor > 0)
+		st = add_hparam(e, m, LOOM_HP_ROPE_BETA_FAST, hp->yarn_beta_fast, false);
+	if (st == LOOM_OK && hp->yarn_ext_factor > 0)
+		st = add_hparam(e, m, LOOM_HP_ROPE_BETA_SLOW, hp->yarn_beta_slow, false);
 	return st;
 }
 
@@ -422,7 +428,8 @@ loom_status loom_export_gguf(loom_model *m, loom_export *e)
 {
 	static const loom_role model_roles[] = {LOOM_ROLE_TOKEN_EMBD, LOOM_ROLE_POS_EMBD, LOOM_ROLE_OUTPUT_NORM,
 						LOOM_ROLE_OUTPUT_NORM_B, LOOM_ROLE_OUTPUT, LOOM_ROLE_OUTPUT_B,
-						LOOM_ROLE_ROPE_FREQS};
+						LOOM_ROLE_ROPE_FREQS, LOOM_ROLE_ROPE_FACTORS_LONG,
+						LOOM_ROLE_ROPE_FACTORS_SHORT};
 	memset(e, 0, sizeof(*e));
 	if (m->contract->tensor_names[LOOM_CFMT_GGUF][LOOM_ROLE_TOKEN_EMBD] == NULL)
 		return loom_error(LOOM_ERR_CONTRACT, "%s does not describe GGUF files", m->contract->path);

@@ -110,6 +110,17 @@ static void norm(loom_context *ctx, loom_tensor *dst, loom_tensor *x, const loom
 	n->fp[0] = m->hp.norm_eps;
 }
 
+/* The RoPE frequency factors: LongRoPE's long ones for a context past the
+ * original one, its short ones within it (Phi-3, as llama.cpp chooses);
+ * else Llama 3's, or none. */
+static const loom_tensor *frequency_factors(const loom_context *ctx)
+{
+	const loom_model *m = ctx->model;
+	const loom_tensor *chosen = ctx->params.n_ctx > (uint32_t)m->hp.n_ctx_orig ? &m->rope_factors_long
+										   : &m->rope_factors_short;
+	return chosen->data != NULL ? chosen : &m->rope_freqs;
+}
+
 /* Whether layer il rotates its q and k: with rope, unless it is a layer
  * without a window in a family whose global layers go unrotated. */
 static bool layer_rotates(const loom_model *m, int il)
@@ -125,7 +136,7 @@ static loom_node *rope(loom_context *ctx, int il, loom_tensor *x, loom_tensor *p
 	const loom_model *m = ctx->model;
 	loom_node *n = add_node(ctx, LOOM_OP_ROPE, x, x, pos);
 	const loom_hparams *hp = &m->hp;
-	n->src[2] = (loom_tensor *)used(&m->rope_freqs);
+	n->src[2] = (loom_tensor *)used(frequency_factors(ctx));
 	n->ip[0] = (int32_t)hp->n_rot;
 	n->ip[1] = m->rope_style;
 	n->ip[2] = (int32_t)hp->n_ctx_orig;

@@ -209,6 +209,8 @@ int loom_layer_slots(const loom_model *m, int il, loom_layer *l, loom_weight_slo
 	const int64_t q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim;
 	const int64_t E = hp->n_embd;
 	const bool full_qk = m->contract->qk_norm == LOOM_QK_NORM_FULL;
+	/* A fused gate and up: one matrix of both's rows (split in bind_layer). */
+	const int64_t up_rows = m->contract->gate_up[m->fmt] == LOOM_QKV_FUSED ? 2 * hp->n_ff : hp->n_ff;
 	const loom_weight_slot table[] = {
 		{LOOM_ROLE_ATTN_NORM, E, 0, 0, &l->attn_norm},
 		{LOOM_ROLE_ATTN_NORM_B, E, 0, 0, &l->attn_norm_b},
@@ -226,7 +228,7 @@ int loom_layer_slots(const loom_model *m, int il, loom_layer *l, loom_weight_slo
 		{LOOM_ROLE_FFN_NORM_B, E, 0, 0, &l->ffn_norm_b},
 		{LOOM_ROLE_FFN_GATE, E, hp->n_ff, 0, &l->ffn_gate},
 		{LOOM_ROLE_FFN_GATE_B, hp->n_ff, 0, 0, &l->ffn_gate_b},
-		{LOOM_ROLE_FFN_UP, E, hp->n_ff, 0, &l->ffn_up},
+		{LOOM_ROLE_FFN_UP, E, up_rows, 0, &l->ffn_up},
 		{LOOM_ROLE_FFN_UP_B, hp->n_ff, 0, 0, &l->ffn_up_b},
 		{LOOM_ROLE_FFN_DOWN, hp->n_ff, E, 0, &l->ffn_down},
 		{LOOM_ROLE_FFN_DOWN_B, E, 0, 0, &l->ffn_down_b},
@@ -267,6 +269,12 @@ static loom_status bind_layer(loom_model *m, int fmt, int il, loom_layer *l)
 		if ((st = bind_used(m, fmt, slots[i].role, il, slots[i].ne0, slots[i].ne1, slots[i].ne2, slots[i].t)) !=
 		    LOOM_OK)
 			return st;
+	if (m->contract->gate_up[fmt] == LOOM_QKV_FUSED && l->ffn_up.data != NULL) {
+		/* One matrix whose rows are the gate's, then up's. */
+		loom_tensor both = l->ffn_up;
+		l->ffn_gate = row_range(&both, 0, hp->n_ff);
+		l->ffn_up = row_range(&both, hp->n_ff, hp->n_ff);
+	}
 	if (m->contract->qkv[fmt] != LOOM_QKV_FUSED)
 		return LOOM_OK;
 	/* One matrix whose rows are q's, then k's, then v's. */
@@ -341,9 +349,12 @@ loom_status loom_model_bind(loom_model *m)
 	    (st = bind_used(m, fmt, LOOM_ROLE_OUTPUT_NORM_B, -1, hp->n_embd, 0, 0, &m->output_norm_b)) != LOOM_OK ||
 	    (st = bind_used(m, fmt, LOOM_ROLE_OUTPUT_B, -1, hp->n_vocab, 0, 0, &m->output_b)) != LOOM_OK)
 		return st;
-	if (m->contract->tensor_names[fmt][LOOM_ROLE_ROPE_FREQS] != NULL &&
-	    (st = bind(m, fmt, LOOM_ROLE_ROPE_FREQS, -1, hp->n_rot / 2, 0, 0, true, &m->rope_freqs)) != LOOM_OK)
-		return st;
+	const loom_role factor_roles[] = {LOOM_ROLE_ROPE_FREQS, LOOM_ROLE_ROPE_FACTORS_LONG, LOOM_ROLE_ROPE_FACTORS_SHORT};
+	loom_tensor *factors[] = {&m->rope_freqs, &m->rope_factors_long, &m->rope_factors_short};
+	for (int i = 0; i < 3; i++)
+		if (m->contract->tensor_names[fmt][factor_roles[i]] != NULL &&
+		    (st = bind(m, fmt, factor_roles[i], -1, hp->n_rot / 2, 0, 0, true, factors[i])) != LOOM_OK)
+			return st;
 	if (m->rope_freqs.data == NULL && hp->rope_freq_factors != NULL && (st = bind_freq_factors(m)) != LOOM_OK)
 		return st;
 	if (m->pos_embd.data != NULL && !loom_backend_takes(m, LOOM_OP_GET_ROWS, &m->pos_embd))

@@ -63,6 +63,8 @@ static const char *const role_names[LOOM_ROLE_COUNT + 1] = {
 	[LOOM_ROLE_OUTPUT] = "output",
 	[LOOM_ROLE_OUTPUT_B] = "output_bias",
 	[LOOM_ROLE_ROPE_FREQS] = "rope_freqs",
+	[LOOM_ROLE_ROPE_FACTORS_LONG] = "rope_factors_long",
+	[LOOM_ROLE_ROPE_FACTORS_SHORT] = "rope_factors_short",
 	[LOOM_ROLE_ATTN_NORM] = "attn_norm",
 	[LOOM_ROLE_ATTN_NORM_B] = "attn_norm_bias",
 	[LOOM_ROLE_ATTN_QKV] = "attn_qkv",
@@ -184,7 +186,7 @@ const char *loom_contract_format_name(loom_contract_format f)
 
 bool loom_role_is_optional(loom_role role)
 {
-	return role == LOOM_ROLE_ROPE_FREQS;
+	return role == LOOM_ROLE_ROPE_FREQS || role == LOOM_ROLE_ROPE_FACTORS_LONG || role == LOOM_ROLE_ROPE_FACTORS_SHORT;
 }
 
 int loom_contract_format_index(const char *name)
@@ -214,6 +216,8 @@ bool loom_contract_uses_role(const loom_contract *c, loom_contract_format f, loo
 	case LOOM_ROLE_OUTPUT_B:
 		return c->bias[LOOM_BIAS_OUTPUT];
 	case LOOM_ROLE_ROPE_FREQS:
+	case LOOM_ROLE_ROPE_FACTORS_LONG:
+	case LOOM_ROLE_ROPE_FACTORS_SHORT:
 		return c->positions == LOOM_POSITIONS_ROPE;
 	case LOOM_ROLE_ATTN_QKV:
 		return fused;
@@ -261,7 +265,7 @@ bool loom_contract_uses_role(const loom_contract *c, loom_contract_format f, loo
 	case LOOM_ROLE_FFN_NORM_B:
 		return sequential && c->pre_norm && c->norm_bias;
 	case LOOM_ROLE_FFN_GATE:
-		return gated;
+		return gated && c->gate_up[f] != LOOM_QKV_FUSED;
 	case LOOM_ROLE_FFN_GATE_B:
 		return gated && c->bias[LOOM_BIAS_GATE];
 	case LOOM_ROLE_FFN_UP_B:
@@ -461,6 +465,15 @@ static loom_status check_choices(loom_yaml *y, yaml_node_t *block, const loom_co
 		return contradiction(y, block, "rope_style", "positions are not rope");
 	if ((c->bias[LOOM_BIAS_Q] || c->bias[LOOM_BIAS_K] || c->bias[LOOM_BIAS_V]) && fused)
 		return contradiction(y, block, "biases", "with qkv: fused the bias is 'qkv'");
+	bool gate_up_fused = false, gate_up_apart = false;
+	for (int f = 0; f < LOOM_CFMT_COUNT; f++) {
+		gate_up_fused = gate_up_fused || c->gate_up[f] == LOOM_QKV_FUSED;
+		gate_up_apart = gate_up_apart || c->gate_up[f] != LOOM_QKV_FUSED;
+	}
+	if (gate_up_fused && gate_up_apart)
+		return contradiction(y, block, "gate_up", "every format keeps gate and up the same way (fused or separate)");
+	if (gate_up_fused && (c->ffn == LOOM_FFN_MLP || c->bias[LOOM_BIAS_GATE] || c->bias[LOOM_BIAS_UP]))
+		return contradiction(y, block, "gate_up", "a fused gate and up is a gated FFN's, without biases");
 	if (c->bias[LOOM_BIAS_GATE] && c->ffn == LOOM_FFN_MLP)
 		return contradiction(y, block, "biases", "an mlp has no gate");
 	if (!c->pre_norm && !c->post_norm)
@@ -475,11 +488,12 @@ static loom_status check_choices(loom_yaml *y, yaml_node_t *block, const loom_co
 static loom_status parse_block(loom_yaml *y, yaml_node_t *block, loom_contract *c)
 {
 	static const char *const keys[] = {"norm", "norm_bias", "norm_weight_offset", "ffn", "activation",
-					   "positions", "rope_style", "qkv", "qk_norm", "pre_norm", "post_norm", "global_rope",
+					   "positions", "rope_style", "qkv", "gate_up", "qk_norm", "pre_norm", "post_norm", "global_rope",
 					   "attention_sinks", "experts", "residual", "tied_embeddings", "biases",
 					   "embedding_scale", "attention_scale", NULL};
 	static const loom_activation ffn_activation[] = {LOOM_ACT_SILU, LOOM_ACT_GELU_TANH, LOOM_ACT_GELU_TANH};
-	int norm = 0, ffn = 0, act = 0, pos = 0, style[LOOM_CFMT_COUNT], qkv[LOOM_CFMT_COUNT], res = 0, tied = 0, qk = 0;
+	int norm = 0, ffn = 0, act = 0, pos = 0, style[LOOM_CFMT_COUNT], qkv[LOOM_CFMT_COUNT], gate_up[LOOM_CFMT_COUNT];
+	int res = 0, tied = 0, qk = 0;
 	double offset[LOOM_CFMT_COUNT];
 	loom_status st = loom_yaml_check_keys(y, block, keys, LOOM_ERR_CONTRACT, "block");
 	if (st == LOOM_OK)
@@ -494,6 +508,8 @@ static loom_status parse_block(loom_yaml *y, yaml_node_t *block, loom_contract *
 		st = format_choice(y, block, "rope_style", rope_style_choices, "normal", style);
 	if (st == LOOM_OK)
 		st = format_choice(y, block, "qkv", qkv_choices, "separate", qkv);
+	if (st == LOOM_OK)
+		st = format_choice(y, block, "gate_up", qkv_choices, "separate", gate_up);
 	if (st == LOOM_OK)
 		st = choice(y, block, "residual", residual_choices, "sequential", &res);
 	if (st == LOOM_OK)
@@ -530,6 +546,7 @@ static loom_status parse_block(loom_yaml *y, yaml_node_t *block, loom_contract *
 		c->norm_weight_offset[f] = (float)offset[f];
 		c->rope_style[f] = style[f] == 0 ? LOOM_ROPE_NORMAL : LOOM_ROPE_NEOX;
 		c->qkv[f] = (loom_qkv_kind)qkv[f];
+		c->gate_up[f] = (loom_qkv_kind)gate_up[f];
 	}
 	c->ffn = (loom_ffn_kind)ffn;
 	c->activation = (loom_activation)act;

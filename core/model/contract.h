@@ -97,6 +97,8 @@ typedef enum loom_role {
 	LOOM_ROLE_OUTPUT,
 	LOOM_ROLE_OUTPUT_B,
 	LOOM_ROLE_ROPE_FREQS, /* optional: Llama 3's RoPE frequency factors */
+	LOOM_ROLE_ROPE_FACTORS_LONG,  /* optional: LongRoPE's factors, for contexts past rope_orig_ctx (Phi-3) */
+	LOOM_ROLE_ROPE_FACTORS_SHORT, /* optional: LongRoPE's factors, for contexts within it */
 	LOOM_ROLE_ATTN_NORM,
 	LOOM_ROLE_ATTN_NORM_B,
 	LOOM_ROLE_ATTN_QKV,
@@ -187,6 +189,8 @@ typedef struct loom_contract {
 	 * permuted for adjacent-pair rotation, Hugging Face ones do not. */
 	int rope_style[LOOM_CFMT_COUNT];
 	loom_qkv_kind qkv[LOOM_CFMT_COUNT]; /* per format: Phi-2's GGUF fuses what HF keeps apart */
+	/* per format: one ffn_up whose rows are the gate's, then up's (Phi-3) */
+	loom_qkv_kind gate_up[LOOM_CFMT_COUNT];
 	loom_qk_norm_kind qk_norm; /* RMSNorm of q and k before RoPE */
 	bool pre_norm;  /* the attention's and the FFN's inputs normalised (all but OLMo 2) */
 	bool global_rope; /* layers without a window rotate q and k too (all but Cohere 2) */

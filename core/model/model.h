@@ -155,6 +155,7 @@ struct loom_model {
 	loom_tensor output;       /* {n_embd, n_vocab}; token_embd when tied */
 	loom_tensor output_b;     /* {n_vocab} */
 	loom_tensor rope_freqs;   /* {n_rot / 2}, from the file or its Llama 3 scaling */
+	loom_tensor rope_factors_long, rope_factors_short; /* {n_rot / 2}: LongRoPE's (Phi-3), or unused */
 	loom_layer *layers;
 	char **names;             /* the bound tensors' names */
 	size_t n_names, cap_names;

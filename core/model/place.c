@@ -137,7 +137,8 @@ static void *placed(const loom_model *m, const size_t *offsets, const void *p)
 static void move_tensors(loom_model *m, const size_t *offsets)
 {
 	loom_tensor *model_tensors[] = {&m->token_embd, &m->pos_embd, &m->output_norm, &m->output_norm_b,
-					&m->output,	&m->output_b,	&m->rope_freqs};
+					&m->output,	&m->output_b,	&m->rope_freqs, &m->rope_factors_long,
+					&m->rope_factors_short};
 	for (size_t i = 0; i < sizeof(model_tensors) / sizeof(model_tensors[0]); i++)
 		if (model_tensors[i]->data != NULL)
 			model_tensors[i]->data = placed(m, offsets, model_tensors[i]->data);

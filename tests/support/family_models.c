@@ -235,7 +235,28 @@ static synth_config cohere2(loom_dtype type)
 	return c;
 }
 
-static family_model models[23];
+/* Phi-3 as llama.cpp runs it: fused q/k/v and fused gate-up, a window of
+ * 6 on every layer, LongRoPE's factors (the short ones for these contexts,
+ * which stay within the original 128 positions). */
+static synth_config phi3(loom_dtype type)
+{
+	synth_config c = synth_default_config();
+	c.n_embd = 64;
+	c.n_layer = 2;
+	c.n_head = 4;
+	c.n_head_kv = 4;
+	c.n_ff = 96;
+	c.fused_qkv = true;
+	c.fused_gate_up = true;
+	c.sliding_window = 6;
+	c.rope_factor_long = 4.0f;
+	c.rope_factor_short = 1.5f;
+	c.weight_type = type;
+	c.seed = 12;
+	return c;
+}
+
+static family_model models[25];
 
 static void add(int *n, const char *name, const char *arch, const char *contract, bool gelu, const char *reference,
 		synth_config config)
@@ -271,6 +292,8 @@ const family_model *family_models(int *n)
 		add(&k, "gpt-oss-mxfp4", "gpt-oss", "gpt-oss", false, np, gpt_oss_mxfp4());
 		add(&k, "cohere2-f32", "cohere2", "cohere2", false, cpp, cohere2(LOOM_DTYPE_F32));
 		add(&k, "cohere2-q8_0", "cohere2", "cohere2", false, cpp, cohere2(LOOM_DTYPE_Q8_0));
+		add(&k, "phi3-f32", "phi3", "phi3", false, cpp, phi3(LOOM_DTYPE_F32));
+		add(&k, "phi3-q8_0", "phi3", "phi3", false, cpp, phi3(LOOM_DTYPE_Q8_0));
 	}
 	*n = (int)(sizeof(models) / sizeof(models[0]));
 	return models;

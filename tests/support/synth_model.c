@@ -306,9 +306,13 @@ static void add_layer(synth_model *sm, int il)
 #define LAYER_NAME(what) (snprintf(name, sizeof(name), "blk.%d." what ".weight", il), name)
 	if (!c->no_pre_norms)
 		add_norm(sm, LAYER_NAME("attn_norm"), c->n_embd);
-	add_matrix(sm, LAYER_NAME("attn_q"), c->n_embd, q_dim);
-	add_matrix(sm, LAYER_NAME("attn_k"), c->n_embd, kv_dim);
-	add_matrix(sm, LAYER_NAME("attn_v"), c->n_embd, kv_dim);
+	if (c->fused_qkv) {
+		add_matrix(sm, LAYER_NAME("attn_qkv"), c->n_embd, q_dim + 2 * kv_dim);
+	} else {
+		add_matrix(sm, LAYER_NAME("attn_q"), c->n_embd, q_dim);
+		add_matrix(sm, LAYER_NAME("attn_k"), c->n_embd, kv_dim);
+		add_matrix(sm, LAYER_NAME("attn_v"), c->n_embd, kv_dim);
+	}
 	if (c->qkv_bias) {
 #define BIAS_NAME(what) (snprintf(name, sizeof(name), "blk.%d." what ".bias", il), name)
 		add_bias(sm, BIAS_NAME("attn_q"), q_dim);
@@ -350,7 +354,10 @@ static void add_layer(synth_model *sm, int il)
 		add_matrix(sm, LAYER_NAME("ffn_up_shexp"), c->n_embd, c->n_ff_shared);
 		add_matrix(sm, LAYER_NAME("ffn_down_shexp"), c->n_ff_shared, c->n_embd);
 	}
-	if (c->n_expert == 0) {
+	if (c->n_expert == 0 && c->fused_gate_up) {
+		add_matrix(sm, LAYER_NAME("ffn_up"), c->n_embd, 2 * c->n_ff);
+		add_matrix(sm, LAYER_NAME("ffn_down"), c->n_ff, c->n_embd);
+	} else if (c->n_expert == 0) {
 		add_matrix(sm, LAYER_NAME("ffn_gate"), c->n_embd, c->n_ff);
 		add_matrix(sm, LAYER_NAME("ffn_up"), c->n_embd, c->n_ff);
 		add_matrix(sm, LAYER_NAME("ffn_down"), c->n_ff, c->n_embd);
@@ -372,11 +379,19 @@ static void add_tensors(synth_model *sm)
 	add_norm(sm, "output_norm.weight", c->n_embd);
 	if (!c->tied)
 		add_matrix(sm, "output.weight", c->n_embd, c->n_vocab);
-	if (c->rope_freq_factor != 0) {
+	const struct {
+		float value;
+		const char *name;
+	} factors[] = {{c->rope_freq_factor, "rope_freqs.weight"},
+		       {c->rope_factor_long, "rope_factors_long.weight"},
+		       {c->rope_factor_short, "rope_factors_short.weight"}};
+	for (int k = 0; k < 3; k++) {
+		if (factors[k].value == 0)
+			continue;
 		float *v = xmalloc((size_t)c->n_rot / 2 * sizeof(float));
 		for (int i = 0; i < c->n_rot / 2; i++)
-			v[i] = c->rope_freq_factor;
-		add_tensor(sm, "rope_freqs.weight", LOOM_DTYPE_F32, c->n_rot / 2, 0, v);
+			v[i] = factors[k].value;
+		add_tensor(sm, factors[k].name, LOOM_DTYPE_F32, c->n_rot / 2, 0, v);
 		free(v);
 	}
 }

@@ -81,6 +81,11 @@ typedef struct synth_config {
 	 * ({arch}.attention.layer_norm_epsilon) in place of RMSNorm's, and a
 	 * parallel residual (no blk.N.ffn_norm). */
 	bool layer_norm, parallel;
+	/* Phi-3's: one blk.N.attn_qkv and one ffn_up of gate's rows then
+	 * up's (no ffn_gate); LongRoPE's rope_factors_long and _short, each
+	 * n_rot / 2 copies of its value, when nonzero. */
+	bool fused_qkv, fused_gate_up;
+	float rope_factor_long, rope_factor_short;
 	/* OLMo 2's block: no attn_norm or ffn_norm (use with post_norms). */
 	bool no_pre_norms;
 	/* blk.N.attn_q_norm and attn_k_norm: 1 per head (head_dim), 2 over
