@@ -74,6 +74,13 @@ static int describe_file(const cli_options *o)
 		       (unsigned long long)ti.n_bytes, (unsigned long long)ti.file_offset);
 	}
 	loom_model_free(model);
+	/* The block, where a contract describes the file's architecture. */
+	char block[4096];
+	size_t block_len;
+	if (loom_model_describe_file(rt, o->model, block, sizeof(block), &block_len) == LOOM_OK)
+		printf("\n%s", block);
+	else
+		printf("\nblock: not described (%s)\n", loom_last_error());
 	loom_runtime_free(rt);
 	return cli_stdout_ok() ? 0 : 1;
 }

@@ -264,6 +264,13 @@ typedef struct loom_tensor_info {
 	uint64_t file_offset; /* 0 where the format has no such notion */
 } loom_tensor_info;
 
+/* What the model at path is, as its contract and hyperparameters make it,
+ * without reading its weights: the block's shape, RoPE, sliding windows,
+ * soft-caps, sinks, multipliers and experts, a line each, into buf (size
+ * bytes, NUL-terminated; *n_out the length the whole text needs). */
+LOOM_API loom_status loom_model_describe_file(loom_runtime *rt, const char *path, char *buf, size_t size,
+					      size_t *n_out);
+
 LOOM_API size_t loom_model_tensor_count(const loom_model *model);
 LOOM_API loom_status loom_model_tensor_info(const loom_model *model, size_t index,
 					    loom_tensor_info *out);

@@ -342,6 +342,48 @@ START_TEST(windowed_layers_read_from_the_window)
 }
 END_TEST
 
+/* loom_model_describe_file (what `loom info` prints) says what the
+ * contract and the file make of the block, without the weights. */
+START_TEST(description_names_the_features)
+{
+	static const struct {
+		const char *model;
+		const char *says[4];
+	} cases[] = {
+		{"gpt-oss-mxfp4",
+		 {"contract: gpt-oss", "sliding window: 6 positions on 2 of 4 layers", "attention sinks",
+		  "experts: 8 a layer of n_ff 32, 2 a token, weighted by the softmax of the chosen"}},
+		{"gemma2-f32", {"contract: gemma2", "soft-caps: attention 4, logits 3", "sliding window: 6", "26 layers"}},
+		{"qwen2moe-f32", {"experts: 8 a layer of n_ff 32, 2 a token", "a gated shared expert of n_ff 128", NULL}},
+		{"granite-f32", {"multipliers: embeddings 12, residual 0.22, attention 0.0078125", "logits x 0.125", NULL}},
+	};
+	loom_runtime *rt = test_runtime("cpu-generic", 1);
+	ck_assert_ptr_nonnull(rt);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const family_model *fm = family_model_named(cases[i].model);
+		char path[4200], text[4096];
+		size_t n;
+		write_model(fm, path, sizeof(path));
+		ck_assert_msg(loom_model_describe_file(rt, path, text, sizeof(text), &n) == LOOM_OK, "%s: %s", fm->name,
+			      loom_last_error());
+		ck_assert_uint_eq(n, strlen(text));
+		for (int k = 0; k < 4 && cases[i].says[k] != NULL; k++)
+			ck_assert_msg(strstr(text, cases[i].says[k]) != NULL, "%s: '%s' not in:\n%s", fm->name,
+				      cases[i].says[k], text);
+		if (strcmp(fm->name, "qwen2moe-f32") == 0)
+			ck_assert_msg(strstr(text, "renormalised") == NULL, "qwen2moe's experts are not renormalised:\n%s",
+				      text);
+	}
+	char small[8];
+	size_t n;
+	char path[4200];
+	write_model(family_model_named("gemma2-f32"), path, sizeof(path));
+	ck_assert_int_eq(loom_model_describe_file(rt, path, small, sizeof(small), &n), LOOM_ERR_BUFFER_TOO_SMALL);
+	ck_assert_uint_gt(n, sizeof(small));
+	loom_runtime_free(rt);
+}
+END_TEST
+
 /* arch/NAME.yaml copied into dir without the lines that start (after
  * their indentation) with any of drop. */
 static void contract_without(const char *dir, const char *name, const char *const *drop, int n_drop)
@@ -447,6 +489,7 @@ static Suite *families_suite(void)
 	tcase_add_loop_test(tc, quantized_by_loom_matches_the_reference, 0, n);
 	tcase_add_test(tc, moe_q4_k_m_types_are_llama_quantize_s);
 	tcase_add_test(tc, windowed_layers_read_from_the_window);
+	tcase_add_test(tc, description_names_the_features);
 	tcase_add_loop_test(tc, feature_matters, 0, (int)(sizeof(features) / sizeof(features[0])));
 	suite_add_tcase(s, tc);
 	return s;
