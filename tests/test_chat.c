@@ -43,6 +43,12 @@ static const struct {
 	{LOOM_CHAT_GEMMA, "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello!<end_of_turn>\n"
 			  "<start_of_turn>user\nWho are you?<end_of_turn>\n<start_of_turn>model\n"},
 	{LOOM_CHAT_PLAIN, "System: Be brief.\nUser: Hi\nAssistant: Hello!\nUser: Who are you?\nAssistant: "},
+	{LOOM_CHAT_HARMONY, "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
+			    "Knowledge cutoff: 2024-06\n\nReasoning: medium\n\n# Valid channels: analysis, commentary, final. "
+			    "Channel must be included for every message.<|end|>"
+			    "<|start|>developer<|message|># Instructions\n\nBe brief.<|end|>"
+			    "<|start|>user<|message|>Hi<|end|><|start|>assistant<|channel|>final<|message|>Hello!<|end|>"
+			    "<|start|>user<|message|>Who are you?<|end|><|start|>assistant"},
 };
 
 START_TEST(each_family_formats_its_turns)
@@ -75,8 +81,9 @@ START_TEST(a_turn_extends_the_last)
 		snprintf(with_reply, sizeof(with_reply), "%sHello!", before);
 		bool prefix = strncmp(after, with_reply, strlen(with_reply)) == 0;
 		/* Llama 2 and Mistral reply after the [/INST] with a space of
-		 * their own: the text before the reply differs there. */
-		if (k != LOOM_CHAT_LLAMA2)
+		 * their own: the text before the reply differs there. A
+		 * harmony reply names its channel before its text. */
+		if (k != LOOM_CHAT_LLAMA2 && k != LOOM_CHAT_HARMONY)
 			ck_assert_msg(prefix, "%s: '%s' does not start with '%s'", loom_chat_template_name((loom_chat_kind)k),
 				      after, with_reply);
 	}
@@ -109,6 +116,12 @@ static const struct {
 	{"{{ bos_token }}{% for message in messages %}{{ '<start_of_turn>' + role + '\\n' + message['content'] | trim + "
 	 "'<end_of_turn>\\n' }}{% endfor %}{% if add_generation_prompt %}{{'<start_of_turn>model\\n'}}{% endif %}",
 	 LOOM_CHAT_GEMMA},
+	/* gpt-oss's, abridged. */
+	{"{%- for message in loop_messages -%}{%- if message.role == 'user' -%}{{- '<|start|>user<|message|>' + "
+	 "message.content + '<|end|>' }}{%- elif message.role == 'assistant' -%}{{- '<|start|>assistant<|channel|>final"
+	 "<|message|>' + message.content + '<|end|>' }}{%- endif -%}{%- endfor -%}{%- if add_generation_prompt -%}"
+	 "<|start|>assistant{%- endif -%}",
+	 LOOM_CHAT_HARMONY},
 };
 
 START_TEST(jinja_templates_are_recognised)

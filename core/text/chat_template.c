@@ -25,7 +25,7 @@
 const char *const loom_chat_template_names[LOOM_CHAT_COUNT + 1] = {
 	[LOOM_CHAT_CHATML] = "chatml", [LOOM_CHAT_LLAMA2] = "llama2", [LOOM_CHAT_LLAMA3] = "llama3",
 	[LOOM_CHAT_MISTRAL] = "mistral", [LOOM_CHAT_ZEPHYR] = "zephyr", [LOOM_CHAT_PHI3] = "phi3",
-	[LOOM_CHAT_GEMMA] = "gemma",   [LOOM_CHAT_PLAIN] = "plain",
+	[LOOM_CHAT_GEMMA] = "gemma",   [LOOM_CHAT_PLAIN] = "plain", [LOOM_CHAT_HARMONY] = "harmony",
 };
 
 const char *loom_chat_template_name(loom_chat_kind kind)
@@ -51,7 +51,9 @@ bool loom_chat_template_detect(const char *jinja, size_t len, loom_chat_kind *ou
 
 	if (t == NULL)
 		return false;
-	if (strstr(t, "<|im_start|>"))
+	if (strstr(t, "<|start|>") && strstr(t, "<|channel|>"))
+		*out = LOOM_CHAT_HARMONY;
+	else if (strstr(t, "<|im_start|>"))
 		*out = LOOM_CHAT_CHATML;
 	else if (strstr(t, "<|start_header_id|>"))
 		*out = LOOM_CHAT_LLAMA3;
@@ -187,6 +189,35 @@ static void put_gemma(out_text *o, const loom_chat_message *msgs, size_t n, bool
 		put(o, "<start_of_turn>model\n");
 }
 
+/* OpenAI's harmony format (gpt-oss), as its chat template renders a
+ * conversation: the system message the model was trained with (medium
+ * reasoning; the template's current date is left out, so that a
+ * conversation's text does not change from day to day), a system prompt
+ * as the developer's instructions, earlier assistant turns on the final
+ * channel, and the assistant's turn opened for it to choose a channel. */
+static void put_harmony(out_text *o, const loom_chat_message *msgs, size_t n, bool add_assistant)
+{
+	size_t first;
+	const char *sys = system_text(msgs, n, &first);
+
+	put(o, "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
+	       "Knowledge cutoff: 2024-06\n\nReasoning: medium\n\n"
+	       "# Valid channels: analysis, commentary, final. Channel must be included for every message.<|end|>");
+	if (sys != NULL) {
+		put(o, "<|start|>developer<|message|># Instructions\n\n");
+		put(o, sys);
+		put(o, "<|end|>");
+	}
+	for (size_t i = first; i < n; i++) {
+		put(o, is_role(&msgs[i], "assistant") ? "<|start|>assistant<|channel|>final<|message|>"
+						      : "<|start|>user<|message|>");
+		put(o, msgs[i].content);
+		put(o, "<|end|>");
+	}
+	if (add_assistant)
+		put(o, "<|start|>assistant");
+}
+
 static void put_plain(out_text *o, const loom_chat_message *msgs, size_t n, bool add_assistant)
 {
 	for (size_t i = 0; i < n; i++) {
@@ -241,6 +272,9 @@ loom_status loom_chat_format(loom_chat_kind kind, const loom_chat_message *msgs,
 	case LOOM_CHAT_GEMMA:
 		put_gemma(&o, msgs, n, add_assistant);
 		break;
+	case LOOM_CHAT_HARMONY:
+		put_harmony(&o, msgs, n, add_assistant);
+		break;
 	default:
 		put_plain(&o, msgs, n, add_assistant);
 		break;
@@ -284,7 +318,8 @@ LOOM_API loom_status loom_chat_apply(const loom_model *model, const char *templa
 		kind = model->chat_template;
 	else if (!loom_chat_template_by_name(template_name, &kind))
 		return loom_error(LOOM_ERR_INVALID_ARGUMENT,
-				  "unknown chat template '%s' (chatml, llama2, llama3, mistral, zephyr, phi3, gemma, plain)",
+				  "unknown chat template '%s' (chatml, llama2, llama3, mistral, zephyr, phi3, gemma, plain, "
+				  "harmony)",
 				  template_name);
 	return loom_chat_format(kind, messages, n_messages, add_assistant, buf, size, n_out);
 }

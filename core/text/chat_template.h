@@ -17,6 +17,7 @@ typedef enum loom_chat_kind {
 	LOOM_CHAT_PHI3,
 	LOOM_CHAT_GEMMA,
 	LOOM_CHAT_PLAIN, /* "System: ...\nUser: ...\nAssistant: " for a template loom does not know */
+	LOOM_CHAT_HARMONY, /* gpt-oss's: messages on channels (analysis, commentary, final) */
 	LOOM_CHAT_COUNT
 } loom_chat_kind;
 
