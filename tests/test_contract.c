@@ -229,6 +229,9 @@ static const struct broken broken[] = {
 	 "rope_style", "unknown key 'onnx' in rope_style", "gguf, safetensors"},
 	{"contract_transposed_vector", "tensors:\n", "transposed:\n  gguf: [attn_norm]\ntensors:\n", "attn_norm]",
 	 "transposed.gguf: attn_norm is not a matrix tensors.gguf names", NULL},
+	{"contract_expert_placeholder_outside_experts", "blk.{i}.attn_q.weight", "blk.{i}.attn_q.{e}.weight",
+	 "attn_q:", "tensors.gguf.attn_q ('blk.{i}.attn_q.{e}.weight'): the expert placeholder {e} belongs in every "
+	 "spelling of ffn_gate_exps, ffn_up_exps or ffn_down_exps, or in none", NULL},
 	{"contract_empty_spellings", "    ffn_up: blk.{i}.ffn_up.weight\n", "    ffn_up: []\n", "ffn_up: []",
 	 "ffn_up is an empty list", NULL},
 	{"contract_fused_without_tensor", "  ffn: swiglu\n", "  ffn: swiglu\n  qkv: fused\n", "  gguf:\n    token_embd",

@@ -16,6 +16,7 @@
  *     (8x coarser), 1e-4 for f32. */
 #include "check_main.h"
 #include "cpu_ref.h"
+#include "family_models.h"
 #include "fixture.h"
 #include "plugin_host.h"
 #include "st_writer.h"
@@ -39,6 +40,8 @@ enum transform {
 	FUSED_Q,     /* rows (or elements) of the fused q, k, v: Phi-2 */
 	FUSED_K,
 	FUSED_V,
+	ONE_ROW,     /* a vector stored as a {1, n} matrix */
+	EXPERTS,     /* {n_in, n_out, n_expert}: one tensor an expert ("%d" twice) */
 };
 
 /* A tensor: GGUF name, Hugging Face name ("%d" for the layer). */
@@ -48,7 +51,7 @@ typedef struct tensor_map {
 } tensor_map;
 
 /* A config.json member from a GGUF key ("%s" for the architecture). */
-enum value_kind { INT, FLOAT, ROT_FRACTION, NULL_VALUE, FALSE_VALUE };
+enum value_kind { INT, FLOAT, ROT_FRACTION, NULL_VALUE, FALSE_VALUE, TRUE_VALUE };
 typedef struct config_map {
 	const char *hf, *gguf;
 	enum value_kind kind;
@@ -58,6 +61,7 @@ typedef struct family {
 	const char *arch, *model_type;
 	const tensor_map *globals, *layer;
 	const config_map *config;
+	const config_map *experts_config; /* a mixture's members, or NULL */
 } family;
 
 #define END {NULL, NULL, 0}
@@ -269,19 +273,102 @@ static const tensor_map gpt2_layer[] = {
 	{"ffn_down.bias", "transformer.h.%d.mlp.c_proj.bias", AS_IS},
 	END,
 };
+
+/* Mixtures of experts: the GGUF's {n_in, n_out, n_expert} stacks are one
+ * tensor an expert in Hugging Face's checkpoints ("%d": layer, expert). */
+static const tensor_map mixtral_layer[] = {
+	{"attn_norm.weight", L "input_layernorm.weight", AS_IS},
+	{"attn_q.weight", L "self_attn.q_proj.weight", UNPERMUTE_Q},
+	{"attn_k.weight", L "self_attn.k_proj.weight", UNPERMUTE_K},
+	{"attn_v.weight", L "self_attn.v_proj.weight", AS_IS},
+	{"attn_output.weight", L "self_attn.o_proj.weight", AS_IS},
+	{"ffn_norm.weight", L "post_attention_layernorm.weight", AS_IS},
+	{"ffn_gate_inp.weight", L "block_sparse_moe.gate.weight", AS_IS},
+	{"ffn_gate_exps.weight", L "block_sparse_moe.experts.%d.w1.weight", EXPERTS},
+	{"ffn_up_exps.weight", L "block_sparse_moe.experts.%d.w3.weight", EXPERTS},
+	{"ffn_down_exps.weight", L "block_sparse_moe.experts.%d.w2.weight", EXPERTS},
+	END,
+};
+static const tensor_map qwen2moe_layer[] = {
+	{"attn_norm.weight", L "input_layernorm.weight", AS_IS},
+	{"attn_q.weight", L "self_attn.q_proj.weight", AS_IS},
+	{"attn_q.bias", L "self_attn.q_proj.bias", AS_IS},
+	{"attn_k.weight", L "self_attn.k_proj.weight", AS_IS},
+	{"attn_k.bias", L "self_attn.k_proj.bias", AS_IS},
+	{"attn_v.weight", L "self_attn.v_proj.weight", AS_IS},
+	{"attn_v.bias", L "self_attn.v_proj.bias", AS_IS},
+	{"attn_output.weight", L "self_attn.o_proj.weight", AS_IS},
+	{"ffn_norm.weight", L "post_attention_layernorm.weight", AS_IS},
+	{"ffn_gate_inp.weight", L "mlp.gate.weight", AS_IS},
+	{"ffn_gate_exps.weight", L "mlp.experts.%d.gate_proj.weight", EXPERTS},
+	{"ffn_up_exps.weight", L "mlp.experts.%d.up_proj.weight", EXPERTS},
+	{"ffn_down_exps.weight", L "mlp.experts.%d.down_proj.weight", EXPERTS},
+	{"ffn_gate_inp_shexp.weight", L "mlp.shared_expert_gate.weight", ONE_ROW},
+	{"ffn_gate_shexp.weight", L "mlp.shared_expert.gate_proj.weight", AS_IS},
+	{"ffn_up_shexp.weight", L "mlp.shared_expert.up_proj.weight", AS_IS},
+	{"ffn_down_shexp.weight", L "mlp.shared_expert.down_proj.weight", AS_IS},
+	END,
+};
+/* Qwen3-MoE's and OLMoE's: their q and k norms differ in width, not name. */
+static const tensor_map qk_norm_moe_layer[] = {
+	{"attn_norm.weight", L "input_layernorm.weight", AS_IS},
+	{"attn_q.weight", L "self_attn.q_proj.weight", AS_IS},
+	{"attn_k.weight", L "self_attn.k_proj.weight", AS_IS},
+	{"attn_v.weight", L "self_attn.v_proj.weight", AS_IS},
+	{"attn_q_norm.weight", L "self_attn.q_norm.weight", AS_IS},
+	{"attn_k_norm.weight", L "self_attn.k_norm.weight", AS_IS},
+	{"attn_output.weight", L "self_attn.o_proj.weight", AS_IS},
+	{"ffn_norm.weight", L "post_attention_layernorm.weight", AS_IS},
+	{"ffn_gate_inp.weight", L "mlp.gate.weight", AS_IS},
+	{"ffn_gate_exps.weight", L "mlp.experts.%d.gate_proj.weight", EXPERTS},
+	{"ffn_up_exps.weight", L "mlp.experts.%d.up_proj.weight", EXPERTS},
+	{"ffn_down_exps.weight", L "mlp.experts.%d.down_proj.weight", EXPERTS},
+	END,
+};
 #undef L
 
-static const family families[] = {
-	{"llama", "llama", llama_globals, llama_layer, llama_like_config},
-	{"gpt2", "gpt2", gpt2_globals, gpt2_layer, gpt2_config},
-	{"qwen2", "qwen2", tied_globals, qwen2_layer, llama_like_config},
-	{"qwen3", "qwen3", tied_globals, qwen3_layer, llama_like_config},
-	{"gemma", "gemma", gemma_globals, gemma_layer, llama_like_config},
-	{"phi2", "phi", phi2_globals, phi2_layer, layernorm_config},
-	{"stablelm", "stablelm", ln_globals, stablelm_layer, layernorm_config},
-	{"starcoder2", "starcoder2", starcoder2_globals, starcoder2_layer, layernorm_config},
+static const config_map mixtral_config[] = {
+	{"num_local_experts", "%s.expert_count", INT},
+	{"num_experts_per_tok", "%s.expert_used_count", INT},
+	END,
 };
-enum { LLAMA, GPT2, QWEN2, QWEN3, GEMMA, PHI2, STABLELM, STARCODER2 };
+static const config_map qwen2moe_config[] = {
+	{"num_experts", "%s.expert_count", INT},
+	{"num_experts_per_tok", "%s.expert_used_count", INT},
+	{"moe_intermediate_size", "%s.expert_feed_forward_length", INT},
+	{"shared_expert_intermediate_size", "%s.expert_shared_feed_forward_length", INT},
+	{"norm_topk_prob", NULL, FALSE_VALUE},
+	END,
+};
+static const config_map qwen3moe_config[] = {
+	{"num_experts", "%s.expert_count", INT},
+	{"num_experts_per_tok", "%s.expert_used_count", INT},
+	{"moe_intermediate_size", "%s.expert_feed_forward_length", INT},
+	{"norm_topk_prob", NULL, TRUE_VALUE},
+	END,
+};
+static const config_map olmoe_config[] = {
+	{"num_experts", "%s.expert_count", INT},
+	{"num_experts_per_tok", "%s.expert_used_count", INT},
+	{"norm_topk_prob", NULL, FALSE_VALUE},
+	END,
+};
+
+static const family families[] = {
+	{"llama", "llama", llama_globals, llama_layer, llama_like_config, NULL},
+	{"gpt2", "gpt2", gpt2_globals, gpt2_layer, gpt2_config, NULL},
+	{"qwen2", "qwen2", tied_globals, qwen2_layer, llama_like_config, NULL},
+	{"qwen3", "qwen3", tied_globals, qwen3_layer, llama_like_config, NULL},
+	{"gemma", "gemma", gemma_globals, gemma_layer, llama_like_config, NULL},
+	{"phi2", "phi", phi2_globals, phi2_layer, layernorm_config, NULL},
+	{"stablelm", "stablelm", ln_globals, stablelm_layer, layernorm_config, NULL},
+	{"starcoder2", "starcoder2", starcoder2_globals, starcoder2_layer, layernorm_config, NULL},
+	{"llama", "mixtral", llama_globals, mixtral_layer, llama_like_config, mixtral_config},
+	{"qwen2moe", "qwen2_moe", llama_globals, qwen2moe_layer, llama_like_config, qwen2moe_config},
+	{"qwen3moe", "qwen3_moe", llama_globals, qk_norm_moe_layer, llama_like_config, qwen3moe_config},
+	{"olmoe", "olmoe", llama_globals, qk_norm_moe_layer, llama_like_config, olmoe_config},
+};
+enum { LLAMA, GPT2, QWEN2, QWEN3, GEMMA, PHI2, STABLELM, STARCODER2, MIXTRAL, QWEN2MOE, QWEN3MOE, OLMOE };
 
 typedef struct synth_case {
 	const char *name;
@@ -291,24 +378,35 @@ typedef struct synth_case {
 	float tol_source;    /* against the f32 GGUF */
 	float tol_converted; /* against the checkpoint converted to GGUF */
 	bool llama3_rope;    /* config.json asks for Llama 3's RoPE scaling */
+	/* The source: this family model (family_models.h, written here), or
+	 * NULL for the shared models/synthetic/ARCH-f32.gguf. */
+	const char *family_model;
 } synth_case;
 
 static const synth_case cases[] = {
-	{"llama-f32", LLAMA, "F32", 0, 1e-4f, 1e-4f, false},
-	{"llama-f16-sharded", LLAMA, "F16", 3, 0.1f, 2e-2f, false},
-	{"llama-bf16", LLAMA, "BF16", 0, 0.5f, 0.1f, false},
-	{"gpt2-f32-sharded", GPT2, "F32", 2, 1e-4f, 1e-4f, false},
-	{"gpt2-f16", GPT2, "F16", 0, 0.1f, 2e-2f, false},
-	{"gpt2-bf16-sharded", GPT2, "BF16", 4, 0.5f, 0.1f, false},
+	{"llama-f32", LLAMA, "F32", 0, 1e-4f, 1e-4f, false, NULL},
+	{"llama-f16-sharded", LLAMA, "F16", 3, 0.1f, 2e-2f, false, NULL},
+	{"llama-bf16", LLAMA, "BF16", 0, 0.5f, 0.1f, false, NULL},
+	{"gpt2-f32-sharded", GPT2, "F32", 2, 1e-4f, 1e-4f, false, NULL},
+	{"gpt2-f16", GPT2, "F16", 0, 0.1f, 2e-2f, false, NULL},
+	{"gpt2-bf16-sharded", GPT2, "BF16", 4, 0.5f, 0.1f, false, NULL},
 	/* The source has no scaling: this one must differ from it. */
-	{"llama-f32-llama3-rope", LLAMA, "F32", 0, 0.0f, 1e-4f, true},
+	{"llama-f32-llama3-rope", LLAMA, "F32", 0, 0.0f, 1e-4f, true, NULL},
 	/* Every other contract's Hugging Face section. */
-	{"qwen2-f32", QWEN2, "F32", 0, 1e-4f, 1e-4f, false},
-	{"qwen3-bf16", QWEN3, "BF16", 2, 0.5f, 0.1f, false},
-	{"gemma-f32", GEMMA, "F32", 0, 1e-4f, 1e-4f, false},
-	{"phi2-f32", PHI2, "F32", 0, 1e-4f, 1e-4f, false},
-	{"stablelm-f16", STABLELM, "F16", 0, 0.1f, 2e-2f, false},
-	{"starcoder2-f32", STARCODER2, "F32", 3, 1e-4f, 1e-4f, false},
+	{"qwen2-f32", QWEN2, "F32", 0, 1e-4f, 1e-4f, false, NULL},
+	{"qwen3-bf16", QWEN3, "BF16", 2, 0.5f, 0.1f, false, NULL},
+	{"gemma-f32", GEMMA, "F32", 0, 1e-4f, 1e-4f, false, NULL},
+	{"phi2-f32", PHI2, "F32", 0, 1e-4f, 1e-4f, false, NULL},
+	{"stablelm-f16", STABLELM, "F16", 0, 0.1f, 2e-2f, false, NULL},
+	{"starcoder2-f32", STARCODER2, "F32", 3, 1e-4f, 1e-4f, false, NULL},
+	/* Mixtures of experts, each expert's matrices a tensor of their own,
+	 * from the family models whose GGUFs match llama.cpp and numpy
+	 * (test_families). */
+	{"mixtral-f32", MIXTRAL, "F32", 0, 1e-4f, 1e-4f, false, "mixtral-f32"},
+	{"mixtral-bf16-sharded", MIXTRAL, "BF16", 3, 0.5f, 0.1f, false, "mixtral-f32"},
+	{"qwen2moe-f32", QWEN2MOE, "F32", 2, 1e-4f, 1e-4f, false, "qwen2moe-f32"},
+	{"qwen3moe-f16", QWEN3MOE, "F16", 0, 0.1f, 2e-2f, false, "qwen3moe-f32"},
+	{"olmoe-f32", OLMOE, "F32", 0, 1e-4f, 1e-4f, false, "olmoe-f32"},
 };
 #define N_CASES ((int)(sizeof(cases) / sizeof(cases[0])))
 
@@ -330,10 +428,10 @@ static double llama3_factor(int i, int n_rot, double theta)
 
 /* The checkpoint being assembled: tensor specs and the bytes they own. */
 typedef struct checkpoint {
-	st_tensor_spec t[128];
-	void *owned[128];
+	st_tensor_spec t[256];
+	void *owned[256];
 	int n;
-	char names[128][96];
+	char names[256][96];
 } checkpoint;
 
 static int64_t meta_int(const loom_model_file *f, const char *key)
@@ -355,7 +453,7 @@ static double meta_float(const loom_model_file *f, const char *key)
 static void add(checkpoint *c, const char *name, const char *dtype, const float *values, int64_t rows, int64_t cols,
 		bool vector, bool transposed)
 {
-	ck_assert(c->n < 128);
+	ck_assert(c->n < 256);
 	size_t es = strcmp(dtype, "F32") == 0 ? 4 : 2, n = (size_t)(rows * cols);
 	unsigned char *bytes = malloc(n * es);
 	ck_assert(bytes != NULL);
@@ -418,7 +516,16 @@ static void add_mapped(checkpoint *c, const loom_model_file *f, const family *fa
 	if (t == NULL)
 		return;
 	ck_assert_msg(t->dtype == LOOM_DTYPE_F32, "%s is not f32", g);
-	const bool vector = t->n_dims == 1;
+	if (m->how == EXPERTS) {
+		ck_assert_int_eq(t->n_dims, 3);
+		const float *w = t->data;
+		for (int64_t e = 0; e < t->ne[2]; e++) {
+			snprintf(h, sizeof(h), m->hf, il, (int)e);
+			add(c, h, dtype, w + e * t->ne[0] * t->ne[1], t->ne[1], t->ne[0], false, false);
+		}
+		return;
+	}
+	const bool vector = t->n_dims == 1 && m->how != ONE_ROW;
 	int64_t rows = vector ? t->ne[0] : t->ne[1], cols = vector ? 1 : t->ne[0];
 	const float *src = t->data;
 	float *tmp = malloc((size_t)(rows * cols) * sizeof(float));
@@ -455,11 +562,10 @@ static void write_tensors(checkpoint *c, const loom_model_file *f, const family 
 			add_mapped(c, f, fam, m, il, dtype);
 }
 
-static char *config_json(const loom_model_file *f, const family *fam, bool llama3_rope)
+/* config.json's members from list, of the GGUF's values. */
+static void add_config(cJSON *j, const loom_model_file *f, const family *fam, const config_map *list)
 {
-	cJSON *j = cJSON_CreateObject();
-	cJSON_AddStringToObject(j, "model_type", fam->model_type);
-	for (const config_map *m = fam->config; m->hf != NULL; m++) {
+	for (const config_map *m = list; m->hf != NULL; m++) {
 		char key[96], head_key[96], embd_key[96];
 		if (m->gguf != NULL)
 			snprintf(key, sizeof(key), m->gguf, fam->arch);
@@ -467,6 +573,8 @@ static char *config_json(const loom_model_file *f, const family *fam, bool llama
 			cJSON_AddNullToObject(j, m->hf);
 		} else if (m->kind == FALSE_VALUE) {
 			cJSON_AddFalseToObject(j, m->hf);
+		} else if (m->kind == TRUE_VALUE) {
+			cJSON_AddTrueToObject(j, m->hf);
 		} else if (loom_meta_find(f, key) == NULL) {
 			continue;
 		} else if (m->kind == INT) {
@@ -480,6 +588,15 @@ static char *config_json(const loom_model_file *f, const family *fam, bool llama
 			cJSON_AddNumberToObject(j, m->hf, (double)meta_int(f, key) / head_dim);
 		}
 	}
+}
+
+static char *config_json(const loom_model_file *f, const family *fam, bool llama3_rope)
+{
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddStringToObject(j, "model_type", fam->model_type);
+	add_config(j, f, fam, fam->config);
+	if (fam->experts_config != NULL)
+		add_config(j, f, fam, fam->experts_config);
 	if (llama3_rope) {
 		cJSON_DeleteItemFromObject(j, "rope_scaling");
 		cJSON *r = cJSON_AddObjectToObject(j, "rope_scaling");
@@ -505,14 +622,77 @@ static void copy_file(const char *from, const char *to_dir, const char *name)
 	free(bytes);
 }
 
+static void write_json(cJSON *root, const char *dir, const char *name)
+{
+	char *text = cJSON_Print(root), path[4200];
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	FILE *out = fopen(path, "w");
+	ck_assert(out != NULL && fputs(text, out) >= 0 && fclose(out) == 0);
+	free(text);
+	cJSON_Delete(root);
+}
+
+/* A SentencePiece-style tokenizer.json (BPE with byte fallback, as
+ * Llama's) as long as the GGUF's vocabulary, its unknown, control and byte
+ * pieces the GGUF's. The synthetic words ("▁th" of "▁t" and "h", no piece
+ * "h") are no vocabulary a BPE can reproduce, so each normal piece is
+ * "▁q" and its id in three digits: none merges from others. */
+static void write_sentencepiece_tokenizer(const loom_model_file *f, const char *dir)
+{
+	const void *tokens, *types;
+	uint64_t n, n_types;
+	ck_assert(loom_meta_get_array(f, "tokenizer.ggml.tokens", LOOM_META_STRING, &tokens, &n) == LOOM_OK);
+	ck_assert(loom_meta_get_array(f, "tokenizer.ggml.token_type", LOOM_META_I32, &types, &n_types) == LOOM_OK);
+	ck_assert(n_types == n);
+	cJSON *root = cJSON_CreateObject(), *added = cJSON_AddArrayToObject(root, "added_tokens");
+	/* Llama's normalizer: "▁" before the text and for every space. */
+	cJSON *norm = cJSON_AddObjectToObject(root, "normalizer"), *steps = cJSON_AddArrayToObject(norm, "normalizers");
+	cJSON_AddStringToObject(norm, "type", "Sequence");
+	cJSON *prepend = cJSON_CreateObject(), *replace = cJSON_CreateObject();
+	cJSON_AddStringToObject(prepend, "type", "Prepend");
+	cJSON_AddStringToObject(prepend, "prepend", "\xe2\x96\x81");
+	cJSON_AddStringToObject(replace, "type", "Replace");
+	cJSON_AddStringToObject(cJSON_AddObjectToObject(replace, "pattern"), "String", " ");
+	cJSON_AddStringToObject(replace, "content", "\xe2\x96\x81");
+	cJSON_AddItemToArray(steps, prepend);
+	cJSON_AddItemToArray(steps, replace);
+	cJSON *model = cJSON_AddObjectToObject(root, "model");
+	cJSON_AddStringToObject(model, "type", "BPE");
+	cJSON_AddTrueToObject(model, "byte_fallback");
+	cJSON_AddStringToObject(model, "unk_token", "<unk>");
+	cJSON *vocab = cJSON_AddObjectToObject(model, "vocab");
+	cJSON_AddArrayToObject(model, "merges");
+	ck_assert(n <= 1000);
+	for (uint64_t i = 0; i < n; i++) {
+		char *piece = loom_string_dup(((const loom_string *)tokens)[i]), word[16];
+		const int32_t type = ((const int32_t *)types)[i];
+		snprintf(word, sizeof(word), "\xe2\x96\x81q%03d", (int)i);
+		cJSON_AddNumberToObject(vocab, type == 1 ? word : piece, (double)i);
+		if (type == 2 || type == 3) { /* unknown, control */
+			cJSON *a = cJSON_CreateObject();
+			cJSON_AddNumberToObject(a, "id", (double)i);
+			cJSON_AddStringToObject(a, "content", piece);
+			cJSON_AddTrueToObject(a, "special");
+			cJSON_AddItemToArray(added, a);
+		}
+		free(piece);
+	}
+	write_json(root, dir, "tokenizer.json");
+}
+
 /* The tokenizer: for SentencePiece-style vocabularies the stories
  * checkpoints' tokenizer.json (the synthetic models share their 512-token
- * vocabulary, which the test checks piece by piece); for byte-level ones a
- * tokenizer.json of the GGUF's vocabulary and merges. */
-static bool write_tokenizer(const loom_model_file *f, const char *dir)
+ * vocabulary, which the test checks piece by piece), or one of the GGUF's
+ * own pieces (own_vocab); for byte-level ones a tokenizer.json of the
+ * GGUF's vocabulary and merges. */
+static bool write_tokenizer(const loom_model_file *f, const char *dir, bool own_vocab)
 {
 	loom_string kind;
 	ck_assert(loom_meta_get_string(f, "tokenizer.ggml.model", &kind) == LOOM_OK);
+	if (loom_string_eq(kind, "llama") && own_vocab) {
+		write_sentencepiece_tokenizer(f, dir);
+		return true;
+	}
 	if (loom_string_eq(kind, "llama")) {
 		char from[4096];
 		if (!test_data_path(from, sizeof(from), "models/stories260K-hf/tokenizer.json"))
@@ -541,12 +721,7 @@ static bool write_tokenizer(const loom_model_file *f, const char *dir)
 	cJSON_AddStringToObject(pre, "type", "ByteLevel");
 	cJSON_AddFalseToObject(pre, "add_prefix_space");
 	cJSON_AddTrueToObject(pre, "use_regex");
-	char *text = cJSON_Print(root), path[4200];
-	snprintf(path, sizeof(path), "%s/tokenizer.json", dir);
-	FILE *out = fopen(path, "w");
-	ck_assert(out != NULL && fputs(text, out) >= 0 && fclose(out) == 0);
-	free(text);
-	cJSON_Delete(root);
+	write_json(root, dir, "tokenizer.json");
 	return true;
 }
 
@@ -567,7 +742,7 @@ static void check_same_pieces(const loom_model *a, const loom_model *b)
 /* Logits of every position of a fixed token sequence. */
 static float *logits_of(loom_model *m, int n_vocab)
 {
-	static const loom_token toks[] = {1, 17, 300, 42, 99, 250, 7, 480, 3, 64};
+	static const loom_token toks[] = {1, 17, 290, 42, 99, 250, 7, 280, 3, 64};
 	const int n = (int)(sizeof(toks) / sizeof(toks[0]));
 	int8_t want[16];
 	memset(want, 1, sizeof(want));
@@ -642,19 +817,25 @@ START_TEST(synthetic_checkpoint_computes_its_source)
 	const synth_case *sc = &cases[_i];
 	const family *fam = &families[sc->family];
 	char src[4096], rel[128], dir[4096], converted[4200];
-	snprintf(rel, sizeof(rel), "models/synthetic/%s-f32.gguf", fam->arch);
-	if (!test_data_path(src, sizeof(src), rel))
-		return;
+	snprintf(rel, sizeof(rel), "hf-%s", sc->name); /* apart from test_families' */
+	snprintf(dir, sizeof(dir), "%s", test_tmp_dir(rel));
+	if (sc->family_model != NULL) {
+		snprintf(src, sizeof(src), "%s/source.gguf", dir);
+		ck_assert(family_model_write(family_model_named(sc->family_model), src));
+	} else {
+		snprintf(rel, sizeof(rel), "models/synthetic/%s-f32.gguf", fam->arch);
+		if (!test_data_path(src, sizeof(src), rel))
+			return;
+	}
 	loom_model_file *f = test_open_gguf(src);
 	ck_assert_msg(f != NULL, "%s: %s", src, test_plugin_error());
-	snprintf(dir, sizeof(dir), "%s", test_tmp_dir(sc->name));
 	checkpoint *c = calloc(1, sizeof(*c));
 	write_tensors(c, f, fam, sc->dtype);
 	char path[4200], *config = config_json(f, fam, sc->llama3_rope);
 	snprintf(path, sizeof(path), "%s/model.safetensors", dir);
 	ck_assert(sc->n_shards > 0 ? st_write_sharded(dir, c->t, c->n, sc->n_shards) : st_write_file(path, c->t, c->n));
 	ck_assert(st_write_config(dir, config));
-	bool have_tokenizer = write_tokenizer(f, dir);
+	bool have_tokenizer = write_tokenizer(f, dir, sc->family_model != NULL);
 	free(config);
 	for (int i = 0; i < c->n; i++)
 		free(c->owned[i]);
@@ -673,7 +854,10 @@ START_TEST(synthetic_checkpoint_computes_its_source)
 	ck_assert_msg(loom_convert(rt, dir, converted, NULL) == LOOM_OK, "convert: %s", loom_last_error());
 	ck_assert_msg(loom_model_load(rt, converted, NULL, &conv) == LOOM_OK, "%s: %s", converted, loom_last_error());
 	const int n_vocab = loom_model_n_vocab(source);
-	check_same_pieces(source, hf);
+	if (sc->family_model == NULL)
+		check_same_pieces(source, hf);
+	else
+		ck_assert_int_eq(loom_model_n_vocab(hf), n_vocab);
 	float *a = logits_of(source, n_vocab), *b = logits_of(hf, n_vocab), *d = logits_of(conv, n_vocab);
 	size_t n = (size_t)n_vocab * 10;
 	float to_source = max_diff(a, b, n), to_converted = max_diff(b, d, n);
@@ -698,12 +882,51 @@ START_TEST(synthetic_checkpoint_computes_its_source)
 }
 END_TEST
 
+/* A checkpoint whose experts lack one (a shard left out, a file cut
+ * short) is refused with the missing tensor's name, not run without it. */
+START_TEST(a_missing_expert_is_named)
+{
+	char dir[4096], src[4200], path[4200];
+	snprintf(dir, sizeof(dir), "%s", test_tmp_dir("hf-mixtral-missing-expert"));
+	snprintf(src, sizeof(src), "%s/source.gguf", dir);
+	ck_assert(family_model_write(family_model_named("mixtral-f32"), src));
+	loom_model_file *f = test_open_gguf(src);
+	ck_assert_msg(f != NULL, "%s: %s", src, test_plugin_error());
+	checkpoint *c = calloc(1, sizeof(*c));
+	write_tensors(c, f, &families[MIXTRAL], "F32");
+	int kept = 0;
+	for (int i = 0; i < c->n; i++)
+		if (strcmp(c->t[i].name, "model.layers.1.block_sparse_moe.experts.5.w3.weight") != 0)
+			c->t[kept++] = c->t[i];
+	ck_assert_int_eq(kept, c->n - 1);
+	char *config = config_json(f, &families[MIXTRAL], false);
+	snprintf(path, sizeof(path), "%s/model.safetensors", dir);
+	ck_assert(st_write_file(path, c->t, kept));
+	ck_assert(st_write_config(dir, config));
+	ck_assert(write_tokenizer(f, dir, true));
+	free(config);
+	for (int i = 0; i < c->n; i++)
+		free(c->owned[i]);
+	free(c);
+	test_close_gguf(f);
+
+	loom_runtime *rt = test_runtime("cpu-generic", 1);
+	loom_model *m = NULL;
+	ck_assert_int_eq(loom_model_load(rt, dir, NULL, &m), LOOM_ERR_BAD_FORMAT);
+	ck_assert_ptr_null(m);
+	ck_assert_msg(strstr(loom_last_error(), "tensor 'model.layers.1.block_sparse_moe.experts.5.w3.weight' "
+				 "(ffn_up_exps, expert 5 of 8) is missing") != NULL, "%s", loom_last_error());
+	loom_runtime_free(rt);
+}
+END_TEST
+
 static Suite *hf_synthetic_suite(void)
 {
 	Suite *s = suite_create("hf_synthetic");
 	TCase *tc = tcase_create("checkpoints");
 	tcase_set_timeout(tc, 300);
 	tcase_add_loop_test(tc, synthetic_checkpoint_computes_its_source, 0, N_CASES);
+	tcase_add_test(tc, a_missing_expert_is_named);
 	suite_add_tcase(s, tc);
 	return s;
 }

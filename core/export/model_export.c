@@ -2,6 +2,7 @@
  * contract's GGUF names, reshaped where the file's format differs. */
 #include "export/model_export.h"
 
+#include "model/expert_stack.h"
 #include "model/meta.h"
 #include "model/naming.h"
 #include "model/weight_adapt.h"
@@ -151,13 +152,30 @@ static loom_status source_piece(loom_export *e, loom_model *m, loom_role role, i
 {
 	char name[256];
 	const loom_file_tensor *ft = loom_model_find_role(m, m->fmt, role, il, name, sizeof(name));
+	loom_file_tensor stacked;
+	if (ft == NULL && loom_contract_names_each_expert(m->contract, m->fmt, role)) {
+		/* Experts one tensor each: the stack bind made, made again. */
+		const int64_t E = m->hp.n_embd, F = m->hp.n_ff_exp;
+		const bool down = role == LOOM_ROLE_FFN_DOWN_EXPS;
+		void *bytes;
+		loom_status st = loom_model_stack_experts(m, m->fmt, role, il, down ? F : E, down ? E : F, m->hp.n_expert,
+							  name, sizeof(name), &stacked, &bytes);
+		if (st != LOOM_OK)
+			return st;
+		if (!push(&e->blocks, &e->n_blocks, &e->cap_blocks, bytes)) {
+			free(bytes);
+			return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+		}
+		ft = &stacked;
+	}
 	*found = ft != NULL;
 	if (ft == NULL)
 		return LOOM_OK;
 	const bool table = role == LOOM_ROLE_FFN_GATE_EXPS_B || role == LOOM_ROLE_FFN_UP_EXPS_B ||
 			   role == LOOM_ROLE_FFN_DOWN_EXPS_B;
 	const int want = loom_role_is_experts(role) ? 3 : loom_role_is_matrix(role) || table ? 2 : 1;
-	if (ft->n_dims != want)
+	const bool one_row = want == 1 && ft->n_dims == 2 && ft->ne[1] == 1; /* a vector as a one-row matrix */
+	if (ft->n_dims != want && !one_row)
 		return loom_error(LOOM_ERR_BAD_FORMAT, "tensor '%s' has %d dimensions, expected %d", name, ft->n_dims, want);
 	*p = (piece){.dtype = ft->dtype, .n_dims = want, .ne0 = ft->ne[0], .ne1 = ft->ne[1], .ne2 = ft->ne[2],
 		     .data = ft->data};

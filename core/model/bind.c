@@ -4,6 +4,7 @@
  * copies. The tensors point into host memory until place.c moves them. */
 #include "model/bind.h"
 
+#include "model/expert_stack.h"
 #include "model/naming.h"
 #include "model/weight_adapt.h"
 #include "runtime/array_grow.h"
@@ -121,6 +122,15 @@ static loom_status bind(loom_model *m, int fmt, loom_role role, int il, int64_t 
 	const loom_file_tensor *ft = loom_model_find_role(m, fmt, role, il, name, sizeof(name));
 	const bool transposed = m->contract->transposed[fmt][role];
 	memset(t, 0, sizeof(*t));
+	if (ft == NULL && ne2 > 0 && loom_contract_names_each_expert(m->contract, fmt, role)) {
+		loom_file_tensor stacked;
+		void *bytes;
+		loom_status st = loom_model_stack_experts(m, fmt, role, il, ne0, ne1, ne2, name, sizeof(name), &stacked,
+							  &bytes);
+		if (st == LOOM_OK && (st = bind_experts(m, role, &stacked, name, ne0, ne1, ne2, t)) != LOOM_OK)
+			free(bytes);
+		return st == LOOM_OK ? keep_copy(m, bytes, stacked.n_bytes, t) : st;
+	}
 	if (ft == NULL) {
 		if (optional)
 			return LOOM_OK;
@@ -130,7 +140,10 @@ static loom_status bind(loom_model *m, int fmt, loom_role role, int il, int64_t 
 		return bind_experts(m, role, ft, name, ne0, ne1, ne2, t);
 	int want_dims = ne1 > 0 ? 2 : 1;
 	int64_t want0 = transposed ? ne1 : ne0, want1 = transposed ? ne0 : ne1;
-	if (ft->n_dims != want_dims || ft->ne[0] != want0 || (ne1 > 0 && ft->ne[1] != want1))
+	/* A vector may be stored as a one-row matrix (Qwen2-MoE's shared
+	 * expert gate, {n_embd, 1} in Hugging Face's checkpoints). */
+	const bool one_row = want_dims == 1 && ft->n_dims == 2 && ft->ne[1] == 1;
+	if ((ft->n_dims != want_dims && !one_row) || ft->ne[0] != want0 || (ne1 > 0 && ft->ne[1] != want1))
 		return loom_error(LOOM_ERR_BAD_FORMAT,
 				  "tensor '%s' has shape [%" PRId64 ", %" PRId64 "], expected [%" PRId64 ", %" PRId64 "]%s",
 				  name, ft->ne[0], ft->n_dims > 1 ? ft->ne[1] : 1, want0, ne1 > 0 ? want1 : 1,

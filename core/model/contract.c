@@ -676,6 +676,17 @@ static loom_status check_complete(loom_yaml *y, yaml_node_t *tensors, loom_contr
 							  "%s:%d: tensors.%s.%s ('%s') needs the layer placeholder {i}",
 							  y->path, loom_yaml_line(loom_yaml_get(y, names, role_names[r])),
 							  format_names[f], role_names[r], *name);
+			/* {e}: one tensor an expert, stacked at load; every
+			 * spelling of the role says it or none does. */
+			bool each = c->tensor_names[f][r] != NULL && strstr(c->tensor_names[f][r][0], "{e}") != NULL;
+			for (char **name = c->tensor_names[f][r]; name != NULL && *name != NULL; name++)
+				if ((strstr(*name, "{e}") != NULL) != each || (each && !loom_role_is_experts((loom_role)r)))
+					return loom_error(LOOM_ERR_CONTRACT,
+							  "%s:%d: tensors.%s.%s ('%s'): the expert placeholder {e} belongs in "
+							  "every spelling of ffn_gate_exps, ffn_up_exps or ffn_down_exps, or "
+							  "in none",
+							  y->path, loom_yaml_line(loom_yaml_get(y, names, role_names[r])),
+							  format_names[f], role_names[r], *name);
 		}
 	}
 	return LOOM_OK;

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static const loom_file_tensor *find_tensor(const loom_model_file *f, const char *name)
+const loom_file_tensor *loom_file_find_tensor(const loom_model_file *f, const char *name)
 {
 	for (uint64_t i = 0; i < f->n_tensors; i++)
 		if (loom_string_eq(f->tensors[i].name, name))
@@ -24,7 +24,7 @@ const loom_file_tensor *loom_model_find_role(const loom_model *m, int fmt, loom_
 	snprintf(name, size, "(unnamed %s)", loom_role_name(role));
 	for (char **n = names; n != NULL && *n != NULL; n++) {
 		loom_contract_expand(name, size, *n, "{i}", layer);
-		const loom_file_tensor *ft = find_tensor(m->file, name);
+		const loom_file_tensor *ft = loom_file_find_tensor(m->file, name);
 		if (ft != NULL)
 			return ft;
 	}

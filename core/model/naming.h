@@ -6,6 +6,9 @@
 
 #include "model/model.h"
 
+/* The file's tensor called name, or NULL. */
+const loom_file_tensor *loom_file_find_tensor(const loom_model_file *f, const char *name);
+
 /* The file's tensor for role (of layer il, or -1) in contract section fmt:
  * the first of the contract's spellings the file has. name gets that
  * spelling, or the first one when none is there (for messages). */
