@@ -1,5 +1,7 @@
 /* cmd_chat.c - `loom chat`: a conversation, one user message per line of
- * stdin (or of -f FILE), each reply streamed to stdout as one paragraph.
+ * stdin (or of -f FILE), each reply streamed to stdout as one paragraph
+ * (a reply's reasoning, where its template marks it, to stderr; the
+ * conversation keeps the content alone).
  * The KV cache keeps the conversation: a turn evaluates only the tokens
  * after the longest prefix its prompt shares with the tokens the cache
  * already holds. When the context fills, it is shifted as llama.cpp does
@@ -25,6 +27,7 @@ typedef struct chat {
 	size_t keep, discarded;
 	char *reply;
 	size_t reply_len, reply_cap;
+	loom_reply_reader *reader; /* this turn's reply: content and reasoning */
 } chat;
 
 static bool add_cached(chat *c, loom_token token)
@@ -61,8 +64,16 @@ static bool add_message(chat *c, const char *role, const char *content)
 static bool on_reply(void *user, loom_token token, const char *text, size_t len)
 {
 	chat *c = user;
-	if (!add_cached(c, token))
+	if (token >= 0 && !add_cached(c, token))
 		return false;
+	loom_generated step = {.token = token, .text = text, .len = len, .done = token < 0};
+	loom_reply_parts parts;
+	if (loom_reply_reader_push(c->reader, &step, &parts) != LOOM_OK)
+		return false;
+	if (parts.n_reasoning > 0 && fwrite(parts.reasoning, 1, parts.n_reasoning, stderr) != parts.n_reasoning)
+		return false;
+	text = parts.content;
+	len = parts.n_content;
 	if (c->reply_len + len + 1 > c->reply_cap) {
 		size_t cap = (c->reply_len + len + 1) * 2;
 		char *r = realloc(c->reply, cap);
@@ -160,7 +171,15 @@ static bool turn(loom_context *ctx, const cli_options *o, chat *c, int index)
 	if (c->reply != NULL)
 		c->reply[0] = '\0';
 	loom_generate_stats stats;
-	loom_status st = loom_generate_tokens(ctx, toks + from, n - from, &gp, on_reply, c, &stats);
+	loom_status st = loom_reply_reader_create(loom_context_model(ctx), o->chat_template, gp.stop, gp.n_stop,
+						  &c->reader);
+	if (st == LOOM_OK)
+		st = loom_generate_tokens(ctx, toks + from, n - from, &gp, on_reply, c, &stats);
+	/* What the reader still holds back of a reply cut by its length. */
+	if (st == LOOM_OK && !on_reply(c, -1, "", 0))
+		st = LOOM_ERR_NO_MEMORY;
+	loom_reply_reader_free(c->reader);
+	c->reader = NULL;
 	free(toks);
 	fputc('\n', stdout);
 	if (!cli_stdout_ok())

@@ -666,6 +666,42 @@ LOOM_API loom_status loom_generator_next(loom_generator *g, const float *logits,
 LOOM_API int32_t loom_generator_n_generated(const loom_generator *g);
 
 /* ------------------------------------------------------------------------ */
+/* A reply's parts                                                          */
+
+/* Splits a chat model's reply, step by step, into what its user reads (the
+ * content) and its reasoning, by the markers of its chat template. In the
+ * harmony format (gpt-oss) the reply is a run of messages, each on a
+ * channel: the final channel is the content; analysis, and commentary (its
+ * preambles and tool calls), are reasoning; the headers that name them are
+ * neither. For templates without channels the content is the step's text
+ * as the generator gave it. A host keeps one per reply, beside its
+ * generator, and pushes every step into it. */
+typedef struct loom_reply_reader loom_reply_reader;
+
+/* template_name: as loom_chat_apply's (NULL: the model's own). stop: the
+ * generator's stop strings, held back from each part as the generator
+ * holds them back from its text. */
+LOOM_API loom_status loom_reply_reader_create(const loom_model *model, const char *template_name,
+					      const char *const *stop, size_t n_stop, loom_reply_reader **out);
+LOOM_API void loom_reply_reader_free(loom_reply_reader *r);
+
+/* What one step adds to each part (either may be empty); valid until the
+ * next push. */
+typedef struct loom_reply_parts {
+	const char *content;
+	size_t n_content;
+	const char *reasoning;
+	size_t n_reasoning;
+} loom_reply_parts;
+
+/* Adds a generator step (its token, text and whether it was the last). A
+ * host whose loop does not know which step is the last (a loom_token_fn)
+ * ends the reply with a step of token -1, no text, done set: what was held
+ * back comes then. */
+LOOM_API loom_status loom_reply_reader_push(loom_reply_reader *r, const loom_generated *step,
+					    loom_reply_parts *out);
+
+/* ------------------------------------------------------------------------ */
 /* Chat templates                                                           */
 
 /* One turn of a conversation: role "system" (first only), "user" or

@@ -6,6 +6,7 @@
 #include "fixture.h"
 #include "golden.h"
 #include "run_cmd.h"
+#include "synth_model.h"
 #include "testdata.h"
 
 #include <stdio.h>
@@ -355,6 +356,165 @@ START_TEST(chat_command_keeps_the_conversation)
 }
 END_TEST
 
+/* ---- a reply's parts ------------------------------------------------------ */
+
+static const char *const harmony_markers[] = {"<|start|>", "<|end|>",    "<|message|>",   "<|channel|>",
+					      "<|return|>", "<|call|>", "<|constrain|>", NULL};
+static const char *const end_only[] = {"<|end|>", NULL};
+
+/* A synthetic model whose vocabulary ends with markers. */
+static loom_model *model_with_markers(loom_runtime *rt, const char *name, const char *const *markers)
+{
+	synth_config c = synth_default_config();
+	c.control_tokens = markers;
+	synth_model *sm = synth_model_build(&c, NULL);
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/model.gguf", test_tmp_dir(name));
+	ck_assert(synth_model_write(sm, path));
+	synth_model_free(sm);
+	loom_model *m = NULL;
+	ck_assert_msg(loom_model_load(rt, path, NULL, &m) == LOOM_OK, "%s: %s", path, loom_last_error());
+	return m;
+}
+
+/* A reply as its tokens, and the text each part should read: the pieces
+ * of its messages' tokens, markers and headers left out. */
+typedef struct reply {
+	loom_token tokens[256];
+	int n;
+	char part[2][512]; /* content, reasoning */
+} reply;
+
+static loom_token marker(const loom_model *m, const char *text)
+{
+	loom_token t[4];
+	size_t n = 0;
+	ck_assert(loom_tokenize(m, text, strlen(text), false, true, t, 4, &n) == LOOM_OK);
+	ck_assert_msg(n == 1, "%s is %zu tokens", text, n);
+	return t[0];
+}
+
+/* text's tokens, read into part (0, 1) or into none (-1: a header). */
+static void add_text(reply *r, const loom_model *m, const char *text, int part)
+{
+	size_t n = 0;
+	ck_assert(loom_tokenize(m, text, strlen(text), false, false, r->tokens + r->n, 256 - (size_t)r->n, &n) ==
+		  LOOM_OK);
+	for (size_t i = 0; i < n && part >= 0; i++) {
+		char piece[64];
+		size_t len = 0;
+		ck_assert(loom_token_to_piece(m, r->tokens[r->n + (int)i], false, piece, sizeof(piece), &len) == LOOM_OK);
+		strncat(r->part[part], piece, len);
+	}
+	r->n += (int)n;
+}
+
+static void add_marker(reply *r, const loom_model *m, const char *text)
+{
+	r->tokens[r->n++] = marker(m, text);
+}
+
+/* Pushes the reply's tokens as generator steps (the last one done) and
+ * checks what each part read. */
+static void expect_parts(const loom_model *m, const reply *r, const char *stop)
+{
+	loom_reply_reader *rr = NULL;
+	ck_assert_msg(loom_reply_reader_create(m, "harmony", &stop, stop != NULL, &rr) == LOOM_OK, "%s",
+		      loom_last_error());
+	char got[2][512] = {"", ""};
+	for (int i = 0; i < r->n; i++) {
+		loom_generated step = {.token = r->tokens[i], .text = "", .done = i == r->n - 1};
+		loom_reply_parts parts;
+		ck_assert(loom_reply_reader_push(rr, &step, &parts) == LOOM_OK);
+		strncat(got[0], parts.content, parts.n_content);
+		strncat(got[1], parts.reasoning, parts.n_reasoning);
+	}
+	ck_assert_str_eq(got[0], r->part[0]);
+	ck_assert_str_eq(got[1], r->part[1]);
+	loom_reply_reader_free(rr);
+}
+
+/* gpt-oss's replies: the analysis channel is reasoning, the final channel
+ * the content, headers neither, a character split over byte tokens whole
+ * in its part; a tool call (commentary, to=...) is reasoning. <|end|> ends
+ * a message, not the reply; <|return|> and <|call|> end it. */
+START_TEST(harmony_replies_split_into_content_and_reasoning)
+{
+	loom_runtime *rt = test_runtime("cpu-generic", 1);
+	loom_model *m = model_with_markers(rt, "chat-harmony", harmony_markers);
+	ck_assert(!loom_token_is_eog(m, marker(m, "<|end|>")));
+	ck_assert(loom_token_is_eog(m, marker(m, "<|return|>")));
+	ck_assert(loom_token_is_eog(m, marker(m, "<|call|>")));
+
+	reply *r = calloc(1, sizeof(*r));
+	add_marker(r, m, "<|channel|>");
+	add_text(r, m, "analysis", -1);
+	add_marker(r, m, "<|message|>");
+	add_text(r, m, "the cat sat on the mat, caf\xc3\xa9", 1);
+	add_marker(r, m, "<|end|>");
+	add_marker(r, m, "<|start|>");
+	add_text(r, m, "assistant", -1);
+	add_marker(r, m, "<|channel|>");
+	add_text(r, m, "final", -1);
+	add_marker(r, m, "<|message|>");
+	add_text(r, m, "a dog ran \xc3\xa9", 0);
+	add_marker(r, m, "<|return|>");
+	ck_assert(strlen(r->part[0]) > 8 && strlen(r->part[1]) > 8);
+	expect_parts(m, r, NULL);
+	/* Each message ends with what may begin a stop string: held back,
+	 * then given to its own part when the message ends. */
+	memset(r, 0, sizeof(*r));
+	add_marker(r, m, "<|channel|>");
+	add_text(r, m, "analysis", -1);
+	add_marker(r, m, "<|message|>");
+	add_text(r, m, "the cat sat on the mat", 1);
+	add_marker(r, m, "<|end|>");
+	add_marker(r, m, "<|start|>");
+	add_text(r, m, "assistant", -1);
+	add_marker(r, m, "<|channel|>");
+	add_text(r, m, "final", -1);
+	add_marker(r, m, "<|message|>");
+	add_text(r, m, "a dog on the mat", 0);
+	add_marker(r, m, "<|return|>");
+	expect_parts(m, r, "matte");
+
+	memset(r, 0, sizeof(*r));
+	add_marker(r, m, "<|channel|>");
+	add_text(r, m, "commentary to=functions.add ", -1);
+	add_marker(r, m, "<|constrain|>");
+	add_text(r, m, "json", -1);
+	add_marker(r, m, "<|message|>");
+	add_text(r, m, "{\"a\": 2}", 1);
+	add_marker(r, m, "<|call|>");
+	expect_parts(m, r, NULL);
+
+	/* A reply with no header, cut by its length: all content. */
+	memset(r, 0, sizeof(*r));
+	add_text(r, m, "the sun", 0);
+	expect_parts(m, r, NULL);
+	free(r);
+
+	/* Other templates pass the generator's text through. */
+	loom_reply_reader *rr = NULL;
+	ck_assert(loom_reply_reader_create(m, "chatml", NULL, 0, &rr) == LOOM_OK);
+	loom_generated step = {.token = marker(m, "<|channel|>"), .text = "abc", .len = 3};
+	loom_reply_parts parts;
+	ck_assert(loom_reply_reader_push(rr, &step, &parts) == LOOM_OK);
+	ck_assert(parts.n_content == 3 && memcmp(parts.content, "abc", 3) == 0 && parts.n_reasoning == 0);
+	loom_reply_reader_free(rr);
+	ck_assert_int_eq(loom_reply_reader_create(m, "jinja2", NULL, 0, &rr), LOOM_ERR_INVALID_ARGUMENT);
+	loom_model_free(m);
+
+	/* Phi-3's <|end|> still ends generation; harmony needs its markers. */
+	m = model_with_markers(rt, "chat-end-only", end_only);
+	ck_assert(loom_token_is_eog(m, marker(m, "<|end|>")));
+	ck_assert_int_eq(loom_reply_reader_create(m, "harmony", NULL, 0, &rr), LOOM_ERR_UNSUPPORTED);
+	ck_assert_msg(strstr(loom_last_error(), "<|channel|>") != NULL, "%s", loom_last_error());
+	loom_model_free(m);
+	loom_runtime_free(rt);
+}
+END_TEST
+
 static Suite *chat_suite(void)
 {
 	Suite *s = suite_create("chat");
@@ -367,6 +527,7 @@ static Suite *chat_suite(void)
 	tcase_add_test(tc, model_templates);
 	tcase_add_test(tc, generation_from_tokens_matches_generation_from_text);
 	tcase_add_test(tc, chat_command_keeps_the_conversation);
+	tcase_add_test(tc, harmony_replies_split_into_content_and_reasoning);
 	suite_add_tcase(s, tc);
 	return s;
 }

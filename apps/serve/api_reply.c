@@ -227,7 +227,7 @@ static bool usage_json(const serve_request *r, serve_buf *out)
 				 r->n_prompt, r->n_generated, r->n_prompt + (size_t)r->n_generated, r->n_cached_prompt);
 }
 
-bool serve_reply_chunk(serve_server *s, serve_request *r, const char *text, size_t len, bool finish,
+bool serve_reply_chunk(serve_server *s, serve_request *r, const loom_reply_parts *p, bool finish,
 		       serve_buf *out)
 {
 	bool ok = chunk_head(s, r, out) && serve_buf_append(out, "[{\"index\":0,", 12);
@@ -237,11 +237,16 @@ bool serve_reply_chunk(serve_server *s, serve_request *r, const char *text, size
 			ok = serve_buf_append(out, "\"role\":\"assistant\"", 18) && (finish || serve_buf_append(out, ",", 1));
 			r->role_sent = true;
 		}
-		if (ok && !finish)
-			ok = serve_buf_append(out, "\"content\":", 10) && serve_json_string(out, text, len);
+		/* A step of reasoning alone carries no content. */
+		if (ok && !finish && (p->n_content > 0 || p->n_reasoning == 0))
+			ok = serve_buf_append(out, "\"content\":", 10) && serve_json_string(out, p->content, p->n_content) &&
+			     (p->n_reasoning == 0 || serve_buf_append(out, ",", 1));
+		if (ok && !finish && p->n_reasoning > 0)
+			ok = serve_buf_append(out, "\"reasoning_content\":", 20) &&
+			     serve_json_string(out, p->reasoning, p->n_reasoning);
 		ok = ok && serve_buf_append(out, "}", 1);
 	} else {
-		ok = ok && serve_buf_append(out, "\"text\":", 7) && serve_json_string(out, text, len);
+		ok = ok && serve_buf_append(out, "\"text\":", 7) && serve_json_string(out, p->content, p->n_content);
 	}
 	ok = ok && serve_buf_append(out, ",\"logprobs\":", 12) &&
 	     (r->n_lps > 0 ? logprobs_json(s, r, out) : serve_buf_append(out, "null", 4)) &&
@@ -270,7 +275,10 @@ bool serve_reply_final(serve_server *s, serve_request *r, serve_buf *out)
 				    s->model_id_json);
 	if (chat)
 		ok = ok && serve_buf_append(out, "\"message\":{\"role\":\"assistant\",\"content\":", 40) &&
-		     serve_json_string(out, r->text.data, r->text.len) && serve_buf_append(out, "}", 1);
+		     serve_json_string(out, r->text.data, r->text.len) &&
+		     (r->reasoning.len == 0 || (serve_buf_append(out, ",\"reasoning_content\":", 21) &&
+						serve_json_string(out, r->reasoning.data, r->reasoning.len))) &&
+		     serve_buf_append(out, "}", 1);
 	else
 		ok = ok && serve_buf_append(out, "\"text\":", 7) && serve_json_string(out, r->text.data, r->text.len);
 	ok = ok && serve_buf_append(out, ",\"logprobs\":", 12) && logprobs_json(s, r, out) &&

@@ -81,9 +81,11 @@ void serve_request_unref(serve_request *r)
 	free(r->resume);
 	free(r->lps);
 	loom_generator_free(r->gen);
+	loom_reply_reader_free(r->reader);
 	free(r->error);
 	serve_buf_free(&r->out);
 	serve_buf_free(&r->pending);
 	serve_buf_free(&r->text);
+	serve_buf_free(&r->reasoning);
 	free(r);
 }

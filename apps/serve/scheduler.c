@@ -249,6 +249,9 @@ static bool start_request(serve_server *s, serve_slot *sl, serve_request *r, siz
 		gp.n_logprobs = r->logprobs;
 		if (loom_generator_create(s->model, &gp, &r->gen) != LOOM_OK)
 			return false;
+		if (r->kind == SERVE_CHAT && loom_reply_reader_create(s->model, NULL, gp.stop, gp.n_stop, &r->reader) !=
+						     LOOM_OK)
+			return false;
 		loom_generator_accept(r->gen, r->prompt, r->n_prompt);
 		r->n_cached_prompt = (int32_t)common;
 		s->metrics.prompt_tokens += r->n_prompt;
@@ -450,14 +453,15 @@ static void plan(serve_server *s, step_batch *b)
 	}
 }
 
-static bool emit(serve_server *s, serve_request *r, const char *text, size_t len, bool finish)
+static bool emit(serve_server *s, serve_request *r, const loom_reply_parts *p, bool finish)
 {
 	if (r->stream) {
-		bool ok = serve_reply_chunk(s, r, text, len, finish, &r->pending);
+		bool ok = serve_reply_chunk(s, r, p, finish, &r->pending);
 		r->n_lps = 0;
 		return ok;
 	}
-	if (!serve_buf_append(&r->text, text, len))
+	if (!serve_buf_append(&r->text, p->content, p->n_content) ||
+	    !serve_buf_append(&r->reasoning, p->reasoning, p->n_reasoning))
 		return false;
 	return !finish || serve_reply_final(s, r, &r->pending);
 }
@@ -490,12 +494,20 @@ static bool advance(serve_server *s, serve_slot *sl, const float *logits)
 	}
 	/* A stream gets a chunk per generated token, its text empty while held
 	 * back, so clients see progress; the end-of-generation token adds
-	 * only what was held back. */
+	 * only what was held back. A chat's reply is read apart into its
+	 * content and reasoning. */
+	loom_reply_parts parts = {.content = g.text, .n_content = g.len, .reasoning = ""};
+	if (ok && r->reader != NULL && loom_reply_reader_push(r->reader, &g, &parts) != LOOM_OK) {
+		r->error = strdup(loom_last_error());
+		r->pending.len = 0;
+		return true;
+	}
 	bool eog = ok && g.done && g.stop_reason == LOOM_STOP_EOG;
-	if (ok && (!eog || g.len > 0 || r->n_lps > 0))
-		ok = emit(s, r, g.text, g.len, false);
+	if (ok && (!eog || parts.n_content > 0 || parts.n_reasoning > 0 || r->n_lps > 0))
+		ok = emit(s, r, &parts, false);
+	const loom_reply_parts none = {.content = "", .reasoning = ""};
 	if (ok && g.done)
-		ok = emit(s, r, "", 0, true);
+		ok = emit(s, r, &none, true);
 	if (!ok) {
 		r->error = strdup("out of memory");
 		r->pending.len = 0;

@@ -90,9 +90,11 @@ typedef struct serve_request {
 
 	/* Scheduler's own. */
 	loom_generator *gen;     /* the token step: sampling, stop conditions, text */
+	loom_reply_reader *reader; /* chat: the reply's content apart from its reasoning */
 	char *error;             /* why the request failed while stepping (malloc'd), for its reply */
 	serve_buf pending;       /* output of the last step, for the shared out */
 	serve_buf text;          /* the whole reply (not streamed) */
+	serve_buf reasoning;     /* chat: the whole reply's reasoning (not streamed) */
 	struct serve_logprob *lps; /* logprobs not yet sent */
 	size_t n_lps, cap_lps;
 	loom_token *resume;      /* after preemption: prompt and generated tokens to evaluate again */
@@ -189,7 +191,7 @@ char *serve_reply_error(const char *message, const char *type, const char *param
 char *serve_reply_models(const serve_server *s);
 /* A streamed event: text and the logprobs r holds, or, with finish set,
  * the closing chunk (then the usage chunk if asked for, and [DONE]). */
-bool serve_reply_chunk(serve_server *s, serve_request *r, const char *text, size_t len, bool finish,
+bool serve_reply_chunk(serve_server *s, serve_request *r, const loom_reply_parts *p, bool finish,
 		       serve_buf *out);
 /* The whole reply of a request not streamed. */
 bool serve_reply_final(serve_server *s, serve_request *r, serve_buf *out);

@@ -282,6 +282,7 @@ static const char *const *const role_texts[ROLE_COUNT] = {
 /* Tokens that end generation because of their text. */
 static const char *const eog_texts[] = {
 	"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>",
+	"<|return|>", "<|call|>",
 };
 
 /* Roles whose token also ends generation. */
@@ -349,6 +350,17 @@ static void mark_eog(loom_vocab *v, const loom_token ids[ROLE_COUNT])
 	for (size_t i = 0; i < sizeof(eog_roles) / sizeof(eog_roles[0]); i++)
 		if (ids[eog_roles[i]] >= 0)
 			v->flags[ids[eog_roles[i]]] |= LOOM_TOKEN_EOG;
+}
+
+/* In the harmony format (gpt-oss) <|end|> closes each message of a reply
+ * (its analysis, then its final answer): the reply ends at <|return|>, or
+ * at <|call|> for a tool. As llama.cpp, a vocabulary with either keeps
+ * <|end|> from ending generation. */
+static void unmark_harmony_end(loom_vocab *v)
+{
+	loom_token end = find_cstr(v, "<|end|>");
+	if (end >= 0 && (find_cstr(v, "<|return|>") >= 0 || find_cstr(v, "<|call|>") >= 0))
+		v->flags[end] &= (uint8_t)~LOOM_TOKEN_EOG;
 }
 
 /* Further end-of-generation tokens a file lists (Hugging Face's
@@ -441,6 +453,7 @@ static loom_status load_specials(loom_vocab *v, const loom_model_file *file)
 	mark_eog(v, ids);
 	if ((st = mark_listed_eog(v, file)) != LOOM_OK)
 		return st;
+	unmark_harmony_end(v);
 	v->bos = ids[ROLE_BOS];
 	v->eos = ids[ROLE_EOS];
 	v->unk = ids[ROLE_UNK];

@@ -537,8 +537,18 @@ static void add_vocab(synth_model *sm)
 	float *scores = xmalloc((size_t)n * sizeof(float));
 	int32_t *types = xmalloc((size_t)n * sizeof(int32_t));
 
+	int n_control = 0;
+	while (sm->cfg.control_tokens != NULL && sm->cfg.control_tokens[n_control] != NULL)
+		n_control++;
+	const int first_control = sm->cfg.n_vocab - n_control;
+	if (first_control < SYNTH_MIN_VOCAB - 1)
+		die("control_tokens leave too few other tokens");
 	for (int i = 0; i < n; i++) {
 		types[i] = token_entry(i, text[i]);
+		if (i >= first_control && i < sm->cfg.n_vocab) {
+			snprintf(text[i], TOKEN_TEXT_MAX, "%s", sm->cfg.control_tokens[i - first_control]);
+			types[i] = TYPE_CONTROL;
+		}
 		texts[i] = text[i];
 		/* SentencePiece merges the highest-scoring pair first: earlier
 		 * normal tokens win; specials and bytes score 0. */

@@ -91,6 +91,9 @@ typedef struct synth_config {
 	/* blk.N.attn_q_norm and attn_k_norm: 1 per head (head_dim), 2 over
 	 * the whole of q and of k (OLMo 2, OLMoE). */
 	int qk_norm;
+	/* NULL-terminated texts of control tokens (a chat format's markers)
+	 * that take the vocabulary's last ids; NULL: none. */
+	const char *const *control_tokens;
 	uint64_t seed;
 } synth_config;
 

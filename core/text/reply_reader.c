@@ -1,0 +1,199 @@
+/* reply_reader.c - a reply split into content and reasoning by its chat
+ * template's markers.
+ *
+ * Harmony (gpt-oss) replies read
+ *   <|channel|>analysis<|message|>...<|end|>
+ *   <|start|>assistant<|channel|>final<|message|>...<|return|>
+ * The markers are single tokens with no text of their own, so the reader
+ * follows token ids: between <|start|> or <|channel|> and <|message|> it
+ * collects the header, whose channel names the part the message's text
+ * goes to. Each part has a detokenizer of its own, flushed at the marker
+ * that ends a message, so text held back at a UTF-8 or stop-string
+ * boundary is never carried into the next part. */
+#include "loom.h"
+
+#include "model/model.h"
+#include "runtime/error.h"
+#include "text/chat_template.h"
+#include "text/vocab_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum marker { START, CHANNEL, MESSAGE, END, RETURN, CALL, CONSTRAIN, N_MARKERS };
+
+static const char *const marker_texts[N_MARKERS] = {
+	"<|start|>", "<|channel|>", "<|message|>", "<|end|>", "<|return|>", "<|call|>", "<|constrain|>",
+};
+
+enum part { CONTENT, REASONING, N_PARTS };
+
+struct loom_reply_reader {
+	const loom_model *model;
+	bool harmony;
+	loom_token markers[N_MARKERS];
+	loom_detokenizer *text[N_PARTS];
+	/* Harmony: in a header (after <|start|> or <|channel|>, before
+	 * <|message|>), and the channel it names so far. */
+	bool in_header, in_channel_name;
+	char channel[32];
+	size_t n_channel;
+	enum part part; /* where the current message's text goes */
+	/* What the last push gives each part. */
+	char *out[N_PARTS];
+	size_t n_out[N_PARTS], cap_out[N_PARTS];
+};
+
+loom_status loom_reply_reader_create(const loom_model *model, const char *template_name, const char *const *stop,
+				     size_t n_stop, loom_reply_reader **out)
+{
+	if (model == NULL || out == NULL || (n_stop > 0 && stop == NULL))
+		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_reply_reader_create: model and out are required, "
+							     "and stop when n_stop > 0");
+	*out = NULL;
+	loom_chat_kind kind = model->chat_template;
+	if (template_name != NULL && !loom_chat_template_by_name(template_name, &kind))
+		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "unknown chat template '%s'", template_name);
+	loom_reply_reader *r = calloc(1, sizeof(*r));
+	if (r == NULL)
+		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+	r->model = model;
+	r->harmony = kind == LOOM_CHAT_HARMONY;
+	r->part = CONTENT;
+	for (int m = 0; m < N_MARKERS; m++)
+		r->markers[m] = model->vocab != NULL ? loom_vocab_find(model->vocab, marker_texts[m],
+								       strlen(marker_texts[m]))
+						     : -1;
+	if (r->harmony && (r->markers[CHANNEL] < 0 || r->markers[MESSAGE] < 0)) {
+		loom_reply_reader_free(r);
+		return loom_error(LOOM_ERR_UNSUPPORTED, "the harmony chat template needs the tokens <|channel|> and "
+							"<|message|>, which this model's vocabulary lacks");
+	}
+	for (int p = 0; r->harmony && p < N_PARTS; p++) {
+		loom_status st = loom_detokenizer_create(model, stop, n_stop, &r->text[p]);
+		if (st != LOOM_OK) {
+			loom_reply_reader_free(r);
+			return st;
+		}
+	}
+	*out = r;
+	return LOOM_OK;
+}
+
+void loom_reply_reader_free(loom_reply_reader *r)
+{
+	if (r == NULL)
+		return;
+	for (int p = 0; p < N_PARTS; p++) {
+		loom_detokenizer_free(r->text[p]);
+		free(r->out[p]);
+	}
+	free(r);
+}
+
+static loom_status give(loom_reply_reader *r, enum part p, const char *text, size_t len)
+{
+	if (len == 0)
+		return LOOM_OK;
+	if (r->n_out[p] + len > r->cap_out[p]) {
+		size_t cap = r->cap_out[p] ? r->cap_out[p] : 64;
+		while (cap < r->n_out[p] + len)
+			cap *= 2;
+		char *grown = realloc(r->out[p], cap);
+		if (grown == NULL)
+			return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+		r->out[p] = grown;
+		r->cap_out[p] = cap;
+	}
+	memcpy(r->out[p] + r->n_out[p], text, len);
+	r->n_out[p] += len;
+	return LOOM_OK;
+}
+
+/* The current message's held-back text, given to its part. */
+static loom_status flush(loom_reply_reader *r)
+{
+	const char *text;
+	size_t len;
+	loom_status st = loom_detokenizer_finish(r->text[r->part], &text, &len);
+	return st == LOOM_OK ? give(r, r->part, text, len) : st;
+}
+
+static int marker_of(const loom_reply_reader *r, loom_token token)
+{
+	for (int m = 0; m < N_MARKERS; m++)
+		if (r->markers[m] >= 0 && r->markers[m] == token)
+			return m;
+	return -1;
+}
+
+/* A header token's text: the channel's name is its first word after
+ * <|channel|> ("commentary to=functions.f" names commentary). */
+static loom_status read_header(loom_reply_reader *r, loom_token token)
+{
+	char piece[128];
+	size_t n = 0;
+	loom_status st = loom_token_to_piece(r->model, token, false, piece, sizeof(piece), &n);
+	if (st != LOOM_OK && st != LOOM_ERR_BUFFER_TOO_SMALL)
+		return st;
+	for (size_t i = 0; i < n && i < sizeof(piece) && r->in_channel_name; i++) {
+		if (piece[i] == ' ' && r->n_channel > 0)
+			r->in_channel_name = false;
+		else if (piece[i] != ' ' && r->n_channel + 1 < sizeof(r->channel))
+			r->channel[r->n_channel++] = piece[i];
+	}
+	return LOOM_OK;
+}
+
+static loom_status push_harmony(loom_reply_reader *r, const loom_generated *step)
+{
+	if (step->token < 0) /* the end, from a host that could not say so before */
+		return step->done && !r->in_header ? flush(r) : LOOM_OK;
+	const int m = marker_of(r, step->token);
+	loom_status st = LOOM_OK;
+	if (m == START || m == CHANNEL) {
+		if (!r->in_header && (st = flush(r)) != LOOM_OK)
+			return st;
+		r->in_header = true;
+		r->in_channel_name = m == CHANNEL;
+		if (m == CHANNEL)
+			r->n_channel = 0;
+	} else if (m == MESSAGE) {
+		r->channel[r->n_channel] = '\0';
+		r->part = strcmp(r->channel, "final") == 0 || r->n_channel == 0 ? CONTENT : REASONING;
+		r->in_header = r->in_channel_name = false;
+		r->n_channel = 0;
+	} else if (m == END || m == RETURN || m == CALL) {
+		if (!r->in_header)
+			st = flush(r);
+		r->in_header = r->in_channel_name = false;
+	} else if (m == CONSTRAIN) {
+		r->in_channel_name = false;
+	} else if (r->in_header) {
+		st = read_header(r, step->token);
+	} else {
+		/* The message's text. A reply that opens with no header at
+		 * all is read as the final answer. */
+		const char *text;
+		size_t len;
+		st = loom_detokenizer_push(r->text[r->part], step->token, step->done, &text, &len, NULL);
+		if (st == LOOM_OK)
+			st = give(r, r->part, text, len);
+	}
+	if (st == LOOM_OK && step->done && m < 0 && !r->in_header)
+		st = flush(r);
+	return st;
+}
+
+loom_status loom_reply_reader_push(loom_reply_reader *r, const loom_generated *step, loom_reply_parts *out)
+{
+	if (r == NULL || step == NULL || out == NULL)
+		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_reply_reader_push: reader, step and out are required");
+	r->n_out[CONTENT] = r->n_out[REASONING] = 0;
+	loom_status st = r->harmony ? push_harmony(r, step) : give(r, CONTENT, step->text, step->len);
+	*out = (loom_reply_parts){.content = r->n_out[CONTENT] ? r->out[CONTENT] : "",
+				  .n_content = st == LOOM_OK ? r->n_out[CONTENT] : 0,
+				  .reasoning = r->n_out[REASONING] ? r->out[REASONING] : "",
+				  .n_reasoning = st == LOOM_OK ? r->n_out[REASONING] : 0};
+	return st;
+}
