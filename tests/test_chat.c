@@ -361,6 +361,7 @@ END_TEST
 static const char *const harmony_markers[] = {"<|start|>", "<|end|>",    "<|message|>",   "<|channel|>",
 					      "<|return|>", "<|call|>", "<|constrain|>", NULL};
 static const char *const end_only[] = {"<|end|>", NULL};
+static const char *const think_markers[] = {"<think>", "</think>", NULL};
 
 /* A synthetic model whose vocabulary ends with markers. */
 static loom_model *model_with_markers(loom_runtime *rt, const char *name, const char *const *markers)
@@ -416,10 +417,10 @@ static void add_marker(reply *r, const loom_model *m, const char *text)
 
 /* Pushes the reply's tokens as generator steps (the last one done) and
  * checks what each part read. */
-static void expect_parts(const loom_model *m, const reply *r, const char *stop)
+static void expect_parts(const loom_model *m, const char *template_name, const reply *r, const char *stop)
 {
 	loom_reply_reader *rr = NULL;
-	ck_assert_msg(loom_reply_reader_create(m, "harmony", &stop, stop != NULL, &rr) == LOOM_OK, "%s",
+	ck_assert_msg(loom_reply_reader_create(m, template_name, &stop, stop != NULL, &rr) == LOOM_OK, "%s",
 		      loom_last_error());
 	char got[2][512] = {"", ""};
 	for (int i = 0; i < r->n; i++) {
@@ -460,7 +461,7 @@ START_TEST(harmony_replies_split_into_content_and_reasoning)
 	add_text(r, m, "a dog ran \xc3\xa9", 0);
 	add_marker(r, m, "<|return|>");
 	ck_assert(strlen(r->part[0]) > 8 && strlen(r->part[1]) > 8);
-	expect_parts(m, r, NULL);
+	expect_parts(m, "harmony", r, NULL);
 	/* Each message ends with what may begin a stop string: held back,
 	 * then given to its own part when the message ends. */
 	memset(r, 0, sizeof(*r));
@@ -476,7 +477,7 @@ START_TEST(harmony_replies_split_into_content_and_reasoning)
 	add_marker(r, m, "<|message|>");
 	add_text(r, m, "a dog on the mat", 0);
 	add_marker(r, m, "<|return|>");
-	expect_parts(m, r, "matte");
+	expect_parts(m, "harmony", r, "matte");
 
 	memset(r, 0, sizeof(*r));
 	add_marker(r, m, "<|channel|>");
@@ -486,12 +487,12 @@ START_TEST(harmony_replies_split_into_content_and_reasoning)
 	add_marker(r, m, "<|message|>");
 	add_text(r, m, "{\"a\": 2}", 1);
 	add_marker(r, m, "<|call|>");
-	expect_parts(m, r, NULL);
+	expect_parts(m, "harmony", r, NULL);
 
 	/* A reply with no header, cut by its length: all content. */
 	memset(r, 0, sizeof(*r));
 	add_text(r, m, "the sun", 0);
-	expect_parts(m, r, NULL);
+	expect_parts(m, "harmony", r, NULL);
 	free(r);
 
 	/* Other templates pass the generator's text through. */
@@ -515,6 +516,28 @@ START_TEST(harmony_replies_split_into_content_and_reasoning)
 }
 END_TEST
 
+/* Qwen3's replies: what it thinks between <think> and </think> is
+ * reasoning, the answer after it content, without its leading newlines. */
+START_TEST(thinking_is_read_apart_from_the_answer)
+{
+	loom_runtime *rt = test_runtime("cpu-generic", 1);
+	loom_model *m = model_with_markers(rt, "chat-think", think_markers);
+	reply *r = calloc(1, sizeof(*r));
+	add_marker(r, m, "<think>");
+	add_text(r, m, "the cat sat on the mat", 1);
+	add_marker(r, m, "</think>");
+	add_text(r, m, "\n\nthe dog ran", 0);
+	size_t lead = strspn(r->part[0], " \n");
+	ck_assert(lead >= 2);
+	memmove(r->part[0], r->part[0] + lead, strlen(r->part[0]) - lead + 1);
+	ck_assert(strlen(r->part[0]) > 4);
+	expect_parts(m, "chatml", r, "matte");
+	free(r);
+	loom_model_free(m);
+	loom_runtime_free(rt);
+}
+END_TEST
+
 static Suite *chat_suite(void)
 {
 	Suite *s = suite_create("chat");
@@ -528,6 +551,7 @@ static Suite *chat_suite(void)
 	tcase_add_test(tc, generation_from_tokens_matches_generation_from_text);
 	tcase_add_test(tc, chat_command_keeps_the_conversation);
 	tcase_add_test(tc, harmony_replies_split_into_content_and_reasoning);
+	tcase_add_test(tc, thinking_is_read_apart_from_the_answer);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1,6 +1,10 @@
 /* reply_reader.c - a reply split into content and reasoning by its chat
  * template's markers.
  *
+ * A model whose vocabulary has <think> and </think> (Qwen3, DeepSeek-R1's
+ * distillations) reasons between them: that text is reasoning, the rest
+ * content (its first spaces after </think> dropped).
+ *
  * Harmony (gpt-oss) replies read
  *   <|channel|>analysis<|message|>...<|end|>
  *   <|start|>assistant<|channel|>final<|message|>...<|return|>
@@ -28,10 +32,16 @@ static const char *const marker_texts[N_MARKERS] = {
 
 enum part { CONTENT, REASONING, N_PARTS };
 
+/* How a reply is read: as the generator's text, by harmony's channels, or
+ * by <think> and </think>. */
+enum mode { PASS, HARMONY, THINK };
+
 struct loom_reply_reader {
 	const loom_model *model;
-	bool harmony;
+	enum mode mode;
 	loom_token markers[N_MARKERS];
+	loom_token think_open, think_close;
+	bool trim; /* the content's spaces after </think> are dropped */
 	loom_detokenizer *text[N_PARTS];
 	/* Harmony: in a header (after <|start|> or <|channel|>, before
 	 * <|message|>), and the channel it names so far. */
@@ -43,6 +53,11 @@ struct loom_reply_reader {
 	char *out[N_PARTS];
 	size_t n_out[N_PARTS], cap_out[N_PARTS];
 };
+
+static loom_token find_token(const loom_model *model, const char *text)
+{
+	return model->vocab != NULL ? loom_vocab_find(model->vocab, text, strlen(text)) : -1;
+}
 
 loom_status loom_reply_reader_create(const loom_model *model, const char *template_name, const char *const *stop,
 				     size_t n_stop, loom_reply_reader **out)
@@ -58,18 +73,20 @@ loom_status loom_reply_reader_create(const loom_model *model, const char *templa
 	if (r == NULL)
 		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
 	r->model = model;
-	r->harmony = kind == LOOM_CHAT_HARMONY;
 	r->part = CONTENT;
 	for (int m = 0; m < N_MARKERS; m++)
-		r->markers[m] = model->vocab != NULL ? loom_vocab_find(model->vocab, marker_texts[m],
-								       strlen(marker_texts[m]))
-						     : -1;
-	if (r->harmony && (r->markers[CHANNEL] < 0 || r->markers[MESSAGE] < 0)) {
+		r->markers[m] = find_token(model, marker_texts[m]);
+	r->think_open = find_token(model, "<think>");
+	r->think_close = find_token(model, "</think>");
+	r->mode = kind == LOOM_CHAT_HARMONY			  ? HARMONY
+		  : r->think_open >= 0 && r->think_close >= 0 ? THINK
+							      : PASS;
+	if (r->mode == HARMONY && (r->markers[CHANNEL] < 0 || r->markers[MESSAGE] < 0)) {
 		loom_reply_reader_free(r);
 		return loom_error(LOOM_ERR_UNSUPPORTED, "the harmony chat template needs the tokens <|channel|> and "
 							"<|message|>, which this model's vocabulary lacks");
 	}
-	for (int p = 0; r->harmony && p < N_PARTS; p++) {
+	for (int p = 0; r->mode != PASS && p < N_PARTS; p++) {
 		loom_status st = loom_detokenizer_create(model, stop, n_stop, &r->text[p]);
 		if (st != LOOM_OK) {
 			loom_reply_reader_free(r);
@@ -93,6 +110,10 @@ void loom_reply_reader_free(loom_reply_reader *r)
 
 static loom_status give(loom_reply_reader *r, enum part p, const char *text, size_t len)
 {
+	for (; p == CONTENT && r->trim && len > 0 && (*text == ' ' || *text == '\n' || *text == '\t'); len--)
+		text++;
+	if (p == CONTENT && len > 0)
+		r->trim = false;
 	if (len == 0)
 		return LOOM_OK;
 	if (r->n_out[p] + len > r->cap_out[p]) {
@@ -116,6 +137,15 @@ static loom_status flush(loom_reply_reader *r)
 	const char *text;
 	size_t len;
 	loom_status st = loom_detokenizer_finish(r->text[r->part], &text, &len);
+	return st == LOOM_OK ? give(r, r->part, text, len) : st;
+}
+
+/* The text of a token that is not a marker, to the current part. */
+static loom_status read_text(loom_reply_reader *r, const loom_generated *step)
+{
+	const char *text;
+	size_t len;
+	loom_status st = loom_detokenizer_push(r->text[r->part], step->token, step->done, &text, &len, NULL);
 	return st == LOOM_OK ? give(r, r->part, text, len) : st;
 }
 
@@ -174,14 +204,22 @@ static loom_status push_harmony(loom_reply_reader *r, const loom_generated *step
 	} else {
 		/* The message's text. A reply that opens with no header at
 		 * all is read as the final answer. */
-		const char *text;
-		size_t len;
-		st = loom_detokenizer_push(r->text[r->part], step->token, step->done, &text, &len, NULL);
-		if (st == LOOM_OK)
-			st = give(r, r->part, text, len);
+		st = read_text(r, step);
 	}
 	if (st == LOOM_OK && step->done && m < 0 && !r->in_header)
 		st = flush(r);
+	return st;
+}
+
+static loom_status push_think(loom_reply_reader *r, const loom_generated *step)
+{
+	if (step->token < 0)
+		return step->done ? flush(r) : LOOM_OK;
+	if (step->token != r->think_open && step->token != r->think_close)
+		return read_text(r, step);
+	loom_status st = flush(r);
+	r->part = step->token == r->think_open ? REASONING : CONTENT;
+	r->trim = step->token == r->think_close;
 	return st;
 }
 
@@ -190,7 +228,9 @@ loom_status loom_reply_reader_push(loom_reply_reader *r, const loom_generated *s
 	if (r == NULL || step == NULL || out == NULL)
 		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_reply_reader_push: reader, step and out are required");
 	r->n_out[CONTENT] = r->n_out[REASONING] = 0;
-	loom_status st = r->harmony ? push_harmony(r, step) : give(r, CONTENT, step->text, step->len);
+	loom_status st = r->mode == HARMONY ? push_harmony(r, step)
+			 : r->mode == THINK ? push_think(r, step)
+					    : give(r, CONTENT, step->text, step->len);
 	*out = (loom_reply_parts){.content = r->n_out[CONTENT] ? r->out[CONTENT] : "",
 				  .n_content = st == LOOM_OK ? r->n_out[CONTENT] : 0,
 				  .reasoning = r->n_out[REASONING] ? r->out[REASONING] : "",
