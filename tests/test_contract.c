@@ -198,9 +198,16 @@ struct broken {
 };
 
 static const struct broken broken[] = {
+	{"contract_depth_not_a_count", "defaults:\n", "defaults_by_layers:\n  27b: {norm_eps: 1.0e-6}\ndefaults:\n",
+	 "27b", "defaults_by_layers must be a number, not '27b'", NULL},
+	{"contract_depth_sets_depth", "defaults:\n", "defaults_by_layers:\n  46: {n_layer: 4}\ndefaults:\n",
+	 "46: {n_layer", "unknown key 'n_layer' in defaults_by_layers", NULL},
+	{"contract_depth_twice", "defaults:\n",
+	 "defaults_by_layers:\n  46: {norm_eps: 1.0e-6}\n  \"46\": {norm_eps: 1.0e-5}\ndefaults:\n", "\"46\"",
+	 "defaults_by_layers: 46 layers twice", NULL},
 	{"contract_unknown_top_key", "defaults:\n", "license: mit\ndefaults:\n", "license",
 	 "unknown key 'license' in the contract",
-	 "expected one of: name, description, aliases, block, hparams, defaults, tensors"},
+	 "expected one of: name, description, aliases, block, hparams, defaults, defaults_by_layers, tensors"},
 	{"contract_unknown_block_key", "  ffn: swiglu\n", "  ffn: swiglu\n  parallel_residual: true\n",
 	 "parallel_residual", "unknown key 'parallel_residual' in block", "expected one of: norm, norm_bias,"},
 	{"contract_unknown_hparam", "    n_ff:", "    n_inner:", "n_inner",

@@ -385,8 +385,10 @@ START_TEST(description_names_the_features)
 END_TEST
 
 /* arch/NAME.yaml copied into dir without the lines that start (after
- * their indentation) with any of drop. */
-static void contract_without(const char *dir, const char *name, const char *const *drop, int n_drop)
+ * their indentation) with any of drop, each replaced by with[i] where that
+ * is given (with may be NULL). */
+static void contract_edited(const char *dir, const char *name, const char *const *drop, const char *const *with,
+			    int n_drop)
 {
 	char src[4096], dst[4200], line[1024];
 	snprintf(src, sizeof(src), "%s/arch/%s.yaml", LOOM_TEST_SOURCE_DIR, name);
@@ -398,8 +400,11 @@ static void contract_without(const char *dir, const char *name, const char *cons
 		const char *text = line + strspn(line, " ");
 		bool keep = true;
 		for (int i = 0; i < n_drop; i++)
-			if (strncmp(text, drop[i], strlen(drop[i])) == 0)
+			if (strncmp(text, drop[i], strlen(drop[i])) == 0) {
 				keep = false;
+				if (with != NULL && with[i] != NULL)
+					fprintf(out, "%.*s%s\n", (int)(text - line), line, with[i]);
+			}
 		dropped += !keep;
 		if (keep)
 			fputs(line, out);
@@ -456,7 +461,7 @@ START_TEST(feature_matters)
 	int n_drop = 0;
 	while (n_drop < 6 && f->drop[n_drop] != NULL)
 		n_drop++;
-	contract_without(dir, fm->contract, f->drop, n_drop);
+	contract_edited(dir, fm->contract, f->drop, NULL, n_drop);
 	loom_runtime_params p = loom_runtime_default_params();
 	loom_runtime *rt = NULL;
 	p.plugins_file = test_plugins_file();
@@ -478,6 +483,93 @@ START_TEST(feature_matters)
 }
 END_TEST
 
+/* The last position's logits of the family prompt on the model written
+ * from c (as arch), on cpu-generic, with the contracts in arch_dir (NULL:
+ * the build's). */
+static float *prompt_logits(const synth_config *c, const char *arch, const char *arch_dir, int *n_vocab)
+{
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/model.gguf", test_tmp_dir("gemma-depth"));
+	synth_faults faults = {.arch = arch};
+	synth_model *sm = synth_model_build(c, &faults);
+	ck_assert(synth_model_write(sm, path));
+	synth_model_free(sm);
+	loom_runtime_params p = loom_runtime_default_params();
+	loom_runtime *rt = NULL;
+	p.plugins_file = test_plugins_file();
+	p.backend = "cpu-generic";
+	p.arch_dir = arch_dir;
+	p.n_threads = 1;
+	p.log_level = LOOM_LOG_ERROR;
+	ck_assert_msg(loom_runtime_create(&p, &rt) == LOOM_OK, "runtime: %s", loom_last_error());
+	loom_model *m = NULL;
+	ck_assert_msg(loom_model_load(rt, path, NULL, &m) == LOOM_OK, "%s: %s", path, loom_last_error());
+	loom_context *ctx = test_context(m, 64, 32, LOOM_DTYPE_F32);
+	loom_batch b = {.n_tokens = FAMILY_PROMPT_LEN, .tokens = (loom_token *)family_prompt};
+	ck_assert_msg(loom_decode(ctx, &b) == LOOM_OK, "%s", loom_last_error());
+	*n_vocab = loom_model_n_vocab(m);
+	float *out = malloc((size_t)*n_vocab * sizeof(float));
+	memcpy(out, loom_get_logits(ctx, FAMILY_PROMPT_LEN - 1), (size_t)*n_vocab * sizeof(float));
+	loom_context_free(ctx);
+	loom_model_free(m);
+	loom_runtime_free(rt);
+	return out;
+}
+
+static double logits_apart(const float *a, const float *b, int n)
+{
+	double worst = 0;
+	for (int i = 0; i < n; i++)
+		worst = fmax(worst, fabs((double)a[i] - b[i]));
+	return worst;
+}
+
+/* Gemma 2 and 3 GGUF files at their 27B's depth scale q.k by
+ * 1/sqrt(n_embd / n_head), as llama.cpp does (defaults_by_layers): what a
+ * copy of the contract with that scale written out computes, and not what
+ * one without the rule (1/sqrt(head_dim)) does; a layer fewer, the rule
+ * does not apply. */
+START_TEST(gemma_27b_depth_scales_attention_as_llama_cpp)
+{
+	static const struct {
+		const char *model;
+		int n_layer;
+		const char *scale; /* 1/sqrt(144), 1/sqrt(168) */
+	} sizes[] = {{"gemma2-f32", 46, "attention_scale: 0.08333333333"},
+		     {"gemma3-f32", 62, "attention_scale: 0.07715167498"}};
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		const family_model *fm = family_model_named(sizes[i].model);
+		const char *const rule[] = {"defaults_by_layers:", "46: {", "62: {", "attention_scale:"};
+		const char *const literal[] = {NULL, NULL, NULL, sizes[i].scale};
+		char plain_dir[4096], literal_dir[4096];
+		snprintf(plain_dir, sizeof(plain_dir), "%s", test_tmp_dir("gemma-depth-plain"));
+		snprintf(literal_dir, sizeof(literal_dir), "%s", test_tmp_dir("gemma-depth-literal"));
+		contract_edited(plain_dir, fm->contract, rule, NULL, 3);
+		contract_edited(literal_dir, fm->contract, rule, literal, 4);
+		synth_config c = fm->config;
+		int n;
+		c.n_layer = sizes[i].n_layer;
+		float *by_rule = prompt_logits(&c, fm->arch, NULL, &n);
+		float *written = prompt_logits(&c, fm->arch, literal_dir, &n);
+		float *plain = prompt_logits(&c, fm->arch, plain_dir, &n);
+		c.n_layer = sizes[i].n_layer - 1;
+		float *shallow = prompt_logits(&c, fm->arch, NULL, &n);
+		float *shallow_plain = prompt_logits(&c, fm->arch, plain_dir, &n);
+		printf("%s at %d layers: %.2e from its scale written out, %.2e from 1/sqrt(head_dim)'s\n", fm->arch,
+		       sizes[i].n_layer, logits_apart(by_rule, written, n), logits_apart(by_rule, plain, n));
+		ck_assert_msg(logits_apart(by_rule, written, n) <= 1e-5, "%s: not the 27B's scale", fm->arch);
+		ck_assert_msg(logits_apart(by_rule, plain, n) > 1e-3, "%s: the rule changes nothing", fm->arch);
+		ck_assert_msg(logits_apart(shallow, shallow_plain, n) == 0.0, "%s: the rule applies a layer fewer",
+			      fm->arch);
+		free(by_rule);
+		free(written);
+		free(plain);
+		free(shallow);
+		free(shallow_plain);
+	}
+}
+END_TEST
+
 static Suite *families_suite(void)
 {
 	Suite *s = suite_create("families");
@@ -490,6 +582,7 @@ static Suite *families_suite(void)
 	tcase_add_test(tc, moe_q4_k_m_types_are_llama_quantize_s);
 	tcase_add_test(tc, windowed_layers_read_from_the_window);
 	tcase_add_test(tc, description_names_the_features);
+	tcase_add_test(tc, gemma_27b_depth_scales_attention_as_llama_cpp);
 	tcase_add_loop_test(tc, feature_matters, 0, (int)(sizeof(features) / sizeof(features[0])));
 	suite_add_tcase(s, tc);
 	return s;

@@ -622,24 +622,61 @@ static loom_status parse_name_map(loom_yaml *y, yaml_node_t *map, const char *se
 	return LOOM_OK;
 }
 
-static loom_status parse_defaults(loom_yaml *y, yaml_node_t *map, loom_contract *c)
+/* A map of hyperparameters to numbers (rope_scaling_type, a string,
+ * defaults to none); by_layers: one depth's, which cannot set the depth. */
+static loom_status parse_defaults(loom_yaml *y, yaml_node_t *map, bool by_layers, bool has[LOOM_HP_COUNT],
+				  double values[LOOM_HP_COUNT])
 {
-	/* Numbers only: rope_scaling_type, a string, defaults to none. */
 	const char *allowed[LOOM_HP_COUNT + 1];
 	int n = 0;
 	for (int i = 0; i < LOOM_HP_COUNT; i++)
-		if (i != LOOM_HP_ROPE_SCALING_TYPE)
+		if (i != LOOM_HP_ROPE_SCALING_TYPE && !(by_layers && i == LOOM_HP_N_LAYER))
 			allowed[n++] = hparam_names[i];
 	allowed[n] = NULL;
-	loom_status st = loom_yaml_check_keys(y, map, allowed, LOOM_ERR_CONTRACT, "defaults");
+	loom_status st = loom_yaml_expect(y, map, YAML_MAPPING_NODE, LOOM_ERR_CONTRACT,
+					  by_layers ? "a depth's defaults" : "defaults");
+	if (st == LOOM_OK)
+		st = loom_yaml_check_keys(y, map, allowed, LOOM_ERR_CONTRACT,
+					  by_layers ? "defaults_by_layers" : "defaults");
 	for (int i = 0; st == LOOM_OK && i < LOOM_HP_COUNT; i++) {
 		yaml_node_t *v = loom_yaml_get(y, map, hparam_names[i]);
 		if (v == NULL)
 			continue;
-		st = loom_yaml_get_double(y, v, LOOM_ERR_CONTRACT, hparam_names[i], &c->defaults[i]);
-		c->has_default[i] = true;
+		st = loom_yaml_get_double(y, v, LOOM_ERR_CONTRACT, hparam_names[i], &values[i]);
+		has[i] = true;
 	}
 	return st;
+}
+
+/* defaults_by_layers: {N_LAYER: {HPARAM: number, ...}, ...}. */
+static loom_status parse_defaults_by_layers(loom_yaml *y, yaml_node_t *map, loom_contract *c)
+{
+	loom_status st = loom_yaml_expect(y, map, YAML_MAPPING_NODE, LOOM_ERR_CONTRACT, "defaults_by_layers");
+	if (st != LOOM_OK)
+		return st;
+	const size_t n = (size_t)(map->data.mapping.pairs.top - map->data.mapping.pairs.start);
+	if ((c->layer_defaults = calloc(n > 0 ? n : 1, sizeof(*c->layer_defaults))) == NULL)
+		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+	loom_yaml_for_each_pair(y, map, pair) {
+		yaml_node_t *key = yaml_document_get_node(&y->doc, pair->key);
+		struct loom_layer_defaults *d = &c->layer_defaults[c->n_layer_defaults];
+		double depth = 0;
+		if ((st = loom_yaml_get_double(y, key, LOOM_ERR_CONTRACT, "defaults_by_layers", &depth)) != LOOM_OK)
+			return st;
+		if (!(depth >= 1 && depth <= 1e6) || depth != (double)(int64_t)depth)
+			return loom_error(LOOM_ERR_CONTRACT, "%s:%d: defaults_by_layers: '%s' is not a layer count",
+					  y->path, loom_yaml_line(key), loom_yaml_scalar(key));
+		for (int i = 0; i < c->n_layer_defaults; i++)
+			if (c->layer_defaults[i].n_layer == (int64_t)depth)
+				return loom_error(LOOM_ERR_CONTRACT, "%s:%d: defaults_by_layers: %s layers twice", y->path,
+						  loom_yaml_line(key), loom_yaml_scalar(key));
+		d->n_layer = (int64_t)depth;
+		st = parse_defaults(y, yaml_document_get_node(&y->doc, pair->value), true, d->has_default, d->defaults);
+		if (st != LOOM_OK)
+			return st;
+		c->n_layer_defaults++;
+	}
+	return LOOM_OK;
 }
 
 /* Names that the choices need must be given for every format the contract
@@ -755,7 +792,10 @@ static loom_status parse_model(loom_yaml *y, yaml_node_t *root, loom_contract *c
 	if (st == LOOM_OK)
 		st = parse_name_map(y, hparams, "hparams", hparam_names, LOOM_HP_COUNT, c->hparam_keys);
 	if (st == LOOM_OK && defaults != NULL)
-		st = parse_defaults(y, defaults, c);
+		st = parse_defaults(y, defaults, false, c->has_default, c->defaults);
+	yaml_node_t *by_layers = loom_yaml_get(y, root, "defaults_by_layers");
+	if (st == LOOM_OK && by_layers != NULL)
+		st = parse_defaults_by_layers(y, by_layers, c);
 	if (st == LOOM_OK)
 		st = parse_name_map(y, tensors, "tensors", role_names, LOOM_ROLE_COUNT, c->tensor_names);
 	yaml_node_t *transposed = loom_yaml_get(y, root, "transposed");
@@ -767,8 +807,8 @@ static loom_status parse_model(loom_yaml *y, yaml_node_t *root, loom_contract *c
 static loom_status parse_contract(loom_yaml *y, loom_contract *c)
 {
 	static const char *const keys[] = {"name",	"description", "aliases",	"block",     "hparams",
-					   "defaults",	"tensors",     "transposed",	"tokenizer", "chat_template",
-					   NULL};
+					   "defaults",	"defaults_by_layers", "tensors", "transposed", "tokenizer",
+					   "chat_template", NULL};
 	yaml_node_t *root = loom_yaml_root(y);
 	loom_status st = loom_yaml_check_keys(y, root, keys, LOOM_ERR_CONTRACT, "the contract");
 	if (st != LOOM_OK)
@@ -906,6 +946,7 @@ void loom_contract_free(loom_contract *c)
 			free_strings(c->tensor_names[f][i]);
 	}
 	free_strings(c->aliases);
+	free(c->layer_defaults);
 	free_strings(c->tokenizer.rstrip_except);
 	free(c->name);
 	free(c->path);

@@ -218,6 +218,15 @@ typedef struct loom_contract {
 	loom_spellings hparam_keys[LOOM_CFMT_COUNT][LOOM_HP_COUNT];
 	bool has_default[LOOM_HP_COUNT];
 	double defaults[LOOM_HP_COUNT];
+	/* defaults_by_layers: defaults for the models of one depth, over
+	 * those above (llama.cpp's rules for one size of a family, which its
+	 * GGUF files do not store). */
+	struct loom_layer_defaults {
+		int64_t n_layer;
+		bool has_default[LOOM_HP_COUNT];
+		double defaults[LOOM_HP_COUNT];
+	} *layer_defaults;
+	int n_layer_defaults;
 	/* Tensor names per format ("{i}" stands for the layer); NULL: unused. */
 	loom_spellings tensor_names[LOOM_CFMT_COUNT][LOOM_ROLE_COUNT];
 	/* Matrices a format stores as {n_out, n_in} (GPT-2's Conv1D). */

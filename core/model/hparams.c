@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The value of hp from the file, else the contract's default; *found says
- * whether either had one. */
+/* The value of hp from the file, else the contract's default for a model
+ * of this depth, else its default; *found says whether any had one. */
 static loom_status read_hparam(loom_model *m, int fmt, loom_hparam hp, double *out, bool *found)
 {
 	char key[256];
@@ -25,6 +25,14 @@ static loom_status read_hparam(loom_model *m, int fmt, loom_hparam hp, double *o
 			return st;
 		*found = true;
 		return LOOM_OK;
+	}
+	for (int i = 0; i < m->contract->n_layer_defaults; i++) {
+		const struct loom_layer_defaults *d = &m->contract->layer_defaults[i];
+		if (d->n_layer == m->hp.n_layer && d->has_default[hp]) {
+			*out = d->defaults[hp];
+			*found = true;
+			return LOOM_OK;
+		}
 	}
 	if (m->contract->has_default[hp]) {
 		*out = m->contract->defaults[hp];
@@ -262,8 +270,9 @@ loom_status loom_model_read_hparams(loom_model *m)
 	const int fmt = m->fmt;
 	loom_hparams *hp = &m->hp;
 	loom_status st;
-	if ((st = require_hparam(m, fmt, LOOM_HP_N_EMBD, &hp->n_embd)) != LOOM_OK ||
-	    (st = require_hparam(m, fmt, LOOM_HP_N_LAYER, &hp->n_layer)) != LOOM_OK ||
+	/* The depth first: defaults_by_layers pick by it. */
+	if ((st = require_hparam(m, fmt, LOOM_HP_N_LAYER, &hp->n_layer)) != LOOM_OK ||
+	    (st = require_hparam(m, fmt, LOOM_HP_N_EMBD, &hp->n_embd)) != LOOM_OK ||
 	    (st = n_ff_from_tensor_if_absent(m, fmt, &hp->n_ff)) != LOOM_OK ||
 	    (st = require_hparam(m, fmt, LOOM_HP_N_HEAD, &hp->n_head)) != LOOM_OK ||
 	    (st = optional_hparam(m, fmt, LOOM_HP_N_HEAD_KV, hp->n_head, &hp->n_head_kv)) != LOOM_OK ||
