@@ -299,9 +299,10 @@ static float *decode_rows(const htensor *like, const void *data)
  * than 1% above the scalar quantizer's, and 99% of the blocks as it wrote
  * them or decoding to the same values (an all-zero block may get a dmin
  * of -0): a float step that rounds otherwise may move a tie or a scale
- * search. The CPU backends' own quantizers allow 85%: cpu-avx2 and
- * cpu-avx512 choose other scales than the scalar code for 0.4% to 12% of
- * Q4_K, Q5_K and Q6_K blocks, with errors within 0.03% of its. */
+ * search. The CPU backends' own quantizers allow 85% (rounded down to
+ * whole blocks): cpu-avx2 and cpu-avx512 choose other scales than the
+ * scalar code for 0.4% to 12% of Q4_K, Q5_K and Q6_K blocks, with errors
+ * within 0.03% of its. */
 static void check_quantized(const backend_state *s, const op_case *c, const void *want)
 {
 	const htensor *x = &c->src[0], *y = &c->dst;
@@ -332,7 +333,8 @@ static void check_quantized(const backend_state *s, const op_case *c, const void
 			norm += v * v;
 		}
 		free(g);
-		ck_assert_msg((double)same >= min_same * (double)nb,
+		/* Whole blocks: a case of a single block may differ in it. */
+		ck_assert_msg((double)same >= floor(min_same * (double)nb),
 			      "%s on %s: %zu of %zu blocks as the reference wrote them", c->what, s->b.name, same, nb);
 		ck_assert_msg(eg <= 1.01 * ew + 1e-12 * norm, "%s on %s: quantization error %.4g, the reference's %.4g",
 			      c->what, s->b.name, eg / norm, ew / norm);

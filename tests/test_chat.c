@@ -415,6 +415,23 @@ static void add_marker(reply *r, const loom_model *m, const char *text)
 	r->tokens[r->n++] = marker(m, text);
 }
 
+/* A reply of an analysis, then a final answer: what harmony models say. */
+static void add_analysis_then_final(reply *r, const loom_model *m, const char *analysis, const char *final)
+{
+	add_marker(r, m, "<|channel|>");
+	add_text(r, m, "analysis", -1);
+	add_marker(r, m, "<|message|>");
+	add_text(r, m, analysis, 1);
+	add_marker(r, m, "<|end|>");
+	add_marker(r, m, "<|start|>");
+	add_text(r, m, "assistant", -1);
+	add_marker(r, m, "<|channel|>");
+	add_text(r, m, "final", -1);
+	add_marker(r, m, "<|message|>");
+	add_text(r, m, final, 0);
+	add_marker(r, m, "<|return|>");
+}
+
 /* Pushes the reply's tokens as generator steps (the last one done) and
  * checks what each part read. */
 static void expect_parts(const loom_model *m, const char *template_name, const reply *r, const char *stop)
@@ -448,35 +465,13 @@ START_TEST(harmony_replies_split_into_content_and_reasoning)
 	ck_assert(loom_token_is_eog(m, marker(m, "<|call|>")));
 
 	reply *r = calloc(1, sizeof(*r));
-	add_marker(r, m, "<|channel|>");
-	add_text(r, m, "analysis", -1);
-	add_marker(r, m, "<|message|>");
-	add_text(r, m, "the cat sat on the mat, caf\xc3\xa9", 1);
-	add_marker(r, m, "<|end|>");
-	add_marker(r, m, "<|start|>");
-	add_text(r, m, "assistant", -1);
-	add_marker(r, m, "<|channel|>");
-	add_text(r, m, "final", -1);
-	add_marker(r, m, "<|message|>");
-	add_text(r, m, "a dog ran \xc3\xa9", 0);
-	add_marker(r, m, "<|return|>");
+	add_analysis_then_final(r, m, "the cat sat on the mat, caf\xc3\xa9", "a dog ran \xc3\xa9");
 	ck_assert(strlen(r->part[0]) > 8 && strlen(r->part[1]) > 8);
 	expect_parts(m, "harmony", r, NULL);
 	/* Each message ends with what may begin a stop string: held back,
 	 * then given to its own part when the message ends. */
 	memset(r, 0, sizeof(*r));
-	add_marker(r, m, "<|channel|>");
-	add_text(r, m, "analysis", -1);
-	add_marker(r, m, "<|message|>");
-	add_text(r, m, "the cat sat on the mat", 1);
-	add_marker(r, m, "<|end|>");
-	add_marker(r, m, "<|start|>");
-	add_text(r, m, "assistant", -1);
-	add_marker(r, m, "<|channel|>");
-	add_text(r, m, "final", -1);
-	add_marker(r, m, "<|message|>");
-	add_text(r, m, "a dog on the mat", 0);
-	add_marker(r, m, "<|return|>");
+	add_analysis_then_final(r, m, "the cat sat on the mat", "a dog on the mat");
 	expect_parts(m, "harmony", r, "matte");
 
 	memset(r, 0, sizeof(*r));

@@ -450,21 +450,6 @@ END_TEST
 /* ------------------------------------------------------------------------ */
 /* A real model through a contract of the test's own                        */
 
-/* A runtime whose first contract directory is arch_dir. */
-static loom_runtime *runtime_with_arch_dir(const char *arch_dir)
-{
-	loom_runtime_params p = loom_runtime_default_params();
-	loom_runtime *rt = NULL;
-	p.plugins_file = test_plugins_file();
-	p.backend = "cpu-generic";
-	p.arch_dir = arch_dir;
-	p.n_threads = 1;
-	p.log_level = LOOM_LOG_ERROR;
-	loom_status st = loom_runtime_create(&p, &rt);
-	ck_assert_msg(st == LOOM_OK, "runtime: %s", loom_last_error());
-	return rt;
-}
-
 /* llama.yaml, edited, as arch_dir/llama.yaml. */
 static void write_llama(const char *arch_dir, const char *from, const char *to)
 {
@@ -489,7 +474,7 @@ START_TEST(model_loads_through_a_copied_contract)
 		return;
 	tmp_dir(dir, sizeof(dir), "contract_model_ok");
 	write_llama(dir, NULL, NULL);
-	loom_runtime *rt = runtime_with_arch_dir(dir);
+	loom_runtime *rt = test_generic_runtime(dir);
 	loom_model *m = NULL;
 	loom_status st = loom_model_load(rt, model, NULL, &m);
 	ck_assert_msg(st == LOOM_OK, "load %s with %s/llama.yaml: %s", model, dir, loom_last_error());
@@ -504,7 +489,7 @@ END_TEST
  * llama.yaml (n_vocab of them, malloc'd). */
 static float *first_logits(const char *arch_dir, const char *model, int *n_vocab)
 {
-	loom_runtime *rt = runtime_with_arch_dir(arch_dir);
+	loom_runtime *rt = test_generic_runtime(arch_dir);
 	loom_model *m = NULL;
 	loom_status st = loom_model_load(rt, model, NULL, &m);
 	ck_assert_msg(st == LOOM_OK, "load %s with %s/llama.yaml: %s", model, arch_dir, loom_last_error());
@@ -550,7 +535,7 @@ START_TEST(final_logit_softcap_caps_every_logit)
 
 	tmp_dir(bad, sizeof(bad), "contract_softcap_negative");
 	write_llama(bad, "defaults:\n", "defaults:\n  final_logit_softcap: -1.0\n");
-	loom_runtime *rt = runtime_with_arch_dir(bad);
+	loom_runtime *rt = test_generic_runtime(bad);
 	loom_model *m = NULL;
 	ck_assert_int_eq(loom_model_load(rt, model, NULL, &m), LOOM_ERR_BAD_FORMAT);
 	expect_in(loom_last_error(), "final_logit_softcap = -1 must be 0 (none) or positive");
@@ -565,7 +550,7 @@ START_TEST(misspelled_tensor_name_fails_the_load)
 		return;
 	tmp_dir(dir, sizeof(dir), "contract_model_misspelled");
 	write_llama(dir, "blk.{i}.ffn_up.weight", "blk.{i}.ffn_upp.weight");
-	loom_runtime *rt = runtime_with_arch_dir(dir);
+	loom_runtime *rt = test_generic_runtime(dir);
 	loom_model *m = (loom_model *)&m; /* not NULL: a failed load must reset it */
 	loom_status st = loom_model_load(rt, model, NULL, &m);
 	const char *err = loom_last_error();
@@ -588,7 +573,7 @@ START_TEST(broken_contract_fails_the_load)
 		return;
 	tmp_dir(dir, sizeof(dir), "contract_model_broken");
 	write_llama(dir, "  qkv: separate\n", "  qkv: tripled\n");
-	loom_runtime *rt = runtime_with_arch_dir(dir);
+	loom_runtime *rt = test_generic_runtime(dir);
 	loom_model *m = NULL;
 	loom_status st = loom_model_load(rt, model, NULL, &m);
 	const char *err = loom_last_error();

@@ -462,14 +462,7 @@ START_TEST(feature_matters)
 	while (n_drop < 6 && f->drop[n_drop] != NULL)
 		n_drop++;
 	contract_edited(dir, fm->contract, f->drop, NULL, n_drop);
-	loom_runtime_params p = loom_runtime_default_params();
-	loom_runtime *rt = NULL;
-	p.plugins_file = test_plugins_file();
-	p.backend = "cpu-generic";
-	p.arch_dir = dir;
-	p.n_threads = 1;
-	p.log_level = LOOM_LOG_ERROR;
-	ck_assert_msg(loom_runtime_create(&p, &rt) == LOOM_OK, "runtime: %s", loom_last_error());
+	loom_runtime *rt = test_generic_runtime(dir);
 	loom_model *m = NULL;
 	ck_assert_msg(loom_model_load(rt, path, NULL, &m) == LOOM_OK, "%s without its %s: %s", fm->name, f->what,
 		      loom_last_error());
@@ -494,14 +487,7 @@ static float *prompt_logits(const synth_config *c, const char *arch, const char 
 	synth_model *sm = synth_model_build(c, &faults);
 	ck_assert(synth_model_write(sm, path));
 	synth_model_free(sm);
-	loom_runtime_params p = loom_runtime_default_params();
-	loom_runtime *rt = NULL;
-	p.plugins_file = test_plugins_file();
-	p.backend = "cpu-generic";
-	p.arch_dir = arch_dir;
-	p.n_threads = 1;
-	p.log_level = LOOM_LOG_ERROR;
-	ck_assert_msg(loom_runtime_create(&p, &rt) == LOOM_OK, "runtime: %s", loom_last_error());
+	loom_runtime *rt = test_generic_runtime(arch_dir);
 	loom_model *m = NULL;
 	ck_assert_msg(loom_model_load(rt, path, NULL, &m) == LOOM_OK, "%s: %s", path, loom_last_error());
 	loom_context *ctx = test_context(m, 64, 32, LOOM_DTYPE_F32);

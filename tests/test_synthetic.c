@@ -604,28 +604,13 @@ START_TEST(padded_embedding)
 }
 END_TEST
 
-/* A runtime on cpu-generic, 1 thread, searching arch_dir's contracts first
- * (NULL: the built-in ones alone). */
-static loom_runtime *generic_runtime(const char *arch_dir)
-{
-	loom_runtime_params p = loom_runtime_default_params();
-	loom_runtime *rt = NULL;
-	p.plugins_file = test_plugins_file();
-	p.backend = "cpu-generic";
-	p.arch_dir = arch_dir;
-	p.n_threads = 1;
-	p.log_level = LOOM_LOG_ERROR;
-	ck_assert_msg(loom_runtime_create(&p, &rt) == LOOM_OK, "runtime: %s", loom_last_error());
-	return rt;
-}
-
 /* Logits of the tokens at the given positions (NULL: 0, 1, ...), one batch,
  * every row, on cpu-generic; arch_dir's contracts are searched first
  * (NULL: the built-in ones alone). */
 static float *logits_at(const char *arch_dir, const char *path, const loom_token *tokens, const int32_t *pos, int n,
 			int n_vocab)
 {
-	loom_runtime *rt = generic_runtime(arch_dir);
+	loom_runtime *rt = test_generic_runtime(arch_dir);
 	loom_model *m = NULL;
 	ck_assert_msg(loom_model_load(rt, path, NULL, &m) == LOOM_OK, "%s: %s", path, loom_last_error());
 	loom_context *ctx = test_context(m, 64, 16, LOOM_DTYPE_F32);
@@ -838,7 +823,7 @@ START_TEST(attention_scale_base_matches_reference)
 	const insertion both[] = {{"hparams:\n  gguf:\n", "    attention_scale_base: \"{arch}.attention.query_pre_attn_scalar\"\n"
 							   "    attention_multiplier: \"{arch}.attention.scale\"\n"}};
 	write_llama_with(dir, both, 1);
-	loom_runtime *rt = generic_runtime(dir);
+	loom_runtime *rt = test_generic_runtime(dir);
 	loom_model *m = NULL;
 	ck_assert_int_eq(loom_model_load(rt, path, NULL, &m), LOOM_ERR_BAD_FORMAT);
 	ck_assert_msg(strstr(loom_last_error(), "both attention_multiplier and attention_scale_base") != NULL, "%s",

@@ -17,6 +17,7 @@
 #include "loom.h"
 
 #include "model/model.h"
+#include "runtime/array_grow.h"
 #include "runtime/error.h"
 #include "text/chat_template.h"
 #include "text/vocab_internal.h"
@@ -116,16 +117,10 @@ static loom_status give(loom_reply_reader *r, enum part p, const char *text, siz
 		r->trim = false;
 	if (len == 0)
 		return LOOM_OK;
-	if (r->n_out[p] + len > r->cap_out[p]) {
-		size_t cap = r->cap_out[p] ? r->cap_out[p] : 64;
-		while (cap < r->n_out[p] + len)
-			cap *= 2;
-		char *grown = realloc(r->out[p], cap);
-		if (grown == NULL)
-			return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
-		r->out[p] = grown;
-		r->cap_out[p] = cap;
-	}
+	char *grown = loom_array_grow(r->out[p], &r->cap_out[p], r->n_out[p] + len, 1);
+	if (grown == NULL)
+		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+	r->out[p] = grown;
 	memcpy(r->out[p] + r->n_out[p], text, len);
 	r->n_out[p] += len;
 	return LOOM_OK;

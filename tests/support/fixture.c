@@ -49,6 +49,19 @@ loom_runtime *test_runtime(const char *backend, int n_threads)
 	return rt;
 }
 
+loom_runtime *test_generic_runtime(const char *arch_dir)
+{
+	loom_runtime_params p = loom_runtime_default_params();
+	loom_runtime *rt = NULL;
+	p.plugins_file = test_plugins_file();
+	p.backend = "cpu-generic";
+	p.arch_dir = arch_dir;
+	p.n_threads = 1;
+	p.log_level = LOOM_LOG_ERROR;
+	ck_assert_msg(loom_runtime_create(&p, &rt) == LOOM_OK, "runtime: %s", loom_last_error());
+	return rt;
+}
+
 loom_model *test_model(loom_runtime *rt, const char *rel)
 {
 	return test_model_with(rt, rel, NULL);

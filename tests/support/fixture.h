@@ -21,6 +21,9 @@ const char *test_plugins_file(void);
  * (after printing SKIP) if that backend cannot run on this machine. Fails
  * the test on any other error. */
 loom_runtime *test_runtime(const char *backend, int n_threads);
+/* A cpu-generic runtime, 1 thread, that looks for contracts in arch_dir
+ * first (NULL: the built-in ones alone). */
+loom_runtime *test_generic_runtime(const char *arch_dir);
 
 /* Loads models/<rel> from the shared data; NULL (after SKIP) if the data
  * is absent. Fails the test if loading fails. */
