@@ -28,6 +28,7 @@ typedef struct chat {
 	char *reply;
 	size_t reply_len, reply_cap;
 	loom_reply_reader *reader; /* this turn's reply: content and reasoning */
+	bool reasoned;             /* this turn wrote reasoning to stderr */
 } chat;
 
 static bool add_cached(chat *c, loom_token token)
@@ -72,6 +73,7 @@ static bool on_reply(void *user, loom_token token, const char *text, size_t len)
 		return false;
 	if (parts.n_reasoning > 0 && fwrite(parts.reasoning, 1, parts.n_reasoning, stderr) != parts.n_reasoning)
 		return false;
+	c->reasoned |= parts.n_reasoning > 0;
 	text = parts.content;
 	len = parts.n_content;
 	if (c->reply_len + len + 1 > c->reply_cap) {
@@ -180,6 +182,9 @@ static bool turn(loom_context *ctx, const cli_options *o, chat *c, int index)
 		st = LOOM_ERR_NO_MEMORY;
 	loom_reply_reader_free(c->reader);
 	c->reader = NULL;
+	if (c->reasoned)
+		fputc('\n', stderr);
+	c->reasoned = false;
 	free(toks);
 	fputc('\n', stdout);
 	if (!cli_stdout_ok())
