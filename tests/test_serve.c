@@ -11,6 +11,7 @@
 #include "fixture.h"
 #include "http_client.h"
 #include "run_cmd.h"
+#include "synth_model.h"
 #include "testdata.h"
 
 #include <errno.h>
@@ -195,6 +196,8 @@ typedef struct sse_result {
 	char *body;            /* the reply when status is not 200 */
 	char *text;            /* choices[0].text or .delta.content, concatenated */
 	size_t len;
+	char *reasoning;       /* choices[0].delta.reasoning_content, concatenated */
+	size_t reasoning_len;
 	int n_events;          /* data events before [DONE] */
 	int n_text;            /* of them, events with a choice */
 	bool first_role;       /* the first event's delta.role is "assistant" */
@@ -260,6 +263,9 @@ static void sse_event(sse_result *r, const char *ev)
 			t = json_str(j, "choices.0.delta.content");
 		if (t != NULL)
 			append(&r->text, &r->len, t, strlen(t));
+		const char *why = json_str(j, "choices.0.delta.reasoning_content");
+		if (why != NULL)
+			append(&r->reasoning, &r->reasoning_len, why, strlen(why));
 		const char *role = json_str(j, "choices.0.delta.role");
 		if (i == 0)
 			r->first_role = role != NULL && strcmp(role, "assistant") == 0;
@@ -280,6 +286,7 @@ static sse_result sse_new(void)
 {
 	sse_result r = {.finish_at = -1, .usage_at = -1};
 	append(&r.text, &r.len, "", 0);
+	append(&r.reasoning, &r.reasoning_len, "", 0);
 	return r;
 }
 
@@ -315,8 +322,9 @@ static sse_result sse_collect(int port, const char *path, const char *headers, c
 static void sse_free(sse_result *r)
 {
 	free(r->text);
+	free(r->reasoning);
 	free(r->body);
-	r->text = r->body = NULL;
+	r->text = r->reasoning = r->body = NULL;
 }
 
 /* A stream that came whole: 200, [DONE] last, no error event. */
@@ -1763,6 +1771,104 @@ START_TEST(slow_clients_hold_up_no_one)
 }
 END_TEST
 
+/* ---- Reasoning ---- */
+
+/* A model that, whatever it is asked, thinks one word and answers two:
+ * greedy decoding walks <think> w1 </think> w2 w3 </s>. Its blocks add
+ * nothing (their output matrices are zero), so the last hidden state is
+ * the token's embedding: e0 for every token but the chain's, whose
+ * embeddings are e1..e5, and the output rows map e0 to <think> and e_k
+ * to the chain's next token. chain gets the ids. */
+static void write_thinking_model(const char *path, loom_token chain[6])
+{
+	static const char *const markers[] = {"<think>", "</think>", NULL};
+	synth_config c = synth_default_config();
+	c.control_tokens = markers;
+	synth_model *sm = synth_model_build(&c, NULL);
+	const loom_token think = c.n_vocab - 2, end_think = c.n_vocab - 1;
+	const loom_token ids[6] = {think, 280, end_think, 281, 282, SYNTH_TOKEN_EOS};
+	int64_t e, v;
+	float *emb = synth_model_f32_tensor(sm, "token_embd.weight", &e, &v);
+	float *out = synth_model_f32_tensor(sm, "output.weight", &e, &v);
+	float *norm = synth_model_f32_tensor(sm, "output_norm.weight", &e, &v);
+	ck_assert(emb != NULL && out != NULL && norm != NULL);
+	memset(emb, 0, (size_t)(e * c.n_vocab) * sizeof(float));
+	memset(out, 0, (size_t)(e * c.n_vocab) * sizeof(float));
+	for (int64_t i = 0; i < e; i++)
+		norm[i] = 1.0f;
+	for (loom_token t = 0; t < c.n_vocab; t++)
+		emb[(size_t)t * (size_t)e] = 1.0f;
+	for (int k = 0; k < 6; k++) {
+		if (k < 5) { /* chain token k is e_{k+1} */
+			emb[(size_t)ids[k] * (size_t)e] = 0.0f;
+			emb[(size_t)ids[k] * (size_t)e + (size_t)k + 1] = 1.0f;
+		}
+		out[(size_t)ids[k] * (size_t)e + (size_t)k] = 1.0f; /* e_k -> chain token k */
+	}
+	for (int il = 0; il < c.n_layer; il++) {
+		char name[64];
+		int64_t n0, n1;
+		snprintf(name, sizeof(name), "blk.%d.attn_output.weight", il);
+		float *o = synth_model_f32_tensor(sm, name, &n0, &n1);
+		snprintf(name, sizeof(name), "blk.%d.ffn_down.weight", il);
+		float *down = synth_model_f32_tensor(sm, name, &n0, &n1);
+		ck_assert(o != NULL && down != NULL);
+		memset(o, 0, (size_t)(e * e) * sizeof(float));
+		memset(down, 0, (size_t)(n0 * n1) * sizeof(float));
+	}
+	ck_assert(synth_model_write(sm, path));
+	synth_model_free(sm);
+	memcpy(chain, ids, sizeof(ids));
+}
+
+static void piece_of(const loom_model *m, loom_token t, char *buf, size_t size)
+{
+	size_t n = 0;
+	ck_assert(loom_token_to_piece(m, t, false, buf, size - 1, &n) == LOOM_OK);
+	buf[n] = '\0';
+}
+
+/* A reply's thinking is message.reasoning_content and the rest content,
+ * whole and streamed alike; its tokens count in the usage all the same. */
+START_TEST(reasoning_is_apart_from_the_content)
+{
+	char path[4200], reasoning[64], w2[64], w3[64], content[160];
+	loom_token chain[6];
+	snprintf(path, sizeof(path), "%s/thinking.gguf", test_tmp_dir("serve-thinking"));
+	write_thinking_model(path, chain);
+	loom_runtime *rt = test_runtime("cpu-generic", 1);
+	loom_model *m = NULL;
+	ck_assert_msg(loom_model_load(rt, path, NULL, &m) == LOOM_OK, "%s", loom_last_error());
+	piece_of(m, chain[1], reasoning, sizeof(reasoning));
+	piece_of(m, chain[3], w2, sizeof(w2));
+	piece_of(m, chain[4], w3, sizeof(w3));
+	snprintf(content, sizeof(content), "%s%s", w2 + strspn(w2, " "), w3);
+	loom_model_free(m);
+	loom_runtime_free(rt);
+
+	serve_proc p = {.err_fd = -1};
+	ck_assert_msg(serve_start(&p, path, exact_args), "the server did not start:\n%s", p.log);
+	static const char chat[] = "\"messages\":[{\"role\":\"user\",\"content\":\"Why is the sky blue?\"}],"
+				   "\"max_tokens\":20,\"temperature\":0";
+	char *body = format("{%s}", chat), *sbody = format("{%s,\"stream\":true}", chat);
+	cJSON *whole = post_ok(p.port, "/v1/chat/completions", body);
+	ck_assert_str_eq(json_str(whole, "choices.0.message.content"), content);
+	ck_assert_str_eq(json_str(whole, "choices.0.message.reasoning_content"), reasoning);
+	ck_assert_str_eq(json_str(whole, "choices.0.finish_reason"), "stop");
+	ck_assert_int_eq((int)json_num(whole, "usage.completion_tokens"), 6);
+	sse_result r = sse_collect(p.port, "/v1/chat/completions", NULL, sbody);
+	assert_complete(&r, "reasoning stream");
+	ck_assert_str_eq(r.text, content);
+	ck_assert_str_eq(r.reasoning, reasoning);
+	sse_free(&r);
+	cJSON_Delete(whole);
+	free(body);
+	free(sbody);
+	ck_assert_int_eq(serve_stop(&p, SIGTERM), 0);
+	serve_proc_free(&p);
+}
+END_TEST
+
 static TCase *server_tcase(const char *name, void (*setup)(void))
 {
 	TCase *tc = tcase_create(name);
@@ -1816,6 +1922,10 @@ static Suite *serve_suite(void)
 
 	tc = server_tcase("memory", memory_setup);
 	tcase_add_test(tc, memory_stays_flat);
+	suite_add_tcase(s, tc);
+
+	tc = server_tcase("reasoning", NULL);
+	tcase_add_test(tc, reasoning_is_apart_from_the_content);
 	suite_add_tcase(s, tc);
 
 	tc = server_tcase("shutdown", NULL);

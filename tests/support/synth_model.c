@@ -624,17 +624,32 @@ bool synth_model_write(const synth_model *sm, const char *path)
 	return gguf_writer_write(sm->w, path);
 }
 
+static const synth_tensor *find_tensor(const synth_model *sm, const char *name)
+{
+	for (int i = 0; i < sm->n_tensors; i++)
+		if (strcmp(sm->tensors[i].name, name) == 0)
+			return &sm->tensors[i];
+	return NULL;
+}
+
 const void *synth_model_tensor(const synth_model *sm, const char *name, loom_dtype *type,
 			       int64_t *ne0, int64_t *ne1)
 {
-	for (int i = 0; i < sm->n_tensors; i++) {
-		const synth_tensor *t = &sm->tensors[i];
-		if (strcmp(t->name, name) != 0)
-			continue;
-		*type = t->type;
-		*ne0 = t->ne0;
-		*ne1 = t->ne1;
-		return gguf_writer_tensor_data(sm->w, t->index);
-	}
-	return NULL;
+	const synth_tensor *t = find_tensor(sm, name);
+	if (t == NULL)
+		return NULL;
+	*type = t->type;
+	*ne0 = t->ne0;
+	*ne1 = t->ne1;
+	return gguf_writer_tensor_data(sm->w, t->index);
+}
+
+float *synth_model_f32_tensor(synth_model *sm, const char *name, int64_t *ne0, int64_t *ne1)
+{
+	const synth_tensor *t = find_tensor(sm, name);
+	if (t == NULL || t->type != LOOM_DTYPE_F32)
+		return NULL;
+	*ne0 = t->ne0;
+	*ne1 = t->ne1;
+	return gguf_writer_tensor_data(sm->w, t->index);
 }

@@ -143,6 +143,11 @@ bool synth_model_write(const synth_model *sm, const char *path);
 const void *synth_model_tensor(const synth_model *sm, const char *name, loom_dtype *type,
 			       int64_t *ne0, int64_t *ne1);
 
+/* An F32 tensor's values, to change before the model is written (a test
+ * that wants weights of its own design); NULL if there is no such F32
+ * tensor. */
+float *synth_model_f32_tensor(synth_model *sm, const char *name, int64_t *ne0, int64_t *ne1);
+
 /* Encodes n f32 values as type (F32, F16, BF16, Q8_0 or MXFP4, as ggml's
  * reference quantizers; n a multiple of 32 for the last two) into dst. */
 void synth_encode(loom_dtype type, const float *src, void *dst, int64_t n);
