@@ -12,19 +12,7 @@ set -euo pipefail
 loom=$1 llama=$2 membw=$3 threads=$4
 shift 4
 
-membw_gbs() {
-	"$membw" 2>&1 | sed -n 's/.*best \([0-9.]*\) GB\/s.*/\1/p' | tail -1
-}
-
-loom_ts() { # model, -p, -n
-	"$loom" bench -m "$1" -p "$2" -n "$3" -t "$threads" -r 3 -o json 2>/dev/null |
-		/usr/bin/python3 -c 'import json,sys; print("%.2f" % json.load(sys.stdin)[0]["avg_ts"])'
-}
-
-llama_ts() { # model, -p, -n
-	"$llama/llama-bench" -m "$1" -p "$2" -n "$3" -t "$threads" -r 3 -o json 2>/dev/null |
-		/usr/bin/python3 -c 'import json,sys; print("%.2f" % json.load(sys.stdin)[0]["avg_ts"])'
-}
+. "$(dirname "$0")/side_by_side.sh"
 
 # Bytes a decode step reads, from `loom info`'s tensor table and the
 # expert counts in its metadata.

@@ -41,6 +41,15 @@ static loom_status read_hparam(loom_model *m, int fmt, loom_hparam hp, double *o
 	return LOOM_OK;
 }
 
+/* v as a count of at least min (1 for sizes, 0 where 0 means none). */
+static loom_status as_count(loom_hparam hp, double v, int64_t min, int64_t *out)
+{
+	if (v < (double)min || v > (double)(1 << 30) || v != (double)(int64_t)v)
+		return loom_error(LOOM_ERR_BAD_FORMAT, "hyperparameter %s = %.17g is out of range", loom_hparam_name(hp), v);
+	*out = (int64_t)v;
+	return LOOM_OK;
+}
+
 static loom_status require_hparam(loom_model *m, int fmt, loom_hparam hp, int64_t *out)
 {
 	double v;
@@ -54,15 +63,12 @@ static loom_status require_hparam(loom_model *m, int fmt, loom_hparam hp, int64_
 		return loom_error(LOOM_ERR_BAD_FORMAT, "the model lacks hyperparameter %s (%s)",
 				  loom_hparam_name(hp), key);
 	}
-	if (v < 1 || v > (double)(1 << 30) || v != (double)(int64_t)v)
-		return loom_error(LOOM_ERR_BAD_FORMAT, "hyperparameter %s = %.17g is out of range",
-				  loom_hparam_name(hp), v);
-	*out = (int64_t)v;
-	return LOOM_OK;
+	return as_count(hp, v, 1, out);
 }
 
-/* Like require_hparam, but def when neither file nor contract has it. */
-static loom_status optional_hparam(loom_model *m, int fmt, loom_hparam hp, int64_t def, int64_t *out)
+/* A count of at least min, else def when neither file nor contract has
+ * it. */
+static loom_status count_or(loom_model *m, int fmt, loom_hparam hp, int64_t min, int64_t def, int64_t *out)
 {
 	double v;
 	bool found;
@@ -71,24 +77,7 @@ static loom_status optional_hparam(loom_model *m, int fmt, loom_hparam hp, int64
 		*out = def;
 		return st;
 	}
-	return require_hparam(m, fmt, hp, out);
-}
-
-/* A count that may be 0 (no window, no dense layers), else def when
- * neither file nor contract has it. */
-static loom_status count_or(loom_model *m, int fmt, loom_hparam hp, int64_t def, int64_t *out)
-{
-	double v;
-	bool found;
-	loom_status st = read_hparam(m, fmt, hp, &v, &found);
-	if (st != LOOM_OK || !found) {
-		*out = def;
-		return st;
-	}
-	if (v < 0 || v > (double)(1 << 30) || v != (double)(int64_t)v)
-		return loom_error(LOOM_ERR_BAD_FORMAT, "hyperparameter %s = %.17g is out of range", loom_hparam_name(hp), v);
-	*out = (int64_t)v;
-	return LOOM_OK;
+	return as_count(hp, v, min, out);
 }
 
 /* n_ff from the first layer's up projection, for files that leave it
@@ -241,15 +230,15 @@ static loom_status read_experts(loom_model *m, int fmt)
 	loom_hparams *hp = &m->hp;
 	float norm;
 	loom_status st;
-	if ((st = count_or(m, fmt, LOOM_HP_N_EXPERT, 0, &hp->n_expert)) != LOOM_OK || hp->n_expert == 0)
+	if ((st = count_or(m, fmt, LOOM_HP_N_EXPERT, 0, 0, &hp->n_expert)) != LOOM_OK || hp->n_expert == 0)
 		return st;
 	if (!m->contract->experts)
 		return loom_error(LOOM_ERR_UNSUPPORTED, "the model has %" PRId64 " experts a layer; contract %s describes no "
 				  "mixture of experts (block.experts)", hp->n_expert, m->contract->name);
 	if ((st = require_hparam(m, fmt, LOOM_HP_N_EXPERT_USED, &hp->n_expert_used)) != LOOM_OK ||
-	    (st = optional_hparam(m, fmt, LOOM_HP_N_FF_EXPERT, hp->n_ff, &hp->n_ff_exp)) != LOOM_OK ||
-	    (st = count_or(m, fmt, LOOM_HP_N_DENSE_LAYERS, 0, &hp->n_dense_layers)) != LOOM_OK ||
-	    (st = optional_hparam(m, fmt, LOOM_HP_N_FF_SHARED, hp->n_ff, &hp->n_ff_shared)) != LOOM_OK ||
+	    (st = count_or(m, fmt, LOOM_HP_N_FF_EXPERT, 1, hp->n_ff, &hp->n_ff_exp)) != LOOM_OK ||
+	    (st = count_or(m, fmt, LOOM_HP_N_DENSE_LAYERS, 0, 0, &hp->n_dense_layers)) != LOOM_OK ||
+	    (st = count_or(m, fmt, LOOM_HP_N_FF_SHARED, 1, hp->n_ff, &hp->n_ff_shared)) != LOOM_OK ||
 	    (st = float_or(m, fmt, LOOM_HP_EXPERT_WEIGHTS_NORM, 0.0, &norm)) != LOOM_OK ||
 	    (st = float_or(m, fmt, LOOM_HP_EXPERT_WEIGHTS_SCALE, 1.0, &hp->expert_weights_scale)) != LOOM_OK)
 		return st;
@@ -275,10 +264,10 @@ loom_status loom_model_read_hparams(loom_model *m)
 	    (st = require_hparam(m, fmt, LOOM_HP_N_EMBD, &hp->n_embd)) != LOOM_OK ||
 	    (st = n_ff_from_tensor_if_absent(m, fmt, &hp->n_ff)) != LOOM_OK ||
 	    (st = require_hparam(m, fmt, LOOM_HP_N_HEAD, &hp->n_head)) != LOOM_OK ||
-	    (st = optional_hparam(m, fmt, LOOM_HP_N_HEAD_KV, hp->n_head, &hp->n_head_kv)) != LOOM_OK ||
-	    (st = optional_hparam(m, fmt, LOOM_HP_HEAD_DIM, hp->n_embd / hp->n_head, &hp->head_dim)) != LOOM_OK ||
+	    (st = count_or(m, fmt, LOOM_HP_N_HEAD_KV, 1, hp->n_head, &hp->n_head_kv)) != LOOM_OK ||
+	    (st = count_or(m, fmt, LOOM_HP_HEAD_DIM, 1, hp->n_embd / hp->n_head, &hp->head_dim)) != LOOM_OK ||
 	    (st = n_rot_from_fraction(m, fmt, &hp->n_rot)) != LOOM_OK ||
-	    (st = optional_hparam(m, fmt, LOOM_HP_N_ROT, hp->n_rot, &hp->n_rot)) != LOOM_OK ||
+	    (st = count_or(m, fmt, LOOM_HP_N_ROT, 1, hp->n_rot, &hp->n_rot)) != LOOM_OK ||
 	    (st = require_hparam(m, fmt, LOOM_HP_N_CTX_TRAIN, &hp->n_ctx_train)) != LOOM_OK ||
 	    (st = read_float_hparam(m, fmt, LOOM_HP_NORM_EPS, &hp->norm_eps)) != LOOM_OK)
 		return st;
@@ -293,8 +282,8 @@ loom_status loom_model_read_hparams(loom_model *m)
 	    (st = float_or(m, fmt, LOOM_HP_LOGIT_SCALE, 1.0, &hp->logit_scale)) != LOOM_OK ||
 	    (st = float_or(m, fmt, LOOM_HP_ATTENTION_SCALE_BASE, 0.0, &hp->attention_scale_base)) != LOOM_OK ||
 	    (st = float_or(m, fmt, LOOM_HP_ATTN_LOGIT_SOFTCAP, 0.0, &hp->attn_logit_softcap)) != LOOM_OK ||
-	    (st = count_or(m, fmt, LOOM_HP_SLIDING_WINDOW, 0, &hp->n_swa)) != LOOM_OK ||
-	    (st = count_or(m, fmt, LOOM_HP_SLIDING_WINDOW_PATTERN, 0, &hp->swa_pattern)) != LOOM_OK ||
+	    (st = count_or(m, fmt, LOOM_HP_SLIDING_WINDOW, 0, 0, &hp->n_swa)) != LOOM_OK ||
+	    (st = count_or(m, fmt, LOOM_HP_SLIDING_WINDOW_PATTERN, 0, 0, &hp->swa_pattern)) != LOOM_OK ||
 	    (st = float_or(m, fmt, LOOM_HP_ROPE_THETA_SWA, 0.0, &hp->rope_theta_swa)) != LOOM_OK ||
 	    (st = float_or(m, fmt, LOOM_HP_SWIGLU_ALPHA, 1.702, &hp->swiglu_alpha)) != LOOM_OK ||
 	    (st = float_or(m, fmt, LOOM_HP_SWIGLU_LIMIT, 7.0, &hp->swiglu_limit)) != LOOM_OK ||
@@ -336,7 +325,7 @@ loom_status loom_model_read_hparams(loom_model *m)
 		return loom_error(LOOM_ERR_BAD_FORMAT, "n_head (%" PRId64 ") is not a multiple of n_head_kv (%" PRId64 ")",
 				  hp->n_head, hp->n_head_kv);
 	int64_t head_dim_v;
-	if ((st = optional_hparam(m, fmt, LOOM_HP_HEAD_DIM_V, hp->head_dim, &head_dim_v)) != LOOM_OK)
+	if ((st = count_or(m, fmt, LOOM_HP_HEAD_DIM_V, 1, hp->head_dim, &head_dim_v)) != LOOM_OK)
 		return st;
 	if (head_dim_v != hp->head_dim)
 		return loom_error(LOOM_ERR_UNSUPPORTED, "value heads of %" PRId64 " differ from key heads of %" PRId64

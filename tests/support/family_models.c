@@ -6,17 +6,29 @@
 const int32_t family_prompt[FAMILY_PROMPT_LEN] = {1,  262, 271, 259, 280, 290, 17,  99, 263, 275,
 						  288, 5,   266, 279, 40,  270, 283, 261, 296, 200};
 
+/* The shape most family models share: 64 wide, 4 heads over 2 kv heads,
+ * an FFN 96 wide, n_layer layers, every weight of type, the values drawn
+ * from seed. */
+static synth_config small(loom_dtype type, int n_layer, uint64_t seed)
+{
+	synth_config c = synth_default_config();
+	c.n_embd = 64;
+	c.n_layer = n_layer;
+	c.n_head = 4;
+	c.n_head_kv = 2;
+	c.n_ff = 96;
+	c.weight_type = type;
+	c.seed = seed;
+	return c;
+}
+
 /* Gemma 2 as llama.cpp knows it: 26 layers (its 2B; it refuses other
  * depths), tied embeddings, post-norms, both soft-caps at values that bend
  * these small models' scores and logits, and a window of 6 on every other
  * layer, under the 20 tokens of the prompt. */
 static synth_config gemma2(loom_dtype type)
 {
-	synth_config c = synth_default_config();
-	c.n_embd = 64;
-	c.n_layer = 26;
-	c.n_head = 4;
-	c.n_head_kv = 2;
+	synth_config c = small(type, 26, 2);
 	c.head_dim = 32;
 	c.n_ff = 128;
 	c.norm_eps = 1e-6f;
@@ -25,8 +37,6 @@ static synth_config gemma2(loom_dtype type)
 	c.attn_softcap = 4.0f;
 	c.final_softcap = 3.0f;
 	c.sliding_window = 6;
-	c.weight_type = type;
-	c.seed = 2;
 	return c;
 }
 
@@ -34,16 +44,9 @@ static synth_config gemma2(loom_dtype type)
  * of them a token, their weights renormalised. */
 static synth_config mixtral(loom_dtype type)
 {
-	synth_config c = synth_default_config();
-	c.n_embd = 64;
-	c.n_layer = 2;
-	c.n_head = 4;
-	c.n_head_kv = 2;
-	c.n_ff = 96;
+	synth_config c = small(type, 2, 3);
 	c.n_expert = 8;
 	c.n_expert_used = 2;
-	c.weight_type = type;
-	c.seed = 3;
 	return c;
 }
 
@@ -53,20 +56,13 @@ static synth_config mixtral(loom_dtype type)
  * experts: Granite MoE, 8 experts a layer, 2 a token, renormalised. */
 static synth_config granite(loom_dtype type, int n_expert)
 {
-	synth_config c = synth_default_config();
-	c.n_embd = 64;
-	c.n_layer = 2;
-	c.n_head = 4;
-	c.n_head_kv = 2;
-	c.n_ff = 96;
+	synth_config c = small(type, 2, 4);
 	c.embedding_mult = 12.0f;
 	c.residual_mult = 0.22f;
 	c.attention_mult = 0.0078125f;
 	c.logit_scale = 8.0f;
 	c.n_expert = n_expert;
 	c.n_expert_used = n_expert > 0 ? 2 : 0;
-	c.weight_type = type;
-	c.seed = 4;
 	return c;
 }
 
@@ -75,18 +71,12 @@ static synth_config granite(loom_dtype type, int n_expert)
  * kv heads as heads). */
 static synth_config olmo2(loom_dtype type)
 {
-	synth_config c = synth_default_config();
-	c.n_embd = 64;
-	c.n_layer = 2;
-	c.n_head = 4;
+	synth_config c = small(type, 2, 5);
 	c.n_head_kv = 4;
-	c.n_ff = 96;
 	c.norm_eps = 1e-6f;
 	c.no_pre_norms = true;
 	c.post_norms = true;
 	c.qk_norm = 2;
-	c.weight_type = type;
-	c.seed = 5;
 	return c;
 }
 
@@ -110,20 +100,13 @@ static synth_config olmoe(loom_dtype type)
  * its own logit. */
 static synth_config qwen2moe(loom_dtype type)
 {
-	synth_config c = synth_default_config();
-	c.n_embd = 64;
-	c.n_layer = 2;
-	c.n_head = 4;
-	c.n_head_kv = 2;
-	c.n_ff = 96;
+	synth_config c = small(type, 2, 7);
 	c.norm_eps = 1e-6f;
 	c.qkv_bias = true;
 	c.n_expert = 8;
 	c.n_expert_used = 2;
 	c.n_ff_expert = 32;
 	c.n_ff_shared = 128;
-	c.weight_type = type;
-	c.seed = 7;
 	return c;
 }
 
@@ -132,21 +115,14 @@ static synth_config qwen2moe(loom_dtype type)
  * renormalised. */
 static synth_config qwen3moe(loom_dtype type)
 {
-	synth_config c = synth_default_config();
-	c.n_embd = 64;
-	c.n_layer = 2;
-	c.n_head = 4;
-	c.n_head_kv = 2;
+	synth_config c = small(type, 2, 8);
 	c.head_dim = 32;
-	c.n_ff = 96;
 	c.norm_eps = 1e-6f;
 	c.rope_theta = 1000000.0f;
 	c.qk_norm = 1;
 	c.n_expert = 8;
 	c.n_expert_used = 2;
 	c.n_ff_expert = 32;
-	c.weight_type = type;
-	c.seed = 8;
 	return c;
 }
 
@@ -156,11 +132,7 @@ static synth_config qwen3moe(loom_dtype type)
  * per-head QK-norm, post-norms, tied embeddings, no soft-caps. */
 static synth_config gemma3(loom_dtype type)
 {
-	synth_config c = synth_default_config();
-	c.n_embd = 64;
-	c.n_layer = 8;
-	c.n_head = 4;
-	c.n_head_kv = 2;
+	synth_config c = small(type, 8, 9);
 	c.head_dim = 32;
 	c.n_ff = 128;
 	c.norm_eps = 1e-6f;
@@ -171,8 +143,6 @@ static synth_config gemma3(loom_dtype type)
 	c.post_norms = true;
 	c.qk_norm = 1;
 	c.sliding_window = 6;
-	c.weight_type = type;
-	c.seed = 9;
 	return c;
 }
 
@@ -184,13 +154,8 @@ static synth_config gemma3(loom_dtype type)
  * false), which ggml's rope does; the ROPE op's YaRN is checked apart. */
 static synth_config gpt_oss(loom_dtype type)
 {
-	synth_config c = synth_default_config();
-	c.n_embd = 64;
-	c.n_layer = 4;
-	c.n_head = 4;
-	c.n_head_kv = 2;
+	synth_config c = small(type, 4, 10);
 	c.head_dim = 16;
-	c.n_ff = 96;
 	c.rope_theta = 150000.0f;
 	c.qkv_bias = true;
 	c.o_bias = true;
@@ -200,8 +165,6 @@ static synth_config gpt_oss(loom_dtype type)
 	c.n_expert_used = 2;
 	c.n_ff_expert = 32;
 	c.expert_biases = true;
-	c.weight_type = type;
-	c.seed = 10;
 	return c;
 }
 
@@ -219,19 +182,12 @@ static synth_config gpt_oss_mxfp4(void)
  * embeddings, the logits times 0.25. */
 static synth_config cohere2(loom_dtype type)
 {
-	synth_config c = synth_default_config();
-	c.n_embd = 64;
-	c.n_layer = 4;
-	c.n_head = 4;
-	c.n_head_kv = 2;
-	c.n_ff = 96;
+	synth_config c = small(type, 4, 11);
 	c.layer_norm = true;
 	c.parallel = true;
 	c.tied = true;
 	c.sliding_window = 6;
 	c.logit_scale = 0.25f;
-	c.weight_type = type;
-	c.seed = 11;
 	return c;
 }
 
@@ -240,19 +196,13 @@ static synth_config cohere2(loom_dtype type)
  * which stay within the original 128 positions). */
 static synth_config phi3(loom_dtype type)
 {
-	synth_config c = synth_default_config();
-	c.n_embd = 64;
-	c.n_layer = 2;
-	c.n_head = 4;
+	synth_config c = small(type, 2, 12);
 	c.n_head_kv = 4;
-	c.n_ff = 96;
 	c.fused_qkv = true;
 	c.fused_gate_up = true;
 	c.sliding_window = 6;
 	c.rope_factor_long = 4.0f;
 	c.rope_factor_short = 1.5f;
-	c.weight_type = type;
-	c.seed = 12;
 	return c;
 }
 

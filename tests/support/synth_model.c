@@ -212,16 +212,22 @@ static void add_tensor3(synth_model *sm, const char *name, loom_dtype type, int6
 	remember(sm, name, index, type, ne0, ne1 * ne2);
 }
 
+/* n normal values of standard deviation sd, the generator's next (malloc'd). */
+static float *normal_values(synth_model *sm, int64_t n, double sd)
+{
+	float *v = xmalloc((size_t)n * sizeof(float));
+
+	for (int64_t i = 0; i < n; i++)
+		v[i] = (float)(sd * ref_rng_normal(&sm->rng));
+	return v;
+}
+
 /* A weight matrix of n_out rows of n_in: normal with standard deviation
  * 1/sqrt(n_in), so every matmul keeps its activations of order one. */
 static void add_matrix(synth_model *sm, const char *name, int64_t n_in, int64_t n_out)
 {
-	size_t n = (size_t)(n_in * n_out);
-	float *v = xmalloc(n * sizeof(float));
-	double sd = 1.0 / sqrt((double)n_in);
+	float *v = normal_values(sm, n_in * n_out, 1.0 / sqrt((double)n_in));
 
-	for (size_t i = 0; i < n; i++)
-		v[i] = (float)(sd * ref_rng_normal(&sm->rng));
 	add_tensor(sm, name, sm->cfg.weight_type, n_in, n_out, v);
 	free(v);
 }
@@ -230,12 +236,8 @@ static void add_matrix(synth_model *sm, const char *name, int64_t n_in, int64_t 
  * tensor {n_in, n_out, n_expert}. */
 static void add_experts(synth_model *sm, const char *name, int64_t n_in, int64_t n_out, int64_t n_expert)
 {
-	size_t n = (size_t)(n_in * n_out * n_expert);
-	float *v = xmalloc(n * sizeof(float));
-	double sd = 1.0 / sqrt((double)n_in);
+	float *v = normal_values(sm, n_in * n_out * n_expert, 1.0 / sqrt((double)n_in));
 
-	for (size_t i = 0; i < n; i++)
-		v[i] = (float)(sd * ref_rng_normal(&sm->rng));
 	add_tensor3(sm, name, sm->cfg.expert_type != 0 ? sm->cfg.expert_type : sm->cfg.weight_type, n_in, n_out, n_expert,
 		    v);
 	free(v);
@@ -245,12 +247,8 @@ static void add_experts(synth_model *sm, const char *name, int64_t n_in, int64_t
  * deviation 2) so that the choice of experts is seldom a near-tie. */
 static void add_router(synth_model *sm, const char *name, int64_t n_in, int64_t n_expert)
 {
-	size_t n = (size_t)(n_in * n_expert);
-	float *v = xmalloc(n * sizeof(float));
-	double sd = 2.0 / sqrt((double)n_in);
+	float *v = normal_values(sm, n_in * n_expert, 2.0 / sqrt((double)n_in));
 
-	for (size_t i = 0; i < n; i++)
-		v[i] = (float)(sd * ref_rng_normal(&sm->rng));
 	add_tensor(sm, name, LOOM_DTYPE_F32, n_in, n_expert, v);
 	free(v);
 }
@@ -258,10 +256,8 @@ static void add_router(synth_model *sm, const char *name, int64_t n_in, int64_t 
 /* An f32 vector of n normal values of standard deviation sd. */
 static void add_values(synth_model *sm, const char *name, int64_t n, double sd)
 {
-	float *v = xmalloc((size_t)n * sizeof(float));
+	float *v = normal_values(sm, n, sd);
 
-	for (int64_t i = 0; i < n; i++)
-		v[i] = (float)(sd * ref_rng_normal(&sm->rng));
 	add_tensor(sm, name, LOOM_DTYPE_F32, n, 0, v);
 	free(v);
 }
@@ -277,10 +273,8 @@ static void add_bias(synth_model *sm, const char *name, int64_t n)
  * each expert's bias. */
 static void add_table(synth_model *sm, const char *name, int64_t n, int64_t rows)
 {
-	float *v = xmalloc((size_t)(n * rows) * sizeof(float));
+	float *v = normal_values(sm, n * rows, 0.5);
 
-	for (int64_t i = 0; i < n * rows; i++)
-		v[i] = (float)(0.5 * ref_rng_normal(&sm->rng));
 	add_tensor(sm, name, LOOM_DTYPE_F32, n, rows, v);
 	free(v);
 }
