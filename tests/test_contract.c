@@ -239,6 +239,11 @@ static const struct broken broken[] = {
 	{"contract_expert_placeholder_outside_experts", "blk.{i}.attn_q.weight", "blk.{i}.attn_q.{e}.weight",
 	 "attn_q:", "tensors.gguf.attn_q ('blk.{i}.attn_q.{e}.weight'): the expert placeholder {e} belongs in every "
 	 "spelling of ffn_gate_exps, ffn_up_exps or ffn_down_exps, or in none", NULL},
+	{"contract_selection_bias_on_softmax", "  ffn: swiglu\n",
+	 "  ffn: swiglu\n  experts: {gating: softmax, selection_bias: true}\n", "experts:",
+	 "experts: selection_bias needs gating: sigmoid", NULL},
+	{"contract_unknown_shared_expert", "  ffn: swiglu\n", "  ffn: swiglu\n  experts: {shared_expert: weighted}\n",
+	 "experts:", "shared_expert must be one of none | plain | gated, not 'weighted'", NULL},
 	{"contract_empty_spellings", "    ffn_up: blk.{i}.ffn_up.weight\n", "    ffn_up: []\n", "ffn_up: []",
 	 "ffn_up is an empty list", NULL},
 	{"contract_fused_without_tensor", "  ffn: swiglu\n", "  ffn: swiglu\n  qkv: fused\n", "  gguf:\n    token_embd",

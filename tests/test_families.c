@@ -356,6 +356,10 @@ START_TEST(description_names_the_features)
 		{"gemma2-f32", {"contract: gemma2", "soft-caps: attention 4, logits 3", "sliding window: 6", "26 layers"}},
 		{"qwen2moe-f32", {"experts: 8 a layer of n_ff 32, 2 a token", "a gated shared expert of n_ff 128", NULL}},
 		{"granite-f32", {"multipliers: embeddings 12, residual 0.22, attention 0.0078125", "logits x 0.125", NULL}},
+		{"dots1-f32",
+		 {"experts: 8 a layer of n_ff 32, 2 a token, weighted by the sigmoid, renormalised, times 2.5, chosen "
+		  "with a bias; an ungated shared expert of n_ff 64; the first 1 layers dense",
+		  NULL}},
 	};
 	loom_runtime *rt = test_runtime("cpu-generic", 1);
 	ck_assert_ptr_nonnull(rt);
@@ -446,6 +450,10 @@ static const struct feature {
 	{"phi3-f32", "sliding window", {"sliding_window:"}},
 	{"qwen2moe-f32", "shared expert",
 	 {"shared_expert:", "ffn_gate_inp_shexp:", "ffn_gate_shexp:", "ffn_up_shexp:", "ffn_down_shexp:"}},
+	{"dots1-f32", "experts' selection bias", {"selection_bias:", "ffn_exp_probs_bias:"}},
+	{"dots1-f32", "ungated shared experts",
+	 {"shared_expert:", "n_expert_shared:", "ffn_gate_shexp:", "ffn_up_shexp:", "ffn_down_shexp:"}},
+	{"dots1-f32", "experts' weight scale", {"expert_weights_scale:"}},
 };
 
 START_TEST(feature_matters)

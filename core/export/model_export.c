@@ -339,15 +339,18 @@ static loom_status add_meta(loom_export *e, const char *key, loom_meta_value v)
 
 /* hp under the GGUF key the contract gives it, if any, as llama.cpp
  * types it: u32 for counts, f32 for the rest. */
-static loom_status add_hparam(loom_export *e, const loom_model *m, loom_hparam hp, double value, bool count)
+static loom_status add_hparam(loom_export *e, const loom_model *m, loom_hparam hp, double value, loom_meta_type type)
 {
 	loom_spellings keys = m->contract->hparam_keys[LOOM_CFMT_GGUF][hp];
 	if (keys == NULL)
 		return LOOM_OK;
 	char key[256];
 	loom_contract_expand(key, sizeof(key), keys[0], "{arch}", m->contract->name);
-	loom_meta_value v = count ? (loom_meta_value){.type = LOOM_META_U32, .v.u = (uint64_t)value}
-				  : (loom_meta_value){.type = LOOM_META_F32, .v.f = value};
+	loom_meta_value v = {.type = type};
+	if (type == LOOM_META_F32)
+		v.v.f = value;
+	else
+		v.v.u = (uint64_t)value;
 	return add_meta(e, key, v);
 }
 
@@ -369,16 +372,16 @@ static loom_status add_rope_scaling(loom_export *e, const loom_model *m)
 		if (st == LOOM_OK)
 			st = add_meta(e, key, (loom_meta_value){.type = LOOM_META_STRING, .v.s = {strlen(value), value}});
 		if (st == LOOM_OK)
-			st = add_hparam(e, m, LOOM_HP_ROPE_SCALING_FACTOR, 1.0 / hp->rope_freq_scale, false);
+			st = add_hparam(e, m, LOOM_HP_ROPE_SCALING_FACTOR, 1.0 / hp->rope_freq_scale, LOOM_META_F32);
 	}
 	if (st == LOOM_OK && ((type != NULL && keys != NULL) || long_rope))
-		st = add_hparam(e, m, LOOM_HP_ROPE_ORIG_CTX, (double)hp->n_ctx_orig, true);
+		st = add_hparam(e, m, LOOM_HP_ROPE_ORIG_CTX, (double)hp->n_ctx_orig, LOOM_META_U32);
 	if (st == LOOM_OK && (hp->yarn_ext_factor > 0 || long_rope))
-		st = add_hparam(e, m, LOOM_HP_ROPE_ATTN_FACTOR, hp->yarn_attn_factor, false);
+		st = add_hparam(e, m, LOOM_HP_ROPE_ATTN_FACTOR, hp->yarn_attn_factor, LOOM_META_F32);
 	if (st == LOOM_OK && hp->yarn_ext_factor > 0)
-		st = add_hparam(e, m, LOOM_HP_ROPE_BETA_FAST, hp->yarn_beta_fast, false);
+		st = add_hparam(e, m, LOOM_HP_ROPE_BETA_FAST, hp->yarn_beta_fast, LOOM_META_F32);
 	if (st == LOOM_OK && hp->yarn_ext_factor > 0)
-		st = add_hparam(e, m, LOOM_HP_ROPE_BETA_SLOW, hp->yarn_beta_slow, false);
+		st = add_hparam(e, m, LOOM_HP_ROPE_BETA_SLOW, hp->yarn_beta_slow, LOOM_META_F32);
 	return st;
 }
 
@@ -399,42 +402,44 @@ static loom_status export_meta(loom_export *e, const loom_model *m)
 			free(key);
 		}
 	}
-	struct { loom_hparam hp; double v; bool count, wanted; } values[] = {
-		{LOOM_HP_N_EMBD, (double)hp->n_embd, true, true},
-		{LOOM_HP_N_LAYER, (double)hp->n_layer, true, true},
-		{LOOM_HP_N_FF, (double)hp->n_ff, true, true},
-		{LOOM_HP_N_HEAD, (double)hp->n_head, true, true},
-		{LOOM_HP_N_HEAD_KV, (double)hp->n_head_kv, true, true},
-		{LOOM_HP_HEAD_DIM, (double)hp->head_dim, true, true},
-		{LOOM_HP_HEAD_DIM_V, (double)hp->head_dim, true, true},
-		{LOOM_HP_N_CTX_TRAIN, (double)hp->n_ctx_train, true, true},
-		{LOOM_HP_NORM_EPS, hp->norm_eps, false, true},
-		{LOOM_HP_N_ROT, (double)hp->n_rot, true, rope},
-		{LOOM_HP_ROPE_THETA, hp->rope_theta, false, rope},
+	struct { loom_hparam hp; double v; loom_meta_type type; bool wanted; } values[] = {
+		{LOOM_HP_N_EMBD, (double)hp->n_embd, LOOM_META_U32, true},
+		{LOOM_HP_N_LAYER, (double)hp->n_layer, LOOM_META_U32, true},
+		{LOOM_HP_N_FF, (double)hp->n_ff, LOOM_META_U32, true},
+		{LOOM_HP_N_HEAD, (double)hp->n_head, LOOM_META_U32, true},
+		{LOOM_HP_N_HEAD_KV, (double)hp->n_head_kv, LOOM_META_U32, true},
+		{LOOM_HP_HEAD_DIM, (double)hp->head_dim, LOOM_META_U32, true},
+		{LOOM_HP_HEAD_DIM_V, (double)hp->head_dim, LOOM_META_U32, true},
+		{LOOM_HP_N_CTX_TRAIN, (double)hp->n_ctx_train, LOOM_META_U32, true},
+		{LOOM_HP_NORM_EPS, hp->norm_eps, LOOM_META_F32, true},
+		{LOOM_HP_N_ROT, (double)hp->n_rot, LOOM_META_U32, rope},
+		{LOOM_HP_ROPE_THETA, hp->rope_theta, LOOM_META_F32, rope},
 		/* The modern families' features, where the model has them: a
 		 * file written without one would run as the contract's default. */
-		{LOOM_HP_FINAL_LOGIT_SOFTCAP, hp->final_logit_softcap, false, hp->final_logit_softcap > 0.0f},
-		{LOOM_HP_ATTN_LOGIT_SOFTCAP, hp->attn_logit_softcap, false, hp->attn_logit_softcap > 0.0f},
-		{LOOM_HP_EMBEDDING_MULT, hp->embedding_mult, false, hp->embedding_mult != 1.0f},
-		{LOOM_HP_RESIDUAL_MULT, hp->residual_mult, false, hp->residual_mult != 1.0f},
-		{LOOM_HP_ATTENTION_MULT, hp->attention_mult, false, hp->attention_mult > 0.0f},
-		{LOOM_HP_LOGIT_SCALE, hp->logit_scale, false, hp->logit_scale != 1.0f},
-		{LOOM_HP_LOGIT_MULT, hp->logit_mult, false, hp->logit_mult != 1.0f},
-		{LOOM_HP_ATTENTION_SCALE_BASE, hp->attention_scale_base, false, hp->attention_scale_base > 0.0f},
-		{LOOM_HP_SLIDING_WINDOW, (double)hp->n_swa, true, hp->n_swa > 0},
-		{LOOM_HP_SLIDING_WINDOW_PATTERN, (double)hp->swa_pattern, true, hp->n_swa > 0},
-		{LOOM_HP_ROPE_THETA_SWA, hp->rope_theta_swa, false, hp->rope_theta_swa > 0.0f},
-		{LOOM_HP_N_EXPERT, (double)hp->n_expert, true, hp->n_expert > 0},
-		{LOOM_HP_N_EXPERT_USED, (double)hp->n_expert_used, true, hp->n_expert > 0},
-		{LOOM_HP_N_FF_EXPERT, (double)hp->n_ff_exp, true, hp->n_expert > 0},
-		{LOOM_HP_EXPERT_WEIGHTS_NORM, hp->expert_weights_norm, true, hp->n_expert > 0},
-		{LOOM_HP_EXPERT_WEIGHTS_SCALE, hp->expert_weights_scale, false, hp->n_expert > 0},
-		{LOOM_HP_N_DENSE_LAYERS, (double)hp->n_dense_layers, true, hp->n_dense_layers > 0},
-		{LOOM_HP_N_FF_SHARED, (double)hp->n_ff_shared, true, hp->n_expert > 0 && m->contract->shared_expert},
+		{LOOM_HP_FINAL_LOGIT_SOFTCAP, hp->final_logit_softcap, LOOM_META_F32, hp->final_logit_softcap > 0.0f},
+		{LOOM_HP_ATTN_LOGIT_SOFTCAP, hp->attn_logit_softcap, LOOM_META_F32, hp->attn_logit_softcap > 0.0f},
+		{LOOM_HP_EMBEDDING_MULT, hp->embedding_mult, LOOM_META_F32, hp->embedding_mult != 1.0f},
+		{LOOM_HP_RESIDUAL_MULT, hp->residual_mult, LOOM_META_F32, hp->residual_mult != 1.0f},
+		{LOOM_HP_ATTENTION_MULT, hp->attention_mult, LOOM_META_F32, hp->attention_mult > 0.0f},
+		{LOOM_HP_LOGIT_SCALE, hp->logit_scale, LOOM_META_F32, hp->logit_scale != 1.0f},
+		{LOOM_HP_LOGIT_MULT, hp->logit_mult, LOOM_META_F32, hp->logit_mult != 1.0f},
+		{LOOM_HP_ATTENTION_SCALE_BASE, hp->attention_scale_base, LOOM_META_F32, hp->attention_scale_base > 0.0f},
+		{LOOM_HP_SLIDING_WINDOW, (double)hp->n_swa, LOOM_META_U32, hp->n_swa > 0},
+		{LOOM_HP_SLIDING_WINDOW_PATTERN, (double)hp->swa_pattern, LOOM_META_U32, hp->n_swa > 0},
+		{LOOM_HP_ROPE_THETA_SWA, hp->rope_theta_swa, LOOM_META_F32, hp->rope_theta_swa > 0.0f},
+		{LOOM_HP_N_EXPERT, (double)hp->n_expert, LOOM_META_U32, hp->n_expert > 0},
+		{LOOM_HP_N_EXPERT_USED, (double)hp->n_expert_used, LOOM_META_U32, hp->n_expert > 0},
+		{LOOM_HP_N_FF_EXPERT, (double)hp->n_ff_exp, LOOM_META_U32, hp->n_expert > 0},
+		{LOOM_HP_EXPERT_WEIGHTS_NORM, hp->expert_weights_norm, LOOM_META_BOOL, hp->n_expert > 0},
+		{LOOM_HP_EXPERT_WEIGHTS_SCALE, hp->expert_weights_scale, LOOM_META_F32, hp->n_expert > 0},
+		{LOOM_HP_N_DENSE_LAYERS, (double)hp->n_dense_layers, LOOM_META_U32, hp->n_dense_layers > 0},
+		{LOOM_HP_N_FF_SHARED, (double)hp->n_ff_shared, LOOM_META_U32, hp->n_expert > 0 && m->contract->shared_expert},
+		{LOOM_HP_EXPERT_GATING_FUNC, loom_gating_func_number(hp->expert_gating), LOOM_META_U32, hp->n_expert > 0},
+		{LOOM_HP_N_EXPERT_SHARED, (double)hp->n_expert_shared, LOOM_META_U32, hp->n_expert_shared > 0},
 	};
 	for (size_t i = 0; st == LOOM_OK && i < sizeof(values) / sizeof(values[0]); i++)
 		if (values[i].wanted)
-			st = add_hparam(e, m, values[i].hp, values[i].v, values[i].count);
+			st = add_hparam(e, m, values[i].hp, values[i].v, values[i].type);
 	if (st == LOOM_OK && rope)
 		st = add_rope_scaling(e, m);
 	return st;

@@ -42,7 +42,9 @@ static size_t layout_scratch(loom_context *ctx)
 		[LOOM_SLOT_Q] = q_dim, [LOOM_SLOT_K] = kv_dim, [LOOM_SLOT_V] = kv_dim,
 		[LOOM_SLOT_ATTN] = q_dim, [LOOM_SLOT_PROJ] = hp->n_embd,
 		[LOOM_SLOT_GATE] = ff, [LOOM_SLOT_UP] = ff,
-		[LOOM_SLOT_ROUTER] = hp->n_expert, [LOOM_SLOT_EXPERT_IDS] = k, [LOOM_SLOT_EXPERT_W] = slots,
+		[LOOM_SLOT_ROUTER] = hp->n_expert,
+		[LOOM_SLOT_CHOICE] = ctx->model->contract->selection_bias ? hp->n_expert : 0,
+		[LOOM_SLOT_EXPERT_IDS] = k, [LOOM_SLOT_EXPERT_W] = slots,
 		[LOOM_SLOT_EXPERTS] = hp->n_embd * slots,
 		[LOOM_SLOT_XOUT] = hp->n_embd, [LOOM_SLOT_LOGITS] = hp->n_vocab,
 	};

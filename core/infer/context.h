@@ -25,6 +25,7 @@ typedef enum loom_slot {
 	LOOM_SLOT_GATE,    /* n_ff, or n_ff_exp for each chosen expert */
 	LOOM_SLOT_UP,
 	LOOM_SLOT_ROUTER,  /* a mixture of experts' router logits, n_expert */
+	LOOM_SLOT_CHOICE,  /* the scores experts are chosen by, when not the logits (selection_bias) */
 	LOOM_SLOT_EXPERT_IDS, /* i32: the experts each token goes to, n_expert_used */
 	LOOM_SLOT_EXPERT_W,   /* their weights */
 	LOOM_SLOT_EXPERTS,    /* their outputs, n_embd each */

@@ -29,7 +29,8 @@ static loom_tensor *slot(loom_context *ctx, loom_slot s, loom_dtype type, int64_
 		[LOOM_SLOT_XB] = "xb",		 [LOOM_SLOT_Q] = "q",		[LOOM_SLOT_K] = "k",
 		[LOOM_SLOT_V] = "v",		 [LOOM_SLOT_ATTN] = "attn",	[LOOM_SLOT_PROJ] = "proj",
 		[LOOM_SLOT_GATE] = "gate",	 [LOOM_SLOT_UP] = "up",		[LOOM_SLOT_XOUT] = "xout",
-		[LOOM_SLOT_ROUTER] = "router",	 [LOOM_SLOT_EXPERT_IDS] = "expert_ids",
+		[LOOM_SLOT_ROUTER] = "router",	 [LOOM_SLOT_CHOICE] = "expert_choice",
+		[LOOM_SLOT_EXPERT_IDS] = "expert_ids",
 		[LOOM_SLOT_EXPERT_W] = "expert_weights", [LOOM_SLOT_EXPERTS] = "experts",
 		[LOOM_SLOT_LOGITS] = "logits",
 	};
@@ -279,23 +280,30 @@ static loom_tensor *row_pieces(loom_context *ctx, loom_slot s, int64_t row, int6
 /* PROJ = a mixture of experts of xb: the router's logits choose each
  * token's experts and weigh them, each chosen expert runs the gated FFN
  * on the token, and their outputs are summed by weight. A shared expert
- * runs on every token as one slot more, weighted by the sigmoid of its
- * gate, and is added last (as llama.cpp adds it). */
+ * runs on every token as one slot more and is added last (as llama.cpp
+ * adds it), weighted by the sigmoid of its gate when it has one. */
 static void moe_block(loom_context *ctx, const loom_layer *l, int n, loom_tensor *xb)
 {
 	const loom_model *m = ctx->model;
 	const loom_hparams *hp = &m->hp;
 	const int64_t k = hp->n_expert_used, F = hp->n_ff_exp, E = hp->n_embd;
-	const bool shared = m->contract->shared_expert;
-	const int64_t slots = k + shared;
+	const bool shared = m->contract->shared_expert, gated = m->contract->shared_expert_gated;
+	const int64_t slots = k + shared, summed = k + gated;
 	loom_tensor *logits = f32_rows(ctx, LOOM_SLOT_ROUTER, hp->n_expert, n);
 	loom_tensor *ids = slot(ctx, LOOM_SLOT_EXPERT_IDS, LOOM_DTYPE_I32, k, n, 1);
 	loom_tensor *weights = row_part(ctx, LOOM_SLOT_EXPERT_W, slots, 0, k, n);
 
 	linear(ctx, logits, &l->ffn_gate_inp, &l->ffn_gate_inp_b, xb);
-	add_node(ctx, LOOM_OP_TOPK, ids, logits, NULL)->ip[0] = (int32_t)k;
+	loom_tensor *choice = logits;
+	if (m->contract->selection_bias) {
+		/* Chosen by sigmoid + bias, weighted by the sigmoid alone. */
+		choice = f32_rows(ctx, LOOM_SLOT_CHOICE, hp->n_expert, n);
+		add_node(ctx, LOOM_OP_SIGMOID, choice, logits, NULL);
+		add_node(ctx, LOOM_OP_ADD, choice, choice, &l->ffn_exp_probs_b);
+	}
+	add_node(ctx, LOOM_OP_TOPK, ids, choice, NULL)->ip[0] = (int32_t)k;
 	loom_node *w = add_node(ctx, LOOM_OP_MOE_WEIGHTS, weights, logits, ids);
-	w->ip[0] = m->contract->expert_gating;
+	w->ip[0] = hp->expert_gating;
 	w->ip[1] = hp->expert_weights_norm;
 	w->fp[0] = hp->expert_weights_scale;
 
@@ -313,19 +321,28 @@ static void moe_block(loom_context *ctx, const loom_layer *l, int n, loom_tensor
 	expert_matmul(ctx, gate, &l->ffn_gate_exps, &l->ffn_gate_exps_b, x, ids);
 	gated_activation(ctx, gate, up);
 	expert_matmul(ctx, out, &l->ffn_down_exps, &l->ffn_down_exps_b, gate, ids);
+	loom_tensor *shared_out = NULL;
 	if (shared) {
 		loom_tensor *sgate = f32_rows(ctx, LOOM_SLOT_GATE, hp->n_ff_shared, n);
 		loom_tensor *sup = f32_rows(ctx, LOOM_SLOT_UP, hp->n_ff_shared, n);
-		loom_tensor *g = row_part(ctx, LOOM_SLOT_EXPERT_W, slots, k, 1, n);
+		shared_out = row_part(ctx, LOOM_SLOT_EXPERTS, E * slots, E * k, E, n);
 		matmul(ctx, sup, &l->ffn_up_shexp, xb);
 		matmul(ctx, sgate, &l->ffn_gate_shexp, xb);
 		gated_activation(ctx, sgate, sup);
-		matmul(ctx, row_part(ctx, LOOM_SLOT_EXPERTS, E * slots, E * k, E, n), &l->ffn_down_shexp, sgate);
+		matmul(ctx, shared_out, &l->ffn_down_shexp, sgate);
+	}
+	if (gated) {
+		loom_tensor *g = row_part(ctx, LOOM_SLOT_EXPERT_W, slots, k, 1, n);
 		matmul(ctx, g, &l->ffn_gate_inp_shexp, xb);
 		add_node(ctx, LOOM_OP_SIGMOID, g, g, NULL);
 	}
-	loom_tensor *all = slot(ctx, LOOM_SLOT_EXPERTS, LOOM_DTYPE_F32, E, slots, n);
-	add_node(ctx, LOOM_OP_MOE_SUM, f32_rows(ctx, LOOM_SLOT_PROJ, E, n), all, f32_rows(ctx, LOOM_SLOT_EXPERT_W, slots, n));
+	/* A gated shared expert is summed as one more chosen expert; a plain
+	 * one is added after. */
+	loom_tensor *proj = f32_rows(ctx, LOOM_SLOT_PROJ, E, n);
+	add_node(ctx, LOOM_OP_MOE_SUM, proj, row_pieces(ctx, LOOM_SLOT_EXPERTS, E * slots, E, summed, n),
+		 row_part(ctx, LOOM_SLOT_EXPERT_W, slots, 0, summed, n));
+	if (shared && !gated)
+		add_node(ctx, LOOM_OP_ADD, proj, proj, shared_out);
 }
 
 /* PROJ = ffn(xb): SwiGLU, GeGLU or a plain MLP. */

@@ -260,6 +260,7 @@ int loom_layer_slots(const loom_model *m, int il, loom_layer *l, loom_weight_slo
 		{LOOM_ROLE_FFN_GATE_EXPS_B, F, X, 0, &l->ffn_gate_exps_b},
 		{LOOM_ROLE_FFN_UP_EXPS_B, F, X, 0, &l->ffn_up_exps_b},
 		{LOOM_ROLE_FFN_DOWN_EXPS_B, E, X, 0, &l->ffn_down_exps_b},
+		{LOOM_ROLE_FFN_EXP_PROBS_B, X, 0, 0, &l->ffn_exp_probs_b},
 	};
 	const bool moe = loom_layer_moe(hp, il);
 	int n = 0;

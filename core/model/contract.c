@@ -49,6 +49,8 @@ static const char *const hparam_names[LOOM_HP_COUNT] = {
 	[LOOM_HP_EXPERT_WEIGHTS_SCALE] = "expert_weights_scale",
 	[LOOM_HP_N_DENSE_LAYERS] = "n_dense_layers",
 	[LOOM_HP_N_FF_SHARED] = "n_ff_shared",
+	[LOOM_HP_N_EXPERT_SHARED] = "n_expert_shared",
+	[LOOM_HP_EXPERT_GATING_FUNC] = "expert_gating_func",
 	[LOOM_HP_SWIGLU_ALPHA] = "swiglu_alpha",
 	[LOOM_HP_SWIGLU_LIMIT] = "swiglu_limit",
 	[LOOM_HP_LOGIT_MULT] = "logit_multiplier",
@@ -102,6 +104,7 @@ static const char *const role_names[LOOM_ROLE_COUNT + 1] = {
 	[LOOM_ROLE_FFN_GATE_EXPS_B] = "ffn_gate_exps_bias",
 	[LOOM_ROLE_FFN_UP_EXPS_B] = "ffn_up_exps_bias",
 	[LOOM_ROLE_FFN_DOWN_EXPS_B] = "ffn_down_exps_bias",
+	[LOOM_ROLE_FFN_EXP_PROBS_B] = "ffn_exp_probs_bias",
 };
 
 /* NULL-terminated: the values block.biases allows. */
@@ -171,7 +174,7 @@ bool loom_role_is_experts(loom_role role)
 bool loom_role_is_moe(loom_role role)
 {
 	return role == LOOM_ROLE_FFN_GATE_INP || loom_role_is_experts(role) ||
-	       (role >= LOOM_ROLE_FFN_GATE_INP_SHEXP && role <= LOOM_ROLE_FFN_DOWN_EXPS_B);
+	       (role >= LOOM_ROLE_FFN_GATE_INP_SHEXP && role <= LOOM_ROLE_FFN_EXP_PROBS_B);
 }
 
 bool loom_role_is_dense_ffn(loom_role role)
@@ -248,6 +251,9 @@ bool loom_contract_uses_role(const loom_contract *c, loom_contract_format f, loo
 	case LOOM_ROLE_FFN_GATE_EXPS:
 		return c->experts && gated;
 	case LOOM_ROLE_FFN_GATE_INP_SHEXP:
+		return c->shared_expert_gated;
+	case LOOM_ROLE_FFN_EXP_PROBS_B:
+		return c->selection_bias;
 	case LOOM_ROLE_FFN_GATE_SHEXP:
 	case LOOM_ROLE_FFN_UP_SHEXP:
 	case LOOM_ROLE_FFN_DOWN_SHEXP:
@@ -396,12 +402,13 @@ static loom_status scale_value(loom_yaml *y, yaml_node_t *map, const char *key, 
 	return LOOM_OK;
 }
 
-/* experts: {gating, shared_expert}: how a mixture of experts weights its
- * chosen experts, and whether a gated shared expert joins them. */
+/* experts: {gating, shared_expert, selection_bias}: how a mixture of
+ * experts chooses and weighs its experts, and whether a shared expert
+ * joins them. */
 static loom_status parse_experts(loom_yaml *y, yaml_node_t *map, loom_contract *c)
 {
-	static const char *const keys[] = {"gating", "shared_expert", NULL};
-	static const char *const shared_choices[] = {"none", "gated", NULL};
+	static const char *const keys[] = {"gating", "shared_expert", "selection_bias", NULL};
+	static const char *const shared_choices[] = {"none", "plain", "gated", NULL};
 	int shared = 0;
 	loom_status st = loom_yaml_expect(y, map, YAML_MAPPING_NODE, LOOM_ERR_CONTRACT, "experts");
 	if (st == LOOM_OK)
@@ -410,8 +417,15 @@ static loom_status parse_experts(loom_yaml *y, yaml_node_t *map, loom_contract *
 		st = choice(y, map, "gating", gating_choices, "softmax", &c->expert_gating);
 	if (st == LOOM_OK)
 		st = choice(y, map, "shared_expert", shared_choices, "none", &shared);
+	if (st == LOOM_OK)
+		st = flag(y, map, "selection_bias", &c->selection_bias);
+	/* The bias shifts sigmoids; a softmax's choice is its logits'. */
+	if (st == LOOM_OK && c->selection_bias && c->expert_gating != LOOM_GATING_SIGMOID)
+		st = loom_error(LOOM_ERR_CONTRACT, "%s:%d: experts: selection_bias needs gating: sigmoid", y->path,
+				loom_yaml_line(loom_yaml_get(y, map, "selection_bias")));
 	c->experts = st == LOOM_OK;
-	c->shared_expert = shared == 1;
+	c->shared_expert = shared != 0;
+	c->shared_expert_gated = shared == 2;
 	return st;
 }
 

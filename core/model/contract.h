@@ -80,7 +80,9 @@ typedef enum loom_hparam {
 	LOOM_HP_EXPERT_WEIGHTS_NORM, /* nonzero: the chosen experts' weights divided by their sum */
 	LOOM_HP_EXPERT_WEIGHTS_SCALE, /* a factor on those weights; default 1 */
 	LOOM_HP_N_DENSE_LAYERS,      /* the first this many layers keep a dense FFN; default 0 */
-	LOOM_HP_N_FF_SHARED,         /* the shared expert's FFN width; default n_ff */
+	LOOM_HP_N_FF_SHARED,         /* the shared expert's FFN width; default n_ff_expert * n_expert_shared, else n_ff */
+	LOOM_HP_N_EXPERT_SHARED,     /* shared experts, run as one n_expert_shared times an expert's width; default 0 */
+	LOOM_HP_EXPERT_GATING_FUNC,  /* 1 softmax, 2 sigmoid, 3 softmax_selected (llama.cpp's numbers); default: block.experts.gating */
 	LOOM_HP_SWIGLU_ALPHA,        /* activation swiglu_oai: the gate's sigmoid sharpness; default 1.702 */
 	LOOM_HP_SWIGLU_LIMIT,        /* activation swiglu_oai: the clamp; default 7 */
 	LOOM_HP_LOGIT_MULT,          /* the logits times it (Cohere's logit_scale); default 1 */
@@ -128,7 +130,7 @@ typedef enum loom_role {
 	LOOM_ROLE_FFN_GATE_EXPS,  /* block.experts: every expert's gate, {n_embd, n_ff_exp, n_expert} */
 	LOOM_ROLE_FFN_UP_EXPS,
 	LOOM_ROLE_FFN_DOWN_EXPS,  /* {n_ff_exp, n_embd, n_expert} */
-	LOOM_ROLE_FFN_GATE_INP_SHEXP, /* block.experts.shared_expert gated: its gate's weights, {n_embd} */
+	LOOM_ROLE_FFN_GATE_INP_SHEXP, /* block.experts.shared_expert: gated: its gate's weights, {n_embd} */
 	LOOM_ROLE_FFN_GATE_SHEXP,     /* the shared expert, {n_embd, n_ff_shared} */
 	LOOM_ROLE_FFN_UP_SHEXP,
 	LOOM_ROLE_FFN_DOWN_SHEXP,     /* {n_ff_shared, n_embd} */
@@ -136,6 +138,7 @@ typedef enum loom_role {
 	LOOM_ROLE_FFN_GATE_EXPS_B,    /* biases: [experts]: each expert's gate bias, {n_ff_exp, n_expert} */
 	LOOM_ROLE_FFN_UP_EXPS_B,
 	LOOM_ROLE_FFN_DOWN_EXPS_B,    /* {n_embd, n_expert} */
+	LOOM_ROLE_FFN_EXP_PROBS_B,    /* block.experts.selection_bias: added to the sigmoids to choose, {n_expert} */
 	LOOM_ROLE_COUNT
 } loom_role;
 
@@ -201,9 +204,15 @@ typedef struct loom_contract {
 	 * contract with experts may leave the dense FFN's tensors unnamed. */
 	bool experts;
 	int expert_gating;
-	/* Every token also runs a shared expert, its output weighted by the
-	 * sigmoid of a gate of its own (Qwen2-MoE). */
+	/* Every token also runs a shared expert, its output added as is
+	 * (DeepSeek, dots.llm1) or weighted by the sigmoid of a gate of its
+	 * own (Qwen2-MoE). */
 	bool shared_expert;
+	bool shared_expert_gated;
+	/* The experts are chosen by their sigmoids plus a bias of their own
+	 * (ffn_exp_probs_bias) and weighted by the sigmoids alone
+	 * (DeepSeek-V3, dots.llm1). */
+	bool selection_bias;
 	loom_residual_kind residual;
 	loom_tied_kind tied;
 	bool bias[LOOM_BIAS_COUNT];

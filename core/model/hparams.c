@@ -238,9 +238,33 @@ static loom_status read_experts(loom_model *m, int fmt)
 	if ((st = require_hparam(m, fmt, LOOM_HP_N_EXPERT_USED, &hp->n_expert_used)) != LOOM_OK ||
 	    (st = count_or(m, fmt, LOOM_HP_N_FF_EXPERT, 1, hp->n_ff, &hp->n_ff_exp)) != LOOM_OK ||
 	    (st = count_or(m, fmt, LOOM_HP_N_DENSE_LAYERS, 0, 0, &hp->n_dense_layers)) != LOOM_OK ||
-	    (st = count_or(m, fmt, LOOM_HP_N_FF_SHARED, 1, hp->n_ff, &hp->n_ff_shared)) != LOOM_OK ||
+	    (st = count_or(m, fmt, LOOM_HP_N_EXPERT_SHARED, 0, 0, &hp->n_expert_shared)) != LOOM_OK ||
 	    (st = float_or(m, fmt, LOOM_HP_EXPERT_WEIGHTS_NORM, 0.0, &norm)) != LOOM_OK ||
 	    (st = float_or(m, fmt, LOOM_HP_EXPERT_WEIGHTS_SCALE, 1.0, &hp->expert_weights_scale)) != LOOM_OK)
+		return st;
+	int64_t func = 0;
+	hp->expert_gating = m->contract->expert_gating;
+	if ((st = count_or(m, fmt, LOOM_HP_EXPERT_GATING_FUNC, 1, loom_gating_func_number(hp->expert_gating), &func)) !=
+	    LOOM_OK)
+		return st;
+	static const int gating_of[] = {-1, LOOM_GATING_SOFTMAX, LOOM_GATING_SIGMOID, LOOM_GATING_SOFTMAX_SELECTED};
+	if (func > 3)
+		return loom_error(LOOM_ERR_UNSUPPORTED, "expert gating function %" PRId64 " is not one loom knows (1 softmax, "
+				  "2 sigmoid, 3 softmax of the chosen)", func);
+	hp->expert_gating = gating_of[func];
+	if (m->contract->selection_bias && hp->expert_gating != LOOM_GATING_SIGMOID)
+		return loom_error(LOOM_ERR_UNSUPPORTED, "the model's experts are gated by function %" PRId64 "; contract %s "
+				  "chooses them by sigmoid plus a bias (block.experts.selection_bias)", func,
+				  m->contract->name);
+	if (hp->n_expert_shared > 4096)
+		return loom_error(LOOM_ERR_BAD_FORMAT, "%" PRId64 " shared experts is out of range", hp->n_expert_shared);
+	if (hp->n_expert_shared > 0 && !m->contract->shared_expert)
+		return loom_error(LOOM_ERR_UNSUPPORTED, "the model has %" PRId64 " shared experts; contract %s describes "
+				  "none (block.experts.shared_expert)", hp->n_expert_shared, m->contract->name);
+	/* Several shared experts run as one of their summed width, as their
+	 * files store them. */
+	const int64_t shared_width = hp->n_expert_shared > 0 ? hp->n_ff_exp * hp->n_expert_shared : hp->n_ff;
+	if ((st = count_or(m, fmt, LOOM_HP_N_FF_SHARED, 1, shared_width, &hp->n_ff_shared)) != LOOM_OK)
 		return st;
 	hp->expert_weights_norm = norm != 0.0f;
 	if (hp->n_expert < 0 || hp->n_expert > 4096 || hp->n_expert_used < 1 || hp->n_expert_used > hp->n_expert)

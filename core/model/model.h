@@ -58,6 +58,8 @@ typedef struct loom_hparams {
 	 * n_dense_layers layers dense. n_expert 0: every layer dense. */
 	int64_t n_expert, n_expert_used, n_ff_exp, n_dense_layers;
 	int64_t n_ff_shared; /* the shared expert's width (block.experts.shared_expert) */
+	int64_t n_expert_shared; /* the shared experts it stands for, as the file counts them; 0: unsaid */
+	int expert_gating; /* loom_gating: the file's expert_gating_func, else the contract's */
 	bool expert_weights_norm;
 	float expert_weights_scale;
 	/* block.activation swiglu_oai's clamp and gate sharpness (gpt-oss). */
@@ -70,6 +72,13 @@ typedef struct loom_hparams {
 static inline bool loom_layer_moe(const loom_hparams *hp, int64_t il)
 {
 	return hp->n_expert > 0 && il >= hp->n_dense_layers;
+}
+
+/* A gating's number in GGUF files' expert_gating_func (llama.cpp's
+ * enum): 1 softmax, 2 sigmoid, 3 the softmax of the chosen. */
+static inline int loom_gating_func_number(int gating)
+{
+	return gating == LOOM_GATING_SIGMOID ? 2 : gating == LOOM_GATING_SOFTMAX_SELECTED ? 3 : 1;
 }
 
 /* Whether layer il attends through a sliding window. */
@@ -104,6 +113,7 @@ typedef struct loom_layer {
 	/* The router's and the experts' biases (block.biases router, experts):
 	 * {n_expert}, {n_ff_exp, n_expert} twice, {n_embd, n_expert}. */
 	loom_tensor ffn_gate_inp_b, ffn_gate_exps_b, ffn_up_exps_b, ffn_down_exps_b;
+	loom_tensor ffn_exp_probs_b; /* block.experts.selection_bias */
 } loom_layer;
 
 /* A weight the backend repacked: its buffer, its layout, and the file

@@ -64,12 +64,15 @@ static void describe(const loom_model *m, char *buf, size_t size, size_t *len)
 	if (hp->n_expert > 0) {
 		loom_appendf(buf, size, len,
 			     "experts: %" PRId64 " a layer of n_ff %" PRId64 ", %" PRId64 " a token, weighted by the %s%s",
-			     hp->n_expert, hp->n_ff_exp, hp->n_expert_used, gating_name(c->expert_gating),
+			     hp->n_expert, hp->n_ff_exp, hp->n_expert_used, gating_name(hp->expert_gating),
 			     hp->expert_weights_norm ? ", renormalised" : "");
 		if (hp->expert_weights_scale != 1)
 			loom_appendf(buf, size, len, ", times %g", (double)hp->expert_weights_scale);
+		if (c->selection_bias)
+			loom_appendf(buf, size, len, ", chosen with a bias");
 		if (c->shared_expert)
-			loom_appendf(buf, size, len, "; a gated shared expert of n_ff %" PRId64, hp->n_ff_shared);
+			loom_appendf(buf, size, len, "; a%s shared expert of n_ff %" PRId64,
+				     c->shared_expert_gated ? " gated" : "n ungated", hp->n_ff_shared);
 		if (hp->n_dense_layers > 0)
 			loom_appendf(buf, size, len, "; the first %" PRId64 " layers dense", hp->n_dense_layers);
 		loom_appendf(buf, size, len, "\n");

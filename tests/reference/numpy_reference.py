@@ -5,8 +5,8 @@ the same reference files as llama_reference.c (tests/reference/README.md).
 
     numpy_reference.py MODEL.gguf NAME OUT.ref ID...
 
-Reads the GGUF file itself (F32, F16, Q8_0 and MXFP4 tensors, dequantized
-to float64), runs the prompt through the whole model, records the logits at
+Reads the GGUF file itself (F32, F16, Q8_0, MXFP4, Q4_K, Q5_K and Q6_K
+tensors, dequantized to float64), runs the prompt through the whole model, records the logits at
 prompt positions 0, 4, 9, 14 and the last, then decodes 12 greedy tokens,
 re-running the whole sequence each step (no cache), recording each id, its
 logit and its lead over the runner-up.
@@ -26,6 +26,10 @@ Families, as transformers' modeling files compute them:
             biases through gate = min(gate, 7), up = clamp(up, -7, 7),
             (up + 1) * gate * sigmoid(1.702 gate); the FFN's norm is the
             file's post_attention_norm.
+  dots1     Dots1ForCausalLM: qwen3's attention, a dense first layer, then a
+            router whose sigmoid scores plus e_score_correction_bias choose
+            the experts and whose scores alone weigh them (renormalised,
+            times routed_scaling_factor), and shared experts added unweighted.
 The GGUF stores Gemma's norm weights as 1 + w, as llama.cpp's converter
 writes them; RoPE pairs (i, i + d/2), as Hugging Face's rotate_half.
 """
@@ -104,10 +108,59 @@ def read_gguf(path):
             q = np.concatenate([blocks[:, 1:] & 15, blocks[:, 1:] >> 4], axis=1)
             v = (e2m1[q] * scale).reshape(-1)
         else:
-            raise SystemExit(f"{name}: GGUF type {dtype} is not read here")
+            v = dequantize_k(data, at, count, dtype, name)
         # ggml order {ne0, ne1, ...}: numpy's shape is reversed.
         tensors[name] = v.reshape(list(reversed(dims)))
     return meta, tensors
+
+
+# The k-quants, as ggml lays their 256-value blocks out.
+K_BLOCK = {12: 144, 13: 176, 14: 210}  # Q4_K, Q5_K, Q6_K
+
+
+def k_scales(sc):
+    """Q4_K's and Q5_K's twelve bytes: eight 6-bit scales and mins."""
+    sc = sc.astype(np.int64)
+    scale, mins = np.zeros((len(sc), 8), np.int64), np.zeros((len(sc), 8), np.int64)
+    scale[:, :4], mins[:, :4] = sc[:, :4] & 63, sc[:, 4:8] & 63
+    scale[:, 4:] = (sc[:, 8:] & 15) | ((sc[:, :4] >> 6) << 4)
+    mins[:, 4:] = (sc[:, 8:] >> 4) | ((sc[:, 4:8] >> 6) << 4)
+    return scale, mins
+
+
+def dequantize_k(data, at, count, dtype, name):
+    if dtype not in K_BLOCK:
+        raise SystemExit(f"{name}: GGUF type {dtype} is not read here")
+    b = np.frombuffer(data, np.uint8, count // 256 * K_BLOCK[dtype], at).reshape(-1, K_BLOCK[dtype])
+    if dtype == 14:
+        # Q6_K: ql[128], qh[64], int8 scales[16], f16 d; each half of 128
+        # values takes 64 ql and 32 qh bytes, four values a byte pair.
+        ql, qh = b[:, :128].astype(np.int64), b[:, 128:192].astype(np.int64)
+        sc = b[:, 192:208].copy().view(np.int8).astype(np.float64)
+        d = b[:, 208:210].copy().view(np.float16).astype(np.float64)
+        q = np.zeros((len(b), 256), np.int64)
+        for half in range(2):
+            l, h, o = ql[:, 64 * half:64 * half + 64], qh[:, 32 * half:32 * half + 32], 128 * half
+            q[:, o:o + 32] = (l[:, :32] & 15) | ((h & 3) << 4)
+            q[:, o + 32:o + 64] = (l[:, 32:] & 15) | (((h >> 2) & 3) << 4)
+            q[:, o + 64:o + 96] = (l[:, :32] >> 4) | (((h >> 4) & 3) << 4)
+            q[:, o + 96:o + 128] = (l[:, 32:] >> 4) | (((h >> 6) & 3) << 4)
+        return ((q - 32) * np.repeat(sc, 16, axis=1) * d).reshape(-1)
+    # Q4_K and Q5_K: f16 d and dmin, the scales, (Q5_K: qh[32]), qs[128];
+    # sub-block j of 32 is d * scale_j * q - dmin * min_j, its nibbles the
+    # low (j even) or high (j odd) halves of qs[32 (j / 2) ...].
+    d = b[:, 0:2].copy().view(np.float16).astype(np.float64)
+    dmin = b[:, 2:4].copy().view(np.float16).astype(np.float64)
+    scale, mins = k_scales(b[:, 4:16])
+    qs = b[:, 16:144].astype(np.int64) if dtype == 12 else b[:, 48:176].astype(np.int64)
+    q = np.zeros((len(b), 256), np.int64)
+    for j in range(8):
+        nib = qs[:, 32 * (j // 2):32 * (j // 2) + 32]
+        q[:, 32 * j:32 * j + 32] = (nib >> 4) if j % 2 else (nib & 15)
+        if dtype == 13:
+            q[:, 32 * j:32 * j + 32] += ((b[:, 16:48].astype(np.int64) >> j) & 1) << 4
+    v = d * np.repeat(scale, 32, axis=1) * q - dmin * np.repeat(mins, 32, axis=1)
+    return v.reshape(-1)
 
 
 # ---- pieces -----------------------------------------------------------------
@@ -268,7 +321,54 @@ def gpt_oss(meta, w, tokens):
     return linear(w["output.weight"], x)
 
 
-FAMILIES = {"qwen3moe": qwen3moe, "gemma3": gemma3, "gpt-oss": gpt_oss}
+def dots1(meta, w, tokens):
+    a = "dots1"
+    n_head, n_kv = meta[f"{a}.attention.head_count"], meta[f"{a}.attention.head_count_kv"]
+    hd = meta[f"{a}.attention.key_length"]
+    eps, base = meta[f"{a}.attention.layer_norm_rms_epsilon"], meta[f"{a}.rope.freq_base"]
+    k_used, n_dense = meta[f"{a}.expert_used_count"], meta[f"{a}.leading_dense_block_count"]
+    norm_topk, scale = meta[f"{a}.expert_weights_norm"], meta[f"{a}.expert_weights_scale"]
+    t = len(tokens)
+    pos = np.arange(t, dtype=np.float64)
+
+    def mlp(p, h):
+        return linear(w[p.replace("*", "down")],
+                      silu(linear(w[p.replace("*", "gate")], h)) * linear(w[p.replace("*", "up")], h))
+
+    x = w["token_embd.weight"][tokens]
+    for il in range(meta[f"{a}.block_count"]):
+        p = f"blk.{il}."
+        h = rms_norm(x, w[p + "attn_norm.weight"], eps)
+        q = linear(w[p + "attn_q.weight"], h).reshape(t, n_head, hd)
+        k = linear(w[p + "attn_k.weight"], h).reshape(t, n_kv, hd)
+        v = linear(w[p + "attn_v.weight"], h).reshape(t, n_kv, hd)
+        q = rope(rms_norm(q, w[p + "attn_q_norm.weight"], eps), pos, base, 1.0)
+        k = rope(rms_norm(k, w[p + "attn_k_norm.weight"], eps), pos, base, 1.0)
+        x = x + linear(w[p + "attn_output.weight"], attention(q, k, v, hd ** -0.5, 0).reshape(t, -1))
+        h = rms_norm(x, w[p + "ffn_norm.weight"], eps)
+        if il < n_dense:
+            x = x + mlp(p + "ffn_*.weight", h)
+            continue
+        # Dots1TopkRouter: sigmoid scores, chosen by score + correction
+        # bias (one group), weighted by the scores, renormalised, scaled.
+        scores = 1.0 / (1.0 + np.exp(-linear(w[p + "ffn_gate_inp.weight"], h)))
+        choice = scores + w[p + "exp_probs_b.bias"]
+        out = np.zeros_like(x)
+        for i in range(t):
+            chosen = np.argsort(-choice[i], kind="stable")[:k_used]
+            weights = scores[i, chosen]
+            if norm_topk:
+                weights = weights / (weights.sum() + 1e-20)
+            for e, we in zip(chosen, weights * scale):
+                g = linear(w[p + "ffn_gate_exps.weight"][e], h[i])
+                u = linear(w[p + "ffn_up_exps.weight"][e], h[i])
+                out[i] += we * linear(w[p + "ffn_down_exps.weight"][e], silu(g) * u)
+        x = x + out + mlp(p + "ffn_*_shexp.weight", h)
+    x = rms_norm(x, w["output_norm.weight"], eps)
+    return linear(w.get("output.weight", w["token_embd.weight"]), x)
+
+
+FAMILIES = {"qwen3moe": qwen3moe, "gemma3": gemma3, "gpt-oss": gpt_oss, "dots1": dots1}
 
 
 def main():

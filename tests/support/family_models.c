@@ -206,7 +206,28 @@ static synth_config phi3(loom_dtype type)
 	return c;
 }
 
-static family_model models[25];
+/* dots.llm1 as transformers computes it: qwen3's attention, a dense
+ * first layer (of 3), then 8 experts a layer of width 32, 2 a token, chosen
+ * by their router sigmoids plus a bias and weighted by the sigmoids,
+ * renormalised and times 2.5 (dots.llm1's routed_scaling_factor), and 2
+ * shared experts run as one of width 64, ungated. */
+static synth_config dots1(loom_dtype type)
+{
+	synth_config c = small(type, 3, 13);
+	c.head_dim = 32;
+	c.norm_eps = 1e-6f;
+	c.qk_norm = 1;
+	c.n_expert = 8;
+	c.n_expert_used = 2;
+	c.n_ff_expert = 32;
+	c.n_dense_layers = 1;
+	c.n_shared_experts = 2;
+	c.selection_bias = true;
+	c.expert_weights_scale = 2.5f;
+	return c;
+}
+
+static family_model models[27];
 
 static void add(int *n, const char *name, const char *arch, const char *contract, bool gelu, const char *reference,
 		synth_config config)
@@ -244,6 +265,8 @@ const family_model *family_models(int *n)
 		add(&k, "cohere2-q8_0", "cohere2", "cohere2", false, cpp, cohere2(LOOM_DTYPE_Q8_0));
 		add(&k, "phi3-f32", "phi3", "phi3", false, cpp, phi3(LOOM_DTYPE_F32));
 		add(&k, "phi3-q8_0", "phi3", "phi3", false, cpp, phi3(LOOM_DTYPE_Q8_0));
+		add(&k, "dots1-f32", "dots1", "dots1", false, np, dots1(LOOM_DTYPE_F32));
+		add(&k, "dots1-q8_0", "dots1", "dots1", false, np, dots1(LOOM_DTYPE_Q8_0));
 	}
 	*n = (int)(sizeof(models) / sizeof(models[0]));
 	return models;

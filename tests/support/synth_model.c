@@ -327,9 +327,14 @@ static void add_layer(synth_model *sm, int il)
 	}
 	if (!c->no_pre_norms && !c->parallel)
 		add_norm(sm, LAYER_NAME("ffn_norm"), c->n_embd);
-	if (c->n_expert > 0) {
-		const int ff = c->n_ff_expert > 0 ? c->n_ff_expert : c->n_ff;
+	const bool moe = c->n_expert > 0 && il >= c->n_dense_layers;
+	const int ff = c->n_ff_expert > 0 ? c->n_ff_expert : c->n_ff;
+	if (moe) {
 		add_router(sm, LAYER_NAME("ffn_gate_inp"), c->n_embd, c->n_expert);
+		if (c->selection_bias) {
+			snprintf(name, sizeof(name), "blk.%d.exp_probs_b.bias", il);
+			add_values(sm, name, c->n_expert, 0.3);
+		}
 		add_experts(sm, LAYER_NAME("ffn_gate_exps"), c->n_embd, ff, c->n_expert);
 		add_experts(sm, LAYER_NAME("ffn_up_exps"), c->n_embd, ff, c->n_expert);
 		add_experts(sm, LAYER_NAME("ffn_down_exps"), ff, c->n_embd, c->n_expert);
@@ -342,16 +347,18 @@ static void add_layer(synth_model *sm, int il)
 #undef EXPERT_BIAS
 		}
 	}
-	if (c->n_expert > 0 && c->n_ff_shared > 0) {
-		add_bias(sm, LAYER_NAME("ffn_gate_inp_shexp"), c->n_embd);
-		add_matrix(sm, LAYER_NAME("ffn_gate_shexp"), c->n_embd, c->n_ff_shared);
-		add_matrix(sm, LAYER_NAME("ffn_up_shexp"), c->n_embd, c->n_ff_shared);
-		add_matrix(sm, LAYER_NAME("ffn_down_shexp"), c->n_ff_shared, c->n_embd);
+	const int64_t shared = c->n_ff_shared > 0 ? c->n_ff_shared : (int64_t)ff * c->n_shared_experts;
+	if (moe && shared > 0) {
+		if (c->n_ff_shared > 0)
+			add_bias(sm, LAYER_NAME("ffn_gate_inp_shexp"), c->n_embd);
+		add_matrix(sm, LAYER_NAME("ffn_gate_shexp"), c->n_embd, shared);
+		add_matrix(sm, LAYER_NAME("ffn_up_shexp"), c->n_embd, shared);
+		add_matrix(sm, LAYER_NAME("ffn_down_shexp"), shared, c->n_embd);
 	}
-	if (c->n_expert == 0 && c->fused_gate_up) {
+	if (!moe && c->fused_gate_up) {
 		add_matrix(sm, LAYER_NAME("ffn_up"), c->n_embd, 2 * c->n_ff);
 		add_matrix(sm, LAYER_NAME("ffn_down"), c->n_ff, c->n_embd);
-	} else if (c->n_expert == 0) {
+	} else if (!moe) {
 		add_matrix(sm, LAYER_NAME("ffn_gate"), c->n_embd, c->n_ff);
 		add_matrix(sm, LAYER_NAME("ffn_up"), c->n_embd, c->n_ff);
 		add_matrix(sm, LAYER_NAME("ffn_down"), c->n_ff, c->n_embd);
@@ -484,6 +491,15 @@ static void add_hparams(synth_model *sm)
 		put_u32(sm, arch_key(sm, k, sizeof(k), "expert_feed_forward_length"), (uint32_t)c->n_ff_expert);
 	if (c->n_ff_shared > 0)
 		put_u32(sm, arch_key(sm, k, sizeof(k), "expert_shared_feed_forward_length"), (uint32_t)c->n_ff_shared);
+	if (c->n_dense_layers > 0)
+		put_u32(sm, arch_key(sm, k, sizeof(k), "leading_dense_block_count"), (uint32_t)c->n_dense_layers);
+	if (c->n_shared_experts > 0)
+		put_u32(sm, arch_key(sm, k, sizeof(k), "expert_shared_count"), (uint32_t)c->n_shared_experts);
+	if (c->selection_bias) {
+		put_u32(sm, arch_key(sm, k, sizeof(k), "expert_gating_func"), 2);
+		gguf_writer_add_bool(sm->w, arch_key(sm, k, sizeof(k), "expert_weights_norm"), true);
+		put_f32(sm, arch_key(sm, k, sizeof(k), "expert_weights_scale"), c->expert_weights_scale);
+	}
 }
 
 /* The normal tokens; past this list they are "▁w<i>". SentencePiece builds

@@ -69,6 +69,18 @@ typedef struct synth_config {
 	 * ({arch}.expert_shared_feed_forward_length; blk.N.ffn_gate_inp_shexp,
 	 * ffn_{gate,up,down}_shexp), when nonzero (Qwen2-MoE). */
 	int n_ff_expert, n_ff_shared;
+	/* DeepSeek's mixture, as dots.llm1 has it: the first n_dense_layers
+	 * layers keep the dense FFN ({arch}.leading_dense_block_count);
+	 * n_shared_experts experts every token runs, ungated, as one of their
+	 * summed width ({arch}.expert_shared_count; ffn_{gate,up,down}_shexp);
+	 * with selection_bias the experts are chosen by their router logits'
+	 * sigmoids plus blk.N.exp_probs_b.bias and weighted by the sigmoids,
+	 * renormalised, times expert_weights_scale
+	 * ({arch}.expert_gating_func 2, .expert_weights_norm,
+	 * .expert_weights_scale). */
+	int n_dense_layers, n_shared_experts;
+	bool selection_bias;
+	float expert_weights_scale;
 	/* blk.N.attn_{q,k,v}.bias (Qwen2). */
 	bool qkv_bias;
 	/* gpt-oss's: blk.N.attn_output.bias, blk.N.attn_sinks.weight (a logit
