@@ -11,8 +11,12 @@
  * within the weight type's tolerance (against llama.cpp 1e-4 at F32, 0.05
  * at Q8_0, GELU families 1e-2 and 0.4 as ggml's GELU goes through an fp16
  * table; against float64, which quantizes no activations, 1e-4 and the
- * golden data's 0.4), the greedy ids identical or parting only where the
- * reference's lead was within it, which is printed.
+ * golden data's 0.4; Q4_K_M, each family widened to whole K-quant blocks
+ * and quantized by loom as llama-quantize mixes it, 0.4), the greedy ids
+ * identical or parting only where the reference's lead was within it,
+ * which is printed. Against float64 a quantized mixture of experts may
+ * also choose other experts for one prompt position whose routing was a
+ * near-tie in the reference, which is printed too.
  *
  * Then each feature the contract adds is shown to matter: the same file
  * through a copy of the contract without it lands far outside the band. */
@@ -35,6 +39,10 @@ typedef struct family_ref {
 	int n_rows;
 	int row_pos[MAX_ROWS];
 	float *rows; /* [n_rows][n_vocab] */
+	/* A mixture of experts' routing margin at each row's position (its
+	 * least lead of a chosen expert over one left out, numpy references
+	 * only); INFINITY where the reference gives none. */
+	float route_margin[MAX_ROWS];
 	int n_greedy;
 	int32_t greedy[MAX_GREEDY];
 	float gap[MAX_GREEDY]; /* the reference's top-1 minus top-2 at that step */
@@ -70,7 +78,13 @@ static void load_ref(const char *name, family_ref *r)
 			ck_assert(fscanf(f, "%d", &r->row_pos[r->n_rows]) == 1);
 			for (int v = 0; v < r->n_vocab; v++)
 				ck_assert(fscanf(f, "%f", &r->rows[(size_t)r->n_rows * r->n_vocab + v]) == 1);
+			r->route_margin[r->n_rows] = INFINITY;
 			r->n_rows++;
+		} else if (strcmp(word, "route") == 0) {
+			int pos;
+			ck_assert(r->n_rows > 0 && fscanf(f, "%d", &pos) == 1);
+			ck_assert_int_eq(pos, r->row_pos[r->n_rows - 1]);
+			ck_assert(fscanf(f, "%f", &r->route_margin[r->n_rows - 1]) == 1);
 		} else {
 			int step;
 			float logit;
@@ -90,13 +104,16 @@ static void load_ref(const char *name, family_ref *r)
 static float tolerance(const family_model *fm)
 {
 	bool cpp = strcmp(fm->reference, "llama.cpp") == 0;
+	if (fm->scheme != NULL)
+		return 0.4f;
 	if (fm->config.weight_type == LOOM_DTYPE_F32 && fm->config.expert_type == 0)
 		return cpp && fm->gelu ? 1e-2f : 1e-4f;
 	return !cpp || fm->gelu || fm->config.weight_type != LOOM_DTYPE_Q8_0 ? 0.4f : 0.05f;
 }
 
-/* The largest |logit - reference| over the recorded prompt rows. */
-static double prompt_diff(loom_model *m, const family_ref *r)
+/* The largest |logit - reference| over the recorded prompt rows; each
+ * row's in row_diff when given. */
+static double prompt_diff(loom_model *m, const family_ref *r, double *row_diff)
 {
 	loom_context *ctx = test_context(m, 64, 32, LOOM_DTYPE_F32);
 	int8_t want[FAMILY_PROMPT_LEN];
@@ -107,8 +124,12 @@ static double prompt_diff(loom_model *m, const family_ref *r)
 	for (int i = 0; i < r->n_rows; i++) {
 		const float *got = loom_get_logits(ctx, r->row_pos[i]);
 		const float *ref = r->rows + (size_t)i * r->n_vocab;
+		double row = 0.0;
 		for (int v = 0; v < r->n_vocab; v++)
-			worst = fmax(worst, fabs((double)got[v] - ref[v]));
+			row = fmax(row, fabs((double)got[v] - ref[v]));
+		if (row_diff != NULL)
+			row_diff[i] = row;
+		worst = fmax(worst, row);
 	}
 	loom_context_free(ctx);
 	return worst;
@@ -140,11 +161,41 @@ static int greedy_steps(loom_model *m, const family_ref *r, float tol, const cha
 	return step;
 }
 
+/* Routing margins within which a quantized runtime may choose other
+ * experts than float64 does: quantizing the activations moves router
+ * scores by about a tenth in these models. */
+#define ROUTE_NEAR_TIE 0.2f
+
+/* Asserts every prompt row within tol of the reference, but for at most
+ * one whose position's experts were a near-tie to choose (the reference's
+ * routing margin under ROUTE_NEAR_TIE): another choice there is printed,
+ * as a greedy step at a near-tie is. A runtime that routes wrongly parts
+ * at every row. Returns the largest difference of the rows within tol. */
+static double within_band_or_routing_tie(const family_ref *r, const double *rows, float tol, const char *label)
+{
+	double worst = 0.0;
+	int excused = 0;
+	for (int i = 0; i < r->n_rows; i++) {
+		if (rows[i] <= tol) {
+			worst = fmax(worst, rows[i]);
+			continue;
+		}
+		ck_assert_msg(r->route_margin[i] < ROUTE_NEAR_TIE && excused++ == 0,
+			      "%s: max |logit - reference| at position %d = %g > %g (its routing margin %g)", label,
+			      r->row_pos[i], rows[i], tol, r->route_margin[i]);
+		printf("%s: position %d parts by %g where its experts were a near-tie (the reference's routing margin "
+		       "%g)\n", label, r->row_pos[i], rows[i], r->route_margin[i]);
+	}
+	return worst;
+}
+
 static const char *write_model(const family_model *fm, char *path, size_t size)
 {
 	const char *dir = test_tmp_dir(fm->name);
 	snprintf(path, size, "%s/%s.gguf", dir, fm->name);
-	ck_assert(family_model_write(fm, path));
+	loom_runtime *rt = fm->scheme != NULL ? test_runtime("cpu-generic", 2) : NULL;
+	ck_assert_msg(family_model_write(rt, fm, path), "%s: %s", fm->name, loom_last_error());
+	loom_runtime_free(rt);
 	return path;
 }
 
@@ -165,11 +216,12 @@ START_TEST(family_matches_its_reference)
 		ck_assert_msg(loom_model_load(rt, path, NULL, &m) == LOOM_OK, "%s: %s", fm->name, loom_last_error());
 		char label[128];
 		snprintf(label, sizeof(label), "%s on %s", fm->name, test_cpu_backends[bi]);
-		double d = prompt_diff(m, &ref);
-		ck_assert_msg(d <= tol, "%s: max |logit - %s| = %g > %g", label, fm->reference, d, tol);
+		double rows[MAX_ROWS];
+		double d = prompt_diff(m, &ref, rows);
+		d = within_band_or_routing_tie(&ref, rows, tol, label);
 		int steps = greedy_steps(m, &ref, tol, label);
-		printf("%s: max |logit - %s| %.2e over %d prompt rows, greedy %d/%d\n", label, fm->reference, d, ref.n_rows,
-		       steps, ref.n_greedy);
+		printf("%s: max |logit - %s| %.2e over the prompt rows within the band, greedy %d/%d\n", label,
+		       fm->reference, d, steps, ref.n_greedy);
 		loom_model_free(m);
 		loom_runtime_free(rt);
 	}
@@ -188,7 +240,7 @@ START_TEST(quantized_by_loom_matches_the_reference)
 {
 	int n;
 	const family_model *fm = &family_models(&n)[_i];
-	if (fm->config.weight_type != LOOM_DTYPE_F32 || fm->config.expert_type != 0)
+	if (fm->config.weight_type != LOOM_DTYPE_F32 || fm->config.expert_type != 0 || fm->scheme != NULL)
 		return;
 	char sibling[64], path[4200], out[4300];
 	snprintf(sibling, sizeof(sibling), "%.*s-q8_0", (int)(strlen(fm->name) - strlen("-f32")), fm->name);
@@ -214,7 +266,7 @@ START_TEST(quantized_by_loom_matches_the_reference)
 		ck_assert_msg(st == LOOM_OK, "%s: %s", fm->name, loom_last_error());
 		loom_model *m = NULL;
 		ck_assert_msg(loom_model_load(rt, out, NULL, &m) == LOOM_OK, "%s: %s", out, loom_last_error());
-		double d = prompt_diff(m, &ref);
+		double d = prompt_diff(m, &ref, NULL);
 		const char *how = convert ? "loom_convert" : "loom_quantize";
 		printf("%s to q8_0 by %s: max |logit - %s's q8_0 reference| %.2e\n", fm->name, how, q8->reference, d);
 		ck_assert_msg(d <= tolerance(q8), "%s to q8_0 by %s: %g from the q8_0 reference", fm->name, how, d);
@@ -474,7 +526,7 @@ START_TEST(feature_matters)
 	loom_model *m = NULL;
 	ck_assert_msg(loom_model_load(rt, path, NULL, &m) == LOOM_OK, "%s without its %s: %s", fm->name, f->what,
 		      loom_last_error());
-	double d = prompt_diff(m, &ref);
+	double d = prompt_diff(m, &ref, NULL);
 	printf("%s without its %s: max |logit - %s| %.2e\n", fm->name, f->what, fm->reference, d);
 	ck_assert_msg(d > 10 * tolerance(fm), "without its %s %s is still only %g from %s", f->what, fm->name, d,
 		      fm->reference);

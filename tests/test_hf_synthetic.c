@@ -866,7 +866,7 @@ START_TEST(synthetic_checkpoint_computes_its_source)
 	snprintf(dir, sizeof(dir), "%s", test_tmp_dir(rel));
 	if (sc->family_model != NULL) {
 		snprintf(src, sizeof(src), "%s/source.gguf", dir);
-		ck_assert(family_model_write(family_model_named(sc->family_model), src));
+		ck_assert(family_model_write(NULL, family_model_named(sc->family_model), src));
 	} else {
 		snprintf(rel, sizeof(rel), "models/synthetic/%s-f32.gguf", fam->arch);
 		if (!test_data_path(src, sizeof(src), rel))
@@ -934,7 +934,7 @@ START_TEST(a_missing_expert_is_named)
 	char dir[4096], src[4200], path[4200];
 	snprintf(dir, sizeof(dir), "%s", test_tmp_dir("hf-mixtral-missing-expert"));
 	snprintf(src, sizeof(src), "%s/source.gguf", dir);
-	ck_assert(family_model_write(family_model_named("mixtral-f32"), src));
+	ck_assert(family_model_write(NULL, family_model_named("mixtral-f32"), src));
 	loom_model_file *f = test_open_gguf(src);
 	ck_assert_msg(f != NULL, "%s: %s", src, test_plugin_error());
 	checkpoint *c = calloc(1, sizeof(*c));

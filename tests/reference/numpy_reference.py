@@ -9,7 +9,8 @@ Reads the GGUF file itself (F32, F16, Q8_0, MXFP4, Q4_K, Q5_K and Q6_K
 tensors, dequantized to float64), runs the prompt through the whole model, records the logits at
 prompt positions 0, 4, 9, 14 and the last, then decodes 12 greedy tokens,
 re-running the whole sequence each step (no cache), recording each id, its
-logit and its lead over the runner-up.
+logit and its lead over the runner-up. For a mixture of experts it also
+records each recorded position's routing margin (see ROUTE_MARGIN).
 
 Families, as transformers' modeling files compute them:
   qwen3moe  Qwen3MoeForCausalLM: per-head RMSNorm of q and k before a
@@ -39,6 +40,21 @@ import sys
 import numpy as np
 
 GREEDY_STEPS = 12
+
+# Each position's routing margin: over its mixture-of-experts layers, the
+# least lead of the last chosen expert's score over the best one left out.
+# A quantized runtime's activations move router scores a little; where the
+# margin is that small, its choice of experts may differ from float64's.
+ROUTE_MARGIN = {}
+
+
+def route(scores, k, row):
+    """The indices of the k best scores (ties to the lower index), noting
+    the margin at this position."""
+    order = np.argsort(-scores, kind="stable")
+    margin = scores[order[k - 1]] - scores[order[k]] if k < len(scores) else np.inf
+    ROUTE_MARGIN[row] = min(ROUTE_MARGIN.get(row, np.inf), float(margin))
+    return order[:k]
 
 # ---- GGUF ------------------------------------------------------------------
 
@@ -242,7 +258,7 @@ def qwen3moe(meta, w, tokens):
         probs /= probs.sum(axis=1, keepdims=True)
         out = np.zeros_like(x)
         for t in range(len(tokens)):
-            chosen = np.argsort(-probs[t], kind="stable")[:k_used]
+            chosen = route(logits[t], k_used, t)
             weights = probs[t, chosen] / probs[t, chosen].sum()
             for e, we in zip(chosen, weights):
                 g = linear(w[p + "ffn_gate_exps.weight"][e], h[t])
@@ -307,7 +323,7 @@ def gpt_oss(meta, w, tokens):
         logits = linear(w[p + "ffn_gate_inp.weight"], h) + w[p + "ffn_gate_inp.bias"]
         out = np.zeros_like(x)
         for i in range(t):
-            chosen = np.argsort(-logits[i], kind="stable")[:k_used]
+            chosen = route(logits[i], k_used, i)
             top = np.exp(logits[i, chosen] - logits[i, chosen].max())
             for e, we in zip(chosen, top / top.sum()):
                 g = linear(w[p + "ffn_gate_exps.weight"][e], h[i]) + w[p + "ffn_gate_exps.bias"][e]
@@ -355,7 +371,7 @@ def dots1(meta, w, tokens):
         choice = scores + w[p + "exp_probs_b.bias"]
         out = np.zeros_like(x)
         for i in range(t):
-            chosen = np.argsort(-choice[i], kind="stable")[:k_used]
+            chosen = route(choice[i], k_used, i)
             weights = scores[i, chosen]
             if norm_topk:
                 weights = weights / (weights.sum() + 1e-20)
@@ -386,6 +402,8 @@ def main():
         for p in range(n):
             if p % 5 == 4 or p == 0 or p == n - 1:
                 out.write(f"logits {p} " + " ".join(f"{v:.9g}" for v in logits[p].astype(np.float32)) + "\n")
+                if p in ROUTE_MARGIN:
+                    out.write(f"route {p} {ROUTE_MARGIN[p]:.9g}\n")
         seq = list(tokens)
         last = logits[-1]
         for step in range(GREEDY_STEPS):

@@ -8,6 +8,7 @@
  *                                          what computes its reference
  */
 #include "family_models.h"
+#include "fixture.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -26,10 +27,24 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: %s NAME OUT.gguf | --list\n", argv[0]);
 		return 2;
 	}
-	if (!family_model_write(f, argv[2])) {
-		fprintf(stderr, "cannot write %s\n", argv[2]);
-		return 1;
+	/* Only a model with a quantization scheme needs loom itself. */
+	loom_runtime *rt = NULL;
+	if (f->scheme != NULL) {
+		loom_runtime_params p = loom_runtime_default_params();
+		p.plugins_file = test_plugins_file();
+		p.backend = "cpu-generic";
+		p.log_level = LOOM_LOG_ERROR;
+		if (loom_runtime_create(&p, &rt) != LOOM_OK) {
+			fprintf(stderr, "runtime: %s\n", loom_last_error());
+			return 1;
+		}
 	}
+	bool ok = family_model_write(rt, f, argv[2]);
+	if (!ok)
+		fprintf(stderr, "cannot write %s: %s\n", argv[2], f->scheme != NULL ? loom_last_error() : "");
+	loom_runtime_free(rt);
+	if (!ok)
+		return 1;
 	for (int i = 0; i < FAMILY_PROMPT_LEN; i++)
 		printf("%s%d", i ? " " : "", family_prompt[i]);
 	printf("\n");

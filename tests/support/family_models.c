@@ -1,6 +1,7 @@
 /* family_models.c - the family models' shapes (see family_models.h). */
 #include "family_models.h"
 
+#include <stdio.h>
 #include <string.h>
 
 const int32_t family_prompt[FAMILY_PROMPT_LEN] = {1,  262, 271, 259, 280, 290, 17,  99, 263, 275,
@@ -227,12 +228,34 @@ static synth_config dots1(loom_dtype type)
 	return c;
 }
 
-static family_model models[27];
+/* A family's shape widened to the K-quants' 256-value blocks, so that a
+ * Q4_K_M mix quantizes every matrix as it would a real model's (64-wide
+ * rows fall back to the legacy types): 256 wide, heads of 64, an FFN 512
+ * wide, experts (and a shared expert) 256 wide. */
+static synth_config wide(synth_config c)
+{
+	c.n_embd = 256;
+	c.n_ff = 512;
+	c.head_dim = c.head_dim != 0 ? 64 : 0;
+	c.n_ff_expert = c.n_ff_expert != 0 ? 256 : 0;
+	c.n_ff_shared = c.n_ff_shared != 0 ? 256 : 0;
+	return c;
+}
+
+static family_model models[40];
+static int models_count;
 
 static void add(int *n, const char *name, const char *arch, const char *contract, bool gelu, const char *reference,
 		synth_config config)
 {
-	models[(*n)++] = (family_model){name, arch, contract, gelu, reference, config};
+	models[(*n)++] = (family_model){name, arch, contract, gelu, reference, config, NULL};
+}
+
+/* The family's F32 model widened and quantized to Q4_K_M. */
+static void add_q4_k_m(int *n, const char *name, const char *arch, const char *contract, bool gelu,
+		       const char *reference, synth_config f32)
+{
+	models[(*n)++] = (family_model){name, arch, contract, gelu, reference, wide(f32), "q4_k_m"};
 }
 
 const family_model *family_models(int *n)
@@ -267,8 +290,22 @@ const family_model *family_models(int *n)
 		add(&k, "phi3-q8_0", "phi3", "phi3", false, cpp, phi3(LOOM_DTYPE_Q8_0));
 		add(&k, "dots1-f32", "dots1", "dots1", false, np, dots1(LOOM_DTYPE_F32));
 		add(&k, "dots1-q8_0", "dots1", "dots1", false, np, dots1(LOOM_DTYPE_Q8_0));
+		const loom_dtype f32 = LOOM_DTYPE_F32;
+		add_q4_k_m(&k, "gemma2-q4_k_m", "gemma2", "gemma2", true, cpp, gemma2(f32));
+		add_q4_k_m(&k, "mixtral-q4_k_m", "llama", "llama", false, cpp, mixtral(f32));
+		add_q4_k_m(&k, "granitemoe-q4_k_m", "granitemoe", "granite", false, cpp, granite(f32, 8));
+		add_q4_k_m(&k, "olmo2-q4_k_m", "olmo2", "olmo2", false, cpp, olmo2(f32));
+		add_q4_k_m(&k, "olmoe-q4_k_m", "olmoe", "olmoe", false, cpp, olmoe(f32));
+		add_q4_k_m(&k, "qwen2moe-q4_k_m", "qwen2moe", "qwen2moe", false, cpp, qwen2moe(f32));
+		add_q4_k_m(&k, "cohere2-q4_k_m", "cohere2", "cohere2", false, cpp, cohere2(f32));
+		add_q4_k_m(&k, "phi3-q4_k_m", "phi3", "phi3", false, cpp, phi3(f32));
+		add_q4_k_m(&k, "qwen3moe-q4_k_m", "qwen3moe", "qwen3moe", false, np, qwen3moe(f32));
+		add_q4_k_m(&k, "gemma3-q4_k_m", "gemma3", "gemma3", true, np, gemma3(f32));
+		add_q4_k_m(&k, "gpt-oss-q4_k_m", "gpt-oss", "gpt-oss", false, np, gpt_oss(f32));
+		add_q4_k_m(&k, "dots1-q4_k_m", "dots1", "dots1", false, np, dots1(f32));
+		models_count = k;
 	}
-	*n = (int)(sizeof(models) / sizeof(models[0]));
+	*n = models_count;
 	return models;
 }
 
@@ -282,11 +319,19 @@ const family_model *family_model_named(const char *name)
 	return NULL;
 }
 
-bool family_model_write(const family_model *f, const char *path)
+bool family_model_write(loom_runtime *rt, const family_model *f, const char *path)
 {
+	char unquantized[4200];
+	snprintf(unquantized, sizeof(unquantized), "%s.unquantized", path);
 	synth_faults arch = {.arch = f->arch};
 	synth_model *sm = synth_model_build(&f->config, &arch);
-	bool ok = synth_model_write(sm, path);
+	bool ok = synth_model_write(sm, f->scheme != NULL ? unquantized : path);
 	synth_model_free(sm);
+	if (!ok || f->scheme == NULL)
+		return ok;
+	loom_quantize_params qp = loom_quantize_default_params();
+	qp.scheme = f->scheme;
+	ok = rt != NULL && loom_quantize(rt, unquantized, path, &qp) == LOOM_OK;
+	remove(unquantized);
 	return ok;
 }

@@ -10,6 +10,8 @@
 
 #include "synth_model.h"
 
+#include "loom.h"
+
 #include <stdbool.h>
 
 typedef struct family_model {
@@ -21,6 +23,9 @@ typedef struct family_model {
 	 * or "numpy" (numpy_reference.py, for families llama.cpp lacks). */
 	const char *reference;
 	synth_config config;
+	/* A loom_quantize scheme ("q4_k_m") the written config is quantized
+	 * to, as llama-quantize's mixes do it; NULL: written as configured. */
+	const char *scheme;
 } family_model;
 
 /* Every family model; *n gets their number. */
@@ -33,7 +38,9 @@ const family_model *family_model_named(const char *name);
 #define FAMILY_PROMPT_LEN 20
 extern const int32_t family_prompt[FAMILY_PROMPT_LEN];
 
-/* Writes the model's GGUF file to path; false if the write fails. */
-bool family_model_write(const family_model *f, const char *path);
+/* Writes the model's GGUF file to path, quantized by rt (a runtime on any
+ * backend; unused when the model has no scheme); false, with
+ * loom_last_error() set where loom failed, if the write fails. */
+bool family_model_write(loom_runtime *rt, const family_model *f, const char *path);
 
 #endif
