@@ -31,10 +31,11 @@ typedef struct bench_result {
 } bench_result;
 
 /* The cache holds exactly n_depth tokens: evaluated once, in n_batch
- * pieces, then kept while each run drops what it added. */
+ * pieces, then kept while each run drops what it added (evaluated again
+ * where a model's windowed layers dropped what the next run needs). */
 static loom_status fill_depth(loom_context *ctx, const loom_model *m, int n_depth, int n_batch, unsigned *rng)
 {
-	if (loom_kv_seq_pos_max(ctx, 0) + 1 >= n_depth && n_depth > 0)
+	if (loom_kv_seq_pos_max(ctx, 0) + 1 >= n_depth && n_depth > 0 && loom_kv_seq_resume_min(ctx, 0) <= n_depth)
 		return loom_kv_seq_remove(ctx, 0, n_depth, -1);
 	loom_kv_clear(ctx);
 	loom_token *toks = malloc((size_t)n_batch * sizeof(loom_token));

@@ -145,6 +145,10 @@ static bool turn(loom_context *ctx, const cli_options *o, chat *c, int index)
 		if (at + 1 >= n || toks[at] != c->cached[common])
 			break;
 	}
+	/* A model's windowed layers keep only what their windows see: cut
+	 * back past that, the conversation is evaluated again. */
+	if (common > 0 && (int64_t)common < loom_kv_seq_resume_min(ctx, 0))
+		common = 0;
 	size_t from = common < c->keep ? common : common + c->discarded;
 	if (common < c->keep && c->discarded > 0) {
 		/* The kept tokens changed: what followed them means nothing now. */

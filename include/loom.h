@@ -440,6 +440,14 @@ LOOM_API loom_status loom_kv_seq_load(loom_context *ctx, int32_t seq_id, const v
 LOOM_API void loom_kv_clear(loom_context *ctx);
 /* Largest cached position of seq_id, -1 if it has none. */
 LOOM_API int32_t loom_kv_seq_pos_max(const loom_context *ctx, int32_t seq_id);
+/* The earliest position seq_id can be cut back to and continued from:
+ * after loom_kv_seq_remove(ctx, seq_id, p, -1), a decode at p sees all its
+ * context for any p at or past it. 0 for a model without windowed layers;
+ * with them the windowed layers' cache drops what their windows no longer
+ * see (keeping a few dozen positions more), and a sequence cut back
+ * further must be decoded again from 0 (loom_decode refuses it, naming the
+ * sequence). A server reusing a cached prefix asks this first. */
+LOOM_API int32_t loom_kv_seq_resume_min(const loom_context *ctx, int32_t seq_id);
 /* Cells in use. */
 LOOM_API uint32_t loom_kv_used(const loom_context *ctx);
 

@@ -169,6 +169,14 @@ static bool slot_reserve(serve_slot *sl, size_t n)
 
 /* A free slot for tokens: the one whose cache shares the longest prefix
  * with them, else an empty one, else the least recently used. */
+/* c, if seq's cache can be cut back to its first c tokens and continued
+ * (a model's windowed layers drop what their windows no longer see), else
+ * 0: the prompt is evaluated from its start. */
+static size_t resumable(const serve_server *s, int32_t seq, size_t c)
+{
+	return c == 0 || (int64_t)c >= loom_kv_seq_resume_min(s->ctx, seq) ? c : 0;
+}
+
 static serve_slot *pick_slot(serve_server *s, const loom_token *tokens, size_t n, size_t *common)
 {
 	serve_slot *best = NULL;
@@ -178,7 +186,7 @@ static serve_slot *pick_slot(serve_server *s, const loom_token *tokens, size_t n
 		if (sl->req != NULL)
 			continue;
 		/* At least one token is evaluated, for the logits of the next. */
-		size_t c = common_prefix(sl->tokens, sl->n_cached, tokens, n > 0 ? n - 1 : 0);
+		size_t c = resumable(s, sl->seq, common_prefix(sl->tokens, sl->n_cached, tokens, n > 0 ? n - 1 : 0));
 		bool better;
 		if (best == NULL || c != best_common)
 			better = best == NULL || c > best_common;
@@ -221,7 +229,7 @@ static serve_slot *running_prefix(serve_server *s, const loom_token *tokens, siz
 		serve_slot *sl = &s->slots[i];
 		if (sl->req == NULL)
 			continue;
-		size_t c = common_prefix(sl->tokens, sl->n_cached, tokens, n > 0 ? n - 1 : 0);
+		size_t c = resumable(s, sl->seq, common_prefix(sl->tokens, sl->n_cached, tokens, n > 0 ? n - 1 : 0));
 		if (c > *common) {
 			best = sl;
 			*common = c;

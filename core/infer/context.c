@@ -36,6 +36,7 @@ static size_t layout_scratch(loom_context *ctx)
 	ff = slots > k && hp->n_ff_shared > ff ? hp->n_ff_shared : ff;
 	const int64_t width[LOOM_SLOT_COUNT] = {
 		[LOOM_SLOT_TOKENS] = 1, [LOOM_SLOT_POS] = 1, [LOOM_SLOT_CELLS] = 1, [LOOM_SLOT_OUT_IDS] = 1,
+		[LOOM_SLOT_CELLS_SWA] = 1,
 		[LOOM_SLOT_MASK] = ctx->params.n_ctx,
 		[LOOM_SLOT_MASK_SWA] = hp->n_swa > 0 ? ctx->params.n_ctx : 0,
 		[LOOM_SLOT_X] = hp->n_embd, [LOOM_SLOT_XB] = hp->n_embd,
@@ -57,6 +58,33 @@ static size_t layout_scratch(loom_context *ctx)
 	return off;
 }
 
+/* Whether the model has windowed layers, which keep their own cache. */
+static bool has_windows(const loom_context *ctx)
+{
+	for (int il = 0; il < (int)ctx->model->hp.n_layer; il++)
+		if (loom_layer_windowed(&ctx->model->hp, il))
+			return true;
+	return false;
+}
+
+static loom_kv_layers global_layers(const loom_context *ctx)
+{
+	return has_windows(ctx) ? LOOM_KV_GLOBAL_LAYERS : LOOM_KV_ALL_LAYERS;
+}
+
+/* The windowed layers' cache's first size: a window with its slack and a
+ * batch, in whole steps of the attended span; it grows when more
+ * sequences than one keep windows (loom_kv_make_room). 0 without windowed
+ * layers. */
+static uint32_t windowed_cells(const loom_context *ctx)
+{
+	if (!has_windows(ctx))
+		return 0;
+	uint64_t cells = (uint64_t)ctx->model->hp.n_swa + LOOM_KV_WINDOW_SLACK + ctx->params.n_batch;
+	cells = (cells + LOOM_KV_WINDOW_STEP - 1) / LOOM_KV_WINDOW_STEP * LOOM_KV_WINDOW_STEP;
+	return cells < ctx->params.n_ctx ? (uint32_t)cells : ctx->params.n_ctx;
+}
+
 static loom_status alloc_host(loom_context *ctx)
 {
 	const size_t nb = ctx->params.n_batch;
@@ -67,11 +95,12 @@ static loom_status alloc_host(loom_context *ctx)
 		ctx->pos = (int32_t *)(ctx->inputs + ctx->slot_offset[LOOM_SLOT_POS]);
 		ctx->cells = (int32_t *)(ctx->inputs + ctx->slot_offset[LOOM_SLOT_CELLS]);
 		ctx->out_ids = (int32_t *)(ctx->inputs + ctx->slot_offset[LOOM_SLOT_OUT_IDS]);
+		ctx->cells_swa = (int32_t *)(ctx->inputs + ctx->slot_offset[LOOM_SLOT_CELLS_SWA]);
 	}
 	ctx->seq = malloc(nb * sizeof(int32_t));
 	ctx->logit_row = malloc(nb * sizeof(int32_t));
 	ctx->mask = malloc(nb * ctx->kv.n_cells * sizeof(float));
-	if (ctx->model->hp.n_swa > 0 && (ctx->mask_swa = malloc(nb * ctx->kv.n_cells * sizeof(float))) == NULL)
+	if (has_windows(ctx) && (ctx->mask_swa = malloc(nb * ctx->kv.n_cells * sizeof(float))) == NULL)
 		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory for a context of %u cells", ctx->kv.n_cells);
 	if (!ctx->logits_in_place)
 		ctx->logits = malloc(nb * (size_t)ctx->model->hp.n_vocab * sizeof(float));
@@ -90,7 +119,7 @@ static loom_status alloc_host(loom_context *ctx)
 static size_t host_bytes(const loom_context *ctx)
 {
 	const size_t nb = ctx->params.n_batch;
-	const size_t masks = ctx->model->hp.n_swa > 0 ? 2 : 1;
+	const size_t masks = has_windows(ctx) ? 2 : 1;
 	return ctx->slot_offset[LOOM_SLOT_MASK] + masks * nb * ctx->params.n_ctx * sizeof(float) +
 	       (ctx->logits_in_place ? 0 : nb * (size_t)ctx->model->hp.n_vocab * sizeof(float));
 }
@@ -103,7 +132,8 @@ static size_t host_bytes(const loom_context *ctx)
 static loom_status reserve_memory(loom_context *ctx)
 {
 	const loom_backend *be = &ctx->model->rt->backend;
-	const size_t kv_bytes = loom_kv_bytes(ctx->model, ctx->params.n_ctx, ctx->params.kv_type);
+	const size_t kv_bytes = loom_kv_bytes(ctx->model, ctx->params.n_ctx, ctx->params.kv_type, global_layers(ctx)) +
+				loom_kv_bytes(ctx->model, windowed_cells(ctx), ctx->params.kv_type, LOOM_KV_WINDOWED_LAYERS);
 	const double mib = 1 << 20;
 	char what[200];
 	ctx->scratch_bytes = layout_scratch(ctx);
@@ -155,7 +185,8 @@ static void log_memory(const loom_context *ctx)
 	loom_info("memory: weights %.1f MiB (%.1f mapped in place, %.1f repacked, %.1f other), KV cache %.1f MiB, "
 		  "activations %.1f MiB%s",
 		  (double)(w.in_place + w.repacked + w.other) / mib, (double)w.in_place / mib, (double)w.repacked / mib,
-		  (double)w.other / mib, (double)ctx->kv.buf.size / mib, (double)ctx->scratch_bytes / mib, resident);
+		  (double)w.other / mib, (double)(ctx->kv.buf.size + ctx->kv_swa.buf.size) / mib,
+		  (double)ctx->scratch_bytes / mib, resident);
 }
 
 loom_status loom_context_create(loom_model *model, const loom_context_params *params, loom_context **out)
@@ -193,7 +224,9 @@ loom_status loom_context_create(loom_model *model, const loom_context_params *pa
 	ctx->logits_in_place = !loom_backend_on_device(&model->rt->backend);
 	st = reserve_memory(ctx);
 	if (st == LOOM_OK)
-		st = loom_kv_init(&ctx->kv, model, ctx->params.n_ctx, ctx->params.kv_type);
+		st = loom_kv_init(&ctx->kv, model, ctx->params.n_ctx, ctx->params.kv_type, global_layers(ctx));
+	if (st == LOOM_OK && has_windows(ctx))
+		st = loom_kv_init(&ctx->kv_swa, model, windowed_cells(ctx), ctx->params.kv_type, LOOM_KV_WINDOWED_LAYERS);
 	if (st == LOOM_OK)
 		st = alloc_host(ctx);
 	if (st == LOOM_OK) {
@@ -220,6 +253,7 @@ void loom_context_free(loom_context *ctx)
 		return;
 	loom_backend_release(&ctx->model->rt->backend, &ctx->scratch);
 	loom_kv_free(&ctx->kv, ctx->model);
+	loom_kv_free(&ctx->kv_swa, ctx->model);
 	free(ctx->inputs);
 	free(ctx->seq);
 	free(ctx->logit_row);
@@ -312,9 +346,13 @@ static loom_status run_step(loom_context *ctx, int n, int n_out, loom_step_outpu
 
 	loom_kv_build_mask(&ctx->kv, n_kv, n, ctx->pos, ctx->seq, 0, ctx->mask);
 	ctx->swa_first = 0;
+	ctx->n_kv_swa = 0;
 	if (ctx->mask_swa != NULL) {
-		loom_kv_build_mask(&ctx->kv, n_kv, n, ctx->pos, ctx->seq, (uint32_t)ctx->model->hp.n_swa, ctx->mask_swa);
-		ctx->swa_first = first_seen(ctx->mask_swa, n, n_kv) / LOOM_KV_WINDOW_STEP * LOOM_KV_WINDOW_STEP;
+		const uint32_t n_kv_swa = loom_kv_window(&ctx->kv_swa);
+		loom_kv_build_mask(&ctx->kv_swa, n_kv_swa, n, ctx->pos, ctx->seq, (uint32_t)ctx->model->hp.n_swa,
+				   ctx->mask_swa);
+		ctx->swa_first = first_seen(ctx->mask_swa, n, n_kv_swa) / LOOM_KV_WINDOW_STEP * LOOM_KV_WINDOW_STEP;
+		ctx->n_kv_swa = n_kv_swa;
 	}
 	loom_status st = loom_forward_build(ctx, n, n_kv, n_out, output, &graph);
 	if (st == LOOM_OK)
@@ -324,7 +362,7 @@ static loom_status run_step(loom_context *ctx, int n, int n_out, loom_step_outpu
 					 (size_t)n * n_kv * 4);
 	if (st == LOOM_OK && ctx->mask_swa != NULL)
 		st = loom_backend_upload(be, &ctx->scratch, ctx->slot_offset[LOOM_SLOT_MASK_SWA], ctx->mask_swa,
-					 (size_t)n * n_kv * 4);
+					 (size_t)n * ctx->n_kv_swa * 4);
 	if (st != LOOM_OK)
 		return st;
 
@@ -374,6 +412,39 @@ static loom_status check_logits(const loom_context *ctx, int n_out)
 	return LOOM_OK;
 }
 
+/* Cells for the batch's n tokens in the cache, and in the windowed
+ * layers' cache when the model has one: after checking that their windows
+ * are whole there, and making room. */
+static loom_status claim_cells(loom_context *ctx, int n)
+{
+	loom_kv_cache *swa = &ctx->kv_swa;
+	const uint32_t w = (uint32_t)ctx->model->hp.n_swa;
+	loom_status st = LOOM_OK;
+	if (swa->n_cells > 0) {
+		const uint32_t cells = swa->n_cells;
+		st = loom_kv_check_windows(&ctx->kv, swa, n, ctx->pos, ctx->seq, w);
+		if (st == LOOM_OK)
+			st = loom_kv_make_room(swa, ctx->model, n, ctx->pos, ctx->seq, w, ctx->params.n_ctx);
+		/* A grown cache moved: the graph's views of it are stale. */
+		if (swa->n_cells != cells)
+			ctx->built.valid = false;
+		if (st != LOOM_OK)
+			return st;
+	}
+	if ((st = loom_kv_claim(&ctx->kv, n, ctx->pos, ctx->seq, ctx->cells)) != LOOM_OK)
+		return st;
+	if (swa->n_cells > 0 && (st = loom_kv_claim(swa, n, ctx->pos, ctx->seq, ctx->cells_swa)) != LOOM_OK)
+		loom_kv_unclaim(&ctx->kv, n, ctx->cells);
+	return st;
+}
+
+static void unclaim_cells(loom_context *ctx, int n)
+{
+	loom_kv_unclaim(&ctx->kv, n, ctx->cells);
+	if (ctx->kv_swa.n_cells > 0)
+		loom_kv_unclaim(&ctx->kv_swa, n, ctx->cells_swa);
+}
+
 loom_status loom_decode(loom_context *ctx, const loom_batch *batch)
 {
 	return loom_decode_step(ctx, batch, LOOM_STEP_LOGITS, NULL);
@@ -394,7 +465,7 @@ loom_status loom_decode_step(loom_context *ctx, const loom_batch *batch, loom_st
 	loom_status st = read_batch(ctx, batch, &n_out);
 	if (st != LOOM_OK)
 		return st;
-	if ((st = loom_kv_claim(&ctx->kv, batch->n_tokens, ctx->pos, ctx->seq, ctx->cells)) != LOOM_OK)
+	if ((st = claim_cells(ctx, batch->n_tokens)) != LOOM_OK)
 		return st;
 	if (n_out == 0) {
 		/* The step still has to fill the cache; compute one row's output. */
@@ -405,7 +476,7 @@ loom_status loom_decode_step(loom_context *ctx, const loom_batch *batch, loom_st
 	if (st == LOOM_OK && output == LOOM_STEP_LOGITS)
 		st = check_logits(ctx, n_out);
 	if (st != LOOM_OK) {
-		loom_kv_unclaim(&ctx->kv, batch->n_tokens, ctx->cells);
+		unclaim_cells(ctx, batch->n_tokens);
 		return st;
 	}
 	/* A step of hidden states leaves no logits to read. */
@@ -440,6 +511,8 @@ loom_status loom_kv_seq_remove(loom_context *ctx, int32_t seq_id, int32_t p0, in
 	loom_status st = check_seq("loom_kv_seq_remove", ctx, seq_id < 0 ? 0 : seq_id);
 	if (st == LOOM_OK)
 		loom_kv_remove(&ctx->kv, seq_id, p0 < 0 ? 0 : p0, p1);
+	if (st == LOOM_OK && ctx->kv_swa.n_cells > 0)
+		loom_kv_remove(&ctx->kv_swa, seq_id, p0 < 0 ? 0 : p0, p1);
 	return st;
 }
 
@@ -450,6 +523,8 @@ loom_status loom_kv_seq_copy(loom_context *ctx, int32_t src, int32_t dst, int32_
 		st = check_seq("loom_kv_seq_copy", ctx, dst);
 	if (st == LOOM_OK)
 		loom_kv_copy(&ctx->kv, src, dst, p0 < 0 ? 0 : p0, p1);
+	if (st == LOOM_OK && ctx->kv_swa.n_cells > 0)
+		loom_kv_copy(&ctx->kv_swa, src, dst, p0 < 0 ? 0 : p0, p1);
 	return st;
 }
 
@@ -458,18 +533,30 @@ loom_status loom_kv_seq_keep(loom_context *ctx, int32_t seq_id)
 	loom_status st = check_seq("loom_kv_seq_keep", ctx, seq_id);
 	if (st == LOOM_OK)
 		loom_kv_keep(&ctx->kv, seq_id);
+	if (st == LOOM_OK && ctx->kv_swa.n_cells > 0)
+		loom_kv_keep(&ctx->kv_swa, seq_id);
 	return st;
 }
 
 void loom_kv_clear(loom_context *ctx)
 {
-	if (ctx != NULL)
-		loom_kv_remove(&ctx->kv, -1, 0, -1);
+	if (ctx == NULL)
+		return;
+	loom_kv_remove(&ctx->kv, -1, 0, -1);
+	if (ctx->kv_swa.n_cells > 0)
+		loom_kv_remove(&ctx->kv_swa, -1, 0, -1);
 }
 
 int32_t loom_kv_seq_pos_max(const loom_context *ctx, int32_t seq_id)
 {
 	return ctx != NULL && seq_id >= 0 && seq_id < LOOM_MAX_SEQ ? loom_kv_pos_max(&ctx->kv, seq_id) : -1;
+}
+
+int32_t loom_kv_seq_resume_min(const loom_context *ctx, int32_t seq_id)
+{
+	if (ctx == NULL || seq_id < 0 || seq_id >= LOOM_MAX_SEQ || ctx->kv_swa.n_cells == 0)
+		return 0;
+	return loom_kv_resume_min(&ctx->kv, &ctx->kv_swa, seq_id, (uint32_t)ctx->model->hp.n_swa);
 }
 
 uint32_t loom_kv_used(const loom_context *ctx)

@@ -13,6 +13,7 @@ typedef enum loom_slot {
 	LOOM_SLOT_POS,     /* i32 positions */
 	LOOM_SLOT_CELLS,   /* i32 cache cells the batch's keys and values go to */
 	LOOM_SLOT_OUT_IDS, /* i32 batch rows whose logits are wanted */
+	LOOM_SLOT_CELLS_SWA, /* i32 the windowed layers' cache cells the batch's tokens go to */
 	LOOM_SLOT_MASK,    /* f32 attention mask, n_cells per row */
 	LOOM_SLOT_MASK_SWA, /* the windowed layers' mask; rows of 0 when no layer is windowed */
 	LOOM_SLOT_X,       /* the residual stream, n_embd */
@@ -37,7 +38,11 @@ typedef enum loom_slot {
 struct loom_context {
 	loom_model *model;
 	loom_context_params params;
+	/* The cache: every token's cells, with the layers without a window;
+	 * a model with windowed layers keeps those in kv_swa, which holds
+	 * only the cells their windows still see (n_cells 0: no such layer). */
 	loom_kv_cache kv;
+	loom_kv_cache kv_swa;
 
 	loom_buffer scratch;
 	size_t scratch_bytes;
@@ -49,13 +54,16 @@ struct loom_context {
 	 * slots, so a step's small inputs go to the backend in one upload. */
 	unsigned char *inputs;
 	size_t inputs_bytes;
-	int32_t *tokens, *pos, *cells, *out_ids;
+	int32_t *tokens, *pos, *cells, *out_ids, *cells_swa;
 	int32_t *seq;
 	float *mask, *mask_swa; /* mask_swa: NULL when no layer is windowed */
 	/* The first cell a windowed layer's attention reads: no token of the
 	 * step sees an earlier one (a multiple of LOOM_KV_WINDOW_STEP, so
 	 * that it moves once in that many tokens). */
 	uint32_t swa_first;
+	/* The cells of kv_swa a windowed layer's attention reads up to (its
+	 * loom_kv_window) this step. */
+	uint32_t n_kv_swa;
 
 	/* Logits of the last batch: row logit_row[i] for batch token i (-1:
 	 * none). On a backend that computes in host memory they are read where
@@ -82,7 +90,7 @@ struct loom_context {
 	struct {
 		bool valid;
 		int n, n_out, output;
-		uint32_t n_kv, swa_first;
+		uint32_t n_kv, n_kv_swa, swa_first;
 		int head_first, head_end; /* the output head's nodes [first, end) */
 	} built;
 
@@ -106,10 +114,10 @@ typedef enum loom_step_output {
 loom_status loom_forward_build(loom_context *ctx, int n, uint32_t n_kv, int n_out, loom_step_output output,
 			       loom_graph *graph);
 
-/* The graph that turns the keys of n cells (the CELLS slot) by the
- * positions in the POS slot, in every layer: RoPE of p + d is RoPE of p
- * turned by d. */
-loom_status loom_forward_build_shift(loom_context *ctx, int n, loom_graph *graph);
+/* The graph that turns the keys of n cells of cache kv (the CELLS slot)
+ * by the positions in the POS slot, in every layer it holds: RoPE of
+ * p + d is RoPE of p turned by d. */
+loom_status loom_forward_build_shift(loom_context *ctx, const loom_kv_cache *kv, int n, loom_graph *graph);
 
 /* loom_decode, giving `output` for the rows the batch asks about: logits
  * into the context (loom_get_logits), or hidden states into hidden (n_embd

@@ -24,7 +24,8 @@ static loom_tensor *slot(loom_context *ctx, loom_slot s, loom_dtype type, int64_
 {
 	static const char *const names[LOOM_SLOT_COUNT] = {
 		[LOOM_SLOT_TOKENS] = "tokens", [LOOM_SLOT_POS] = "positions", [LOOM_SLOT_CELLS] = "cells",
-		[LOOM_SLOT_OUT_IDS] = "out_ids", [LOOM_SLOT_MASK] = "mask",	[LOOM_SLOT_MASK_SWA] = "mask_swa",
+		[LOOM_SLOT_OUT_IDS] = "out_ids", [LOOM_SLOT_CELLS_SWA] = "cells_swa",
+		[LOOM_SLOT_MASK] = "mask",	 [LOOM_SLOT_MASK_SWA] = "mask_swa",
 		[LOOM_SLOT_X] = "x",
 		[LOOM_SLOT_XB] = "xb",		 [LOOM_SLOT_Q] = "q",		[LOOM_SLOT_K] = "k",
 		[LOOM_SLOT_V] = "v",		 [LOOM_SLOT_ATTN] = "attn",	[LOOM_SLOT_PROJ] = "proj",
@@ -180,7 +181,6 @@ static void attention_block(loom_context *ctx, const loom_layer *l, int il, int 
 	const loom_hparams *hp = &m->hp;
 	const int64_t hd = hp->head_dim, q_dim = hp->n_head * hd, kv_dim = hp->n_head_kv * hd;
 	loom_tensor *pos = slot(ctx, LOOM_SLOT_POS, LOOM_DTYPE_I32, n, 1, 1);
-	loom_tensor *cells = slot(ctx, LOOM_SLOT_CELLS, LOOM_DTYPE_I32, n, 1, 1);
 
 	loom_tensor *q = f32_rows(ctx, LOOM_SLOT_Q, q_dim, n);
 	loom_tensor *k = f32_rows(ctx, LOOM_SLOT_K, kv_dim, n);
@@ -202,14 +202,18 @@ static void attention_block(loom_context *ctx, const loom_layer *l, int il, int 
 		rope(ctx, il, k_heads, pos);
 	}
 
-	loom_kv_cache *kv = &ctx->kv;
+	/* A windowed layer keeps its keys and values in the windowed cache,
+	 * and reads only the cells from the first any token of the step may
+	 * see: the window's cost, however deep the context. */
+	const bool windowed = loom_layer_windowed(hp, il);
+	loom_kv_cache *kv = windowed ? &ctx->kv_swa : &ctx->kv;
+	loom_tensor *cells = slot(ctx, windowed ? LOOM_SLOT_CELLS_SWA : LOOM_SLOT_CELLS, LOOM_DTYPE_I32, n, 1, 1);
 	add_node(ctx, LOOM_OP_KV_STORE, &kv->k[il], k, cells);
 	add_node(ctx, LOOM_OP_KV_STORE, &kv->v[il], v, cells);
 
-	/* A windowed layer reads only the cells from the first any token of
-	 * the step may see: the window's cost, however deep the cache. */
-	const bool windowed = loom_layer_windowed(hp, il);
 	const uint32_t first = windowed ? ctx->swa_first : 0;
+	if (windowed)
+		n_kv = ctx->n_kv_swa;
 	loom_tensor *attn = f32_rows(ctx, LOOM_SLOT_ATTN, q_dim, n);
 	loom_node *a = add_node(ctx, LOOM_OP_ATTENTION, attn, q_heads, cache_view(ctx, &kv->k[il], first, n_kv));
 	a->src[2] = cache_view(ctx, &kv->v[il], first, n_kv);
@@ -417,7 +421,8 @@ loom_status loom_forward_build(loom_context *ctx, int n, uint32_t n_kv, int n_ou
 	const loom_hparams *hp = &m->hp;
 
 	if (ctx->built.valid && ctx->built.n == n && ctx->built.n_kv == n_kv && ctx->built.n_out == n_out &&
-	    ctx->built.output == (int)output && ctx->built.swa_first == ctx->swa_first) {
+	    ctx->built.output == (int)output && ctx->built.swa_first == ctx->swa_first &&
+	    ctx->built.n_kv_swa == ctx->n_kv_swa) {
 		graph->n_nodes = ctx->n_nodes;
 		graph->nodes = ctx->nodes;
 		return LOOM_OK;
@@ -472,6 +477,7 @@ loom_status loom_forward_build(loom_context *ctx, int n, uint32_t n_kv, int n_ou
 	ctx->built.n = n;
 	ctx->built.n_kv = n_kv;
 	ctx->built.swa_first = ctx->swa_first;
+	ctx->built.n_kv_swa = ctx->n_kv_swa;
 	ctx->built.n_out = n_out;
 	ctx->built.output = (int)output;
 	graph->n_nodes = ctx->n_nodes;
@@ -479,7 +485,7 @@ loom_status loom_forward_build(loom_context *ctx, int n, uint32_t n_kv, int n_ou
 	return LOOM_OK;
 }
 
-loom_status loom_forward_build_shift(loom_context *ctx, int n, loom_graph *graph)
+loom_status loom_forward_build_shift(loom_context *ctx, const loom_kv_cache *kv, int n, loom_graph *graph)
 {
 	const loom_model *m = ctx->model;
 	const loom_hparams *hp = &m->hp;
@@ -491,10 +497,10 @@ loom_status loom_forward_build_shift(loom_context *ctx, int n, loom_graph *graph
 	loom_tensor *cells = slot(ctx, LOOM_SLOT_CELLS, LOOM_DTYPE_I32, n, 1, 1);
 	loom_tensor *delta = slot(ctx, LOOM_SLOT_POS, LOOM_DTYPE_I32, n, 1, 1);
 	for (int il = 0; il < hp->n_layer; il++) {
-		if (!layer_rotates(m, il))
+		if (!layer_rotates(m, il) || !loom_kv_holds(kv, m, il))
 			continue;
 		loom_tensor *rows = f32_rows(ctx, LOOM_SLOT_K, kv_dim, n);
-		add_node(ctx, LOOM_OP_GET_ROWS, rows, &ctx->kv.k[il], cells);
+		add_node(ctx, LOOM_OP_GET_ROWS, rows, &kv->k[il], cells);
 		/* A turn by delta, at unit length: YaRN's magnitude correction
 		 * was applied when the keys were stored. */
 		loom_node *r = rope(ctx, il, slot(ctx, LOOM_SLOT_K, LOOM_DTYPE_F32, hp->head_dim, hp->n_head_kv, n), delta);
@@ -502,7 +508,7 @@ loom_status loom_forward_build_shift(loom_context *ctx, int n, loom_graph *graph
 			r->fp[3] = 1.0f / (1.0f + 0.1f * logf(1.0f / r->fp[1]));
 		else
 			r->fp[3] = 1.0f;
-		add_node(ctx, LOOM_OP_KV_STORE, &ctx->kv.k[il], rows, cells);
+		add_node(ctx, LOOM_OP_KV_STORE, &kv->k[il], rows, cells);
 	}
 	if (ctx->n_nodes > ctx->max_nodes || ctx->n_tensors > ctx->max_tensors)
 		return loom_error(LOOM_ERR_BACKEND, "internal: the shift graph outgrew its arena");

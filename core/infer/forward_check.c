@@ -53,6 +53,7 @@ loom_status loom_forward_check(loom_context *ctx)
 	/* One token, and a full batch of which one row goes through the head:
 	 * between them every node a step can have. */
 	const int steps[][2] = {{1, 1}, {(int)ctx->params.n_batch, 1}};
+	ctx->n_kv_swa = ctx->kv_swa.n_cells;
 	for (size_t s = 0; s < sizeof(steps) / sizeof(steps[0]); s++) {
 		loom_graph graph;
 		loom_status st = loom_forward_build(ctx, steps[s][0], ctx->kv.n_cells, steps[s][1], LOOM_STEP_LOGITS, &graph);

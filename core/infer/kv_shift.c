@@ -8,18 +8,47 @@
 
 #include "runtime/error.h"
 
-/* Turns the keys of the n cells in ctx->cells by ctx->pos (the deltas). */
-static loom_status turn_keys(loom_context *ctx, int n)
+/* Turns the keys of the n cells of kv in ctx->cells by ctx->pos (the
+ * deltas). */
+static loom_status turn_keys(loom_context *ctx, const loom_kv_cache *kv, int n)
 {
 	loom_backend *be = &ctx->model->rt->backend;
 	loom_graph graph;
-	loom_status st = loom_forward_build_shift(ctx, n, &graph);
+	loom_status st = loom_forward_build_shift(ctx, kv, n, &graph);
 	if (st == LOOM_OK)
 		st = loom_forward_check_graph(ctx, &graph);
 	if (st == LOOM_OK)
 		st = loom_backend_upload(be, &ctx->scratch, 0, ctx->inputs, ctx->inputs_bytes);
 	if (st == LOOM_OK)
 		st = loom_backend_compute(be, &graph);
+	return st;
+}
+
+/* Moves seq_id's cells of kv at positions [p0, p1) by delta, a batch of
+ * them at a time, their keys turned in the layers kv holds. */
+static loom_status shift_cells(loom_context *ctx, loom_kv_cache *kv, int32_t seq_id, int32_t p0, int32_t p1,
+			       int32_t delta)
+{
+	loom_status st = LOOM_OK;
+	uint32_t j = 0;
+	while (st == LOOM_OK && j < kv->n_cells) {
+		int n = 0;
+		uint32_t first = j;
+		for (; j < kv->n_cells && (uint32_t)n < ctx->params.n_batch; j++) {
+			const loom_kv_cell *c = &kv->cells[j];
+			if (c->pos >= p0 && (p1 < 0 || c->pos < p1) && loom_kv_cell_has(c, seq_id)) {
+				ctx->cells[n] = (int32_t)j;
+				ctx->pos[n++] = delta;
+			}
+		}
+		if (n > 0)
+			st = turn_keys(ctx, kv, n);
+		for (uint32_t k = first; st == LOOM_OK && k < j; k++) {
+			loom_kv_cell *c = &kv->cells[k];
+			if (c->pos >= p0 && (p1 < 0 || c->pos < p1) && loom_kv_cell_has(c, seq_id))
+				c->pos += delta;
+		}
+	}
 	return st;
 }
 
@@ -39,28 +68,11 @@ loom_status loom_kv_seq_shift(loom_context *ctx, int32_t seq_id, int32_t p0, int
 	if (delta < 0) {
 		int32_t end = p1 >= 0 && p1 < -delta ? p1 : -delta;
 		if (end > p0)
-			loom_kv_remove(&ctx->kv, seq_id, p0, end);
+			loom_kv_seq_remove(ctx, seq_id, p0, end);
 	}
-	loom_status st = LOOM_OK;
-	uint32_t j = 0;
-	while (st == LOOM_OK && j < ctx->kv.n_cells) {
-		int n = 0;
-		uint32_t first = j;
-		for (; j < ctx->kv.n_cells && (uint32_t)n < ctx->params.n_batch; j++) {
-			const loom_kv_cell *c = &ctx->kv.cells[j];
-			if (c->pos >= p0 && (p1 < 0 || c->pos < p1) && loom_kv_cell_has(c, seq_id)) {
-				ctx->cells[n] = (int32_t)j;
-				ctx->pos[n++] = delta;
-			}
-		}
-		if (n > 0)
-			st = turn_keys(ctx, n);
-		for (uint32_t k = first; st == LOOM_OK && k < j; k++) {
-			loom_kv_cell *c = &ctx->kv.cells[k];
-			if (c->pos >= p0 && (p1 < 0 || c->pos < p1) && loom_kv_cell_has(c, seq_id))
-				c->pos += delta;
-		}
-	}
+	loom_status st = shift_cells(ctx, &ctx->kv, seq_id, p0, p1, delta);
+	if (st == LOOM_OK && ctx->kv_swa.n_cells > 0)
+		st = shift_cells(ctx, &ctx->kv_swa, seq_id, p0, p1, delta);
 	ctx->n_batch_tokens = 0;
 	return st;
 }

@@ -2,9 +2,12 @@
  * into the same context or another of the same model and cache type.
  *
  * The bytes: a header (magic, version, layers, key/value row bytes, cache
- * type, entries), the entries' positions, then per layer the entries' key
- * rows and value rows. Rows move between backend and host memory in runs
- * of adjacent cells, one copy per run. */
+ * type, entries, windowed entries), the entries' positions, the windowed
+ * layers' cache's entries' positions (a model with windowed layers keeps
+ * those in a cache of their own, which may hold fewer), then per layer the
+ * key rows and value rows of the entries of the cache that holds it. Rows
+ * move between backend and host memory in runs of adjacent cells, one
+ * copy per run. */
 #include "infer/context.h"
 
 #include "runtime/error.h"
@@ -13,11 +16,11 @@
 #include <string.h>
 
 #define STATE_MAGIC 0x53564b4dU /* "MKVS" */
-#define STATE_VERSION 1
+#define STATE_VERSION 2
 
 typedef struct state_header {
 	uint32_t magic, version;
-	uint32_t n_layer, row_bytes, kv_type, n_entries;
+	uint32_t n_layer, row_bytes, kv_type, n_entries, n_window_entries;
 } state_header;
 
 static size_t row_bytes(const loom_context *ctx)
@@ -25,13 +28,24 @@ static size_t row_bytes(const loom_context *ctx)
 	return loom_dtype_row_bytes(ctx->kv.type, ctx->model->hp.n_head_kv * ctx->model->hp.head_dim);
 }
 
-/* How many cells hold seq; their indices, in order, into cells unless it
- * is NULL. */
-static uint32_t seq_cells(const loom_context *ctx, int32_t seq, uint32_t *cells)
+static bool has_window_cache(const loom_context *ctx)
+{
+	return ctx->kv_swa.n_cells > 0;
+}
+
+/* The cache that holds layer il's rows. */
+static loom_kv_cache *layer_cache(loom_context *ctx, int il)
+{
+	return has_window_cache(ctx) && loom_layer_windowed(&ctx->model->hp, il) ? &ctx->kv_swa : &ctx->kv;
+}
+
+/* How many cells of kv hold seq; their indices, in order, into cells
+ * unless it is NULL. */
+static uint32_t seq_cells(const loom_kv_cache *kv, int32_t seq, uint32_t *cells)
 {
 	uint32_t n = 0;
-	for (uint32_t j = 0; j < ctx->kv.n_cells; j++)
-		if (ctx->kv.cells[j].pos >= 0 && loom_kv_cell_has(&ctx->kv.cells[j], seq)) {
+	for (uint32_t j = 0; j < kv->n_cells; j++)
+		if (kv->cells[j].pos >= 0 && loom_kv_cell_has(&kv->cells[j], seq)) {
 			if (cells != NULL)
 				cells[n] = j;
 			n++;
@@ -39,9 +53,13 @@ static uint32_t seq_cells(const loom_context *ctx, int32_t seq, uint32_t *cells)
 	return n;
 }
 
-static size_t state_bytes(const loom_context *ctx, uint32_t n)
+/* The bytes of a state of n entries, w of them in the windowed cache. */
+static size_t state_bytes(loom_context *ctx, uint32_t n, uint32_t w)
 {
-	return sizeof(state_header) + n * sizeof(int32_t) + 2 * (size_t)ctx->model->hp.n_layer * n * row_bytes(ctx);
+	size_t rows = 0;
+	for (int il = 0; il < (int)ctx->model->hp.n_layer; il++)
+		rows += 2 * (size_t)(layer_cache(ctx, il) == &ctx->kv ? n : w) * row_bytes(ctx);
+	return sizeof(state_header) + (size_t)(n + w) * sizeof(int32_t) + rows;
 }
 
 static loom_status check_args(const char *fn, const loom_context *ctx, int32_t seq_id, const void *buf)
@@ -52,22 +70,43 @@ static loom_status check_args(const char *fn, const loom_context *ctx, int32_t s
 	return LOOM_OK;
 }
 
-/* Copies the rows of the given cells of one cache tensor to or from host
- * memory at rows (n rows, in order), a run of adjacent cells at a time. */
-static loom_status move_rows(loom_context *ctx, const loom_tensor *t, const uint32_t *cells, uint32_t n,
-			     unsigned char *rows, bool to_host)
+/* Copies the rows of the given cells of one tensor of cache kv to or from
+ * host memory at rows (n rows, in order), a run of adjacent cells at a
+ * time. */
+static loom_status move_rows(loom_context *ctx, loom_kv_cache *kv, const loom_tensor *t, const uint32_t *cells,
+			     uint32_t n, unsigned char *rows, bool to_host)
 {
 	const loom_backend *be = &ctx->model->rt->backend;
-	const size_t rb = row_bytes(ctx), base = (size_t)((char *)t->data - (char *)ctx->kv.buf.base);
+	const size_t rb = row_bytes(ctx), base = (size_t)((char *)t->data - (char *)kv->buf.base);
 	loom_status st = LOOM_OK;
 	for (uint32_t i = 0; st == LOOM_OK && i < n;) {
 		uint32_t run = 1;
 		while (i + run < n && cells[i + run] == cells[i] + run)
 			run++;
 		size_t at = base + cells[i] * rb, bytes = run * rb;
-		st = to_host ? loom_backend_download(be, &ctx->kv.buf, at, rows + i * rb, bytes)
-			     : loom_backend_upload(be, &ctx->kv.buf, at, rows + i * rb, bytes);
+		st = to_host ? loom_backend_download(be, &kv->buf, at, rows + i * rb, bytes)
+			     : loom_backend_upload(be, &kv->buf, at, rows + i * rb, bytes);
 		i += run;
+	}
+	return st;
+}
+
+/* Every layer's key and value rows, each from or to the cells of the
+ * cache that holds it (cells of ctx->kv, or window_cells of ctx->kv_swa). */
+static loom_status move_layers(loom_context *ctx, const uint32_t *cells, uint32_t n, const uint32_t *window_cells,
+			       uint32_t w, unsigned char *p, bool to_host)
+{
+	loom_status st = LOOM_OK;
+	const size_t rb = row_bytes(ctx);
+	for (int il = 0; st == LOOM_OK && il < (int)ctx->model->hp.n_layer; il++) {
+		loom_kv_cache *kv = layer_cache(ctx, il);
+		const bool full = kv == &ctx->kv;
+		const uint32_t count = full ? n : w;
+		st = move_rows(ctx, kv, &kv->k[il], full ? cells : window_cells, count, p, to_host);
+		p += count * rb;
+		if (st == LOOM_OK)
+			st = move_rows(ctx, kv, &kv->v[il], full ? cells : window_cells, count, p, to_host);
+		p += count * rb;
 	}
 	return st;
 }
@@ -76,7 +115,8 @@ loom_status loom_kv_seq_state_size(const loom_context *ctx, int32_t seq_id, size
 {
 	loom_status st = check_args("loom_kv_seq_state_size", ctx, seq_id, size);
 	if (st == LOOM_OK)
-		*size = state_bytes(ctx, seq_cells(ctx, seq_id, NULL));
+		*size = state_bytes((loom_context *)ctx, seq_cells(&ctx->kv, seq_id, NULL),
+				    has_window_cache(ctx) ? seq_cells(&ctx->kv_swa, seq_id, NULL) : 0);
 	return st;
 }
 
@@ -85,12 +125,16 @@ loom_status loom_kv_seq_save(loom_context *ctx, int32_t seq_id, void *buf, size_
 	loom_status st = check_args("loom_kv_seq_save", ctx, seq_id, buf);
 	if (st != LOOM_OK)
 		return st;
-	const uint32_t n = seq_cells(ctx, seq_id, NULL);
-	uint32_t *cells = malloc((n + 1) * sizeof(uint32_t));
+	const uint32_t n = seq_cells(&ctx->kv, seq_id, NULL);
+	const uint32_t w = has_window_cache(ctx) ? seq_cells(&ctx->kv_swa, seq_id, NULL) : 0;
+	uint32_t *cells = malloc((n + w + 1) * sizeof(uint32_t));
 	if (cells == NULL)
 		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
-	seq_cells(ctx, seq_id, cells);
-	const size_t need = state_bytes(ctx, n), rb = row_bytes(ctx);
+	uint32_t *window_cells = cells + n;
+	seq_cells(&ctx->kv, seq_id, cells);
+	if (w > 0)
+		seq_cells(&ctx->kv_swa, seq_id, window_cells);
+	const size_t need = state_bytes(ctx, n, w);
 	if (written != NULL)
 		*written = need;
 	if (size < need) {
@@ -98,26 +142,22 @@ loom_status loom_kv_seq_save(loom_context *ctx, int32_t seq_id, void *buf, size_
 		return loom_error(LOOM_ERR_BUFFER_TOO_SMALL, "sequence %d's state takes %zu bytes; the buffer has %zu",
 				  seq_id, need, size);
 	}
-	const int n_layer = (int)ctx->model->hp.n_layer;
-	state_header h = {STATE_MAGIC, STATE_VERSION, (uint32_t)n_layer, (uint32_t)rb, (uint32_t)ctx->kv.type, n};
+	state_header h = {STATE_MAGIC, STATE_VERSION, (uint32_t)ctx->model->hp.n_layer, (uint32_t)row_bytes(ctx),
+			  (uint32_t)ctx->kv.type, n, w};
 	unsigned char *p = buf;
 	memcpy(p, &h, sizeof(h));
 	p += sizeof(h);
 	for (uint32_t i = 0; i < n; i++, p += sizeof(int32_t))
 		memcpy(p, &ctx->kv.cells[cells[i]].pos, sizeof(int32_t));
-	for (int il = 0; st == LOOM_OK && il < n_layer; il++) {
-		st = move_rows(ctx, &ctx->kv.k[il], cells, n, p, true);
-		p += n * rb;
-		if (st == LOOM_OK)
-			st = move_rows(ctx, &ctx->kv.v[il], cells, n, p, true);
-		p += n * rb;
-	}
+	for (uint32_t i = 0; i < w; i++, p += sizeof(int32_t))
+		memcpy(p, &ctx->kv_swa.cells[window_cells[i]].pos, sizeof(int32_t));
+	st = move_layers(ctx, cells, n, window_cells, w, p, true);
 	free(cells);
 	return st;
 }
 
 /* The header of a state this context can take, else BAD_FORMAT. */
-static loom_status read_header(const loom_context *ctx, const void *buf, size_t size, state_header *h)
+static loom_status read_header(loom_context *ctx, const void *buf, size_t size, state_header *h)
 {
 	if (size < sizeof(*h))
 		return loom_error(LOOM_ERR_BAD_FORMAT, "a sequence state: %zu bytes is shorter than its header", size);
@@ -130,10 +170,45 @@ static loom_status read_header(const loom_context *ctx, const void *buf, size_t 
 				  "a sequence state of %u layers, %u-byte rows, cache type %u; this context has %d, %zu, %s",
 				  h->n_layer, h->row_bytes, h->kv_type, (int)ctx->model->hp.n_layer, row_bytes(ctx),
 				  loom_dtype_name(ctx->kv.type));
-	if (h->n_entries > ctx->kv.n_cells || size != state_bytes(ctx, h->n_entries))
+	if (h->n_entries > ctx->kv.n_cells || h->n_window_entries > h->n_entries ||
+	    (h->n_window_entries > 0 && !has_window_cache(ctx)))
+		return loom_error(LOOM_ERR_BAD_FORMAT, "a sequence state of %u entries (%u windowed) does not fit a "
+				  "context of %u cells%s", h->n_entries, h->n_window_entries, ctx->kv.n_cells,
+				  has_window_cache(ctx) ? "" : " without windowed layers");
+	if (size != state_bytes(ctx, h->n_entries, h->n_window_entries))
 		return loom_error(LOOM_ERR_BAD_FORMAT, "a sequence state of %u entries must be %zu bytes, not %zu",
-				  h->n_entries, h->n_entries <= ctx->kv.n_cells ? state_bytes(ctx, h->n_entries) : 0, size);
+				  h->n_entries, state_bytes(ctx, h->n_entries, h->n_window_entries), size);
 	return LOOM_OK;
+}
+
+/* Claims count cells of kv for seq at the positions read from p (making
+ * room first in the windowed cache), their indices into cells. */
+static loom_status claim_entries(loom_context *ctx, loom_kv_cache *kv, int32_t seq_id, const unsigned char *p,
+				 uint32_t count, uint32_t *cells)
+{
+	int32_t *pos = calloc(count + 1, sizeof(int32_t)), *seqs = calloc(count + 1, sizeof(int32_t));
+	int32_t *claimed = malloc((count + 1) * sizeof(int32_t));
+	loom_status st = pos != NULL && seqs != NULL && claimed != NULL ? LOOM_OK
+									 : loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+	for (uint32_t i = 0; st == LOOM_OK && i < count; i++, p += sizeof(int32_t)) {
+		memcpy(&pos[i], p, sizeof(int32_t));
+		seqs[i] = seq_id;
+		if (pos[i] < 0)
+			st = loom_error(LOOM_ERR_BAD_FORMAT, "a sequence state: entry %u has position %d", i, pos[i]);
+	}
+	if (st == LOOM_OK && kv == &ctx->kv_swa) {
+		st = loom_kv_make_room(kv, ctx->model, (int)count, pos, seqs, (uint32_t)ctx->model->hp.n_swa,
+				       ctx->params.n_ctx);
+		ctx->built.valid = false;
+	}
+	if (st == LOOM_OK)
+		st = loom_kv_claim(kv, (int)count, pos, seqs, claimed);
+	for (uint32_t i = 0; st == LOOM_OK && i < count; i++)
+		cells[i] = (uint32_t)claimed[i];
+	free(pos);
+	free(seqs);
+	free(claimed);
+	return st;
 }
 
 loom_status loom_kv_seq_load(loom_context *ctx, int32_t seq_id, const void *buf, size_t size)
@@ -145,37 +220,23 @@ loom_status loom_kv_seq_load(loom_context *ctx, int32_t seq_id, const void *buf,
 	if (st != LOOM_OK)
 		return st;
 	const unsigned char *p = (const unsigned char *)buf + sizeof(h);
-	int32_t *pos = malloc((h.n_entries + 1) * sizeof(int32_t)), *seqs = malloc((h.n_entries + 1) * sizeof(int32_t));
-	int32_t *claimed = malloc((h.n_entries + 1) * sizeof(int32_t));
-	uint32_t *cells = malloc((h.n_entries + 1) * sizeof(uint32_t));
-	if (pos == NULL || seqs == NULL || claimed == NULL || cells == NULL)
+	const uint32_t n = h.n_entries, w = h.n_window_entries;
+	uint32_t *cells = malloc((n + 1) * sizeof(uint32_t)), *window_cells = malloc((w + 1) * sizeof(uint32_t));
+	if (cells == NULL || window_cells == NULL)
 		st = loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
-	for (uint32_t i = 0; st == LOOM_OK && i < h.n_entries; i++, p += sizeof(int32_t)) {
-		memcpy(&pos[i], p, sizeof(int32_t));
-		seqs[i] = seq_id;
-		if (pos[i] < 0)
-			st = loom_error(LOOM_ERR_BAD_FORMAT, "a sequence state: entry %u has position %d", i, pos[i]);
-	}
 	if (st == LOOM_OK) {
-		loom_kv_remove(&ctx->kv, seq_id, 0, -1);
-		st = loom_kv_claim(&ctx->kv, (int)h.n_entries, pos, seqs, claimed);
+		loom_kv_seq_remove(ctx, seq_id, 0, -1);
+		st = claim_entries(ctx, &ctx->kv, seq_id, p, n, cells);
 	}
-	for (uint32_t i = 0; st == LOOM_OK && i < h.n_entries; i++)
-		cells[i] = (uint32_t)claimed[i];
-	bool claimed_cells = st == LOOM_OK;
-	for (uint32_t il = 0; st == LOOM_OK && il < h.n_layer; il++) {
-		st = move_rows(ctx, &ctx->kv.k[il], cells, h.n_entries, (unsigned char *)p, false);
-		p += h.n_entries * h.row_bytes;
-		if (st == LOOM_OK)
-			st = move_rows(ctx, &ctx->kv.v[il], cells, h.n_entries, (unsigned char *)p, false);
-		p += h.n_entries * h.row_bytes;
-	}
+	if (st == LOOM_OK && has_window_cache(ctx))
+		st = claim_entries(ctx, &ctx->kv_swa, seq_id, p + n * sizeof(int32_t), w, window_cells);
+	p += (size_t)(n + w) * sizeof(int32_t);
+	if (st == LOOM_OK)
+		st = move_layers(ctx, cells, n, window_cells, w, (unsigned char *)p, false);
 	/* Half-restored entries would be read as the sequence's: none stay. */
-	if (st != LOOM_OK && claimed_cells)
-		loom_kv_remove(&ctx->kv, seq_id, 0, -1);
-	free(pos);
-	free(seqs);
-	free(claimed);
+	if (st != LOOM_OK && cells != NULL && window_cells != NULL)
+		loom_kv_seq_remove(ctx, seq_id, 0, -1);
 	free(cells);
+	free(window_cells);
 	return st;
 }
