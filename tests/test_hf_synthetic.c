@@ -42,6 +42,8 @@ enum transform {
 	FUSED_V,
 	ONE_ROW,     /* a vector stored as a {1, n} matrix */
 	EXPERTS,     /* {n_in, n_out, n_expert}: one tensor an expert ("%d" twice) */
+	STACK,       /* {n_in, n_out, n_expert} as one tensor [n_expert, n_out, n_in] */
+	GATE_UP_STACK, /* ffn_gate_exps and ffn_up_exps as one stack, each expert's gate rows then up's */
 };
 
 /* A tensor: GGUF name, Hugging Face name ("%d" for the layer). */
@@ -309,6 +311,20 @@ static const tensor_map qwen2moe_layer[] = {
 	{"ffn_down_shexp.weight", L "mlp.shared_expert.down_proj.weight", AS_IS},
 	END,
 };
+/* Granite MoE's: the llama block, its experts in stacks, each expert's
+ * gate and up one matrix. */
+static const tensor_map granitemoe_layer[] = {
+	{"attn_norm.weight", L "input_layernorm.weight", AS_IS},
+	{"attn_q.weight", L "self_attn.q_proj.weight", UNPERMUTE_Q},
+	{"attn_k.weight", L "self_attn.k_proj.weight", UNPERMUTE_K},
+	{"attn_v.weight", L "self_attn.v_proj.weight", AS_IS},
+	{"attn_output.weight", L "self_attn.o_proj.weight", AS_IS},
+	{"ffn_norm.weight", L "post_attention_layernorm.weight", AS_IS},
+	{"ffn_gate_inp.weight", L "block_sparse_moe.router.layer.weight", AS_IS},
+	{"ffn_gate_exps.weight", L "block_sparse_moe.input_linear.weight", GATE_UP_STACK},
+	{"ffn_down_exps.weight", L "block_sparse_moe.output_linear.weight", STACK},
+	END,
+};
 /* Qwen3-MoE's and OLMoE's: their q and k norms differ in width, not name. */
 static const tensor_map qk_norm_moe_layer[] = {
 	{"attn_norm.weight", L "input_layernorm.weight", AS_IS},
@@ -381,6 +397,15 @@ static const config_map dots1_config[] = {
 	{"norm_topk_prob", NULL, TRUE_VALUE},
 	END,
 };
+static const config_map granitemoe_config[] = {
+	{"num_local_experts", "%s.expert_count", INT},
+	{"num_experts_per_tok", "%s.expert_used_count", INT},
+	{"embedding_multiplier", "%s.embedding_scale", FLOAT},
+	{"residual_multiplier", "%s.residual_scale", FLOAT},
+	{"attention_multiplier", "%s.attention.scale", FLOAT},
+	{"logits_scaling", "%s.logit_scale", FLOAT},
+	END,
+};
 static const config_map olmoe_config[] = {
 	{"num_experts", "%s.expert_count", INT},
 	{"num_experts_per_tok", "%s.expert_used_count", INT},
@@ -402,8 +427,12 @@ static const family families[] = {
 	{"qwen3moe", "qwen3_moe", llama_globals, qk_norm_moe_layer, llama_like_config, qwen3moe_config},
 	{"olmoe", "olmoe", llama_globals, qk_norm_moe_layer, llama_like_config, olmoe_config},
 	{"dots1", "dots1", llama_globals, dots1_layer, llama_like_config, dots1_config},
+	{"granitemoe", "granitemoe", llama_globals, granitemoe_layer, llama_like_config, granitemoe_config},
 };
-enum { LLAMA, GPT2, QWEN2, QWEN3, GEMMA, PHI2, STABLELM, STARCODER2, MIXTRAL, QWEN2MOE, QWEN3MOE, OLMOE, DOTS1 };
+enum {
+	LLAMA, GPT2, QWEN2, QWEN3, GEMMA, PHI2, STABLELM, STARCODER2, MIXTRAL, QWEN2MOE, QWEN3MOE, OLMOE, DOTS1,
+	GRANITEMOE
+};
 
 typedef struct synth_case {
 	const char *name;
@@ -443,6 +472,7 @@ static const synth_case cases[] = {
 	{"qwen3moe-f16", QWEN3MOE, "F16", 0, 0.1f, 2e-2f, false, "qwen3moe-f32"},
 	{"olmoe-f32", OLMOE, "F32", 0, 1e-4f, 1e-4f, false, "olmoe-f32"},
 	{"dots1-f16", DOTS1, "F16", 2, 0.1f, 2e-2f, false, "dots1-f32"},
+	{"granitemoe-bf16", GRANITEMOE, "BF16", 0, 0.5f, 0.1f, false, "granitemoe-f32"},
 };
 #define N_CASES ((int)(sizeof(cases) / sizeof(cases[0])))
 
@@ -561,6 +591,34 @@ static void add_mapped(checkpoint *c, const loom_model_file *f, const family *fa
 	if (t == NULL)
 		return;
 	ck_assert_msg(t->dtype == LOOM_DTYPE_F32, "%s is not f32", g);
+	if (m->how == STACK || m->how == GATE_UP_STACK) {
+		ck_assert_int_eq(t->n_dims, 3);
+		const int64_t x = t->ne[2], rows = t->ne[1], cols = t->ne[0];
+		const bool both = m->how == GATE_UP_STACK;
+		const loom_file_tensor *up = NULL;
+		if (both) {
+			snprintf(key, sizeof(key), "blk.%d.ffn_up_exps.weight", il);
+			up = test_find_file_tensor(f, key);
+			ck_assert(up != NULL && up->dtype == LOOM_DTYPE_F32 && up->ne[1] == rows);
+		}
+		const int64_t per = (both ? 2 : 1) * rows * cols;
+		float *all = malloc((size_t)(x * per) * sizeof(float));
+		ck_assert(all != NULL);
+		for (int64_t e = 0; e < x; e++) {
+			memcpy(all + e * per, (const float *)t->data + e * rows * cols, (size_t)(rows * cols) * sizeof(float));
+			if (both)
+				memcpy(all + e * per + rows * cols, (const float *)up->data + e * rows * cols,
+				       (size_t)(rows * cols) * sizeof(float));
+		}
+		add(c, h, dtype, all, x * per / cols, cols, false, false);
+		st_tensor_spec *spec = &c->t[c->n - 1];
+		spec->n_dims = 3;
+		spec->shape[0] = x;
+		spec->shape[1] = per / cols;
+		spec->shape[2] = cols;
+		free(all);
+		return;
+	}
 	if (m->how == EXPERTS) {
 		ck_assert_int_eq(t->n_dims, 3);
 		const float *w = t->data;

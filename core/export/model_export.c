@@ -228,6 +228,21 @@ static int qkv_index(loom_role role, bool *bias)
 	return -1;
 }
 
+/* Rows [row, row + n) of each expert's matrix of a stack, as a stack of
+ * their own. */
+static loom_status expert_rows(loom_export *e, piece *p, int64_t row, int64_t n)
+{
+	const size_t rb = piece_row_size(p);
+	char *dst = own_block(e, (size_t)(n * p->ne2) * rb);
+	if (dst == NULL)
+		return LOOM_ERR_NO_MEMORY;
+	for (int64_t x = 0; x < p->ne2; x++)
+		memcpy(dst + (size_t)(x * n) * rb, (const char *)p->data + (size_t)(x * p->ne1 + row) * rb, (size_t)n * rb);
+	p->data = dst;
+	p->ne1 = n;
+	return LOOM_OK;
+}
+
 /* role's tensor as the export's GGUF section wants it. */
 static loom_status role_piece(loom_export *e, loom_model *m, loom_role role, int il, piece *p, bool *found)
 {
@@ -252,6 +267,20 @@ static loom_status role_piece(loom_export *e, loom_model *m, loom_role role, int
 			if ((st = role_piece(e, m, qkv_part(role, i), il, &parts[i], found)) != LOOM_OK || !*found)
 				return st;
 		return concat_rows(e, parts, p);
+	}
+	const bool gate_or_up = role == LOOM_ROLE_FFN_GATE_EXPS || role == LOOM_ROLE_FFN_UP_EXPS;
+	if (gate_or_up && c->experts_gate_up[src] != c->experts_gate_up[LOOM_CFMT_GGUF]) {
+		/* Apart here, each expert's gate and up one matrix in the file. */
+		if (c->experts_gate_up[src] != LOOM_QKV_FUSED)
+			return loom_error(LOOM_ERR_UNSUPPORTED, "contract %s keeps the experts' gate and up apart in %s files; "
+					  "GGUF files that fuse them are not written", c->name, loom_contract_format_name(src));
+		if ((st = source_piece(e, m, LOOM_ROLE_FFN_UP_EXPS, il, p, found)) != LOOM_OK || !*found)
+			return st;
+		const int64_t f = m->hp.n_ff_exp;
+		if (p->n_dims != 3 || p->ne1 != 2 * f)
+			return loom_error(LOOM_ERR_BAD_FORMAT, "layer %d's fused experts' gate and up have %" PRId64
+					  " rows an expert, expected %" PRId64, il, p->n_dims == 3 ? p->ne1 : 0, 2 * f);
+		return expert_rows(e, p, role == LOOM_ROLE_FFN_GATE_EXPS ? 0 : f, f);
 	}
 	if (part >= 0 && !loom_contract_uses_role(c, src, role)) {
 		/* Apart here, fused in the file: a range of its rows. */
@@ -339,13 +368,21 @@ static loom_status add_meta(loom_export *e, const char *key, loom_meta_value v)
 
 /* hp under the GGUF key the contract gives it, if any, as llama.cpp
  * types it: u32 for counts, f32 for the rest. */
+/* The file's architecture: the contract's name, or its name for a model
+ * with experts. */
+static const char *export_architecture(const loom_model *m)
+{
+	return m->hp.n_expert > 0 && m->contract->moe_architecture != NULL ? m->contract->moe_architecture
+									   : m->contract->name;
+}
+
 static loom_status add_hparam(loom_export *e, const loom_model *m, loom_hparam hp, double value, loom_meta_type type)
 {
 	loom_spellings keys = m->contract->hparam_keys[LOOM_CFMT_GGUF][hp];
 	if (keys == NULL)
 		return LOOM_OK;
 	char key[256];
-	loom_contract_expand(key, sizeof(key), keys[0], "{arch}", m->contract->name);
+	loom_contract_expand(key, sizeof(key), keys[0], "{arch}", export_architecture(m));
 	loom_meta_value v = {.type = type};
 	if (type == LOOM_META_F32)
 		v.v.f = value;
@@ -366,7 +403,7 @@ static loom_status add_rope_scaling(loom_export *e, const loom_model *m)
 	loom_status st = LOOM_OK;
 	if (type != NULL && keys != NULL) {
 		char key[256];
-		loom_contract_expand(key, sizeof(key), keys[0], "{arch}", m->contract->name);
+		loom_contract_expand(key, sizeof(key), keys[0], "{arch}", export_architecture(m));
 		char *value = own_string(e, type);
 		st = value != NULL ? LOOM_OK : LOOM_ERR_NO_MEMORY;
 		if (st == LOOM_OK)
@@ -389,9 +426,9 @@ static loom_status export_meta(loom_export *e, const loom_model *m)
 {
 	const loom_hparams *hp = &m->hp;
 	const bool rope = m->contract->positions == LOOM_POSITIONS_ROPE;
+	const char *arch = export_architecture(m);
 	loom_status st = add_meta(e, "general.architecture",
-				  (loom_meta_value){.type = LOOM_META_STRING,
-						    .v.s = {strlen(m->contract->name), m->contract->name}});
+				  (loom_meta_value){.type = LOOM_META_STRING, .v.s = {strlen(arch), (char *)arch}});
 	/* The tokenizer is described in GGUF's keys whatever the format. */
 	for (uint64_t i = 0; st == LOOM_OK && i < m->file->n_meta; i++) {
 		const loom_meta_kv *kv = &m->file->meta[i];

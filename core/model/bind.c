@@ -224,6 +224,7 @@ int loom_layer_slots(const loom_model *m, int il, loom_layer *l, loom_weight_slo
 	const bool full_qk = m->contract->qk_norm == LOOM_QK_NORM_FULL;
 	/* A fused gate and up: one matrix of both's rows (split in bind_layer). */
 	const int64_t up_rows = m->contract->gate_up[m->fmt] == LOOM_QKV_FUSED ? 2 * hp->n_ff : hp->n_ff;
+	const int64_t up_rows_exps = m->contract->experts_gate_up[m->fmt] == LOOM_QKV_FUSED ? 2 * F : F;
 	const loom_weight_slot table[] = {
 		{LOOM_ROLE_ATTN_NORM, E, 0, 0, &l->attn_norm},
 		{LOOM_ROLE_ATTN_NORM_B, E, 0, 0, &l->attn_norm_b},
@@ -250,7 +251,7 @@ int loom_layer_slots(const loom_model *m, int il, loom_layer *l, loom_weight_slo
 		{LOOM_ROLE_ATTN_SINKS, hp->n_head, 0, 0, &l->attn_sinks},
 		{LOOM_ROLE_FFN_GATE_INP, E, X, 0, &l->ffn_gate_inp},
 		{LOOM_ROLE_FFN_GATE_EXPS, E, F, X, &l->ffn_gate_exps},
-		{LOOM_ROLE_FFN_UP_EXPS, E, F, X, &l->ffn_up_exps},
+		{LOOM_ROLE_FFN_UP_EXPS, E, up_rows_exps, X, &l->ffn_up_exps},
 		{LOOM_ROLE_FFN_DOWN_EXPS, F, E, X, &l->ffn_down_exps},
 		{LOOM_ROLE_FFN_GATE_INP_SHEXP, E, 0, 0, &l->ffn_gate_inp_shexp},
 		{LOOM_ROLE_FFN_GATE_SHEXP, E, hp->n_ff_shared, 0, &l->ffn_gate_shexp},
@@ -272,6 +273,16 @@ int loom_layer_slots(const loom_model *m, int il, loom_layer *l, loom_weight_slo
 	return n;
 }
 
+/* Rows [row, row + n) of each expert's matrix of a stack {n_in, rows,
+ * n_expert}: a view whose experts lie a whole matrix apart. */
+static loom_tensor expert_rows(const loom_tensor *w, int64_t row, int64_t n)
+{
+	loom_tensor t = *w;
+	t.ne[1] = n;
+	t.data = (char *)w->data + (size_t)row * w->nb[1];
+	return t;
+}
+
 static loom_status bind_layer(loom_model *m, int fmt, int il, loom_layer *l)
 {
 	const loom_hparams *hp = &m->hp;
@@ -288,6 +299,12 @@ static loom_status bind_layer(loom_model *m, int fmt, int il, loom_layer *l)
 		loom_tensor both = l->ffn_up;
 		l->ffn_gate = row_range(&both, 0, hp->n_ff);
 		l->ffn_up = row_range(&both, hp->n_ff, hp->n_ff);
+	}
+	if (m->contract->experts_gate_up[fmt] == LOOM_QKV_FUSED && l->ffn_up_exps.data != NULL) {
+		/* Each expert's matrix: its gate's rows, then up's. */
+		loom_tensor both = l->ffn_up_exps;
+		l->ffn_gate_exps = expert_rows(&both, 0, hp->n_ff_exp);
+		l->ffn_up_exps = expert_rows(&both, hp->n_ff_exp, hp->n_ff_exp);
 	}
 	if (m->contract->qkv[fmt] != LOOM_QKV_FUSED)
 		return LOOM_OK;

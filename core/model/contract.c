@@ -249,7 +249,7 @@ bool loom_contract_uses_role(const loom_contract *c, loom_contract_format f, loo
 	case LOOM_ROLE_FFN_DOWN_EXPS:
 		return c->experts;
 	case LOOM_ROLE_FFN_GATE_EXPS:
-		return c->experts && gated;
+		return c->experts && gated && c->experts_gate_up[f] != LOOM_QKV_FUSED;
 	case LOOM_ROLE_FFN_GATE_INP_SHEXP:
 		return c->shared_expert_gated;
 	case LOOM_ROLE_FFN_EXP_PROBS_B:
@@ -402,12 +402,13 @@ static loom_status scale_value(loom_yaml *y, yaml_node_t *map, const char *key, 
 	return LOOM_OK;
 }
 
-/* experts: {gating, shared_expert, selection_bias}: how a mixture of
- * experts chooses and weighs its experts, and whether a shared expert
- * joins them. */
+/* experts: {gating, shared_expert, selection_bias, gate_up}: how a
+ * mixture of experts chooses and weighs its experts, whether a shared
+ * expert joins them, and whether a format stores each expert's gate and up
+ * as one matrix. */
 static loom_status parse_experts(loom_yaml *y, yaml_node_t *map, loom_contract *c)
 {
-	static const char *const keys[] = {"gating", "shared_expert", "selection_bias", NULL};
+	static const char *const keys[] = {"gating", "shared_expert", "selection_bias", "gate_up", NULL};
 	static const char *const shared_choices[] = {"none", "plain", "gated", NULL};
 	int shared = 0;
 	loom_status st = loom_yaml_expect(y, map, YAML_MAPPING_NODE, LOOM_ERR_CONTRACT, "experts");
@@ -419,6 +420,11 @@ static loom_status parse_experts(loom_yaml *y, yaml_node_t *map, loom_contract *
 		st = choice(y, map, "shared_expert", shared_choices, "none", &shared);
 	if (st == LOOM_OK)
 		st = flag(y, map, "selection_bias", &c->selection_bias);
+	int gate_up[LOOM_CFMT_COUNT];
+	if (st == LOOM_OK)
+		st = format_choice(y, map, "gate_up", qkv_choices, "separate", gate_up);
+	for (int f = 0; st == LOOM_OK && f < LOOM_CFMT_COUNT; f++)
+		c->experts_gate_up[f] = (loom_qkv_kind)gate_up[f];
 	/* The bias shifts sigmoids; a softmax's choice is its logits'. */
 	if (st == LOOM_OK && c->selection_bias && c->expert_gating != LOOM_GATING_SIGMOID)
 		st = loom_error(LOOM_ERR_CONTRACT, "%s:%d: experts: selection_bias needs gating: sigmoid", y->path,
@@ -822,7 +828,7 @@ static loom_status parse_contract(loom_yaml *y, loom_contract *c)
 {
 	static const char *const keys[] = {"name",	"description", "aliases",	"block",     "hparams",
 					   "defaults",	"defaults_by_layers", "tensors", "transposed", "tokenizer",
-					   "chat_template", NULL};
+					   "chat_template", "moe_architecture", NULL};
 	yaml_node_t *root = loom_yaml_root(y);
 	loom_status st = loom_yaml_check_keys(y, root, keys, LOOM_ERR_CONTRACT, "the contract");
 	if (st != LOOM_OK)
@@ -837,6 +843,13 @@ static loom_status parse_contract(loom_yaml *y, loom_contract *c)
 		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
 	if ((st = parse_model(y, root, c)) != LOOM_OK)
 		return st;
+	yaml_node_t *moe = loom_yaml_get(y, root, "moe_architecture");
+	if (moe != NULL) {
+		if ((st = loom_yaml_expect(y, moe, YAML_SCALAR_NODE, LOOM_ERR_CONTRACT, "moe_architecture")) != LOOM_OK)
+			return st;
+		if ((c->moe_architecture = strdup(loom_yaml_scalar(moe))) == NULL)
+			return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+	}
 	yaml_node_t *tokenizer = loom_yaml_get(y, root, "tokenizer");
 	if (tokenizer != NULL && (st = parse_tokenizer(y, tokenizer, c)) != LOOM_OK)
 		return st;
@@ -963,6 +976,7 @@ void loom_contract_free(loom_contract *c)
 	free(c->layer_defaults);
 	free_strings(c->tokenizer.rstrip_except);
 	free(c->name);
+	free(c->moe_architecture);
 	free(c->path);
 	free(c);
 }

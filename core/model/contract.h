@@ -174,6 +174,10 @@ typedef char **loom_spellings;
 
 typedef struct loom_contract {
 	char *name;
+	/* The GGUF architecture a model with experts is written as, where
+	 * llama.cpp names it apart from the dense family (granitemoe); NULL:
+	 * name. */
+	char *moe_architecture;
 	char *path;
 	/* false for a contract that describes only the family's tokenizer
 	 * (no block, hparams or tensors): its models can be tokenized, not run. */
@@ -213,6 +217,9 @@ typedef struct loom_contract {
 	 * (ffn_exp_probs_bias) and weighted by the sigmoids alone
 	 * (DeepSeek-V3, dots.llm1). */
 	bool selection_bias;
+	/* A format's ffn_up_exps holds each expert's gate rows, then its up
+	 * rows (Granite MoE's input_linear), and names no ffn_gate_exps. */
+	loom_qkv_kind experts_gate_up[LOOM_CFMT_COUNT];
 	loom_residual_kind residual;
 	loom_tied_kind tied;
 	bool bias[LOOM_BIAS_COUNT];
