@@ -1,0 +1,194 @@
+/* test_grammar.c - GBNF text compiled and followed byte by byte: what a
+ * grammar accepts and refuses, where a sentence may end, code points cut
+ * between bytes, repetition bounds, and each compile error with its line
+ * and column. */
+#include "check_main.h"
+
+#include "grammar/grammar.h"
+
+#include <string.h>
+
+static loom_grammar *compile(const char *text)
+{
+	loom_grammar *g = NULL;
+	ck_assert_msg(loom_grammar_compile(text, strlen(text), NULL, &g) == LOOM_OK, "%s", loom_last_error());
+	return g;
+}
+
+/* Whether the grammar takes the whole of s (and may end there). */
+static bool takes(const loom_grammar *g, const char *s)
+{
+	loom_gr_matcher m;
+	ck_assert_int_eq(loom_gr_matcher_init(&m, g), LOOM_OK);
+	bool ok = loom_gr_matcher_accept(&m, (const unsigned char *)s, strlen(s)) && loom_gr_can_end(m.state);
+	ck_assert(!m.failed);
+	loom_gr_matcher_free(&m);
+	return ok;
+}
+
+/* Whether s can begin a sentence of the grammar. */
+static bool starts(const loom_grammar *g, const char *s)
+{
+	loom_gr_matcher m;
+	ck_assert_int_eq(loom_gr_matcher_init(&m, g), LOOM_OK);
+	bool ok = loom_gr_matcher_allows(&m, (const unsigned char *)s, strlen(s));
+	loom_gr_matcher_free(&m);
+	return ok;
+}
+
+static const char json_gbnf[] = "# JSON, as llama.cpp's json.gbnf describes it\n"
+				"root   ::= object\n"
+				"value  ::= object | array | string | number | (\"true\" | \"false\" | \"null\") ws\n"
+				"object ::=\n"
+				"  \"{\" ws (\n"
+				"            string \":\" ws value\n"
+				"    (\",\" ws string \":\" ws value)*\n"
+				"  )? \"}\" ws\n"
+				"array  ::=\n"
+				"  \"[\" ws (\n"
+				"            value\n"
+				"    (\",\" ws value)*\n"
+				"  )? \"]\" ws\n"
+				"string ::=\n"
+				"  \"\\\"\" (\n"
+				"    [^\"\\\\\\x7F\\x00-\\x1F] |\n"
+				"    \"\\\\\" ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4})\n"
+				"  )* \"\\\"\" ws\n"
+				"number ::= (\"-\"? ([0-9] | [1-9] [0-9]{0,15})) (\".\" [0-9]+)? ([eE] [-+]? [0-9] [1-9]{0,15})? ws\n"
+				"ws ::= | \" \" | \"\\n\" [ \\t]{0,20}\n";
+
+START_TEST(json_grammar_takes_json_and_refuses_the_rest)
+{
+	loom_grammar *g = compile(json_gbnf);
+	ck_assert(takes(g, "{}"));
+	ck_assert(takes(g, "{\"a\": [1, 2.5, -3e7, {\"b\": \"c\\n\\u00e9\"}], \"d\": true, \"e\": null}"));
+	ck_assert(takes(g, "{\"caf\xc3\xa9\": \"\xe2\x82\xac \xf0\x9f\x98\x80\"}"));
+	ck_assert(takes(g, "{\n  \"a\": 1\n}"));
+	ck_assert(!takes(g, "{\"a\": }"));
+	ck_assert(!takes(g, "{\"a\" 1}"));
+	ck_assert(!takes(g, "[1, 2]"));          /* the root is an object */
+	ck_assert(!takes(g, "{\"a\": 01}"));     /* no leading zeros */
+	ck_assert(!takes(g, "{\"a\": \"\x01\"}")); /* no raw control characters */
+	ck_assert(!takes(g, "{\"a\": 1"));       /* unfinished: cannot end */
+	ck_assert(starts(g, "{\"a\": [1, 2"));
+	ck_assert(!starts(g, "{\"a\": [1, 2]]"));
+	/* Whitespace is bounded: 20 spaces after a newline, not 21. */
+	char pad[64] = "{\n";
+	memset(pad + 2, ' ', 20);
+	ck_assert(starts(g, pad));
+	pad[22] = ' ';
+	ck_assert(!starts(g, pad));
+	loom_grammar_release(g);
+}
+END_TEST
+
+START_TEST(repetitions_keep_their_bounds)
+{
+	loom_grammar *g = compile("root ::= \"a\"{2,4} \"b\"* (\"c\" \"d\")+ \"e\"?\n");
+	ck_assert(!takes(g, "acd"));
+	ck_assert(takes(g, "aacd"));
+	ck_assert(takes(g, "aaaabbbcdcde"));
+	ck_assert(!takes(g, "aaaaacd"));
+	ck_assert(!takes(g, "aa"));
+	ck_assert(!takes(g, "aacdee"));
+	loom_grammar_release(g);
+	g = compile("root ::= [0-9]{3} | \"x\"{2,}\n");
+	ck_assert(takes(g, "123"));
+	ck_assert(!takes(g, "12"));
+	ck_assert(!takes(g, "x"));
+	ck_assert(takes(g, "xxxxxxxx"));
+	loom_grammar_release(g);
+}
+END_TEST
+
+/* A code point's first bytes are taken when some allowed code point
+ * begins with them, refused at once when none does; bytes that are not
+ * UTF-8 are refused. */
+START_TEST(code_points_cut_between_bytes)
+{
+	loom_grammar *g = compile("root ::= [a-z\\u00e9]+ | \"\\u20ac\" .\n");
+	ck_assert(takes(g, "caf\xc3\xa9"));
+	ck_assert(starts(g, "caf\xc3"));     /* the first byte of é */
+	ck_assert(!starts(g, "caf\xc4"));    /* U+0100..U+013F: none allowed */
+	ck_assert(!starts(g, "caf\xc3\xa8")); /* è */
+	ck_assert(starts(g, "\xe2\x82"));    /* two bytes of € */
+	ck_assert(!takes(g, "\xe2\x82"));    /* a code point unfinished cannot end */
+	ck_assert(takes(g, "\xe2\x82\xac\xf0\x9f\x98\x80")); /* €, then any one character */
+	ck_assert(!starts(g, "\xe2\x82\xac\xff"));          /* not UTF-8 */
+	ck_assert(!starts(g, "\xe2\x82\xac\x80"));          /* a stray continuation byte */
+	ck_assert(!starts(g, "\xc0\xaf"));                  /* an overlong lead */
+	loom_grammar_release(g);
+	/* A negated class meets a partial code point unless every code point
+	 * it could still become is excluded. */
+	g = compile("root ::= [^\\u00c0-\\u00ff]\n");
+	ck_assert(!starts(g, "\xc3")); /* U+00C0..U+00FF: all excluded */
+	ck_assert(starts(g, "\xc4"));
+	ck_assert(takes(g, "\xc4\x80"));
+	loom_grammar_release(g);
+}
+END_TEST
+
+START_TEST(rules_refer_and_recurse)
+{
+	loom_grammar *g = compile("root ::= list\nlist ::= \"(\" (item (\" \" item)*)? \")\"\nitem ::= [a-z]+ | list\n");
+	ck_assert(takes(g, "()"));
+	ck_assert(takes(g, "(a (b c) ((d)))"));
+	ck_assert(!takes(g, "(a (b c)"));
+	ck_assert(!takes(g, "(a  b)"));
+	loom_grammar_release(g);
+	/* Another start rule. */
+	const char *text = "root ::= \"x\"\nother ::= \"y\"\n";
+	ck_assert_int_eq(loom_grammar_compile(text, strlen(text), "other", &g), LOOM_OK);
+	ck_assert(takes(g, "y"));
+	ck_assert(!takes(g, "x"));
+	loom_grammar_release(g);
+}
+END_TEST
+
+static const struct broken {
+	const char *text, *message;
+} broken[] = {
+	{"root ::= \"a\" b\n", "grammar:1:14: rule 'b' is used but not defined"},
+	{"root ::= \"a\n", "grammar:1:10: a string literal without its closing quote"},
+	{"root ::= [ab\n", "grammar:1:10: a character class without its closing bracket"},
+	{"root ::= (\"a\"\n", "grammar:1:10: a group without its closing parenthesis"},
+	{"root = \"a\"\n", "grammar:1:6: expected '::='"},
+	{"root ::= \"a\"\nroot ::= \"b\"\n", "grammar:2:1: a rule defined twice"},
+	{"x ::= \"a\"\n", "grammar: no rule 'root' to start from"},
+	{"root ::= root \"a\" | \"b\"\n", "grammar:1:1: rule 'root' is left-recursive"},
+	{"root ::= e \"a\"\ne ::= \"\" | root\n", "is left-recursive"},
+	{"root ::= \"a\"{20000}\n", "grammar:1:13: a repetition count past 10000"},
+	{"root ::= \"a\"{3,2}\n", "a repetition's bound is below its count"},
+	{"root ::= \"\\q\"\n", "grammar:1:11: an unknown escape"},
+	{"root ::= \"\\x4\"\n", "an escape needs its hex digits"},
+	{"root ::= [z-a]\n", "a class range whose end is before its start"},
+	{"root ::= <think>\n", "token references (<...>) are not supported"},
+	{"root ::= \"a\" )\n", "a closing parenthesis without its opening one"},
+	{"root ::= @\n", "grammar:1:10: expected a literal, a class, '.', '(' or a rule name"},
+};
+
+START_TEST(broken_grammars_say_where)
+{
+	const struct broken *b = &broken[_i];
+	loom_grammar *g = (loom_grammar *)1;
+	ck_assert_int_eq(loom_grammar_compile(b->text, strlen(b->text), NULL, &g), LOOM_ERR_INVALID_ARGUMENT);
+	ck_assert_ptr_null(g);
+	ck_assert_msg(strstr(loom_last_error(), b->message) != NULL, "'%s': %s (expected '%s')", b->text,
+		      loom_last_error(), b->message);
+}
+END_TEST
+
+static Suite *grammar_suite(void)
+{
+	Suite *s = suite_create("grammar");
+	TCase *tc = tcase_create("grammar");
+	tcase_add_test(tc, json_grammar_takes_json_and_refuses_the_rest);
+	tcase_add_test(tc, repetitions_keep_their_bounds);
+	tcase_add_test(tc, code_points_cut_between_bytes);
+	tcase_add_test(tc, rules_refer_and_recurse);
+	tcase_add_loop_test(tc, broken_grammars_say_where, 0, (int)(sizeof(broken) / sizeof(broken[0])));
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+LOOM_TEST_MAIN(grammar_suite)
