@@ -501,9 +501,37 @@ LOOM_API void loom_sampler_free(loom_sampler *s);
  * +inf) or memory ran out, with loom_last_error saying which. Costs a few passes over the row,
  * whatever the vocabulary: nothing is sorted but top-k's candidates. */
 LOOM_API loom_token loom_sampler_sample(loom_sampler *s, const float *logits, int32_t n_vocab);
-/* Records a token in the history the penalties look at. */
+/* Records a token in the history the penalties look at; with a grammar,
+ * the token just sampled also moves the grammar on. */
 LOOM_API void loom_sampler_accept(loom_sampler *s, loom_token token);
+/* The history forgotten and the seed's draws started again; a grammar
+ * back at its start. */
 LOOM_API void loom_sampler_reset(loom_sampler *s);
+
+/* ------------------------------------------------------------------------ */
+/* Grammars                                                                 */
+
+/* A context-free grammar that generation follows: compiled once,
+ * immutable, shared by any number of samplers (which keep a pointer to it:
+ * free it after them). */
+typedef struct loom_grammar loom_grammar;
+
+/* Compiles llama.cpp's GBNF text (rules `name ::= alternatives`, string
+ * literals, character classes, ".", groups, * + ? {m,n}; docs/api.md);
+ * root names the start rule (NULL: "root"). LOOM_ERR_INVALID_ARGUMENT,
+ * naming the line and column, for a syntax error, an undefined rule, left
+ * recursion or a grammar past the limits. */
+LOOM_API loom_status loom_grammar_parse(const char *text, size_t len, const char *root, loom_grammar **out);
+LOOM_API void loom_grammar_free(loom_grammar *g);
+
+/* From now on s samples only tokens whose bytes continue a sentence of g
+ * (from its start), and an end-of-generation token only where a sentence
+ * may end; g NULL: no grammar. The token drawn is checked first, and only
+ * if g refuses it is the draw repeated among the tokens g allows (with
+ * top-k or top-p this differs slightly from masking first: the rules cut
+ * the unmasked row). A sample with nothing the grammar allows is -1, with
+ * loom_last_error saying why. model: the model whose tokens s samples. */
+LOOM_API loom_status loom_sampler_set_grammar(loom_sampler *s, const loom_model *model, const loom_grammar *g);
 
 /* ------------------------------------------------------------------------ */
 /* Embeddings                                                               */
@@ -672,6 +700,11 @@ LOOM_API loom_status loom_generator_next(loom_generator *g, const float *logits,
 
 /* Tokens generated so far. */
 LOOM_API int32_t loom_generator_n_generated(const loom_generator *g);
+
+/* The generator's tokens follow grammar (loom_sampler_set_grammar) from
+ * its next step; NULL: none. The grammar starts with what the generator
+ * samples: a prompt's tokens (loom_generator_accept) do not move it. */
+LOOM_API loom_status loom_generator_set_grammar(loom_generator *g, const loom_grammar *grammar);
 
 /* ------------------------------------------------------------------------ */
 /* A reply's parts                                                          */

@@ -20,8 +20,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct loom_grammar loom_grammar;
-
 /* An element: a set of code points (ranges [first, first + n) of the
  * grammar's range table, or their complement), a reference to a rule, or
  * the end of an alternative. */
@@ -69,6 +67,7 @@ typedef struct loom_gr_state {
 	uint32_t n_stacks;
 	uint32_t partial;      /* the code point's bits so far */
 	uint8_t partial_left;  /* continuation bytes still to come; 0: none */
+	uint8_t partial_len;   /* the code point's bytes in all */
 	uint32_t *offsets;     /* n_stacks + 1 offsets into data */
 	uint32_t *data;        /* the stacks, bottom first: element positions */
 } loom_gr_state;
@@ -100,11 +99,7 @@ typedef struct loom_gr_matcher {
 	bool failed;           /* a step outgrew the limits: loom_last_error() says */
 } loom_gr_matcher;
 
-/* Compiles text (GBNF) into *out, whose root rule is `root` (NULL:
- * "root"). INVALID_ARGUMENT naming the line and column of the first
- * problem: syntax, an undefined rule, left recursion, limits. */
-loom_status loom_grammar_compile(const char *text, size_t len, const char *root, loom_grammar **out);
-void loom_grammar_release(loom_grammar *g);
+/* loom_grammar_parse and loom_grammar_free are loom.h's. */
 
 loom_status loom_gr_matcher_init(loom_gr_matcher *m, const loom_grammar *g);
 void loom_gr_matcher_free(loom_gr_matcher *m);

@@ -202,9 +202,10 @@ no_memory:
 	return false;
 }
 
-/* A state of the done list's stacks and the given partial code point, in
- * the arena; NULL with *error set if there is no memory. */
-static loom_gr_state *make_state(loom_gr_arena *a, uint32_t partial, uint8_t left, bool *error)
+/* A state of the done list's stacks and the given partial code point (of
+ * len bytes, left of them still to come), in the arena; NULL with *error
+ * set if there is no memory. */
+static loom_gr_state *make_state(loom_gr_arena *a, uint32_t partial, uint8_t left, uint8_t len, bool *error)
 {
 	uint32_t n = 0;
 	for (size_t at = 0; at < a->n_done; at += 1 + a->done[at])
@@ -219,6 +220,7 @@ static loom_gr_state *make_state(loom_gr_arena *a, uint32_t partial, uint8_t lef
 	s->n_stacks = n;
 	s->partial = partial;
 	s->partial_left = left;
+	s->partial_len = len;
 	s->offsets = (uint32_t *)(s + 1);
 	s->data = s->offsets + n + 1;
 	uint32_t i = 0, off = 0;
@@ -250,15 +252,27 @@ static loom_gr_state *accept_cp(loom_gr_arena *a, const loom_grammar *g, const l
 	}
 	if (a->n_todo == 0 || !expand(a, g, error) || a->n_done == 0)
 		return NULL;
-	return make_state(a, 0, 0, error);
+	return make_state(a, 0, 0, 0, error);
 }
 
-/* The state waiting for `left` more bytes of a code point whose bits so
- * far are `partial`: the stacks that some such code point can go on. */
-static loom_gr_state *await_cp(loom_gr_arena *a, const loom_grammar *g, const loom_gr_state *s, uint32_t partial,
-			       uint8_t left, bool *error)
+/* The least code point a UTF-8 sequence of len bytes may encode (less is
+ * an overlong form). */
+static uint32_t least_cp(uint8_t len)
 {
-	const uint32_t lo = partial << (6 * left), hi = lo | ((1u << (6 * left)) - 1);
+	return len == 2 ? 0x80 : len == 3 ? 0x800 : 0x10000;
+}
+
+/* The state waiting for `left` more bytes of a code point of len bytes
+ * whose bits so far are `partial`: the stacks that some such code point
+ * can go on. */
+static loom_gr_state *await_cp(loom_gr_arena *a, const loom_grammar *g, const loom_gr_state *s, uint32_t partial,
+			       uint8_t left, uint8_t len, bool *error)
+{
+	uint32_t lo = partial << (6 * left), hi = lo | ((1u << (6 * left)) - 1);
+	lo = lo > least_cp(len) ? lo : least_cp(len);
+	hi = hi < 0x10FFFF ? hi : 0x10FFFF;
+	if (lo > hi)
+		return NULL;
 	a->n_todo = a->n_done = 0;
 	for (uint32_t i = 0; i < s->n_stacks; i++) {
 		const uint32_t *w = s->data + s->offsets[i], len = s->offsets[i + 1] - s->offsets[i];
@@ -268,7 +282,7 @@ static loom_gr_state *await_cp(loom_gr_arena *a, const loom_grammar *g, const lo
 			return NULL;
 		}
 	}
-	return a->n_done > 0 ? make_state(a, partial, left, error) : NULL;
+	return a->n_done > 0 ? make_state(a, partial, left, len, error) : NULL;
 }
 
 loom_gr_state *loom_gr_advance(loom_gr_arena *a, const loom_grammar *g, const loom_gr_state *s, unsigned char b,
@@ -279,9 +293,12 @@ loom_gr_state *loom_gr_advance(loom_gr_arena *a, const loom_grammar *g, const lo
 		if ((b & 0xC0) != 0x80)
 			return NULL;
 		const uint32_t partial = (s->partial << 6) | (b & 0x3F);
-		if (s->partial_left == 1)
-			return accept_cp(a, g, s, partial, error);
-		return await_cp(a, g, s, partial, (uint8_t)(s->partial_left - 1), error);
+		if (s->partial_left > 1)
+			return await_cp(a, g, s, partial, (uint8_t)(s->partial_left - 1), s->partial_len, error);
+		/* Whole: not overlong, past U+10FFFF or a surrogate. */
+		if (partial < least_cp(s->partial_len) || partial > 0x10FFFF || (partial >= 0xD800 && partial <= 0xDFFF))
+			return NULL;
+		return accept_cp(a, g, s, partial, error);
 	}
 	if (b < 0x80)
 		return accept_cp(a, g, s, b, error);
@@ -290,7 +307,7 @@ loom_gr_state *loom_gr_advance(loom_gr_arena *a, const loom_grammar *g, const lo
 		return NULL;
 	const size_t n = loom_utf8_seq_len(b);
 	const uint32_t bits = b & (n == 2 ? 0x1F : n == 3 ? 0x0F : 0x07);
-	return await_cp(a, g, s, bits, (uint8_t)(n - 1), error);
+	return await_cp(a, g, s, bits, (uint8_t)(n - 1), (uint8_t)n, error);
 }
 
 bool loom_gr_can_end(const loom_gr_state *s)
@@ -343,7 +360,7 @@ loom_status loom_gr_matcher_reset(loom_gr_matcher *m)
 		if (!push_todo(a, &start, g->elems[start].kind != LOOM_GR_END, NULL, 0))
 			return loom_error(LOOM_ERR_NO_MEMORY, "out of memory following a grammar");
 	}
-	loom_gr_state *s = expand(a, g, &error) ? make_state(a, 0, 0, &error) : NULL;
+	loom_gr_state *s = expand(a, g, &error) ? make_state(a, 0, 0, 0, &error) : NULL;
 	loom_status st = LOOM_OK;
 	if (s == NULL)
 		st = error ? LOOM_ERR_INVALID_ARGUMENT

@@ -542,7 +542,7 @@ static loom_status flatten(builder *b, uint32_t root, loom_grammar **out)
 		g->ranges = malloc((b->n_ranges + 1) * sizeof(loom_gr_range));
 	}
 	if (g == NULL || !g->elems || !g->alts || !g->rules || !g->ranges) {
-		loom_grammar_release(g);
+		loom_grammar_free(g);
 		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory compiling a grammar");
 	}
 	memcpy(g->ranges, b->ranges, b->n_ranges * sizeof(loom_gr_range));
@@ -576,7 +576,7 @@ static void builder_free(builder *b)
 	free(b->ranges);
 }
 
-loom_status loom_grammar_compile(const char *text, size_t len, const char *root, loom_grammar **out)
+loom_status loom_grammar_parse(const char *text, size_t len, const char *root, loom_grammar **out)
 {
 	*out = NULL;
 	if (text == NULL)
@@ -628,7 +628,7 @@ loom_status loom_grammar_compile(const char *text, size_t len, const char *root,
 	return st;
 }
 
-void loom_grammar_release(loom_grammar *g)
+void loom_grammar_free(loom_grammar *g)
 {
 	if (g == NULL)
 		return;

@@ -49,6 +49,13 @@ static loom_status find_eog_tokens(loom_generator *g)
 	return LOOM_OK;
 }
 
+loom_status loom_generator_set_grammar(loom_generator *g, const loom_grammar *grammar)
+{
+	if (g == NULL)
+		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_generator_set_grammar: the generator is NULL");
+	return loom_sampler_set_grammar(g->sampler, g->model, grammar);
+}
+
 loom_status loom_generator_create(const loom_model *model, const loom_generator_params *params, loom_generator **out)
 {
 	loom_generator_params defaults = loom_generator_default_params();

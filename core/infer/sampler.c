@@ -12,6 +12,7 @@
  *   the draw follows exp((x - max) / T) over what all three keep. */
 #include "infer/sampler.h"
 
+#include "grammar/grammar_sampler.h"
 #include "infer/logit_row.h"
 #include "runtime/error.h"
 
@@ -34,6 +35,7 @@ struct loom_sampler {
 	int32_t cap_cand;
 	float *block_sum;
 	int32_t cap_blocks;
+	loom_grammar_follow *grammar; /* NULL: none */
 };
 
 loom_sampler_params loom_sampler_default_params(void)
@@ -93,6 +95,8 @@ void loom_sampler_reset(loom_sampler *s)
 		s->rng[i] = splitmix64(&x);
 	s->n_history = 0;
 	s->history_next = 0;
+	if (s->grammar != NULL)
+		loom_grammar_follow_reset(s->grammar);
 }
 
 loom_status loom_sampler_create(const loom_sampler_params *params, loom_sampler **out)
@@ -136,11 +140,14 @@ void loom_sampler_free(loom_sampler *s)
 	free(s->sorted);
 	free(s->cand);
 	free(s->block_sum);
+	loom_grammar_follow_free(s->grammar);
 	free(s);
 }
 
 void loom_sampler_accept(loom_sampler *s, loom_token token)
 {
+	if (s != NULL && s->grammar != NULL)
+		loom_grammar_follow_accept(s->grammar, token);
 	if (s == NULL || s->params.repeat_last_n <= 0)
 		return;
 	s->history[s->history_next] = token;
@@ -331,8 +338,9 @@ static loom_status sample_vocabulary(loom_sampler *s, const logit_row *row, loom
 	}
 }
 
-loom_status sampler_draw(loom_sampler *s, const float *logits, int32_t n_vocab, const loom_token *banned,
-			 size_t n_banned, loom_token *out)
+/* A draw under the sampling rules alone. */
+static loom_status draw(loom_sampler *s, const float *logits, int32_t n_vocab, const loom_token *banned,
+			size_t n_banned, loom_token *out)
 {
 	*out = -1;
 	if (s == NULL || logits == NULL || n_vocab <= 0)
@@ -349,6 +357,43 @@ loom_status sampler_draw(loom_sampler *s, const float *logits, int32_t n_vocab, 
 	if (p->top_k > 0 && p->top_k < n_vocab)
 		return sample_candidates(s, &row, p->top_k, out);
 	return sample_vocabulary(s, &row, out);
+}
+
+loom_status sampler_draw(loom_sampler *s, const float *logits, int32_t n_vocab, const loom_token *banned,
+			 size_t n_banned, loom_token *out)
+{
+	loom_status st = draw(s, logits, n_vocab, banned, n_banned, out);
+	if (s == NULL || s->grammar == NULL || (st != LOOM_OK && st != LOOM_ERR_INVALID_ARGUMENT))
+		return st;
+	bool allowed = false;
+	if (st == LOOM_OK && (st = loom_grammar_follow_check(s->grammar, *out, &allowed)) != LOOM_OK)
+		return st;
+	if (allowed)
+		return LOOM_OK;
+	/* Refused (or nothing drawn): again, among what the grammar allows. */
+	const float *masked;
+	if ((st = loom_grammar_follow_mask(s->grammar, logits, n_vocab, &masked)) != LOOM_OK)
+		return st;
+	if ((st = draw(s, masked, n_vocab, banned, n_banned, out)) != LOOM_OK)
+		return st == LOOM_ERR_INVALID_ARGUMENT
+			       ? loom_error(st, "the grammar allows no token that can be sampled here")
+			       : st;
+	return loom_grammar_follow_check(s->grammar, *out, &allowed);
+}
+
+loom_status loom_sampler_set_grammar(loom_sampler *s, const loom_model *model, const loom_grammar *g)
+{
+	if (s == NULL || (g != NULL && model == NULL))
+		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_sampler_set_grammar: a sampler, and a model for a grammar");
+	loom_grammar_follow *f = NULL;
+	if (g != NULL) {
+		loom_status st = loom_grammar_follow_create(model, g, &f);
+		if (st != LOOM_OK)
+			return st;
+	}
+	loom_grammar_follow_free(s->grammar);
+	s->grammar = f;
+	return LOOM_OK;
 }
 
 loom_token loom_sampler_sample(loom_sampler *s, const float *logits, int32_t n_vocab)

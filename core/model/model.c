@@ -2,6 +2,8 @@
  * adopting a file made in memory. */
 #include "model/model.h"
 
+#include "grammar/token_trie.h"
+
 #include "runtime/format.h"
 
 #include <stdlib.h>
@@ -20,6 +22,8 @@ void loom_model_free(loom_model *m)
 	if (m == NULL)
 		return;
 	const loom_backend *be = &m->rt->backend;
+	loom_token_trie_free(m->trie);
+	pthread_mutex_destroy(&m->trie_lock);
 	for (int i = 0; i < m->n_repacked; i++)
 		loom_backend_release(be, &m->repacked[i].buf);
 	free(m->repacked);

@@ -16,6 +16,8 @@
 #include "runtime/runtime.h"
 #include "text/vocab.h"
 
+#include <pthread.h>
+
 typedef struct loom_hparams {
 	int64_t n_vocab;
 	int64_t n_embd;
@@ -142,6 +144,9 @@ typedef struct loom_host_copy {
 
 struct loom_model {
 	loom_runtime *rt;
+	/* The tokens by their bytes, for grammars: built on first use. */
+	struct loom_token_trie *trie;
+	pthread_mutex_t trie_lock;
 	char *path;               /* as given to loom_model_load, for messages */
 	const loom_plugin *format;
 	loom_model_file *opened;  /* the format plugin's, closed at free */

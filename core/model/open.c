@@ -108,6 +108,7 @@ loom_status loom_model_open(loom_runtime *rt, const char *path, loom_model_stage
 	if (m == NULL)
 		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
 	m->rt = rt;
+	pthread_mutex_init(&m->trie_lock, NULL);
 	m->path = strdup(path);
 	loom_status st = m->path != NULL ? open_to(m, path, stage) : loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
 	if (st != LOOM_OK) {

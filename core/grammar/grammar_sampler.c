@@ -1,0 +1,91 @@
+/* grammar_sampler.c - a sampler that follows a grammar (grammar_sampler.h). */
+#include "grammar/grammar_sampler.h"
+
+#include "runtime/error.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+loom_status loom_grammar_follow_create(const loom_model *model, const loom_grammar *g, loom_grammar_follow **out)
+{
+	*out = NULL;
+	const loom_token_trie *trie = loom_model_token_trie(model);
+	if (trie == NULL)
+		return LOOM_ERR_NO_MEMORY;
+	loom_grammar_follow *f = calloc(1, sizeof(*f));
+	if (f == NULL)
+		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+	f->model = model;
+	f->grammar = g;
+	f->trie = trie;
+	f->pending = -1;
+	f->bits = calloc(((size_t)trie->n_vocab + 31) / 32, sizeof(uint32_t));
+	f->masked = malloc((size_t)trie->n_vocab * sizeof(float));
+	loom_status st = f->bits != NULL && f->masked != NULL ? loom_gr_matcher_init(&f->matcher, g)
+							      : loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+	if (st != LOOM_OK) {
+		loom_grammar_follow_free(f);
+		return st;
+	}
+	*out = f;
+	return LOOM_OK;
+}
+
+void loom_grammar_follow_free(loom_grammar_follow *f)
+{
+	if (f == NULL)
+		return;
+	loom_gr_matcher_free(&f->matcher);
+	free(f->bits);
+	free(f->masked);
+	free(f);
+}
+
+loom_status loom_grammar_follow_reset(loom_grammar_follow *f)
+{
+	f->pending = -1;
+	return loom_gr_matcher_reset(&f->matcher);
+}
+
+loom_status loom_grammar_follow_check(loom_grammar_follow *f, loom_token token, bool *allowed)
+{
+	bool error;
+	f->n_checked++;
+	*allowed = loom_token_trie_allows(f->trie, &f->matcher.arena, f->grammar, f->matcher.state, token, &error);
+	if (error)
+		return LOOM_ERR_INVALID_ARGUMENT;
+	if (*allowed)
+		f->pending = token;
+	return LOOM_OK;
+}
+
+loom_status loom_grammar_follow_mask(loom_grammar_follow *f, const float *logits, int32_t n_vocab, const float **masked)
+{
+	if (n_vocab != f->trie->n_vocab)
+		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "a row of %d logits for a vocabulary of %d", n_vocab,
+				  f->trie->n_vocab);
+	int32_t n_allowed;
+	f->n_masked++;
+	loom_status st = loom_token_trie_mask(f->trie, &f->matcher.arena, f->grammar, f->matcher.state, f->bits, &n_allowed);
+	if (st != LOOM_OK)
+		return st;
+	if (n_allowed == 0)
+		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "the grammar allows no token of the vocabulary here");
+	for (int32_t i = 0; i < n_vocab; i++)
+		f->masked[i] = (f->bits[i / 32] >> (i % 32)) & 1 ? logits[i] : -INFINITY;
+	*masked = f->masked;
+	return LOOM_OK;
+}
+
+loom_status loom_grammar_follow_accept(loom_grammar_follow *f, loom_token token)
+{
+	if (token != f->pending || token < 0)
+		return LOOM_OK;
+	f->pending = -1;
+	const loom_token_trie *t = f->trie;
+	const uint32_t from = t->piece_off[token], to = t->piece_off[token + 1];
+	if (to > from && !loom_gr_matcher_accept(&f->matcher, t->pieces + from, to - from))
+		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "token %d does not follow the grammar", token);
+	return LOOM_OK;
+}

@@ -1,0 +1,48 @@
+/* token_trie.h - a model's tokens by their bytes, for the tokens a grammar
+ * allows next: one walk of the trie, a subtree skipped as soon as its
+ * first bytes cannot go on the sentence so far. Built once per model
+ * (loom_model_token_trie), shared by every sequence. */
+#ifndef LOOM_TOKEN_TRIE_H
+#define LOOM_TOKEN_TRIE_H
+
+#include "grammar/grammar.h"
+
+/* Nodes in depth-first order: node i's subtree is [i, i + subtree[i]),
+ * its first child i + 1. Node 0 is the empty prefix. */
+typedef struct loom_token_trie {
+	int32_t n_vocab;
+	uint32_t n_nodes;
+	unsigned char *byte;  /* the byte that leads to each node */
+	uint32_t *subtree;
+	uint32_t *tok_first;  /* each node's tokens: tokens[tok_first .. tok_first + tok_n) */
+	uint32_t *tok_n;
+	loom_token *tokens;
+	/* Each token's bytes: pieces[piece_off[t] .. piece_off[t + 1]);
+	 * control tokens have none and are not in the trie. */
+	uint32_t *piece_off;
+	unsigned char *pieces;
+	/* The tokens that end generation, allowed where a sentence may end. */
+	loom_token *eog;
+	int32_t n_eog;
+} loom_token_trie;
+
+loom_status loom_token_trie_build(const loom_model *model, loom_token_trie **out);
+void loom_token_trie_free(loom_token_trie *t);
+
+/* The model's trie, built on first use (thread-safe); NULL with
+ * loom_last_error() set if it cannot be built. */
+const loom_token_trie *loom_model_token_trie(const loom_model *model);
+
+/* bits (n_vocab bits, zeroed here) = the tokens whose bytes can go on
+ * state s, and the end-of-generation tokens if a sentence may end there;
+ * *n_allowed their number. LOOM_ERR_INVALID_ARGUMENT if the grammar
+ * outgrew its limits on the way. */
+loom_status loom_token_trie_mask(const loom_token_trie *t, loom_gr_arena *a, const loom_grammar *g,
+				 const loom_gr_state *s, uint32_t *bits, int32_t *n_allowed);
+
+/* Whether token may come next in state s, the matcher's arena taking the
+ * steps. */
+bool loom_token_trie_allows(const loom_token_trie *t, loom_gr_arena *a, const loom_grammar *g, const loom_gr_state *s,
+			    loom_token token, bool *error);
+
+#endif
