@@ -234,6 +234,8 @@ bool cli_parse(const char *cmd, int argc, char **argv, unsigned allowed, cli_opt
 			o->quantize = v;
 		else if (IS("--type") && NEED(CLI_TYPE))
 			o->type = v;
+		else if (IS("--grammar") && NEED(CLI_GRAMMAR))
+			o->grammar = v;
 		else if (IS("--host") && NEED(CLI_SERVE))
 			o->host = v;
 		else if (IS("--port") && NEED(CLI_SERVE))

@@ -44,14 +44,27 @@ int cmd_run(int argc, char **argv)
 	loom_model *model = NULL;
 	loom_context *ctx = NULL;
 	loom_token *prompt = NULL;
+	loom_grammar *grammar = NULL;
 	cli_text text = {0};
 	int rc = 1;
 
 	if (!cli_parse("run", argc, argv,
-		       CLI_MODEL | CLI_PROMPT | CLI_FILE | CLI_BACKEND | CLI_CTX | CLI_SAMPLING | CLI_QUANTIZE | CLI_SHIFT, &o))
+		       CLI_MODEL | CLI_PROMPT | CLI_FILE | CLI_BACKEND | CLI_CTX | CLI_SAMPLING | CLI_QUANTIZE | CLI_SHIFT |
+			       CLI_GRAMMAR,
+		       &o))
 		return 1;
 	if (!cli_read_text("run", &o, "prompt", &text))
 		return 1;
+	/* A grammar is read and checked before the model loads. */
+	cli_text grammar_text = {0};
+	if (o.grammar != NULL) {
+		if (!cli_read_file("run", o.grammar, &grammar_text))
+			goto out;
+		if (loom_grammar_parse(grammar_text.bytes, grammar_text.len, NULL, &grammar) != LOOM_OK) {
+			cli_fail("run: %s: %s", o.grammar, loom_last_error());
+			goto out;
+		}
+	}
 	if (!cli_open_model(&o, false, &rt, &model))
 		goto out;
 	if (!cli_open_context(&o, model, &ctx))
@@ -80,6 +93,7 @@ int cmd_run(int argc, char **argv)
 	bool bos = prompt[0] == loom_token_bos(model) && loom_model_adds_bos(model);
 	size_t keep = o.n_keep < 0 || (size_t)o.n_keep > n_prompt ? n_prompt : (size_t)o.n_keep + bos;
 	gp.n_keep = (int32_t)(keep < n_prompt ? keep : n_prompt);
+	gp.grammar = grammar;
 	loom_generate_stats stats;
 	loom_status st = loom_generate_tokens(ctx, prompt, n_prompt, &gp, print_text, NULL, &stats);
 	fputc('\n', stdout);
@@ -98,6 +112,8 @@ int cmd_run(int argc, char **argv)
 out:
 	free(prompt);
 	cli_text_free(&text);
+	cli_text_free(&grammar_text);
+	loom_grammar_free(grammar);
 	loom_context_free(ctx);
 	loom_model_free(model);
 	loom_runtime_free(rt);

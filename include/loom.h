@@ -580,6 +580,9 @@ typedef struct loom_generate_params {
 	 * for the same way. */
 	bool context_shift;
 	int32_t n_keep;
+	/* The generated text follows this grammar (loom_sampler_set_grammar;
+	 * kept by the caller until the call returns); NULL: none (default). */
+	const loom_grammar *grammar;
 } loom_generate_params;
 
 typedef struct loom_generate_stats {

@@ -212,6 +212,8 @@ static loom_status generate(loom_context *ctx, const loom_token *prompt, size_t 
 	gp.ignore_eos = params->ignore_eos;
 	if (st == LOOM_OK)
 		st = loom_generator_create(ctx->model, &gp, &g.gen);
+	if (st == LOOM_OK && params->grammar != NULL)
+		st = loom_generator_set_grammar(g.gen, params->grammar);
 	if (st == LOOM_OK) {
 		g.stats.n_prompt = (int32_t)n_prompt;
 		loom_generator_accept(g.gen, prompt, n_prompt);
