@@ -236,6 +236,8 @@ bool cli_parse(const char *cmd, int argc, char **argv, unsigned allowed, cli_opt
 			o->type = v;
 		else if (IS("--grammar") && NEED(CLI_GRAMMAR))
 			o->grammar = v;
+		else if (IS("--json-schema") && NEED(CLI_GRAMMAR))
+			o->json_schema = v;
 		else if (IS("--host") && NEED(CLI_SERVE))
 			o->host = v;
 		else if (IS("--port") && NEED(CLI_SERVE))

@@ -27,6 +27,7 @@ typedef struct cli_options {
 	const char *quantize;      /* a scheme to quantize the weights to at load */
 	const char *type;          /* convert: the output's scheme */
 	const char *grammar;       /* run: a GBNF file the output follows */
+	const char *json_schema;   /* run: a JSON Schema file the output follows */
 	int n_predict;
 	int n_threads;
 	int n_ctx;
@@ -88,7 +89,7 @@ enum cli_flag {
 	CLI_TYPE = 1 << 11,   /* --type SCHEME (convert) */
 	CLI_SERVE = 1 << 12,  /* --host, --port, -np, --queue, --prompt-chunk, --api-key, --api-key-file */
 	CLI_SHIFT = 1 << 13,  /* --context-shift, --no-context-shift, --keep */
-	CLI_GRAMMAR = 1 << 14, /* --grammar FILE */
+	CLI_GRAMMAR = 1 << 14, /* --grammar FILE, --json-schema FILE */
 };
 
 /* The number of positional arguments a subcommand takes, or'ed into its

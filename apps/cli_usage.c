@@ -46,7 +46,8 @@ static const usage usages[] = {
 	 "  -f, --file FILE        the prompt from FILE (- for stdin), bytes as they are\n"
 	 "  --context-shift        when the context is full, drop the older half of what follows\n"
 	 "                         the kept tokens and go on (default: stop, saying so)\n"
-	 "  --grammar FILE         the output follows this GBNF grammar (llama.cpp's syntax)\n" SHIFT_OPTS
+	 "  --grammar FILE         the output follows this GBNF grammar (llama.cpp's syntax)\n"
+	 "  --json-schema FILE     the output is JSON this JSON Schema accepts\n" SHIFT_OPTS
 		 SAMPLING_OPTS CTX_OPTS BACKEND_OPTS},
 	{"chat",
 	 "usage: loom chat -m MODEL [-f FILE] [options]\n"

@@ -57,11 +57,19 @@ int cmd_run(int argc, char **argv)
 		return 1;
 	/* A grammar is read and checked before the model loads. */
 	cli_text grammar_text = {0};
-	if (o.grammar != NULL) {
-		if (!cli_read_file("run", o.grammar, &grammar_text))
+	if (o.grammar != NULL && o.json_schema != NULL) {
+		cli_fail("run: --grammar and --json-schema: one or the other");
+		goto out;
+	}
+	const char *grammar_file = o.grammar != NULL ? o.grammar : o.json_schema;
+	if (grammar_file != NULL) {
+		if (!cli_read_file("run", grammar_file, &grammar_text))
 			goto out;
-		if (loom_grammar_parse(grammar_text.bytes, grammar_text.len, NULL, &grammar) != LOOM_OK) {
-			cli_fail("run: %s: %s", o.grammar, loom_last_error());
+		loom_status gst = o.grammar != NULL
+					  ? loom_grammar_parse(grammar_text.bytes, grammar_text.len, NULL, &grammar)
+					  : loom_grammar_from_json_schema(grammar_text.bytes, grammar_text.len, &grammar);
+		if (gst != LOOM_OK) {
+			cli_fail("run: %s: %s", grammar_file, loom_last_error());
 			goto out;
 		}
 	}

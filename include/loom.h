@@ -522,6 +522,18 @@ typedef struct loom_grammar loom_grammar;
  * naming the line and column, for a syntax error, an undefined rule, left
  * recursion or a grammar past the limits. */
 LOOM_API loom_status loom_grammar_parse(const char *text, size_t len, const char *root, loom_grammar **out);
+/* The JSON texts a JSON Schema accepts, as a grammar: properties in the
+ * schema's order and none it does not name, whitespace bounded, numbers of
+ * at most 16 digits: a narrower set than the schema's, never a wider one.
+ * Read: type (and lists of types), properties, required,
+ * additionalProperties, enum, const, items, prefixItems, minItems,
+ * maxItems, anyOf, oneOf (branches of distinct types or consts), local
+ * $ref with $defs or definitions, minLength, maxLength, format (date,
+ * time, date-time, uuid, email), an integer's minimum of 0; annotations
+ * (title, description, default, examples, ...) are read past. Any other
+ * keyword is LOOM_ERR_INVALID_ARGUMENT naming it and where it is: loom
+ * refuses what it cannot enforce rather than ignore it. */
+LOOM_API loom_status loom_grammar_from_json_schema(const char *json, size_t len, loom_grammar **out);
 LOOM_API void loom_grammar_free(loom_grammar *g);
 
 /* From now on s samples only tokens whose bytes continue a sentence of g

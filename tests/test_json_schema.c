@@ -1,0 +1,250 @@
+/* test_json_schema.c - JSON Schemas compiled to grammars: instances each
+ * schema's grammar takes and refuses (as a validator would, narrowed to
+ * the schema's property order and bounded whitespace), each keyword loom
+ * cannot enforce refused with where it is, and texts sampled from random
+ * logits under a schema checked field by field. */
+#include "check_main.h"
+
+#include "fixture.h"
+#include "grammar/grammar.h"
+#include "synth_model.h"
+#include "testdata.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static loom_grammar *from_schema(const char *schema)
+{
+	loom_grammar *g = NULL;
+	ck_assert_msg(loom_grammar_from_json_schema(schema, strlen(schema), &g) == LOOM_OK, "%s: %s", schema,
+		      loom_last_error());
+	return g;
+}
+
+static bool takes(const loom_grammar *g, const char *s)
+{
+	loom_gr_matcher m;
+	ck_assert_int_eq(loom_gr_matcher_init(&m, g), LOOM_OK);
+	bool ok = loom_gr_matcher_accept(&m, (const unsigned char *)s, strlen(s)) && loom_gr_can_end(m.state);
+	loom_gr_matcher_free(&m);
+	return ok;
+}
+
+static const struct instance {
+	const char *schema, *text;
+	bool valid;
+} instances[] = {
+	/* Objects: the schema's order, required always, optional maybe. */
+	{"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"string\"}},"
+	 "\"required\":[\"a\"],\"additionalProperties\":false}",
+	 "{\"a\": 1, \"b\": \"x\"}", true},
+	{"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"string\"}},\"required\":[\"a\"]}",
+	 "{\"a\": -12}", true},
+	{"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"string\"}},\"required\":[\"a\"]}",
+	 "{\"b\": \"x\"}", false},
+	{"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"string\"}},\"required\":[\"b\"]}",
+	 "{\"b\": \"x\"}", true},
+	{"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"additionalProperties\":false}",
+	 "{\"a\": 1, \"c\": 2}", false},
+	{"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}}}", "{}", true},
+	{"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"boolean\"}}}",
+	 "{\n  \"a\": 1,\n  \"b\": false\n}", true},
+	{"{\"type\":\"object\"}", "{\"anything\": [1, {\"x\": null}]}", true},
+	{"{\"type\":\"object\",\"additionalProperties\":{\"type\":\"integer\"}}", "{\"x\": 1, \"y\": 2}", true},
+	{"{\"type\":\"object\",\"additionalProperties\":{\"type\":\"integer\"}}", "{\"x\": \"1\"}", false},
+	/* Nullable, enum, const. */
+	{"{\"type\":[\"string\",\"null\"]}", "null", true},
+	{"{\"type\":[\"string\",\"null\"]}", "\"n\"", true},
+	{"{\"type\":[\"string\",\"null\"]}", "1", false},
+	{"{\"enum\":[\"red\",\"green\",1,null]}", "\"green\"", true},
+	{"{\"enum\":[\"red\",\"green\",1,null]}", "\"blue\"", false},
+	{"{\"enum\":[\"red\",\"green\",1,null]}", "null", true},
+	{"{\"const\":{\"k\":[1,\"a\\\"b\"]}}", "{\"k\":[1,\"a\\\"b\"]}", true},
+	/* Arrays. */
+	{"{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"minItems\":2,\"maxItems\":3}", "[1, 2]", true},
+	{"{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"minItems\":2,\"maxItems\":3}", "[1]", false},
+	{"{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"minItems\":2,\"maxItems\":3}", "[1, 2, 3, 4]", false},
+	{"{\"type\":\"array\",\"items\":{\"type\":\"integer\"}}", "[]", true},
+	{"{\"type\":\"array\",\"prefixItems\":[{\"type\":\"string\"},{\"type\":\"integer\"}],\"items\":false}",
+	 "[\"a\", 1]", true},
+	{"{\"type\":\"array\",\"prefixItems\":[{\"type\":\"string\"},{\"type\":\"integer\"}],\"items\":false}",
+	 "[\"a\", 1, 2]", false},
+	{"{\"type\":\"array\",\"prefixItems\":[{\"type\":\"string\"}],\"items\":{\"type\":\"boolean\"}}",
+	 "[\"a\", true, false]", true},
+	/* References, recursive. */
+	{"{\"$ref\":\"#/$defs/node\",\"$defs\":{\"node\":{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"integer\"},"
+	 "\"kids\":{\"type\":\"array\",\"items\":{\"$ref\":\"#/$defs/node\"}}},\"required\":[\"v\"]}}}",
+	 "{\"v\": 1, \"kids\": [{\"v\": 2}, {\"v\": 3, \"kids\": []}]}", true},
+	{"{\"definitions\":{\"x\":{\"type\":\"boolean\"}},\"type\":\"object\",\"properties\":{\"f\":{\"$ref\":\"#/definitions/x\"}}}",
+	 "{\"f\": true}", true},
+	/* anyOf, oneOf of distinct types. */
+	{"{\"anyOf\":[{\"type\":\"integer\"},{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\"}}}]}",
+	 "{\"a\": \"s\"}", true},
+	{"{\"oneOf\":[{\"type\":\"integer\"},{\"type\":\"string\"}]}", "\"s\"", true},
+	{"{\"oneOf\":[{\"type\":\"integer\"},{\"type\":\"string\"}]}", "true", false},
+	/* Strings. */
+	{"{\"type\":\"string\",\"minLength\":2,\"maxLength\":3}", "\"ab\"", true},
+	{"{\"type\":\"string\",\"minLength\":2,\"maxLength\":3}", "\"abcd\"", false},
+	{"{\"type\":\"string\",\"minLength\":2,\"maxLength\":3}", "\"\\u00e9\\n\"", true},
+	{"{\"type\":\"string\",\"maxLength\":2}", "\"\xc3\xa9\xc3\xa9\"", true}, /* code points, not bytes */
+	{"{\"type\":\"string\"}", "\"a\nb\"", false},                         /* a raw control character */
+	{"{\"type\":\"string\",\"format\":\"date\"}", "\"2026-11-27\"", true},
+	{"{\"type\":\"string\",\"format\":\"date\"}", "\"2026-13-27\"", false},
+	{"{\"type\":\"string\",\"format\":\"date-time\"}", "\"2026-11-27T20:28:57Z\"", true},
+	{"{\"type\":\"string\",\"format\":\"date-time\"}", "\"2026-11-27T20:28:57.5+01:00\"", true},
+	{"{\"type\":\"string\",\"format\":\"uuid\"}", "\"123e4567-e89b-12d3-a456-426614174000\"", true},
+	{"{\"type\":\"string\",\"format\":\"uuid\"}", "\"123e4567-e89b-12d3-a456\"", false},
+	{"{\"type\":\"string\",\"format\":\"email\"}", "\"a.b+c@example.co.uk\"", true},
+	{"{\"type\":\"string\",\"format\":\"email\"}", "\"a@b\"", false},
+	/* Numbers. */
+	{"{\"type\":\"integer\"}", "-0", true},
+	{"{\"type\":\"integer\"}", "1.5", false},
+	{"{\"type\":\"integer\"}", "0123", false},
+	{"{\"type\":\"integer\",\"minimum\":0}", "-1", false},
+	{"{\"type\":\"integer\",\"minimum\":0}", "42", true},
+	{"{\"type\":\"number\"}", "-1.25e-3", true},
+	{"{\"type\":\"number\"}", "12345678901234567", false}, /* 17 digits */
+	/* Whitespace is bounded; nothing follows the value. */
+	{"{\"type\":\"object\"}", "{\"a\":\n                     1}", false},
+	{"{\"type\":\"boolean\"}", "true ", false},
+	{"true", "[1, \"x\", {\"y\": null}]", true},
+	{"{\"title\":\"t\",\"description\":\"d\",\"examples\":[1],\"type\":\"null\"}", "null", true},
+};
+
+START_TEST(schemas_take_their_instances)
+{
+	const struct instance *c = &instances[_i];
+	loom_grammar *g = from_schema(c->schema);
+	ck_assert_msg(takes(g, c->text) == c->valid, "%s\n  on %s: expected %s", c->schema, c->text,
+		      c->valid ? "valid" : "invalid");
+	loom_grammar_free(g);
+}
+END_TEST
+
+static const struct refused {
+	const char *schema, *message;
+} refused[] = {
+	{"{\"type\":\"string\",\"pattern\":\"^a+$\"}", "json schema at '#': keyword 'pattern' is not supported"},
+	{"{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\",\"minimum\":5}}}",
+	 "json schema at '#/properties/n': keyword 'minimum' is not supported here"},
+	{"{\"allOf\":[{\"type\":\"integer\"}]}", "keyword 'allOf' is not supported: loom cannot enforce it"},
+	{"{\"type\":\"array\",\"uniqueItems\":true}", "keyword 'uniqueItems' is not supported"},
+	{"{\"not\":{\"type\":\"null\"}}", "keyword 'not' is not supported"},
+	{"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"array\",\"items\":{\"type\":\"string\",\"format\":\"ipv6\"}}}}",
+	 "json schema at '#/properties/a/items': format 'ipv6' is not supported"},
+	{"{\"oneOf\":[{\"type\":\"integer\"},{\"type\":\"number\"}]}", "'oneOf' whose branches may both match is not enforced"},
+	{"{\"$ref\":\"https://example.com/s.json\"}", "only references within the schema"},
+	{"{\"$ref\":\"#/$defs/missing\"}", "'$ref' to '#/$defs/missing' finds nothing"},
+	{"{\"type\":\"object\",\"properties\":{\"a\":{}},\"required\":[\"b\"]}", "required property 'b' is not in properties"},
+	{"{\"type\":\"array\",\"minItems\":3,\"maxItems\":2}", "maxItems is below minItems"},
+	{"{\"type\":\"strin\"}", "type 'strin' is not a JSON Schema type"},
+	{"{\"type\":\"object\",\"properties\":{\"a\":false}}", "json schema at '#/properties/a': a false schema matches nothing"},
+	{"{\"type\": ", "json schema: not JSON"},
+	{"{\"type\":\"string\",\"maxLength\":-1}", "'maxLength' must be a whole number from 0 to 10000"},
+};
+
+START_TEST(keywords_loom_cannot_enforce_are_refused)
+{
+	const struct refused *c = &refused[_i];
+	loom_grammar *g = (loom_grammar *)1;
+	ck_assert_int_eq(loom_grammar_from_json_schema(c->schema, strlen(c->schema), &g), LOOM_ERR_INVALID_ARGUMENT);
+	ck_assert_ptr_null(g);
+	ck_assert_msg(strstr(loom_last_error(), c->message) != NULL, "%s: %s (expected '%s')", c->schema,
+		      loom_last_error(), c->message);
+}
+END_TEST
+
+/* Random logits under a schema of the kinds clients send (an object of
+ * required fields, an enum, a nullable, a bounded array): each of 30 texts
+ * ends and holds what the schema says. */
+START_TEST(sampled_texts_hold_the_schema)
+{
+	static const char schema[] =
+		"{\"type\":\"object\",\"properties\":{"
+		"\"name\":{\"type\":\"string\",\"maxLength\":8},"
+		"\"kind\":{\"enum\":[\"cat\",\"dog\"]},"
+		"\"age\":{\"type\":[\"integer\",\"null\"],\"minimum\":0},"
+		"\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"boolean\"},\"maxItems\":2}},"
+		"\"required\":[\"name\",\"kind\",\"age\",\"tags\"],\"additionalProperties\":false}";
+	loom_grammar *g = from_schema(schema);
+	synth_config cfg = synth_default_config();
+	synth_model *sm = synth_model_build(&cfg, NULL);
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/model.gguf", test_tmp_dir("json_schema"));
+	ck_assert(synth_model_write(sm, path));
+	synth_model_free(sm);
+	loom_runtime *rt = test_runtime("cpu-generic", 1);
+	loom_model *m = NULL;
+	ck_assert_msg(loom_model_load(rt, path, NULL, &m) == LOOM_OK, "%s", loom_last_error());
+	const int32_t n_vocab = loom_model_n_vocab(m);
+	float *logits = malloc((size_t)n_vocab * sizeof(float));
+	uint64_t x = 99;
+	for (int seed = 0; seed < 30; seed++) {
+		loom_sampler_params sp = loom_sampler_default_params();
+		sp.temperature = 1.0f;
+		sp.top_k = 0;
+		sp.top_p = 1.0f;
+		sp.min_p = 0.0f;
+		sp.seed = (uint64_t)seed;
+		loom_sampler *s = NULL;
+		ck_assert(loom_sampler_create(&sp, &s) == LOOM_OK);
+		ck_assert_int_eq(loom_sampler_set_grammar(s, m, g), LOOM_OK);
+		char text[1024];
+		size_t len = 0;
+		bool ended = false;
+		for (int step = 0; step < 400 && !ended; step++) {
+			for (int32_t i = 0; i < n_vocab; i++) {
+				x = x * 6364136223846793005ull + 1442695040888963407ull;
+				logits[i] = (float)((x >> 40) % 1000) / 100.0f;
+			}
+			/* The end is likely once allowed, as a model's would be. */
+			logits[SYNTH_TOKEN_EOS] = 20.0f;
+			loom_token tok = loom_sampler_sample(s, logits, n_vocab);
+			ck_assert_msg(tok >= 0, "%s", loom_last_error());
+			loom_sampler_accept(s, tok);
+			if (loom_token_is_eog(m, tok)) {
+				ended = true;
+			} else {
+				size_t n = 0;
+				ck_assert(loom_token_to_piece(m, tok, false, text + len, sizeof(text) - len, &n) == LOOM_OK);
+				len += n;
+			}
+		}
+		ck_assert_msg(ended, "seed %d: no end: %.*s", seed, (int)len, text);
+		cJSON *j = cJSON_ParseWithLength(text, len);
+		ck_assert_msg(j != NULL, "seed %d: not JSON: %.*s", seed, (int)len, text);
+		const cJSON *name = cJSON_GetObjectItemCaseSensitive(j, "name"), *kind = cJSON_GetObjectItemCaseSensitive(j, "kind");
+		const cJSON *age = cJSON_GetObjectItemCaseSensitive(j, "age"), *tags = cJSON_GetObjectItemCaseSensitive(j, "tags");
+		ck_assert_msg(cJSON_GetArraySize(j) == 4, "%.*s", (int)len, text);
+		ck_assert(cJSON_IsString(name));
+		ck_assert(cJSON_IsString(kind) && (strcmp(kind->valuestring, "cat") == 0 || strcmp(kind->valuestring, "dog") == 0));
+		ck_assert(cJSON_IsNull(age) || (cJSON_IsNumber(age) && age->valuedouble >= 0));
+		ck_assert(cJSON_IsArray(tags) && cJSON_GetArraySize(tags) <= 2);
+		for (const cJSON *t = tags->child; t != NULL; t = t->next)
+			ck_assert(cJSON_IsBool(t));
+		if (seed == 0)
+			printf("seed 0: %.*s\n", (int)len, text);
+		cJSON_Delete(j);
+		loom_sampler_free(s);
+	}
+	free(logits);
+	loom_model_free(m);
+	loom_runtime_free(rt);
+	loom_grammar_free(g);
+}
+END_TEST
+
+static Suite *json_schema_suite(void)
+{
+	Suite *s = suite_create("json_schema");
+	TCase *tc = tcase_create("json_schema");
+	tcase_add_loop_test(tc, schemas_take_their_instances, 0, (int)(sizeof(instances) / sizeof(instances[0])));
+	tcase_add_loop_test(tc, keywords_loom_cannot_enforce_are_refused, 0, (int)(sizeof(refused) / sizeof(refused[0])));
+	tcase_add_test(tc, sampled_texts_hold_the_schema);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+LOOM_TEST_MAIN(json_schema_suite)
