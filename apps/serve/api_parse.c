@@ -1,8 +1,8 @@
 /* api_parse.c - OpenAI request bodies to requests. Every field the server
  * reads is type- and range-checked, naming the field at fault; fields it
  * does not know are ignored (clients send extensions), but known ones it
- * cannot honour (n > 1, echo, tools, logit_bias) are refused rather than
- * silently dropped. */
+ * cannot honour (n > 1, echo, tools, logit_bias, a schema keyword loom
+ * cannot enforce) are refused rather than silently dropped. */
 #include "serve.h"
 
 #include <cjson/cJSON.h>
@@ -284,12 +284,55 @@ static int refuse_unsupported(const cJSON *root, serve_kind kind, parse_error *e
 		return fail(e, 400, "tools", "'tools' is not supported");
 	if (field(root, "functions") != NULL)
 		return fail(e, 400, "functions", "'functions' is not supported");
-	if ((f = field(root, "response_format")) != NULL) {
-		cJSON *type = cJSON_GetObjectItemCaseSensitive(f, "type");
-		if (!cJSON_IsString(type) || strcmp(type->valuestring, "text") != 0)
-			return fail(e, 400, "response_format", "only response_format {\"type\": \"text\"} is supported");
-	}
 	(void)kind;
+	return 0;
+}
+
+/* response_format: text, json_object (any JSON object, or the schema
+ * llama.cpp's extension puts beside it) or json_schema (strict or not, the
+ * reply follows the schema: loom constrains both, and refuses a schema it
+ * cannot enforce). */
+static int parse_response_format(serve_server *s, const cJSON *root, serve_request *r, parse_error *e)
+{
+	const cJSON *f = field(root, "response_format");
+	if (f == NULL)
+		return 0;
+	const cJSON *type = cJSON_GetObjectItemCaseSensitive(f, "type");
+	if (!cJSON_IsObject(f) || !cJSON_IsString(type))
+		return fail(e, 400, "response_format", "'response_format' must be an object with a 'type'");
+	const cJSON *schema = NULL;
+	if (strcmp(type->valuestring, "text") == 0) {
+		return 0;
+	} else if (strcmp(type->valuestring, "json_object") == 0) {
+		schema = field(f, "schema");
+	} else if (strcmp(type->valuestring, "json_schema") == 0) {
+		const cJSON *js = field(f, "json_schema");
+		if (!cJSON_IsObject(js))
+			return fail(e, 400, "response_format", "'response_format.json_schema' must be an object");
+		const cJSON *name = field(js, "name"), *strict = field(js, "strict");
+		if (!cJSON_IsString(name) || strlen(name->valuestring) == 0 || strlen(name->valuestring) > 64 ||
+		    strspn(name->valuestring, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") !=
+			    strlen(name->valuestring))
+			return fail(e, 400, "response_format",
+				    "'response_format.json_schema.name' must be 1 to 64 of a-z, A-Z, 0-9, _ and -");
+		if (strict != NULL && !cJSON_IsBool(strict))
+			return fail(e, 400, "response_format", "'response_format.json_schema.strict' must be a boolean");
+		schema = field(js, "schema");
+		if (schema == NULL)
+			return fail(e, 400, "response_format", "'response_format.json_schema.schema' is required");
+	} else {
+		return fail(e, 400, "response_format", "response_format type '%s' is not one of text, json_object, json_schema",
+			    type->valuestring);
+	}
+	char *text = schema != NULL ? cJSON_PrintUnformatted(schema) : strdup("{\"type\":\"object\"}");
+	if (text == NULL)
+		return fail(e, 500, NULL, "out of memory");
+	loom_status st = serve_grammar_get(s->grammars, true, text, strlen(text), &r->grammar, &r->own_grammar);
+	free(text);
+	if (st == LOOM_ERR_NO_MEMORY)
+		return fail(e, 500, NULL, "out of memory");
+	if (st != LOOM_OK)
+		return fail(e, 400, "response_format", "%s", loom_last_error());
 	return 0;
 }
 
@@ -375,6 +418,8 @@ int serve_parse_completion(serve_server *s, const char *body, size_t len, serve_
 		st = parse_logprobs(root, r, &e);
 	if (st == 0)
 		st = parse_stop(root, r, &e);
+	if (st == 0)
+		st = parse_response_format(s, root, r, &e);
 	if (st == 0)
 		st = boolean(root, "stream", &r->stream, &e);
 	if (st == 0 && (f = field(root, "stream_options")) != NULL) {

@@ -118,7 +118,8 @@ int cmd_serve(int argc, char **argv)
 	s.n_batch = (uint32_t)o.n_batch;
 	s.started = (int64_t)time(NULL);
 	model_id(&s, o.model);
-	if (s.model_id_json == NULL) {
+	s.grammars = serve_grammars_new();
+	if (s.model_id_json == NULL || s.grammars == NULL) {
 		cli_fail("out of memory");
 		goto out;
 	}
@@ -140,6 +141,7 @@ out:
 	loom_model_free(s.model);
 	loom_runtime_free(rt);
 	free(s.model_id_json);
+	serve_grammars_free(s.grammars);
 	free(key_from_file);
 	pthread_mutex_destroy(&s.lock);
 	pthread_cond_destroy(&s.wake);

@@ -73,6 +73,7 @@ void serve_request_unref(serve_request *r)
 	for (size_t i = 0; i < r->n_stop; i++)
 		free(r->stop[i]);
 	free(r->stop);
+	loom_grammar_free(r->own_grammar);
 	for (size_t i = 0; i < r->n_input; i++)
 		free(r->inputs[i]);
 	free(r->inputs);

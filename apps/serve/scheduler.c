@@ -255,7 +255,8 @@ static bool start_request(serve_server *s, serve_slot *sl, serve_request *r, siz
 		gp.stop = (const char *const *)r->stop;
 		gp.n_stop = r->n_stop;
 		gp.n_logprobs = r->logprobs;
-		if (loom_generator_create(s->model, &gp, &r->gen) != LOOM_OK)
+		if (loom_generator_create(s->model, &gp, &r->gen) != LOOM_OK ||
+		    (r->grammar != NULL && loom_generator_set_grammar(r->gen, r->grammar) != LOOM_OK))
 			return false;
 		if (r->kind == SERVE_CHAT && loom_reply_reader_create(s->model, NULL, gp.stop, gp.n_stop, &r->reader) !=
 						     LOOM_OK)

@@ -69,6 +69,8 @@ typedef struct serve_request {
 	loom_sampler_params sampling;
 	char **stop;
 	size_t n_stop;
+	const loom_grammar *grammar; /* response_format's, the reply follows it; NULL: none */
+	loom_grammar *own_grammar;   /* the request's own when the cache was full */
 	int32_t logprobs;  /* -1: none; else alternatives per token (0..20) */
 	bool stream;
 	bool include_usage;
@@ -166,10 +168,22 @@ typedef struct serve_server {
 	uint32_t kv_used; /* cells in use after the last step (the context is the scheduler's) */
 	serve_request *embedding; /* the embeddings request running, one input per step */
 
+	struct serve_grammars *grammars;
+
 	struct MHD_Daemon *daemon;
 	pthread_t scheduler;
 	bool scheduler_started;
 } serve_server;
+
+/* Compiled grammars shared by requests (grammars.c). */
+typedef struct serve_grammars serve_grammars;
+serve_grammars *serve_grammars_new(void);
+void serve_grammars_free(serve_grammars *c);
+/* The grammar compiled from text (a JSON Schema, or GBNF), from the cache
+ * or compiled now; *owned is set when the cache is full and the caller
+ * must free it. The compile's status, loom_last_error() saying why. */
+loom_status serve_grammar_get(serve_grammars *c, bool json_schema, const char *text, size_t len,
+			      const loom_grammar **out, loom_grammar **owned);
 
 /* Requests (request.c). */
 serve_request *serve_request_new(serve_kind kind);
