@@ -501,6 +501,11 @@ LOOM_API void loom_sampler_free(loom_sampler *s);
  * +inf) or memory ran out, with loom_last_error saying which. Costs a few passes over the row,
  * whatever the vocabulary: nothing is sorted but top-k's candidates. */
 LOOM_API loom_token loom_sampler_sample(loom_sampler *s, const float *logits, int32_t n_vocab);
+/* bias[i] is added to token tokens[i]'s logit before every draw, after
+ * the penalties (OpenAI's logit_bias; -100 all but bans a token); tokens
+ * past the row are left alone. Copied; n 0: none. */
+LOOM_API loom_status loom_sampler_set_logit_bias(loom_sampler *s, const loom_token *tokens, const float *bias,
+						 size_t n);
 /* Records a token in the history the penalties look at; with a grammar,
  * the token just sampled also moves the grammar on. */
 LOOM_API void loom_sampler_accept(loom_sampler *s, loom_token token);
@@ -716,6 +721,9 @@ LOOM_API loom_status loom_generator_next(loom_generator *g, const float *logits,
 /* Tokens generated so far. */
 LOOM_API int32_t loom_generator_n_generated(const loom_generator *g);
 
+/* loom_sampler_set_logit_bias for the generator's sampler. */
+LOOM_API loom_status loom_generator_set_logit_bias(loom_generator *g, const loom_token *tokens, const float *bias,
+						   size_t n);
 /* The generator's tokens follow grammar (loom_sampler_set_grammar) from
  * its next step; NULL: none. The grammar starts with what the generator
  * samples: a prompt's tokens (loom_generator_accept) do not move it. */

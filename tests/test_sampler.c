@@ -185,6 +185,54 @@ START_TEST(frequency_and_presence_penalties_subtract_exactly)
 }
 END_TEST
 
+/* A logit bias adds to the logit after the penalties: 0.5 + 1.5 ties
+ * with 2.0 (the lower id wins), 1.625 beats it; -100 all but bans; two
+ * entries for one token add up; a token past the row is left alone; an
+ * empty list removes them. At a temperature the draw follows the biased
+ * softmax: ln 3 on one of two equal tokens draws it 3/4 of the time. */
+START_TEST(logit_bias_adds_after_the_penalties)
+{
+	const float row[] = {2.0f, 0.5f, 1.0f};
+	loom_sampler *s = make(0, 40, 0.95f, 0.05f, 1.0f, 1);
+	loom_token t1 = 1, t2[2] = {1, 1}, far = 9;
+	float b15 = 1.5f, b1625[2] = {1.0f, 0.625f}, ban = -100.0f;
+	ck_assert_int_eq(loom_sampler_set_logit_bias(s, &t1, &b15, 1), LOOM_OK);
+	ck_assert_int_eq(loom_sampler_sample(s, row, 3), 0);
+	ck_assert_int_eq(loom_sampler_set_logit_bias(s, t2, b1625, 2), LOOM_OK);
+	ck_assert_int_eq(loom_sampler_sample(s, row, 3), 1);
+	ck_assert_int_eq(loom_sampler_set_logit_bias(s, &far, &b15, 1), LOOM_OK);
+	ck_assert_int_eq(loom_sampler_sample(s, row, 3), 0);
+	loom_token t0 = 0;
+	ck_assert_int_eq(loom_sampler_set_logit_bias(s, &t0, &ban, 1), LOOM_OK);
+	ck_assert_int_eq(loom_sampler_sample(s, row, 3), 2);
+	ck_assert_int_eq(loom_sampler_set_logit_bias(s, NULL, NULL, 0), LOOM_OK);
+	ck_assert_int_eq(loom_sampler_sample(s, row, 3), 0);
+	float inf = INFINITY;
+	ck_assert_int_eq(loom_sampler_set_logit_bias(s, &t0, &inf, 1), LOOM_ERR_INVALID_ARGUMENT);
+	loom_sampler_free(s);
+	/* After a repeat penalty of 2: 2.0 / 2 + 0.5 = 1.5 beats token 2's
+	 * 1.0; with the bias on token 2 instead (a new list replaces the
+	 * old), 2.0 / 2 loses to 1.0 + 0.75. */
+	s = make(0, 40, 0.95f, 0.05f, 2.0f, 1);
+	loom_sampler_accept(s, 0);
+	float b05 = 0.5f, b075 = 0.75f;
+	loom_token two = 2;
+	ck_assert_int_eq(loom_sampler_set_logit_bias(s, &t0, &b05, 1), LOOM_OK);
+	ck_assert_int_eq(loom_sampler_sample(s, row, 3), 0);
+	ck_assert_int_eq(loom_sampler_set_logit_bias(s, &two, &b075, 1), LOOM_OK);
+	ck_assert_int_eq(loom_sampler_sample(s, row, 3), 2);
+	loom_sampler_free(s);
+	const float even[] = {0.0f, 0.0f};
+	float ln3 = logf(3.0f);
+	int counts[2];
+	s = make(1.0f, 0, 1.0f, 0.0f, 1.0f, 7);
+	ck_assert_int_eq(loom_sampler_set_logit_bias(s, &t1, &ln3, 1), LOOM_OK);
+	histogram(s, even, 2, 20000, counts);
+	ck_assert_msg(fabs(counts[1] / 20000.0 - 0.75) < 0.02, "biased token drawn %.3f", counts[1] / 20000.0);
+	loom_sampler_free(s);
+}
+END_TEST
+
 /* The repeat penalty scales first, then the others subtract: 2.0 / 2 -
  * (0.25 + 0.5) = 0.25 and -1.0 * 2 - 0.75 = -2.75 (the other order would
  * give 0.625 and -3.5). Sampling at a temperature sees the same logits. */
@@ -608,6 +656,7 @@ static Suite *sampler_suite(void)
 	Suite *s = suite_create("sampler");
 	TCase *tc = tcase_create("sampler");
 	tcase_add_test(tc, greedy_takes_argmax_lowest_id_on_ties);
+	tcase_add_test(tc, logit_bias_adds_after_the_penalties);
 	tcase_add_test(tc, draws_follow_the_softmax);
 	tcase_add_test(tc, temperature_sharpens_and_flattens);
 	tcase_add_test(tc, top_k_top_p_min_p_cut_the_tail);

@@ -928,7 +928,10 @@ static const bad_request bad_requests[] = {
 	{"/v1/completions", "{\"prompt\": \"Once\", \"stop\": 7}", "stop"},
 	{"/v1/completions", "{\"prompt\": \"Once\", \"n\": 2}", "n"},
 	{"/v1/completions", "{\"prompt\": \"Once\", \"echo\": true}", "echo"},
-	{"/v1/completions", "{\"prompt\": \"Once\", \"logit_bias\": {\"1\": 5}}", "logit_bias"},
+	{"/v1/completions", "{\"prompt\": \"Once\", \"logit_bias\": {\"99999\": 5}}", "logit_bias"},
+	{"/v1/completions", "{\"prompt\": \"Once\", \"logit_bias\": {\"1\": 101}}", "logit_bias"},
+	{"/v1/completions", "{\"prompt\": \"Once\", \"logit_bias\": {\"x\": 1}}", "logit_bias"},
+	{"/v1/completions", "{\"prompt\": \"Once\", \"logit_bias\": [1]}", "logit_bias"},
 	{"/v1/completions", "{\"prompt\": \"Once\", \"stream\": \"yes\"}", "stream"},
 	{"/v1/completions", "{\"prompt\": [1, 99999]}", "prompt"},
 	{"/v1/completions", "{\"prompt\": [1, -3]}", "prompt"},
@@ -1893,7 +1896,8 @@ static void assert_person(const char *text, const char *what)
 /* response_format json_schema (strict or not) and json_object: the
  * reply, whole and streamed alike (greedy), is JSON of the schema's
  * shape, ended by the grammar (finish_reason stop) well within
- * max_tokens; a schema keyword loom cannot enforce is a 400 naming it. */
+ * max_tokens; a schema keyword loom cannot enforce is a 400 naming it.
+ * logit_bias moves the choice. */
 START_TEST(response_format_constrains_the_reply)
 {
 	if (!server_ready())
@@ -1935,6 +1939,20 @@ START_TEST(response_format_constrains_the_reply)
 		      person_schema);
 	whole = post_ok(srv.port, "/v1/completions", body);
 	assert_person(json_str(whole, "choices.0.text"), "completions json_schema");
+	cJSON_Delete(whole);
+	free(body);
+	/* logit_bias: +100 on one token makes a greedy reply that token only. */
+	cJSON *tok = post_ok(srv.port, "/tokenize", "{\"content\": \" cat\", \"add_special\": false}");
+	const int cat = (int)json_num(tok, "tokens.0");
+	cJSON_Delete(tok);
+	body = format("{\"prompt\":\"Once upon a time\",\"max_tokens\":3,\"temperature\":0,\"logit_bias\":{\"%d\":100}}",
+		      cat);
+	whole = post_ok(srv.port, "/v1/completions", body);
+	free(body);
+	body = format("{\"tokens\": [%d, %d, %d]}", cat, cat, cat);
+	cJSON *three = post_ok(srv.port, "/detokenize", body);
+	ck_assert_str_eq(json_str(whole, "choices.0.text"), json_str(three, "content"));
+	cJSON_Delete(three);
 	cJSON_Delete(whole);
 	free(body);
 	/* Refused, naming what. */

@@ -1,8 +1,8 @@
 /* api_parse.c - OpenAI request bodies to requests. Every field the server
  * reads is type- and range-checked, naming the field at fault; fields it
  * does not know are ignored (clients send extensions), but known ones it
- * cannot honour (n > 1, echo, tools, logit_bias, a schema keyword loom
- * cannot enforce) are refused rather than silently dropped. */
+ * cannot honour (n > 1, echo, tools, a schema keyword loom cannot
+ * enforce) are refused rather than silently dropped. */
 #include "serve.h"
 
 #include <cjson/cJSON.h>
@@ -278,13 +278,40 @@ static int refuse_unsupported(const cJSON *root, serve_kind kind, parse_error *e
 		return fail(e, 400, "echo", "'echo' is not supported");
 	if (field(root, "suffix") != NULL)
 		return fail(e, 400, "suffix", "'suffix' is not supported");
-	if ((f = field(root, "logit_bias")) != NULL && !(cJSON_IsObject(f) && f->child == NULL))
-		return fail(e, 400, "logit_bias", "'logit_bias' is not supported");
 	if ((f = field(root, "tools")) != NULL && !(cJSON_IsArray(f) && f->child == NULL))
 		return fail(e, 400, "tools", "'tools' is not supported");
 	if (field(root, "functions") != NULL)
 		return fail(e, 400, "functions", "'functions' is not supported");
 	(void)kind;
+	return 0;
+}
+
+/* logit_bias: {"token id": bias in [-100, 100], ...}, as OpenAI's. */
+static int parse_logit_bias(serve_server *s, const cJSON *root, serve_request *r, parse_error *e)
+{
+	const cJSON *f = field(root, "logit_bias");
+	if (f == NULL)
+		return 0;
+	if (!cJSON_IsObject(f))
+		return fail(e, 400, "logit_bias", "'logit_bias' must be an object of token ids and biases");
+	const int n = cJSON_GetArraySize(f);
+	if (n > SERVE_MAX_LOGIT_BIAS)
+		return fail(e, 400, "logit_bias", "at most %d tokens in 'logit_bias'", SERVE_MAX_LOGIT_BIAS);
+	r->bias_tokens = malloc(((size_t)n + 1) * sizeof(loom_token));
+	r->bias = malloc(((size_t)n + 1) * sizeof(float));
+	if (r->bias_tokens == NULL || r->bias == NULL)
+		return fail(e, 500, NULL, "out of memory");
+	for (const cJSON *b = f->child; b != NULL; b = b->next) {
+		char *end;
+		long id = strtol(b->string, &end, 10);
+		if (end == b->string || *end != '\0' || id < 0 || id >= s->n_vocab)
+			return fail(e, 400, "logit_bias", "'logit_bias' key '%s' is not a token id of this model (0 to %d)",
+				    b->string, s->n_vocab - 1);
+		if (!cJSON_IsNumber(b) || !(b->valuedouble >= -100 && b->valuedouble <= 100))
+			return fail(e, 400, "logit_bias", "'logit_bias' values must be numbers in [-100, 100]");
+		r->bias_tokens[r->n_bias] = (loom_token)id;
+		r->bias[r->n_bias++] = (float)b->valuedouble;
+	}
 	return 0;
 }
 
@@ -420,6 +447,8 @@ int serve_parse_completion(serve_server *s, const char *body, size_t len, serve_
 		st = parse_stop(root, r, &e);
 	if (st == 0)
 		st = parse_response_format(s, root, r, &e);
+	if (st == 0)
+		st = parse_logit_bias(s, root, r, &e);
 	if (st == 0)
 		st = boolean(root, "stream", &r->stream, &e);
 	if (st == 0 && (f = field(root, "stream_options")) != NULL) {

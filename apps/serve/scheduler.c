@@ -256,7 +256,8 @@ static bool start_request(serve_server *s, serve_slot *sl, serve_request *r, siz
 		gp.n_stop = r->n_stop;
 		gp.n_logprobs = r->logprobs;
 		if (loom_generator_create(s->model, &gp, &r->gen) != LOOM_OK ||
-		    (r->grammar != NULL && loom_generator_set_grammar(r->gen, r->grammar) != LOOM_OK))
+		    (r->grammar != NULL && loom_generator_set_grammar(r->gen, r->grammar) != LOOM_OK) ||
+		    loom_generator_set_logit_bias(r->gen, r->bias_tokens, r->bias, r->n_bias) != LOOM_OK)
 			return false;
 		if (r->kind == SERVE_CHAT && loom_reply_reader_create(s->model, NULL, gp.stop, gp.n_stop, &r->reader) !=
 						     LOOM_OK)

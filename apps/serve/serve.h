@@ -15,6 +15,7 @@
 /* Limits a client meets; docs/serving.md lists them. */
 #define SERVE_MAX_BODY (8u << 20)   /* request body bytes (413 past it) */
 #define SERVE_MAX_STOP 16           /* stop strings per request */
+#define SERVE_MAX_LOGIT_BIAS 1024   /* tokens a request's logit_bias may name */
 #define SERVE_MAX_TOP_LOGPROBS LOOM_MAX_TOP_LOGPROBS /* alternatives per token (20) */
 #define SERVE_MAX_EMBED_INPUTS 2048 /* texts per embeddings request */
 #define SERVE_MAX_CONNECTIONS 1024  /* open connections */
@@ -69,6 +70,9 @@ typedef struct serve_request {
 	loom_sampler_params sampling;
 	char **stop;
 	size_t n_stop;
+	loom_token *bias_tokens; /* logit_bias: added to these tokens' logits */
+	float *bias;
+	size_t n_bias;
 	const loom_grammar *grammar; /* response_format's, the reply follows it; NULL: none */
 	loom_grammar *own_grammar;   /* the request's own when the cache was full */
 	int32_t logprobs;  /* -1: none; else alternatives per token (0..20) */

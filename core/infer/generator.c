@@ -49,6 +49,13 @@ static loom_status find_eog_tokens(loom_generator *g)
 	return LOOM_OK;
 }
 
+loom_status loom_generator_set_logit_bias(loom_generator *g, const loom_token *tokens, const float *bias, size_t n)
+{
+	if (g == NULL)
+		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_generator_set_logit_bias: the generator is NULL");
+	return loom_sampler_set_logit_bias(g->sampler, tokens, bias, n);
+}
+
 loom_status loom_generator_set_grammar(loom_generator *g, const loom_grammar *grammar)
 {
 	if (g == NULL)

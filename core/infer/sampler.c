@@ -36,6 +36,8 @@ struct loom_sampler {
 	float *block_sum;
 	int32_t cap_blocks;
 	loom_grammar_follow *grammar; /* NULL: none */
+	logit_patch *bias;            /* added to these tokens' logits (OpenAI's logit_bias) */
+	int32_t n_bias;
 };
 
 loom_sampler_params loom_sampler_default_params(void)
@@ -141,6 +143,7 @@ void loom_sampler_free(loom_sampler *s)
 	free(s->cand);
 	free(s->block_sum);
 	loom_grammar_follow_free(s->grammar);
+	free(s->bias);
 	free(s);
 }
 
@@ -194,7 +197,7 @@ static bool make_patches(loom_sampler *s, const float *logits, int32_t n, const 
 	const loom_sampler_params *p = &s->params;
 	const bool penalise = s->n_history > 0 &&
 			      (p->repeat_penalty != 1.0f || p->frequency_penalty != 0.0f || p->presence_penalty != 0.0f);
-	int32_t need = (penalise ? s->n_history : 0) + (int32_t)n_banned, np = 0;
+	int32_t need = (penalise ? s->n_history : 0) + (int32_t)n_banned + s->n_bias, np = 0;
 	*row = (logit_row){.x = logits, .n = n};
 	if (need == 0)
 		return true;
@@ -215,6 +218,20 @@ static bool make_patches(loom_sampler *s, const float *logits, int32_t n, const 
 			v -= (float)count * p->frequency_penalty + p->presence_penalty;
 			s->patch[np++] = (logit_patch){.id = t, .logit = v};
 		}
+	}
+	/* A bias adds to the penalised logit where there is one. */
+	const int32_t n_penalised = np;
+	for (int32_t i = 0; i < s->n_bias; i++) {
+		const logit_patch *b = &s->bias[i];
+		if (b->id >= n)
+			continue;
+		int32_t k = 0;
+		while (k < n_penalised && s->patch[k].id != b->id)
+			k++;
+		if (k < n_penalised)
+			s->patch[k].logit += b->logit;
+		else
+			s->patch[np++] = (logit_patch){.id = b->id, .logit = logits[b->id] + b->logit};
 	}
 	for (size_t i = 0; i < n_banned; i++)
 		if (banned[i] >= 0 && banned[i] < n)
@@ -393,6 +410,33 @@ loom_status loom_sampler_set_grammar(loom_sampler *s, const loom_model *model, c
 	}
 	loom_grammar_follow_free(s->grammar);
 	s->grammar = f;
+	return LOOM_OK;
+}
+
+loom_status loom_sampler_set_logit_bias(loom_sampler *s, const loom_token *tokens, const float *bias, size_t n)
+{
+	if (s == NULL || (n > 0 && (tokens == NULL || bias == NULL)))
+		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_sampler_set_logit_bias: a sampler, and tokens and biases");
+	for (size_t i = 0; i < n; i++)
+		if (tokens[i] < 0 || !isfinite(bias[i]))
+			return loom_error(LOOM_ERR_INVALID_ARGUMENT, "logit bias %zu: token %d, bias %g", i, tokens[i],
+					  (double)bias[i]);
+	logit_patch *p = n > 0 ? malloc(n * sizeof(*p)) : NULL;
+	if (n > 0 && p == NULL)
+		return out_of_memory();
+	/* One entry a token: a repeated token's biases add up. */
+	int32_t m = 0;
+	for (size_t i = 0; i < n; i++) {
+		int32_t k = 0;
+		while (k < m && p[k].id != tokens[i])
+			k++;
+		if (k == m)
+			p[m++] = (logit_patch){.id = tokens[i], .logit = 0.0f};
+		p[k].logit += bias[i];
+	}
+	free(s->bias);
+	s->bias = p;
+	s->n_bias = m;
 	return LOOM_OK;
 }
 
