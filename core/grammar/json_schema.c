@@ -516,6 +516,8 @@ static bool compile_type(compiler *c, const cJSON *schema, const char *type, int
 	return refuse(c, "type '%s' is not a JSON Schema type", type);
 }
 
+static bool compile_types(compiler *c, const cJSON *schema, const char *const *names, int n, int rule, int depth);
+
 static bool compile_node(compiler *c, const cJSON *schema, int depth, int *rule)
 {
 	if (depth > MAX_DEPTH)
@@ -608,28 +610,42 @@ static bool compile_node(compiler *c, const cJSON *schema, int depth, int *rule)
 			return compile_object(c, schema, *rule, depth);
 		if (get(schema, "items") != NULL || get(schema, "prefixItems") != NULL)
 			return compile_array(c, schema, *rule, depth);
-		if (schema->child != NULL)
-			for (const cJSON *k = schema->child; k != NULL; k = k->next)
-				if (!is_annotation(k->string))
-					return refuse(c, "'%s' without a 'type' is not supported", k->string);
-		return put(c, "r%d ::= jvalue\n", *rule);
+		bool asserts = false;
+		for (const cJSON *k = schema->child; k != NULL; k = k->next)
+			asserts |= !is_annotation(k->string);
+		if (!asserts)
+			return put(c, "r%d ::= jvalue\n", *rule);
+		/* {"maxLength": 2}: any value, each type's keywords holding for
+		 * values of that type. */
+		static const char *const every[] = {"null", "boolean", "object", "array", "number", "string"};
+		return compile_types(c, schema, every, 6, *rule, depth);
 	}
 	if (cJSON_IsString(type))
 		return compile_type(c, schema, type->valuestring, *rule, depth);
 	if (!cJSON_IsArray(type) || cJSON_GetArraySize(type) == 0)
 		return refuse(c, "'type' must be a type name or a non-empty array of them");
 	/* ["string", "null"]: one alternative a type. */
-	int n = cJSON_GetArraySize(type), i = 0, alts[8];
+	const char *names[8];
+	int n = cJSON_GetArraySize(type), i = 0;
 	if (n > 8)
 		return refuse(c, "'type' lists more than 8 types");
 	for (const cJSON *t = type->child; t != NULL; t = t->next, i++) {
 		if (!cJSON_IsString(t))
 			return refuse(c, "'type' must list type names");
-		if (!new_rule(c, &alts[i]) || !compile_type(c, schema, t->valuestring, alts[i], depth))
-			return false;
+		names[i] = t->valuestring;
 	}
-	put(c, "r%d ::=", *rule);
-	for (i = 0; i < n; i++)
+	return compile_types(c, schema, names, n, *rule, depth);
+}
+
+/* One alternative a type, each with the schema's keywords for it. */
+static bool compile_types(compiler *c, const cJSON *schema, const char *const *names, int n, int rule, int depth)
+{
+	int alts[8];
+	for (int i = 0; i < n; i++)
+		if (!new_rule(c, &alts[i]) || !compile_type(c, schema, names[i], alts[i], depth))
+			return false;
+	put(c, "r%d ::=", rule);
+	for (int i = 0; i < n; i++)
 		put(c, "%s r%d", i ? " |" : "", alts[i]);
 	return put(c, "\n");
 }
