@@ -55,12 +55,13 @@ START_TEST(mask_is_each_token_walked_alone)
 	static const char *const prefixes[] = {"", "{", "{\"", "{\"the", "{\"a\": ", "{\"a\":12", "{\"a\":1}"};
 	const int32_t n_vocab = t->n_vocab;
 	uint32_t *bits = calloc(((size_t)n_vocab + 31) / 32, sizeof(uint32_t));
+	loom_trie_walk walk = {0};
 	for (size_t p = 0; p < sizeof(prefixes) / sizeof(prefixes[0]); p++) {
 		loom_gr_matcher mt;
 		ck_assert_int_eq(loom_gr_matcher_init(&mt, g), LOOM_OK);
 		ck_assert(loom_gr_matcher_accept(&mt, (const unsigned char *)prefixes[p], strlen(prefixes[p])));
 		int32_t n_allowed, counted = 0;
-		ck_assert_int_eq(loom_token_trie_mask(t, &mt.arena, g, mt.state, bits, &n_allowed), LOOM_OK);
+		ck_assert_int_eq(loom_token_trie_mask(t, &walk, &mt.arena, g, mt.state, bits, &n_allowed), LOOM_OK);
 		for (loom_token tok = 0; tok < n_vocab; tok++) {
 			bool error, alone = loom_token_trie_allows(t, &mt.arena, g, mt.state, tok, &error);
 			bool masked = (bits[tok / 32] >> (tok % 32)) & 1;
@@ -75,6 +76,7 @@ START_TEST(mask_is_each_token_walked_alone)
 		loom_gr_matcher_free(&mt);
 	}
 	free(bits);
+	loom_trie_walk_free(&walk);
 	loom_grammar_free(g);
 	loom_model_free(m);
 	loom_runtime_free(rt);

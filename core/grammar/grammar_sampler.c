@@ -37,6 +37,7 @@ void loom_grammar_follow_free(loom_grammar_follow *f)
 	if (f == NULL)
 		return;
 	loom_gr_matcher_free(&f->matcher);
+	loom_trie_walk_free(&f->walk);
 	free(f->bits);
 	free(f->masked);
 	free(f);
@@ -67,7 +68,8 @@ loom_status loom_grammar_follow_mask(loom_grammar_follow *f, const float *logits
 				  f->trie->n_vocab);
 	int32_t n_allowed;
 	f->n_masked++;
-	loom_status st = loom_token_trie_mask(f->trie, &f->matcher.arena, f->grammar, f->matcher.state, f->bits, &n_allowed);
+	loom_status st = loom_token_trie_mask(f->trie, &f->walk, &f->matcher.arena, f->grammar, f->matcher.state, f->bits,
+						      &n_allowed);
 	if (st != LOOM_OK)
 		return st;
 	if (n_allowed == 0)

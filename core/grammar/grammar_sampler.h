@@ -13,6 +13,7 @@ typedef struct loom_grammar_follow {
 	const loom_grammar *grammar;
 	const loom_token_trie *trie;
 	loom_gr_matcher matcher;
+	loom_trie_walk walk;
 	uint32_t *bits;   /* the last mask: n_vocab bits */
 	float *masked;    /* the logits with what the grammar refuses at -inf */
 	loom_token pending; /* the token last drawn, which accept advances the grammar by; -1: none */

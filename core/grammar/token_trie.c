@@ -145,42 +145,187 @@ loom_status loom_token_trie_build(const loom_model *model, loom_token_trie **out
 	return LOOM_OK;
 }
 
-/* The children of the node before first (up to end) that state s lets
- * through, their tokens marked; each child's state is given back before
- * the next. */
-static bool walk(const loom_token_trie *t, loom_gr_arena *a, const loom_grammar *g, const loom_gr_state *s,
-		 uint32_t first, uint32_t end, uint32_t *bits, int32_t *n_allowed)
+void loom_trie_walk_free(loom_trie_walk *w)
 {
-	for (uint32_t i = first; i < end; i += t->subtree[i]) {
-		loom_gr_mark mark = loom_gr_arena_mark(a);
-		bool error;
-		const loom_gr_state *next = loom_gr_advance(a, g, s, t->byte[i], &error);
-		if (error)
+	free(w->states);
+	free(w->state_hash);
+	free(w->state_slots);
+	free(w->step_keys);
+	free(w->step_next);
+	memset(w, 0, sizeof(*w));
+}
+
+static uint64_t state_hash(const loom_gr_state *s)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	const uint32_t words = s->offsets[s->n_stacks];
+	const uint32_t head[4] = {s->n_stacks, s->partial, s->partial_left, s->partial_len};
+	for (int i = 0; i < 4; i++)
+		h = (h ^ head[i]) * 0x100000001b3ull;
+	for (uint32_t i = 0; i <= s->n_stacks; i++)
+		h = (h ^ s->offsets[i]) * 0x100000001b3ull;
+	for (uint32_t i = 0; i < words; i++)
+		h = (h ^ s->data[i]) * 0x100000001b3ull;
+	return h;
+}
+
+static bool state_equal(const loom_gr_state *a, const loom_gr_state *b)
+{
+	return a->n_stacks == b->n_stacks && a->partial == b->partial && a->partial_left == b->partial_left &&
+	       a->partial_len == b->partial_len &&
+	       memcmp(a->offsets, b->offsets, (a->n_stacks + 1) * sizeof(uint32_t)) == 0 &&
+	       memcmp(a->data, b->data, a->offsets[a->n_stacks] * sizeof(uint32_t)) == 0;
+}
+
+/* Grows a table of n slots to at least need, all empty. */
+static bool fresh_slots(void **slots, uint32_t *n, uint32_t need, size_t size)
+{
+	if (*n < need) {
+		uint32_t m = *n ? *n : 1024;
+		while (m < need)
+			m *= 2;
+		void *p = realloc(*slots, (size_t)m * size);
+		if (p == NULL)
 			return false;
-		if (next != NULL) {
-			for (uint32_t k = 0; k < t->tok_n[i]; k++) {
-				const loom_token tok = t->tokens[t->tok_first[i] + k];
-				bits[tok / 32] |= 1u << (tok % 32);
-			}
-			*n_allowed += (int32_t)t->tok_n[i];
-			if (t->subtree[i] > 1 && !walk(t, a, g, next, i + 1, i + t->subtree[i], bits, n_allowed))
-				return false;
-		}
-		loom_gr_arena_release(a, mark);
+		*slots = p;
+		*n = m;
 	}
+	memset(*slots, 0, (size_t)*n * size);
 	return true;
 }
 
-loom_status loom_token_trie_mask(const loom_token_trie *t, loom_gr_arena *a, const loom_grammar *g,
+/* The index of state s among those met, added if new; -1 if out of
+ * memory. */
+static int32_t intern(loom_trie_walk *w, const loom_gr_state *s)
+{
+	const uint64_t h = state_hash(s);
+	uint32_t mask = w->n_state_slots - 1, i = (uint32_t)h & mask;
+	for (; w->state_slots[i] != 0; i = (i + 1) & mask) {
+		const uint32_t k = w->state_slots[i] - 1;
+		if (w->state_hash[k] == h && state_equal(w->states[k], s))
+			return (int32_t)k;
+	}
+	if (w->n_states == w->cap_states || 2 * (w->n_states + 1) > w->n_state_slots) {
+		/* Rare (a grammar with thousands of states in one walk): start
+		 * the tables again, larger. */
+		uint32_t cap = w->cap_states ? 2 * w->cap_states : 256;
+		const loom_gr_state **st = realloc(w->states, cap * sizeof(*st));
+		uint64_t *sh = st != NULL ? realloc(w->state_hash, cap * sizeof(*sh)) : NULL;
+		if (st != NULL)
+			w->states = st;
+		if (sh == NULL)
+			return -1;
+		w->state_hash = sh;
+		w->cap_states = cap;
+		if (!fresh_slots((void **)&w->state_slots, &w->n_state_slots, 4 * cap, sizeof(uint32_t)))
+			return -1;
+		for (uint32_t k = 0; k < w->n_states; k++) {
+			uint32_t j = (uint32_t)w->state_hash[k] & (w->n_state_slots - 1);
+			while (w->state_slots[j] != 0)
+				j = (j + 1) & (w->n_state_slots - 1);
+			w->state_slots[j] = k + 1;
+		}
+		mask = w->n_state_slots - 1;
+		for (i = (uint32_t)h & mask; w->state_slots[i] != 0; i = (i + 1) & mask)
+			;
+	}
+	w->states[w->n_states] = s;
+	w->state_hash[w->n_states] = h;
+	w->state_slots[i] = w->n_states + 1;
+	return (int32_t)w->n_states++;
+}
+
+typedef struct walk_ctx {
+	const loom_token_trie *t;
+	loom_trie_walk *w;
+	loom_gr_arena *a;
+	const loom_grammar *g;
+	uint32_t *bits;
+	int32_t n_allowed;
+	bool failed;
+} walk_ctx;
+
+/* The state after byte b from state index from: looked up, or computed
+ * and remembered. -1: refused; -2: failed (limits, memory). */
+static int32_t step(walk_ctx *c, int32_t from, unsigned char b)
+{
+	loom_trie_walk *w = c->w;
+	const uint64_t key = (((uint64_t)from << 8) | b) + 1;
+	uint32_t mask = w->n_step_slots - 1, i = (uint32_t)(key * 0x9e3779b97f4a7c15ull >> 32) & mask;
+	for (; w->step_keys[i] != 0; i = (i + 1) & mask)
+		if (w->step_keys[i] == key)
+			return w->step_next[i];
+	bool error;
+	const loom_gr_state *next = loom_gr_advance(c->a, c->g, w->states[from], b, &error);
+	if (error)
+		return -2;
+	int32_t to = next != NULL ? intern(w, next) : -1;
+	if (next != NULL && to < 0)
+		return -2;
+	/* A table past half full is not grown mid-walk: the step is
+	 * computed again when met again. */
+	if (2 * (w->n_steps + 1) <= w->n_step_slots) {
+		w->step_keys[i] = key;
+		w->step_next[i] = to;
+		w->n_steps++;
+	}
+	return to;
+}
+
+/* The children of the node before first (up to end) that state index s
+ * lets through, their tokens marked. */
+static void walk(walk_ctx *c, int32_t s, uint32_t first, uint32_t end)
+{
+	const loom_token_trie *t = c->t;
+	for (uint32_t i = first; i < end && !c->failed; i += t->subtree[i]) {
+		const int32_t next = step(c, s, t->byte[i]);
+		if (next == -2) {
+			c->failed = true;
+			return;
+		}
+		if (next < 0)
+			continue;
+		for (uint32_t k = 0; k < t->tok_n[i]; k++) {
+			const loom_token tok = t->tokens[t->tok_first[i] + k];
+			c->bits[tok / 32] |= 1u << (tok % 32);
+		}
+		c->n_allowed += (int32_t)t->tok_n[i];
+		if (t->subtree[i] > 1)
+			walk(c, next, i + 1, i + t->subtree[i]);
+	}
+}
+
+loom_status loom_token_trie_mask(const loom_token_trie *t, loom_trie_walk *w, loom_gr_arena *a, const loom_grammar *g,
 				 const loom_gr_state *s, uint32_t *bits, int32_t *n_allowed)
 {
 	memset(bits, 0, ((size_t)t->n_vocab + 31) / 32 * sizeof(uint32_t));
 	*n_allowed = 0;
+	/* The step table starts small (clearing it is a walk's fixed cost)
+	 * and doubles after a walk that filled half of it. */
+	const uint32_t steps = w->n_step_slots == 0 ? 8192 : 2 * w->n_steps >= w->n_step_slots ? 2 * w->n_step_slots : 0;
+	const uint32_t had = w->n_step_slots;
+	w->n_states = 0;
+	w->n_steps = 0;
+	if (!fresh_slots((void **)&w->state_slots, &w->n_state_slots, 1024, sizeof(uint32_t)) ||
+	    !fresh_slots((void **)&w->step_keys, &w->n_step_slots, steps, sizeof(uint64_t)))
+		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory walking the token trie");
+	if (w->n_step_slots != had || w->step_next == NULL) {
+		int32_t *p = realloc(w->step_next, (size_t)w->n_step_slots * sizeof(int32_t));
+		if (p == NULL)
+			return loom_error(LOOM_ERR_NO_MEMORY, "out of memory walking the token trie");
+		w->step_next = p;
+	}
 	loom_gr_mark mark = loom_gr_arena_mark(a);
-	bool ok = walk(t, a, g, s, 1, t->subtree[0], bits, n_allowed);
+	walk_ctx c = {t, w, a, g, bits, 0, false};
+	const int32_t root = intern(w, s);
+	if (root < 0)
+		c.failed = true;
+	else
+		walk(&c, root, 1, t->subtree[0]);
 	loom_gr_arena_release(a, mark);
-	if (!ok)
+	if (c.failed)
 		return LOOM_ERR_INVALID_ARGUMENT;
+	*n_allowed = c.n_allowed;
 	if (loom_gr_can_end(s))
 		for (int32_t i = 0; i < t->n_eog; i++) {
 			bits[t->eog[i] / 32] |= 1u << (t->eog[i] % 32);

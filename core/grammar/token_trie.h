@@ -33,11 +33,30 @@ void loom_token_trie_free(loom_token_trie *t);
  * loom_last_error() set if it cannot be built. */
 const loom_token_trie *loom_model_token_trie(const loom_model *model);
 
+/* A walk's memory of the states it met and the steps between them:
+ * below a string's opening quote most bytes lead back to the state they
+ * left, so a walk of the whole trie computes a few dozen steps and looks
+ * up the rest. Kept between walks (cleared, not freed), so that a walk
+ * allocates nothing once the tables have grown. */
+typedef struct loom_trie_walk {
+	const loom_gr_state **states; /* the distinct states met, by index */
+	uint64_t *state_hash;
+	uint32_t n_states, cap_states;
+	uint32_t *state_slots;        /* open addressing: index + 1, 0 empty */
+	uint32_t n_state_slots;
+	uint64_t *step_keys;          /* (state index << 8 | byte) + 1, 0 empty */
+	int32_t *step_next;           /* the state index after it; -1: refused */
+	uint32_t n_step_slots, n_steps;
+} loom_trie_walk;
+
+void loom_trie_walk_free(loom_trie_walk *w);
+
 /* bits (n_vocab bits, zeroed here) = the tokens whose bytes can go on
  * state s, and the end-of-generation tokens if a sentence may end there;
- * *n_allowed their number. LOOM_ERR_INVALID_ARGUMENT if the grammar
- * outgrew its limits on the way. */
-loom_status loom_token_trie_mask(const loom_token_trie *t, loom_gr_arena *a, const loom_grammar *g,
+ * *n_allowed their number. The states the walk makes live in the arena
+ * until it returns. LOOM_ERR_INVALID_ARGUMENT if the grammar outgrew its
+ * limits on the way. */
+loom_status loom_token_trie_mask(const loom_token_trie *t, loom_trie_walk *w, loom_gr_arena *a, const loom_grammar *g,
 				 const loom_gr_state *s, uint32_t *bits, int32_t *n_allowed);
 
 /* Whether token may come next in state s, the matcher's arena taking the
