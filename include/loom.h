@@ -534,7 +534,9 @@ LOOM_API loom_status loom_grammar_parse(const char *text, size_t len, const char
  * additionalProperties, enum, const, items, prefixItems, minItems,
  * maxItems, anyOf, oneOf (branches of distinct types or consts), local
  * $ref with $defs or definitions, minLength, maxLength, format (date,
- * time, date-time, uuid, email), an integer's minimum of 0; annotations
+ * time, date-time, uuid, email), an integer's minimum, maximum and their
+ * exclusive forms, a number's inclusive whole bounds (then without an
+ * exponent); annotations
  * (title, description, default, examples, ...) are read past. Any other
  * keyword is LOOM_ERR_INVALID_ARGUMENT naming it and where it is: loom
  * refuses what it cannot enforce rather than ignore it. */

@@ -1965,8 +1965,8 @@ START_TEST(response_format_constrains_the_reply)
 		{"{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"x\"}}", "schema' is required"},
 		{"{\"type\":\"yaml\"}", "is not one of text, json_object, json_schema"},
 		{"{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"x\",\"schema\":{\"properties\":{\"a\":"
-		 "{\"type\":\"integer\",\"maximum\":3}}}}}",
-		 "json schema at '#/properties/a': keyword 'maximum'"},
+		 "{\"type\":\"integer\",\"multipleOf\":3}}}}}",
+		 "json schema at '#/properties/a': keyword 'multipleOf'"},
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		body = format("{%s,\"response_format\":%s}", chat, bad[i].rf);

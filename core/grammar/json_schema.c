@@ -262,23 +262,144 @@ static bool compile_string(compiler *c, const cJSON *schema, int rule)
 	return put(c, "r%d ::= \"\\\"\" jchar{%ld,%ld} \"\\\"\"\n", rule, min, max);
 }
 
+/* The largest magnitude a bounded number's integer part takes: 16
+ * digits, as jint's. */
+#define INT_LIMIT 9999999999999999LL
+
+/* The decimal numbers of n digits from lo to hi (leading zeros taken), as
+ * alternatives of digit classes. */
+static bool put_digits(compiler *c, const char *lo, const char *hi, size_t n)
+{
+	if (n == 0)
+		return put(c, "\"\"");
+	if (lo[0] == hi[0])
+		return put(c, "\"%c\" ", lo[0]) && put_digits(c, lo + 1, hi + 1, n - 1);
+	bool lo_zeros = strspn(lo + 1, "0") == n - 1, hi_nines = strspn(hi + 1, "9") == n - 1;
+	char from = lo_zeros ? lo[0] : (char)(lo[0] + 1), to = hi_nines ? hi[0] : (char)(hi[0] - 1);
+	char nines[32], zeros[32];
+	memset(nines, '9', n - 1);
+	memset(zeros, '0', n - 1);
+	bool first = true;
+	put(c, "(");
+	if (!lo_zeros) {
+		put(c, "\"%c\" (", lo[0]);
+		put_digits(c, lo + 1, nines, n - 1);
+		put(c, ")");
+		first = false;
+	}
+	if (from <= to) {
+		put(c, "%s[%c-%c]", first ? "" : " | ", from, to);
+		if (n > 1)
+			put(c, " [0-9]{%zu}", n - 1);
+		first = false;
+	}
+	if (!hi_nines) {
+		put(c, "%s\"%c\" (", first ? "" : " | ", hi[0]);
+		put_digits(c, zeros, hi + 1, n - 1);
+		put(c, ")");
+	}
+	return put(c, ")");
+}
+
+/* The integers lo..hi (0 <= lo <= hi), written without leading zeros. */
+static bool put_nonneg_range(compiler *c, long long lo, long long hi)
+{
+	bool first = true;
+	put(c, "(");
+	if (lo == 0) {
+		put(c, "\"0\"");
+		first = false;
+		lo = 1;
+	}
+	char a[32], b[32];
+	for (long long from = lo, width = 1; from <= hi; width *= 10) {
+		if (from >= width * 10)
+			continue;
+		/* The numbers of this many digits. */
+		long long to = width * 10 - 1 < hi ? width * 10 - 1 : hi;
+		snprintf(a, sizeof(a), "%lld", from);
+		snprintf(b, sizeof(b), "%lld", to);
+		put(c, "%s", first ? "" : " | ");
+		put_digits(c, a, b, strlen(a));
+		first = false;
+		from = to + 1;
+	}
+	return put(c, ")");
+}
+
+/* Numbers of magnitude m1..m2 (0 <= m1 <= m2): an integer part below m2
+ * with any fraction, or m2 itself with none (or zeros). */
+static bool put_magnitude(compiler *c, long long m1, long long m2)
+{
+	put(c, "(");
+	if (m1 < m2) {
+		put_nonneg_range(c, m1, m2 - 1);
+		put(c, " (\".\" [0-9]{1,16})? | ");
+	}
+	return put(c, "\"%lld\" (\".\" \"0\"{1,16})?)", m2);
+}
+
+/* An integer keyword bound as a whole number, rounded inward. */
+static bool bound(compiler *c, const cJSON *schema, const char *key, bool upper, bool exclusive, long long *out)
+{
+	const cJSON *b = get(schema, key);
+	if (b == NULL)
+		return true;
+	if (!cJSON_IsNumber(b))
+		return refuse(c, "'%s' must be a number (draft 4's boolean form is not read)", key);
+	double v = b->valuedouble;
+	if (!(fabs(v) <= (double)INT_LIMIT))
+		return refuse(c, "'%s' is past the 16 digits loom writes", key);
+	double r = upper ? (exclusive ? ceil(v) - 1 : floor(v)) : (exclusive ? floor(v) + 1 : ceil(v));
+	if (upper ? r < (double)*out : r > (double)*out)
+		*out = (long long)r;
+	return true;
+}
+
 static bool compile_number(compiler *c, const cJSON *schema, bool integer, int rule)
 {
-	static const char *const bounds[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"};
-	for (size_t i = 0; i < sizeof(bounds) / sizeof(bounds[0]); i++) {
-		const cJSON *b = get(schema, bounds[i]);
-		if (b == NULL)
-			continue;
-		/* A lower bound of 0 (or -1 exclusive) on an integer: no sign. */
-		bool nonneg = integer && cJSON_IsNumber(b) &&
-			      ((strcmp(bounds[i], "minimum") == 0 && b->valuedouble == 0) ||
-			       (strcmp(bounds[i], "exclusiveMinimum") == 0 && b->valuedouble == -1));
-		if (!nonneg)
-			return refuse(c, "keyword '%s' is not supported here: loom enforces only an integer's minimum of 0",
-				      bounds[i]);
-		return put(c, "r%d ::= \"0\" | [1-9] [0-9]{0,15}\n", rule);
+	if (get(schema, "multipleOf") != NULL)
+		return refuse(c, "keyword 'multipleOf' is not supported: loom cannot enforce it");
+	const bool bounded = get(schema, "minimum") || get(schema, "maximum") || get(schema, "exclusiveMinimum") ||
+			     get(schema, "exclusiveMaximum");
+	if (!bounded)
+		return put(c, "r%d ::= %s\n", rule, integer ? "jint" : "jnumber");
+	/* A number's exclusive bound or one with a fraction would need its
+	 * fraction's digits weighed: refused, not widened. */
+	for (int i = 0; !integer && i < 4; i++) {
+		static const char *const keys[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
+		const cJSON *b = get(schema, keys[i]);
+		if (b != NULL && (i >= 2 || !cJSON_IsNumber(b) || b->valuedouble != floor(b->valuedouble)))
+			return refuse(c, "keyword '%s' is not supported here: a number's bounds must be inclusive and whole",
+				      keys[i]);
 	}
-	return put(c, "r%d ::= %s\n", rule, integer ? "jint" : "jnumber");
+	long long lo = -INT_LIMIT, hi = INT_LIMIT;
+	if (!bound(c, schema, "minimum", false, false, &lo) || !bound(c, schema, "exclusiveMinimum", false, true, &lo) ||
+	    !bound(c, schema, "maximum", true, false, &hi) || !bound(c, schema, "exclusiveMaximum", true, true, &hi))
+		return false;
+	if (lo > hi)
+		return refuse(c, "no %s meets the bounds", integer ? "integer" : "number");
+	put(c, "r%d ::= ", rule);
+	bool first = true;
+	if (lo < 0) {
+		/* Negative values: their magnitudes. */
+		long long m1 = hi < 0 ? -hi : (integer ? 1 : 0), m2 = -lo;
+		put(c, "\"-\" ");
+		if (integer)
+			put_nonneg_range(c, m1, m2);
+		else
+			put_magnitude(c, m1, m2);
+		first = false;
+	}
+	if (hi >= 0) {
+		long long m1 = lo > 0 ? lo : 0;
+		put(c, "%s", first ? "" : " | ");
+		if (integer)
+			put_nonneg_range(c, m1, hi);
+		else
+			put_magnitude(c, m1, hi);
+	}
+	return put(c, "\n");
 }
 
 /* A rule for each property's "key": value, then the chain that emits them
