@@ -533,7 +533,9 @@ LOOM_API loom_status loom_grammar_parse(const char *text, size_t len, const char
  * Read: type (and lists of types), properties, required,
  * additionalProperties, enum, const, items, prefixItems, minItems,
  * maxItems, anyOf, oneOf (branches of distinct types or consts), local
- * $ref with $defs or definitions, minLength, maxLength, format (date,
+ * $ref with $defs or definitions, minLength, maxLength, pattern (ECMA
+ * syntax without lookarounds or backreferences; classes leave out the
+ * quote, the backslash and control characters), format (date,
  * time, date-time, uuid, email), an integer's minimum, maximum and their
  * exclusive forms, a number's inclusive whole bounds (then without an
  * exponent); annotations

@@ -98,6 +98,26 @@ static const struct instance {
 	{"{\"type\":\"string\",\"format\":\"uuid\"}", "\"123e4567-e89b-12d3-a456\"", false},
 	{"{\"type\":\"string\",\"format\":\"email\"}", "\"a.b+c@example.co.uk\"", true},
 	{"{\"type\":\"string\",\"format\":\"email\"}", "\"a@b\"", false},
+	/* Patterns: anchored or matching anywhere, classes, escapes,
+	 * groups and alternatives, as JSON writes the string. */
+	{"{\"type\":\"string\",\"pattern\":\"^[a-z]+$\"}", "\"abc\"", true},
+	{"{\"type\":\"string\",\"pattern\":\"^[a-z]+$\"}", "\"aBc\"", false},
+	{"{\"type\":\"string\",\"pattern\":\"^[a-z]+$\"}", "\"\"", false},
+	{"{\"type\":\"string\",\"pattern\":\"^\\\\d{3}-\\\\d{4}$\"}", "\"555-1234\"", true},
+	{"{\"type\":\"string\",\"pattern\":\"^\\\\d{3}-\\\\d{4}$\"}", "\"5551234\"", false},
+	{"{\"type\":\"string\",\"pattern\":\"a+\"}", "\"xxaay\"", true},
+	{"{\"type\":\"string\",\"pattern\":\"a+\"}", "\"xyz\"", false},
+	{"{\"type\":\"string\",\"pattern\":\"^(cat|dog)s?$\"}", "\"cats\"", true},
+	{"{\"type\":\"string\",\"pattern\":\"^(cat|dog)s?$\"}", "\"dog\"", true},
+	{"{\"type\":\"string\",\"pattern\":\"^(cat|dog)s?$\"}", "\"cow\"", false},
+	{"{\"type\":\"string\",\"pattern\":\"^[^x]*$\"}", "\"abc\"", true},
+	{"{\"type\":\"string\",\"pattern\":\"^[^x]*$\"}", "\"axc\"", false},
+	{"{\"type\":\"string\",\"pattern\":\"^\\\"$\"}", "\"\\\"\"", true}, /* a quote, written escaped */
+	{"{\"type\":\"string\",\"pattern\":\"^[ -~]+$\"}", "\"hello world\"", true},
+	{"{\"type\":\"string\",\"pattern\":\"^[ -~]+$\"}", "\"h\xc3\xa9\"", false},
+	{"{\"type\":\"string\",\"pattern\":\"^\\\\w+@\\\\w+\\\\.com$\"}", "\"ab@cd.com\"", true},
+	{"{\"type\":\"string\",\"pattern\":\"^\\\\w+@\\\\w+\\\\.com$\"}", "\"ab@cdxcom\"", false},
+	{"{\"type\":\"string\",\"pattern\":\"^x{2,3}$\"}", "\"xxxx\"", false},
 	/* Numbers. */
 	{"{\"type\":\"integer\"}", "-0", true},
 	{"{\"type\":\"integer\"}", "1.5", false},
@@ -162,7 +182,11 @@ END_TEST
 static const struct refused {
 	const char *schema, *message;
 } refused[] = {
-	{"{\"type\":\"string\",\"pattern\":\"^a+$\"}", "json schema at '#': keyword 'pattern' is not supported"},
+	{"{\"type\":\"string\",\"pattern\":\"^(?=a)b$\"}",
+	 "json schema at '#': pattern '^(?=a)b$': lookarounds and named groups are not supported"},
+	{"{\"type\":\"string\",\"pattern\":\"(a)\\\\1\"}", "backreferences are not supported"},
+	{"{\"type\":\"string\",\"pattern\":\"a^b\"}", "an anchor inside the pattern is not supported"},
+	{"{\"type\":\"string\",\"pattern\":\"^a+$\",\"maxLength\":3}", "'pattern' beside minLength"},
 	{"{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"number\",\"exclusiveMinimum\":5}}}",
 	 "json schema at '#/properties/n': keyword 'exclusiveMinimum' is not supported here"},
 	{"{\"type\":\"number\",\"minimum\":0.5}", "keyword 'minimum' is not supported here"},

@@ -8,6 +8,7 @@
  * The schema becomes GBNF text, one rule a schema node, which
  * loom_grammar_parse compiles: one grammar form for both. */
 #include "grammar/grammar.h"
+#include "grammar/regex_gbnf.h"
 
 #include "runtime/error.h"
 
@@ -236,8 +237,22 @@ static bool compile_string(compiler *c, const cJSON *schema, int rule)
 		return false;
 	if (max >= 0 && max < min)
 		return refuse(c, "maxLength is below minLength");
-	if (get(schema, "pattern") != NULL)
-		return refuse(c, "keyword 'pattern' is not supported: loom cannot enforce it");
+	const cJSON *pattern = get(schema, "pattern");
+	if (pattern != NULL) {
+		if (!cJSON_IsString(pattern))
+			return refuse(c, "'pattern' must be a string");
+		if (min > 0 || max >= 0 || get(schema, "format") != NULL)
+			return refuse(c, "'pattern' beside minLength, maxLength or format is not supported");
+		char *why = NULL, *body = loom_regex_gbnf(pattern->valuestring, "jchar", &why);
+		if (body == NULL) {
+			refuse(c, "pattern '%.100s': %s", pattern->valuestring, why);
+			free(why);
+			return false;
+		}
+		bool ok = put(c, "r%d ::= \"\\\"\" %s \"\\\"\"\n", rule, body);
+		free(body);
+		return ok;
+	}
 	const cJSON *format = get(schema, "format");
 	if (format != NULL) {
 		static const struct {
