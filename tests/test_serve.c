@@ -911,6 +911,8 @@ typedef struct bad_request {
 
 static const bad_request bad_requests[] = {
 	{"/v1/completions", "{\"prompt\": \"Once\",", NULL},
+	{"/v1/completions", "{\"prompt\": \"Once\"} {\"prompt\": \"x\"}", NULL},
+	{"/v1/chat/completions", "{\"messages\": []}x", NULL},
 	{"/v1/completions", "[1, 2, 3]", NULL},
 	{"/v1/chat/completions", "\"hello\"", NULL},
 	{"/v1/completions", "{\"prompt\": 42}", "prompt"},

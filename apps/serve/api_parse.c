@@ -80,11 +80,16 @@ static int boolean(const cJSON *root, const char *name, bool *out, parse_error *
 
 static int parse_json(const char *body, size_t len, cJSON **root, parse_error *e)
 {
-	*root = cJSON_ParseWithLength(body, len);
+	const char *end = NULL;
+	*root = cJSON_ParseWithLengthOpts(body, len, &end, false);
 	if (*root == NULL)
 		return fail(e, 400, NULL, "the body is not valid JSON (near byte %zu)",
 			    cJSON_GetErrorPtr() != NULL && cJSON_GetErrorPtr() >= body ? (size_t)(cJSON_GetErrorPtr() - body)
 											: (size_t)0);
+	/* Nothing but whitespace after the value: a body is one JSON text. */
+	for (const char *p = end; p != NULL && p < body + len; p++)
+		if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r')
+			return fail(e, 400, NULL, "the body has bytes after its JSON value (at byte %zu)", (size_t)(p - body));
 	if (!cJSON_IsObject(*root))
 		return fail(e, 400, NULL, "the body must be a JSON object");
 	return 0;
