@@ -123,6 +123,8 @@ START_TEST(code_points_cut_between_bytes)
 	ck_assert(!starts(g, "\xe0\x80"));     /* overlong, whatever follows */
 	ck_assert(!takes(g, "\xe0\x80\x81")); /* U+0001, overlong */
 	ck_assert(!takes(g, "\xed\xa0\x80")); /* a surrogate */
+	ck_assert(!starts(g, "\xed\xa0"));     /* one whatever follows: refused at once */
+	ck_assert(starts(g, "\xed\x9f"));      /* U+D7C0..U+D7FF */
 	ck_assert(!starts(g, "\xf4\x90"));     /* past U+10FFFF */
 	ck_assert(takes(g, "\xf4\x8f\xbf\xbf"));
 	ck_assert(takes(g, "\xe0\xa0\x80"));  /* U+0800 */

@@ -4,10 +4,15 @@
  * (a grammar narrower than its schema is allowed, a wider one never), and
  * take the valid instances it can write as given (compact, properties in
  * the schema's order); a schema loom refuses must be refused naming a
- * keyword. Skips, saying so, when the suite is not installed. */
+ * keyword. Then texts sampled under those schemas are checked by an
+ * independent validator (Python's jsonschema). Each part skips, saying so,
+ * when what it reads is not installed. */
 #include "check_main.h"
 
+#include "fixture.h"
 #include "grammar/grammar.h"
+#include "synth_model.h"
+#include "testdata.h"
 
 #include <cjson/cJSON.h>
 #include <dirent.h>
@@ -116,11 +121,161 @@ START_TEST(suite_instances_never_widen)
 }
 END_TEST
 
+/* Schemas shaped like what agents and clients send (zod's and pydantic's
+ * output: nullable fields, enums, nested objects and arrays, formats,
+ * patterns, bounds, references). */
+static const char *const client_schemas[] = {
+	"{\"type\":\"object\",\"properties\":{\"location\":{\"type\":\"string\"},\"unit\":{\"enum\":[\"celsius\","
+	"\"fahrenheit\"]}},\"required\":[\"location\",\"unit\"],\"additionalProperties\":false}",
+	"{\"type\":\"object\",\"properties\":{\"title\":{\"type\":\"string\",\"maxLength\":30},\"year\":{\"type\":"
+	"\"integer\",\"minimum\":1900,\"maximum\":2030},\"rating\":{\"type\":\"number\",\"minimum\":0,\"maximum\":10},"
+	"\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"string\",\"pattern\":\"^[a-z-]{1,12}$\"},\"maxItems\":4},"
+	"\"director\":{\"type\":[\"string\",\"null\"]}},\"required\":[\"title\",\"year\",\"rating\",\"tags\","
+	"\"director\"],\"additionalProperties\":false}",
+	"{\"$defs\":{\"step\":{\"type\":\"object\",\"properties\":{\"explanation\":{\"type\":\"string\"},"
+	"\"output\":{\"type\":\"string\"}},\"required\":[\"explanation\",\"output\"],\"additionalProperties\":false}},"
+	"\"type\":\"object\",\"properties\":{\"steps\":{\"type\":\"array\",\"items\":{\"$ref\":\"#/$defs/step\"},"
+	"\"maxItems\":3},\"final_answer\":{\"type\":\"string\"}},\"required\":[\"steps\",\"final_answer\"],"
+	"\"additionalProperties\":false}",
+	"{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"type\":\"object\",\"properties\":{\"id\":{"
+	"\"type\":\"string\",\"format\":\"uuid\"},\"when\":{\"type\":"
+	"\"string\",\"format\":\"date-time\"},\"email\":{\"type\":\"string\",\"format\":\"email\"},\"kind\":{"
+	"\"oneOf\":[{\"type\":\"integer\",\"minimum\":-5,\"maximum\":5},{\"type\":\"boolean\"}]},\"point\":{\"type\":"
+	"\"array\",\"prefixItems\":[{\"type\":\"number\"},{\"type\":\"number\"}],\"items\":false}},"
+	"\"required\":[\"id\",\"when\",\"email\",\"kind\",\"point\"]}",
+};
+
+/* Texts sampled from random logits (the end favoured once allowed) under
+ * every schema loom compiles from the suite and the clients' ones, each
+ * parsed and validated by Python's jsonschema: nothing loom writes under
+ * a schema is outside it. Skips when python3-jsonschema is absent. */
+START_TEST(sampled_texts_validate_independently)
+{
+	if (system("/usr/bin/python3 -c 'import jsonschema' 2>/dev/null") != 0) {
+		printf("SKIP: python3-jsonschema is absent\n");
+		return;
+	}
+	char dir_path[4096], cases[4300], cmd[8800];
+	snprintf(dir_path, sizeof(dir_path), "%s", test_tmp_dir("schema_validate"));
+	snprintf(cases, sizeof(cases), "%s/cases.jsonl", dir_path);
+	FILE *out = fopen(cases, "w");
+	ck_assert_ptr_nonnull(out);
+	/* The schemas: the suite's that compile, then the clients'. */
+	char *schemas[512];
+	int n_schemas = 0;
+	DIR *dir = opendir(SUITE_DIR);
+	for (struct dirent *d; dir != NULL && (d = readdir(dir)) != NULL;) {
+		if (strstr(d->d_name, ".json") == NULL)
+			continue;
+		char path[512];
+		size_t len;
+		snprintf(path, sizeof(path), "%s/%s", SUITE_DIR, d->d_name);
+		char *text = read_all(path, &len);
+		cJSON *groups = cJSON_ParseWithLength(text, len);
+		for (const cJSON *grp = groups ? groups->child : NULL; grp != NULL && n_schemas < 500; grp = grp->next)
+			schemas[n_schemas++] = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(grp, "schema"));
+		cJSON_Delete(groups);
+		free(text);
+	}
+	if (dir != NULL)
+		closedir(dir);
+	for (size_t i = 0; i < sizeof(client_schemas) / sizeof(client_schemas[0]); i++)
+		schemas[n_schemas++] = strdup(client_schemas[i]);
+	synth_config cfg = synth_default_config();
+	synth_model *sm = synth_model_build(&cfg, NULL);
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/model.gguf", dir_path);
+	ck_assert(synth_model_write(sm, path));
+	synth_model_free(sm);
+	loom_runtime *rt = test_runtime("cpu-generic", 1);
+	loom_model *m = NULL;
+	ck_assert_msg(loom_model_load(rt, path, NULL, &m) == LOOM_OK, "%s", loom_last_error());
+	const int32_t n_vocab = loom_model_n_vocab(m);
+	float *logits = malloc((size_t)n_vocab * sizeof(float));
+	uint64_t x = 7;
+	int written = 0, unfinished = 0, compiled = 0;
+	for (int k = 0; k < n_schemas; k++) {
+		loom_grammar *g = NULL;
+		if (loom_grammar_from_json_schema(schemas[k], strlen(schemas[k]), &g) != LOOM_OK) {
+			free(schemas[k]);
+			continue;
+		}
+		compiled++;
+		for (int seed = 0; seed < 8; seed++) {
+			loom_sampler_params sp = loom_sampler_default_params();
+			sp.temperature = 1.0f;
+			sp.top_k = 0;
+			sp.top_p = 1.0f;
+			sp.min_p = 0.0f;
+			sp.seed = (uint64_t)(k * 100 + seed);
+			loom_sampler *s = NULL;
+			ck_assert(loom_sampler_create(&sp, &s) == LOOM_OK);
+			ck_assert_int_eq(loom_sampler_set_grammar(s, m, g), LOOM_OK);
+			char text[2048];
+			size_t len = 0;
+			bool ended = false;
+			for (int step = 0; step < 400 && !ended && len + 64 < sizeof(text); step++) {
+				for (int32_t i = 0; i < n_vocab; i++) {
+					x = x * 6364136223846793005ull + 1442695040888963407ull;
+					logits[i] = (float)((x >> 40) % 1000) / 100.0f;
+				}
+				logits[2] = 30.0f; /* the end, once the grammar allows it */
+				loom_token tok = loom_sampler_sample(s, logits, n_vocab);
+				ck_assert_msg(tok >= 0, "%s: %s after %.*s", schemas[k], loom_last_error(), (int)len, text);
+				loom_sampler_accept(s, tok);
+				size_t n = 0;
+				if (loom_token_is_eog(m, tok))
+					ended = true;
+				else if (loom_token_to_piece(m, tok, false, text + len, sizeof(text) - len, &n) == LOOM_OK)
+					len += n;
+			}
+			loom_sampler_free(s);
+			if (!ended) {
+				unfinished++;
+				continue;
+			}
+			cJSON *schema_json = cJSON_Parse(schemas[k]);
+			cJSON *line = cJSON_CreateObject();
+			cJSON_AddItemToObject(line, "schema", schema_json);
+			char *t = malloc(len + 1);
+			memcpy(t, text, len);
+			t[len] = '\0';
+			cJSON_AddStringToObject(line, "text", t);
+			char *printed = cJSON_PrintUnformatted(line);
+			fprintf(out, "%s\n", printed);
+			free(printed);
+			free(t);
+			cJSON_Delete(line);
+			written++;
+		}
+		loom_grammar_free(g);
+		free(schemas[k]);
+	}
+	fclose(out);
+	free(logits);
+	loom_model_free(m);
+	loom_runtime_free(rt);
+	snprintf(cmd, sizeof(cmd), "/usr/bin/python3 %s/tests/tools/validate_instances.py < %s 2>&1", LOOM_TEST_SOURCE_DIR,
+		 cases);
+	FILE *p = popen(cmd, "r");
+	ck_assert_ptr_nonnull(p);
+	char report[65536];
+	size_t got = fread(report, 1, sizeof(report) - 1, p);
+	report[got] = '\0';
+	int status = pclose(p);
+	printf("%d schemas compiled, %d texts written (%d did not end in 400 tokens): %s", compiled, written, unfinished,
+	       strrchr(report, 'v') != NULL ? strstr(report, "validated") : report);
+	ck_assert_msg(status == 0, "the validator refused loom's texts:\n%s", report);
+	ck_assert_int_ge(written, 300);
+}
+END_TEST
+
 static Suite *schema_suite(void)
 {
 	Suite *s = suite_create("schema_suite");
 	TCase *tc = tcase_create("schema_suite");
 	tcase_add_test(tc, suite_instances_never_widen);
+	tcase_add_test(tc, sampled_texts_validate_independently);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -273,10 +273,15 @@ static loom_gr_state *await_cp(loom_gr_arena *a, const loom_grammar *g, const lo
 	hi = hi < 0x10FFFF ? hi : 0x10FFFF;
 	if (lo > hi)
 		return NULL;
+	/* Surrogates are never whole code points: the range around them. */
+	const uint32_t lo2 = lo > 0xE000 ? lo : 0xE000, hi1 = hi < 0xD7FF ? hi : 0xD7FF;
 	a->n_todo = a->n_done = 0;
 	for (uint32_t i = 0; i < s->n_stacks; i++) {
 		const uint32_t *w = s->data + s->offsets[i], len = s->offsets[i + 1] - s->offsets[i];
-		if (len > 0 && chars_meet(g, &g->elems[w[len - 1]], lo, hi) && !push_done(a, w, len)) {
+		const loom_gr_elem *top = len > 0 ? &g->elems[w[len - 1]] : NULL;
+		const bool meets = top != NULL && ((lo <= hi1 && chars_meet(g, top, lo, hi1)) ||
+						   (lo2 <= hi && chars_meet(g, top, lo2, hi)));
+		if (meets && !push_done(a, w, len)) {
 			*error = true;
 			loom_error(LOOM_ERR_NO_MEMORY, "out of memory following a grammar");
 			return NULL;
