@@ -121,7 +121,8 @@ static bool push_done(loom_gr_arena *a, const uint32_t *w, uint32_t len)
 	if (!reserve(&a->done, &a->cap_done, a->n_done + 1 + len))
 		return false;
 	a->done[a->n_done] = len;
-	memcpy(a->done + a->n_done + 1, w, len * sizeof(uint32_t));
+	if (len > 0)
+		memcpy(a->done + a->n_done + 1, w, len * sizeof(uint32_t));
 	a->n_done += 1 + len;
 	return true;
 }
@@ -134,8 +135,10 @@ static bool push_todo(loom_gr_arena *a, const uint32_t *w, uint32_t len, const u
 	if (!reserve(&a->todo, &a->cap_todo, a->n_todo + len + n_extra + 1))
 		return false;
 	uint32_t *d = a->todo + a->n_todo;
-	memcpy(d, w, len * sizeof(uint32_t));
-	memcpy(d + len, extra, n_extra * sizeof(uint32_t));
+	if (len > 0)
+		memcpy(d, w, len * sizeof(uint32_t));
+	if (n_extra > 0)
+		memcpy(d + len, extra, n_extra * sizeof(uint32_t));
 	d[len + n_extra] = len + n_extra;
 	a->n_todo += len + n_extra + 1;
 	return true;

@@ -363,7 +363,8 @@ static bool repeat(builder *b, uint32_t rule, uint32_t alt_index, uint32_t from,
 	loom_gr_elem *part = malloc((n ? n : 1) * sizeof(loom_gr_elem));
 	if (part == NULL)
 		return out_of_memory(b);
-	memcpy(part, a->elems + from, n * sizeof(loom_gr_elem));
+	if (n > 0)
+		memcpy(part, a->elems + from, n * sizeof(loom_gr_elem));
 	b->n_elems -= n;
 	a->n = from;
 	bool ok = true;
@@ -545,7 +546,8 @@ static loom_status flatten(builder *b, uint32_t root, loom_grammar **out)
 		loom_grammar_free(g);
 		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory compiling a grammar");
 	}
-	memcpy(g->ranges, b->ranges, b->n_ranges * sizeof(loom_gr_range));
+	if (b->n_ranges > 0)
+		memcpy(g->ranges, b->ranges, b->n_ranges * sizeof(loom_gr_range));
 	g->n_ranges = b->n_ranges;
 	for (uint32_t r = 0; r < b->n_rules; r++) {
 		b_rule *br = &b->rules[r];
@@ -553,7 +555,8 @@ static loom_status flatten(builder *b, uint32_t root, loom_grammar **out)
 		br->name = NULL;
 		for (uint32_t a = 0; a < br->n_alts; a++) {
 			g->alts[g->n_alts++] = g->n_elems;
-			memcpy(g->elems + g->n_elems, br->alts[a].elems, br->alts[a].n * sizeof(loom_gr_elem));
+			if (br->alts[a].n > 0) /* an empty alternative has no array */
+				memcpy(g->elems + g->n_elems, br->alts[a].elems, br->alts[a].n * sizeof(loom_gr_elem));
 			g->n_elems += br->alts[a].n;
 			g->elems[g->n_elems++] = (loom_gr_elem){.kind = LOOM_GR_END};
 		}
