@@ -13,7 +13,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-15}
 [ $# -gt 0 ] && shift
-all=(fuzz_gguf fuzz_safetensors fuzz_hf_json fuzz_contract fuzz_plugins_yaml fuzz_tokenizer fuzz_model fuzz_serve_request)
+all=(fuzz_gguf fuzz_safetensors fuzz_hf_json fuzz_contract fuzz_plugins_yaml fuzz_tokenizer fuzz_model fuzz_serve_request
+	fuzz_grammar)
 targets=("${@:-${all[@]}}")
 build=build-fuzz
 data=${LOOM_TEST_DATA:-$PWD/../shared}

@@ -321,17 +321,29 @@ static bool parse_atom(builder *b, uint32_t rule, uint32_t alt_index)
 	return true;
 }
 
+/* A decimal count within the text (which need not end in a NUL), at
+ * most a little past MAX_REPEAT; false if there are no digits. */
+static bool read_count(builder *b, long *out)
+{
+	long v = 0;
+	const char *start = b->p;
+	while (!at_end(b) && *b->p >= '0' && *b->p <= '9') {
+		if (v <= MAX_REPEAT)
+			v = v * 10 + (*b->p - '0');
+		b->p++;
+	}
+	*out = v;
+	return b->p > start;
+}
+
 /* Reads {m}, {m,} or {m,n}; *max < 0: no bound. */
 static bool parse_bounds(builder *b, long *min, long *max)
 {
 	const char *at = b->p;
 	b->p++;
 	skip_space(b, false);
-	char *endp;
-	*min = strtol(b->p, &endp, 10);
-	if (endp == b->p || *min < 0)
+	if (!read_count(b, min))
 		return fail(b, at, "a repetition needs a count");
-	b->p = endp;
 	skip_space(b, false);
 	*max = *min;
 	if (!at_end(b) && *b->p == ',') {
@@ -339,10 +351,8 @@ static bool parse_bounds(builder *b, long *min, long *max)
 		skip_space(b, false);
 		*max = -1;
 		if (!at_end(b) && *b->p != '}') {
-			*max = strtol(b->p, &endp, 10);
-			if (endp == b->p || *max < *min)
+			if (!read_count(b, max) || *max < *min)
 				return fail(b, at, "a repetition's bound is below its count");
-			b->p = endp;
 			skip_space(b, false);
 		}
 	}

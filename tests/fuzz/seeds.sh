@@ -15,7 +15,7 @@ build=$(cd "${1:?usage: seeds.sh BUILD_DIR}" && pwd)
 data=${LOOM_TEST_DATA:-$src/../shared}
 seeds=$build/fuzz-seeds
 rm -rf "$seeds"
-for t in gguf safetensors hf_json contract plugins_yaml tokenizer model serve_request; do
+for t in gguf safetensors hf_json contract plugins_yaml tokenizer model serve_request grammar; do
 	mkdir -p "$seeds/fuzz_$t"
 done
 
@@ -44,6 +44,17 @@ selected "$serve" chat 1 '{"messages": [{"role": "system", "content": "Be brief.
 selected "$serve" embedding 2 '{"input": ["a tale", [1, 2, 3]], "encoding_format": "base64", "dimensions": 64}'
 selected "$serve" tokenize 3 '{"content": "Once upon a time <s>", "add_special": true}'
 selected "$serve" detokenize 4 '{"tokens": [1, 400, 511]}'
+
+gr=$seeds/fuzz_grammar
+selected "$gr" json-gbnf 0 $'root ::= "{" ws (pair ("," ws pair)*)? "}"
+pair ::= "\"" [a-z]* "\":" ws ("true" | [0-9]+ | [^\x00-\x1F]{1,3})
+ws ::= [ \n]{0,3} # c
+'
+selected "$gr" repeat-gbnf 0 $'root ::= ("ab"{2,4} | [^a-c\u00e9]+)* x?
+x ::= . "\xff"
+'
+selected "$gr" schema 1 '{"type":"object","properties":{"n":{"type":"integer","minimum":-3,"maximum":250},"s":{"type":"string","pattern":"^[a-z]+(-[0-9]{2})?$"},"t":{"$ref":"#/$defs/t"}},"required":["n"],"$defs":{"t":{"anyOf":[{"type":"null"},{"type":"array","items":{"$ref":"#/$defs/t"},"maxItems":2}]}}}'
+selected "$gr" schema-formats 1 '{"type":"array","prefixItems":[{"type":"string","format":"date-time"},{"enum":[1,"a",null]}],"items":{"type":"number","minimum":0,"maximum":1}}'
 
 tok=$seeds/fuzz_tokenizer
 texts=("Hello world" " the quick  brown fox" "<s>Once</s> upon" $'tabs\tand\nnewlines\r\n' "héllo wörld 世界 🙂"
