@@ -1,7 +1,7 @@
 /*
  * grammar.c - what following a JSON schema costs a token, per vocabulary:
  *
- *   loom-bench-grammar PLUGINS_YAML SUITE_DIR MODEL...
+ *   loom-bench-grammar [--dump FILE] PLUGINS_YAML SUITE_DIR MODEL...
  *
  * The workload: every schema of the JSON-Schema-Test-Suite (SUITE_DIR,
  * e.g. /usr/share/json-schema-test-suite/tests/draft7) that loom compiles,
@@ -10,7 +10,9 @@
  * token: the check of that token (what sample-then-check costs when the
  * draw is allowed) and the whole mask (what it costs when the draw is
  * refused), timed apart. Prints per model the p50, p99 and largest of each
- * in microseconds, and the schemas' compile times.
+ * in microseconds, and the schemas' compile times. --dump writes the
+ * workload (one {"schema", "instance"} a line) for bench/grammar_llamacpp.cpp
+ * to run llama.cpp's grammar sampler on (bench/grammar_table.sh).
  */
 #include "grammar/grammar_sampler.h"
 
@@ -131,8 +133,14 @@ static void summary(const char *what, double *v, int n)
 
 int main(int argc, char **argv)
 {
+	const char *dump = NULL;
+	if (argc > 2 && strcmp(argv[1], "--dump") == 0) {
+		dump = argv[2];
+		argv += 2;
+		argc -= 2;
+	}
 	if (argc < 4) {
-		fprintf(stderr, "usage: %s PLUGINS_YAML SUITE_DIR MODEL...\n", argv[0]);
+		fprintf(stderr, "usage: %s [--dump FILE] PLUGINS_YAML SUITE_DIR MODEL...\n", argv[0]);
 		return 2;
 	}
 	workload w = {0};
@@ -154,6 +162,22 @@ int main(int argc, char **argv)
 		add_case(&w, agent_cases[i].schema, agent_cases[i].instance);
 	}
 	read_suite(argv[2], &w, compile_us, &n_compiled);
+	if (dump != NULL) {
+		FILE *f = fopen(dump, "w");
+		for (int i = 0; f != NULL && i < w.n; i++) {
+			cJSON *line = cJSON_CreateObject();
+			cJSON_AddItemToObject(line, "schema", cJSON_Parse(w.schemas[i]));
+			cJSON_AddStringToObject(line, "instance", w.instances[i]);
+			char *text = cJSON_PrintUnformatted(line);
+			fprintf(f, "%s\n", text);
+			free(text);
+			cJSON_Delete(line);
+		}
+		if (f == NULL || fclose(f) != 0) {
+			fprintf(stderr, "cannot write %s\n", dump);
+			return 1;
+		}
+	}
 	qsort(compile_us, (size_t)n_compiled, sizeof(double), by_value);
 	printf("%d schemas compiled: p50 %.1f us, max %.1f us; %d instances\n", n_compiled, compile_us[n_compiled / 2],
 	       compile_us[n_compiled - 1], w.n);
