@@ -24,6 +24,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	server.n_embd = loom_model_n_embd(server.model);
 	server.n_ctx = 256;
 	server.n_batch = 64;
+	/* response_format's grammars, compiled and kept as the server does. */
+	if ((server.grammars = serve_grammars_new()) == NULL)
+		abort();
 	return 0;
 }
 

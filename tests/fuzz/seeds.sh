@@ -40,6 +40,8 @@ printf '{"model_type": "llama", "hidden_size": 64, "rope_scaling": {"type": "lin
 serve=$seeds/fuzz_serve_request
 selected "$serve" completion 0 '{"model": "m", "prompt": "Once upon a time", "max_tokens": 8, "temperature": 0.5, "top_k": 40, "top_p": 0.9, "min_p": 0.05, "seed": 7, "stop": ["\n", "end"], "logprobs": 2, "stream": true, "stream_options": {"include_usage": true}}'
 selected "$serve" completion-tokens 0 '{"prompt": [1, 2, 3], "echo": false, "repeat_penalty": 1.1}'
+selected "$serve" structured 1 '{"messages": [{"role": "user", "content": "Hi"}], "response_format": {"type": "json_schema", "json_schema": {"name": "p", "strict": true, "schema": {"type": "object", "properties": {"n": {"type": "integer", "maximum": 9}, "s": {"type": "string", "pattern": "^[a-z]+$"}}, "required": ["n"]}}}, "logit_bias": {"5": -100, "7": 2.5}}'
+selected "$serve" json-object 0 '{"prompt": "x", "response_format": {"type": "json_object"}}'
 selected "$serve" chat 1 '{"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": [{"type": "text", "text": "Hi"}]}, {"role": "assistant", "content": null}], "max_completion_tokens": 4, "logprobs": true, "top_logprobs": 3}'
 selected "$serve" embedding 2 '{"input": ["a tale", [1, 2, 3]], "encoding_format": "base64", "dimensions": 64}'
 selected "$serve" tokenize 3 '{"content": "Once upon a time <s>", "add_special": true}'
