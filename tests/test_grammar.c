@@ -5,6 +5,7 @@
 #include "check_main.h"
 
 #include "grammar/grammar.h"
+#include "grammar_check.h"
 
 #include <string.h>
 
@@ -13,27 +14,6 @@ static loom_grammar *compile(const char *text)
 	loom_grammar *g = NULL;
 	ck_assert_msg(loom_grammar_parse(text, strlen(text), NULL, &g) == LOOM_OK, "%s", loom_last_error());
 	return g;
-}
-
-/* Whether the grammar takes the whole of s (and may end there). */
-static bool takes(const loom_grammar *g, const char *s)
-{
-	loom_gr_matcher m;
-	ck_assert_int_eq(loom_gr_matcher_init(&m, g), LOOM_OK);
-	bool ok = loom_gr_matcher_accept(&m, (const unsigned char *)s, strlen(s)) && loom_gr_can_end(m.state);
-	ck_assert(!m.failed);
-	loom_gr_matcher_free(&m);
-	return ok;
-}
-
-/* Whether s can begin a sentence of the grammar. */
-static bool starts(const loom_grammar *g, const char *s)
-{
-	loom_gr_matcher m;
-	ck_assert_int_eq(loom_gr_matcher_init(&m, g), LOOM_OK);
-	bool ok = loom_gr_matcher_allows(&m, (const unsigned char *)s, strlen(s));
-	loom_gr_matcher_free(&m);
-	return ok;
 }
 
 static const char json_gbnf[] = "# JSON, as llama.cpp's json.gbnf describes it\n"
@@ -60,24 +40,24 @@ static const char json_gbnf[] = "# JSON, as llama.cpp's json.gbnf describes it\n
 START_TEST(json_grammar_takes_json_and_refuses_the_rest)
 {
 	loom_grammar *g = compile(json_gbnf);
-	ck_assert(takes(g, "{}"));
-	ck_assert(takes(g, "{\"a\": [1, 2.5, -3e7, {\"b\": \"c\\n\\u00e9\"}], \"d\": true, \"e\": null}"));
-	ck_assert(takes(g, "{\"caf\xc3\xa9\": \"\xe2\x82\xac \xf0\x9f\x98\x80\"}"));
-	ck_assert(takes(g, "{\n  \"a\": 1\n}"));
-	ck_assert(!takes(g, "{\"a\": }"));
-	ck_assert(!takes(g, "{\"a\" 1}"));
-	ck_assert(!takes(g, "[1, 2]"));          /* the root is an object */
-	ck_assert(!takes(g, "{\"a\": 01}"));     /* no leading zeros */
-	ck_assert(!takes(g, "{\"a\": \"\x01\"}")); /* no raw control characters */
-	ck_assert(!takes(g, "{\"a\": 1"));       /* unfinished: cannot end */
-	ck_assert(starts(g, "{\"a\": [1, 2"));
-	ck_assert(!starts(g, "{\"a\": [1, 2]]"));
+	ck_assert(grammar_takes(g, "{}"));
+	ck_assert(grammar_takes(g, "{\"a\": [1, 2.5, -3e7, {\"b\": \"c\\n\\u00e9\"}], \"d\": true, \"e\": null}"));
+	ck_assert(grammar_takes(g, "{\"caf\xc3\xa9\": \"\xe2\x82\xac \xf0\x9f\x98\x80\"}"));
+	ck_assert(grammar_takes(g, "{\n  \"a\": 1\n}"));
+	ck_assert(!grammar_takes(g, "{\"a\": }"));
+	ck_assert(!grammar_takes(g, "{\"a\" 1}"));
+	ck_assert(!grammar_takes(g, "[1, 2]"));          /* the root is an object */
+	ck_assert(!grammar_takes(g, "{\"a\": 01}"));     /* no leading zeros */
+	ck_assert(!grammar_takes(g, "{\"a\": \"\x01\"}")); /* no raw control characters */
+	ck_assert(!grammar_takes(g, "{\"a\": 1"));       /* unfinished: cannot end */
+	ck_assert(grammar_starts(g, "{\"a\": [1, 2"));
+	ck_assert(!grammar_starts(g, "{\"a\": [1, 2]]"));
 	/* Whitespace is bounded: 20 spaces after a newline, not 21. */
 	char pad[64] = "{\n";
 	memset(pad + 2, ' ', 20);
-	ck_assert(starts(g, pad));
+	ck_assert(grammar_starts(g, pad));
 	pad[22] = ' ';
-	ck_assert(!starts(g, pad));
+	ck_assert(!grammar_starts(g, pad));
 	loom_grammar_free(g);
 }
 END_TEST
@@ -85,18 +65,18 @@ END_TEST
 START_TEST(repetitions_keep_their_bounds)
 {
 	loom_grammar *g = compile("root ::= \"a\"{2,4} \"b\"* (\"c\" \"d\")+ \"e\"?\n");
-	ck_assert(!takes(g, "acd"));
-	ck_assert(takes(g, "aacd"));
-	ck_assert(takes(g, "aaaabbbcdcde"));
-	ck_assert(!takes(g, "aaaaacd"));
-	ck_assert(!takes(g, "aa"));
-	ck_assert(!takes(g, "aacdee"));
+	ck_assert(!grammar_takes(g, "acd"));
+	ck_assert(grammar_takes(g, "aacd"));
+	ck_assert(grammar_takes(g, "aaaabbbcdcde"));
+	ck_assert(!grammar_takes(g, "aaaaacd"));
+	ck_assert(!grammar_takes(g, "aa"));
+	ck_assert(!grammar_takes(g, "aacdee"));
 	loom_grammar_free(g);
 	g = compile("root ::= [0-9]{3} | \"x\"{2,}\n");
-	ck_assert(takes(g, "123"));
-	ck_assert(!takes(g, "12"));
-	ck_assert(!takes(g, "x"));
-	ck_assert(takes(g, "xxxxxxxx"));
+	ck_assert(grammar_takes(g, "123"));
+	ck_assert(!grammar_takes(g, "12"));
+	ck_assert(!grammar_takes(g, "x"));
+	ck_assert(grammar_takes(g, "xxxxxxxx"));
 	loom_grammar_free(g);
 }
 END_TEST
@@ -107,38 +87,38 @@ END_TEST
 START_TEST(code_points_cut_between_bytes)
 {
 	loom_grammar *g = compile("root ::= [a-z\\u00e9]+ | \"\\u20ac\" .\n");
-	ck_assert(takes(g, "caf\xc3\xa9"));
-	ck_assert(starts(g, "caf\xc3"));     /* the first byte of é */
-	ck_assert(!starts(g, "caf\xc4"));    /* U+0100..U+013F: none allowed */
-	ck_assert(!starts(g, "caf\xc3\xa8")); /* è */
-	ck_assert(starts(g, "\xe2\x82"));    /* two bytes of € */
-	ck_assert(!takes(g, "\xe2\x82"));    /* a code point unfinished cannot end */
-	ck_assert(takes(g, "\xe2\x82\xac\xf0\x9f\x98\x80")); /* €, then any one character */
-	ck_assert(!starts(g, "\xe2\x82\xac\xff"));          /* not UTF-8 */
-	ck_assert(!starts(g, "\xe2\x82\xac\x80"));          /* a stray continuation byte */
-	ck_assert(!starts(g, "\xc0\xaf"));                  /* an overlong lead */
+	ck_assert(grammar_takes(g, "caf\xc3\xa9"));
+	ck_assert(grammar_starts(g, "caf\xc3"));     /* the first byte of é */
+	ck_assert(!grammar_starts(g, "caf\xc4"));    /* U+0100..U+013F: none allowed */
+	ck_assert(!grammar_starts(g, "caf\xc3\xa8")); /* è */
+	ck_assert(grammar_starts(g, "\xe2\x82"));    /* two bytes of € */
+	ck_assert(!grammar_takes(g, "\xe2\x82"));    /* a code point unfinished cannot end */
+	ck_assert(grammar_takes(g, "\xe2\x82\xac\xf0\x9f\x98\x80")); /* €, then any one character */
+	ck_assert(!grammar_starts(g, "\xe2\x82\xac\xff"));          /* not UTF-8 */
+	ck_assert(!grammar_starts(g, "\xe2\x82\xac\x80"));          /* a stray continuation byte */
+	ck_assert(!grammar_starts(g, "\xc0\xaf"));                  /* an overlong lead */
 	loom_grammar_free(g);
 	/* A lead byte's own least code point: 0xE0 cannot begin "a". */
 	g = compile("root ::= \"a\" | .\n");
-	ck_assert(!starts(g, "\xe0\x80"));     /* overlong, whatever follows */
-	ck_assert(!takes(g, "\xe0\x80\x81")); /* U+0001, overlong */
-	ck_assert(!takes(g, "\xed\xa0\x80")); /* a surrogate */
-	ck_assert(!starts(g, "\xed\xa0"));     /* one whatever follows: refused at once */
-	ck_assert(starts(g, "\xed\x9f"));      /* U+D7C0..U+D7FF */
-	ck_assert(!starts(g, "\xf4\x90"));     /* past U+10FFFF */
-	ck_assert(takes(g, "\xf4\x8f\xbf\xbf"));
-	ck_assert(takes(g, "\xe0\xa0\x80"));  /* U+0800 */
+	ck_assert(!grammar_starts(g, "\xe0\x80"));     /* overlong, whatever follows */
+	ck_assert(!grammar_takes(g, "\xe0\x80\x81")); /* U+0001, overlong */
+	ck_assert(!grammar_takes(g, "\xed\xa0\x80")); /* a surrogate */
+	ck_assert(!grammar_starts(g, "\xed\xa0"));     /* one whatever follows: refused at once */
+	ck_assert(grammar_starts(g, "\xed\x9f"));      /* U+D7C0..U+D7FF */
+	ck_assert(!grammar_starts(g, "\xf4\x90"));     /* past U+10FFFF */
+	ck_assert(grammar_takes(g, "\xf4\x8f\xbf\xbf"));
+	ck_assert(grammar_takes(g, "\xe0\xa0\x80"));  /* U+0800 */
 	loom_grammar_free(g);
 	g = compile("root ::= \"a\"\n");
-	ck_assert(!starts(g, "\xe0"));
-	ck_assert(!starts(g, "\xf0"));
+	ck_assert(!grammar_starts(g, "\xe0"));
+	ck_assert(!grammar_starts(g, "\xf0"));
 	loom_grammar_free(g);
 	/* A negated class meets a partial code point unless every code point
 	 * it could still become is excluded. */
 	g = compile("root ::= [^\\u00c0-\\u00ff]\n");
-	ck_assert(!starts(g, "\xc3")); /* U+00C0..U+00FF: all excluded */
-	ck_assert(starts(g, "\xc4"));
-	ck_assert(takes(g, "\xc4\x80"));
+	ck_assert(!grammar_starts(g, "\xc3")); /* U+00C0..U+00FF: all excluded */
+	ck_assert(grammar_starts(g, "\xc4"));
+	ck_assert(grammar_takes(g, "\xc4\x80"));
 	loom_grammar_free(g);
 }
 END_TEST
@@ -146,16 +126,16 @@ END_TEST
 START_TEST(rules_refer_and_recurse)
 {
 	loom_grammar *g = compile("root ::= list\nlist ::= \"(\" (item (\" \" item)*)? \")\"\nitem ::= [a-z]+ | list\n");
-	ck_assert(takes(g, "()"));
-	ck_assert(takes(g, "(a (b c) ((d)))"));
-	ck_assert(!takes(g, "(a (b c)"));
-	ck_assert(!takes(g, "(a  b)"));
+	ck_assert(grammar_takes(g, "()"));
+	ck_assert(grammar_takes(g, "(a (b c) ((d)))"));
+	ck_assert(!grammar_takes(g, "(a (b c)"));
+	ck_assert(!grammar_takes(g, "(a  b)"));
 	loom_grammar_free(g);
 	/* Another start rule. */
 	const char *text = "root ::= \"x\"\nother ::= \"y\"\n";
 	ck_assert_int_eq(loom_grammar_parse(text, strlen(text), "other", &g), LOOM_OK);
-	ck_assert(takes(g, "y"));
-	ck_assert(!takes(g, "x"));
+	ck_assert(grammar_takes(g, "y"));
+	ck_assert(!grammar_takes(g, "x"));
 	loom_grammar_free(g);
 }
 END_TEST

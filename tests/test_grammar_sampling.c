@@ -5,6 +5,7 @@
 #include "check_main.h"
 
 #include "fixture.h"
+#include "grammar_check.h"
 #include "grammar/grammar_sampler.h"
 #include "synth_model.h"
 #include "testdata.h"
@@ -14,19 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static loom_model *synth_vocab_model(loom_runtime *rt)
-{
-	synth_config c = synth_default_config();
-	synth_model *sm = synth_model_build(&c, NULL);
-	char path[4200];
-	snprintf(path, sizeof(path), "%s/model.gguf", test_tmp_dir("grammar_sampling"));
-	ck_assert(synth_model_write(sm, path));
-	synth_model_free(sm);
-	loom_model *m = NULL;
-	ck_assert_msg(loom_model_load(rt, path, NULL, &m) == LOOM_OK, "%s: %s", path, loom_last_error());
-	return m;
-}
 
 static loom_grammar *parse(const char *text)
 {
@@ -45,7 +33,7 @@ static const char record_gbnf[] = "root ::= \"{\\\"n\\\": \" [1-9] [0-9]{0,2} \"
 START_TEST(mask_is_each_token_walked_alone)
 {
 	loom_runtime *rt = test_runtime("cpu-generic", 1);
-	loom_model *m = synth_vocab_model(rt);
+	loom_model *m = grammar_vocab_model(rt, test_tmp_dir("grammar_sampling"));
 	const loom_token_trie *t = loom_model_token_trie(m);
 	ck_assert_ptr_nonnull(t);
 	ck_assert_ptr_eq(t, loom_model_token_trie(m)); /* built once */
@@ -98,38 +86,13 @@ static size_t append_piece(const loom_token_trie *t, loom_token tok, char *text,
 START_TEST(sampled_texts_follow_the_grammar)
 {
 	loom_runtime *rt = test_runtime("cpu-generic", 1);
-	loom_model *m = synth_vocab_model(rt);
-	const loom_token_trie *t = loom_model_token_trie(m);
+	loom_model *m = grammar_vocab_model(rt, test_tmp_dir("grammar_sampling"));
 	loom_grammar *g = parse(record_gbnf);
-	const int32_t n_vocab = loom_model_n_vocab(m);
-	float *logits = malloc((size_t)n_vocab * sizeof(float));
 	uint64_t x = 12345;
 	for (int seed = 0; seed < 40; seed++) {
-		loom_sampler_params sp = loom_sampler_default_params();
-		sp.temperature = 1.0f;
-		sp.top_k = 0;
-		sp.top_p = 1.0f;
-		sp.min_p = 0.0f;
-		sp.seed = (uint64_t)seed;
-		loom_sampler *s = NULL;
-		ck_assert(loom_sampler_create(&sp, &s) == LOOM_OK);
-		ck_assert_int_eq(loom_sampler_set_grammar(s, m, g), LOOM_OK);
 		char text[512];
 		size_t len = 0;
-		bool ended = false;
-		for (int step = 0; step < 200 && !ended; step++) {
-			for (int32_t i = 0; i < n_vocab; i++) {
-				x = x * 6364136223846793005ull + 1442695040888963407ull;
-				logits[i] = (float)((x >> 40) % 1000) / 100.0f;
-			}
-			loom_token tok = loom_sampler_sample(s, logits, n_vocab);
-			ck_assert_msg(tok >= 0, "seed %d step %d: %s", seed, step, loom_last_error());
-			loom_sampler_accept(s, tok);
-			if (loom_token_is_eog(m, tok))
-				ended = true;
-			else
-				len = append_piece(t, tok, text, len, sizeof(text));
-		}
+		const bool ended = grammar_sample_text(m, g, (uint64_t)seed, &x, 0.0f, 200, text, sizeof(text), &len);
 		ck_assert_msg(ended, "seed %d: no end after 200 tokens: %.*s", seed, (int)len, text);
 		cJSON *j = cJSON_ParseWithLength(text, len);
 		ck_assert_msg(j != NULL, "seed %d: not JSON: %.*s", seed, (int)len, text);
@@ -141,9 +104,7 @@ START_TEST(sampled_texts_follow_the_grammar)
 		if (seed == 0)
 			printf("seed 0: %.*s\n", (int)len, text);
 		cJSON_Delete(j);
-		loom_sampler_free(s);
 	}
-	free(logits);
 	loom_grammar_free(g);
 	loom_model_free(m);
 	loom_runtime_free(rt);
@@ -157,7 +118,7 @@ END_TEST
 START_TEST(most_draws_need_no_mask)
 {
 	loom_runtime *rt = test_runtime("cpu-generic", 1);
-	loom_model *m = synth_vocab_model(rt);
+	loom_model *m = grammar_vocab_model(rt, test_tmp_dir("grammar_sampling"));
 	const loom_token_trie *t = loom_model_token_trie(m);
 	loom_grammar *g = parse("root ::= \" the cat\"\n");
 	loom_grammar_follow *f = NULL;

@@ -7,7 +7,7 @@
 
 #include "fixture.h"
 #include "grammar/grammar.h"
-#include "synth_model.h"
+#include "grammar_check.h"
 #include "testdata.h"
 
 #include <cjson/cJSON.h>
@@ -21,15 +21,6 @@ static loom_grammar *from_schema(const char *schema)
 	ck_assert_msg(loom_grammar_from_json_schema(schema, strlen(schema), &g) == LOOM_OK, "%s: %s", schema,
 		      loom_last_error());
 	return g;
-}
-
-static bool takes(const loom_grammar *g, const char *s)
-{
-	loom_gr_matcher m;
-	ck_assert_int_eq(loom_gr_matcher_init(&m, g), LOOM_OK);
-	bool ok = loom_gr_matcher_accept(&m, (const unsigned char *)s, strlen(s)) && loom_gr_can_end(m.state);
-	loom_gr_matcher_free(&m);
-	return ok;
 }
 
 static const struct instance {
@@ -173,7 +164,7 @@ START_TEST(schemas_take_their_instances)
 {
 	const struct instance *c = &instances[_i];
 	loom_grammar *g = from_schema(c->schema);
-	ck_assert_msg(takes(g, c->text) == c->valid, "%s\n  on %s: expected %s", c->schema, c->text,
+	ck_assert_msg(grammar_takes(g, c->text) == c->valid, "%s\n  on %s: expected %s", c->schema, c->text,
 		      c->valid ? "valid" : "invalid");
 	loom_grammar_free(g);
 }
@@ -232,49 +223,13 @@ START_TEST(sampled_texts_hold_the_schema)
 		"\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"boolean\"},\"maxItems\":2}},"
 		"\"required\":[\"name\",\"kind\",\"age\",\"tags\"],\"additionalProperties\":false}";
 	loom_grammar *g = from_schema(schema);
-	synth_config cfg = synth_default_config();
-	synth_model *sm = synth_model_build(&cfg, NULL);
-	char path[4200];
-	snprintf(path, sizeof(path), "%s/model.gguf", test_tmp_dir("json_schema"));
-	ck_assert(synth_model_write(sm, path));
-	synth_model_free(sm);
 	loom_runtime *rt = test_runtime("cpu-generic", 1);
-	loom_model *m = NULL;
-	ck_assert_msg(loom_model_load(rt, path, NULL, &m) == LOOM_OK, "%s", loom_last_error());
-	const int32_t n_vocab = loom_model_n_vocab(m);
-	float *logits = malloc((size_t)n_vocab * sizeof(float));
+	loom_model *m = grammar_vocab_model(rt, test_tmp_dir("json_schema"));
 	uint64_t x = 99;
 	for (int seed = 0; seed < 30; seed++) {
-		loom_sampler_params sp = loom_sampler_default_params();
-		sp.temperature = 1.0f;
-		sp.top_k = 0;
-		sp.top_p = 1.0f;
-		sp.min_p = 0.0f;
-		sp.seed = (uint64_t)seed;
-		loom_sampler *s = NULL;
-		ck_assert(loom_sampler_create(&sp, &s) == LOOM_OK);
-		ck_assert_int_eq(loom_sampler_set_grammar(s, m, g), LOOM_OK);
 		char text[1024];
 		size_t len = 0;
-		bool ended = false;
-		for (int step = 0; step < 400 && !ended; step++) {
-			for (int32_t i = 0; i < n_vocab; i++) {
-				x = x * 6364136223846793005ull + 1442695040888963407ull;
-				logits[i] = (float)((x >> 40) % 1000) / 100.0f;
-			}
-			/* The end is likely once allowed, as a model's would be. */
-			logits[SYNTH_TOKEN_EOS] = 20.0f;
-			loom_token tok = loom_sampler_sample(s, logits, n_vocab);
-			ck_assert_msg(tok >= 0, "%s", loom_last_error());
-			loom_sampler_accept(s, tok);
-			if (loom_token_is_eog(m, tok)) {
-				ended = true;
-			} else {
-				size_t n = 0;
-				ck_assert(loom_token_to_piece(m, tok, false, text + len, sizeof(text) - len, &n) == LOOM_OK);
-				len += n;
-			}
-		}
+		const bool ended = grammar_sample_text(m, g, (uint64_t)seed, &x, 20.0f, 400, text, sizeof(text), &len);
 		ck_assert_msg(ended, "seed %d: no end: %.*s", seed, (int)len, text);
 		cJSON *j = cJSON_ParseWithLength(text, len);
 		ck_assert_msg(j != NULL, "seed %d: not JSON: %.*s", seed, (int)len, text);
@@ -290,9 +245,7 @@ START_TEST(sampled_texts_hold_the_schema)
 		if (seed == 0)
 			printf("seed 0: %.*s\n", (int)len, text);
 		cJSON_Delete(j);
-		loom_sampler_free(s);
 	}
-	free(logits);
 	loom_model_free(m);
 	loom_runtime_free(rt);
 	loom_grammar_free(g);

@@ -11,7 +11,7 @@
 
 #include "fixture.h"
 #include "grammar/grammar.h"
-#include "synth_model.h"
+#include "grammar_check.h"
 #include "testdata.h"
 
 #include <cjson/cJSON.h>
@@ -35,15 +35,6 @@ static char *read_all(const char *path, size_t *len)
 	fclose(f);
 	*len = (size_t)n;
 	return text;
-}
-
-static bool takes(const loom_grammar *g, const char *s)
-{
-	loom_gr_matcher m;
-	ck_assert_int_eq(loom_gr_matcher_init(&m, g), LOOM_OK);
-	bool ok = loom_gr_matcher_accept(&m, (const unsigned char *)s, strlen(s)) && loom_gr_can_end(m.state);
-	loom_gr_matcher_free(&m);
-	return ok;
 }
 
 static int by_name(const void *a, const void *b)
@@ -93,7 +84,7 @@ START_TEST(suite_instances_never_widen)
 			for (const cJSON *t = tests->child; t != NULL; t = t->next) {
 				char *inst = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(t, "data"));
 				const bool valid = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(t, "valid"));
-				const bool took = takes(g, inst);
+				const bool took = grammar_takes(g, inst);
 				ck_assert_msg(valid || !took, "%s / %s / %s: the grammar takes the invalid %s\n  schema %s", names[f],
 					      desc, cJSON_GetObjectItemCaseSensitive(t, "description")->valuestring, inst, schema);
 				valid_total += valid;
@@ -181,17 +172,8 @@ START_TEST(sampled_texts_validate_independently)
 		closedir(dir);
 	for (size_t i = 0; i < sizeof(client_schemas) / sizeof(client_schemas[0]); i++)
 		schemas[n_schemas++] = strdup(client_schemas[i]);
-	synth_config cfg = synth_default_config();
-	synth_model *sm = synth_model_build(&cfg, NULL);
-	char path[4200];
-	snprintf(path, sizeof(path), "%s/model.gguf", dir_path);
-	ck_assert(synth_model_write(sm, path));
-	synth_model_free(sm);
 	loom_runtime *rt = test_runtime("cpu-generic", 1);
-	loom_model *m = NULL;
-	ck_assert_msg(loom_model_load(rt, path, NULL, &m) == LOOM_OK, "%s", loom_last_error());
-	const int32_t n_vocab = loom_model_n_vocab(m);
-	float *logits = malloc((size_t)n_vocab * sizeof(float));
+	loom_model *m = grammar_vocab_model(rt, dir_path);
 	uint64_t x = 7;
 	int written = 0, unfinished = 0, compiled = 0;
 	for (int k = 0; k < n_schemas; k++) {
@@ -202,34 +184,10 @@ START_TEST(sampled_texts_validate_independently)
 		}
 		compiled++;
 		for (int seed = 0; seed < 8; seed++) {
-			loom_sampler_params sp = loom_sampler_default_params();
-			sp.temperature = 1.0f;
-			sp.top_k = 0;
-			sp.top_p = 1.0f;
-			sp.min_p = 0.0f;
-			sp.seed = (uint64_t)(k * 100 + seed);
-			loom_sampler *s = NULL;
-			ck_assert(loom_sampler_create(&sp, &s) == LOOM_OK);
-			ck_assert_int_eq(loom_sampler_set_grammar(s, m, g), LOOM_OK);
 			char text[2048];
 			size_t len = 0;
-			bool ended = false;
-			for (int step = 0; step < 400 && !ended && len + 64 < sizeof(text); step++) {
-				for (int32_t i = 0; i < n_vocab; i++) {
-					x = x * 6364136223846793005ull + 1442695040888963407ull;
-					logits[i] = (float)((x >> 40) % 1000) / 100.0f;
-				}
-				logits[2] = 30.0f; /* the end, once the grammar allows it */
-				loom_token tok = loom_sampler_sample(s, logits, n_vocab);
-				ck_assert_msg(tok >= 0, "%s: %s after %.*s", schemas[k], loom_last_error(), (int)len, text);
-				loom_sampler_accept(s, tok);
-				size_t n = 0;
-				if (loom_token_is_eog(m, tok))
-					ended = true;
-				else if (loom_token_to_piece(m, tok, false, text + len, sizeof(text) - len, &n) == LOOM_OK)
-					len += n;
-			}
-			loom_sampler_free(s);
+			const bool ended =
+				grammar_sample_text(m, g, (uint64_t)(k * 100 + seed), &x, 30.0f, 400, text, sizeof(text), &len);
 			if (!ended) {
 				unfinished++;
 				continue;
@@ -252,7 +210,6 @@ START_TEST(sampled_texts_validate_independently)
 		free(schemas[k]);
 	}
 	fclose(out);
-	free(logits);
 	loom_model_free(m);
 	loom_runtime_free(rt);
 	snprintf(cmd, sizeof(cmd), "/usr/bin/python3 %s/tests/tools/validate_instances.py < %s 2>&1", LOOM_TEST_SOURCE_DIR,
