@@ -796,6 +796,68 @@ LOOM_API loom_status loom_chat_apply(const loom_model *model, const char *templa
  * was not recognised). */
 LOOM_API const char *loom_chat_template(const loom_model *model);
 
+/* ------------------------------------------------------------------------ */
+/* Tools                                                                    */
+
+/* Formats a conversation given as the OpenAI chat API's JSON: messages an
+ * array of {role, content, tool_calls, tool_call_id} (roles system or
+ * developer, user, assistant, tool; content a string, text parts or null;
+ * tool_calls [{id, type, function: {name, arguments}}], arguments JSON
+ * text or an object), tools its `tools` array ({type: "function",
+ * function: {name, description, parameters}}; NULL or tools_len 0: none).
+ * Each template family writes the tools, the calls and their results as
+ * its models were trained to (docs/serving.md lists the formats); a
+ * family without a tool format of its own gets loom's generic one, which
+ * asks for the whole reply as a JSON object. Otherwise as
+ * loom_chat_apply. */
+LOOM_API loom_status loom_chat_apply_json(const loom_model *model, const char *template_name, const char *messages_json,
+					  size_t messages_len, const char *tools_json, size_t tools_len, bool add_assistant,
+					  char *buf, size_t size, size_t *n_out);
+
+/* A tool call in a reply, as loom_reply_reader reads it. */
+typedef struct loom_tool_call {
+	const char *name;      /* the function's name; "" until it is read whole */
+	const char *arguments; /* its arguments' JSON text so far: each step's only adds to it */
+	size_t n_arguments;
+	bool done;             /* read to its end */
+} loom_tool_call;
+
+/* From its next push r reads tool calls in the reply, in the tool format
+ * of its template: a call's text leaves the content. opened: the prompt
+ * ended with the format's opening (loom_tool_call_opening), so the reply
+ * begins inside a call. */
+LOOM_API loom_status loom_reply_reader_read_tools(loom_reply_reader *r, bool opened);
+/* The calls read so far, in order (valid until the next push). */
+LOOM_API size_t loom_reply_reader_tool_calls(loom_reply_reader *r, const loom_tool_call **calls);
+/* Whether the reply is inside a call whose text is not whole yet: where
+ * a host arms the call grammar (loom_tool_grammar) when the model opened
+ * the call itself. */
+LOOM_API bool loom_reply_reader_in_tool_call(const loom_reply_reader *r);
+
+/* What loom_tool_grammar's grammar takes. */
+enum {
+	LOOM_TOOL_GRAMMAR_PARALLEL = 1,    /* one call or more (else exactly one) */
+	LOOM_TOOL_GRAMMAR_WHOLE_REPLY = 2, /* the whole reply, in formats whose calls have no marker */
+	LOOM_TOOL_GRAMMAR_ANSWER = 4,      /* with WHOLE_REPLY: a plain answer instead, where the format has one */
+};
+
+/* The grammar of tool calls in the model's format, over tools (as
+ * loom_chat_apply_json's); only_name names the one function allowed
+ * (NULL: any of them). Without LOOM_TOOL_GRAMMAR_WHOLE_REPLY, the text of
+ * the calls after the format's opening marker: a host arms it when
+ * loom_reply_reader_in_tool_call turns true (the model opened a call),
+ * or from the start after loom_tool_call_opening (the host opened one).
+ * Each function's parameters are a JSON Schema compiled as
+ * loom_grammar_from_json_schema compiles one, refused as it refuses;
+ * function names are 1 to 64 of a-z, A-Z, 0-9, _ and -. */
+LOOM_API loom_status loom_tool_grammar(const loom_model *model, const char *template_name, const char *tools_json,
+				       size_t tools_len, const char *only_name, unsigned flags, loom_grammar **out);
+/* What a prompt ends with to make the reply a tool call in the model's
+ * format (after the assistant's opening): its opening marker, or "" in a
+ * format whose calls have none (there, a whole-reply grammar does it).
+ * *whole_reply tells which. */
+LOOM_API const char *loom_tool_call_opening(const loom_model *model, const char *template_name, bool *whole_reply);
+
 #ifdef __cplusplus
 }
 #endif

@@ -10,13 +10,15 @@ loom_install_deps
 loom_install_test_deps
 
 # The official openai npm client, which test_serve runs against `loom
-# serve`, in each build directory's node/ (openai 4.x runs on node 18 and
-# later).
+# serve`, and @huggingface/jinja, the Jinja engine that renders the models'
+# own chat templates (tests/tools/render_chat_template.mjs) for comparison
+# with loom's renderers, in each build directory's node/ (openai 4.x runs on
+# node 18 and later).
 for dir in build-ci build-ci-asan; do
-	[ -d "$dir/node/node_modules/openai" ] && continue
+	[ -d "$dir/node/node_modules/openai" ] && [ -d "$dir/node/node_modules/@huggingface/jinja" ] && continue
 	mkdir -p "$dir/node"
-	npm install --prefix "$dir/node" --no-audit --no-fund openai@4 >/dev/null ||
-		{ echo "npm install openai@4 into $dir/node failed" >&2; exit 1; }
+	npm install --prefix "$dir/node" --no-audit --no-fund openai@4 @huggingface/jinja@0.5.11 >/dev/null ||
+		{ echo "npm install openai@4 @huggingface/jinja@0.5.11 into $dir/node failed" >&2; exit 1; }
 done
 
 jobs=$(nproc)

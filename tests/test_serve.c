@@ -210,6 +210,11 @@ typedef struct sse_result {
 	bool done;             /* [DONE] came, nothing after it */
 	bool ended;            /* the body then ended cleanly */
 	char error[300];       /* the first thing wrong with the stream */
+	/* delta.tool_calls, put together by index as clients do. */
+	int n_calls;
+	char call_id[4][48], call_name[4][72];
+	char *call_args[4];
+	size_t call_args_len[4];
 } sse_result;
 
 static void sse_note(sse_result *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -263,6 +268,32 @@ static void sse_event(sse_result *r, const char *ev)
 			t = json_str(j, "choices.0.delta.content");
 		if (t != NULL)
 			append(&r->text, &r->len, t, strlen(t));
+		const cJSON *calls = json_at(j, "choices.0.delta.tool_calls");
+		for (const cJSON *c = calls != NULL ? calls->child : NULL; c != NULL; c = c->next) {
+			/* The first delta of a call has its index, id, type and
+			 * name; every delta a function object with string
+			 * arguments (the openai client throws otherwise). */
+			const cJSON *index = json_at(c, "index"), *args = json_at(c, "function.arguments");
+			const int k = cJSON_IsNumber(index) ? index->valueint : -1;
+			if (k < 0 || k > r->n_calls || k >= 4 || !cJSON_IsString(args)) {
+				sse_note(r, "a tool-call delta without its index or string arguments: %.200s", ev);
+				continue;
+			}
+			if (k == r->n_calls) {
+				const char *id = json_str(c, "id"), *type = json_str(c, "type"), *name = json_str(c, "function.name");
+				if (id == NULL || type == NULL || strcmp(type, "function") != 0 || name == NULL) {
+					sse_note(r, "a call's first delta without id, type or name: %.200s", ev);
+					continue;
+				}
+				snprintf(r->call_id[k], sizeof(r->call_id[k]), "%s", id);
+				snprintf(r->call_name[k], sizeof(r->call_name[k]), "%s", name);
+				append(&r->call_args[k], &r->call_args_len[k], "", 0);
+				r->n_calls++;
+			} else if (json_at(c, "id") != NULL || json_at(c, "function.name") != NULL) {
+				sse_note(r, "a call's id or name sent twice: %.200s", ev);
+			}
+			append(&r->call_args[k], &r->call_args_len[k], args->valuestring, strlen(args->valuestring));
+		}
 		const char *why = json_str(j, "choices.0.delta.reasoning_content");
 		if (why != NULL)
 			append(&r->reasoning, &r->reasoning_len, why, strlen(why));
@@ -321,6 +352,8 @@ static sse_result sse_collect(int port, const char *path, const char *headers, c
 
 static void sse_free(sse_result *r)
 {
+	for (int k = 0; k < r->n_calls; k++)
+		free(r->call_args[k]);
 	free(r->text);
 	free(r->reasoning);
 	free(r->body);
@@ -944,6 +977,40 @@ static const bad_request bad_requests[] = {
 	{"/v1/chat/completions", "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"n\": 2}", "n"},
 	{"/v1/chat/completions",
 	 "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"tools\": [{\"type\": \"function\"}]}", "tools"},
+	{"/v1/chat/completions",
+	 "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"tools\": [{\"type\": \"custom\", \"custom\": "
+	 "{\"name\": \"f\"}}]}",
+	 "tools"},
+	{"/v1/chat/completions",
+	 "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"tools\": [{\"type\": \"function\", \"function\": "
+	 "{\"name\": \"f\", \"parameters\": {\"type\": \"array\", \"uniqueItems\": true}}}]}",
+	 "tools"},
+	{"/v1/chat/completions",
+	 "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"tools\": [{\"type\": \"function\", \"function\": "
+	 "{\"name\": \"f\"}}], \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"g\"}}}",
+	 "tool_choice"},
+	{"/v1/chat/completions",
+	 "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"tools\": [{\"type\": \"function\", \"function\": "
+	 "{\"name\": \"f\"}}], \"tool_choice\": \"sometimes\"}",
+	 "tool_choice"},
+	{"/v1/chat/completions", "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"tool_choice\": \"required\"}",
+	 "tool_choice"},
+	{"/v1/chat/completions",
+	 "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"tools\": [{\"type\": \"function\", \"function\": "
+	 "{\"name\": \"f\"}}], \"parallel_tool_calls\": \"yes\"}",
+	 "parallel_tool_calls"},
+	{"/v1/chat/completions",
+	 "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"tools\": [{\"type\": \"function\", \"function\": "
+	 "{\"name\": \"f\"}}], \"response_format\": {\"type\": \"json_object\"}}",
+	 "response_format"},
+	{"/v1/chat/completions",
+	 "{\"messages\": [{\"role\": \"assistant\", \"tool_calls\": [{\"id\": \"a\", \"type\": \"function\", \"function\": "
+	 "{\"name\": \"f\", \"arguments\": \"{not json\"}}]}]}",
+	 "messages"},
+	{"/v1/chat/completions", "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"functions\": []}",
+	 "functions"},
+	{"/v1/completions", "{\"prompt\": \"Once\", \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\"}}]}",
+	 "tools"},
 	{"/v1/embeddings", "{\"input\": \"\"}", "input"},
 	{"/v1/embeddings", "{\"input\": [3, 99999]}", "input"},
 	{"/v1/embeddings", "{\"input\": \"dog\", \"encoding_format\": \"hex\"}", "encoding_format"},
@@ -1874,6 +1941,180 @@ START_TEST(reasoning_is_apart_from_the_content)
 }
 END_TEST
 
+/* ---- Tool calls ---- */
+
+static const char serve_tools[] =
+	"[{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"Weather in a city\", "
+	"\"parameters\": {\"type\": \"object\", \"properties\": {\"location\": {\"type\": \"string\", \"maxLength\": 20}, "
+	"\"unit\": {\"enum\": [\"celsius\", \"fahrenheit\"]}}, \"required\": [\"location\", \"unit\"], "
+	"\"additionalProperties\": false}}}, {\"type\": \"function\", \"function\": {\"name\": \"get_time\", "
+	"\"description\": \"The time\"}}]";
+
+/* A small model with Qwen 2.5's template and its tool-call markers. */
+static void write_tool_model(const char *path)
+{
+	static const char *const markers[] = {"<tool_call>", "</tool_call>", NULL};
+	char tpl[4300];
+	snprintf(tpl, sizeof(tpl), "%s/tests/data/chat_templates/qwen2.5.jinja", LOOM_TEST_SOURCE_DIR);
+	FILE *f = fopen(tpl, "rb");
+	ck_assert_ptr_nonnull(f);
+	static char jinja[16384];
+	size_t n = fread(jinja, 1, sizeof(jinja) - 1, f);
+	jinja[n] = '\0';
+	fclose(f);
+	synth_config c = synth_default_config();
+	c.control_tokens = markers;
+	c.chat_template = jinja;
+	c.n_ctx = 4096;
+	synth_model *sm = synth_model_build(&c, NULL);
+	ck_assert(synth_model_write(sm, path));
+	synth_model_free(sm);
+}
+
+/* The whole reply's one call, checked: a tool's name (want, if given),
+ * an id, arguments that are a JSON object its schema takes. Returns the
+ * arguments' text (malloc'd); *name gets the name. */
+static char *assert_one_call(const cJSON *whole, const char *want, char name[72])
+{
+	char *text = cJSON_PrintUnformatted(whole);
+	ck_assert_msg(strcmp(json_str(whole, "choices.0.finish_reason"), "tool_calls") == 0, "%s", text);
+	free(text);
+	ck_assert(cJSON_IsNull(json_at(whole, "choices.0.message.content")));
+	ck_assert_int_eq(cJSON_GetArraySize(json_at(whole, "choices.0.message.tool_calls")), 1);
+	const char *id = json_str(whole, "choices.0.message.tool_calls.0.id");
+	ck_assert(id != NULL && strncmp(id, "call_", 5) == 0 && strlen(id) == 29);
+	ck_assert_str_eq(json_str(whole, "choices.0.message.tool_calls.0.type"), "function");
+	snprintf(name, 72, "%s", json_str(whole, "choices.0.message.tool_calls.0.function.name"));
+	if (want != NULL)
+		ck_assert_str_eq(name, want);
+	const char *args = json_str(whole, "choices.0.message.tool_calls.0.function.arguments");
+	cJSON *a = cJSON_Parse(args);
+	ck_assert_msg(cJSON_IsObject(a), "arguments: %s", args);
+	if (strcmp(name, "get_weather") == 0) {
+		const cJSON *unit = json_at(a, "unit");
+		size_t code_points = 0;
+		for (const char *c = cJSON_IsString(json_at(a, "location")) ? json_str(a, "location") : ""; *c; c++)
+			code_points += ((unsigned char)*c & 0xC0) != 0x80;
+		ck_assert_msg(cJSON_IsString(json_at(a, "location")) && code_points <= 20 &&
+				      cJSON_IsString(unit) && cJSON_GetArraySize(a) == 2,
+			      "get_weather's arguments: %s", args);
+	} else {
+		ck_assert_msg(strcmp(name, "get_time") == 0 && cJSON_GetArraySize(a) == 0, "%s(%s)", name, args);
+	}
+	cJSON_Delete(a);
+	return strdup(args);
+}
+
+/* A call the request requires, or names, comes as message.tool_calls
+ * (content null, finish_reason tool_calls), whole and streamed alike: the
+ * stream's deltas (id, type and name first, then argument fragments) add
+ * up to the same call. The call and its result then go back as the next
+ * turn's history. */
+START_TEST(tool_calls_whole_and_streamed)
+{
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/tools.gguf", test_tmp_dir("serve-tools"));
+	write_tool_model(path);
+	serve_proc p = {.err_fd = -1};
+	static const char *const args[] = {"-np", "2", "-c", "4096", "--backend", "cpu-generic", NULL};
+	ck_assert_msg(serve_start(&p, path, args), "the server did not start:\n%s", p.log);
+	static const char *const choices[] = {"\"required\"", "{\"type\": \"function\", \"function\": {\"name\": \"get_time\"}}",
+					      "{\"type\": \"function\", \"function\": {\"name\": \"get_weather\"}}"};
+	static const char *const wants[] = {NULL, "get_time", "get_weather"};
+	for (int i = 0; i < 3; i++) {
+		char *chat = format("\"messages\": [{\"role\": \"user\", \"content\": \"Weather in Oslo?\"}], \"tools\": %s, "
+				    "\"tool_choice\": %s, \"parallel_tool_calls\": false, \"max_tokens\": 400, \"temperature\": 0",
+				    serve_tools, choices[i]);
+		char *body = format("{%s}", chat), *sbody = format("{%s, \"stream\": true}", chat);
+		cJSON *whole = post_ok(p.port, "/v1/chat/completions", body);
+		char name[72];
+		char *args = assert_one_call(whole, wants[i], name);
+		sse_result r = sse_collect(p.port, "/v1/chat/completions", NULL, sbody);
+		assert_complete(&r, "tool-call stream");
+		ck_assert_str_eq(r.finish, "tool_calls");
+		ck_assert_int_eq(r.n_calls, 1);
+		ck_assert_str_eq(r.call_name[0], name);
+		ck_assert_msg(strcmp(r.call_args[0], args) == 0, "streamed arguments %s, whole %s", r.call_args[0], args);
+		ck_assert(strncmp(r.call_id[0], "call_", 5) == 0);
+		printf("tool_choice %s: %s(%s)\n", choices[i], name, args);
+		/* The call and its result as history; tool_choice none answers
+		 * in text. */
+		char *args_json = quoted(args);
+		char *next = format("{\"messages\": [{\"role\": \"user\", \"content\": \"Weather in Oslo?\"}, {\"role\": "
+				    "\"assistant\", \"content\": null, \"tool_calls\": [{\"id\": \"%s\", \"type\": \"function\", "
+				    "\"function\": {\"name\": \"%s\", \"arguments\": %s}}]}, {\"role\": \"tool\", "
+				    "\"tool_call_id\": \"%s\", \"content\": \"12 degrees\"}], \"tools\": %s, \"tool_choice\": "
+				    "\"none\", \"max_tokens\": 8, \"temperature\": 0}",
+				    json_str(whole, "choices.0.message.tool_calls.0.id"), name, args_json,
+				    json_str(whole, "choices.0.message.tool_calls.0.id"), serve_tools);
+		cJSON *answer = post_ok(p.port, "/v1/chat/completions", next);
+		ck_assert(cJSON_IsString(json_at(answer, "choices.0.message.content")));
+		ck_assert_ptr_null(json_at(answer, "choices.0.message.tool_calls"));
+		ck_assert_str_ne(json_str(answer, "choices.0.finish_reason"), "tool_calls");
+		cJSON_Delete(answer);
+		free(next);
+		free(args_json);
+		sse_free(&r);
+		free(args);
+		cJSON_Delete(whole);
+		free(body);
+		free(sbody);
+		free(chat);
+	}
+	ck_assert_int_eq(serve_stop(&p, SIGTERM), 0);
+	serve_proc_free(&p);
+}
+END_TEST
+
+/* A template without a tool format of its own (stories260K's) gets
+ * loom's generic one: the whole reply a JSON object, with the call
+ * required a call, in auto a call or an answer, whole and streamed
+ * alike. */
+START_TEST(generic_tool_format)
+{
+	if (!server_ready())
+		return;
+	for (int i = 0; i < 2; i++) {
+		char *chat = format("\"messages\": [{\"role\": \"user\", \"content\": \"Weather in Oslo?\"}], \"tools\": %s, "
+				    "\"tool_choice\": \"%s\", \"parallel_tool_calls\": false, \"max_tokens\": 150, \"temperature\": 0",
+				    serve_tools, i == 0 ? "required" : "auto");
+		char *body = format("{%s}", chat), *sbody = format("{%s, \"stream\": true}", chat);
+		cJSON *whole = post_ok(srv.port, "/v1/chat/completions", body);
+		sse_result r = sse_collect(srv.port, "/v1/chat/completions", NULL, sbody);
+		assert_complete(&r, "generic tool stream");
+		const char *finish = json_str(whole, "choices.0.finish_reason");
+		ck_assert_str_eq(r.finish, finish);
+		if (i == 0 || strcmp(finish, "tool_calls") == 0) {
+			const int n = cJSON_GetArraySize(json_at(whole, "choices.0.message.tool_calls"));
+			ck_assert_msg(strcmp(finish, "tool_calls") == 0 && n >= 1, "%s", cJSON_PrintUnformatted(whole));
+			ck_assert_int_eq(r.n_calls, n);
+			for (int k = 0; k < n; k++) {
+				char key[64];
+				snprintf(key, sizeof(key), "choices.0.message.tool_calls.%d.function.arguments", k);
+				ck_assert_str_eq(r.call_args[k], json_str(whole, key));
+				cJSON *a = cJSON_Parse(json_str(whole, key));
+				ck_assert(cJSON_IsObject(a));
+				cJSON_Delete(a);
+			}
+			printf("generic, %s: %d calls, the first %s\n", i == 0 ? "required" : "auto", n,
+			       json_str(whole, "choices.0.message.tool_calls.0.function.arguments"));
+		} else {
+			/* An answer: its text, not the JSON around it. */
+			const char *content = json_str(whole, "choices.0.message.content");
+			ck_assert_ptr_nonnull(content);
+			ck_assert_str_eq(r.text, content);
+			ck_assert_int_eq(r.n_calls, 0);
+			printf("generic, auto: the answer '%s'\n", content);
+		}
+		sse_free(&r);
+		cJSON_Delete(whole);
+		free(body);
+		free(sbody);
+		free(chat);
+	}
+}
+END_TEST
+
 /* ---- Structured outputs ---- */
 
 static const char person_schema[] =
@@ -2008,6 +2249,8 @@ static Suite *serve_suite(void)
 
 	tc = server_tcase("structured", exact_setup);
 	tcase_add_test(tc, response_format_constrains_the_reply);
+	tcase_add_test(tc, generic_tool_format);
+	tcase_add_test(tc, tool_calls_whole_and_streamed);
 	suite_add_tcase(s, tc);
 
 	tc = server_tcase("streaming", exact_setup);

@@ -194,11 +194,165 @@ static int message_text(const cJSON *content, bool may_be_null, char **out, pars
 	return *out == NULL ? fail(e, 500, NULL, "out of memory") : 0;
 }
 
-static int parse_messages(serve_server *s, const cJSON *root, serve_request *r, parse_error *e)
+/* What a chat request asks of tools: the tools (as JSON text) and how the
+ * reply may call them. */
+typedef enum tool_choice { CHOICE_NONE, CHOICE_AUTO, CHOICE_REQUIRED, CHOICE_NAMED } tool_choice;
+
+typedef struct tools_request {
+	char *json; /* the tools, NULL: none */
+	tool_choice choice;
+	const char *name; /* CHOICE_NAMED: the function (in the body) */
+} tools_request;
+
+static bool valid_tool_name(const char *s)
+{
+	const size_t n = strlen(s);
+	return n >= 1 && n <= 64 &&
+	       strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") == n;
+}
+
+/* tools ([{type: "function", function: {name, description, parameters,
+ * strict}}]), tool_choice (none, auto, required, or {type: "function",
+ * function: {name}}) and parallel_tool_calls. */
+static int parse_tools(const cJSON *root, serve_request *r, tools_request *t, parse_error *e)
+{
+	bool parallel = true;
+	int st = boolean(root, "parallel_tool_calls", &parallel, e);
+	if (st != 0)
+		return st;
+	r->parallel_tools = parallel;
+	const cJSON *tools = field(root, "tools"), *choice = field(root, "tool_choice");
+	const int n = cJSON_IsArray(tools) ? cJSON_GetArraySize(tools) : 0;
+	if (tools != NULL && !cJSON_IsArray(tools))
+		return fail(e, 400, "tools", "'tools' must be an array");
+	if (n > SERVE_MAX_TOOLS)
+		return fail(e, 400, "tools", "at most %d tools", SERVE_MAX_TOOLS);
+	int k = 0;
+	for (const cJSON *tool = n > 0 ? tools->child : NULL; tool != NULL; tool = tool->next, k++) {
+		const cJSON *type = cJSON_GetObjectItemCaseSensitive(tool, "type");
+		const cJSON *fn = cJSON_GetObjectItemCaseSensitive(tool, "function");
+		const cJSON *name = cJSON_GetObjectItemCaseSensitive(fn, "name");
+		if (!cJSON_IsObject(tool) || !cJSON_IsString(type))
+			return fail(e, 400, "tools", "tool %d must be an object with a 'type'", k);
+		if (strcmp(type->valuestring, "function") != 0)
+			return fail(e, 400, "tools", "tool %d: type '%s' is not supported (only \"function\")", k,
+				    type->valuestring);
+		if (!cJSON_IsObject(fn) || !cJSON_IsString(name) || !valid_tool_name(name->valuestring))
+			return fail(e, 400, "tools",
+				    "tool %d: 'function.name' must be 1 to 64 of a-z, A-Z, 0-9, _ and -", k);
+		const cJSON *desc = field(fn, "description"), *params = field(fn, "parameters"),
+			    *strict = field(fn, "strict");
+		if ((desc != NULL && !cJSON_IsString(desc)) || (params != NULL && !cJSON_IsObject(params)) ||
+		    (strict != NULL && !cJSON_IsBool(strict)))
+			return fail(e, 400, "tools",
+				    "tool %d ('%s'): 'description' must be a string, 'parameters' an object and 'strict' "
+				    "a boolean",
+				    k, name->valuestring);
+		for (const cJSON *other = tools->child; other != tool; other = other->next)
+			if (strcmp(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(other, "function"),
+								    "name")
+					   ->valuestring,
+				   name->valuestring) == 0)
+				return fail(e, 400, "tools", "two tools are named '%s'", name->valuestring);
+	}
+	t->choice = n > 0 ? CHOICE_AUTO : CHOICE_NONE;
+	if (cJSON_IsString(choice)) {
+		const char *c = choice->valuestring;
+		if (strcmp(c, "none") == 0)
+			t->choice = CHOICE_NONE;
+		else if (strcmp(c, "auto") == 0 || strcmp(c, "required") == 0)
+			t->choice = strcmp(c, "auto") == 0 ? CHOICE_AUTO : CHOICE_REQUIRED;
+		else
+			return fail(e, 400, "tool_choice", "'tool_choice' '%s' is not one of none, auto, required", c);
+	} else if (choice != NULL) {
+		const cJSON *type = cJSON_GetObjectItemCaseSensitive(choice, "type");
+		const cJSON *name = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(choice, "function"),
+								     "name");
+		if (!cJSON_IsObject(choice) || !cJSON_IsString(type) || strcmp(type->valuestring, "function") != 0 ||
+		    !cJSON_IsString(name))
+			return fail(e, 400, "tool_choice",
+				    "'tool_choice' must be none, auto, required or {\"type\": \"function\", "
+				    "\"function\": {\"name\": ...}}");
+		t->choice = CHOICE_NAMED;
+		t->name = name->valuestring;
+	}
+	if (t->choice != CHOICE_NONE && n == 0)
+		return fail(e, 400, "tool_choice", "'tool_choice' asks for a tool call, and there are no 'tools'");
+	if (t->choice == CHOICE_NAMED) {
+		bool found = false;
+		for (const cJSON *tool = tools->child; tool != NULL && !found; tool = tool->next)
+			found = strcmp(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(tool, "function"),
+									"name")
+					       ->valuestring,
+				       t->name) == 0;
+		if (!found)
+			return fail(e, 400, "tool_choice", "'tool_choice' names '%s', which is not one of the tools", t->name);
+	}
+	if (n > 0 && (t->json = cJSON_PrintUnformatted(tools)) == NULL)
+		return fail(e, 500, NULL, "out of memory");
+	return 0;
+}
+
+/* A conversation with tools, tool calls or results: formatted from its
+ * JSON by the template's tool format. */
+static bool uses_tools(const cJSON *msgs, const tools_request *t)
+{
+	if (t->json != NULL)
+		return true;
+	for (const cJSON *m = msgs->child; m != NULL; m = m->next) {
+		const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
+		if (field(m, "tool_calls") != NULL || (cJSON_IsString(role) && strcmp(role->valuestring, "tool") == 0))
+			return true;
+	}
+	return false;
+}
+
+static int format_with_tools(serve_server *s, const cJSON *msgs, const tools_request *t, const char *opening,
+			     char **prompt, size_t *len, parse_error *e)
+{
+	char *messages = cJSON_PrintUnformatted(msgs);
+	if (messages == NULL)
+		return fail(e, 500, NULL, "out of memory");
+	/* Loom's generic format tells the model to answer in JSON: with
+	 * tool_choice none the tools are left out of its prompt. */
+	bool whole = false;
+	loom_tool_call_opening(s->model, NULL, &whole);
+	const bool generic = whole && strcmp(loom_chat_template(s->model), "llama3") != 0;
+	const char *tools = t->choice == CHOICE_NONE && generic ? NULL : t->json;
+	const size_t tools_len = tools != NULL ? strlen(tools) : 0, extra = strlen(opening);
+	int st = 0;
+	loom_status ls = loom_chat_apply_json(s->model, NULL, messages, strlen(messages), tools, tools_len, true, NULL, 0, len);
+	if (ls != LOOM_OK && ls != LOOM_ERR_BUFFER_TOO_SMALL)
+		st = fail(e, 400, "messages", "%s", loom_last_error());
+	else if ((*prompt = malloc(*len + extra + 1)) == NULL)
+		st = fail(e, 500, NULL, "out of memory");
+	else if (loom_chat_apply_json(s->model, NULL, messages, strlen(messages), tools, tools_len, true, *prompt,
+				      *len + 1, len) != LOOM_OK)
+		st = fail(e, 400, "messages", "%s", loom_last_error());
+	if (st == 0) {
+		/* A call the request requires is opened for the model. */
+		memcpy(*prompt + *len, opening, extra + 1);
+		*len += extra;
+	}
+	free(messages);
+	return st;
+}
+
+static int parse_messages(serve_server *s, const cJSON *root, serve_request *r, const tools_request *t,
+			  const char *opening, parse_error *e)
 {
 	cJSON *msgs = field(root, "messages");
 	if (!cJSON_IsArray(msgs) || cJSON_GetArraySize(msgs) == 0)
 		return fail(e, 400, "messages", "'messages' must be a non-empty array");
+	if (uses_tools(msgs, t)) {
+		char *prompt = NULL;
+		size_t len = 0;
+		int st = format_with_tools(s, msgs, t, opening, &prompt, &len, e);
+		if (st == 0)
+			st = tokenize(s, prompt, len, true, true, &r->prompt, &r->n_prompt, e);
+		free(prompt);
+		return st;
+	}
 	size_t n = (size_t)cJSON_GetArraySize(msgs), i = 0;
 	loom_chat_message *m = calloc(n, sizeof(*m));
 	if (m == NULL)
@@ -283,11 +437,11 @@ static int refuse_unsupported(const cJSON *root, serve_kind kind, parse_error *e
 		return fail(e, 400, "echo", "'echo' is not supported");
 	if (field(root, "suffix") != NULL)
 		return fail(e, 400, "suffix", "'suffix' is not supported");
-	if ((f = field(root, "tools")) != NULL && !(cJSON_IsArray(f) && f->child == NULL))
-		return fail(e, 400, "tools", "'tools' is not supported");
-	if (field(root, "functions") != NULL)
-		return fail(e, 400, "functions", "'functions' is not supported");
-	(void)kind;
+	if ((f = field(root, "tools")) != NULL && kind != SERVE_CHAT && !(cJSON_IsArray(f) && f->child == NULL))
+		return fail(e, 400, "tools", "'tools' is for /v1/chat/completions");
+	if (field(root, "functions") != NULL || field(root, "function_call") != NULL)
+		return fail(e, 400, "functions", "the deprecated 'functions' and 'function_call' are not supported: send "
+						 "'tools' and 'tool_choice'");
 	return 0;
 }
 
@@ -419,6 +573,35 @@ static int parse_logprobs(const cJSON *root, serve_request *r, parse_error *e)
 	return 0;
 }
 
+/* How the reply's tool calls are read and constrained: in auto, the
+ * grammar is armed while the model is inside a call it opened (or, in
+ * formats without a marker, over the whole reply with a plain answer
+ * allowed); a call that is required or named is opened for the model at
+ * the end of the prompt (*opening), or its grammar is the whole reply. */
+static int setup_tool_calls(serve_server *s, serve_request *r, const tools_request *t, const char **opening,
+			    parse_error *e)
+{
+	bool whole = false;
+	const char *open = loom_tool_call_opening(s->model, NULL, &whole);
+	unsigned flags = r->parallel_tools ? LOOM_TOOL_GRAMMAR_PARALLEL : 0;
+	r->read_tools = true;
+	if (whole) {
+		flags |= LOOM_TOOL_GRAMMAR_WHOLE_REPLY | (t->choice == CHOICE_AUTO ? LOOM_TOOL_GRAMMAR_ANSWER : 0);
+		r->tool_whole = true;
+	} else if (t->choice != CHOICE_AUTO) {
+		*opening = open != NULL ? open : "";
+		r->tools_opened = true;
+	}
+	loom_status ls = serve_tool_grammar_get(s->grammars, s->model, t->json, strlen(t->json),
+						t->choice == CHOICE_NAMED ? t->name : NULL, flags, &r->tool_grammar,
+						&r->own_tool_grammar);
+	if (ls == LOOM_ERR_NO_MEMORY)
+		return fail(e, 500, NULL, "out of memory");
+	if (ls != LOOM_OK)
+		return fail(e, 400, "tools", "%s", loom_last_error());
+	return 0;
+}
+
 static void make_id(serve_request *r, const char *prefix)
 {
 	static const char hex[] = "0123456789abcdef";
@@ -467,8 +650,18 @@ int serve_parse_completion(serve_server *s, const char *body, size_t len, serve_
 		st = integer(root, "max_tokens", 1, 1e9, &max_tokens, &e);
 	if (st == 0 && kind == SERVE_CHAT && max_tokens < 0)
 		st = integer(root, "max_completion_tokens", 1, 1e9, &max_tokens, &e);
+	tools_request tools = {0};
+	const char *opening = "";
+	if (st == 0 && kind == SERVE_CHAT)
+		st = parse_tools(root, r, &tools, &e);
+	if (st == 0 && tools.choice != CHOICE_NONE && r->grammar != NULL)
+		st = fail(&e, 400, "response_format",
+			  "'response_format' with tool calls is not supported: send tool_choice none, or no response_format");
+	if (st == 0 && tools.choice != CHOICE_NONE)
+		st = setup_tool_calls(s, r, &tools, &opening, &e);
 	if (st == 0)
-		st = kind == SERVE_CHAT ? parse_messages(s, root, r, &e) : parse_prompt(s, root, r, &e);
+		st = kind == SERVE_CHAT ? parse_messages(s, root, r, &tools, opening, &e) : parse_prompt(s, root, r, &e);
+	free(tools.json);
 	if (st == 0 && r->n_prompt >= s->n_ctx)
 		st = fail(&e, 400, kind == SERVE_CHAT ? "messages" : "prompt",
 			  "this server's context holds %u tokens, and the prompt has %zu", s->n_ctx, r->n_prompt);

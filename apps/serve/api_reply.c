@@ -209,8 +209,58 @@ bool serve_logprob_add(serve_server *s, serve_request *r, const loom_generated *
 
 static const char *finish_name(const serve_request *r)
 {
-	return r->finish == SERVE_FINISH_STOP ? "\"stop\"" : "\"length\"";
+	return r->finish == SERVE_FINISH_TOOL_CALLS ? "\"tool_calls\""
+	       : r->finish == SERVE_FINISH_STOP     ? "\"stop\""
+						    : "\"length\"";
 }
+
+const char *serve_call_id(serve_request *r, size_t i)
+{
+	static const char alphabet[] = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+	while (r->n_calls_seen <= i) {
+		if (r->n_calls_seen == r->cap_calls) {
+			size_t cap = r->cap_calls ? r->cap_calls * 2 : 4;
+			char(*ids)[32] = realloc(r->call_ids, cap * sizeof(*ids));
+			if (ids == NULL)
+				return NULL;
+			r->call_ids = ids;
+			size_t *sent = realloc(r->call_sent, cap * sizeof(*sent));
+			if (sent == NULL)
+				return NULL;
+			r->call_sent = sent;
+			r->cap_calls = cap;
+		}
+		/* call_ and 24 letters and digits from the request's id and
+		 * the call's number. */
+		uint64_t x = 0xcbf29ce484222325ull ^ (uint64_t)r->n_calls_seen;
+		for (const char *p = r->id; *p; p++)
+			x = (x ^ (unsigned char)*p) * 0x100000001b3ull;
+		char *id = r->call_ids[r->n_calls_seen];
+		memcpy(id, "call_", 5);
+		for (int k = 0; k < 24; k++) {
+			x = x * 6364136223846793005ull + 1442695040888963407ull;
+			id[5 + k] = alphabet[(x >> 33) % 62];
+		}
+		id[29] = '\0';
+		r->call_sent[r->n_calls_seen++] = 0;
+	}
+	return r->call_ids[i];
+}
+
+static bool put(serve_buf *out, const char *text)
+{
+	return serve_buf_append(out, text, strlen(text));
+}
+
+/* A call's closing JSON: {"id": ..., "type": "function", "function": {"name": ..., "arguments": ...}}. */
+static bool call_json(serve_request *r, size_t i, const loom_tool_call *c, serve_buf *out)
+{
+	const char *id = serve_call_id(r, i);
+	return id != NULL && serve_buf_appendf(out, "{\"id\":\"%s\",\"type\":\"function\",\"function\":{\"name\":", id) &&
+	       serve_json_string(out, c->name, strlen(c->name)) && put(out, ",\"arguments\":") &&
+	       serve_json_string(out, c->arguments, c->n_arguments) && put(out, "}}");
+}
+
 
 static bool chunk_head(serve_server *s, serve_request *r, serve_buf *out)
 {
@@ -259,6 +309,43 @@ bool serve_reply_chunk(serve_server *s, serve_request *r, const loom_reply_parts
 	return ok;
 }
 
+bool serve_reply_tool_deltas(serve_server *s, serve_request *r, serve_buf *out)
+{
+	const loom_tool_call *calls;
+	const size_t n = loom_reply_reader_tool_calls(r->reader, &calls);
+	bool ok = true;
+	for (size_t i = 0; ok && i < n; i++) {
+		/* A call goes out once its name is whole: its first delta
+		 * carries the id, type and name, every one its arguments'
+		 * new bytes. */
+		if (calls[i].name[0] == '\0' || serve_call_id(r, i) == NULL)
+			break;
+		const bool first = i >= r->n_calls_sent;
+		if (!first && calls[i].n_arguments == r->call_sent[i])
+			continue;
+		const size_t from = first ? 0 : r->call_sent[i];
+		ok = chunk_head(s, r, out) && put(out, "[{\"index\":0,\"delta\":{");
+		if (ok && !r->role_sent) {
+			ok = put(out, "\"role\":\"assistant\",");
+			r->role_sent = true;
+		}
+		ok = ok && serve_buf_appendf(out, "\"tool_calls\":[{\"index\":%zu,", i);
+		if (ok && first)
+			ok = serve_buf_appendf(out, "\"id\":\"%s\",\"type\":\"function\",", serve_call_id(r, i)) &&
+			     put(out, "\"function\":{\"name\":") &&
+			     serve_json_string(out, calls[i].name, strlen(calls[i].name)) && put(out, ",");
+		else
+			ok = ok && put(out, "\"function\":{");
+		ok = ok && put(out, "\"arguments\":") &&
+		     serve_json_string(out, calls[i].arguments + from, calls[i].n_arguments - from) &&
+		     put(out, "}}]},\"logprobs\":null,\"finish_reason\":null}]}\n\n");
+		r->call_sent[i] = calls[i].n_arguments;
+		if (first)
+			r->n_calls_sent = i + 1;
+	}
+	return ok;
+}
+
 bool serve_reply_stream_error(serve_buf *out, const char *message)
 {
 	char *body = serve_reply_error(message, "server_error", NULL, NULL);
@@ -273,9 +360,23 @@ bool serve_reply_final(serve_server *s, serve_request *r, serve_buf *out)
 	bool ok = serve_buf_appendf(out, "{\"id\":\"%s\",\"object\":\"%s\",\"created\":%lld,\"model\":%s,\"choices\":[{\"index\":0,",
 				    r->id, chat ? "chat.completion" : "text_completion", (long long)r->created,
 				    s->model_id_json);
+	const loom_tool_call *calls = NULL;
+	const size_t n_calls = chat ? loom_reply_reader_tool_calls(r->reader, &calls) : 0;
+	size_t named = 0;
+	while (named < n_calls && calls[named].name[0] != '\0')
+		named++;
 	if (chat)
 		ok = ok && serve_buf_append(out, "\"message\":{\"role\":\"assistant\",\"content\":", 40) &&
-		     serve_json_string(out, r->text.data, r->text.len) &&
+		     (named > 0 && r->text.len == 0 ? serve_buf_append(out, "null", 4)
+						    : serve_json_string(out, r->text.data, r->text.len));
+	if (chat && named > 0) {
+		ok = ok && put(out, ",\"tool_calls\":[");
+		for (size_t i = 0; ok && i < named; i++)
+			ok = (i == 0 || serve_buf_append(out, ",", 1)) && call_json(r, i, &calls[i], out);
+		ok = ok && serve_buf_append(out, "]", 1);
+	}
+	if (chat)
+		ok = ok &&
 		     (r->reasoning.len == 0 || (serve_buf_append(out, ",\"reasoning_content\":", 21) &&
 						serve_json_string(out, r->reasoning.data, r->reasoning.len))) &&
 		     serve_buf_append(out, "}", 1);

@@ -74,6 +74,9 @@ void serve_request_unref(serve_request *r)
 		free(r->stop[i]);
 	free(r->stop);
 	loom_grammar_free(r->own_grammar);
+	loom_grammar_free(r->own_tool_grammar);
+	free(r->call_ids);
+	free(r->call_sent);
 	free(r->bias_tokens);
 	free(r->bias);
 	for (size_t i = 0; i < r->n_input; i++)

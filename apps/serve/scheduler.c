@@ -255,12 +255,18 @@ static bool start_request(serve_server *s, serve_slot *sl, serve_request *r, siz
 		gp.stop = (const char *const *)r->stop;
 		gp.n_stop = r->n_stop;
 		gp.n_logprobs = r->logprobs;
+		/* The tool grammar starts armed over a whole reply or a call
+		 * opened for the model; otherwise when the model opens one. */
+		r->tool_armed = r->tool_grammar != NULL && (r->tool_whole || r->tools_opened);
+		const loom_grammar *grammar = r->tool_armed ? r->tool_grammar : r->grammar;
 		if (loom_generator_create(s->model, &gp, &r->gen) != LOOM_OK ||
-		    (r->grammar != NULL && loom_generator_set_grammar(r->gen, r->grammar) != LOOM_OK) ||
+		    (grammar != NULL && loom_generator_set_grammar(r->gen, grammar) != LOOM_OK) ||
 		    loom_generator_set_logit_bias(r->gen, r->bias_tokens, r->bias, r->n_bias) != LOOM_OK)
 			return false;
 		if (r->kind == SERVE_CHAT && loom_reply_reader_create(s->model, NULL, gp.stop, gp.n_stop, &r->reader) !=
 						     LOOM_OK)
+			return false;
+		if (r->read_tools && loom_reply_reader_read_tools(r->reader, r->tools_opened) != LOOM_OK)
 			return false;
 		loom_generator_accept(r->gen, r->prompt, r->n_prompt);
 		r->n_cached_prompt = (int32_t)common;
@@ -476,6 +482,32 @@ static bool emit(serve_server *s, serve_request *r, const loom_reply_parts *p, b
 	return !finish || serve_reply_final(s, r, &r->pending);
 }
 
+/* After a step of a request that reads tool calls: the call grammar
+ * armed while the reply is inside a call (a whole-reply grammar stays),
+ * the reply ended once a call is whole when only one may come, and a
+ * reply that ended (*done) with calls finished as tool_calls. */
+static bool follow_tool_calls(serve_request *r, bool *done)
+{
+	const loom_tool_call *calls;
+	const size_t n = loom_reply_reader_tool_calls(r->reader, &calls);
+	const bool in_call = loom_reply_reader_in_tool_call(r->reader);
+	if (r->tool_grammar != NULL && !r->tool_whole && in_call != r->tool_armed) {
+		if (loom_generator_set_grammar(r->gen, in_call ? r->tool_grammar : NULL) != LOOM_OK)
+			return false;
+		r->tool_armed = in_call;
+	}
+	size_t whole = 0;
+	for (size_t i = 0; i < n; i++)
+		whole += calls[i].done;
+	if (whole > 0 && !in_call && !r->parallel_tools && !*done) {
+		*done = true;
+		r->finish = SERVE_FINISH_STOP;
+	}
+	if (*done && whole > 0 && r->finish == SERVE_FINISH_STOP)
+		r->finish = SERVE_FINISH_TOOL_CALLS;
+	return true;
+}
+
 /* The request on sl takes its next token from logits (its generator's
  * step) and writes what its client gets into its pending output. Runs on
  * any thread, for one request at a time: it touches only the request and
@@ -512,18 +544,26 @@ static bool advance(serve_server *s, serve_slot *sl, const float *logits)
 		r->pending.len = 0;
 		return true;
 	}
+	bool done = g.done;
+	if (ok && r->read_tools && !follow_tool_calls(r, &done)) {
+		r->error = strdup(loom_last_error());
+		r->pending.len = 0;
+		return true;
+	}
 	bool eog = ok && g.done && g.stop_reason == LOOM_STOP_EOG;
 	if (ok && (!eog || parts.n_content > 0 || parts.n_reasoning > 0 || r->n_lps > 0))
 		ok = emit(s, r, &parts, false);
+	if (ok && r->stream && r->read_tools)
+		ok = serve_reply_tool_deltas(s, r, &r->pending);
 	const loom_reply_parts none = {.content = "", .reasoning = ""};
-	if (ok && g.done)
+	if (ok && done)
 		ok = emit(s, r, &none, true);
 	if (!ok) {
 		r->error = strdup("out of memory");
 		r->pending.len = 0;
 		return true;
 	}
-	return g.done;
+	return done;
 }
 
 /* One step's rows of logits, each the next token of a running request. */
@@ -546,7 +586,7 @@ static void log_finished(const serve_request *r)
 {
 	double now = now_s();
 	fprintf(stderr, "loom serve: %s: %zu prompt tokens (%d cached), %d generated (%s); first token %.0f ms, %.1f tok/s\n",
-		r->id, r->n_prompt, r->n_cached_prompt, r->n_generated, r->finish == SERVE_FINISH_STOP ? "stop" : "length",
+		r->id, r->n_prompt, r->n_cached_prompt, r->n_generated, r->finish == SERVE_FINISH_TOOL_CALLS ? "tool_calls" : r->finish == SERVE_FINISH_STOP ? "stop" : "length",
 		(r->t_first - r->t_queued) * 1e3, r->n_generated > 1 ? (r->n_generated - 1) / (now - r->t_first) : 0.0);
 }
 

@@ -16,6 +16,7 @@
 #define SERVE_MAX_BODY (8u << 20)   /* request body bytes (413 past it) */
 #define SERVE_MAX_STOP 16           /* stop strings per request */
 #define SERVE_MAX_LOGIT_BIAS 1024   /* tokens a request's logit_bias may name */
+#define SERVE_MAX_TOOLS 128         /* tools a request may list */
 #define SERVE_MAX_TOP_LOGPROBS LOOM_MAX_TOP_LOGPROBS /* alternatives per token (20) */
 #define SERVE_MAX_EMBED_INPUTS 2048 /* texts per embeddings request */
 #define SERVE_MAX_CONNECTIONS 1024  /* open connections */
@@ -55,6 +56,7 @@ typedef struct serve_logprob {
 typedef enum serve_finish {
 	SERVE_FINISH_LENGTH,
 	SERVE_FINISH_STOP,
+	SERVE_FINISH_TOOL_CALLS, /* the reply ended with tool calls */
 } serve_finish;
 
 /* One API request. The HTTP side fills the first group before queueing it;
@@ -75,6 +77,15 @@ typedef struct serve_request {
 	size_t n_bias;
 	const loom_grammar *grammar; /* response_format's, the reply follows it; NULL: none */
 	loom_grammar *own_grammar;   /* the request's own when the cache was full */
+	/* Tools (chat): the reply's tool calls are read out of it when
+	 * read_tools; their grammar constrains a call's text while the
+	 * reply is in one (tool_whole: the whole reply, from the start). */
+	bool read_tools;
+	bool tools_opened;   /* the prompt ends with the format's call opening */
+	bool parallel_tools; /* more than one call may come */
+	bool tool_whole;
+	const loom_grammar *tool_grammar;
+	loom_grammar *own_tool_grammar;
 	int32_t logprobs;  /* -1: none; else alternatives per token (0..20) */
 	bool stream;
 	bool include_usage;
@@ -112,6 +123,10 @@ typedef struct serve_request {
 	int32_t n_cached_prompt; /* prompt tokens found in the cache */
 	double t_queued, t_first; /* when it was queued and its first token came (seconds) */
 	bool role_sent;          /* chat stream: the assistant's opening chunk has gone */
+	bool tool_armed;         /* the tool grammar is the generator's now */
+	char (*call_ids)[32];    /* each tool call's id, made when it is first seen */
+	size_t *call_sent;       /* stream: argument bytes sent of each call */
+	size_t n_calls_seen, n_calls_sent, cap_calls;
 	serve_finish finish;
 } serve_request;
 
@@ -188,6 +203,9 @@ void serve_grammars_free(serve_grammars *c);
  * must free it. The compile's status, loom_last_error() saying why. */
 loom_status serve_grammar_get(serve_grammars *c, bool json_schema, const char *text, size_t len,
 			      const loom_grammar **out, loom_grammar **owned);
+/* The same for the grammar of tool calls over tools (loom_tool_grammar). */
+loom_status serve_tool_grammar_get(serve_grammars *c, const loom_model *model, const char *tools, size_t len,
+				   const char *only_name, unsigned flags, const loom_grammar **out, loom_grammar **owned);
 
 /* Requests (request.c). */
 serve_request *serve_request_new(serve_kind kind);
@@ -216,6 +234,12 @@ bool serve_reply_final(serve_server *s, serve_request *r, serve_buf *out);
 bool serve_reply_embeddings(serve_server *s, serve_request *r, serve_buf *out);
 /* A failure after the reply has started: an SSE error event and [DONE]. */
 bool serve_reply_stream_error(serve_buf *out, const char *message);
+/* Stream: chunks for the tool calls r's reader has read since the last
+ * (a call's first with its id, type and name, then its arguments' new
+ * bytes). */
+bool serve_reply_tool_deltas(serve_server *s, serve_request *r, serve_buf *out);
+/* The id of r's tool call i, made the first time it is asked for. */
+const char *serve_call_id(serve_request *r, size_t i);
 /* Records a generated token's logprob and top alternatives. */
 bool serve_logprob_add(serve_server *s, serve_request *r, const loom_generated *g);
 /* Token t's text into buf (at least SERVE_PIECE_MAX bytes); its length,

@@ -133,4 +133,12 @@ static inline void loom_gr_arena_release(loom_gr_arena *a, loom_gr_mark mark)
 
 void loom_gr_arena_free(loom_gr_arena *a);
 
+/* The GBNF text of JSON Schemas, each schema's rule named names[i], with
+ * the rules they share written once (json_schema.c); *text is malloc'd.
+ * A schema loom cannot enforce is LOOM_ERR_INVALID_ARGUMENT, as
+ * loom_grammar_from_json_schema says. */
+struct cJSON;
+loom_status loom_json_schemas_gbnf(const struct cJSON *const *schemas, const char *const *names, size_t n, char **text,
+				   size_t *len);
+
 #endif

@@ -786,6 +786,39 @@ static bool compile_types(compiler *c, const cJSON *schema, const char *const *n
 	return put(c, "\n");
 }
 
+/* Frees what a compile kept apart from its text. */
+static void compiler_forget_refs(compiler *c)
+{
+	for (int i = 0; i < c->n_refs; i++)
+		free(c->refs[i].pointer);
+	free(c->refs);
+	c->refs = NULL;
+	c->n_refs = c->cap_refs = 0;
+}
+
+loom_status loom_json_schemas_gbnf(const cJSON *const *schemas, const char *const *names, size_t n, char **text,
+				   size_t *len)
+{
+	compiler c = {0};
+	bool ok = put(&c, "%s", common_rules);
+	for (size_t i = 0; ok && i < n; i++) {
+		/* Each schema's references are its own document's. */
+		compiler_forget_refs(&c);
+		c.root = schemas[i];
+		c.pointer[0] = '\0';
+		int root;
+		ok = compile_node(&c, schemas[i], 0, &root) && put(&c, "%s ::= r%d\n", names[i], root);
+	}
+	compiler_forget_refs(&c);
+	if (!ok) {
+		free(c.out.s);
+		return c.st != LOOM_OK ? c.st : loom_error(LOOM_ERR_NO_MEMORY, "out of memory compiling a JSON schema");
+	}
+	*text = c.out.s;
+	*len = c.out.n;
+	return LOOM_OK;
+}
+
 loom_status loom_grammar_from_json_schema(const char *json, size_t len, loom_grammar **out)
 {
 	*out = NULL;
@@ -795,19 +828,17 @@ loom_status loom_grammar_from_json_schema(const char *json, size_t len, loom_gra
 	if (schema == NULL)
 		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "json schema: not JSON (near byte %zu)",
 				  (size_t)(cJSON_GetErrorPtr() != NULL ? cJSON_GetErrorPtr() - json : 0));
-	compiler c = {.root = schema};
-	int root;
-	bool ok = put(&c, "%s", common_rules) && compile_node(&c, schema, 0, &root) && put(&c, "root ::= r%d\n", root);
-	loom_status st = ok ? loom_grammar_parse(c.out.s, c.out.n, NULL, out) : c.st;
-	if (ok && st != LOOM_OK) {
+	const cJSON *one[1] = {schema};
+	static const char *const root_name[1] = {"root"};
+	char *text = NULL;
+	size_t n = 0;
+	loom_status st = loom_json_schemas_gbnf(one, root_name, 1, &text, &n);
+	if (st == LOOM_OK && (st = loom_grammar_parse(text, n, NULL, out)) != LOOM_OK) {
 		char why[512];
 		snprintf(why, sizeof(why), "%s", loom_last_error());
 		st = loom_error(st, "json schema: its grammar: %s", why);
 	}
-	for (int i = 0; i < c.n_refs; i++)
-		free(c.refs[i].pointer);
-	free(c.refs);
-	free(c.out.s);
+	free(text);
 	cJSON_Delete(schema);
 	return st;
 }

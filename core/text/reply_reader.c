@@ -20,6 +20,7 @@
 #include "runtime/array_grow.h"
 #include "runtime/error.h"
 #include "text/chat_template.h"
+#include "text/tool_reader.h"
 #include "text/vocab_internal.h"
 
 #include <stdlib.h>
@@ -39,7 +40,10 @@ enum mode { PASS, HARMONY, THINK };
 
 struct loom_reply_reader {
 	const loom_model *model;
+	loom_chat_kind kind;
 	enum mode mode;
+	loom_tool_reader *tools; /* reading tool calls out of the content; NULL: not */
+	loom_strbuf tool_out;    /* the content the tool reader lets through */
 	loom_token markers[N_MARKERS];
 	loom_token think_open, think_close;
 	bool trim; /* the content's spaces after </think> are dropped */
@@ -74,6 +78,7 @@ loom_status loom_reply_reader_create(const loom_model *model, const char *templa
 	if (r == NULL)
 		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
 	r->model = model;
+	r->kind = kind;
 	r->part = CONTENT;
 	for (int m = 0; m < N_MARKERS; m++)
 		r->markers[m] = find_token(model, marker_texts[m]);
@@ -106,15 +111,13 @@ void loom_reply_reader_free(loom_reply_reader *r)
 		loom_detokenizer_free(r->text[p]);
 		free(r->out[p]);
 	}
+	loom_tool_reader_free(r->tools);
+	loom_strbuf_free(&r->tool_out);
 	free(r);
 }
 
-static loom_status give(loom_reply_reader *r, enum part p, const char *text, size_t len)
+static loom_status append(loom_reply_reader *r, enum part p, const char *text, size_t len)
 {
-	for (; p == CONTENT && r->trim && len > 0 && (*text == ' ' || *text == '\n' || *text == '\t'); len--)
-		text++;
-	if (p == CONTENT && len > 0)
-		r->trim = false;
 	if (len == 0)
 		return LOOM_OK;
 	char *grown = loom_array_grow(r->out[p], &r->cap_out[p], r->n_out[p] + len, 1);
@@ -124,6 +127,26 @@ static loom_status give(loom_reply_reader *r, enum part p, const char *text, siz
 	memcpy(r->out[p] + r->n_out[p], text, len);
 	r->n_out[p] += len;
 	return LOOM_OK;
+}
+
+/* What the tool reader let through of the content. */
+static loom_status append_tool_out(loom_reply_reader *r, loom_status st)
+{
+	if (st == LOOM_OK)
+		st = append(r, CONTENT, r->tool_out.s, r->tool_out.n);
+	r->tool_out.n = 0;
+	return st;
+}
+
+static loom_status give(loom_reply_reader *r, enum part p, const char *text, size_t len)
+{
+	for (; p == CONTENT && r->trim && len > 0 && (*text == ' ' || *text == '\n' || *text == '\t'); len--)
+		text++;
+	if (p == CONTENT && len > 0)
+		r->trim = false;
+	if (p == CONTENT && r->tools != NULL)
+		return append_tool_out(r, loom_tool_reader_text(r->tools, text, len, &r->tool_out));
+	return append(r, p, text, len);
 }
 
 /* The current message's held-back text, given to its part. */
@@ -223,12 +246,54 @@ loom_status loom_reply_reader_push(loom_reply_reader *r, const loom_generated *s
 	if (r == NULL || step == NULL || out == NULL)
 		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_reply_reader_push: reader, step and out are required");
 	r->n_out[CONTENT] = r->n_out[REASONING] = 0;
-	loom_status st = r->mode == HARMONY ? push_harmony(r, step)
-			 : r->mode == THINK ? push_think(r, step)
-					    : give(r, CONTENT, step->text, step->len);
+	loom_status st = LOOM_OK;
+	if (r->tools != NULL && r->part == CONTENT && loom_tool_reader_is_marker(r->tools, step->token)) {
+		/* A tool-call marker: read as one, its text not content. */
+		if (r->mode != PASS)
+			st = flush(r);
+		if (st == LOOM_OK)
+			loom_tool_reader_marker(r->tools, step->token, &r->tool_out);
+		st = append_tool_out(r, st);
+	} else {
+		st = r->mode == HARMONY ? push_harmony(r, step)
+		     : r->mode == THINK ? push_think(r, step)
+					: give(r, CONTENT, step->text, step->len);
+	}
+	if (st == LOOM_OK && step->done && r->tools != NULL) {
+		if (r->mode != PASS)
+			st = flush(r);
+		if (st == LOOM_OK)
+			st = append_tool_out(r, loom_tool_reader_finish(r->tools, &r->tool_out));
+	}
 	*out = (loom_reply_parts){.content = r->n_out[CONTENT] ? r->out[CONTENT] : "",
 				  .n_content = st == LOOM_OK ? r->n_out[CONTENT] : 0,
 				  .reasoning = r->n_out[REASONING] ? r->out[REASONING] : "",
 				  .n_reasoning = st == LOOM_OK ? r->n_out[REASONING] : 0};
 	return st;
+}
+
+loom_status loom_reply_reader_read_tools(loom_reply_reader *r, bool opened)
+{
+	if (r == NULL)
+		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_reply_reader_read_tools: no reader");
+	if (r->kind == LOOM_CHAT_HARMONY)
+		return loom_error(LOOM_ERR_UNSUPPORTED, "loom does not read tool calls in the harmony format yet");
+	loom_tool_reader_free(r->tools);
+	r->tools = NULL;
+	return loom_tool_reader_create(r->model, loom_tool_style_of(r->kind), opened, &r->tools);
+}
+
+size_t loom_reply_reader_tool_calls(loom_reply_reader *r, const loom_tool_call **calls)
+{
+	if (r == NULL || r->tools == NULL) {
+		if (calls != NULL)
+			*calls = NULL;
+		return 0;
+	}
+	return loom_tool_reader_calls(r->tools, calls);
+}
+
+bool loom_reply_reader_in_tool_call(const loom_reply_reader *r)
+{
+	return r != NULL && r->tools != NULL && loom_tool_reader_in_call(r->tools);
 }

@@ -575,6 +575,8 @@ static void add_vocab(synth_model *sm)
 	put_u32(sm, "tokenizer.ggml.bos_token_id", SYNTH_TOKEN_BOS);
 	put_u32(sm, "tokenizer.ggml.eos_token_id", SYNTH_TOKEN_EOS);
 	put_u32(sm, "tokenizer.ggml.unknown_token_id", SYNTH_TOKEN_UNK);
+	if (sm->cfg.chat_template != NULL)
+		gguf_writer_add_string(sm->w, "tokenizer.chat_template", sm->cfg.chat_template);
 	free(text);
 	free(texts);
 	free(scores);

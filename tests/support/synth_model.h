@@ -106,6 +106,8 @@ typedef struct synth_config {
 	/* NULL-terminated texts of control tokens (a chat format's markers)
 	 * that take the vocabulary's last ids; NULL: none. */
 	const char *const *control_tokens;
+	/* tokenizer.chat_template (a model's Jinja template); NULL: none. */
+	const char *chat_template;
 	uint64_t seed;
 } synth_config;
 

@@ -1,0 +1,148 @@
+/*
+ * tool_grammar.c - the grammar of a reply's tool calls, in the model's
+ * tool format: each call names one of the tools and gives arguments its
+ * parameters' schema takes.
+ *
+ * A call is {"name": "<one of the tools>", "arguments": <its schema>} in
+ * the order and spacing the formats' models write (Llama 3 names the
+ * arguments "parameters"); Hermes takes one call after its marker,
+ * Mistral an array of them, loom's generic format an object holding the
+ * array or an answer. Each tool's parameters compile as their own JSON
+ * Schema document (their references are theirs), all into one grammar.
+ */
+#include "grammar/grammar.h"
+
+#include "model/model.h"
+#include "runtime/error.h"
+#include "text/chat_json.h"
+#include "text/json_text.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static bool valid_name(const char *s)
+{
+	const size_t n = strlen(s);
+	return n >= 1 && n <= 64 &&
+	       strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") == n;
+}
+
+LOOM_API loom_status loom_tool_grammar(const loom_model *model, const char *template_name, const char *tools_json,
+				       size_t tools_len, const char *only_name, unsigned flags, loom_grammar **out)
+{
+	if (model == NULL || tools_json == NULL || out == NULL)
+		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_tool_grammar: model, tools and out are required");
+	*out = NULL;
+	loom_chat_kind kind;
+	loom_status st = loom_chat_kind_named(model, template_name, &kind);
+	if (st != LOOM_OK)
+		return st;
+	const loom_tool_style style = loom_tool_style_of(kind);
+	if (kind == LOOM_CHAT_HARMONY)
+		return loom_error(LOOM_ERR_UNSUPPORTED, "loom has no tool-call grammar for the harmony format yet");
+	if ((flags & LOOM_TOOL_GRAMMAR_WHOLE_REPLY) != 0 && style != LOOM_TOOL_LLAMA3 && style != LOOM_TOOL_GENERIC)
+		return loom_error(LOOM_ERR_INVALID_ARGUMENT,
+				  "the %s template's calls follow a marker: its grammar is the text after it, not the "
+				  "whole reply",
+				  loom_chat_template_name(kind));
+	cJSON *tools = cJSON_ParseWithLength(tools_json, tools_len);
+	const size_t n_tools = cJSON_IsArray(tools) ? (size_t)cJSON_GetArraySize(tools) : 0;
+	const cJSON **schemas = calloc(n_tools + 1, sizeof(*schemas));
+	char **names = calloc(n_tools + 1, sizeof(*names));
+	cJSON *no_parameters = cJSON_Parse("{\"type\":\"object\",\"properties\":{},\"additionalProperties\":false}");
+	loom_strbuf g = {0};
+	size_t n = 0;
+	if (!cJSON_IsArray(tools) || n_tools == 0)
+		st = loom_error(LOOM_ERR_INVALID_ARGUMENT, "the tools are not a non-empty JSON array");
+	else if (schemas == NULL || names == NULL || no_parameters == NULL)
+		st = loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+	/* Each tool that may be called: its name and parameters. */
+	const char *args_key = style == LOOM_TOOL_LLAMA3 ? "parameters" : "arguments";
+	size_t k = 0;
+	for (const cJSON *t = st == LOOM_OK ? tools->child : NULL; t != NULL && st == LOOM_OK; t = t->next, k++) {
+		const cJSON *fn = cJSON_GetObjectItemCaseSensitive(t, "function");
+		const cJSON *name = cJSON_GetObjectItemCaseSensitive(fn, "name");
+		const cJSON *params = cJSON_GetObjectItemCaseSensitive(fn, "parameters");
+		if (!cJSON_IsString(name) || !valid_name(name->valuestring)) {
+			st = loom_error(LOOM_ERR_INVALID_ARGUMENT,
+					"tool %zu: its function's name must be 1 to 64 of a-z, A-Z, 0-9, _ and -", k);
+			break;
+		}
+		if (only_name != NULL && strcmp(only_name, name->valuestring) != 0)
+			continue;
+		char rule[32];
+		snprintf(rule, sizeof(rule), "targs%zu", n);
+		schemas[n] = params != NULL && !cJSON_IsNull(params) ? params : no_parameters;
+		names[n] = strdup(rule);
+		if (names[n] == NULL) {
+			st = loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+			break;
+		}
+		/* tcallN ::= "{\"name\": \"NAME\", \"arguments\": " targsN "}", spaced as the
+		 * models were taught: whitespace a model could loop on is
+		 * only inside the arguments, where the schema bounds it. */
+		char line[512];
+		snprintf(line, sizeof(line), "tcall%zu ::= \"{\\\"name\\\": \\\"%s\\\", \\\"%s\\\": \" targs%zu%s \"}\"\n", n,
+			 name->valuestring, args_key, n,
+			 style == LOOM_TOOL_MISTRAL ? " (\", \\\"id\\\": \" jstring)?" : "");
+		loom_strbuf_put(&g, line);
+		n++;
+	}
+	if (st == LOOM_OK && n == 0)
+		st = loom_error(LOOM_ERR_INVALID_ARGUMENT, "no tool is named '%s'", only_name != NULL ? only_name : "");
+	char *rules = NULL;
+	size_t n_rules_text = 0;
+	if (st == LOOM_OK)
+		st = loom_json_schemas_gbnf(schemas, (const char *const *)names, n, &rules, &n_rules_text);
+	if (st == LOOM_OK) {
+		loom_strbuf_put_n(&g, rules, n_rules_text);
+		loom_strbuf_put(&g, "tcall ::=");
+		for (size_t i = 0; i < n; i++) {
+			char alt[32];
+			snprintf(alt, sizeof(alt), "%s tcall%zu", i ? " |" : "", i);
+			loom_strbuf_put(&g, alt);
+		}
+		const bool parallel = (flags & LOOM_TOOL_GRAMMAR_PARALLEL) != 0;
+		const char *calls = parallel ? "\"[\" tcall (\", \" tcall)* \"]\"" : "\"[\" tcall \"]\"";
+		loom_strbuf_put(&g, "\nroot ::= ");
+		if (style == LOOM_TOOL_MISTRAL) {
+			loom_strbuf_put(&g, "ws ");
+			loom_strbuf_put(&g, calls);
+		} else if (style == LOOM_TOOL_GENERIC) {
+			loom_strbuf_put(&g, "\"{\\\"tool_calls\\\": \" ");
+			loom_strbuf_put(&g, calls);
+			loom_strbuf_put(&g, " \"}\"");
+			if (flags & LOOM_TOOL_GRAMMAR_ANSWER)
+				loom_strbuf_put(&g, " | \"{\\\"response\\\": \" jstring \"}\"");
+		} else {
+			loom_strbuf_put(&g, "ws tcall ws");
+			/* Llama 3's answer is any text that does not open
+			 * with a brace. */
+			if ((flags & LOOM_TOOL_GRAMMAR_WHOLE_REPLY) && (flags & LOOM_TOOL_GRAMMAR_ANSWER))
+				loom_strbuf_put(&g, " | [ \\t\\r\\n]* [^{ \\t\\r\\n] [^\\x00]*");
+		}
+		loom_strbuf_put(&g, "\n");
+		st = g.failed ? loom_error(LOOM_ERR_NO_MEMORY, "out of memory") : loom_grammar_parse(g.s, g.n, NULL, out);
+	}
+	free(rules);
+	for (size_t i = 0; i < n_tools; i++)
+		free(names[i]);
+	free(names);
+	free(schemas);
+	cJSON_Delete(no_parameters);
+	cJSON_Delete(tools);
+	loom_strbuf_free(&g);
+	return st;
+}
+
+LOOM_API const char *loom_tool_call_opening(const loom_model *model, const char *template_name, bool *whole_reply)
+{
+	loom_chat_kind kind;
+	if (model == NULL || loom_chat_kind_named(model, template_name, &kind) != LOOM_OK)
+		return NULL;
+	const loom_tool_style style = loom_tool_style_of(kind);
+	if (whole_reply != NULL)
+		*whole_reply = style == LOOM_TOOL_LLAMA3 || style == LOOM_TOOL_GENERIC;
+	return style == LOOM_TOOL_HERMES ? "<tool_call>\n" : style == LOOM_TOOL_MISTRAL ? "[TOOL_CALLS]" : "";
+}

@@ -1,0 +1,713 @@
+/*
+ * chat_json.c - a conversation given as the OpenAI chat API's JSON, with
+ * tools, the assistant's tool calls and their results, written as the
+ * model's chat template writes it.
+ *
+ * Each family that was trained on tools has its own way of listing them,
+ * of writing a call and of giving a result back; the functions below
+ * write the bytes the models' own Jinja templates write (tests/
+ * test_chat_tools.c holds them to it, rendered by a Jinja engine). A
+ * family without a tool format gets loom's generic one: the tools and
+ * the shape of an answer described in the system message, calls and
+ * results as JSON text in the family's ordinary turns.
+ *
+ * Arguments arrive as JSON text (the API's strings) or objects; templates
+ * write them with tojson, so they are parsed once here and written back
+ * as json.dumps would.
+ */
+#include "text/chat_json.h"
+
+#include "model/meta.h"
+#include "model/model.h"
+#include "runtime/error.h"
+#include "text/json_text.h"
+
+#include <ctype.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+loom_tool_style loom_tool_style_of(loom_chat_kind kind)
+{
+	switch (kind) {
+	case LOOM_CHAT_CHATML:
+		return LOOM_TOOL_HERMES;
+	case LOOM_CHAT_LLAMA3:
+		return LOOM_TOOL_LLAMA3;
+	case LOOM_CHAT_MISTRAL:
+		return LOOM_TOOL_MISTRAL;
+	default:
+		return LOOM_TOOL_GENERIC;
+	}
+}
+
+loom_status loom_chat_kind_named(const loom_model *model, const char *template_name, loom_chat_kind *out)
+{
+	if (template_name == NULL) {
+		*out = model->chat_template;
+		return LOOM_OK;
+	}
+	if (!loom_chat_template_by_name(template_name, out))
+		return loom_error(LOOM_ERR_INVALID_ARGUMENT,
+				  "unknown chat template '%s' (chatml, llama2, llama3, mistral, zephyr, phi3, gemma, plain, "
+				  "harmony)",
+				  template_name);
+	return LOOM_OK;
+}
+
+/* ---- the conversation, read ---- */
+
+typedef struct tool_call {
+	const char *id;   /* "" when the client gave none */
+	const char *name;
+	cJSON *arguments; /* parsed */
+	const char *text; /* the arguments' JSON text as the client sent it; NULL if an object */
+} tool_call;
+
+typedef struct turn {
+	const char *role; /* system, user, assistant or tool */
+	char *content;    /* text parts joined; "" for none */
+	bool has_content; /* content was given (not null or absent) */
+	tool_call *calls;
+	size_t n_calls;
+	const char *tool_call_id; /* tool: the call it answers ("" if none) */
+	const char *tool_name;    /* tool: that call's function name, from the earlier call */
+	const char *reasoning;    /* assistant: reasoning_content, NULL if none */
+} turn;
+
+typedef struct conversation {
+	cJSON *messages, *tools;
+	turn *turns;
+	size_t n;
+} conversation;
+
+static void conversation_free(conversation *c)
+{
+	for (size_t i = 0; i < c->n; i++) {
+		free(c->turns[i].content);
+		for (size_t k = 0; k < c->turns[i].n_calls; k++)
+			cJSON_Delete(c->turns[i].calls[k].arguments);
+		free(c->turns[i].calls);
+	}
+	free(c->turns);
+	cJSON_Delete(c->messages);
+	cJSON_Delete(c->tools);
+}
+
+static const char *string_of(const cJSON *obj, const char *key)
+{
+	const cJSON *f = cJSON_GetObjectItemCaseSensitive(obj, key);
+	return cJSON_IsString(f) ? f->valuestring : NULL;
+}
+
+static loom_status read_content(const cJSON *content, size_t i, turn *t)
+{
+	loom_strbuf b = {0};
+	t->has_content = content != NULL && !cJSON_IsNull(content);
+	if (!t->has_content) {
+		loom_strbuf_put(&b, "");
+	} else if (cJSON_IsString(content)) {
+		loom_strbuf_put(&b, content->valuestring);
+	} else if (cJSON_IsArray(content)) {
+		loom_strbuf_put(&b, "");
+		for (const cJSON *part = content->child; part != NULL; part = part->next) {
+			const char *type = string_of(part, "type"), *text = string_of(part, "text");
+			if (type == NULL || strcmp(type, "text") != 0 || text == NULL) {
+				loom_strbuf_free(&b);
+				return loom_error(LOOM_ERR_INVALID_ARGUMENT, "message %zu: only text content parts are supported",
+						  i);
+			}
+			loom_strbuf_put(&b, text);
+		}
+	} else {
+		return loom_error(LOOM_ERR_INVALID_ARGUMENT,
+				  "message %zu: 'content' must be a string, an array of text parts or null", i);
+	}
+	if (b.failed)
+		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+	t->content = b.s;
+	return LOOM_OK;
+}
+
+static loom_status read_calls(const cJSON *calls, size_t i, turn *t)
+{
+	if (!cJSON_IsArray(calls))
+		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "message %zu: 'tool_calls' must be an array", i);
+	const size_t n = (size_t)cJSON_GetArraySize(calls);
+	if (n == 0)
+		return LOOM_OK;
+	if ((t->calls = calloc(n, sizeof(tool_call))) == NULL)
+		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+	for (const cJSON *c = calls->child; c != NULL; c = c->next) {
+		const cJSON *fn = cJSON_GetObjectItemCaseSensitive(c, "function");
+		const char *name = string_of(fn, "name"), *id = string_of(c, "id");
+		const cJSON *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
+		if (!cJSON_IsObject(c) || name == NULL)
+			return loom_error(LOOM_ERR_INVALID_ARGUMENT,
+					  "message %zu, tool call %zu: needs 'function' with a string 'name'", i, t->n_calls);
+		tool_call *tc = &t->calls[t->n_calls++];
+		tc->id = id != NULL ? id : "";
+		tc->name = name;
+		if (args == NULL || cJSON_IsNull(args))
+			tc->arguments = cJSON_CreateObject();
+		else if (cJSON_IsString(args))
+			tc->arguments = cJSON_Parse(args->valuestring), tc->text = args->valuestring;
+		else
+			tc->arguments = cJSON_Duplicate(args, true);
+		if (tc->arguments == NULL)
+			return loom_error(LOOM_ERR_INVALID_ARGUMENT,
+					  "message %zu, tool call %zu ('%s'): 'arguments' is not JSON text", i, t->n_calls - 1,
+					  name);
+	}
+	return LOOM_OK;
+}
+
+/* The function name of the earlier call with this id ("" if none). */
+static const char *name_of_call(const conversation *c, size_t before, const char *id)
+{
+	for (size_t i = before; i-- > 0;)
+		for (size_t k = 0; k < c->turns[i].n_calls; k++)
+			if (strcmp(c->turns[i].calls[k].id, id) == 0)
+				return c->turns[i].calls[k].name;
+	return "";
+}
+
+static loom_status read_conversation(const char *messages, size_t messages_len, const char *tools, size_t tools_len,
+				     conversation *c)
+{
+	*c = (conversation){0};
+	c->messages = cJSON_ParseWithLength(messages, messages_len);
+	if (!cJSON_IsArray(c->messages))
+		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "the messages are not a JSON array");
+	if (tools != NULL && tools_len > 0) {
+		c->tools = cJSON_ParseWithLength(tools, tools_len);
+		if (!cJSON_IsArray(c->tools))
+			return loom_error(LOOM_ERR_INVALID_ARGUMENT, "the tools are not a JSON array");
+		size_t k = 0;
+		for (const cJSON *t = c->tools->child; t != NULL; t = t->next, k++) {
+			const cJSON *fn = cJSON_GetObjectItemCaseSensitive(t, "function");
+			const char *type = string_of(t, "type");
+			if (type == NULL || strcmp(type, "function") != 0 || string_of(fn, "name") == NULL)
+				return loom_error(LOOM_ERR_INVALID_ARGUMENT,
+						  "tool %zu: needs type \"function\" and a 'function' with a string 'name'", k);
+		}
+		if (k == 0) {
+			cJSON_Delete(c->tools);
+			c->tools = NULL;
+		}
+	}
+	const size_t n = (size_t)cJSON_GetArraySize(c->messages);
+	if ((c->turns = calloc(n ? n : 1, sizeof(turn))) == NULL)
+		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+	for (const cJSON *m = c->messages->child; m != NULL; m = m->next) {
+		const size_t i = c->n;
+		turn *t = &c->turns[c->n++];
+		const char *role = string_of(m, "role");
+		if (role == NULL)
+			return loom_error(LOOM_ERR_INVALID_ARGUMENT, "message %zu has no string 'role'", i);
+		t->role = strcmp(role, "developer") == 0 ? "system" : role;
+		if (strcmp(t->role, "system") != 0 && strcmp(t->role, "user") != 0 && strcmp(t->role, "assistant") != 0 &&
+		    strcmp(t->role, "tool") != 0)
+			return loom_error(LOOM_ERR_INVALID_ARGUMENT,
+					  "message %zu has role '%s' (system, developer, user, assistant, tool)", i, role);
+		if (strcmp(t->role, "system") == 0 && i > 0)
+			return loom_error(LOOM_ERR_INVALID_ARGUMENT, "message %zu: a system message may only come first", i);
+		loom_status st = read_content(cJSON_GetObjectItemCaseSensitive(m, "content"), i, t);
+		const cJSON *calls = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
+		if (st == LOOM_OK && calls != NULL && !cJSON_IsNull(calls)) {
+			if (strcmp(t->role, "assistant") != 0)
+				return loom_error(LOOM_ERR_INVALID_ARGUMENT, "message %zu: only an assistant message has tool_calls", i);
+			st = read_calls(calls, i, t);
+		}
+		if (st != LOOM_OK)
+			return st;
+		if (!t->has_content && strcmp(t->role, "assistant") != 0)
+			return loom_error(LOOM_ERR_INVALID_ARGUMENT, "message %zu: a %s message needs 'content'", i, t->role);
+		t->reasoning = strcmp(t->role, "assistant") == 0 ? string_of(m, "reasoning_content") : NULL;
+		if (strcmp(t->role, "tool") == 0) {
+			const char *id = string_of(m, "tool_call_id");
+			t->tool_call_id = id != NULL ? id : "";
+			t->tool_name = name_of_call(c, i, t->tool_call_id);
+		}
+	}
+	return LOOM_OK;
+}
+
+static bool is(const turn *t, const char *role)
+{
+	return strcmp(t->role, role) == 0;
+}
+
+/* ---- Hermes (Qwen 2.5's and Qwen 3's templates) ---- */
+
+/* {"name": "NAME", "ARGS_KEY": ARGUMENTS}, the arguments as the client's
+ * text when verbatim (Qwen 3 writes a string as it is), else tojson. */
+static void put_call_json(loom_strbuf *b, const tool_call *tc, const char *args_key, bool verbatim)
+{
+	loom_strbuf_put(b, "{\"name\": \"");
+	loom_strbuf_put(b, tc->name);
+	loom_strbuf_put(b, "\", \"");
+	loom_strbuf_put(b, args_key);
+	loom_strbuf_put(b, "\": ");
+	if (verbatim && tc->text != NULL)
+		loom_strbuf_put(b, tc->text);
+	else
+		loom_json_dump(b, tc->arguments, 0);
+	loom_strbuf_put(b, "}");
+}
+
+static const char qwen_default_system[] = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
+
+/* How the Hermes templates differ: Qwen 2.5 has a default system
+ * message; Qwen 3 writes the reasoning of the turns after the last
+ * question between <think> and </think>, and arguments sent as text as
+ * they are. */
+typedef struct hermes_kind {
+	const char *default_system; /* NULL: none */
+	bool thinks;
+} hermes_kind;
+
+static void put_stripped(loom_strbuf *b, const char *s, size_t n, bool front, bool back)
+{
+	while (front && n > 0 && *s == '\n')
+		s++, n--;
+	while (back && n > 0 && s[n - 1] == '\n')
+		n--;
+	loom_strbuf_put_n(b, s, n);
+}
+
+static bool is_tool_response(const char *s)
+{
+	static const char open[] = "<tool_response>", close[] = "</tool_response>";
+	const size_t n = strlen(s);
+	return n >= sizeof(open) - 1 + sizeof(close) - 1 && memcmp(s, open, sizeof(open) - 1) == 0 &&
+	       memcmp(s + n - (sizeof(close) - 1), close, sizeof(close) - 1) == 0;
+}
+
+/* An assistant turn with Qwen 3's reasoning: its own, or what its content
+ * holds before </think>. */
+static void put_thinking_turn(loom_strbuf *b, const turn *t, bool after_query, bool last, const char **content)
+{
+	const char *text = t->content, *end_think = strstr(text, "</think>");
+	const char *r = t->reasoning != NULL ? t->reasoning : "";
+	size_t n_r = strlen(r);
+	if (t->reasoning == NULL && end_think != NULL) {
+		/* content.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n') */
+		const char *from = text;
+		for (const char *p = text; (p = strstr(p, "<think>")) != NULL && p < end_think; p += 7)
+			from = p + 7;
+		r = from;
+		n_r = (size_t)(end_think - from);
+		const char *last = end_think;
+		for (const char *p = end_think; (p = strstr(p + 1, "</think>")) != NULL;)
+			last = p;
+		text = last + 8;
+		while (*text == '\n')
+			text++;
+	}
+	loom_strbuf_put(b, "<|im_start|>assistant\n");
+	if (after_query && (last || n_r > 0)) {
+		loom_strbuf_put(b, "<think>\n");
+		put_stripped(b, r, n_r, true, true);
+		loom_strbuf_put(b, "\n</think>\n\n");
+		while (*text == '\n')
+			text++;
+	}
+	loom_strbuf_put(b, text);
+	*content = text;
+}
+
+static void render_hermes(loom_strbuf *b, const conversation *c, bool add_assistant, hermes_kind kind)
+{
+	const bool sys = c->n > 0 && is(&c->turns[0], "system");
+	if (c->tools != NULL) {
+		loom_strbuf_put(b, "<|im_start|>system\n");
+		if (sys || kind.default_system != NULL) {
+			loom_strbuf_put(b, sys ? c->turns[0].content : kind.default_system);
+			loom_strbuf_put(b, "\n\n");
+		}
+		loom_strbuf_put(b, "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+				   "You are provided with function signatures within <tools></tools> XML tags:\n<tools>");
+		for (const cJSON *t = c->tools->child; t != NULL; t = t->next) {
+			loom_strbuf_put(b, "\n");
+			loom_json_dump(b, t, 0);
+		}
+		loom_strbuf_put(b, "\n</tools>\n\nFor each function call, return a json object with function name and "
+				   "arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": "
+				   "<function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n");
+	} else if (sys || kind.default_system != NULL) {
+		loom_strbuf_put(b, "<|im_start|>system\n");
+		loom_strbuf_put(b, sys ? c->turns[0].content : kind.default_system);
+		loom_strbuf_put(b, "<|im_end|>\n");
+	}
+	/* The last question: the last user turn that is not tool results. */
+	size_t last_query = c->n - 1;
+	for (size_t i = c->n; i-- > 0;)
+		if (is(&c->turns[i], "user") && !is_tool_response(c->turns[i].content)) {
+			last_query = i;
+			break;
+		}
+	for (size_t i = sys ? 1 : 0; i < c->n; i++) {
+		const turn *t = &c->turns[i];
+		if (is(t, "tool")) {
+			if (i == 0 || !is(&c->turns[i - 1], "tool"))
+				loom_strbuf_put(b, "<|im_start|>user");
+			loom_strbuf_put(b, "\n<tool_response>\n");
+			loom_strbuf_put(b, t->content);
+			loom_strbuf_put(b, "\n</tool_response>");
+			if (i + 1 == c->n || !is(&c->turns[i + 1], "tool"))
+				loom_strbuf_put(b, "<|im_end|>\n");
+		} else if (is(t, "assistant") && kind.thinks) {
+			const char *content;
+			put_thinking_turn(b, t, i > last_query, i + 1 == c->n, &content);
+			for (size_t k = 0; k < t->n_calls; k++) {
+				if (k > 0 || content[0] != '\0')
+					loom_strbuf_put(b, "\n");
+				loom_strbuf_put(b, "<tool_call>\n");
+				put_call_json(b, &t->calls[k], "arguments", true);
+				loom_strbuf_put(b, "\n</tool_call>");
+			}
+			loom_strbuf_put(b, "<|im_end|>\n");
+		} else if (is(t, "assistant") && t->n_calls > 0) {
+			loom_strbuf_put(b, "<|im_start|>assistant");
+			if (t->content[0] != '\0') {
+				loom_strbuf_put(b, "\n");
+				loom_strbuf_put(b, t->content);
+			}
+			for (size_t k = 0; k < t->n_calls; k++) {
+				loom_strbuf_put(b, "\n<tool_call>\n");
+				put_call_json(b, &t->calls[k], "arguments", false);
+				loom_strbuf_put(b, "\n</tool_call>");
+			}
+			loom_strbuf_put(b, "<|im_end|>\n");
+		} else {
+			loom_strbuf_put(b, "<|im_start|>");
+			loom_strbuf_put(b, t->role);
+			loom_strbuf_put(b, "\n");
+			loom_strbuf_put(b, t->content);
+			loom_strbuf_put(b, "<|im_end|>\n");
+		}
+	}
+	if (add_assistant)
+		loom_strbuf_put(b, "<|im_start|>assistant\n");
+}
+
+/* ---- Llama 3.1 (tools in the first user message) ---- */
+
+static void put_trimmed(loom_strbuf *b, const char *s)
+{
+	size_t n = strlen(s);
+	while (n > 0 && isspace((unsigned char)*s))
+		s++, n--;
+	while (n > 0 && isspace((unsigned char)s[n - 1]))
+		n--;
+	loom_strbuf_put_n(b, s, n);
+}
+
+static loom_status render_llama3(loom_strbuf *b, const conversation *c, bool add_assistant)
+{
+	size_t i = 0;
+	const char *sys = "";
+	if (c->n > 0 && is(&c->turns[0], "system"))
+		sys = c->turns[i++].content;
+	loom_strbuf_put(b, "<|start_header_id|>system<|end_header_id|>\n\n");
+	if (c->tools != NULL)
+		loom_strbuf_put(b, "Environment: ipython\n");
+	loom_strbuf_put(b, "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n");
+	put_trimmed(b, sys);
+	loom_strbuf_put(b, "<|eot_id|>");
+	if (c->tools != NULL) {
+		if (i == c->n)
+			return loom_error(LOOM_ERR_INVALID_ARGUMENT,
+					  "the llama3 template puts the tools in the first user message, and there is none");
+		loom_strbuf_put(b, "<|start_header_id|>user<|end_header_id|>\n\n"
+				   "Given the following functions, please respond with a JSON for a function call with its "
+				   "proper arguments that best answers the given prompt.\n\n"
+				   "Respond in the format {\"name\": function name, \"parameters\": dictionary of argument "
+				   "name and its value}.Do not use variables.\n\n");
+		for (const cJSON *t = c->tools->child; t != NULL; t = t->next) {
+			loom_json_dump(b, t, 4);
+			loom_strbuf_put(b, "\n\n");
+		}
+		put_trimmed(b, c->turns[i++].content);
+		loom_strbuf_put(b, "<|eot_id|>");
+	}
+	for (; i < c->n; i++) {
+		const turn *t = &c->turns[i];
+		if (is(t, "tool")) {
+			loom_strbuf_put(b, "<|start_header_id|>ipython<|end_header_id|>\n\n");
+			/* The template writes a result with tojson (a string is
+			 * iterable to Jinja): quoted and escaped. */
+			cJSON *s = cJSON_CreateString(t->content);
+			loom_json_dump(b, s, 0);
+			cJSON_Delete(s);
+			loom_strbuf_put(b, "<|eot_id|>");
+		} else if (t->n_calls > 0) {
+			if (t->n_calls != 1)
+				return loom_error(LOOM_ERR_INVALID_ARGUMENT,
+						  "the llama3 template takes one tool call a message, and message %zu has %zu", i,
+						  t->n_calls);
+			loom_strbuf_put(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+			put_call_json(b, &t->calls[0], "parameters", false);
+			loom_strbuf_put(b, "<|eot_id|>");
+		} else {
+			loom_strbuf_put(b, "<|start_header_id|>");
+			loom_strbuf_put(b, t->role);
+			loom_strbuf_put(b, "<|end_header_id|>\n\n");
+			put_trimmed(b, t->content);
+			loom_strbuf_put(b, "<|eot_id|>");
+		}
+	}
+	if (add_assistant)
+		loom_strbuf_put(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+	return LOOM_OK;
+}
+
+/* ---- Mistral (v3 tokenizers: Mistral 7B v0.3, Mixtral, Nemo) ---- */
+
+/* mistral-common takes call ids of nine letters and digits: the client's
+ * id when it is one, else nine base-62 digits of its hash, the same for
+ * the call and the result that names it. */
+static void mistral_id(const char *id, char out[10])
+{
+	size_t n = strlen(id);
+	bool ok = n == 9;
+	for (size_t i = 0; ok && i < n; i++)
+		ok = isalnum((unsigned char)id[i]) != 0;
+	if (ok) {
+		memcpy(out, id, 10);
+		return;
+	}
+	static const char digits[] = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+	uint64_t h = 1469598103934665603ull;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (unsigned char)id[i]) * 1099511628211ull;
+	for (int i = 0; i < 9; i++, h /= 62)
+		out[i] = digits[h % 62];
+	out[9] = '\0';
+}
+
+static loom_status render_mistral(loom_strbuf *b, const conversation *c)
+{
+	size_t first = 0, last_user = c->n;
+	const char *sys = NULL;
+	if (c->n > 0 && is(&c->turns[0], "system"))
+		sys = c->turns[first++].content;
+	for (size_t i = first; i < c->n; i++)
+		if (is(&c->turns[i], "user"))
+			last_user = i;
+	for (size_t i = first; i < c->n; i++) {
+		const turn *t = &c->turns[i];
+		char id[10];
+		if (is(t, "user")) {
+			if (c->tools != NULL && i == last_user) {
+				loom_strbuf_put(b, "[AVAILABLE_TOOLS] [");
+				for (const cJSON *tool = c->tools->child; tool != NULL; tool = tool->next) {
+					const cJSON *fn = cJSON_GetObjectItemCaseSensitive(tool, "function");
+					loom_strbuf_put(b, "{\"type\": \"function\", \"function\": {");
+					bool any = false;
+					for (const cJSON *kv = fn->child; kv != NULL; kv = kv->next) {
+						if (strcmp(kv->string, "return") == 0)
+							continue;
+						loom_strbuf_put(b, any ? ", \"" : "\"");
+						loom_strbuf_put(b, kv->string);
+						loom_strbuf_put(b, "\": ");
+						/* The template writes a string value unescaped. */
+						if (cJSON_IsString(kv)) {
+							loom_strbuf_put(b, "\"");
+							loom_strbuf_put(b, kv->valuestring);
+							loom_strbuf_put(b, "\"");
+						} else {
+							loom_json_dump(b, kv, 0);
+						}
+						any = true;
+					}
+					loom_strbuf_put(b, tool->next != NULL ? "}}, " : "}}]");
+				}
+				loom_strbuf_put(b, "[/AVAILABLE_TOOLS]");
+			}
+			loom_strbuf_put(b, "[INST] ");
+			if (i == last_user && sys != NULL) {
+				loom_strbuf_put(b, sys);
+				loom_strbuf_put(b, "\n\n");
+			}
+			loom_strbuf_put(b, t->content);
+			loom_strbuf_put(b, "[/INST]");
+		} else if (t->n_calls > 0) {
+			loom_strbuf_put(b, "[TOOL_CALLS] [");
+			for (size_t k = 0; k < t->n_calls; k++) {
+				mistral_id(t->calls[k].id, id);
+				loom_strbuf_put(b, k ? ", " : "");
+				put_call_json(b, &t->calls[k], "arguments", false);
+				b->n--; /* the object's closing brace: the id goes before it */
+				loom_strbuf_put(b, ", \"id\": \"");
+				loom_strbuf_put(b, id);
+				loom_strbuf_put(b, "\"}");
+			}
+			loom_strbuf_put(b, "]</s>");
+		} else if (is(t, "assistant")) {
+			loom_strbuf_put(b, " ");
+			put_trimmed(b, t->content);
+			loom_strbuf_put(b, "</s>");
+		} else if (is(t, "tool")) {
+			mistral_id(t->tool_call_id, id);
+			loom_strbuf_put(b, "[TOOL_RESULTS] {\"content\": ");
+			loom_strbuf_put(b, t->content);
+			loom_strbuf_put(b, ", \"call_id\": \"");
+			loom_strbuf_put(b, id);
+			loom_strbuf_put(b, "\"}[/TOOL_RESULTS]");
+		}
+	}
+	return LOOM_OK;
+}
+
+/* ---- loom's generic format, in any family's turns ---- */
+
+static loom_status render_generic(loom_strbuf *b, loom_chat_kind kind, const conversation *c, bool add_assistant)
+{
+	loom_chat_message *msgs = calloc(c->n + 1, sizeof(*msgs));
+	loom_strbuf *texts = calloc(c->n + 1, sizeof(*texts));
+	if (msgs == NULL || texts == NULL) {
+		free(msgs);
+		free(texts);
+		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+	}
+	size_t n = 0, i = 0;
+	if (c->tools != NULL || (c->n > 0 && is(&c->turns[0], "system"))) {
+		loom_strbuf *s = &texts[n];
+		if (c->n > 0 && is(&c->turns[0], "system"))
+			loom_strbuf_put(s, c->turns[i++].content);
+		if (c->tools != NULL) {
+			loom_strbuf_put(s, s->n > 0 ? "\n\n" : "");
+			loom_strbuf_put(s, "You can call these tools:\n");
+			for (const cJSON *t = c->tools->child; t != NULL; t = t->next) {
+				loom_json_dump(s, cJSON_GetObjectItemCaseSensitive(t, "function"), 0);
+				loom_strbuf_put(s, "\n");
+			}
+			loom_strbuf_put(s, "\nAnswer with one JSON object: {\"tool_calls\": [{\"name\": <a tool's name>, "
+					   "\"arguments\": <its arguments>}, ...]} to call tools, or {\"response\": <your "
+					   "answer>} to answer.");
+		}
+		msgs[n++] = (loom_chat_message){"system", s->s};
+	}
+	for (; i < c->n; i++) {
+		const turn *t = &c->turns[i];
+		loom_strbuf *s = &texts[n];
+		if (t->n_calls > 0) {
+			loom_strbuf_put(s, "{\"tool_calls\": [");
+			for (size_t k = 0; k < t->n_calls; k++) {
+				loom_strbuf_put(s, k ? ", " : "");
+				put_call_json(s, &t->calls[k], "arguments", false);
+			}
+			loom_strbuf_put(s, "]}");
+			msgs[n++] = (loom_chat_message){"assistant", s->s};
+		} else if (is(t, "tool")) {
+			cJSON *r = cJSON_CreateObject();
+			cJSON *inner = cJSON_AddObjectToObject(r, "tool_response");
+			cJSON_AddStringToObject(inner, "tool", t->tool_name);
+			cJSON_AddStringToObject(inner, "content", t->content);
+			loom_json_dump(s, r, 0);
+			cJSON_Delete(r);
+			msgs[n++] = (loom_chat_message){"user", s->s};
+		} else if (is(t, "assistant") && c->tools != NULL) {
+			cJSON *r = cJSON_CreateObject();
+			cJSON_AddStringToObject(r, "response", t->content);
+			loom_json_dump(s, r, 0);
+			cJSON_Delete(r);
+			msgs[n++] = (loom_chat_message){"assistant", s->s};
+		} else {
+			msgs[n++] = (loom_chat_message){t->role, t->content};
+		}
+	}
+	loom_status st = LOOM_OK;
+	for (size_t k = 0; k < n; k++)
+		if (texts[k].failed || msgs[k].content == NULL)
+			st = loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+	size_t len = 0;
+	if (st == LOOM_OK) {
+		st = loom_chat_format(kind, msgs, n, add_assistant, NULL, 0, &len);
+		if (st == LOOM_ERR_BUFFER_TOO_SMALL) {
+			char *text = malloc(len + 1);
+			st = text == NULL ? loom_error(LOOM_ERR_NO_MEMORY, "out of memory")
+					  : loom_chat_format(kind, msgs, n, add_assistant, text, len + 1, &len);
+			if (st == LOOM_OK)
+				loom_strbuf_put_n(b, text, len);
+			free(text);
+		}
+	}
+	for (size_t k = 0; k < n; k++)
+		loom_strbuf_free(&texts[k]);
+	free(texts);
+	free(msgs);
+	return st;
+}
+
+/* Whether the model's own template text holds s. */
+static bool template_has(const loom_model *m, const char *s)
+{
+	loom_string jinja;
+	if (m->file == NULL || loom_meta_get_string(m->file, "tokenizer.chat_template", &jinja) != LOOM_OK)
+		return false;
+	const size_t n = strlen(s);
+	for (size_t i = 0; i + n <= jinja.len; i++)
+		if (memcmp(jinja.data + i, s, n) == 0)
+			return true;
+	return false;
+}
+
+LOOM_API loom_status loom_chat_apply_json(const loom_model *model, const char *template_name, const char *messages_json,
+					  size_t messages_len, const char *tools_json, size_t tools_len, bool add_assistant,
+					  char *buf, size_t size, size_t *n_out)
+{
+	if (model == NULL || messages_json == NULL || (buf == NULL && size > 0) || n_out == NULL)
+		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_chat_apply_json: bad arguments");
+	loom_chat_kind kind;
+	loom_status st = loom_chat_kind_named(model, template_name, &kind);
+	if (st != LOOM_OK)
+		return st;
+	conversation c;
+	st = read_conversation(messages_json, messages_len, tools_json, tools_len, &c);
+	loom_strbuf b = {0};
+	if (st == LOOM_OK) {
+		switch (kind == LOOM_CHAT_HARMONY ? LOOM_TOOL_GENERIC : loom_tool_style_of(kind)) {
+		case LOOM_TOOL_HERMES:
+			/* Which Hermes template: the model's own, read. */
+			render_hermes(&b, &c, add_assistant,
+				      (hermes_kind){.default_system = template_name == NULL &&
+										template_has(model, qwen_default_system)
+									? qwen_default_system
+									: NULL,
+						    .thinks = template_name == NULL && template_has(model, "</think>")});
+			break;
+		case LOOM_TOOL_LLAMA3:
+			st = render_llama3(&b, &c, add_assistant);
+			break;
+		case LOOM_TOOL_MISTRAL:
+			st = render_mistral(&b, &c);
+			break;
+		default:
+			if (kind == LOOM_CHAT_HARMONY && c.tools != NULL)
+				st = loom_error(LOOM_ERR_UNSUPPORTED, "loom does not write tools in the harmony format yet");
+			else
+				st = render_generic(&b, kind, &c, add_assistant);
+			break;
+		}
+	}
+	if (st == LOOM_OK && b.failed)
+		st = loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+	if (st == LOOM_OK) {
+		*n_out = b.n;
+		if (size > 0) {
+			const size_t k = b.n < size ? b.n : size - 1;
+			memcpy(buf, b.s != NULL ? b.s : "", k);
+			buf[k] = '\0';
+		}
+		if (b.n >= size)
+			st = loom_error(LOOM_ERR_BUFFER_TOO_SMALL, "the chat text needs %zu bytes, the buffer has %zu", b.n + 1,
+					size);
+	}
+	loom_strbuf_free(&b);
+	conversation_free(&c);
+	return st;
+}

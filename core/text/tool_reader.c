@@ -1,0 +1,496 @@
+/*
+ * tool_reader.c - tool calls read out of a reply's content as it comes.
+ *
+ * Each format opens a call its own way: Hermes between <tool_call> and
+ * </tool_call>, Mistral after [TOOL_CALLS] (an array of calls to the
+ * end), Llama 3 as a reply that is a JSON object naming a function (or
+ * after <|python_tag|>), loom's generic format as a reply that is
+ * {"tool_calls": [...]} or {"response": "..."}. Markers are matched as
+ * tokens when the vocabulary has them whole and as text otherwise, the
+ * content's last bytes held back while they may begin one.
+ *
+ * A call's text is scanned again at every step (calls are short): its
+ * name once its string is whole, then its arguments' text as far as it
+ * has come. That text only grows, so a host can send the new bytes at
+ * each step (OpenAI's streamed argument fragments) and their sum is the
+ * arguments read at the end.
+ */
+#include "text/tool_reader.h"
+
+#include "model/model.h"
+#include "runtime/array_grow.h"
+#include "runtime/error.h"
+#include "text/vocab_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct call_state {
+	char *name;
+	loom_strbuf args;
+	bool done;
+} call_state;
+
+enum state { CONTENT, START, BODY };
+
+struct loom_tool_reader {
+	loom_tool_style style;
+	loom_token open_tok, close_tok, alt_open_tok;
+	const char *open_text, *close_text;
+	enum state state;
+	loom_strbuf hold; /* content held back: a marker's first bytes, or a reply's start */
+	loom_strbuf body; /* the open call's text */
+	bool body_whole;  /* the body's calls (or answer) are complete JSON */
+	size_t first;     /* calls[first..] are the open body's */
+	call_state *calls;
+	size_t n_calls, cap_calls;
+	loom_tool_call *view;
+	size_t cap_view;
+};
+
+static loom_token find_token(const loom_model *m, const char *text)
+{
+	return m->vocab != NULL ? loom_vocab_find(m->vocab, text, strlen(text)) : -1;
+}
+
+loom_status loom_tool_reader_create(const loom_model *model, loom_tool_style style, bool opened,
+				    loom_tool_reader **out)
+{
+	loom_tool_reader *tr = calloc(1, sizeof(*tr));
+	if (tr == NULL)
+		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+	tr->style = style;
+	tr->open_tok = tr->close_tok = tr->alt_open_tok = -1;
+	switch (style) {
+	case LOOM_TOOL_HERMES:
+		tr->open_text = "<tool_call>";
+		tr->close_text = "</tool_call>";
+		break;
+	case LOOM_TOOL_MISTRAL:
+		tr->open_text = "[TOOL_CALLS]";
+		break;
+	case LOOM_TOOL_LLAMA3:
+		tr->alt_open_tok = find_token(model, "<|python_tag|>");
+		break;
+	case LOOM_TOOL_GENERIC:
+		break;
+	}
+	if (tr->open_text != NULL)
+		tr->open_tok = find_token(model, tr->open_text);
+	if (tr->close_text != NULL)
+		tr->close_tok = find_token(model, tr->close_text);
+	tr->state = opened ? BODY : tr->open_text != NULL ? CONTENT : START;
+	*out = tr;
+	return LOOM_OK;
+}
+
+void loom_tool_reader_free(loom_tool_reader *tr)
+{
+	if (tr == NULL)
+		return;
+	for (size_t i = 0; i < tr->n_calls; i++) {
+		free(tr->calls[i].name);
+		loom_strbuf_free(&tr->calls[i].args);
+	}
+	free(tr->calls);
+	free(tr->view);
+	loom_strbuf_free(&tr->hold);
+	loom_strbuf_free(&tr->body);
+	free(tr);
+}
+
+/* ---- scanning a call's JSON as far as it has come ---- */
+
+static size_t skip_ws(const char *s, size_t n, size_t i)
+{
+	while (i < n && (s[i] == ' ' || s[i] == '\n' || s[i] == '\t' || s[i] == '\r'))
+		i++;
+	return i;
+}
+
+/* Where the JSON value at s[i] ends; 0 if it has not yet (a value never
+ * ends at 0). Malformed text reads as unfinished: the grammar keeps a
+ * constrained call well-formed, and an unconstrained one that is not
+ * never completes. */
+static size_t value_end(const char *s, size_t n, size_t i)
+{
+	if (i >= n)
+		return 0;
+	if (s[i] == '"') {
+		for (size_t j = i + 1; j < n; j++) {
+			if (s[j] == '\\')
+				j++;
+			else if (s[j] == '"')
+				return j + 1;
+		}
+		return 0;
+	}
+	if (s[i] == '{' || s[i] == '[') {
+		int depth = 0;
+		bool in_string = false;
+		for (size_t j = i; j < n; j++) {
+			const char c = s[j];
+			if (in_string) {
+				if (c == '\\')
+					j++;
+				else if (c == '"')
+					in_string = false;
+			} else if (c == '"') {
+				in_string = true;
+			} else if (c == '{' || c == '[') {
+				depth++;
+			} else if ((c == '}' || c == ']') && --depth == 0) {
+				return j + 1;
+			}
+		}
+		return 0;
+	}
+	size_t j = i;
+	while (j < n && strchr("+-0123456789.eEtruefalsn", s[j]) != NULL)
+		j++;
+	return j < n && j > i ? j : 0;
+}
+
+/* The string value at s[i..end) decoded, malloc'd; NULL if it is not one. */
+static char *decode_string(const char *s, size_t i, size_t end)
+{
+	cJSON *v = cJSON_ParseWithLength(s + i, end - i);
+	char *out = cJSON_IsString(v) ? strdup(v->valuestring) : NULL;
+	cJSON_Delete(v);
+	return out;
+}
+
+static call_state *call_at(loom_tool_reader *tr, size_t k)
+{
+	while (tr->n_calls <= k) {
+		call_state *grown = loom_array_grow(tr->calls, &tr->cap_calls, tr->n_calls + 1, sizeof(call_state));
+		if (grown == NULL)
+			return NULL;
+		tr->calls = grown;
+		tr->calls[tr->n_calls++] = (call_state){0};
+	}
+	return &tr->calls[k];
+}
+
+/* The arguments' text shown so far becomes s[0..n): it only grows. */
+static void show_args(call_state *c, const char *s, size_t n)
+{
+	if (n > c->args.n)
+		loom_strbuf_put_n(&c->args, s + c->args.n, n - c->args.n);
+}
+
+/* One call object at s[i]; its end, or 0 while it is open. */
+static size_t scan_call(loom_tool_reader *tr, size_t k, const char *s, size_t n, size_t i)
+{
+	if (i >= n || s[i] != '{')
+		return 0;
+	call_state *c = call_at(tr, k);
+	if (c == NULL)
+		return 0;
+	size_t args_at = 0, args_end = 0;
+	i = skip_ws(s, n, i + 1);
+	while (i < n && s[i] != '}') {
+		const size_t key_end = value_end(s, n, i);
+		if (key_end == 0 || s[i] != '"')
+			return 0;
+		size_t v = skip_ws(s, n, key_end);
+		if (v >= n || s[v] != ':')
+			return 0;
+		v = skip_ws(s, n, v + 1);
+		const size_t end = value_end(s, n, v);
+		const size_t key_len = key_end - i - 2;
+		const char *key = s + i + 1;
+		if (key_len == 4 && memcmp(key, "name", 4) == 0) {
+			if (end != 0 && c->name == NULL)
+				c->name = decode_string(s, v, end);
+		} else if ((key_len == 9 && memcmp(key, "arguments", 9) == 0) ||
+			   (key_len == 10 && memcmp(key, "parameters", 10) == 0)) {
+			args_at = v;
+			args_end = end;
+			/* Arguments written as a JSON string show once whole;
+			 * others as they come, once the name is known. */
+			if (!c->done && c->name != NULL && v < n && s[v] != '"')
+				show_args(c, s + v, (end != 0 ? end : n) - v);
+		}
+		if (end == 0)
+			return 0;
+		i = skip_ws(s, n, end);
+		if (i < n && s[i] == ',')
+			i = skip_ws(s, n, i + 1);
+	}
+	if (i >= n || c->name == NULL)
+		return 0;
+	if (c->done) {
+		/* Read whole at an earlier step. */
+	} else if (args_at == 0) {
+		show_args(c, "{}", 2); /* a call without parameters */
+	} else if (s[args_at] == '"' && c->args.n == 0) {
+		char *text = decode_string(s, args_at, args_end);
+		if (text != NULL)
+			loom_strbuf_put(&c->args, text);
+		free(text);
+	} else {
+		show_args(c, s + args_at, args_end - args_at);
+	}
+	c->done = true;
+	return i + 1;
+}
+
+/* The open body's calls, as far as its text has come. */
+static void scan_body(loom_tool_reader *tr)
+{
+	const char *s = tr->body.s;
+	const size_t n = tr->body.n;
+	size_t i = skip_ws(s, n, 0);
+	bool array = tr->style == LOOM_TOOL_MISTRAL;
+	tr->body_whole = false;
+	if (s == NULL || i >= n)
+		return;
+	if (tr->style == LOOM_TOOL_GENERIC) {
+		/* {"tool_calls": [...]} or {"response": ...}: only the first
+		 * holds calls. */
+		static const char calls_key[] = "\"tool_calls\"";
+		if (s[i] != '{')
+			return;
+		i = skip_ws(s, n, i + 1);
+		if (n - i < sizeof(calls_key) - 1 || memcmp(s + i, calls_key, sizeof(calls_key) - 1) != 0) {
+			tr->body_whole = value_end(s, n, skip_ws(s, n, 0)) != 0;
+			return;
+		}
+		i = skip_ws(s, n, i + sizeof(calls_key) - 1);
+		if (i >= n || s[i] != ':')
+			return;
+		i = skip_ws(s, n, i + 1);
+		array = true;
+	}
+	if (array) {
+		if (s[i] != '[')
+			return;
+		i = skip_ws(s, n, i + 1);
+	}
+	for (size_t k = tr->first;; k++) {
+		if (array && i < n && s[i] == ']') {
+			tr->body_whole = true;
+			return;
+		}
+		const size_t end = scan_call(tr, k, s, n, i);
+		if (end == 0)
+			return;
+		i = skip_ws(s, n, end);
+		if (!array) {
+			tr->body_whole = true;
+			return;
+		}
+		if (i < n && s[i] == ',')
+			i = skip_ws(s, n, i + 1);
+	}
+}
+
+/* ---- content, markers and bodies ---- */
+
+/* The length of the longest end of s[0..n) that begins marker. */
+static size_t partial_marker(const char *s, size_t n, const char *marker)
+{
+	const size_t m = strlen(marker);
+	for (size_t k = m - 1 < n ? m - 1 : n; k > 0; k--)
+		if (memcmp(s + n - k, marker, k) == 0)
+			return k;
+	return 0;
+}
+
+static const char *find(const char *s, size_t n, const char *what)
+{
+	const size_t m = strlen(what);
+	for (size_t i = 0; i + m <= n; i++)
+		if (memcmp(s + i, what, m) == 0)
+			return s + i;
+	return NULL;
+}
+
+static void drop_front(loom_strbuf *b, size_t k)
+{
+	memmove(b->s, b->s + k, b->n - k);
+	b->n -= k;
+	b->s[b->n] = '\0';
+}
+
+static void open_body(loom_tool_reader *tr)
+{
+	tr->state = BODY;
+	tr->body.n = 0;
+	tr->body_whole = false;
+	tr->first = tr->n_calls;
+}
+
+static void close_body(loom_tool_reader *tr)
+{
+	scan_body(tr);
+	tr->state = tr->open_text != NULL ? CONTENT : START;
+	/* Loom's generic reply and Llama 3's have one body: content after. */
+	if (tr->style == LOOM_TOOL_GENERIC || tr->style == LOOM_TOOL_LLAMA3)
+		tr->state = CONTENT;
+	tr->body.n = 0;
+	tr->first = tr->n_calls;
+}
+
+/* A reply that may be a call without a marker (Llama 3, generic): held
+ * until its first bytes tell. */
+static bool decide_start(loom_tool_reader *tr)
+{
+	const char *s = tr->hold.s;
+	const size_t n = tr->hold.n, i = skip_ws(s, n, 0);
+	if (i >= n)
+		return false;
+	if (s[i] != '{') {
+		tr->state = CONTENT;
+		return true;
+	}
+	if (tr->style == LOOM_TOOL_LLAMA3) {
+		/* {"name": or {"type": begins a call; any other object is an
+		 * answer. */
+		const size_t j = skip_ws(s, n, i + 1);
+		const size_t have = n - j;
+		bool maybe = false, sure = false;
+		static const char *const keys[] = {"\"name\"", "\"type\""};
+		for (int k = 0; k < 2; k++) {
+			const size_t m = strlen(keys[k]);
+			if (memcmp(s + j, keys[k], have < m ? have : m) == 0) {
+				maybe = true;
+				sure = sure || have >= m;
+			}
+		}
+		if (!sure) {
+			if (!maybe)
+				tr->state = CONTENT;
+			return !maybe;
+		}
+	}
+	open_body(tr);
+	drop_front(&tr->hold, i);
+	return true;
+}
+
+static loom_status step(loom_tool_reader *tr, loom_strbuf *out)
+{
+	for (;;) {
+		if (tr->state == START) {
+			if (!decide_start(tr))
+				return LOOM_OK;
+		} else if (tr->state == CONTENT) {
+			const char *at = tr->open_text != NULL ? find(tr->hold.s, tr->hold.n, tr->open_text) : NULL;
+			if (at != NULL) {
+				const size_t k = (size_t)(at - tr->hold.s);
+				loom_strbuf_put_n(out, tr->hold.s, k);
+				drop_front(&tr->hold, k + strlen(tr->open_text));
+				open_body(tr);
+				continue;
+			}
+			const size_t keep = tr->open_text != NULL ? partial_marker(tr->hold.s, tr->hold.n, tr->open_text) : 0;
+			loom_strbuf_put_n(out, tr->hold.s, tr->hold.n - keep);
+			drop_front(&tr->hold, tr->hold.n - keep);
+			return LOOM_OK;
+		} else {
+			const char *at = tr->close_text != NULL ? find(tr->hold.s, tr->hold.n, tr->close_text) : NULL;
+			if (at != NULL) {
+				const size_t k = (size_t)(at - tr->hold.s);
+				loom_strbuf_put_n(&tr->body, tr->hold.s, k);
+				drop_front(&tr->hold, k + strlen(tr->close_text));
+				close_body(tr);
+				continue;
+			}
+			const size_t keep = tr->close_text != NULL ? partial_marker(tr->hold.s, tr->hold.n, tr->close_text) : 0;
+			loom_strbuf_put_n(&tr->body, tr->hold.s, tr->hold.n - keep);
+			drop_front(&tr->hold, tr->hold.n - keep);
+			scan_body(tr);
+			return LOOM_OK;
+		}
+	}
+}
+
+static loom_status status_of(const loom_tool_reader *tr, const loom_strbuf *out)
+{
+	return tr->hold.failed || tr->body.failed || out->failed ? loom_error(LOOM_ERR_NO_MEMORY, "out of memory")
+								 : LOOM_OK;
+}
+
+loom_status loom_tool_reader_text(loom_tool_reader *tr, const char *text, size_t n, loom_strbuf *out)
+{
+	if (n == 0)
+		return LOOM_OK;
+	loom_strbuf_put_n(&tr->hold, text, n);
+	step(tr, out);
+	return status_of(tr, out);
+}
+
+bool loom_tool_reader_is_marker(const loom_tool_reader *tr, loom_token token)
+{
+	if (token < 0)
+		return false;
+	if (tr->state != BODY)
+		return token == tr->open_tok || token == tr->alt_open_tok;
+	return token == tr->close_tok;
+}
+
+void loom_tool_reader_marker(loom_tool_reader *tr, loom_token token, loom_strbuf *out)
+{
+	if (!loom_tool_reader_is_marker(tr, token))
+		return;
+	if (tr->state != BODY) {
+		/* What was held is content: a marker did not follow it. */
+		loom_strbuf_put_n(out, tr->hold.s, tr->hold.n);
+		tr->hold.n = 0;
+		open_body(tr);
+	} else {
+		loom_strbuf_put_n(&tr->body, tr->hold.s, tr->hold.n);
+		tr->hold.n = 0;
+		close_body(tr);
+	}
+}
+
+loom_status loom_tool_reader_finish(loom_tool_reader *tr, loom_strbuf *out)
+{
+	if (tr->state == BODY) {
+		loom_strbuf_put_n(&tr->body, tr->hold.s, tr->hold.n);
+		tr->hold.n = 0;
+		scan_body(tr);
+		if (tr->style == LOOM_TOOL_GENERIC && tr->first == tr->n_calls) {
+			/* {"response": "..."}: the answer is its text. */
+			cJSON *j = cJSON_ParseWithLength(tr->body.s, tr->body.n);
+			const cJSON *r = cJSON_GetObjectItemCaseSensitive(j, "response");
+			if (cJSON_IsString(r))
+				loom_strbuf_put(out, r->valuestring);
+			else
+				loom_strbuf_put_n(out, tr->body.s, tr->body.n);
+			cJSON_Delete(j);
+		}
+		tr->state = CONTENT;
+	} else {
+		loom_strbuf_put_n(out, tr->hold.s, tr->hold.n);
+		tr->hold.n = 0;
+	}
+	return status_of(tr, out);
+}
+
+size_t loom_tool_reader_calls(loom_tool_reader *tr, const loom_tool_call **calls)
+{
+	loom_tool_call *grown = loom_array_grow(tr->view, &tr->cap_view, tr->n_calls + 1, sizeof(loom_tool_call));
+	if (grown == NULL) {
+		*calls = NULL;
+		return 0;
+	}
+	tr->view = grown;
+	for (size_t i = 0; i < tr->n_calls; i++) {
+		const call_state *c = &tr->calls[i];
+		tr->view[i] = (loom_tool_call){.name = c->name != NULL ? c->name : "",
+					       .arguments = c->args.s != NULL ? c->args.s : "",
+					       .n_arguments = c->args.n,
+					       .done = c->done};
+	}
+	*calls = tr->view;
+	return tr->n_calls;
+}
+
+bool loom_tool_reader_in_call(const loom_tool_reader *tr)
+{
+	return tr->state == BODY && !tr->body_whole;
+}

@@ -1,0 +1,606 @@
+/* test_chat_tools.c - tools in conversations: each family's tool format
+ * rendered byte for byte as the model's own Jinja template renders it
+ * (through a Jinja engine, @huggingface/jinja, on the same messages and
+ * tools); replies' tool calls read the same whatever the steps' split, their
+ * arguments growing step by step; and the grammar of calls, which takes
+ * the calls of its tools and nothing else, sampled from random logits. */
+#include "check_main.h"
+
+#include "fixture.h"
+#include "grammar/grammar.h"
+#include "grammar_check.h"
+#include "run_cmd.h"
+#include "synth_model.h"
+#include "testdata.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define NODE_DIR LOOM_TEST_BUILD_DIR "/node"
+#define TEMPLATES LOOM_TEST_SOURCE_DIR "/tests/data/chat_templates"
+
+/* The markers the families' replies use, as control tokens. */
+static const char *const markers[] = {"<tool_call>", "</tool_call>", "[TOOL_CALLS]", "<|python_tag|>", NULL};
+
+static char *read_file(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	ck_assert_msg(f != NULL, "cannot open %s", path);
+	fseek(f, 0, SEEK_END);
+	long n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	char *text = malloc((size_t)n + 1);
+	ck_assert(fread(text, 1, (size_t)n, f) == (size_t)n);
+	text[n] = '\0';
+	fclose(f);
+	return text;
+}
+
+/* A small model with the markers and, when given, a template of its own. */
+static loom_model *marker_model(loom_runtime *rt, const char *dir, const char *name, const char *jinja)
+{
+	synth_config c = synth_default_config();
+	c.control_tokens = markers;
+	c.chat_template = jinja;
+	synth_model *sm = synth_model_build(&c, NULL);
+	char path[4300];
+	snprintf(path, sizeof(path), "%s/%s.gguf", dir, name);
+	ck_assert(synth_model_write(sm, path));
+	synth_model_free(sm);
+	loom_model *m = NULL;
+	ck_assert_msg(loom_model_load(rt, path, NULL, &m) == LOOM_OK, "%s: %s", path, loom_last_error());
+	return m;
+}
+
+static loom_token marker(const loom_model *m, const char *text)
+{
+	loom_token t[4];
+	size_t n = 0;
+	ck_assert(loom_tokenize(m, text, strlen(text), false, true, t, 4, &n) == LOOM_OK && n == 1);
+	return t[0];
+}
+
+/* ---- rendering against the models' own templates ---- */
+
+static const char tools_json[] =
+	"[{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"Get the current weather "
+	"for a city\", \"parameters\": {\"type\": \"object\", \"properties\": {\"location\": {\"type\": \"string\", "
+	"\"description\": \"City name, e.g. Z\\u00fcrich\"}, \"unit\": {\"type\": \"string\", \"enum\": [\"celsius\", "
+	"\"fahrenheit\"]}}, \"required\": [\"location\"]}}}, {\"type\": \"function\", \"function\": {\"name\": "
+	"\"get_time\", \"description\": \"Get the current time\"}}]";
+
+/* Conversations, with arguments as objects (what the templates are given:
+ * loom is sent the same as JSON text, as the API sends them). */
+static const struct conversation {
+	const char *what, *messages;
+	bool with_tools;
+	bool one_call_each; /* every assistant turn has at most one call (Llama 3 takes no more) */
+} conversations[] = {
+	{"a call, its result, an answer and a new question",
+	 "[{\"role\": \"system\", \"content\": \"You are a helpful assistant.\"},"
+	 "{\"role\": \"user\", \"content\": \"What's the weather in Paris?\"},"
+	 "{\"role\": \"assistant\", \"content\": \"\", \"tool_calls\": [{\"id\": \"abcDEF123\", \"type\": \"function\", "
+	 "\"function\": {\"name\": \"get_weather\", \"arguments\": {\"location\": \"Paris\", \"unit\": \"celsius\"}}}]},"
+	 "{\"role\": \"tool\", \"tool_call_id\": \"abcDEF123\", \"content\": \"{\\\"temperature\\\": 18, "
+	 "\\\"condition\\\": \\\"sunny\\\"}\"},"
+	 "{\"role\": \"assistant\", \"content\": \"It is 18 degrees and sunny in Paris.\"},"
+	 "{\"role\": \"user\", \"content\": \"Thanks! And what time is it?\"}]",
+	 true, true},
+	{"two calls at once, without a system message",
+	 "[{\"role\": \"user\", \"content\": \"Weather in Z\\u00fcrich, and the \\\"time\\\"?\"},"
+	 "{\"role\": \"assistant\", \"content\": \"\", \"tool_calls\": [{\"id\": \"abcDEF123\", \"type\": \"function\", "
+	 "\"function\": {\"name\": \"get_weather\", \"arguments\": {\"location\": \"Z\\u00fcrich\"}}}, "
+	 "{\"id\": \"xyz789QRS\", \"type\": \"function\", \"function\": {\"name\": \"get_time\", \"arguments\": {}}}]},"
+	 "{\"role\": \"tool\", \"tool_call_id\": \"abcDEF123\", \"content\": \"11 degrees\"},"
+	 "{\"role\": \"tool\", \"tool_call_id\": \"xyz789QRS\", \"content\": \"10:42\"},"
+	 "{\"role\": \"assistant\", \"content\": \"11 degrees at 10:42.\"},"
+	 "{\"role\": \"user\", \"content\": \"Thanks.\"}]",
+	 true, false},
+	{"tools, and a first question without a system message",
+	 "[{\"role\": \"user\", \"content\": \"Is it raining in Oslo?\"}]", true, true},
+};
+
+static const struct family {
+	const char *file, *eos;
+	const char *date;      /* Llama 3.2's template asks strftime_now: loom writes 3.1's date */
+	bool text_arguments;   /* the template writes arguments sent as text as they are */
+} families[] = {
+	{"qwen2.5.jinja", "<|im_end|>", NULL, false},
+	{"qwen3.jinja", "<|im_end|>", NULL, true},
+	{"llama3.1.jinja", "<|eot_id|>", NULL, false},
+	{"llama3.2.jinja", "<|eot_id|>", "26 Jul 2024", false},
+	{"mistral-v0.3.jinja", "</s>", NULL, false},
+};
+
+/* messages with each call's arguments as JSON text. */
+static char *with_text_arguments(const char *messages)
+{
+	cJSON *m = cJSON_Parse(messages);
+	for (cJSON *msg = m->child; msg != NULL; msg = msg->next) {
+		cJSON *calls = cJSON_GetObjectItemCaseSensitive(msg, "tool_calls");
+		for (cJSON *c = calls != NULL ? calls->child : NULL; c != NULL; c = c->next) {
+			cJSON *fn = cJSON_GetObjectItemCaseSensitive(c, "function");
+			char *text = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(fn, "arguments"));
+			cJSON_ReplaceItemInObjectCaseSensitive(fn, "arguments", cJSON_CreateString(text));
+			free(text);
+		}
+	}
+	char *out = cJSON_PrintUnformatted(m);
+	cJSON_Delete(m);
+	return out;
+}
+
+/* The template rendered by the Jinja engine; NULL if it raised. */
+static char *jinja_render(const char *dir, const struct family *f, const char *messages, bool with_tools)
+{
+	char req[4300];
+	snprintf(req, sizeof(req), "%s/request.json", dir);
+	FILE *out = fopen(req, "w");
+	ck_assert_ptr_nonnull(out);
+	fprintf(out, "{\"messages\": %s, %s%s%s\"add_generation_prompt\": true, \"bos_token\": \"\", \"eos_token\": \"%s\"",
+		messages, with_tools ? "\"tools\": " : "", with_tools ? tools_json : "", with_tools ? ", " : "", f->eos);
+	if (f->date != NULL)
+		fprintf(out, ", \"date_string\": \"%s\"", f->date);
+	fprintf(out, "}");
+	fclose(out);
+	cmd_result r = run_cmd("cd %s && node render_chat_template.mjs %s/%s < %s", NODE_DIR, TEMPLATES, f->file, req);
+	char *text = r.status == 0 ? strdup(r.out) : NULL;
+	if (r.status != 0)
+		printf("  %s raises: %s", f->file, r.err);
+	cmd_result_free(&r);
+	return text;
+}
+
+static char *loom_render(const loom_model *m, const char *messages, bool with_tools, loom_status *st)
+{
+	size_t need = 0;
+	const char *tools = with_tools ? tools_json : NULL;
+	const size_t tools_len = with_tools ? strlen(tools_json) : 0;
+	*st = loom_chat_apply_json(m, NULL, messages, strlen(messages), tools, tools_len, true, NULL, 0, &need);
+	if (*st != LOOM_ERR_BUFFER_TOO_SMALL)
+		return NULL;
+	char *text = malloc(need + 1);
+	*st = loom_chat_apply_json(m, NULL, messages, strlen(messages), tools, tools_len, true, text, need + 1, &need);
+	ck_assert_uint_eq(strlen(text), need);
+	return text;
+}
+
+START_TEST(renders_as_the_models_own_templates)
+{
+	if (access(NODE_DIR "/node_modules/@huggingface/jinja/package.json", R_OK) != 0) {
+		printf("SKIP: @huggingface/jinja is not in %s: run scripts/test.sh, which installs it\n", NODE_DIR);
+		return;
+	}
+	const char *dir = test_tmp_dir("chat_tools_render");
+	cmd_result cp = run_cmd("cp %s/tests/tools/render_chat_template.mjs %s/", LOOM_TEST_SOURCE_DIR, NODE_DIR);
+	ck_assert_int_eq(cp.status, 0);
+	cmd_result_free(&cp);
+	loom_runtime *rt = test_runtime("cpu-generic", 1);
+	int compared = 0, refused = 0;
+	for (size_t fi = 0; fi < sizeof(families) / sizeof(families[0]); fi++) {
+		const struct family *f = &families[fi];
+		char path[4300];
+		snprintf(path, sizeof(path), "%s/%s", TEMPLATES, f->file);
+		char *jinja = read_file(path);
+		loom_model *m = marker_model(rt, dir, "family", jinja);
+		for (size_t ci = 0; ci < sizeof(conversations) / sizeof(conversations[0]); ci++) {
+			const struct conversation *c = &conversations[ci];
+			char *sent = with_text_arguments(c->messages);
+			loom_status st;
+			char *ours = loom_render(m, sent, c->with_tools, &st);
+			/* The other templates write a string's tojson: they are
+			 * given the objects that loom reads out of the text. */
+			char *theirs = jinja_render(dir, f, f->text_arguments ? sent : c->messages, c->with_tools);
+			if (theirs == NULL) {
+				/* The template refuses (Llama 3 takes one call a turn):
+				 * loom must refuse too, saying why. */
+				ck_assert_msg(ours == NULL && st == LOOM_ERR_INVALID_ARGUMENT,
+					      "%s, %s: the template raises, loom renders", f->file, c->what);
+				printf("  loom refuses too: %s\n", loom_last_error());
+				refused++;
+			} else {
+				ck_assert_msg(ours != NULL, "%s, %s: %s", f->file, c->what, loom_last_error());
+				size_t at = 0;
+				while (ours[at] != '\0' && ours[at] == theirs[at])
+					at++;
+				ck_assert_msg(strcmp(ours, theirs) == 0,
+					      "%s, %s: differs at byte %zu\n--- the template:\n%s\n--- loom:\n%s", f->file,
+					      c->what, at, theirs, ours);
+				compared++;
+			}
+			free(ours);
+			free(theirs);
+			free(sent);
+		}
+		printf("%s (%s): as loom renders\n", f->file, loom_chat_template(m));
+		loom_model_free(m);
+		free(jinja);
+	}
+	printf("%d renders byte for byte, %d refused by both\n", compared, refused);
+	ck_assert_int_ge(compared, 13);
+	loom_runtime_free(rt);
+}
+END_TEST
+
+/* Bad conversations are refused, saying what is wrong. */
+START_TEST(bad_conversations_are_refused)
+{
+	loom_runtime *rt = test_runtime("cpu-generic", 1);
+	loom_model *m = marker_model(rt, test_tmp_dir("chat_tools_bad"), "plain", NULL);
+	static const struct {
+		const char *messages, *tools, *says;
+	} bad[] = {
+		{"{\"role\": \"user\"}", NULL, "not a JSON array"},
+		{"[{\"role\": \"robot\", \"content\": \"hi\"}]", NULL, "role 'robot'"},
+		{"[{\"role\": \"user\", \"content\": \"hi\"}, {\"role\": \"system\", \"content\": \"x\"}]", NULL,
+		 "system message may only come first"},
+		{"[{\"role\": \"assistant\", \"tool_calls\": [{\"function\": {\"name\": \"f\", \"arguments\": \"{oops\"}}]}]",
+		 NULL, "'arguments' is not JSON"},
+		{"[{\"role\": \"assistant\", \"tool_calls\": [{\"function\": {\"arguments\": \"{}\"}}]}]", NULL, "'name'"},
+		{"[{\"role\": \"user\", \"content\": \"x\", \"tool_calls\": []}]", NULL, "only an assistant message"},
+		{"[{\"role\": \"tool\", \"tool_call_id\": \"a\"}]", NULL, "needs 'content'"},
+		{"[{\"role\": \"user\", \"content\": \"x\"}]", "[{\"type\": \"custom\"}]", "tool 0"},
+		{"[{\"role\": \"user\", \"content\": 5}]", NULL, "'content' must be"},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char buf[4096];
+		size_t n = 0;
+		loom_status st = loom_chat_apply_json(m, NULL, bad[i].messages, strlen(bad[i].messages), bad[i].tools,
+						      bad[i].tools ? strlen(bad[i].tools) : 0, true, buf, sizeof(buf), &n);
+		ck_assert_msg(st == LOOM_ERR_INVALID_ARGUMENT && strstr(loom_last_error(), bad[i].says) != NULL,
+			      "%s: status %d, '%s' (expected to say '%s')", bad[i].messages, st, loom_last_error(),
+			      bad[i].says);
+	}
+	loom_model_free(m);
+	loom_runtime_free(rt);
+}
+END_TEST
+
+/* ---- reading calls out of replies ---- */
+
+/* A reply as the model writes it: text, or a marker token (text NULL). */
+typedef struct piece {
+	const char *text;
+	const char *marker;
+} piece;
+
+typedef struct read_result {
+	char content[2048];
+	size_t n_calls;
+	char names[8][64];
+	char args[8][512];
+	bool done[8];
+} read_result;
+
+/* The reply read by a reader, its text pieces each cut at cut bytes (0:
+ * whole) into steps. Checks on the way that each call's arguments only
+ * grow. */
+static void read_reply(const loom_model *m, const char *template_name, const piece *pieces, size_t n_pieces, size_t cut,
+		       read_result *out)
+{
+	memset(out, 0, sizeof(*out));
+	loom_reply_reader *r = NULL;
+	ck_assert_int_eq(loom_reply_reader_create(m, template_name, NULL, 0, &r), LOOM_OK);
+	ck_assert_int_eq(loom_reply_reader_read_tools(r, false), LOOM_OK);
+	size_t len = 0;
+	char seen[8][512] = {{0}};
+	for (size_t p = 0; p <= n_pieces; p++) {
+		/* The pieces, then the end of the reply. */
+		const char *text = p < n_pieces ? pieces[p].text : "";
+		const size_t n = p < n_pieces && text != NULL ? strlen(text) : 0;
+		for (size_t at = 0; at < n || (at == 0 && n == 0); at += cut ? cut : n) {
+			const size_t k = cut && at + cut < n ? cut : n - at;
+			loom_generated g = {.token = p == n_pieces   ? -1
+						     : text == NULL ? marker(m, pieces[p].marker)
+								    : SYNTH_TOKEN_BYTE0 + 'a',
+					    .text = text != NULL ? text + at : "",
+					    .len = k,
+					    .done = p == n_pieces};
+			loom_reply_parts parts;
+			ck_assert_int_eq(loom_reply_reader_push(r, &g, &parts), LOOM_OK);
+			ck_assert_uint_lt(len + parts.n_content, sizeof(out->content));
+			memcpy(out->content + len, parts.content, parts.n_content);
+			len += parts.n_content;
+			const loom_tool_call *calls;
+			const size_t nc = loom_reply_reader_tool_calls(r, &calls);
+			for (size_t i = 0; i < nc && i < 8; i++) {
+				ck_assert_msg(strncmp(calls[i].arguments, seen[i], strlen(seen[i])) == 0,
+					      "call %zu's arguments went from '%s' to '%.*s'", i, seen[i],
+					      (int)calls[i].n_arguments, calls[i].arguments);
+				snprintf(seen[i], sizeof(seen[i]), "%.*s", (int)calls[i].n_arguments, calls[i].arguments);
+			}
+			if (n == 0)
+				break;
+		}
+	}
+	const loom_tool_call *calls;
+	out->n_calls = loom_reply_reader_tool_calls(r, &calls);
+	for (size_t i = 0; i < out->n_calls && i < 8; i++) {
+		snprintf(out->names[i], sizeof(out->names[i]), "%s", calls[i].name);
+		snprintf(out->args[i], sizeof(out->args[i]), "%.*s", (int)calls[i].n_arguments, calls[i].arguments);
+		out->done[i] = calls[i].done;
+	}
+	ck_assert(!loom_reply_reader_in_tool_call(r));
+	loom_reply_reader_free(r);
+}
+
+static const struct reply_case {
+	const char *what, *template_name;
+	piece pieces[8];
+	const char *content;
+	size_t n_calls;
+	const char *names[3], *args[3];
+} replies[] = {
+	{"Hermes: text, then two calls between marker tokens",
+	 "chatml",
+	 {{"Let me look.\n", NULL},
+	  {NULL, "<tool_call>"},
+	  {"\n{\"name\": \"get_weather\", \"arguments\": {\"location\": \"Paris\", \"note\": \"a } and a \\\" inside\"}}\n",
+	   NULL},
+	  {NULL, "</tool_call>"},
+	  {"\n", NULL},
+	  {NULL, "<tool_call>"},
+	  {"\n{\"name\": \"get_time\", \"arguments\": {}}\n", NULL},
+	  {NULL, "</tool_call>"}},
+	 "Let me look.\n\n",
+	 2,
+	 {"get_weather", "get_time"},
+	 {"{\"location\": \"Paris\", \"note\": \"a } and a \\\" inside\"}", "{}"}},
+	{"Hermes: the markers written as text, a call without arguments, 'name' last",
+	 "chatml",
+	 {{"Sure.<tool_call>\n{\"arguments\": {\"q\": [1, 2, {\"x\": null}]}, \"name\": \"search\"}\n</tool_call>"
+	   "<tool_call>{\"name\": \"ping\"}</tool_call> done <tool_", NULL}},
+	 "Sure. done <tool_",
+	 2,
+	 {"search", "ping"},
+	 {"{\"q\": [1, 2, {\"x\": null}]}", "{}"}},
+	{"Mistral: an array of calls after [TOOL_CALLS]",
+	 "mistral",
+	 {{NULL, "[TOOL_CALLS]"},
+	  {" [{\"name\": \"get_weather\", \"arguments\": {\"location\": \"Oslo\"}}, {\"name\": \"get_time\", "
+	   "\"arguments\": {}, \"id\": \"abcDEF123\"}]",
+	   NULL}},
+	 "",
+	 2,
+	 {"get_weather", "get_time"},
+	 {"{\"location\": \"Oslo\"}", "{}"}},
+	{"Llama 3: a reply that is a call",
+	 "llama3",
+	 {{"  {\"name\": \"get_weather\", \"parameters\": {\"location\": \"Lima\", \"days\": 3}}", NULL}},
+	 "",
+	 1,
+	 {"get_weather"},
+	 {"{\"location\": \"Lima\", \"days\": 3}"}},
+	{"Llama 3: an object that is no call is the answer",
+	 "llama3",
+	 {{"{\"answer\": 42}", NULL}},
+	 "{\"answer\": 42}",
+	 0,
+	 {NULL},
+	 {NULL}},
+	{"Llama 3: arguments written as a JSON string",
+	 "llama3",
+	 {{"{\"name\": \"f\", \"parameters\": \"{\\\"a\\\": 1}\"}", NULL}},
+	 "",
+	 1,
+	 {"f"},
+	 {"{\"a\": 1}"}},
+	{"loom's generic format: calls",
+	 "plain",
+	 {{"{\"tool_calls\": [{\"name\": \"get_weather\", \"arguments\": {\"location\": \"Rome\"}}, {\"name\": \"get_time\", "
+	   "\"arguments\": {}}]}",
+	   NULL}},
+	 "",
+	 2,
+	 {"get_weather", "get_time"},
+	 {"{\"location\": \"Rome\"}", "{}"}},
+	{"loom's generic format: an answer",
+	 "plain",
+	 {{"{\"response\": \"It is \\\"sunny\\\" \\u2600\"}", NULL}},
+	 "It is \"sunny\" \xe2\x98\x80",
+	 0,
+	 {NULL},
+	 {NULL}},
+	{"loom's generic format: plain text is the answer",
+	 "plain",
+	 {{"Hello there.", NULL}},
+	 "Hello there.",
+	 0,
+	 {NULL},
+	 {NULL}},
+};
+
+/* Every reply reads the same whether its text comes whole, a byte a step
+ * or in any other cut: the content without the calls, each call's name
+ * and arguments. */
+START_TEST(calls_read_the_same_at_every_cut)
+{
+	loom_runtime *rt = test_runtime("cpu-generic", 1);
+	loom_model *m = marker_model(rt, test_tmp_dir("chat_tools_read"), "markers", NULL);
+	for (size_t i = 0; i < sizeof(replies) / sizeof(replies[0]); i++) {
+		const struct reply_case *c = &replies[i];
+		size_t n_pieces = 0;
+		while (n_pieces < 8 && (c->pieces[n_pieces].text != NULL || c->pieces[n_pieces].marker != NULL))
+			n_pieces++;
+		read_result whole;
+		read_reply(m, c->template_name, c->pieces, n_pieces, 0, &whole);
+		ck_assert_msg(strcmp(whole.content, c->content) == 0, "%s: content '%s', expected '%s'", c->what,
+			      whole.content, c->content);
+		ck_assert_msg(whole.n_calls == c->n_calls, "%s: %zu calls, expected %zu", c->what, whole.n_calls,
+			      c->n_calls);
+		for (size_t k = 0; k < c->n_calls; k++) {
+			ck_assert_str_eq(whole.names[k], c->names[k]);
+			ck_assert_msg(strcmp(whole.args[k], c->args[k]) == 0, "%s: call %zu's arguments '%s', expected '%s'",
+				      c->what, k, whole.args[k], c->args[k]);
+			ck_assert(whole.done[k]);
+			cJSON *j = cJSON_Parse(whole.args[k]);
+			ck_assert_msg(cJSON_IsObject(j), "%s: arguments '%s' are no JSON object", c->what, whole.args[k]);
+			cJSON_Delete(j);
+		}
+		for (size_t cut = 1; cut < 40; cut++) {
+			read_result split;
+			read_reply(m, c->template_name, c->pieces, n_pieces, cut, &split);
+			ck_assert_msg(strcmp(split.content, whole.content) == 0 && split.n_calls == whole.n_calls,
+				      "%s, cut every %zu bytes: content '%s', %zu calls", c->what, cut, split.content,
+				      split.n_calls);
+			for (size_t k = 0; k < whole.n_calls; k++)
+				ck_assert_msg(strcmp(split.names[k], whole.names[k]) == 0 &&
+						      strcmp(split.args[k], whole.args[k]) == 0,
+					      "%s, cut every %zu bytes: call %zu is %s(%s)", c->what, cut, k, split.names[k],
+					      split.args[k]);
+		}
+		printf("%s: %zu calls, content '%s'\n", c->what, whole.n_calls, whole.content);
+	}
+	loom_model_free(m);
+	loom_runtime_free(rt);
+}
+END_TEST
+
+/* ---- the grammar of calls ---- */
+
+static loom_grammar *tool_grammar(const loom_model *m, const char *template_name, const char *only, unsigned flags)
+{
+	loom_grammar *g = NULL;
+	ck_assert_msg(loom_tool_grammar(m, template_name, tools_json, strlen(tools_json), only, flags, &g) == LOOM_OK,
+		      "%s: %s", template_name, loom_last_error());
+	return g;
+}
+
+START_TEST(grammar_takes_calls_of_the_tools_only)
+{
+	loom_runtime *rt = test_runtime("cpu-generic", 1);
+	loom_model *m = marker_model(rt, test_tmp_dir("chat_tools_grammar"), "markers", NULL);
+	const unsigned P = LOOM_TOOL_GRAMMAR_PARALLEL, W = LOOM_TOOL_GRAMMAR_WHOLE_REPLY, A = LOOM_TOOL_GRAMMAR_ANSWER;
+	static const char weather[] = "{\"name\": \"get_weather\", \"arguments\": {\"location\": \"Paris\"}}";
+	loom_grammar *hermes = tool_grammar(m, "chatml", NULL, P);
+	ck_assert(grammar_takes(hermes, "\n{\"name\": \"get_weather\", \"arguments\": {\"location\": \"Paris\", \"unit\": "
+					"\"celsius\"}}\n"));
+	ck_assert(grammar_takes(hermes, "{\"name\": \"get_time\", \"arguments\": {}}"));
+	ck_assert(!grammar_takes(hermes, "{\"name\": \"get_wether\", \"arguments\": {\"location\": \"Paris\"}}"));
+	ck_assert(!grammar_takes(hermes, "{\"name\": \"get_weather\", \"arguments\": {\"unit\": \"celsius\"}}"));
+	ck_assert(!grammar_takes(hermes, "{\"name\": \"get_weather\", \"arguments\": {\"location\": \"P\", \"unit\": "
+					 "\"kelvin\"}}"));
+	ck_assert(!grammar_takes(hermes, "{\"name\": \"get_time\", \"arguments\": {\"x\": 1}}"));
+	ck_assert(grammar_starts(hermes, "{\"name\": \"get_"));
+	loom_grammar *named = tool_grammar(m, "chatml", "get_time", 0);
+	ck_assert(!grammar_takes(named, weather));
+	ck_assert(grammar_takes(named, "{\"name\": \"get_time\", \"arguments\": {}}"));
+	loom_grammar *mistral = tool_grammar(m, "mistral", NULL, P), *single = tool_grammar(m, "mistral", NULL, 0);
+	char two[512];
+	snprintf(two, sizeof(two), " [%s, {\"name\": \"get_time\", \"arguments\": {}}]", weather);
+	ck_assert(grammar_takes(mistral, two));
+	ck_assert(!grammar_takes(single, two));
+	ck_assert(grammar_takes(single, " [{\"name\": \"get_time\", \"arguments\": {}, \"id\": \"abcDEF123\"}]"));
+	loom_grammar *llama = tool_grammar(m, "llama3", NULL, W | A), *llama_call = tool_grammar(m, "llama3", NULL, W);
+	ck_assert(grammar_takes(llama, "{\"name\": \"get_weather\", \"parameters\": {\"location\": \"Paris\"}}"));
+	ck_assert(!grammar_takes(llama, weather)); /* Llama 3 names them parameters */
+	ck_assert(grammar_takes(llama, "It is sunny."));
+	ck_assert(!grammar_takes(llama_call, "It is sunny."));
+	loom_grammar *generic = tool_grammar(m, "plain", NULL, W | A | P);
+	char calls[512];
+	snprintf(calls, sizeof(calls), "{\"tool_calls\": [%s]}", weather);
+	ck_assert(grammar_takes(generic, calls));
+	ck_assert(grammar_takes(generic, "{\"response\": \"Hi.\"}"));
+	ck_assert(!grammar_takes(generic, "Hi."));
+	/* What loom cannot build is refused, saying why. */
+	loom_grammar *g = NULL;
+	ck_assert_int_eq(loom_tool_grammar(m, "chatml", tools_json, strlen(tools_json), "nope", 0, &g),
+			 LOOM_ERR_INVALID_ARGUMENT);
+	ck_assert_ptr_nonnull(strstr(loom_last_error(), "no tool is named 'nope'"));
+	static const char bad_schema[] = "[{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": "
+					 "{\"type\": \"object\", \"properties\": {\"a\": {\"not\": {}}}}}}]";
+	ck_assert_int_eq(loom_tool_grammar(m, "chatml", bad_schema, strlen(bad_schema), NULL, 0, &g),
+			 LOOM_ERR_INVALID_ARGUMENT);
+	ck_assert_ptr_nonnull(strstr(loom_last_error(), "not"));
+	ck_assert_int_eq(loom_tool_grammar(m, "chatml", tools_json, strlen(tools_json), NULL, W, &g),
+			 LOOM_ERR_INVALID_ARGUMENT);
+	loom_grammar_free(hermes);
+	loom_grammar_free(named);
+	loom_grammar_free(mistral);
+	loom_grammar_free(single);
+	loom_grammar_free(llama);
+	loom_grammar_free(llama_call);
+	loom_grammar_free(generic);
+	loom_model_free(m);
+	loom_runtime_free(rt);
+}
+END_TEST
+
+/* Texts sampled from random logits under each format's grammar read as
+ * calls of the tools: a known name, arguments a JSON object with the
+ * required location and a unit from the enum. */
+START_TEST(sampled_calls_read_as_calls_of_the_tools)
+{
+	loom_runtime *rt = test_runtime("cpu-generic", 1);
+	loom_model *m = marker_model(rt, test_tmp_dir("chat_tools_sample"), "markers", NULL);
+	static const struct {
+		const char *template_name, *opening;
+		unsigned flags;
+	} formats[] = {
+		{"chatml", "<tool_call>", LOOM_TOOL_GRAMMAR_PARALLEL},
+		{"mistral", "[TOOL_CALLS]", LOOM_TOOL_GRAMMAR_PARALLEL},
+		{"llama3", NULL, LOOM_TOOL_GRAMMAR_WHOLE_REPLY},
+		{"plain", NULL, LOOM_TOOL_GRAMMAR_WHOLE_REPLY | LOOM_TOOL_GRAMMAR_PARALLEL},
+	};
+	uint64_t x = 2024;
+	int n_calls = 0, ended = 0;
+	for (size_t f = 0; f < sizeof(formats) / sizeof(formats[0]); f++) {
+		loom_grammar *g = tool_grammar(m, formats[f].template_name, NULL, formats[f].flags);
+		for (int seed = 0; seed < 25; seed++) {
+			char text[2048];
+			size_t len = 0;
+			if (!grammar_sample_text(m, g, (uint64_t)seed, &x, 25.0f, 300, text, sizeof(text), &len))
+				continue;
+			ended++;
+			read_result got;
+			const piece pieces[2] = {{formats[f].opening != NULL ? NULL : text, formats[f].opening},
+						 {text, NULL}};
+			read_reply(m, formats[f].template_name, formats[f].opening != NULL ? pieces : pieces + 1,
+				   formats[f].opening != NULL ? 2 : 1, 0, &got);
+			ck_assert_msg(got.n_calls >= 1, "%s: no call read from %s", formats[f].template_name, text);
+			for (size_t k = 0; k < got.n_calls; k++) {
+				cJSON *args = cJSON_Parse(got.args[k]);
+				ck_assert_msg(cJSON_IsObject(args) && got.done[k], "%s: %s", formats[f].template_name, text);
+				if (strcmp(got.names[k], "get_weather") == 0) {
+					const cJSON *loc = cJSON_GetObjectItemCaseSensitive(args, "location");
+					const cJSON *unit = cJSON_GetObjectItemCaseSensitive(args, "unit");
+					ck_assert_msg(cJSON_IsString(loc), "%s", text);
+					ck_assert(unit == NULL || (cJSON_IsString(unit) && (strcmp(unit->valuestring, "celsius") == 0 ||
+											    strcmp(unit->valuestring, "fahrenheit") == 0)));
+				} else {
+					ck_assert_str_eq(got.names[k], "get_time");
+					ck_assert_int_eq(cJSON_GetArraySize(args), 0);
+				}
+				cJSON_Delete(args);
+				n_calls++;
+			}
+			if (seed == 0)
+				printf("%s: %s\n", formats[f].template_name, text);
+		}
+		loom_grammar_free(g);
+	}
+	printf("%d replies ended, %d calls read, each of a tool with arguments its schema takes\n", ended, n_calls);
+	ck_assert_int_ge(ended, 60);
+	loom_model_free(m);
+	loom_runtime_free(rt);
+}
+END_TEST
+
+static Suite *chat_tools_suite(void)
+{
+	Suite *s = suite_create("chat_tools");
+	TCase *tc = tcase_create("tools");
+	tcase_set_timeout(tc, 300);
+	tcase_add_test(tc, renders_as_the_models_own_templates);
+	tcase_add_test(tc, bad_conversations_are_refused);
+	tcase_add_test(tc, calls_read_the_same_at_every_cut);
+	tcase_add_test(tc, grammar_takes_calls_of_the_tools_only);
+	tcase_add_test(tc, sampled_calls_read_as_calls_of_the_tools);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+LOOM_TEST_MAIN(chat_tools_suite)
