@@ -823,10 +823,10 @@ typedef struct loom_tool_call {
 } loom_tool_call;
 
 /* From its next push r reads tool calls in the reply, in the tool format
- * of its template: a call's text leaves the content. opened: the prompt
- * ended with the format's opening (loom_tool_call_opening), so the reply
- * begins inside a call. */
-LOOM_API loom_status loom_reply_reader_read_tools(loom_reply_reader *r, bool opened);
+ * of its template: a call's text leaves the content. opening: what the
+ * prompt ended with to open a call for the model (loom_tool_call_opening;
+ * NULL or "": nothing), read as if the model had written it. */
+LOOM_API loom_status loom_reply_reader_read_tools(loom_reply_reader *r, const char *opening);
 /* The calls read so far, in order (valid until the next push). */
 LOOM_API size_t loom_reply_reader_tool_calls(loom_reply_reader *r, const loom_tool_call **calls);
 /* Whether the reply is inside a call whose text is not whole yet: where
@@ -852,11 +852,21 @@ enum {
  * function names are 1 to 64 of a-z, A-Z, 0-9, _ and -. */
 LOOM_API loom_status loom_tool_grammar(const loom_model *model, const char *template_name, const char *tools_json,
 				       size_t tools_len, const char *only_name, unsigned flags, loom_grammar **out);
-/* What a prompt ends with to make the reply a tool call in the model's
- * format (after the assistant's opening): its opening marker, or "" in a
- * format whose calls have none (there, a whole-reply grammar does it).
- * *whole_reply tells which. */
-LOOM_API const char *loom_tool_call_opening(const loom_model *model, const char *template_name, bool *whole_reply);
+/* How a format's calls open (loom_tool_call_opening's flags). */
+enum {
+	LOOM_TOOL_OPENING_WHOLE_REPLY = 1, /* calls have no marker: a whole-reply grammar makes a call */
+	LOOM_TOOL_OPENING_BY_NAME = 2,     /* each call is a message of its own whose text is the arguments:
+					    * its grammar is loom_tool_grammar's for the name the reader
+					    * read (loom_reply_reader_tool_calls) */
+};
+
+/* What a prompt ends with (after the assistant's opening) to make the
+ * reply a tool call in the model's format, name the function (NULL: any
+ * tool), written to buf as loom_chat_apply writes (NUL-terminated, *n_out
+ * its length): the format's opening marker, or nothing where a whole-reply
+ * grammar makes the call. *flags gets LOOM_TOOL_OPENING_*. */
+LOOM_API loom_status loom_tool_call_opening(const loom_model *model, const char *template_name, const char *name,
+					    char *buf, size_t size, size_t *n_out, unsigned *flags);
 
 #ifdef __cplusplus
 }

@@ -47,7 +47,7 @@ static const struct {
 	{LOOM_CHAT_HARMONY, "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
 			    "Knowledge cutoff: 2024-06\n\nReasoning: medium\n\n# Valid channels: analysis, commentary, final. "
 			    "Channel must be included for every message.<|end|>"
-			    "<|start|>developer<|message|># Instructions\n\nBe brief.<|end|>"
+			    "<|start|>developer<|message|># Instructions\n\nBe brief.\n\n<|end|>"
 			    "<|start|>user<|message|>Hi<|end|><|start|>assistant<|channel|>final<|message|>Hello!<|end|>"
 			    "<|start|>user<|message|>Who are you?<|end|><|start|>assistant"},
 };

@@ -2066,6 +2066,57 @@ START_TEST(tool_calls_whole_and_streamed)
 }
 END_TEST
 
+/* gpt-oss's harmony format: a named call is opened for the model as a
+ * commentary message to=functions.NAME, its text the arguments, which
+ * the function's own grammar constrains. */
+START_TEST(harmony_named_call)
+{
+	static const char *const markers[] = {"<|start|>", "<|channel|>", "<|message|>", "<|end|>", "<|return|>",
+					      "<|call|>", "<|constrain|>", NULL};
+	char path[4200], tpl[4300];
+	snprintf(path, sizeof(path), "%s/harmony.gguf", test_tmp_dir("serve-harmony"));
+	snprintf(tpl, sizeof(tpl), "%s/tests/data/chat_templates/gpt-oss.jinja", LOOM_TEST_SOURCE_DIR);
+	FILE *f = fopen(tpl, "rb");
+	ck_assert_ptr_nonnull(f);
+	static char jinja[32768];
+	size_t n = fread(jinja, 1, sizeof(jinja) - 1, f);
+	jinja[n] = '\0';
+	fclose(f);
+	synth_config c = synth_default_config();
+	c.control_tokens = markers;
+	c.chat_template = jinja;
+	c.n_ctx = 4096;
+	synth_model *sm = synth_model_build(&c, NULL);
+	ck_assert(synth_model_write(sm, path));
+	synth_model_free(sm);
+	serve_proc p = {.err_fd = -1};
+	static const char *const args[] = {"-np", "2", "-c", "4096", "--backend", "cpu-generic", NULL};
+	ck_assert_msg(serve_start(&p, path, args), "the server did not start:\n%s", p.log);
+	char *chat = format("\"messages\": [{\"role\": \"user\", \"content\": \"Weather in Oslo?\"}], \"tools\": %s, "
+			    "\"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"get_weather\"}}, "
+			    "\"max_tokens\": 400, \"temperature\": 0",
+			    serve_tools);
+	char *body = format("{%s}", chat), *sbody = format("{%s, \"stream\": true}", chat);
+	cJSON *whole = post_ok(p.port, "/v1/chat/completions", body);
+	char name[72];
+	char *got = assert_one_call(whole, "get_weather", name);
+	sse_result r = sse_collect(p.port, "/v1/chat/completions", NULL, sbody);
+	assert_complete(&r, "harmony tool-call stream");
+	ck_assert_str_eq(r.finish, "tool_calls");
+	ck_assert_int_eq(r.n_calls, 1);
+	ck_assert_str_eq(r.call_args[0], got);
+	printf("harmony, named: get_weather(%s)\n", got);
+	sse_free(&r);
+	free(got);
+	cJSON_Delete(whole);
+	free(body);
+	free(sbody);
+	free(chat);
+	ck_assert_int_eq(serve_stop(&p, SIGTERM), 0);
+	serve_proc_free(&p);
+}
+END_TEST
+
 /* A template without a tool format of its own (stories260K's) gets
  * loom's generic one: the whole reply a JSON object, with the call
  * required a call, in auto a call or an answer, whole and streamed
@@ -2251,6 +2302,7 @@ static Suite *serve_suite(void)
 	tcase_add_test(tc, response_format_constrains_the_reply);
 	tcase_add_test(tc, generic_tool_format);
 	tcase_add_test(tc, tool_calls_whole_and_streamed);
+	tcase_add_test(tc, harmony_named_call);
 	suite_add_tcase(s, tc);
 
 	tc = server_tcase("streaming", exact_setup);

@@ -315,9 +315,11 @@ static int format_with_tools(serve_server *s, const cJSON *msgs, const tools_req
 		return fail(e, 500, NULL, "out of memory");
 	/* Loom's generic format tells the model to answer in JSON: with
 	 * tool_choice none the tools are left out of its prompt. */
-	bool whole = false;
-	loom_tool_call_opening(s->model, NULL, &whole);
-	const bool generic = whole && strcmp(loom_chat_template(s->model), "llama3") != 0;
+	char buf[256];
+	size_t n = 0;
+	unsigned flags = 0;
+	loom_tool_call_opening(s->model, NULL, NULL, buf, sizeof(buf), &n, &flags);
+	const bool generic = (flags & LOOM_TOOL_OPENING_WHOLE_REPLY) && strcmp(loom_chat_template(s->model), "llama3") != 0;
 	const char *tools = t->choice == CHOICE_NONE && generic ? NULL : t->json;
 	const size_t tools_len = tools != NULL ? strlen(tools) : 0, extra = strlen(opening);
 	int st = 0;
@@ -581,24 +583,38 @@ static int parse_logprobs(const cJSON *root, serve_request *r, parse_error *e)
 static int setup_tool_calls(serve_server *s, serve_request *r, const tools_request *t, const char **opening,
 			    parse_error *e)
 {
-	bool whole = false;
-	const char *open = loom_tool_call_opening(s->model, NULL, &whole);
+	const char *name = t->choice == CHOICE_NAMED ? t->name : NULL;
+	char open[256];
+	size_t n = 0;
+	unsigned how = 0;
+	if (loom_tool_call_opening(s->model, NULL, name, open, sizeof(open), &n, &how) != LOOM_OK)
+		return fail(e, 400, "tool_choice", "%s", loom_last_error());
+	const bool whole = (how & LOOM_TOOL_OPENING_WHOLE_REPLY) != 0;
 	unsigned flags = r->parallel_tools ? LOOM_TOOL_GRAMMAR_PARALLEL : 0;
 	r->read_tools = true;
+	r->tool_by_name = (how & LOOM_TOOL_OPENING_BY_NAME) != 0;
 	if (whole) {
 		flags |= LOOM_TOOL_GRAMMAR_WHOLE_REPLY | (t->choice == CHOICE_AUTO ? LOOM_TOOL_GRAMMAR_ANSWER : 0);
 		r->tool_whole = true;
-	} else if (t->choice != CHOICE_AUTO) {
-		*opening = open != NULL ? open : "";
-		r->tools_opened = true;
+	} else if (t->choice != CHOICE_AUTO && (r->tool_opening = strdup(open)) == NULL) {
+		return fail(e, 500, NULL, "out of memory");
 	}
-	loom_status ls = serve_tool_grammar_get(s->grammars, s->model, t->json, strlen(t->json),
-						t->choice == CHOICE_NAMED ? t->name : NULL, flags, &r->tool_grammar,
-						&r->own_tool_grammar);
+	if (r->tool_by_name && (r->tools_json = strdup(t->json)) == NULL)
+		return fail(e, 500, NULL, "out of memory");
+	*opening = r->tool_opening != NULL ? r->tool_opening : "";
+	/* Compiled now, so that a schema loom cannot enforce is refused. */
+	loom_status ls = serve_tool_grammar_get(s->grammars, s->model, t->json, strlen(t->json), name, flags,
+						&r->tool_grammar, &r->own_tool_grammar);
 	if (ls == LOOM_ERR_NO_MEMORY)
 		return fail(e, 500, NULL, "out of memory");
 	if (ls != LOOM_OK)
 		return fail(e, 400, "tools", "%s", loom_last_error());
+	if (t->choice == CHOICE_AUTO && !whole && !r->tool_by_name && !s->tool_marker_token) {
+		/* Calls are read without it (cmd_serve.c says why). */
+		loom_grammar_free(r->own_tool_grammar);
+		r->own_tool_grammar = NULL;
+		r->tool_grammar = NULL;
+	}
 	return 0;
 }
 

@@ -77,6 +77,30 @@ static void wait_for_signals(serve_server *s, const sigset_t *set)
 	}
 }
 
+/* Whether the chat template's tool-call marker is one token of the
+ * vocabulary: a call the model opens is constrained from the token after
+ * it; a marker the model writes in pieces may end inside a token that
+ * already holds the call's first bytes, so those calls are read without a
+ * grammar (and the log says so once). */
+static bool tool_marker_is_a_token(const loom_model *model)
+{
+	char opening[256];
+	size_t len = 0, n = 0;
+	unsigned flags = 0;
+	if (loom_tool_call_opening(model, NULL, NULL, opening, sizeof(opening), &len, &flags) != LOOM_OK ||
+	    (flags & (LOOM_TOOL_OPENING_WHOLE_REPLY | LOOM_TOOL_OPENING_BY_NAME)))
+		return true;
+	len = strcspn(opening, "\n");
+	loom_token t[8];
+	loom_status st = loom_tokenize(model, opening, len, false, true, t, 8, &n);
+	if (st == LOOM_OK && n == 1)
+		return true;
+	fprintf(stderr, "loom serve: the %s template's tool-call marker %.*s is not one token of this vocabulary: "
+			"calls a model opens itself are read without a grammar\n",
+		loom_chat_template(model), (int)len, opening);
+	return false;
+}
+
 int cmd_serve(int argc, char **argv)
 {
 	cli_options o;
@@ -118,6 +142,7 @@ int cmd_serve(int argc, char **argv)
 	s.n_batch = (uint32_t)o.n_batch;
 	s.started = (int64_t)time(NULL);
 	model_id(&s, o.model);
+	s.tool_marker_token = tool_marker_is_a_token(s.model);
 	s.grammars = serve_grammars_new();
 	if (s.model_id_json == NULL || s.grammars == NULL) {
 		cli_fail("out of memory");

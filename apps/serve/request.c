@@ -76,6 +76,8 @@ void serve_request_unref(serve_request *r)
 	loom_grammar_free(r->own_grammar);
 	loom_grammar_free(r->own_tool_grammar);
 	free(r->call_ids);
+	free(r->tool_opening);
+	free(r->tools_json);
 	free(r->call_sent);
 	free(r->bias_tokens);
 	free(r->bias);

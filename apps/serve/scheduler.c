@@ -238,6 +238,8 @@ static serve_slot *running_prefix(serve_server *s, const loom_token *tokens, siz
 	return best;
 }
 
+static bool follow_tool_calls(serve_server *s, serve_request *r, bool *done);
+
 /* Puts r on slot sl, whose cache keeps its first common tokens; with a
  * donor, sl's cache is dropped and it shares the donor's first common
  * cells instead (a system prompt many requests start with is evaluated
@@ -255,18 +257,19 @@ static bool start_request(serve_server *s, serve_slot *sl, serve_request *r, siz
 		gp.stop = (const char *const *)r->stop;
 		gp.n_stop = r->n_stop;
 		gp.n_logprobs = r->logprobs;
-		/* The tool grammar starts armed over a whole reply or a call
-		 * opened for the model; otherwise when the model opens one. */
-		r->tool_armed = r->tool_grammar != NULL && (r->tool_whole || r->tools_opened);
-		const loom_grammar *grammar = r->tool_armed ? r->tool_grammar : r->grammar;
-		if (loom_generator_create(s->model, &gp, &r->gen) != LOOM_OK ||
-		    (grammar != NULL && loom_generator_set_grammar(r->gen, grammar) != LOOM_OK) ||
-		    loom_generator_set_logit_bias(r->gen, r->bias_tokens, r->bias, r->n_bias) != LOOM_OK)
-			return false;
 		if (r->kind == SERVE_CHAT && loom_reply_reader_create(s->model, NULL, gp.stop, gp.n_stop, &r->reader) !=
 						     LOOM_OK)
 			return false;
-		if (r->read_tools && loom_reply_reader_read_tools(r->reader, r->tools_opened) != LOOM_OK)
+		if (r->read_tools && loom_reply_reader_read_tools(r->reader, r->tool_opening) != LOOM_OK)
+			return false;
+		if (loom_generator_create(s->model, &gp, &r->gen) != LOOM_OK ||
+		    (r->grammar != NULL && loom_generator_set_grammar(r->gen, r->grammar) != LOOM_OK) ||
+		    loom_generator_set_logit_bias(r->gen, r->bias_tokens, r->bias, r->n_bias) != LOOM_OK)
+			return false;
+		/* The tool grammar starts armed over a whole reply or a call
+		 * opened for the model; otherwise when the model opens one. */
+		bool none = false;
+		if (r->read_tools && !follow_tool_calls(s, r, &none))
 			return false;
 		loom_generator_accept(r->gen, r->prompt, r->n_prompt);
 		r->n_cached_prompt = (int32_t)common;
@@ -482,19 +485,47 @@ static bool emit(serve_server *s, serve_request *r, const loom_reply_parts *p, b
 	return !finish || serve_reply_final(s, r, &r->pending);
 }
 
-/* After a step of a request that reads tool calls: the call grammar
- * armed while the reply is inside a call (a whole-reply grammar stays),
- * the reply ended once a call is whole when only one may come, and a
- * reply that ended (*done) with calls finished as tool_calls. */
-static bool follow_tool_calls(serve_request *r, bool *done)
+/* The grammar a request's calls follow now: the whole reply's, a call's
+ * of any tool, or (harmony) the grammar of the function the open call
+ * names, compiled once per name and kept with the server's grammars. */
+static bool tool_grammar_now(serve_server *s, serve_request *r, const loom_tool_call *calls, size_t n,
+			     const loom_grammar **g)
+{
+	*g = r->tool_grammar;
+	if (!r->tool_by_name || n == 0 || calls[n - 1].done)
+		return true;
+	loom_grammar *owned = NULL;
+	unsigned flags = r->parallel_tools ? LOOM_TOOL_GRAMMAR_PARALLEL : 0;
+	loom_status st = serve_tool_grammar_get(s->grammars, s->model, r->tools_json, strlen(r->tools_json),
+						calls[n - 1].name, flags, g, &owned);
+	if (st == LOOM_ERR_INVALID_ARGUMENT) {
+		*g = NULL; /* a function that is no tool: read as it comes */
+		return true;
+	}
+	if (owned != NULL) {
+		loom_grammar_free(r->own_tool_grammar);
+		r->own_tool_grammar = owned;
+	}
+	return st == LOOM_OK;
+}
+
+/* After a step of a request that reads tool calls (and before its
+ * first): the call grammar armed while the reply is inside a call (a
+ * whole-reply grammar stays), the reply ended once a call is whole when
+ * only one may come, and a reply that ended (*done) with calls finished
+ * as tool_calls. */
+static bool follow_tool_calls(serve_server *s, serve_request *r, bool *done)
 {
 	const loom_tool_call *calls;
 	const size_t n = loom_reply_reader_tool_calls(r->reader, &calls);
 	const bool in_call = loom_reply_reader_in_tool_call(r->reader);
-	if (r->tool_grammar != NULL && !r->tool_whole && in_call != r->tool_armed) {
-		if (loom_generator_set_grammar(r->gen, in_call ? r->tool_grammar : NULL) != LOOM_OK)
+	const bool arm = r->tool_whole || in_call;
+	if (r->tool_grammar != NULL && arm != r->tool_armed) {
+		const loom_grammar *g = NULL;
+		if ((arm && !tool_grammar_now(s, r, calls, n, &g)) ||
+		    loom_generator_set_grammar(r->gen, arm ? g : r->grammar) != LOOM_OK)
 			return false;
-		r->tool_armed = in_call;
+		r->tool_armed = arm;
 	}
 	size_t whole = 0;
 	for (size_t i = 0; i < n; i++)
@@ -545,7 +576,7 @@ static bool advance(serve_server *s, serve_slot *sl, const float *logits)
 		return true;
 	}
 	bool done = g.done;
-	if (ok && r->read_tools && !follow_tool_calls(r, &done)) {
+	if (ok && r->read_tools && !follow_tool_calls(s, r, &done)) {
 		r->error = strdup(loom_last_error());
 		r->pending.len = 0;
 		return true;

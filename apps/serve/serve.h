@@ -81,9 +81,11 @@ typedef struct serve_request {
 	 * read_tools; their grammar constrains a call's text while the
 	 * reply is in one (tool_whole: the whole reply, from the start). */
 	bool read_tools;
-	bool tools_opened;   /* the prompt ends with the format's call opening */
+	char *tool_opening;  /* what the prompt ends with to open a call for the model; NULL: none */
 	bool parallel_tools; /* more than one call may come */
 	bool tool_whole;
+	bool tool_by_name;   /* a call's grammar is its function's (harmony) */
+	char *tools_json;    /* tool_by_name: the tools, for the grammar of each call */
 	const loom_grammar *tool_grammar;
 	loom_grammar *own_tool_grammar;
 	int32_t logprobs;  /* -1: none; else alternatives per token (0..20) */
@@ -188,6 +190,7 @@ typedef struct serve_server {
 	serve_request *embedding; /* the embeddings request running, one input per step */
 
 	struct serve_grammars *grammars;
+	bool tool_marker_token; /* the template's tool-call marker is one token */
 
 	struct MHD_Daemon *daemon;
 	pthread_t scheduler;

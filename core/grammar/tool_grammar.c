@@ -39,8 +39,6 @@ LOOM_API loom_status loom_tool_grammar(const loom_model *model, const char *temp
 	if (st != LOOM_OK)
 		return st;
 	const loom_tool_style style = loom_tool_style_of(kind);
-	if (kind == LOOM_CHAT_HARMONY)
-		return loom_error(LOOM_ERR_UNSUPPORTED, "loom has no tool-call grammar for the harmony format yet");
 	if ((flags & LOOM_TOOL_GRAMMAR_WHOLE_REPLY) != 0 && style != LOOM_TOOL_LLAMA3 && style != LOOM_TOOL_GENERIC)
 		return loom_error(LOOM_ERR_INVALID_ARGUMENT,
 				  "the %s template's calls follow a marker: its grammar is the text after it, not the "
@@ -115,6 +113,13 @@ LOOM_API loom_status loom_tool_grammar(const loom_model *model, const char *temp
 			loom_strbuf_put(&g, " \"}\"");
 			if (flags & LOOM_TOOL_GRAMMAR_ANSWER)
 				loom_strbuf_put(&g, " | \"{\\\"response\\\": \" jstring \"}\"");
+		} else if (style == LOOM_TOOL_HARMONY) {
+			/* The message's text is the arguments. */
+			for (size_t i = 0; i < n; i++) {
+				char alt[32];
+				snprintf(alt, sizeof(alt), "%s targs%zu", i ? " |" : "", i);
+				loom_strbuf_put(&g, alt);
+			}
 		} else {
 			loom_strbuf_put(&g, "ws tcall ws");
 			/* Llama 3's answer is any text that does not open
@@ -136,13 +141,50 @@ LOOM_API loom_status loom_tool_grammar(const loom_model *model, const char *temp
 	return st;
 }
 
-LOOM_API const char *loom_tool_call_opening(const loom_model *model, const char *template_name, bool *whole_reply)
+LOOM_API loom_status loom_tool_call_opening(const loom_model *model, const char *template_name, const char *name,
+					    char *buf, size_t size, size_t *n_out, unsigned *flags)
 {
 	loom_chat_kind kind;
-	if (model == NULL || loom_chat_kind_named(model, template_name, &kind) != LOOM_OK)
-		return NULL;
+	if (model == NULL || (buf == NULL && size > 0) || n_out == NULL || flags == NULL)
+		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_tool_call_opening: bad arguments");
+	loom_status st = loom_chat_kind_named(model, template_name, &kind);
+	if (st != LOOM_OK)
+		return st;
+	if (name != NULL && !valid_name(name))
+		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "a function's name must be 1 to 64 of a-z, A-Z, 0-9, _ and -");
 	const loom_tool_style style = loom_tool_style_of(kind);
-	if (whole_reply != NULL)
-		*whole_reply = style == LOOM_TOOL_LLAMA3 || style == LOOM_TOOL_GENERIC;
-	return style == LOOM_TOOL_HERMES ? "<tool_call>\n" : style == LOOM_TOOL_MISTRAL ? "[TOOL_CALLS]" : "";
+	loom_strbuf b = {0};
+	*flags = 0;
+	switch (style) {
+	case LOOM_TOOL_HERMES:
+		loom_strbuf_put(&b, "<tool_call>\n");
+		break;
+	case LOOM_TOOL_MISTRAL:
+		loom_strbuf_put(&b, "[TOOL_CALLS]");
+		break;
+	case LOOM_TOOL_HARMONY:
+		/* A commentary message to the function; named, its header
+		 * whole, so that the model writes the arguments. */
+		loom_strbuf_put(&b, "<|channel|>commentary to=functions.");
+		if (name != NULL) {
+			loom_strbuf_put(&b, name);
+			loom_strbuf_put(&b, " <|constrain|>json<|message|>");
+		}
+		*flags = LOOM_TOOL_OPENING_BY_NAME;
+		break;
+	default:
+		*flags = LOOM_TOOL_OPENING_WHOLE_REPLY;
+		break;
+	}
+	if (b.failed)
+		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+	*n_out = b.n;
+	if (size > 0) {
+		const size_t k = b.n < size ? b.n : size - 1;
+		memcpy(buf, b.s != NULL ? b.s : "", k);
+		buf[k] = '\0';
+	}
+	loom_strbuf_free(&b);
+	return *n_out < size ? LOOM_OK
+			     : loom_error(LOOM_ERR_BUFFER_TOO_SMALL, "the opening needs %zu bytes", *n_out + 1);
 }

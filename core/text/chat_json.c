@@ -37,6 +37,8 @@ loom_tool_style loom_tool_style_of(loom_chat_kind kind)
 		return LOOM_TOOL_LLAMA3;
 	case LOOM_CHAT_MISTRAL:
 		return LOOM_TOOL_MISTRAL;
+	case LOOM_CHAT_HARMONY:
+		return LOOM_TOOL_HARMONY;
 	default:
 		return LOOM_TOOL_GENERIC;
 	}
@@ -562,6 +564,235 @@ static loom_status render_mistral(loom_strbuf *b, const conversation *c)
 	return LOOM_OK;
 }
 
+/* ---- harmony (gpt-oss) ---- */
+
+static bool truthy(const cJSON *v)
+{
+	return v != NULL && !cJSON_IsNull(v) && !cJSON_IsFalse(v) &&
+	       !((cJSON_IsArray(v) || cJSON_IsObject(v)) && v->child == NULL) &&
+	       !(cJSON_IsString(v) && v->valuestring[0] == '\0');
+}
+
+static bool type_is(const cJSON *spec, const char *type)
+{
+	const char *t = string_of(spec, "type");
+	return t != NULL && strcmp(t, type) == 0;
+}
+
+static bool listed(const cJSON *list, const char *name)
+{
+	for (const cJSON *v = cJSON_IsArray(list) ? list->child : NULL; v != NULL; v = v->next)
+		if (cJSON_IsString(v) && strcmp(v->valuestring, name) == 0)
+			return true;
+	return false;
+}
+
+/* A JSON Schema as the TypeScript type the template writes for it. */
+static void put_ts_type(loom_strbuf *b, const cJSON *spec)
+{
+	const cJSON *type = cJSON_GetObjectItemCaseSensitive(spec, "type");
+	const bool nullable = truthy(cJSON_GetObjectItemCaseSensitive(spec, "nullable"));
+	if (type_is(spec, "array")) {
+		const cJSON *items = cJSON_GetObjectItemCaseSensitive(spec, "items");
+		if (!truthy(items)) {
+			loom_strbuf_put(b, "any[]");
+		} else if (type_is(items, "string") || type_is(items, "number") || type_is(items, "integer") ||
+			   type_is(items, "boolean")) {
+			loom_strbuf_put(b, type_is(items, "string") ? "string" : type_is(items, "boolean") ? "boolean" : "number");
+			loom_strbuf_put(b, "[]");
+		} else {
+			loom_strbuf inner = {0};
+			put_ts_type(&inner, items);
+			const char *t = inner.s != NULL ? inner.s : "";
+			loom_strbuf_put(b, strcmp(t, "object | object") == 0 || inner.n > 50 ? "any" : t);
+			loom_strbuf_put(b, "[]");
+			loom_strbuf_free(&inner);
+		}
+		if (nullable)
+			loom_strbuf_put(b, " | null");
+	} else if (cJSON_IsArray(type) && type->child != NULL) {
+		for (const cJSON *t = type->child; t != NULL; t = t->next) {
+			loom_strbuf_put(b, cJSON_IsString(t) ? t->valuestring : "");
+			if (t->next != NULL)
+				loom_strbuf_put(b, " | ");
+		}
+	} else if (truthy(cJSON_GetObjectItemCaseSensitive(spec, "oneOf"))) {
+		/* Unions of objects the template writes as any; of others, as
+		 * a union. */
+		const cJSON *one = cJSON_GetObjectItemCaseSensitive(spec, "oneOf");
+		bool objects = false;
+		for (const cJSON *v = one->child; v != NULL; v = v->next)
+			objects = objects || type_is(v, "object");
+		if (objects && cJSON_GetArraySize(one) > 1) {
+			loom_strbuf_put(b, "any");
+		} else {
+			for (const cJSON *v = one->child; v != NULL; v = v->next) {
+				put_ts_type(b, v);
+				if (v->next != NULL)
+					loom_strbuf_put(b, " | ");
+			}
+		}
+	} else if (type_is(spec, "string")) {
+		const cJSON *e = cJSON_GetObjectItemCaseSensitive(spec, "enum");
+		if (truthy(e)) {
+			for (const cJSON *v = e->child; v != NULL; v = v->next) {
+				loom_strbuf_put(b, "\"");
+				loom_strbuf_put(b, cJSON_IsString(v) ? v->valuestring : "");
+				loom_strbuf_put(b, v->next != NULL ? "\" | " : "\"");
+			}
+		} else {
+			loom_strbuf_put(b, nullable ? "string | null" : "string");
+		}
+	} else if (type_is(spec, "number") || type_is(spec, "integer")) {
+		loom_strbuf_put(b, "number");
+	} else if (type_is(spec, "boolean")) {
+		loom_strbuf_put(b, "boolean");
+	} else if (type_is(spec, "object")) {
+		const cJSON *props = cJSON_GetObjectItemCaseSensitive(spec, "properties");
+		const cJSON *required = cJSON_GetObjectItemCaseSensitive(spec, "required");
+		if (!truthy(props)) {
+			loom_strbuf_put(b, "object");
+			return;
+		}
+		loom_strbuf_put(b, "{\n");
+		for (const cJSON *p = props->child; p != NULL; p = p->next) {
+			loom_strbuf_put(b, p->string);
+			loom_strbuf_put(b, listed(required, p->string) ? ": " : "?: ");
+			put_ts_type(b, p);
+			if (p->next != NULL)
+				loom_strbuf_put(b, ", ");
+		}
+		loom_strbuf_put(b, "}");
+	} else {
+		loom_strbuf_put(b, "any");
+	}
+}
+
+/* The tools as the template's TypeScript namespace of functions. */
+static void put_harmony_tools(loom_strbuf *b, const cJSON *tools)
+{
+	loom_strbuf_put(b, "## functions\n\nnamespace functions {\n\n");
+	for (const cJSON *t = tools->child; t != NULL; t = t->next) {
+		const cJSON *fn = cJSON_GetObjectItemCaseSensitive(t, "function");
+		const char *desc = string_of(fn, "description");
+		const cJSON *params = cJSON_GetObjectItemCaseSensitive(fn, "parameters");
+		const cJSON *props = cJSON_GetObjectItemCaseSensitive(params, "properties");
+		const cJSON *required = cJSON_GetObjectItemCaseSensitive(params, "required");
+		if (desc != NULL) {
+			loom_strbuf_put(b, "// ");
+			loom_strbuf_put(b, desc);
+			loom_strbuf_put(b, "\n");
+		}
+		loom_strbuf_put(b, "type ");
+		loom_strbuf_put(b, string_of(fn, "name"));
+		if (!truthy(props)) {
+			loom_strbuf_put(b, " = () => any;\n\n");
+			continue;
+		}
+		loom_strbuf_put(b, " = (_: {\n");
+		for (const cJSON *p = props->child; p != NULL; p = p->next) {
+			const char *pdesc = string_of(p, "description");
+			if (pdesc != NULL && pdesc[0] != '\0') {
+				loom_strbuf_put(b, "// ");
+				loom_strbuf_put(b, pdesc);
+				loom_strbuf_put(b, "\n");
+			}
+			loom_strbuf_put(b, p->string);
+			loom_strbuf_put(b, listed(required, p->string) ? ": " : "?: ");
+			put_ts_type(b, p);
+			const cJSON *def = cJSON_GetObjectItemCaseSensitive(p, "default");
+			if (def != NULL) {
+				const bool plain = truthy(cJSON_GetObjectItemCaseSensitive(p, "enum")) ||
+						   truthy(cJSON_GetObjectItemCaseSensitive(p, "oneOf"));
+				loom_strbuf_put(b, truthy(cJSON_GetObjectItemCaseSensitive(p, "oneOf")) ? "// default: "
+													 : ", // default: ");
+				if (plain && cJSON_IsString(def))
+					loom_strbuf_put(b, def->valuestring);
+				else
+					loom_json_dump(b, def, 0);
+			}
+			loom_strbuf_put(b, ",\n");
+		}
+		loom_strbuf_put(b, "}) => any;\n\n");
+	}
+	loom_strbuf_put(b, "} // namespace functions");
+}
+
+/* gpt-oss's template: the trained system message (its current date left
+ * out, as loom_chat_apply leaves it out, so that a conversation's text
+ * does not change from day to day), the system prompt and the tools as
+ * the developer's message, earlier answers on the final channel, each
+ * call a message to=functions.NAME on the commentary channel, each result
+ * a message from functions.NAME. The template writes only a turn's first
+ * call; loom writes each (gpt-oss makes one call a message). */
+static void render_harmony(loom_strbuf *b, const conversation *c, bool add_assistant)
+{
+	size_t i = 0;
+	const char *dev = "";
+	if (c->n > 0 && is(&c->turns[0], "system"))
+		dev = c->turns[i++].content;
+	loom_strbuf_put(b, "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
+			   "Knowledge cutoff: 2024-06\n\nReasoning: medium\n\n"
+			   "# Valid channels: analysis, commentary, final. Channel must be included for every message.");
+	if (c->tools != NULL)
+		loom_strbuf_put(b, "\nCalls to these tools must go to the commentary channel: 'functions'.");
+	loom_strbuf_put(b, "<|end|>");
+	if (dev[0] != '\0' || c->tools != NULL) {
+		loom_strbuf_put(b, "<|start|>developer<|message|>");
+		if (dev[0] != '\0') {
+			loom_strbuf_put(b, "# Instructions\n\n");
+			loom_strbuf_put(b, dev);
+			loom_strbuf_put(b, "\n\n");
+		}
+		if (c->tools != NULL) {
+			loom_strbuf_put(b, "# Tools\n\n");
+			put_harmony_tools(b, c->tools);
+		}
+		loom_strbuf_put(b, "<|end|>");
+	}
+	for (; i < c->n; i++) {
+		const turn *t = &c->turns[i];
+		if (is(t, "assistant") && t->n_calls > 0) {
+			/* Its text is the analysis before the call, dropped once a
+			 * later answer closed the exchange. */
+			bool answered = false;
+			for (size_t k = i + 1; k < c->n && !answered; k++)
+				answered = is(&c->turns[k], "assistant") && c->turns[k].n_calls == 0;
+			const char *analysis = t->content[0] != '\0' ? t->content : t->reasoning;
+			if (!answered && analysis != NULL && analysis[0] != '\0') {
+				loom_strbuf_put(b, "<|start|>assistant<|channel|>analysis<|message|>");
+				loom_strbuf_put(b, analysis);
+				loom_strbuf_put(b, "<|end|>");
+			}
+			for (size_t k = 0; k < t->n_calls; k++) {
+				loom_strbuf_put(b, "<|start|>assistant to=functions.");
+				loom_strbuf_put(b, t->calls[k].name);
+				loom_strbuf_put(b, "<|channel|>commentary json<|message|>");
+				loom_json_dump(b, t->calls[k].arguments, 0);
+				loom_strbuf_put(b, "<|call|>");
+			}
+		} else if (is(t, "assistant")) {
+			loom_strbuf_put(b, "<|start|>assistant<|channel|>final<|message|>");
+			loom_strbuf_put(b, t->content);
+			loom_strbuf_put(b, "<|end|>");
+		} else if (is(t, "tool")) {
+			loom_strbuf_put(b, "<|start|>functions.");
+			loom_strbuf_put(b, t->tool_name);
+			loom_strbuf_put(b, " to=assistant<|channel|>commentary<|message|>");
+			cJSON *s = cJSON_CreateString(t->content);
+			loom_json_dump(b, s, 0);
+			cJSON_Delete(s);
+			loom_strbuf_put(b, "<|end|>");
+		} else {
+			loom_strbuf_put(b, "<|start|>user<|message|>");
+			loom_strbuf_put(b, t->content);
+			loom_strbuf_put(b, "<|end|>");
+		}
+	}
+	if (add_assistant)
+		loom_strbuf_put(b, "<|start|>assistant");
+}
+
 /* ---- loom's generic format, in any family's turns ---- */
 
 static loom_status render_generic(loom_strbuf *b, loom_chat_kind kind, const conversation *c, bool add_assistant)
@@ -670,7 +901,7 @@ LOOM_API loom_status loom_chat_apply_json(const loom_model *model, const char *t
 	st = read_conversation(messages_json, messages_len, tools_json, tools_len, &c);
 	loom_strbuf b = {0};
 	if (st == LOOM_OK) {
-		switch (kind == LOOM_CHAT_HARMONY ? LOOM_TOOL_GENERIC : loom_tool_style_of(kind)) {
+		switch (loom_tool_style_of(kind)) {
 		case LOOM_TOOL_HERMES:
 			/* Which Hermes template: the model's own, read. */
 			render_hermes(&b, &c, add_assistant,
@@ -686,11 +917,11 @@ LOOM_API loom_status loom_chat_apply_json(const loom_model *model, const char *t
 		case LOOM_TOOL_MISTRAL:
 			st = render_mistral(&b, &c);
 			break;
+		case LOOM_TOOL_HARMONY:
+			render_harmony(&b, &c, add_assistant);
+			break;
 		default:
-			if (kind == LOOM_CHAT_HARMONY && c.tools != NULL)
-				st = loom_error(LOOM_ERR_UNSUPPORTED, "loom does not write tools in the harmony format yet");
-			else
-				st = render_generic(&b, kind, &c, add_assistant);
+			st = render_generic(&b, kind, &c, add_assistant);
 			break;
 		}
 	}

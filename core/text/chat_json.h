@@ -16,6 +16,7 @@ typedef enum loom_tool_style {
 	LOOM_TOOL_HERMES,  /* <tool_call>{"name": ..., "arguments": ...}</tool_call> (Qwen 2.5, Qwen 3) */
 	LOOM_TOOL_LLAMA3,  /* a reply that is {"name": ..., "parameters": ...} (Llama 3.1-3.3) */
 	LOOM_TOOL_MISTRAL, /* [TOOL_CALLS] [{"name": ..., "arguments": ...}, ...] (Mistral v3 tokenizers) */
+	LOOM_TOOL_HARMONY, /* a message to=functions.NAME whose text is the arguments (gpt-oss) */
 } loom_tool_style;
 
 loom_tool_style loom_tool_style_of(loom_chat_kind kind);

@@ -206,7 +206,7 @@ static void put_harmony(out_text *o, const loom_chat_message *msgs, size_t n, bo
 	if (sys != NULL) {
 		put(o, "<|start|>developer<|message|># Instructions\n\n");
 		put(o, sys);
-		put(o, "<|end|>");
+		put(o, "\n\n<|end|>");
 	}
 	for (size_t i = first; i < n; i++) {
 		put(o, is_role(&msgs[i], "assistant") ? "<|start|>assistant<|channel|>final<|message|>"

@@ -26,13 +26,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum marker { START, CHANNEL, MESSAGE, END, RETURN, CALL, CONSTRAIN, N_MARKERS };
+enum marker { START, CHANNEL, MESSAGE, END, RETURN, CALL_MARKER, CONSTRAIN, N_MARKERS };
 
 static const char *const marker_texts[N_MARKERS] = {
 	"<|start|>", "<|channel|>", "<|message|>", "<|end|>", "<|return|>", "<|call|>", "<|constrain|>",
 };
 
-enum part { CONTENT, REASONING, N_PARTS };
+/* Where a message's text goes: the content, the reasoning, or (harmony)
+ * the arguments of a call. */
+enum part { CONTENT, REASONING, CALL, N_PARTS };
 
 /* How a reply is read: as the generator's text, by harmony's channels, or
  * by <think> and </think>. */
@@ -53,6 +55,8 @@ struct loom_reply_reader {
 	bool in_header, in_channel_name;
 	char channel[32];
 	size_t n_channel;
+	char header[192]; /* the header's text: its recipient (to=functions.NAME) */
+	size_t n_header;
 	enum part part; /* where the current message's text goes */
 	/* What the last push gives each part. */
 	char *out[N_PARTS];
@@ -146,6 +150,11 @@ static loom_status give(loom_reply_reader *r, enum part p, const char *text, siz
 		r->trim = false;
 	if (p == CONTENT && r->tools != NULL)
 		return append_tool_out(r, loom_tool_reader_text(r->tools, text, len, &r->tool_out));
+	if (p == CALL) {
+		if (r->tools != NULL)
+			loom_tool_reader_call_text(r->tools, text, len);
+		return LOOM_OK;
+	}
 	return append(r, p, text, len);
 }
 
@@ -184,6 +193,8 @@ static loom_status read_header(loom_reply_reader *r, loom_token token)
 	loom_status st = loom_token_to_piece(r->model, token, false, piece, sizeof(piece), &n);
 	if (st != LOOM_OK && st != LOOM_ERR_BUFFER_TOO_SMALL)
 		return st;
+	for (size_t i = 0; i < n && i < sizeof(piece) && r->n_header + 1 < sizeof(r->header); i++)
+		r->header[r->n_header++] = piece[i];
 	for (size_t i = 0; i < n && i < sizeof(piece) && r->in_channel_name; i++) {
 		if (piece[i] == ' ' && r->n_channel > 0)
 			r->in_channel_name = false;
@@ -202,6 +213,8 @@ static loom_status push_harmony(loom_reply_reader *r, const loom_generated *step
 	if (m == START || m == CHANNEL) {
 		if (!r->in_header && (st = flush(r)) != LOOM_OK)
 			return st;
+		if (m == START || !r->in_header)
+			r->n_header = 0;
 		r->in_header = true;
 		r->in_channel_name = m == CHANNEL;
 		if (m == CHANNEL)
@@ -210,10 +223,22 @@ static loom_status push_harmony(loom_reply_reader *r, const loom_generated *step
 		r->channel[r->n_channel] = '\0';
 		r->part = strcmp(r->channel, "final") == 0 || r->n_channel == 0 ? CONTENT : REASONING;
 		r->in_header = r->in_channel_name = false;
+		/* A message to=functions.NAME is a call: its text the
+		 * arguments. */
+		r->header[r->n_header] = '\0';
+		const char *to = strstr(r->header, "to=functions.");
+		if (to != NULL && r->tools != NULL) {
+			to += strlen("to=functions.");
+			r->part = CALL;
+			loom_tool_reader_begin_call(r->tools, to, strcspn(to, " <"));
+		}
+		r->n_header = 0;
 		r->n_channel = 0;
-	} else if (m == END || m == RETURN || m == CALL) {
+	} else if (m == END || m == RETURN || m == CALL_MARKER) {
 		if (!r->in_header)
 			st = flush(r);
+		if (r->part == CALL && r->tools != NULL)
+			loom_tool_reader_end_call(r->tools);
 		r->in_header = r->in_channel_name = false;
 	} else if (m == CONSTRAIN) {
 		r->in_channel_name = false;
@@ -262,6 +287,8 @@ loom_status loom_reply_reader_push(loom_reply_reader *r, const loom_generated *s
 	if (st == LOOM_OK && step->done && r->tools != NULL) {
 		if (r->mode != PASS)
 			st = flush(r);
+		if (r->part == CALL)
+			loom_tool_reader_end_call(r->tools);
 		if (st == LOOM_OK)
 			st = append_tool_out(r, loom_tool_reader_finish(r->tools, &r->tool_out));
 	}
@@ -272,15 +299,32 @@ loom_status loom_reply_reader_push(loom_reply_reader *r, const loom_generated *s
 	return st;
 }
 
-loom_status loom_reply_reader_read_tools(loom_reply_reader *r, bool opened)
+loom_status loom_reply_reader_read_tools(loom_reply_reader *r, const char *opening)
 {
 	if (r == NULL)
 		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_reply_reader_read_tools: no reader");
-	if (r->kind == LOOM_CHAT_HARMONY)
-		return loom_error(LOOM_ERR_UNSUPPORTED, "loom does not read tool calls in the harmony format yet");
 	loom_tool_reader_free(r->tools);
 	r->tools = NULL;
-	return loom_tool_reader_create(r->model, loom_tool_style_of(r->kind), opened, &r->tools);
+	loom_status st = loom_tool_reader_create(r->model, loom_tool_style_of(r->kind), false, &r->tools);
+	/* The opening the prompt ends with is read as if the model had
+	 * written it. */
+	const size_t len = opening != NULL ? strlen(opening) : 0;
+	loom_token *toks = len > 0 ? malloc((len + 1) * sizeof(loom_token)) : NULL;
+	size_t n = 0;
+	if (st == LOOM_OK && len > 0)
+		st = toks == NULL ? loom_error(LOOM_ERR_NO_MEMORY, "out of memory")
+				  : loom_tokenize(r->model, opening, len, false, true, toks, len + 1, &n);
+	for (size_t i = 0; st == LOOM_OK && i < n; i++) {
+		char piece[256];
+		size_t k = 0;
+		st = loom_token_to_piece(r->model, toks[i], false, piece, sizeof(piece), &k);
+		const loom_generated g = {.token = toks[i], .text = piece, .len = k};
+		loom_reply_parts parts;
+		if (st == LOOM_OK)
+			st = loom_reply_reader_push(r, &g, &parts);
+	}
+	free(toks);
+	return st;
 }
 
 size_t loom_reply_reader_tool_calls(loom_reply_reader *r, const loom_tool_call **calls)

@@ -31,7 +31,7 @@ typedef struct call_state {
 	bool done;
 } call_state;
 
-enum state { CONTENT, START, BODY };
+enum state { CONTENT, START, BODY, MESSAGE_CALL };
 
 struct loom_tool_reader {
 	loom_tool_style style;
@@ -73,13 +73,14 @@ loom_status loom_tool_reader_create(const loom_model *model, loom_tool_style sty
 		tr->alt_open_tok = find_token(model, "<|python_tag|>");
 		break;
 	case LOOM_TOOL_GENERIC:
+	case LOOM_TOOL_HARMONY:
 		break;
 	}
 	if (tr->open_text != NULL)
 		tr->open_tok = find_token(model, tr->open_text);
 	if (tr->close_text != NULL)
 		tr->close_tok = find_token(model, tr->close_text);
-	tr->state = opened ? BODY : tr->open_text != NULL ? CONTENT : START;
+	tr->state = opened ? BODY : tr->open_text != NULL || style == LOOM_TOOL_HARMONY ? CONTENT : START;
 	*out = tr;
 	return LOOM_OK;
 }
@@ -471,6 +472,38 @@ loom_status loom_tool_reader_finish(loom_tool_reader *tr, loom_strbuf *out)
 	return status_of(tr, out);
 }
 
+void loom_tool_reader_begin_call(loom_tool_reader *tr, const char *name, size_t n)
+{
+	call_state *c = call_at(tr, tr->n_calls);
+	if (c == NULL)
+		return;
+	c->name = strndup(name, n);
+	tr->state = MESSAGE_CALL;
+}
+
+void loom_tool_reader_call_text(loom_tool_reader *tr, const char *text, size_t n)
+{
+	if (tr->state != MESSAGE_CALL || tr->n_calls == 0)
+		return;
+	call_state *c = &tr->calls[tr->n_calls - 1];
+	/* Space before the JSON is no part of the arguments. */
+	for (; c->args.n == 0 && n > 0 && (*text == ' ' || *text == '\n' || *text == '\t'); n--)
+		text++;
+	loom_strbuf_put_n(&c->args, text, n);
+}
+
+void loom_tool_reader_end_call(loom_tool_reader *tr)
+{
+	if (tr->state != MESSAGE_CALL || tr->n_calls == 0)
+		return;
+	call_state *c = &tr->calls[tr->n_calls - 1];
+	if (c->args.n == 0)
+		loom_strbuf_put(&c->args, "{}");
+	c->done = true;
+	tr->state = CONTENT;
+	tr->first = tr->n_calls;
+}
+
 size_t loom_tool_reader_calls(loom_tool_reader *tr, const loom_tool_call **calls)
 {
 	loom_tool_call *grown = loom_array_grow(tr->view, &tr->cap_view, tr->n_calls + 1, sizeof(loom_tool_call));
@@ -492,5 +525,5 @@ size_t loom_tool_reader_calls(loom_tool_reader *tr, const loom_tool_call **calls
 
 bool loom_tool_reader_in_call(const loom_tool_reader *tr)
 {
-	return tr->state == BODY && !tr->body_whole;
+	return (tr->state == BODY && !tr->body_whole) || tr->state == MESSAGE_CALL;
 }

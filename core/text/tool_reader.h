@@ -26,6 +26,12 @@ void loom_tool_reader_marker(loom_tool_reader *tr, loom_token token, loom_strbuf
 /* The reply has ended: what was held back goes to out. */
 loom_status loom_tool_reader_finish(loom_tool_reader *tr, loom_strbuf *out);
 
+/* Formats whose calls are messages of their own (harmony): a call to
+ * name begins, its text is the arguments, then it ends. */
+void loom_tool_reader_begin_call(loom_tool_reader *tr, const char *name, size_t n);
+void loom_tool_reader_call_text(loom_tool_reader *tr, const char *text, size_t n);
+void loom_tool_reader_end_call(loom_tool_reader *tr);
+
 size_t loom_tool_reader_calls(loom_tool_reader *tr, const loom_tool_call **calls);
 /* Inside a call whose text is not whole yet. */
 bool loom_tool_reader_in_call(const loom_tool_reader *tr);
