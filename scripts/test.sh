@@ -9,16 +9,22 @@ cd "$(dirname "$0")/.."
 loom_install_deps
 loom_install_test_deps
 
-# The official openai npm client, which test_serve runs against `loom
-# serve`, and @huggingface/jinja, the Jinja engine that renders the models'
-# own chat templates (tests/tools/render_chat_template.mjs) for comparison
-# with loom's renderers, in each build directory's node/ (openai 4.x runs on
-# node 18 and later).
+# What test_serve runs against `loom serve` and test_chat_tools renders
+# with, in each build directory's node/, pinned: the official openai
+# client, the clients agents are built on (the Vercel AI SDK with its
+# OpenAI-compatible provider, LangChain.js's ChatOpenAI, zod for their
+# schemas), and @huggingface/jinja, the Jinja engine that renders the
+# models' own chat templates (tests/tools/render_chat_template.mjs) for
+# comparison with loom's renderers. All run on node 18 and later.
+node_packages="openai@4.104.0 zod@3.25.76 ai@4.3.19 @ai-sdk/openai-compatible@0.2.16 @langchain/openai@0.3.17
+	@langchain/core@0.3.80 @huggingface/jinja@0.5.11"
 for dir in build-ci build-ci-asan; do
-	[ -d "$dir/node/node_modules/openai" ] && [ -d "$dir/node/node_modules/@huggingface/jinja" ] && continue
+	[ -f "$dir/node/installed" ] && [ "$(cat "$dir/node/installed")" = "$node_packages" ] && continue
 	mkdir -p "$dir/node"
-	npm install --prefix "$dir/node" --no-audit --no-fund openai@4 @huggingface/jinja@0.5.11 >/dev/null ||
-		{ echo "npm install openai@4 @huggingface/jinja@0.5.11 into $dir/node failed" >&2; exit 1; }
+	# shellcheck disable=SC2086 # one word a package
+	npm install --prefix "$dir/node" --no-audit --no-fund $node_packages >/dev/null ||
+		{ echo "npm install into $dir/node failed: $node_packages" >&2; exit 1; }
+	echo "$node_packages" >"$dir/node/installed"
 done
 
 jobs=$(nproc)

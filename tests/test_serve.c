@@ -1950,22 +1950,34 @@ static const char serve_tools[] =
 	"\"additionalProperties\": false}}}, {\"type\": \"function\", \"function\": {\"name\": \"get_time\", "
 	"\"description\": \"The time\"}}]";
 
-/* A small model with Qwen 2.5's template and its tool-call markers. */
-static void write_tool_model(const char *path)
+/* A model's own chat template, from tests/data/chat_templates. */
+static const char *chat_template_file(const char *name)
 {
-	static const char *const markers[] = {"<tool_call>", "</tool_call>", NULL};
-	char tpl[4300];
-	snprintf(tpl, sizeof(tpl), "%s/tests/data/chat_templates/qwen2.5.jinja", LOOM_TEST_SOURCE_DIR);
-	FILE *f = fopen(tpl, "rb");
-	ck_assert_ptr_nonnull(f);
-	static char jinja[16384];
+	static char jinja[32768];
+	char path[4300];
+	snprintf(path, sizeof(path), "%s/tests/data/chat_templates/%s", LOOM_TEST_SOURCE_DIR, name);
+	FILE *f = fopen(path, "rb");
+	ck_assert_msg(f != NULL, "%s", path);
 	size_t n = fread(jinja, 1, sizeof(jinja) - 1, f);
 	jinja[n] = '\0';
 	fclose(f);
+	return jinja;
+}
+
+/* A small model with Qwen 2.5's template and its tool-call markers. */
+static synth_config tool_model_config(void)
+{
+	static const char *const markers[] = {"<tool_call>", "</tool_call>", NULL};
 	synth_config c = synth_default_config();
 	c.control_tokens = markers;
-	c.chat_template = jinja;
+	c.chat_template = chat_template_file("qwen2.5.jinja");
 	c.n_ctx = 4096;
+	return c;
+}
+
+static void write_tool_model(const char *path)
+{
+	synth_config c = tool_model_config();
 	synth_model *sm = synth_model_build(&c, NULL);
 	ck_assert(synth_model_write(sm, path));
 	synth_model_free(sm);
@@ -2073,18 +2085,11 @@ START_TEST(harmony_named_call)
 {
 	static const char *const markers[] = {"<|start|>", "<|channel|>", "<|message|>", "<|end|>", "<|return|>",
 					      "<|call|>", "<|constrain|>", NULL};
-	char path[4200], tpl[4300];
+	char path[4200];
 	snprintf(path, sizeof(path), "%s/harmony.gguf", test_tmp_dir("serve-harmony"));
-	snprintf(tpl, sizeof(tpl), "%s/tests/data/chat_templates/gpt-oss.jinja", LOOM_TEST_SOURCE_DIR);
-	FILE *f = fopen(tpl, "rb");
-	ck_assert_ptr_nonnull(f);
-	static char jinja[32768];
-	size_t n = fread(jinja, 1, sizeof(jinja) - 1, f);
-	jinja[n] = '\0';
-	fclose(f);
 	synth_config c = synth_default_config();
 	c.control_tokens = markers;
-	c.chat_template = jinja;
+	c.chat_template = chat_template_file("gpt-oss.jinja");
 	c.n_ctx = 4096;
 	synth_model *sm = synth_model_build(&c, NULL);
 	ck_assert(synth_model_write(sm, path));
@@ -2112,6 +2117,136 @@ START_TEST(harmony_named_call)
 	free(body);
 	free(sbody);
 	free(chat);
+	ck_assert_int_eq(serve_stop(&p, SIGTERM), 0);
+	serve_proc_free(&p);
+}
+END_TEST
+
+/* A model with Qwen 2.5's template whose every step favours the end,
+ * then a closing quote, over everything else: its blocks add nothing
+ * (their output matrices are zero) and every token's embedding is e0, so
+ * the logits are the output rows' first column. Under a grammar it writes
+ * the shortest JSON the grammar lets it, and stops as soon as it may: a
+ * model that does what it is asked, in few tokens. */
+static void write_eager_model(const char *path)
+{
+	synth_config c = tool_model_config();
+	synth_model *sm = synth_model_build(&c, NULL);
+	int64_t e, v;
+	float *emb = synth_model_f32_tensor(sm, "token_embd.weight", &e, &v);
+	float *out = synth_model_f32_tensor(sm, "output.weight", &e, &v);
+	float *norm = synth_model_f32_tensor(sm, "output_norm.weight", &e, &v);
+	ck_assert(emb != NULL && out != NULL && norm != NULL);
+	memset(emb, 0, (size_t)(e * c.n_vocab) * sizeof(float));
+	memset(out, 0, (size_t)(e * c.n_vocab) * sizeof(float));
+	for (int64_t i = 0; i < e; i++)
+		norm[i] = 1.0f;
+	for (loom_token t = 0; t < c.n_vocab; t++)
+		emb[(size_t)t * (size_t)e] = 1.0f;
+	out[(size_t)SYNTH_TOKEN_EOS * (size_t)e] = 10.0f;
+	out[(size_t)(SYNTH_TOKEN_BYTE0 + '"') * (size_t)e] = 5.0f;
+	for (int il = 0; il < c.n_layer; il++) {
+		char name[64];
+		int64_t n0, n1;
+		snprintf(name, sizeof(name), "blk.%d.attn_output.weight", il);
+		float *o = synth_model_f32_tensor(sm, name, &n0, &n1);
+		memset(o, 0, (size_t)(n0 * n1) * sizeof(float));
+		snprintf(name, sizeof(name), "blk.%d.ffn_down.weight", il);
+		float *down = synth_model_f32_tensor(sm, name, &n0, &n1);
+		memset(down, 0, (size_t)(n0 * n1) * sizeof(float));
+	}
+	ck_assert(synth_model_write(sm, path));
+	synth_model_free(sm);
+}
+
+static void assert_weather_args(const cJSON *a, const char *what)
+{
+	const char *unit = json_str(a, "unit");
+	ck_assert_msg(cJSON_IsObject(a) && cJSON_IsString(json_at(a, "location")) && unit != NULL &&
+			      (strcmp(unit, "celsius") == 0 || strcmp(unit, "fahrenheit") == 0) && cJSON_GetArraySize(a) == 2,
+		      "%s: %s", what, cJSON_PrintUnformatted(a));
+}
+
+static void assert_person_object(const cJSON *p, const char *what)
+{
+	ck_assert_msg(cJSON_IsObject(p) && cJSON_IsString(json_at(p, "name")) && strlen(json_str(p, "name")) <= 12 &&
+			      cJSON_IsNumber(json_at(p, "age")) && json_num(p, "age") >= 0 &&
+			      json_num(p, "age") == floor(json_num(p, "age")),
+		      "%s: %s", what, cJSON_PrintUnformatted(p));
+}
+
+/* tests/serve/agent_clients.mjs: the openai client (parse with
+ * zodResponseFormat and zodFunction, the stream helper, runTools), the
+ * Vercel AI SDK (generateObject, generateText and streamText with a tool)
+ * and LangChain.js (withStructuredOutput, bindTools) against loom serve:
+ * each reads loom's replies as it reads OpenAI's, and gets what it asked
+ * for. */
+START_TEST(agent_clients_agree)
+{
+	if (!have_command("node"))
+		return;
+	if (access(LOOM_TEST_BUILD_DIR "/node/node_modules/ai/package.json", R_OK) != 0 ||
+	    access(LOOM_TEST_BUILD_DIR "/node/node_modules/@langchain/openai/package.json", R_OK) != 0) {
+		printf("SKIP: the agent clients are not in %s/node: run scripts/test.sh, which installs them\n",
+		       LOOM_TEST_BUILD_DIR);
+		return;
+	}
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/eager.gguf", test_tmp_dir("serve-agents"));
+	write_eager_model(path);
+	serve_proc p = {.err_fd = -1};
+	static const char *const args[] = {"-np", "2", "-c", "4096", "--backend", "cpu-generic", NULL};
+	ck_assert_msg(serve_start(&p, path, args), "the server did not start:\n%s", p.log);
+	cmd_result r = run_cmd("cp %s/tests/serve/agent_clients.mjs %s/node/agent_clients.mjs", LOOM_TEST_SOURCE_DIR,
+			       LOOM_TEST_BUILD_DIR);
+	ck_assert_msg(r.status == 0, "cp: %s", r.err);
+	cmd_result_free(&r);
+	r = run_cmd("node %s/node/agent_clients.mjs %d eager.gguf", LOOM_TEST_BUILD_DIR, p.port);
+	ck_assert_msg(r.status == 0, "node: exit %d\n%s%s", r.status, r.out, r.err);
+	cJSON *got = cJSON_Parse(r.out);
+	ck_assert_msg(got != NULL, "node printed no JSON: %s\n%s", r.out, r.err);
+	printf("agent clients: %s\n", r.out);
+
+	assert_person_object(json_at(got, "openai_parse"), "openai parse");
+	ck_assert_str_eq(json_str(got, "openai_tool.name"), "get_weather");
+	ck_assert_str_eq(json_str(got, "openai_tool.finish_reason"), "tool_calls");
+	assert_weather_args(json_at(got, "openai_tool.arguments"), "openai parse, tool");
+	ck_assert_int_eq(cJSON_GetArraySize(json_at(got, "openai_stream.calls")), 1);
+	ck_assert_str_eq(json_str(got, "openai_stream.calls.0.name"), "get_weather");
+	ck_assert_str_eq(json_str(got, "openai_stream.finish_reason"), "tool_calls");
+	cJSON *streamed = cJSON_Parse(json_str(got, "openai_stream.calls.0.arguments"));
+	assert_weather_args(streamed, "openai stream");
+	assert_weather_args(json_at(got, "openai_run_tools"), "openai runTools");
+
+	assert_person_object(json_at(got, "ai_object"), "ai generateObject");
+	ck_assert_int_ge(cJSON_GetArraySize(json_at(got, "ai_generate_text.calls")), 1);
+	ck_assert_str_eq(json_str(got, "ai_generate_text.calls.0.name"), "get_weather");
+	assert_weather_args(json_at(got, "ai_generate_text.calls.0.args"), "ai generateText");
+	ck_assert_str_eq(json_str(got, "ai_generate_text.results.0"), "sunny");
+	ck_assert_str_eq(json_str(got, "ai_generate_text.finish_reason"), "tool-calls");
+	ck_assert_int_eq(cJSON_GetArraySize(json_at(got, "ai_stream_text.calls")), 1);
+	assert_weather_args(json_at(got, "ai_stream_text.calls.0.args"), "ai streamText");
+	ck_assert_str_eq(json_str(got, "ai_stream_text.finish_reason"), "tool-calls");
+
+	assert_person_object(json_at(got, "langchain_structured"), "langchain withStructuredOutput");
+	ck_assert_int_eq(cJSON_GetArraySize(json_at(got, "langchain_tools")), 1);
+	ck_assert_str_eq(json_str(got, "langchain_tools.0.name"), "get_weather");
+	assert_weather_args(json_at(got, "langchain_tools.0.args"), "langchain bindTools");
+	/* The same call as the C client gets, streamed or not. */
+	cJSON *want = post_ok(p.port, "/v1/chat/completions",
+			      "{\"messages\": [{\"role\": \"user\", \"content\": \"What is the weather in Oslo?\"}], \"tools\": "
+			      "[{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"The "
+			      "weather in a city\", \"parameters\": {\"type\": \"object\", \"properties\": {\"location\": "
+			      "{\"type\": \"string\", \"maxLength\": 20}, \"unit\": {\"type\": \"string\", \"enum\": "
+			      "[\"celsius\", \"fahrenheit\"]}}, \"required\": [\"location\", \"unit\"], "
+			      "\"additionalProperties\": false}}}], \"tool_choice\": {\"type\": \"function\", \"function\": "
+			      "{\"name\": \"get_weather\"}}, \"temperature\": 0, \"max_tokens\": 200}");
+	ck_assert_str_eq(json_str(want, "choices.0.message.tool_calls.0.function.arguments"),
+			 json_str(got, "openai_stream.calls.0.arguments"));
+	cJSON_Delete(want);
+	cJSON_Delete(streamed);
+	cJSON_Delete(got);
+	cmd_result_free(&r);
 	ck_assert_int_eq(serve_stop(&p, SIGTERM), 0);
 	serve_proc_free(&p);
 }
@@ -2363,6 +2498,7 @@ static Suite *serve_suite(void)
 
 	tc = server_tcase("openai", openai_setup);
 	tcase_add_test(tc, openai_client_agrees);
+	tcase_add_test(tc, agent_clients_agree);
 	suite_add_tcase(s, tc);
 	return s;
 }
