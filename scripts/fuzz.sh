@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-15}
 [ $# -gt 0 ] && shift
 all=(fuzz_gguf fuzz_safetensors fuzz_hf_json fuzz_contract fuzz_plugins_yaml fuzz_tokenizer fuzz_model fuzz_serve_request
-	fuzz_grammar)
+	fuzz_grammar fuzz_chat_tools)
 targets=("${@:-${all[@]}}")
 build=build-fuzz
 data=${LOOM_TEST_DATA:-$PWD/../shared}
@@ -28,7 +28,7 @@ for t in "${targets[@]}"; do
 	# What the target loads from the shared data once, if anything.
 	case $t in
 	fuzz_tokenizer) needs=$data/golden/tokenizer/ggml-vocab-bert-bge.gguf ;;
-	fuzz_serve_request) needs=$data/models/stories260K-f32.gguf ;;
+	fuzz_serve_request | fuzz_chat_tools) needs=$data/models/stories260K-f32.gguf ;;
 	*) needs= ;;
 	esac
 	if [ -n "$needs" ] && [ ! -f "$needs" ]; then

@@ -22,7 +22,8 @@ void loom_strbuf_put_n(loom_strbuf *b, const char *s, size_t n)
 		b->s = p;
 		b->cap = cap;
 	}
-	memcpy(b->s + b->n, s, n);
+	if (n > 0)
+		memcpy(b->s + b->n, s, n);
 	b->n += n;
 	b->s[b->n] = '\0';
 }

@@ -7,7 +7,7 @@
 #     tests/fuzz/seeds.sh BUILD_DIR
 #
 # Without the shared data the targets that load a real model or vocabulary
-# (fuzz_tokenizer, fuzz_serve_request) get no seeds, and the others only
+# (fuzz_tokenizer, fuzz_serve_request, fuzz_chat_tools) get no seeds, and the others only
 # synthetic ones.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
@@ -15,7 +15,7 @@ build=$(cd "${1:?usage: seeds.sh BUILD_DIR}" && pwd)
 data=${LOOM_TEST_DATA:-$src/../shared}
 seeds=$build/fuzz-seeds
 rm -rf "$seeds"
-for t in gguf safetensors hf_json contract plugins_yaml tokenizer model serve_request grammar; do
+for t in gguf safetensors hf_json contract plugins_yaml tokenizer model serve_request grammar chat_tools; do
 	mkdir -p "$seeds/fuzz_$t"
 done
 
@@ -46,6 +46,20 @@ selected "$serve" chat 1 '{"messages": [{"role": "system", "content": "Be brief.
 selected "$serve" embedding 2 '{"input": ["a tale", [1, 2, 3]], "encoding_format": "base64", "dimensions": 64}'
 selected "$serve" tokenize 3 '{"content": "Once upon a time <s>", "add_special": true}'
 selected "$serve" detokenize 4 '{"tokens": [1, 400, 511]}'
+
+selected "$serve" tools 1 '{"messages": [{"role": "user", "content": "Weather?"}, {"role": "assistant", "content": null, "tool_calls": [{"id": "abcDEF123", "type": "function", "function": {"name": "get_weather", "arguments": "{\"location\": \"Oslo\"}"}}]}, {"role": "tool", "tool_call_id": "abcDEF123", "content": "12"}], "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"location": {"type": "string", "maxLength": 9}}, "required": ["location"]}}}, {"type": "function", "function": {"name": "get_time"}}], "tool_choice": "required", "parallel_tool_calls": false}'
+selected "$serve" tools-named 1 '{"messages": [{"role": "user", "content": "Time?"}], "tools": [{"type": "function", "function": {"name": "get_time", "description": "now"}}], "tool_choice": {"type": "function", "function": {"name": "get_time"}}, "stream": true}'
+
+ct=$seeds/fuzz_chat_tools
+conversation='[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Weather in Oslo?"}, {"role": "assistant", "content": "", "tool_calls": [{"id": "abcDEF123", "type": "function", "function": {"name": "get_weather", "arguments": "{\"location\": \"Oslo\"}"}}, {"id": "xyz789QRS", "type": "function", "function": {"name": "get_time", "arguments": {}}}]}, {"role": "tool", "tool_call_id": "abcDEF123", "content": "12"}, {"role": "tool", "tool_call_id": "xyz789QRS", "content": "10:42"}, {"role": "user", "content": "Thanks"}]'
+tools='[{"type": "function", "function": {"name": "get_weather", "description": "Weather", "parameters": {"type": "object", "properties": {"location": {"type": "string", "description": "City"}, "unit": {"type": "string", "enum": ["c", "f"]}, "days": {"type": "array", "items": {"type": "integer"}}}, "required": ["location"]}}}, {"type": "function", "function": {"name": "get_time"}}]'
+for k in 0 1 2 3 4; do
+	{ printf "\\x0$k%s" "$conversation"; printf '\0%s' "$tools"; } >"$ct/render-$k"
+done
+selected "$ct" hermes 128 $'\x03Let me see.<tool_call>\n{"name": "get_weather", "arguments": {"location": "a } \\" b"}}\n</tool_call>\n<tool_call>{"arguments": {}, "name": "t"}</tool_call>'
+selected "$ct" mistral 130 $'\x05[TOOL_CALLS] [{"name": "a", "arguments": {"x": [1, {"y": null}]}}, {"name": "b", "arguments": "{}"}]'
+selected "$ct" llama3 129 $'\x02 {"name": "f", "parameters": {"q": "\\u00e9"}}'
+selected "$ct" generic 131 $'\x07{"tool_calls": [{"name": "f", "arguments": {"a": 1}}]}'
 
 gr=$seeds/fuzz_grammar
 selected "$gr" json-gbnf 0 $'root ::= "{" ws (pair ("," ws pair)*)? "}"
