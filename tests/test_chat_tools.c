@@ -27,20 +27,6 @@ static const char *const markers[] = {"<tool_call>", "</tool_call>", "[TOOL_CALL
 				      "<|channel|>",  "<|message|>",  "<|end|>",      "<|return|>",     "<|call|>",
 				      "<|constrain|>", NULL};
 
-static char *read_file(const char *path)
-{
-	FILE *f = fopen(path, "rb");
-	ck_assert_msg(f != NULL, "cannot open %s", path);
-	fseek(f, 0, SEEK_END);
-	long n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	char *text = malloc((size_t)n + 1);
-	ck_assert(fread(text, 1, (size_t)n, f) == (size_t)n);
-	text[n] = '\0';
-	fclose(f);
-	return text;
-}
-
 /* A small model with the markers and, when given, a template of its own. */
 static loom_model *marker_model(loom_runtime *rt, const char *dir, const char *name, const char *jinja)
 {
@@ -195,7 +181,9 @@ START_TEST(renders_as_the_models_own_templates)
 		const struct family *f = &families[fi];
 		char path[4300];
 		snprintf(path, sizeof(path), "%s/%s", TEMPLATES, f->file);
-		char *jinja = read_file(path);
+		size_t jinja_len;
+		char *jinja = test_read_file(path, &jinja_len);
+		ck_assert_msg(jinja != NULL, "%s", path);
 		loom_model *m = marker_model(rt, dir, "family", jinja);
 		for (size_t ci = 0; ci < sizeof(conversations) / sizeof(conversations[0]); ci++) {
 			const struct conversation *c = &conversations[ci];

@@ -22,20 +22,6 @@
 
 #define SUITE_DIR "/usr/share/json-schema-test-suite/tests/draft7"
 
-static char *read_all(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	ck_assert_ptr_nonnull(f);
-	fseek(f, 0, SEEK_END);
-	long n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	char *text = malloc((size_t)n + 1);
-	ck_assert(fread(text, 1, (size_t)n, f) == (size_t)n);
-	text[n] = '\0';
-	fclose(f);
-	*len = (size_t)n;
-	return text;
-}
 
 static int by_name(const void *a, const void *b)
 {
@@ -61,7 +47,7 @@ START_TEST(suite_instances_never_widen)
 		char path[512];
 		size_t len;
 		snprintf(path, sizeof(path), "%s/%s", SUITE_DIR, names[f]);
-		char *text = read_all(path, &len);
+		char *text = test_read_file(path, &len);
 		cJSON *groups = cJSON_ParseWithLength(text, len);
 		ck_assert_msg(cJSON_IsArray(groups), "%s is not a list of groups", path);
 		int file_compiled = 0, file_refused = 0;
@@ -161,7 +147,7 @@ START_TEST(sampled_texts_validate_independently)
 		char path[512];
 		size_t len;
 		snprintf(path, sizeof(path), "%s/%s", SUITE_DIR, d->d_name);
-		char *text = read_all(path, &len);
+		char *text = test_read_file(path, &len);
 		cJSON *groups = cJSON_ParseWithLength(text, len);
 		for (const cJSON *grp = groups ? groups->child : NULL; grp != NULL && n_schemas < 500; grp = grp->next)
 			schemas[n_schemas++] = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(grp, "schema"));

@@ -1845,6 +1845,40 @@ END_TEST
 
 /* ---- Reasoning ---- */
 
+/* Makes sm a model whose logits are its output rows' first column at
+ * every step: its blocks add nothing (their output matrices are zero),
+ * every token's embedding is e0 and the final norm's weights are 1, so
+ * the last hidden state is e0 scaled; the output rows are zeroed for the
+ * caller to set (a row's first element is its token's logit, over the
+ * scale). *emb and *out are the embedding and output rows (*e wide). */
+static void quiet_model(synth_model *sm, float **emb, float **out, int64_t *e)
+{
+	const synth_config *c = synth_model_config(sm);
+	int64_t v;
+	*emb = synth_model_f32_tensor(sm, "token_embd.weight", e, &v);
+	*out = synth_model_f32_tensor(sm, "output.weight", e, &v);
+	float *norm = synth_model_f32_tensor(sm, "output_norm.weight", e, &v);
+	ck_assert(*emb != NULL && *out != NULL && norm != NULL);
+	memset(*emb, 0, (size_t)(*e * c->n_vocab) * sizeof(float));
+	memset(*out, 0, (size_t)(*e * c->n_vocab) * sizeof(float));
+	for (int64_t i = 0; i < *e; i++)
+		norm[i] = 1.0f;
+	for (loom_token t = 0; t < c->n_vocab; t++)
+		(*emb)[(size_t)t * (size_t)*e] = 1.0f;
+	for (int il = 0; il < c->n_layer; il++) {
+		char name[64];
+		int64_t n0, n1;
+		snprintf(name, sizeof(name), "blk.%d.attn_output.weight", il);
+		float *o = synth_model_f32_tensor(sm, name, &n0, &n1);
+		ck_assert(o != NULL);
+		memset(o, 0, (size_t)(n0 * n1) * sizeof(float));
+		snprintf(name, sizeof(name), "blk.%d.ffn_down.weight", il);
+		float *down = synth_model_f32_tensor(sm, name, &n0, &n1);
+		ck_assert(down != NULL);
+		memset(down, 0, (size_t)(n0 * n1) * sizeof(float));
+	}
+}
+
 /* A model that, whatever it is asked, thinks one word and answers two:
  * greedy decoding walks <think> w1 </think> w2 w3 </s>. Its blocks add
  * nothing (their output matrices are zero), so the last hidden state is
@@ -1859,34 +1893,15 @@ static void write_thinking_model(const char *path, loom_token chain[6])
 	synth_model *sm = synth_model_build(&c, NULL);
 	const loom_token think = c.n_vocab - 2, end_think = c.n_vocab - 1;
 	const loom_token ids[6] = {think, 280, end_think, 281, 282, SYNTH_TOKEN_EOS};
-	int64_t e, v;
-	float *emb = synth_model_f32_tensor(sm, "token_embd.weight", &e, &v);
-	float *out = synth_model_f32_tensor(sm, "output.weight", &e, &v);
-	float *norm = synth_model_f32_tensor(sm, "output_norm.weight", &e, &v);
-	ck_assert(emb != NULL && out != NULL && norm != NULL);
-	memset(emb, 0, (size_t)(e * c.n_vocab) * sizeof(float));
-	memset(out, 0, (size_t)(e * c.n_vocab) * sizeof(float));
-	for (int64_t i = 0; i < e; i++)
-		norm[i] = 1.0f;
-	for (loom_token t = 0; t < c.n_vocab; t++)
-		emb[(size_t)t * (size_t)e] = 1.0f;
+	int64_t e;
+	float *emb, *out;
+	quiet_model(sm, &emb, &out, &e);
 	for (int k = 0; k < 6; k++) {
 		if (k < 5) { /* chain token k is e_{k+1} */
 			emb[(size_t)ids[k] * (size_t)e] = 0.0f;
 			emb[(size_t)ids[k] * (size_t)e + (size_t)k + 1] = 1.0f;
 		}
 		out[(size_t)ids[k] * (size_t)e + (size_t)k] = 1.0f; /* e_k -> chain token k */
-	}
-	for (int il = 0; il < c.n_layer; il++) {
-		char name[64];
-		int64_t n0, n1;
-		snprintf(name, sizeof(name), "blk.%d.attn_output.weight", il);
-		float *o = synth_model_f32_tensor(sm, name, &n0, &n1);
-		snprintf(name, sizeof(name), "blk.%d.ffn_down.weight", il);
-		float *down = synth_model_f32_tensor(sm, name, &n0, &n1);
-		ck_assert(o != NULL && down != NULL);
-		memset(o, 0, (size_t)(e * e) * sizeof(float));
-		memset(down, 0, (size_t)(n0 * n1) * sizeof(float));
 	}
 	ck_assert(synth_model_write(sm, path));
 	synth_model_free(sm);
@@ -1950,17 +1965,15 @@ static const char serve_tools[] =
 	"\"additionalProperties\": false}}}, {\"type\": \"function\", \"function\": {\"name\": \"get_time\", "
 	"\"description\": \"The time\"}}]";
 
-/* A model's own chat template, from tests/data/chat_templates. */
+/* A model's own chat template, from tests/data/chat_templates (kept for
+ * the test's life: a synth_config points at it). */
 static const char *chat_template_file(const char *name)
 {
-	static char jinja[32768];
 	char path[4300];
 	snprintf(path, sizeof(path), "%s/tests/data/chat_templates/%s", LOOM_TEST_SOURCE_DIR, name);
-	FILE *f = fopen(path, "rb");
-	ck_assert_msg(f != NULL, "%s", path);
-	size_t n = fread(jinja, 1, sizeof(jinja) - 1, f);
-	jinja[n] = '\0';
-	fclose(f);
+	size_t n;
+	const char *jinja = test_read_file(path, &n);
+	ck_assert_msg(jinja != NULL, "%s", path);
 	return jinja;
 }
 
@@ -2132,29 +2145,11 @@ static void write_eager_model(const char *path)
 {
 	synth_config c = tool_model_config();
 	synth_model *sm = synth_model_build(&c, NULL);
-	int64_t e, v;
-	float *emb = synth_model_f32_tensor(sm, "token_embd.weight", &e, &v);
-	float *out = synth_model_f32_tensor(sm, "output.weight", &e, &v);
-	float *norm = synth_model_f32_tensor(sm, "output_norm.weight", &e, &v);
-	ck_assert(emb != NULL && out != NULL && norm != NULL);
-	memset(emb, 0, (size_t)(e * c.n_vocab) * sizeof(float));
-	memset(out, 0, (size_t)(e * c.n_vocab) * sizeof(float));
-	for (int64_t i = 0; i < e; i++)
-		norm[i] = 1.0f;
-	for (loom_token t = 0; t < c.n_vocab; t++)
-		emb[(size_t)t * (size_t)e] = 1.0f;
+	int64_t e;
+	float *emb, *out;
+	quiet_model(sm, &emb, &out, &e);
 	out[(size_t)SYNTH_TOKEN_EOS * (size_t)e] = 10.0f;
 	out[(size_t)(SYNTH_TOKEN_BYTE0 + '"') * (size_t)e] = 5.0f;
-	for (int il = 0; il < c.n_layer; il++) {
-		char name[64];
-		int64_t n0, n1;
-		snprintf(name, sizeof(name), "blk.%d.attn_output.weight", il);
-		float *o = synth_model_f32_tensor(sm, name, &n0, &n1);
-		memset(o, 0, (size_t)(n0 * n1) * sizeof(float));
-		snprintf(name, sizeof(name), "blk.%d.ffn_down.weight", il);
-		float *down = synth_model_f32_tensor(sm, name, &n0, &n1);
-		memset(down, 0, (size_t)(n0 * n1) * sizeof(float));
-	}
 	ck_assert(synth_model_write(sm, path));
 	synth_model_free(sm);
 }
