@@ -419,9 +419,9 @@ static const struct reply_case {
 	 {NULL}},
 };
 
-/* Every reply reads the same whether its text comes whole, a byte a step
- * or in any other cut: the content without the calls, each call's name
- * and arguments. */
+/* Every reply reads the same whether its text comes whole, split in two
+ * at any byte, a byte a step or in any other cut: the content without the
+ * calls, each call's name and arguments. */
 START_TEST(calls_read_the_same_at_every_cut)
 {
 	loom_runtime *rt = test_runtime("cpu-generic", 1);
@@ -458,7 +458,38 @@ START_TEST(calls_read_the_same_at_every_cut)
 					      "%s, cut every %zu bytes: call %zu is %s(%s)", c->what, cut, k, split.names[k],
 					      split.args[k]);
 		}
-		printf("%s: %zu calls, content '%s'\n", c->what, whole.n_calls, whole.content);
+		/* Every two-way split of every piece of text. */
+		int splits = 0;
+		for (size_t j = 0; j < n_pieces; j++) {
+			const char *text = c->pieces[j].text;
+			for (size_t q = 1; text != NULL && q < strlen(text); q++) {
+				piece split_pieces[9];
+				char *front = strndup(text, q);
+				size_t n = 0;
+				for (size_t i = 0; i < n_pieces; i++) {
+					if (i == j) {
+						split_pieces[n++] = (piece){front, NULL};
+						split_pieces[n++] = (piece){text + q, NULL};
+					} else {
+						split_pieces[n++] = c->pieces[i];
+					}
+				}
+				read_result split;
+				read_reply(m, c->template_name, split_pieces, n, 0, &split);
+				ck_assert_msg(strcmp(split.content, whole.content) == 0 && split.n_calls == whole.n_calls,
+					      "%s, split at byte %zu of piece %zu: content '%s', %zu calls", c->what, q, j,
+					      split.content, split.n_calls);
+				for (size_t k = 0; k < whole.n_calls; k++)
+					ck_assert_msg(strcmp(split.args[k], whole.args[k]) == 0 &&
+							      strcmp(split.names[k], whole.names[k]) == 0,
+						      "%s, split at byte %zu of piece %zu: call %zu is %s(%s)", c->what, q, j, k,
+						      split.names[k], split.args[k]);
+				free(front);
+				splits++;
+			}
+		}
+		printf("%s: %zu calls, content '%s'; the same at %d splits\n", c->what, whole.n_calls, whole.content,
+		       splits);
 	}
 	loom_model_free(m);
 	loom_runtime_free(rt);

@@ -83,6 +83,13 @@ static const struct instance {
 	{"{\"type\":\"string\"}", "\"a\nb\"", false},                         /* a raw control character */
 	{"{\"type\":\"string\",\"format\":\"date\"}", "\"2026-11-27\"", true},
 	{"{\"type\":\"string\",\"format\":\"date\"}", "\"2026-13-27\"", false},
+	/* Days a month has: no 30th of February, no 31st of April. */
+	{"{\"type\":\"string\",\"format\":\"date\"}", "\"2024-02-30\"", false},
+	{"{\"type\":\"string\",\"format\":\"date\"}", "\"2026-04-31\"", false},
+	{"{\"type\":\"string\",\"format\":\"date\"}", "\"2026-04-30\"", true},
+	{"{\"type\":\"string\",\"format\":\"date\"}", "\"2026-12-31\"", true},
+	{"{\"type\":\"string\",\"format\":\"date\"}", "\"0000-01-01\"", false},
+	{"{\"type\":\"string\",\"format\":\"date-time\"}", "\"2026-02-31T10:00:00Z\"", false},
 	{"{\"type\":\"string\",\"format\":\"date-time\"}", "\"2026-11-27T20:28:57Z\"", true},
 	{"{\"type\":\"string\",\"format\":\"date-time\"}", "\"2026-11-27T20:28:57.5+01:00\"", true},
 	{"{\"type\":\"string\",\"format\":\"uuid\"}", "\"123e4567-e89b-12d3-a456-426614174000\"", true},

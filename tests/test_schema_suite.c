@@ -16,6 +16,7 @@
 
 #include <cjson/cJSON.h>
 #include <dirent.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,24 +123,95 @@ static const char *const client_schemas[] = {
 	"\"required\":[\"id\",\"when\",\"email\",\"kind\",\"point\"]}",
 };
 
-/* Texts sampled from random logits (the end favoured once allowed) under
- * every schema loom compiles from the suite and the clients' ones, each
- * parsed and validated by Python's jsonschema: nothing loom writes under
- * a schema is outside it. Skips when python3-jsonschema is absent. */
+/* Texts sampled under schemas, written for the validator: one line of
+ * {"schema", "text"} each. */
+typedef struct samples {
+	FILE *out;
+	loom_model *m;
+	uint64_t x;
+	int written, unfinished, compiled, refused;
+} samples;
+
+/* n texts sampled from random logits (the end favoured once allowed)
+ * under schema; false if loom refuses the schema. */
+static bool sample_schema(samples *sp, const char *schema, int n, uint64_t seed)
+{
+	loom_grammar *g = NULL;
+	if (loom_grammar_from_json_schema(schema, strlen(schema), &g) != LOOM_OK) {
+		sp->refused++;
+		return false;
+	}
+	sp->compiled++;
+	for (int k = 0; k < n; k++) {
+		char text[2048];
+		size_t len = 0;
+		if (!grammar_sample_text(sp->m, g, seed * 100 + (uint64_t)k, &sp->x, 30.0f, 400, text, sizeof(text), &len)) {
+			sp->unfinished++;
+			continue;
+		}
+		cJSON *line = cJSON_CreateObject();
+		cJSON_AddItemToObject(line, "schema", cJSON_Parse(schema));
+		cJSON_AddStringToObject(line, "text", text);
+		char *printed = cJSON_PrintUnformatted(line);
+		fprintf(sp->out, "%s\n", printed);
+		free(printed);
+		cJSON_Delete(line);
+		sp->written++;
+	}
+	loom_grammar_free(g);
+	return true;
+}
+
+static bool have_validator(void)
+{
+	if (system("/usr/bin/python3 -c 'import jsonschema' 2>/dev/null") == 0)
+		return true;
+	printf("SKIP: python3-jsonschema is absent\n");
+	return false;
+}
+
+static void samples_open(samples *sp, const char *name, char *cases, size_t size)
+{
+	const char *dir = test_tmp_dir(name);
+	snprintf(cases, size, "%s/cases.jsonl", dir);
+	*sp = (samples){.out = fopen(cases, "w"), .x = 7};
+	ck_assert_ptr_nonnull(sp->out);
+	loom_runtime *rt = test_runtime("cpu-generic", 1);
+	sp->m = grammar_vocab_model(rt, dir);
+}
+
+/* Python's jsonschema reads every text written: each must parse and
+ * validate against its schema (formats checked too). */
+static void samples_validate(samples *sp, const char *cases)
+{
+	fclose(sp->out);
+	loom_model_free(sp->m);
+	char cmd[8800];
+	snprintf(cmd, sizeof(cmd), "/usr/bin/python3 %s/tests/tools/validate_instances.py < %s 2>&1", LOOM_TEST_SOURCE_DIR,
+		 cases);
+	FILE *p = popen(cmd, "r");
+	ck_assert_ptr_nonnull(p);
+	static char report[65536];
+	size_t got = fread(report, 1, sizeof(report) - 1, p);
+	report[got] = '\0';
+	int status = pclose(p);
+	printf("%d schemas compiled (%d refused), %d texts written (%d did not end in 400 tokens): %s", sp->compiled,
+	       sp->refused, sp->written, sp->unfinished, strstr(report, "validated") != NULL ? strstr(report, "validated") : report);
+	ck_assert_msg(status == 0, "the validator refused loom's texts:\n%s", report);
+}
+
+/* Texts sampled under every schema loom compiles from the suite and the
+ * clients' ones, each parsed and validated by Python's jsonschema:
+ * nothing loom writes under a schema is outside it. Skips when
+ * python3-jsonschema is absent. */
 START_TEST(sampled_texts_validate_independently)
 {
-	if (system("/usr/bin/python3 -c 'import jsonschema' 2>/dev/null") != 0) {
-		printf("SKIP: python3-jsonschema is absent\n");
+	if (!have_validator())
 		return;
-	}
-	char dir_path[4096], cases[4300], cmd[8800];
-	snprintf(dir_path, sizeof(dir_path), "%s", test_tmp_dir("schema_validate"));
-	snprintf(cases, sizeof(cases), "%s/cases.jsonl", dir_path);
-	FILE *out = fopen(cases, "w");
-	ck_assert_ptr_nonnull(out);
-	/* The schemas: the suite's that compile, then the clients'. */
-	char *schemas[512];
-	int n_schemas = 0;
+	char cases[4300];
+	samples sp;
+	samples_open(&sp, "schema_validate", cases, sizeof(cases));
+	int k = 0;
 	DIR *dir = opendir(SUITE_DIR);
 	for (struct dirent *d; dir != NULL && (d = readdir(dir)) != NULL;) {
 		if (strstr(d->d_name, ".json") == NULL)
@@ -149,67 +221,224 @@ START_TEST(sampled_texts_validate_independently)
 		snprintf(path, sizeof(path), "%s/%s", SUITE_DIR, d->d_name);
 		char *text = test_read_file(path, &len);
 		cJSON *groups = cJSON_ParseWithLength(text, len);
-		for (const cJSON *grp = groups ? groups->child : NULL; grp != NULL && n_schemas < 500; grp = grp->next)
-			schemas[n_schemas++] = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(grp, "schema"));
+		for (const cJSON *grp = groups ? groups->child : NULL; grp != NULL; grp = grp->next) {
+			char *schema = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(grp, "schema"));
+			sample_schema(&sp, schema, 8, (uint64_t)k++);
+			free(schema);
+		}
 		cJSON_Delete(groups);
 		free(text);
 	}
 	if (dir != NULL)
 		closedir(dir);
 	for (size_t i = 0; i < sizeof(client_schemas) / sizeof(client_schemas[0]); i++)
-		schemas[n_schemas++] = strdup(client_schemas[i]);
-	loom_runtime *rt = test_runtime("cpu-generic", 1);
-	loom_model *m = grammar_vocab_model(rt, dir_path);
-	uint64_t x = 7;
-	int written = 0, unfinished = 0, compiled = 0;
-	for (int k = 0; k < n_schemas; k++) {
-		loom_grammar *g = NULL;
-		if (loom_grammar_from_json_schema(schemas[k], strlen(schemas[k]), &g) != LOOM_OK) {
-			free(schemas[k]);
-			continue;
-		}
-		compiled++;
-		for (int seed = 0; seed < 8; seed++) {
-			char text[2048];
-			size_t len = 0;
-			const bool ended =
-				grammar_sample_text(m, g, (uint64_t)(k * 100 + seed), &x, 30.0f, 400, text, sizeof(text), &len);
-			if (!ended) {
-				unfinished++;
-				continue;
-			}
-			cJSON *schema_json = cJSON_Parse(schemas[k]);
-			cJSON *line = cJSON_CreateObject();
-			cJSON_AddItemToObject(line, "schema", schema_json);
-			char *t = malloc(len + 1);
-			memcpy(t, text, len);
-			t[len] = '\0';
-			cJSON_AddStringToObject(line, "text", t);
-			char *printed = cJSON_PrintUnformatted(line);
-			fprintf(out, "%s\n", printed);
-			free(printed);
-			free(t);
-			cJSON_Delete(line);
-			written++;
-		}
-		loom_grammar_free(g);
-		free(schemas[k]);
+		ck_assert_msg(sample_schema(&sp, client_schemas[i], 8, (uint64_t)k++), "%s: %s", client_schemas[i],
+			      loom_last_error());
+	samples_validate(&sp, cases);
+	ck_assert_int_ge(sp.written, 300);
+}
+END_TEST
+
+/* ---- random schemas ---- */
+
+/* A random schema of the keywords loom reads, as JSON text: every kind of
+ * value, objects with required and optional properties, arrays with items
+ * and bounds and tuples, enums and consts, nullable type lists, anyOf,
+ * oneOf of distinct types, strings with lengths, formats or patterns,
+ * bounded integers and numbers, and definitions a reference names. */
+typedef struct schema_gen {
+	uint64_t x;
+	char *s;
+	size_t n, cap;
+} schema_gen;
+
+static unsigned roll(schema_gen *g, unsigned n)
+{
+	g->x = g->x * 6364136223846793005ull + 1442695040888963407ull;
+	return (unsigned)(g->x >> 33) % n;
+}
+
+static void put(schema_gen *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void put(schema_gen *g, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int k = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (g->n + (size_t)k + 1 > g->cap) {
+		g->cap = (g->n + (size_t)k + 1) * 2;
+		g->s = realloc(g->s, g->cap);
+		ck_assert_ptr_nonnull(g->s);
 	}
-	fclose(out);
-	loom_model_free(m);
-	loom_runtime_free(rt);
-	snprintf(cmd, sizeof(cmd), "/usr/bin/python3 %s/tests/tools/validate_instances.py < %s 2>&1", LOOM_TEST_SOURCE_DIR,
-		 cases);
-	FILE *p = popen(cmd, "r");
-	ck_assert_ptr_nonnull(p);
-	char report[65536];
-	size_t got = fread(report, 1, sizeof(report) - 1, p);
-	report[got] = '\0';
-	int status = pclose(p);
-	printf("%d schemas compiled, %d texts written (%d did not end in 400 tokens): %s", compiled, written, unfinished,
-	       strrchr(report, 'v') != NULL ? strstr(report, "validated") : report);
-	ck_assert_msg(status == 0, "the validator refused loom's texts:\n%s", report);
-	ck_assert_int_ge(written, 300);
+	va_start(ap, fmt);
+	vsnprintf(g->s + g->n, (size_t)k + 1, fmt, ap);
+	va_end(ap);
+	g->n += (size_t)k;
+}
+
+static const char *const literals[] = {"\"a\"", "\"b c\"", "1", "-2", "0.5", "true", "false", "null", "{\"k\":1}",
+				       "[1,\"x\"]", "\"\\u00e9t\\u00e9\""};
+static const char *const patterns[] = {"^[a-z]+$", "^[A-Z][a-z]{1,5}$", "^\\\\d{3}-\\\\d{4}$", "^(cat|dog)s?$",
+				       "[0-9]", "^a.c$", "^\\\\w+@\\\\w+$", "^[^x]{2}$"};
+static const char *const formats[] = {"date", "time", "date-time", "uuid", "email"};
+static const char *const scalar_types[] = {"string", "integer", "number", "boolean", "null"};
+
+static void gen_schema(schema_gen *g, int depth, bool has_defs);
+
+static void gen_scalar(schema_gen *g)
+{
+	switch (roll(g, 10)) {
+	case 0:
+		put(g, "{\"type\":\"string\",\"maxLength\":%u}", roll(g, 8));
+		break;
+	case 1: {
+		const unsigned lo = roll(g, 3);
+		put(g, "{\"type\":\"string\",\"minLength\":%u,\"maxLength\":%u}", lo, lo + roll(g, 5));
+		break;
+	}
+	case 2:
+		put(g, "{\"type\":\"string\",\"format\":\"%s\"}", formats[roll(g, 5)]);
+		break;
+	case 3:
+		put(g, "{\"type\":\"string\",\"pattern\":\"%s\"}", patterns[roll(g, 8)]);
+		break;
+	case 4: {
+		const int lo = (int)roll(g, 200) - 100;
+		put(g, "{\"type\":\"integer\",\"%s\":%d,\"%s\":%d}", roll(g, 2) ? "minimum" : "exclusiveMinimum", lo,
+		    roll(g, 2) ? "maximum" : "exclusiveMaximum", lo + 2 + (int)roll(g, 3000));
+		break;
+	}
+	case 5:
+		if (roll(g, 2))
+			put(g, "{\"type\":\"integer\"}");
+		else
+			put(g, "{\"type\":\"number\",\"minimum\":%d,\"maximum\":%d}", -(int)roll(g, 50), (int)roll(g, 50));
+		break;
+	case 6: {
+		put(g, "{\"enum\":[");
+		const unsigned n = 1 + roll(g, 4);
+		for (unsigned i = 0; i < n; i++)
+			put(g, "%s%s", i ? "," : "", literals[roll(g, 11)]);
+		put(g, "]}");
+		break;
+	}
+	case 7:
+		put(g, "{\"const\":%s}", literals[roll(g, 11)]);
+		break;
+	case 8:
+		if (roll(g, 2))
+			put(g, "{\"type\":[\"string\",\"null\"],\"maxLength\":4}");
+		else
+			put(g, "{\"type\":[\"%s\",\"null\"]}", scalar_types[roll(g, 4)]);
+		break;
+	default:
+		put(g, "{\"type\":\"%s\"}", roll(g, 2) ? "boolean" : "null");
+		break;
+	}
+}
+
+static void gen_schema(schema_gen *g, int depth, bool has_defs)
+{
+	const unsigned k = depth >= 3 ? 0 : roll(g, 12);
+	if (k < 5) {
+		if (has_defs && roll(g, 4) == 0)
+			put(g, "{\"$ref\":\"#/$defs/d\"}");
+		else
+			gen_scalar(g);
+		return;
+	}
+	switch (k) {
+	case 5:
+	case 6: {
+		const unsigned n = 1 + roll(g, 4);
+		put(g, "{\"type\":\"object\",\"properties\":{");
+		for (unsigned i = 0; i < n; i++) {
+			put(g, "%s\"p%u\":", i ? "," : "", i);
+			gen_schema(g, depth + 1, has_defs);
+		}
+		put(g, "},\"required\":[");
+		bool any = false;
+		for (unsigned i = 0; i < n; i++)
+			if (roll(g, 2)) {
+				put(g, "%s\"p%u\"", any ? "," : "", i);
+				any = true;
+			}
+		put(g, "]%s}", roll(g, 3) ? ",\"additionalProperties\":false" : "");
+		break;
+	}
+	case 7: {
+		const unsigned lo = roll(g, 2);
+		put(g, "{\"type\":\"array\",\"minItems\":%u,\"maxItems\":%u,\"items\":", lo, lo + roll(g, 3));
+		gen_schema(g, depth + 1, has_defs);
+		put(g, "}");
+		break;
+	}
+	case 8:
+		put(g, "{\"type\":\"array\",\"prefixItems\":[");
+		gen_schema(g, depth + 1, has_defs);
+		put(g, ",");
+		gen_schema(g, depth + 1, has_defs);
+		put(g, "],\"items\":false}");
+		break;
+	case 9:
+	case 10: {
+		put(g, "{\"anyOf\":[");
+		const unsigned n = 2 + roll(g, 2);
+		for (unsigned i = 0; i < n; i++) {
+			put(g, "%s", i ? "," : "");
+			gen_schema(g, depth + 1, has_defs);
+		}
+		put(g, "]}");
+		break;
+	}
+	default: {
+		/* oneOf of distinct types: at most one branch matches. */
+		static const char *const distinct[] = {"string", "integer", "boolean", "null"};
+		const unsigned first = roll(g, 4), second = (first + 1 + roll(g, 3)) % 4;
+		put(g, "{\"oneOf\":[{\"type\":\"%s\"},{\"type\":\"%s\"}]}", distinct[first], distinct[second]);
+		break;
+	}
+	}
+}
+
+/* Thousands of random schemas, each sampled from random logits, every
+ * text then validated by Python's jsonschema: every schema loom reads is
+ * compiled (the generator uses only keywords it enforces) and nothing
+ * loom writes falls outside its schema. */
+START_TEST(random_schemas_validate_independently)
+{
+	if (!have_validator())
+		return;
+	char cases[4300];
+	samples sp;
+	samples_open(&sp, "schema_random", cases, sizeof(cases));
+	schema_gen g = {.x = 20261127};
+	enum { N_SCHEMAS = 2000 };
+	for (int i = 0; i < N_SCHEMAS; i++) {
+		g.n = 0;
+		if (roll(&g, 4) == 0) {
+			/* A definition the schema refers to. */
+			put(&g, "{\"$defs\":{\"d\":");
+			gen_schema(&g, 2, false);
+			put(&g, "},\"type\":\"object\",\"properties\":{\"r\":{\"$ref\":\"#/$defs/d\"},\"s\":");
+			gen_schema(&g, 1, true);
+			put(&g, "},\"required\":[\"r\",\"s\"],\"additionalProperties\":false}");
+		} else {
+			gen_schema(&g, 0, false);
+		}
+		/* Draft 2020-12's, as prefixItems is: the validator reads it
+		 * so. */
+		char *schema = malloc(g.n + 64);
+		ck_assert_ptr_nonnull(schema);
+		snprintf(schema, g.n + 64, "{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",%s", g.s + 1);
+		ck_assert_msg(sample_schema(&sp, schema, 2, (uint64_t)i), "loom refuses %s: %s", schema, loom_last_error());
+		free(schema);
+	}
+	free(g.s);
+	samples_validate(&sp, cases);
+	ck_assert_int_eq(sp.compiled, N_SCHEMAS);
+	ck_assert_int_ge(sp.written, 3000);
 }
 END_TEST
 
@@ -219,6 +448,7 @@ static Suite *schema_suite(void)
 	TCase *tc = tcase_create("schema_suite");
 	tcase_add_test(tc, suite_instances_never_widen);
 	tcase_add_test(tc, sampled_texts_validate_independently);
+	tcase_add_test(tc, random_schemas_validate_independently);
 	suite_add_tcase(s, tc);
 	return s;
 }

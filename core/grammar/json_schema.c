@@ -160,7 +160,13 @@ static const char common_rules[] =
 	"jvalue ::= jobject | jarray | jstring | jnumber | \"true\" | \"false\" | \"null\"\n"
 	"jobject ::= \"{\" ws (jstring ws \":\" ws jvalue ws (\",\" ws jstring ws \":\" ws jvalue ws)*)? \"}\"\n"
 	"jarray ::= \"[\" ws (jvalue ws (\",\" ws jvalue ws)*)? \"]\"\n"
-	"jdate ::= [0-9]{4} \"-\" (\"0\" [1-9] | \"1\" [0-2]) \"-\" (\"0\" [1-9] | [12] [0-9] | \"3\" [01])\n"
+	/* Days each month has (February's 29th left out: a narrowing that
+	 * spares the leap-year rule); years from 1000. */
+	"jdate ::= [1-9] [0-9]{3} \"-\" ((\"0\" [13578] | \"1\" [02]) \"-\" jday31 | (\"0\" [469] | \"11\") \"-\" "
+	"jday30 | \"02-\" jday28)\n"
+	"jday31 ::= jday30 | \"31\"\n"
+	"jday30 ::= jday28 | \"29\" | \"30\"\n"
+	"jday28 ::= \"0\" [1-9] | \"1\" [0-9] | \"2\" [0-8]\n"
 	"jtime ::= ([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9] \":\" [0-5] [0-9] (\".\" [0-9]{1,9})? "
 	"(\"Z\" | [+-] ([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9])\n"
 	"jhex ::= [0-9a-fA-F]\n"
