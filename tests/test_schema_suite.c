@@ -127,6 +127,7 @@ static const char *const client_schemas[] = {
  * {"schema", "text"} each. */
 typedef struct samples {
 	FILE *out;
+	loom_runtime *rt;
 	loom_model *m;
 	uint64_t x;
 	int written, unfinished, compiled, refused;
@@ -176,8 +177,8 @@ static void samples_open(samples *sp, const char *name, char *cases, size_t size
 	snprintf(cases, size, "%s/cases.jsonl", dir);
 	*sp = (samples){.out = fopen(cases, "w"), .x = 7};
 	ck_assert_ptr_nonnull(sp->out);
-	loom_runtime *rt = test_runtime("cpu-generic", 1);
-	sp->m = grammar_vocab_model(rt, dir);
+	sp->rt = test_runtime("cpu-generic", 1);
+	sp->m = grammar_vocab_model(sp->rt, dir);
 }
 
 /* Python's jsonschema reads every text written: each must parse and
@@ -186,6 +187,7 @@ static void samples_validate(samples *sp, const char *cases)
 {
 	fclose(sp->out);
 	loom_model_free(sp->m);
+	loom_runtime_free(sp->rt);
 	char cmd[8800];
 	snprintf(cmd, sizeof(cmd), "/usr/bin/python3 %s/tests/tools/validate_instances.py < %s 2>&1", LOOM_TEST_SOURCE_DIR,
 		 cases);

@@ -1965,33 +1965,35 @@ static const char serve_tools[] =
 	"\"additionalProperties\": false}}}, {\"type\": \"function\", \"function\": {\"name\": \"get_time\", "
 	"\"description\": \"The time\"}}]";
 
-/* A model's own chat template, from tests/data/chat_templates (kept for
- * the test's life: a synth_config points at it). */
-static const char *chat_template_file(const char *name)
+/* A model's own chat template, from tests/data/chat_templates
+ * (malloc'd: the model built, free it). */
+static char *chat_template_file(const char *name)
 {
 	char path[4300];
 	snprintf(path, sizeof(path), "%s/tests/data/chat_templates/%s", LOOM_TEST_SOURCE_DIR, name);
 	size_t n;
-	const char *jinja = test_read_file(path, &n);
+	char *jinja = test_read_file(path, &n);
 	ck_assert_msg(jinja != NULL, "%s", path);
 	return jinja;
 }
 
 /* A small model with Qwen 2.5's template and its tool-call markers. */
-static synth_config tool_model_config(void)
+static synth_model *tool_model(void)
 {
 	static const char *const markers[] = {"<tool_call>", "</tool_call>", NULL};
 	synth_config c = synth_default_config();
+	char *jinja = chat_template_file("qwen2.5.jinja");
 	c.control_tokens = markers;
-	c.chat_template = chat_template_file("qwen2.5.jinja");
+	c.chat_template = jinja;
 	c.n_ctx = 4096;
-	return c;
+	synth_model *sm = synth_model_build(&c, NULL);
+	free(jinja);
+	return sm;
 }
 
 static void write_tool_model(const char *path)
 {
-	synth_config c = tool_model_config();
-	synth_model *sm = synth_model_build(&c, NULL);
+	synth_model *sm = tool_model();
 	ck_assert(synth_model_write(sm, path));
 	synth_model_free(sm);
 }
@@ -2101,10 +2103,12 @@ START_TEST(harmony_named_call)
 	char path[4200];
 	snprintf(path, sizeof(path), "%s/harmony.gguf", test_tmp_dir("serve-harmony"));
 	synth_config c = synth_default_config();
+	char *jinja = chat_template_file("gpt-oss.jinja");
 	c.control_tokens = markers;
-	c.chat_template = chat_template_file("gpt-oss.jinja");
+	c.chat_template = jinja;
 	c.n_ctx = 4096;
 	synth_model *sm = synth_model_build(&c, NULL);
+	free(jinja);
 	ck_assert(synth_model_write(sm, path));
 	synth_model_free(sm);
 	serve_proc p = {.err_fd = -1};
@@ -2143,8 +2147,7 @@ END_TEST
  * model that does what it is asked, in few tokens. */
 static void write_eager_model(const char *path)
 {
-	synth_config c = tool_model_config();
-	synth_model *sm = synth_model_build(&c, NULL);
+	synth_model *sm = tool_model();
 	int64_t e;
 	float *emb, *out;
 	quiet_model(sm, &emb, &out, &e);
