@@ -1084,20 +1084,43 @@ START_TEST(body_over_the_limit_is_413)
 	if (!server_ready())
 		return;
 	double n413 = http_metric(srv.port, "loom_http_errors_total{code=\"413\"}");
+	/* A client that waits for 100 Continue is refused before it sends
+	 * its body. */
 	http_conn *c = http_connect(srv.port);
 	ck_assert_msg(c != NULL, "connect: %s", strerror(errno));
 	char head[256];
 	int n = snprintf(head, sizeof(head),
 			 "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-			 "Content-Length: %d\r\n\r\n{\"prompt\": \"",
+			 "Expect: 100-continue\r\nContent-Length: %d\r\n\r\n",
 			 9 << 20);
 	ck_assert(http_send_raw(c, head, (size_t)n));
 	http_response r;
 	ck_assert_msg(http_read_response(c, &r), "no reply to a 9 MiB Content-Length: %s", http_error(c));
-	assert_error(&r, 413, "invalid_request_error", NULL, "request_too_large", "9 MiB body");
+	assert_error(&r, 413, "invalid_request_error", NULL, "request_too_large", "9 MiB body, 100-continue");
 	http_response_free(&r);
 	http_close(c);
-	ck_assert_int_eq((int)(http_metric(srv.port, "loom_http_errors_total{code=\"413\"}") - n413), 1);
+	/* One that writes its whole body before it reads gets its 413 too,
+	 * not a reset. */
+	c = http_connect(srv.port);
+	ck_assert_msg(c != NULL, "connect: %s", strerror(errno));
+	const size_t size = 9u << 20;
+	n = snprintf(head, sizeof(head),
+		     "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+		     "Content-Length: %zu\r\n\r\n",
+		     size);
+	char *body = malloc(size);
+	ck_assert_ptr_nonnull(body);
+	memset(body, ' ', size);
+	memcpy(body, "{\"prompt\": \"", 12);
+	memcpy(body + size - 2, "\"}", 2);
+	ck_assert(http_send_raw(c, head, (size_t)n));
+	ck_assert_msg(http_send_raw(c, body, size), "writing the 9 MiB body: %s", http_error(c));
+	ck_assert_msg(http_read_response(c, &r), "no reply after a 9 MiB body: %s", http_error(c));
+	assert_error(&r, 413, "invalid_request_error", NULL, "request_too_large", "9 MiB body, written whole");
+	http_response_free(&r);
+	http_close(c);
+	free(body);
+	ck_assert_int_eq((int)(http_metric(srv.port, "loom_http_errors_total{code=\"413\"}") - n413), 2);
 	assert_healthy(srv.port);
 }
 END_TEST

@@ -328,8 +328,20 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			return send_error(x, 401, "a valid API key is required (Authorization: Bearer KEY)", NULL,
 					  "invalid_api_key");
 		const char *length = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-		if (length != NULL && strtoull(length, NULL, 10) > SERVE_MAX_BODY)
-			return refuse_too_large(x);
+		const unsigned long long n = length != NULL ? strtoull(length, NULL, 10) : 0;
+		if (n > SERVE_MAX_BODY) {
+			/* A client waiting for 100 Continue has sent nothing yet,
+			 * and a body past SERVE_MAX_DRAIN is not worth reading:
+			 * refused now. Any other over-limit body is read and
+			 * dropped, its 413 sent once it is in, so that a client
+			 * that writes its whole body before reading gets its 413
+			 * rather than a reset (what nginx's lingering close is
+			 * for). */
+			const char *expect = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
+			if ((expect != NULL && strcasecmp(expect, "100-continue") == 0) || n > SERVE_MAX_DRAIN)
+				return refuse_too_large(x);
+			x->too_large = true;
+		}
 		return MHD_YES;
 	}
 	if (*upload_data_size > 0) {

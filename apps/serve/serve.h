@@ -14,6 +14,7 @@
 
 /* Limits a client meets; docs/serving.md lists them. */
 #define SERVE_MAX_BODY (8u << 20)   /* request body bytes (413 past it) */
+#define SERVE_MAX_DRAIN (64u << 20) /* an over-limit body read and dropped before its 413 (past it: refused at once) */
 #define SERVE_MAX_STOP 16           /* stop strings per request */
 #define SERVE_MAX_LOGIT_BIAS 1024   /* tokens a request's logit_bias may name */
 #define SERVE_MAX_TOOLS 128         /* tools a request may list */
