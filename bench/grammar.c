@@ -192,8 +192,11 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	for (int mi = 3; mi < argc; mi++) {
+		/* The vocabulary is all it needs: a tokenizer's GGUF will do. */
 		loom_model *m = NULL;
-		if (loom_model_load(rt, argv[mi], NULL, &m) != LOOM_OK) {
+		loom_model_params mp = loom_model_default_params();
+		mp.vocab_only = true;
+		if (loom_model_load(rt, argv[mi], &mp, &m) != LOOM_OK) {
 			fprintf(stderr, "%s: %s\n", argv[mi], loom_last_error());
 			return 1;
 		}

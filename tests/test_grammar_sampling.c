@@ -182,11 +182,74 @@ START_TEST(most_draws_need_no_mask)
 }
 END_TEST
 
+/* On a real vocabulary (DeepSeek LLM's 102,400 tokens, byte-level BPE):
+ * in states inside strings, where the walk marks the slice of string-body
+ * tokens at once and goes through the other tokens only, and in states
+ * where it cannot, the mask is each token walked alone. */
+START_TEST(mask_with_the_slice_is_each_token_walked_alone)
+{
+	char path[4096];
+	if (!test_data_path(path, sizeof(path), "golden/tokenizer/ggml-vocab-deepseek-llm.gguf"))
+		return;
+	loom_runtime *rt = test_runtime("cpu-generic", 1);
+	loom_model_params mp = loom_model_default_params();
+	mp.vocab_only = true;
+	loom_model *m = NULL;
+	ck_assert_msg(loom_model_load(rt, path, &mp, &m) == LOOM_OK, "%s", loom_last_error());
+	const loom_token_trie *t = loom_model_token_trie(m);
+	ck_assert_ptr_nonnull(t);
+	printf("slice: %d of %d tokens; the rest's trie %u nodes of %u\n", t->n_string, t->n_vocab, t->rest->n_nodes,
+	       t->n_nodes);
+	ck_assert_int_gt(t->n_string, t->n_vocab / 2);
+	static const struct {
+		const char *schema, *prefix;
+	} states[] = {
+		{"{\"type\":\"string\"}", "\""},
+		{"{\"type\":\"string\"}", "\"abc"},
+		{"{\"type\":\"string\",\"minLength\":3}", "\""},
+		{"{\"type\":\"string\",\"minLength\":3}", "\"ab"},
+		{"{\"type\":\"string\",\"maxLength\":3}", "\"a"},
+		{"{\"type\":\"string\",\"pattern\":\"^[a-z]+$\"}", "\"ab"},
+		{"{\"type\":\"string\",\"pattern\":\"a+\"}", "\"xx"},
+		{"{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\"}}}", "{\"s\": \"q\\u00e9"},
+		{"{\"anyOf\":[{\"type\":\"string\"},{\"type\":\"string\",\"format\":\"date\"}]}", "\"20"},
+	};
+	uint32_t *bits = calloc(((size_t)t->n_vocab + 31) / 32, sizeof(uint32_t));
+	loom_trie_walk walk = {0};
+	for (size_t i = 0; i < sizeof(states) / sizeof(states[0]); i++) {
+		loom_grammar *g = NULL;
+		ck_assert_int_eq(loom_grammar_from_json_schema(states[i].schema, strlen(states[i].schema), &g), LOOM_OK);
+		loom_gr_matcher mt;
+		ck_assert_int_eq(loom_gr_matcher_init(&mt, g), LOOM_OK);
+		ck_assert(loom_gr_matcher_accept(&mt, (const unsigned char *)states[i].prefix, strlen(states[i].prefix)));
+		int32_t n_allowed;
+		ck_assert_int_eq(loom_token_trie_mask(t, &walk, &mt.arena, g, mt.state, bits, &n_allowed), LOOM_OK);
+		int32_t counted = 0;
+		for (loom_token tok = 0; tok < t->n_vocab; tok++) {
+			bool error, alone = loom_token_trie_allows(t, &mt.arena, g, mt.state, tok, &error);
+			const bool masked = (bits[tok / 32] >> (tok % 32)) & 1;
+			ck_assert_msg(alone == masked, "%s after '%s', token %d: walked alone %d, in the mask %d",
+				      states[i].schema, states[i].prefix, tok, alone, masked);
+			counted += masked;
+		}
+		ck_assert_int_eq(counted, n_allowed);
+		printf("%s after '%s': %d tokens allowed\n", states[i].schema, states[i].prefix, n_allowed);
+		loom_gr_matcher_free(&mt);
+		loom_grammar_free(g);
+	}
+	loom_trie_walk_free(&walk);
+	free(bits);
+	loom_model_free(m);
+	loom_runtime_free(rt);
+}
+END_TEST
+
 static Suite *grammar_sampling_suite(void)
 {
 	Suite *s = suite_create("grammar_sampling");
 	TCase *tc = tcase_create("grammar_sampling");
 	tcase_add_test(tc, mask_is_each_token_walked_alone);
+	tcase_add_test(tc, mask_with_the_slice_is_each_token_walked_alone);
 	tcase_add_test(tc, sampled_texts_follow_the_grammar);
 	tcase_add_test(tc, most_draws_need_no_mask);
 	suite_add_tcase(s, tc);

@@ -56,6 +56,12 @@ void loom_token_trie_free(loom_token_trie *t)
 {
 	if (t == NULL)
 		return;
+	free(t->string_bits);
+	if (t->rest != NULL) {
+		t->rest->pieces = NULL; /* the whole trie's */
+		t->rest->piece_off = NULL;
+		loom_token_trie_free(t->rest);
+	}
 	free(t->byte);
 	free(t->subtree);
 	free(t->tok_first);
@@ -65,6 +71,73 @@ void loom_token_trie_free(loom_token_trie *t)
 	free(t->pieces);
 	free(t->eog);
 	free(t);
+}
+
+/* Whether bytes are whole code points of a JSON string's body: valid
+ * UTF-8 (shortest forms, no surrogates), no control character, quote or
+ * backslash. */
+static bool string_body(const unsigned char *p, uint32_t n)
+{
+	if (n == 0)
+		return false;
+	for (uint32_t i = 0; i < n;) {
+		const unsigned char c = p[i];
+		const uint32_t len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+		if (len == 0 || i + len > n)
+			return false;
+		uint32_t cp = len == 1 ? c : len == 2 ? c & 0x1Fu : len == 3 ? c & 0x0Fu : c & 0x07u;
+		for (uint32_t k = 1; k < len; k++) {
+			if ((p[i + k] & 0xC0) != 0x80)
+				return false;
+			cp = cp << 6 | (p[i + k] & 0x3Fu);
+		}
+		static const uint32_t least[5] = {0, 0, 0x80, 0x800, 0x10000};
+		if (cp < least[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp < 0xE000) || cp < 0x20 || cp == '"' ||
+		    cp == '\\')
+			return false;
+		i += len;
+	}
+	return true;
+}
+
+/* t's nodes over the tokens with bytes (t's pieces), leaving out the
+ * end-of-generation tokens and those set in skip (NULL: none). */
+static loom_status build_nodes(loom_token_trie *t, const loom_model *model, const uint32_t *skip)
+{
+	const int32_t n = t->n_vocab;
+	loom_token *sorted = malloc(((size_t)n + 1) * sizeof(loom_token));
+	keyed *keys = malloc(((size_t)n + 1) * sizeof(keyed));
+	uint32_t n_sorted = 0;
+	size_t bytes = 0;
+	loom_status st = sorted != NULL && keys != NULL ? LOOM_OK : LOOM_ERR_NO_MEMORY;
+	for (loom_token i = 0; st == LOOM_OK && i < n; i++) {
+		const uint32_t len = t->piece_off[i + 1] - t->piece_off[i];
+		if (len > 0 && !loom_token_is_eog(model, i) && (skip == NULL || !((skip[i / 32] >> (i % 32)) & 1))) {
+			keys[n_sorted++] = (keyed){t->pieces + t->piece_off[i], len, i};
+			bytes += len;
+		}
+	}
+	const size_t max_nodes = bytes + 1;
+	if (st == LOOM_OK) {
+		qsort(keys, n_sorted, sizeof(keyed), by_bytes);
+		for (uint32_t i = 0; i < n_sorted; i++)
+			sorted[i] = keys[i].tok;
+		t->byte = malloc(max_nodes);
+		t->subtree = malloc(max_nodes * sizeof(uint32_t));
+		t->tok_first = malloc(max_nodes * sizeof(uint32_t));
+		t->tok_n = malloc(max_nodes * sizeof(uint32_t));
+		if (!t->byte || !t->subtree || !t->tok_first || !t->tok_n)
+			st = LOOM_ERR_NO_MEMORY;
+	}
+	if (st == LOOM_OK) {
+		build b = {t, sorted};
+		make_node(&b, 0, n_sorted, 0, 0);
+		t->tokens = sorted;
+		sorted = NULL;
+	}
+	free(sorted);
+	free(keys);
+	return st;
 }
 
 loom_status loom_token_trie_build(const loom_model *model, loom_token_trie **out)
@@ -109,34 +182,24 @@ loom_status loom_token_trie_build(const loom_model *model, loom_token_trie **out
 	/* The tokens with bytes, sorted by them: nodes at most one a byte.
 	 * End-of-generation tokens stay out: they are allowed only where a
 	 * sentence may end, whatever their bytes. */
-	loom_token *sorted = st == LOOM_OK ? malloc(((size_t)n + 1) * sizeof(loom_token)) : NULL;
-	keyed *keys = st == LOOM_OK ? malloc(((size_t)n + 1) * sizeof(keyed)) : NULL;
-	uint32_t n_sorted = 0;
-	if (st == LOOM_OK && (sorted == NULL || keys == NULL))
+	if (st == LOOM_OK)
+		st = build_nodes(t, model, NULL);
+	/* The slice, and the trie of the tokens outside it. */
+	if (st == LOOM_OK && ((t->string_bits = calloc(((size_t)n + 31) / 32, sizeof(uint32_t))) == NULL ||
+			      (t->rest = calloc(1, sizeof(*t->rest))) == NULL))
 		st = LOOM_ERR_NO_MEMORY;
 	for (loom_token i = 0; st == LOOM_OK && i < n; i++)
-		if (t->piece_off[i + 1] > t->piece_off[i] && !loom_token_is_eog(model, i))
-			keys[n_sorted++] = (keyed){t->pieces + t->piece_off[i], t->piece_off[i + 1] - t->piece_off[i], i};
-	const size_t max_nodes = used + 1;
+		if (!loom_token_is_eog(model, i) &&
+		    string_body(t->pieces + t->piece_off[i], t->piece_off[i + 1] - t->piece_off[i])) {
+			t->string_bits[i / 32] |= 1u << (i % 32);
+			t->n_string++;
+		}
 	if (st == LOOM_OK) {
-		qsort(keys, n_sorted, sizeof(keyed), by_bytes);
-		for (uint32_t i = 0; i < n_sorted; i++)
-			sorted[i] = keys[i].tok;
-		t->byte = malloc(max_nodes);
-		t->subtree = malloc(max_nodes * sizeof(uint32_t));
-		t->tok_first = malloc(max_nodes * sizeof(uint32_t));
-		t->tok_n = malloc(max_nodes * sizeof(uint32_t));
-		if (!t->byte || !t->subtree || !t->tok_first || !t->tok_n)
-			st = LOOM_ERR_NO_MEMORY;
+		t->rest->n_vocab = n;
+		t->rest->pieces = t->pieces;
+		t->rest->piece_off = t->piece_off;
+		st = build_nodes(t->rest, model, t->string_bits);
 	}
-	if (st == LOOM_OK) {
-		build b = {t, sorted};
-		make_node(&b, 0, n_sorted, 0, 0);
-		t->tokens = sorted;
-		sorted = NULL;
-	}
-	free(sorted);
-	free(keys);
 	if (st != LOOM_OK) {
 		loom_token_trie_free(t);
 		return st == LOOM_ERR_NO_MEMORY ? loom_error(st, "out of memory building the token trie") : st;
@@ -152,6 +215,8 @@ void loom_trie_walk_free(loom_trie_walk *w)
 	free(w->state_slots);
 	free(w->step_keys);
 	free(w->step_next);
+	free(w->probes);
+	free(w->judged);
 	memset(w, 0, sizeof(*w));
 }
 
@@ -233,6 +298,152 @@ static int32_t intern(loom_trie_walk *w, const loom_gr_state *s)
 	w->state_hash[w->n_states] = h;
 	w->state_slots[i] = w->n_states + 1;
 	return (int32_t)w->n_states++;
+}
+
+/* ---- states a string body's code points lead back to ---- */
+
+/* A state as words (its counts, offsets and stacks), for a copy to
+ * compare later. */
+static size_t state_words(const loom_gr_state *s)
+{
+	return 4 + (size_t)s->n_stacks + 1 + s->offsets[s->n_stacks];
+}
+
+static void state_to_words(const loom_gr_state *s, uint32_t *out)
+{
+	const uint32_t head[4] = {s->n_stacks, s->partial, s->partial_left, s->partial_len};
+	memcpy(out, head, sizeof(head));
+	memcpy(out + 4, s->offsets, (s->n_stacks + 1) * sizeof(uint32_t));
+	memcpy(out + 4 + s->n_stacks + 1, s->data, s->offsets[s->n_stacks] * sizeof(uint32_t));
+}
+
+static int by_code_point(const void *pa, const void *pb)
+{
+	const uint32_t a = *(const uint32_t *)pa, b = *(const uint32_t *)pb;
+	return a < b ? -1 : a > b;
+}
+
+/* One code point of each run the grammar's sets cannot tell apart (runs
+ * begin at each range's ends, and where UTF-8 grows a byte) that a
+ * string's body may hold: every set in g holds all of a run or none of
+ * it, so a state each probe leads back to is closed under them all. */
+static bool make_probes(loom_trie_walk *w, const loom_grammar *g)
+{
+	static const uint32_t fixed[] = {0x20, '"', '"' + 1, '\\', '\\' + 1, 0x80, 0x800, 0x10000, 0xD800, 0xE000, 0x110000};
+	const size_t n_fixed = sizeof(fixed) / sizeof(fixed[0]), n = n_fixed + 2 * (size_t)g->n_ranges;
+	uint32_t *cuts = malloc(n * sizeof(uint32_t));
+	uint32_t *probes = realloc(w->probes, n * sizeof(uint32_t));
+	if (probes != NULL)
+		w->probes = probes;
+	if (cuts == NULL || probes == NULL) {
+		free(cuts);
+		return false;
+	}
+	memcpy(cuts, fixed, sizeof(fixed));
+	for (uint32_t i = 0; i < g->n_ranges; i++) {
+		cuts[n_fixed + 2 * i] = g->ranges[i].lo;
+		cuts[n_fixed + 2 * i + 1] = g->ranges[i].hi + 1;
+	}
+	qsort(cuts, n, sizeof(uint32_t), by_code_point);
+	w->n_probes = 0;
+	for (size_t i = 0; i < n; i++) {
+		const uint32_t cp = cuts[i];
+		if ((i > 0 && cuts[i - 1] == cp) || cp < 0x20 || cp >= 0x110000 || cp == '"' || cp == '\\' ||
+		    (cp >= 0xD800 && cp < 0xE000))
+			continue;
+		w->probes[w->n_probes++] = cp;
+	}
+	free(cuts);
+	w->probes_of = g;
+	return true;
+}
+
+/* The state after code point cp from s, in the arena; NULL if refused. */
+static const loom_gr_state *step_code_point(loom_gr_arena *a, const loom_grammar *g, const loom_gr_state *s, uint32_t cp,
+					    bool *error)
+{
+	unsigned char b[4];
+	const int n = cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
+	if (n == 1) {
+		b[0] = (unsigned char)cp;
+	} else {
+		for (int k = n - 1; k > 0; k--, cp >>= 6)
+			b[k] = (unsigned char)(0x80 | (cp & 0x3F));
+		b[0] = (unsigned char)((0xF00u >> n) | cp);
+	}
+	const loom_gr_state *cur = s;
+	for (int k = 0; k < n && cur != NULL; k++)
+		cur = loom_gr_advance(a, g, cur, b[k], error);
+	return cur;
+}
+
+/* Whether every probe leads from to the state into (the same state for
+ * all of them). */
+static bool all_lead(loom_trie_walk *w, loom_gr_arena *a, const loom_grammar *g, const loom_gr_state *from,
+		     const loom_gr_state *into, bool *error)
+{
+	bool ok = true;
+	for (uint32_t i = 0; i < w->n_probes && ok && !*error; i++) {
+		loom_gr_mark probe = loom_gr_arena_mark(a);
+		const loom_gr_state *next = step_code_point(a, g, from, w->probes[i], error);
+		ok = next != NULL && state_equal(next, into);
+		loom_gr_arena_release(a, probe);
+	}
+	return ok && !*error;
+}
+
+/* Whether every token of the slice is allowed from s: every code point
+ * of a string's body leads s to one same state, and that state on to
+ * one same state, and so on to a state each leads back to itself (at
+ * once inside a string; after its quote, and while a minLength counts,
+ * within a few code points). */
+static bool closed_under_string_body(loom_trie_walk *w, loom_gr_arena *a, const loom_grammar *g, const loom_gr_state *s)
+{
+	loom_gr_mark mark = loom_gr_arena_mark(a);
+	bool error = false;
+	const loom_gr_state *t = step_code_point(a, g, s, 'a', &error);
+	bool closed = t != NULL && !error;
+	const size_t n = state_words(s);
+	if (closed && w->probes_of == g && w->n_judged == n) {
+		uint32_t *words = malloc(n * sizeof(uint32_t));
+		if (words != NULL) {
+			state_to_words(s, words);
+			const bool same = memcmp(words, w->judged, n * sizeof(uint32_t)) == 0;
+			free(words);
+			if (same) {
+				loom_gr_arena_release(a, mark);
+				return w->judged_closed;
+			}
+		}
+	}
+	if (closed && (w->probes_of == g || make_probes(w, g))) {
+		const loom_gr_state *from = s;
+		closed = false;
+		for (int k = 0; k < 16 && t != NULL && !error && all_lead(w, a, g, from, t, &error); k++) {
+			if (state_equal(from, t)) {
+				closed = true;
+				break;
+			}
+			from = t;
+			t = step_code_point(a, g, from, 'a', &error);
+		}
+		if (n > w->cap_judged) {
+			uint32_t *p = realloc(w->judged, n * sizeof(uint32_t));
+			if (p != NULL) {
+				w->judged = p;
+				w->cap_judged = n;
+			}
+		}
+		if (n <= w->cap_judged) {
+			state_to_words(s, w->judged);
+			w->n_judged = n;
+			w->judged_closed = closed;
+		}
+	} else {
+		closed = false;
+	}
+	loom_gr_arena_release(a, mark);
+	return closed;
 }
 
 typedef struct walk_ctx {
@@ -318,10 +529,16 @@ loom_status loom_token_trie_mask(const loom_token_trie *t, loom_trie_walk *w, lo
 	loom_gr_mark mark = loom_gr_arena_mark(a);
 	walk_ctx c = {t, w, a, g, bits, 0, false};
 	const int32_t root = intern(w, s);
+	if (root >= 0 && t->rest != NULL && t->n_string > 0 && closed_under_string_body(w, a, g, s)) {
+		/* Inside a string: the slice at once, then the other tokens. */
+		memcpy(bits, t->string_bits, ((size_t)t->n_vocab + 31) / 32 * sizeof(uint32_t));
+		c.n_allowed = t->n_string;
+		c.t = t->rest;
+	}
 	if (root < 0)
 		c.failed = true;
 	else
-		walk(&c, root, 1, t->subtree[0]);
+		walk(&c, root, 1, c.t->subtree[0]);
 	loom_gr_arena_release(a, mark);
 	if (c.failed)
 		return LOOM_ERR_INVALID_ARGUMENT;

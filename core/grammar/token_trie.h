@@ -24,6 +24,14 @@ typedef struct loom_token_trie {
 	/* The tokens that end generation, allowed where a sentence may end. */
 	loom_token *eog;
 	int32_t n_eog;
+	/* The slice: tokens whose bytes are whole code points of a JSON
+	 * string's body (valid UTF-8, none a control character, a quote or a
+	 * backslash). A state that each such code point leads back to itself
+	 * (inside a string no bound counts) allows all of them: a walk from it
+	 * marks them at once and goes through the other tokens' trie only. */
+	uint32_t *string_bits;
+	int32_t n_string;
+	struct loom_token_trie *rest; /* its pieces and piece_off are the whole trie's */
 } loom_token_trie;
 
 loom_status loom_token_trie_build(const loom_model *model, loom_token_trie **out);
@@ -47,6 +55,16 @@ typedef struct loom_trie_walk {
 	uint64_t *step_keys;          /* (state index << 8 | byte) + 1, 0 empty */
 	int32_t *step_next;           /* the state index after it; -1: refused */
 	uint32_t n_step_slots, n_steps;
+	/* Whether a state is closed under a string body's code points: one
+	 * code point from each run of code points the grammar's sets cannot
+	 * tell apart (for the grammar probes_of), and the last state judged
+	 * (a copy of its words) with the answer. */
+	const loom_grammar *probes_of;
+	uint32_t *probes;
+	uint32_t n_probes;
+	uint32_t *judged;
+	size_t n_judged, cap_judged;
+	bool judged_closed;
 } loom_trie_walk;
 
 void loom_trie_walk_free(loom_trie_walk *w);
