@@ -781,8 +781,11 @@ typedef struct loom_chat_message {
 
 /* Formats messages as the prompt text of a chat model, ending with the
  * assistant's opening when add_assistant. template_name: "chatml",
- * "llama2", "llama3", "mistral", "zephyr", "phi3", "gemma" or "plain"; NULL
- * for the model's own (loom_chat_template). The text holds no BOS (the
+ * "llama2", "llama3", "mistral", "zephyr", "phi3", "gemma", "harmony" or
+ * "plain"; NULL for the model's own (loom_chat_template), with what its
+ * template adds to the family's turns where loom knows it (docs/api.md:
+ * Qwen 2.5's default system message, Llama 3.1's dated system block, ...).
+ * The text holds no BOS (the
  * tokenizer adds it) and is meant to be tokenized with special tokens
  * parsed. Writes a NUL-terminated string; *n_out gets its length, also when
  * the buffer is too small (LOOM_ERR_BUFFER_TOO_SMALL). */

@@ -874,6 +874,39 @@ static loom_status render_generic(loom_strbuf *b, loom_chat_kind kind, const con
 	return st;
 }
 
+/* A conversation without tools, calls or results: loom_chat_apply's. */
+static bool plain_conversation(const conversation *c)
+{
+	if (c->tools != NULL)
+		return false;
+	for (size_t i = 0; i < c->n; i++)
+		if (c->turns[i].n_calls > 0 || is(&c->turns[i], "tool"))
+			return false;
+	return true;
+}
+
+static loom_status apply_plain(const loom_model *model, const char *template_name, const conversation *c,
+			       bool add_assistant, loom_strbuf *out)
+{
+	loom_chat_message *msgs = calloc(c->n + 1, sizeof(*msgs));
+	if (msgs == NULL)
+		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+	for (size_t i = 0; i < c->n; i++)
+		msgs[i] = (loom_chat_message){c->turns[i].role, c->turns[i].content};
+	size_t len = 0;
+	loom_status st = loom_chat_apply(model, template_name, msgs, c->n, add_assistant, NULL, 0, &len);
+	char *text = st == LOOM_ERR_BUFFER_TOO_SMALL ? malloc(len + 1) : NULL;
+	if (text != NULL)
+		st = loom_chat_apply(model, template_name, msgs, c->n, add_assistant, text, len + 1, &len);
+	else if (st == LOOM_ERR_BUFFER_TOO_SMALL)
+		st = loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+	if (st == LOOM_OK)
+		loom_strbuf_put_n(out, text, len);
+	free(text);
+	free(msgs);
+	return st;
+}
+
 /* Whether the model's own template text holds s. */
 static bool template_has(const loom_model *m, const char *s)
 {
@@ -885,6 +918,43 @@ static bool template_has(const loom_model *m, const char *s)
 		if (memcmp(jinja.data + i, s, n) == 0)
 			return true;
 	return false;
+}
+
+bool loom_chat_format_model(const loom_model *model, const loom_chat_message *msgs, size_t n, bool add_assistant,
+			    loom_strbuf *out, loom_status *st)
+{
+	const loom_chat_kind kind = model->chat_template;
+	const bool qwen = kind == LOOM_CHAT_CHATML &&
+			  (template_has(model, qwen_default_system) || template_has(model, "</think>"));
+	const bool llama31 = kind == LOOM_CHAT_LLAMA3 && template_has(model, "Cutting Knowledge Date");
+	const bool mistral3 = kind == LOOM_CHAT_MISTRAL && template_has(model, "[TOOL_CALLS]");
+	if (!qwen && !llama31 && !mistral3)
+		return false;
+	conversation c = {0};
+	*st = LOOM_OK;
+	if ((c.turns = calloc(n ? n : 1, sizeof(turn))) == NULL) {
+		*st = loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+		return true;
+	}
+	for (size_t i = 0; i < n && *st == LOOM_OK; i++) {
+		turn *t = &c.turns[c.n++];
+		t->role = msgs[i].role;
+		t->has_content = true;
+		if ((t->content = strdup(msgs[i].content)) == NULL)
+			*st = loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+	}
+	if (*st == LOOM_OK && qwen)
+		render_hermes(out, &c, add_assistant,
+			      (hermes_kind){.default_system = template_has(model, qwen_default_system) ? qwen_default_system : NULL,
+					    .thinks = template_has(model, "</think>")});
+	else if (*st == LOOM_OK && llama31)
+		*st = render_llama3(out, &c, add_assistant);
+	else if (*st == LOOM_OK)
+		*st = render_mistral(out, &c);
+	if (*st == LOOM_OK && out->failed)
+		*st = loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+	conversation_free(&c);
+	return true;
 }
 
 LOOM_API loom_status loom_chat_apply_json(const loom_model *model, const char *template_name, const char *messages_json,
@@ -900,7 +970,9 @@ LOOM_API loom_status loom_chat_apply_json(const loom_model *model, const char *t
 	conversation c;
 	st = read_conversation(messages_json, messages_len, tools_json, tools_len, &c);
 	loom_strbuf b = {0};
-	if (st == LOOM_OK) {
+	if (st == LOOM_OK && plain_conversation(&c))
+		st = apply_plain(model, template_name, &c, add_assistant, &b);
+	else if (st == LOOM_OK) {
 		switch (loom_tool_style_of(kind)) {
 		case LOOM_TOOL_HERMES:
 			/* Which Hermes template: the model's own, read. */

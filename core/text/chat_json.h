@@ -7,6 +7,7 @@
 
 #include "loom.h"
 #include "text/chat_template.h"
+#include "text/json_text.h"
 
 #include <cjson/cJSON.h>
 
@@ -23,5 +24,15 @@ loom_tool_style loom_tool_style_of(loom_chat_kind kind);
 
 /* The family a template name (NULL: the model's own) is, checked. */
 loom_status loom_chat_kind_named(const loom_model *model, const char *template_name, loom_chat_kind *out);
+
+/* loom_chat_apply's conversation (messages already checked) in the
+ * model's own template where loom knows what it adds to its family's
+ * turns (Qwen 2.5's default system message, Qwen 3's reasoning history,
+ * Llama 3.1's dated system block, Mistral v3's spacing and system
+ * text before the last question), written to out with *st its status;
+ * false when the model's template has nothing of the kind (the family's
+ * plain format applies). */
+bool loom_chat_format_model(const loom_model *model, const loom_chat_message *msgs, size_t n, bool add_assistant,
+			    loom_strbuf *out, loom_status *st);
 
 #endif

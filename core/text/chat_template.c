@@ -12,6 +12,8 @@
  */
 #include "text/chat_template.h"
 
+#include "text/chat_json.h"
+
 #include "model/meta.h"
 #include "model/model.h"
 #include "runtime/error.h"
@@ -229,11 +231,8 @@ static void put_plain(out_text *o, const loom_chat_message *msgs, size_t n, bool
 		put(o, "Assistant: ");
 }
 
-loom_status loom_chat_format(loom_chat_kind kind, const loom_chat_message *msgs, size_t n, bool add_assistant,
-			     char *buf, size_t size, size_t *n_out)
+loom_status loom_chat_check_messages(const loom_chat_message *msgs, size_t n)
 {
-	out_text o = {buf, size, 0};
-
 	for (size_t i = 0; i < n; i++) {
 		if (msgs[i].role == NULL || msgs[i].content == NULL)
 			return loom_error(LOOM_ERR_INVALID_ARGUMENT, "chat message %zu has no role or content", i);
@@ -244,6 +243,31 @@ loom_status loom_chat_format(loom_chat_kind kind, const loom_chat_message *msgs,
 		if (is_role(&msgs[i], "system") && i > 0)
 			return loom_error(LOOM_ERR_INVALID_ARGUMENT, "a system message may only come first");
 	}
+	return LOOM_OK;
+}
+
+/* text (len bytes) into buf as loom_chat_apply writes it. */
+static loom_status copy_out(const char *text, size_t len, char *buf, size_t size, size_t *n_out)
+{
+	*n_out = len;
+	if (size > 0) {
+		const size_t k = len < size ? len : size - 1;
+		memcpy(buf, text, k);
+		buf[k] = '\0';
+	}
+	if (len >= size)
+		return loom_error(LOOM_ERR_BUFFER_TOO_SMALL, "the chat text needs %zu bytes, the buffer has %zu", len + 1,
+				  size);
+	return LOOM_OK;
+}
+
+loom_status loom_chat_format(loom_chat_kind kind, const loom_chat_message *msgs, size_t n, bool add_assistant,
+			     char *buf, size_t size, size_t *n_out)
+{
+	out_text o = {buf, size, 0};
+	loom_status st = loom_chat_check_messages(msgs, n);
+	if (st != LOOM_OK)
+		return st;
 	switch (kind) {
 	case LOOM_CHAT_CHATML:
 		put_turns(&o, msgs, n, add_assistant, "<|im_start|>", "\n", "<|im_end|>\n");
@@ -314,9 +338,20 @@ LOOM_API loom_status loom_chat_apply(const loom_model *model, const char *templa
 
 	if (model == NULL || (messages == NULL && n_messages > 0) || (buf == NULL && size > 0) || n_out == NULL)
 		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_chat_apply: bad arguments");
-	if (template_name == NULL)
+	if (template_name == NULL) {
+		/* The model's own template, as the model was trained on it. */
+		loom_strbuf text = {0};
+		loom_status st = loom_chat_check_messages(messages, n_messages);
+		if (st == LOOM_OK && loom_chat_format_model(model, messages, n_messages, add_assistant, &text, &st)) {
+			if (st == LOOM_OK)
+				st = copy_out(text.s != NULL ? text.s : "", text.n, buf, size, n_out);
+			loom_strbuf_free(&text);
+			return st;
+		}
+		if (st != LOOM_OK)
+			return st;
 		kind = model->chat_template;
-	else if (!loom_chat_template_by_name(template_name, &kind))
+	} else if (!loom_chat_template_by_name(template_name, &kind))
 		return loom_error(LOOM_ERR_INVALID_ARGUMENT,
 				  "unknown chat template '%s' (chatml, llama2, llama3, mistral, zephyr, phi3, gemma, plain, "
 				  "harmony)",

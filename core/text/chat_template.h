@@ -31,6 +31,10 @@ bool loom_chat_template_by_name(const char *name, loom_chat_kind *out);
  * markers it emits; false if none is recognised. */
 bool loom_chat_template_detect(const char *jinja, size_t len, loom_chat_kind *out);
 
+/* Whether messages are a conversation loom_chat_apply takes (roles
+ * system, first only, user and assistant; text in each). */
+loom_status loom_chat_check_messages(const loom_chat_message *msgs, size_t n);
+
 /* Formats as loom_chat_apply does (loom.h), with a given family. */
 loom_status loom_chat_format(loom_chat_kind kind, const loom_chat_message *msgs, size_t n, bool add_assistant,
 			     char *buf, size_t size, size_t *n_out);
