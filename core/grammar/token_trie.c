@@ -57,6 +57,7 @@ void loom_token_trie_free(loom_token_trie *t)
 	if (t == NULL)
 		return;
 	free(t->string_bits);
+	free(t->length_bits);
 	if (t->rest != NULL) {
 		t->rest->pieces = NULL; /* the whole trie's */
 		t->rest->piece_off = NULL;
@@ -73,31 +74,33 @@ void loom_token_trie_free(loom_token_trie *t)
 	free(t);
 }
 
-/* Whether bytes are whole code points of a JSON string's body: valid
- * UTF-8 (shortest forms, no surrogates), no control character, quote or
- * backslash. */
-static bool string_body(const unsigned char *p, uint32_t n)
+/* How many code points of a JSON string's body the bytes are: 0 unless
+ * valid UTF-8 (shortest forms, no surrogates) without a control
+ * character, quote or backslash. */
+static uint32_t string_body(const unsigned char *p, uint32_t n)
 {
+	uint32_t count = 0;
 	if (n == 0)
-		return false;
+		return 0;
 	for (uint32_t i = 0; i < n;) {
 		const unsigned char c = p[i];
 		const uint32_t len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
 		if (len == 0 || i + len > n)
-			return false;
+			return 0;
 		uint32_t cp = len == 1 ? c : len == 2 ? c & 0x1Fu : len == 3 ? c & 0x0Fu : c & 0x07u;
 		for (uint32_t k = 1; k < len; k++) {
 			if ((p[i + k] & 0xC0) != 0x80)
-				return false;
+				return 0;
 			cp = cp << 6 | (p[i + k] & 0x3Fu);
 		}
 		static const uint32_t least[5] = {0, 0, 0x80, 0x800, 0x10000};
 		if (cp < least[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp < 0xE000) || cp < 0x20 || cp == '"' ||
 		    cp == '\\')
-			return false;
+			return 0;
 		i += len;
+		count++;
 	}
-	return true;
+	return count;
 }
 
 /* t's nodes over the tokens with bytes (t's pieces), leaving out the
@@ -185,15 +188,24 @@ loom_status loom_token_trie_build(const loom_model *model, loom_token_trie **out
 	if (st == LOOM_OK)
 		st = build_nodes(t, model, NULL);
 	/* The slice, and the trie of the tokens outside it. */
-	if (st == LOOM_OK && ((t->string_bits = calloc(((size_t)n + 31) / 32, sizeof(uint32_t))) == NULL ||
+	const size_t words = ((size_t)n + 31) / 32;
+	if (st == LOOM_OK && ((t->string_bits = calloc(words, sizeof(uint32_t))) == NULL ||
+			      (t->length_bits = calloc(words * LOOM_SLICE_LENGTHS, sizeof(uint32_t))) == NULL ||
 			      (t->rest = calloc(1, sizeof(*t->rest))) == NULL))
 		st = LOOM_ERR_NO_MEMORY;
-	for (loom_token i = 0; st == LOOM_OK && i < n; i++)
-		if (!loom_token_is_eog(model, i) &&
-		    string_body(t->pieces + t->piece_off[i], t->piece_off[i + 1] - t->piece_off[i])) {
-			t->string_bits[i / 32] |= 1u << (i % 32);
-			t->n_string++;
+	for (loom_token i = 0; st == LOOM_OK && i < n; i++) {
+		const uint32_t cps = loom_token_is_eog(model, i)
+					     ? 0
+					     : string_body(t->pieces + t->piece_off[i], t->piece_off[i + 1] - t->piece_off[i]);
+		if (cps == 0)
+			continue;
+		t->string_bits[i / 32] |= 1u << (i % 32);
+		t->n_string++;
+		if (cps <= LOOM_SLICE_LENGTHS) {
+			t->length_bits[(cps - 1) * words + i / 32] |= 1u << (i % 32);
+			t->n_length[cps - 1]++;
 		}
+	}
 	if (st == LOOM_OK) {
 		t->rest->n_vocab = n;
 		t->rest->pieces = t->pieces;
@@ -392,19 +404,38 @@ static bool all_lead(loom_trie_walk *w, loom_gr_arena *a, const loom_grammar *g,
 	return ok && !*error;
 }
 
-/* Whether every token of the slice is allowed from s: every code point
- * of a string's body leads s to one same state, and that state on to
- * one same state, and so on to a state each leads back to itself (at
- * once inside a string; after its quote, and while a minLength counts,
- * within a few code points). */
-static bool closed_under_string_body(loom_trie_walk *w, loom_gr_arena *a, const loom_grammar *g, const loom_gr_state *s)
+/* Whether no probe goes on from s. */
+static bool none_go_on(loom_trie_walk *w, loom_gr_arena *a, const loom_grammar *g, const loom_gr_state *s, bool *error)
+{
+	bool none = true;
+	for (uint32_t i = 0; i < w->n_probes && none && !*error; i++) {
+		loom_gr_mark probe = loom_gr_arena_mark(a);
+		none = step_code_point(a, g, s, w->probes[i], error) == NULL;
+		loom_gr_arena_release(a, probe);
+	}
+	return none && !*error;
+}
+
+/* Which tokens of the slice s allows, by how many code points they
+ * are: when every code point of a string's body leads s to one same
+ * state, and that one on to one same state, and so on, a token of k code
+ * points is allowed as long as the chain goes k steps. It ends at a state
+ * each leads back to itself (-1: every token of the slice allowed: inside
+ * a string at once, after its quote or while a minLength counts in a few
+ * steps), or at one none goes on from (k: the tokens of at most k code
+ * points; a maxLength reached). 0: the slice is judged no way (some code
+ * points go where others do not); its tokens are walked. */
+static int32_t slice_reach(loom_trie_walk *w, loom_gr_arena *a, const loom_grammar *g, const loom_gr_state *s)
 {
 	loom_gr_mark mark = loom_gr_arena_mark(a);
 	bool error = false;
 	const loom_gr_state *t = step_code_point(a, g, s, 'a', &error);
-	bool closed = t != NULL && !error;
+	if (t == NULL || error) {
+		loom_gr_arena_release(a, mark);
+		return 0;
+	}
 	const size_t n = state_words(s);
-	if (closed && w->probes_of == g && w->n_judged == n) {
+	if (w->probes_of == g && w->n_judged == n) {
 		uint32_t *words = malloc(n * sizeof(uint32_t));
 		if (words != NULL) {
 			state_to_words(s, words);
@@ -412,21 +443,29 @@ static bool closed_under_string_body(loom_trie_walk *w, loom_gr_arena *a, const 
 			free(words);
 			if (same) {
 				loom_gr_arena_release(a, mark);
-				return w->judged_closed;
+				return w->judged_reach;
 			}
 		}
 	}
-	if (closed && (w->probes_of == g || make_probes(w, g))) {
+	int32_t reach = 0;
+	if (w->probes_of == g || make_probes(w, g)) {
 		const loom_gr_state *from = s;
-		closed = false;
-		for (int k = 0; k < 16 && t != NULL && !error && all_lead(w, a, g, from, t, &error); k++) {
+		for (int32_t k = 0; k <= LOOM_SLICE_LENGTHS && !error; k++) {
+			if (t == NULL) {
+				reach = k > 0 && none_go_on(w, a, g, from, &error) ? k : 0;
+				break;
+			}
+			if (!all_lead(w, a, g, from, t, &error))
+				break;
 			if (state_equal(from, t)) {
-				closed = true;
+				reach = -1;
 				break;
 			}
 			from = t;
 			t = step_code_point(a, g, from, 'a', &error);
 		}
+		if (error)
+			reach = 0;
 		if (n > w->cap_judged) {
 			uint32_t *p = realloc(w->judged, n * sizeof(uint32_t));
 			if (p != NULL) {
@@ -437,13 +476,11 @@ static bool closed_under_string_body(loom_trie_walk *w, loom_gr_arena *a, const 
 		if (n <= w->cap_judged) {
 			state_to_words(s, w->judged);
 			w->n_judged = n;
-			w->judged_closed = closed;
+			w->judged_reach = reach;
 		}
-	} else {
-		closed = false;
 	}
 	loom_gr_arena_release(a, mark);
-	return closed;
+	return reach;
 }
 
 typedef struct walk_ctx {
@@ -529,10 +566,22 @@ loom_status loom_token_trie_mask(const loom_token_trie *t, loom_trie_walk *w, lo
 	loom_gr_mark mark = loom_gr_arena_mark(a);
 	walk_ctx c = {t, w, a, g, bits, 0, false};
 	const int32_t root = intern(w, s);
-	if (root >= 0 && t->rest != NULL && t->n_string > 0 && closed_under_string_body(w, a, g, s)) {
-		/* Inside a string: the slice at once, then the other tokens. */
-		memcpy(bits, t->string_bits, ((size_t)t->n_vocab + 31) / 32 * sizeof(uint32_t));
-		c.n_allowed = t->n_string;
+	const int32_t reach = root >= 0 && t->rest != NULL && t->n_string > 0 ? slice_reach(w, a, g, s) : 0;
+	if (reach != 0) {
+		/* Inside a string: the slice (or its tokens short enough for
+		 * the string's bound) at once, then the other tokens. */
+		const size_t words = ((size_t)t->n_vocab + 31) / 32;
+		if (reach < 0) {
+			memcpy(bits, t->string_bits, words * sizeof(uint32_t));
+			c.n_allowed = t->n_string;
+		} else {
+			for (int32_t k = 0; k < reach; k++) {
+				const uint32_t *row = t->length_bits + (size_t)k * words;
+				for (size_t i = 0; i < words; i++)
+					bits[i] |= row[i];
+				c.n_allowed += t->n_length[k];
+			}
+		}
 		c.t = t->rest;
 	}
 	if (root < 0)

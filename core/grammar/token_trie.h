@@ -9,6 +9,8 @@
 
 /* Nodes in depth-first order: node i's subtree is [i, i + subtree[i]),
  * its first child i + 1. Node 0 is the empty prefix. */
+#define LOOM_SLICE_LENGTHS 16
+
 typedef struct loom_token_trie {
 	int32_t n_vocab;
 	uint32_t n_nodes;
@@ -31,6 +33,11 @@ typedef struct loom_token_trie {
 	 * marks them at once and goes through the other tokens' trie only. */
 	uint32_t *string_bits;
 	int32_t n_string;
+	/* The slice's tokens of 1 to LOOM_SLICE_LENGTHS code points, a row of
+	 * n_vocab bits each (row L - 1: L code points), and their numbers:
+	 * what a bounded string (maxLength) still counting allows. */
+	uint32_t *length_bits;
+	int32_t n_length[16];
 	struct loom_token_trie *rest; /* its pieces and piece_off are the whole trie's */
 } loom_token_trie;
 
@@ -64,7 +71,8 @@ typedef struct loom_trie_walk {
 	uint32_t n_probes;
 	uint32_t *judged;
 	size_t n_judged, cap_judged;
-	bool judged_closed;
+	int32_t judged_reach; /* the slice's tokens of at most this many code points are allowed;
+			       * -1: any number; 0: judged nothing of the slice */
 } loom_trie_walk;
 
 void loom_trie_walk_free(loom_trie_walk *w);
