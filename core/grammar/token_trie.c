@@ -329,6 +329,15 @@ static void state_to_words(const loom_gr_state *s, uint32_t *out)
 	memcpy(out + 4 + s->n_stacks + 1, s->data, s->offsets[s->n_stacks] * sizeof(uint32_t));
 }
 
+/* Whether s is the state words were made from. */
+static bool state_is_words(const loom_gr_state *s, const uint32_t *words)
+{
+	const uint32_t head[4] = {s->n_stacks, s->partial, s->partial_left, s->partial_len};
+	return memcmp(words, head, sizeof(head)) == 0 &&
+	       memcmp(words + 4, s->offsets, (s->n_stacks + 1) * sizeof(uint32_t)) == 0 &&
+	       memcmp(words + 4 + s->n_stacks + 1, s->data, s->offsets[s->n_stacks] * sizeof(uint32_t)) == 0;
+}
+
 static int by_code_point(const void *pa, const void *pb)
 {
 	const uint32_t a = *(const uint32_t *)pa, b = *(const uint32_t *)pb;
@@ -435,17 +444,9 @@ static int32_t slice_reach(loom_trie_walk *w, loom_gr_arena *a, const loom_gramm
 		return 0;
 	}
 	const size_t n = state_words(s);
-	if (w->probes_of == g && w->n_judged == n) {
-		uint32_t *words = malloc(n * sizeof(uint32_t));
-		if (words != NULL) {
-			state_to_words(s, words);
-			const bool same = memcmp(words, w->judged, n * sizeof(uint32_t)) == 0;
-			free(words);
-			if (same) {
-				loom_gr_arena_release(a, mark);
-				return w->judged_reach;
-			}
-		}
+	if (w->probes_of == g && w->n_judged == n && state_is_words(s, w->judged)) {
+		loom_gr_arena_release(a, mark);
+		return w->judged_reach;
 	}
 	int32_t reach = 0;
 	if (w->probes_of == g || make_probes(w, g)) {
