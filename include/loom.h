@@ -537,7 +537,8 @@ LOOM_API loom_status loom_grammar_parse(const char *text, size_t len, const char
  * syntax without lookarounds or backreferences; classes leave out the
  * quote, the backslash and control characters), format (date,
  * time, date-time, uuid, email), an integer's minimum, maximum and their
- * exclusive forms, a number's inclusive whole bounds (then without an
+ * exclusive forms, a number's bounds (rounded inward to whole numbers,
+ * fractions written between them; then without an
  * exponent); annotations
  * (title, description, default, examples, ...) are read past. Any other
  * keyword is LOOM_ERR_INVALID_ARGUMENT naming it and where it is: loom

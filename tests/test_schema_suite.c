@@ -312,10 +312,14 @@ static void gen_scalar(schema_gen *g)
 		break;
 	}
 	case 5:
-		if (roll(g, 2))
+		if (roll(g, 3) == 0)
 			put(g, "{\"type\":\"integer\"}");
-		else
+		else if (roll(g, 2))
 			put(g, "{\"type\":\"number\",\"minimum\":%d,\"maximum\":%d}", -(int)roll(g, 50), (int)roll(g, 50));
+		else /* exclusive and fractional bounds, at least a whole number apart */
+			put(g, "{\"type\":\"number\",\"%s\":%d.%u,\"%s\":%d.%u}", roll(g, 2) ? "minimum" : "exclusiveMinimum",
+			    -(int)roll(g, 40) - 1, roll(g, 10), roll(g, 2) ? "maximum" : "exclusiveMaximum", (int)roll(g, 40) + 1,
+			    roll(g, 10));
 		break;
 	case 6: {
 		put(g, "{\"enum\":[");

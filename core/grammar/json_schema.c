@@ -385,21 +385,17 @@ static bool compile_number(compiler *c, const cJSON *schema, bool integer, int r
 			     get(schema, "exclusiveMaximum");
 	if (!bounded)
 		return put(c, "r%d ::= %s\n", rule, integer ? "jint" : "jnumber");
-	/* A number's exclusive bound or one with a fraction would need its
-	 * fraction's digits weighed: refused, not widened. */
-	for (int i = 0; !integer && i < 4; i++) {
-		static const char *const keys[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
-		const cJSON *b = get(schema, keys[i]);
-		if (b != NULL && (i >= 2 || !cJSON_IsNumber(b) || b->valuedouble != floor(b->valuedouble)))
-			return refuse(c, "keyword '%s' is not supported here: a number's bounds must be inclusive and whole",
-				      keys[i]);
-	}
+	/* The bounds rounded inward to whole numbers: a number's exclusive or
+	 * fractional bound narrows it to the whole numbers within (and the
+	 * fractions between them), never widens it. */
 	long long lo = -INT_LIMIT, hi = INT_LIMIT;
 	if (!bound(c, schema, "minimum", false, false, &lo) || !bound(c, schema, "exclusiveMinimum", false, true, &lo) ||
 	    !bound(c, schema, "maximum", true, false, &hi) || !bound(c, schema, "exclusiveMaximum", true, true, &hi))
 		return false;
 	if (lo > hi)
-		return refuse(c, "no %s meets the bounds", integer ? "integer" : "number");
+		return refuse(c, integer ? "no integer meets the bounds"
+					 : "no number meets the bounds as loom writes them (from the whole numbers within "
+					   "them, and the fractions between those)");
 	put(c, "r%d ::= ", rule);
 	bool first = true;
 	if (lo < 0) {
