@@ -30,7 +30,7 @@ done
 jobs=$(nproc)
 run_suite() {
 	local dir=$1; shift
-	cmake -S . -B "$dir" -DLOOM_WERROR=ON "$@" >/dev/null
+	cmake -S . -B "$dir" -DLOOM_WERROR=ON -DLOOM_TESTS_REQUIRED=ON "$@" >/dev/null
 	cmake --build "$dir" -j"$jobs"
 	(cd "$dir" && ctest -j"$jobs" --output-on-failure)
 }
