@@ -45,6 +45,11 @@ echo "== AddressSanitizer + UndefinedBehaviorSanitizer =="
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	run_suite build-ci-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOOM_SANITIZE=ON -DLOOM_CUDA_ARCHITECTURES=80-virtual
 
+# The public and plugin ABIs against their baselines in abi/ (the
+# sanitizer build has the debug information abidw reads).
+echo "== ABI =="
+bash scripts/abi_check.sh build-ci-asan
+
 # Then every fuzz target of tests/fuzz for a few seconds on its seed corpus
 # (a clang build of its own; the long runs are in docs/robustness.md).
 echo "== fuzz targets: clang, ASan + UBSan, 3 s each =="
