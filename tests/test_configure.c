@@ -28,7 +28,10 @@ static void pc_dir_without_check(char *dir, size_t size)
 
 START_TEST(configures_without_check)
 {
-	if (run_cmd("command -v cmake >/dev/null && pkg-config --exists check").status != 0) {
+	cmd_result have = run_cmd("command -v cmake >/dev/null && pkg-config --exists check");
+	const bool ok = have.status == 0;
+	cmd_result_free(&have);
+	if (!ok) {
 		printf("SKIP: cmake or pkg-config's check is not here\n");
 		return;
 	}

@@ -25,9 +25,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Where a JSON value ends, found by scanning on from where the last look
+ * stopped: a body only grows, so a long call is read once, not again at
+ * every step. */
+typedef struct value_scan {
+	size_t from; /* the value's first byte (0: none yet: a value never begins a body) */
+	size_t at;   /* scanned up to here */
+	size_t end;  /* past its last byte once found, else 0 */
+	int depth;
+	bool in_string, escape;
+} value_scan;
+
 typedef struct call_state {
 	char *name;
 	loom_strbuf args;
+	value_scan args_scan;
 	bool done;
 } call_state;
 
@@ -42,6 +54,8 @@ struct loom_tool_reader {
 	loom_strbuf body; /* the open call's text */
 	bool body_whole;  /* the body's calls (or answer) are complete JSON */
 	size_t first;     /* calls[first..] are the open body's */
+	size_t next_call, next_at; /* the body's first call not whole yet, and where it begins (0: not known) */
+	value_scan answer_scan;    /* loom's generic format: the reply's object */
 	call_state *calls;
 	size_t n_calls, cap_calls;
 	loom_tool_call *view;
@@ -152,6 +166,37 @@ static size_t value_end(const char *s, size_t n, size_t i)
 	return j < n && j > i ? j : 0;
 }
 
+/* value_end for a value scanned before, from where that scan stopped. */
+static size_t value_end_on(const char *s, size_t n, size_t from, value_scan *vs)
+{
+	if (from >= n || (s[from] != '"' && s[from] != '{' && s[from] != '['))
+		return value_end(s, n, from); /* a literal: short */
+	if (vs->from != from)
+		*vs = (value_scan){.from = from, .at = from};
+	for (size_t j = vs->at; vs->end == 0 && j < n; j++) {
+		const char c = s[j];
+		vs->at = j + 1;
+		if (vs->in_string) {
+			if (vs->escape)
+				vs->escape = false;
+			else if (c == '\\')
+				vs->escape = true;
+			else if (c == '"') {
+				vs->in_string = false;
+				if (vs->depth == 0)
+					vs->end = j + 1;
+			}
+		} else if (c == '"') {
+			vs->in_string = true;
+		} else if (c == '{' || c == '[') {
+			vs->depth++;
+		} else if ((c == '}' || c == ']') && --vs->depth == 0) {
+			vs->end = j + 1;
+		}
+	}
+	return vs->end;
+}
+
 /* The string value at s[i..end) decoded, malloc'd; NULL if it is not one. */
 static char *decode_string(const char *s, size_t i, size_t end)
 {
@@ -198,14 +243,15 @@ static size_t scan_call(loom_tool_reader *tr, size_t k, const char *s, size_t n,
 		if (v >= n || s[v] != ':')
 			return 0;
 		v = skip_ws(s, n, v + 1);
-		const size_t end = value_end(s, n, v);
 		const size_t key_len = key_end - i - 2;
 		const char *key = s + i + 1;
+		const bool is_args = (key_len == 9 && memcmp(key, "arguments", 9) == 0) ||
+				     (key_len == 10 && memcmp(key, "parameters", 10) == 0);
+		const size_t end = is_args ? value_end_on(s, n, v, &c->args_scan) : value_end(s, n, v);
 		if (key_len == 4 && memcmp(key, "name", 4) == 0) {
 			if (end != 0 && c->name == NULL)
 				c->name = decode_string(s, v, end);
-		} else if ((key_len == 9 && memcmp(key, "arguments", 9) == 0) ||
-			   (key_len == 10 && memcmp(key, "parameters", 10) == 0)) {
+		} else if (is_args) {
 			args_at = v;
 			args_end = end;
 			/* Arguments written as a JSON string show once whole;
@@ -255,7 +301,7 @@ static void scan_body(loom_tool_reader *tr)
 			return;
 		i = skip_ws(s, n, i + 1);
 		if (n - i < sizeof(calls_key) - 1 || memcmp(s + i, calls_key, sizeof(calls_key) - 1) != 0) {
-			tr->body_whole = value_end(s, n, skip_ws(s, n, 0)) != 0;
+			tr->body_whole = value_end_on(s, n, skip_ws(s, n, 0), &tr->answer_scan) != 0;
 			return;
 		}
 		i = skip_ws(s, n, i + sizeof(calls_key) - 1);
@@ -269,7 +315,13 @@ static void scan_body(loom_tool_reader *tr)
 			return;
 		i = skip_ws(s, n, i + 1);
 	}
-	for (size_t k = tr->first;; k++) {
+	size_t k = tr->first;
+	if (tr->next_at != 0) {
+		/* The calls before it are whole: read on from there. */
+		k = tr->next_call;
+		i = skip_ws(s, n, tr->next_at);
+	}
+	for (;; k++) {
 		if (array && i < n && s[i] == ']') {
 			tr->body_whole = true;
 			return;
@@ -282,8 +334,11 @@ static void scan_body(loom_tool_reader *tr)
 			tr->body_whole = true;
 			return;
 		}
-		if (i < n && s[i] == ',')
+		if (i < n && s[i] == ',') {
 			i = skip_ws(s, n, i + 1);
+			tr->next_call = k + 1;
+			tr->next_at = i;
+		}
 	}
 }
 
@@ -321,6 +376,8 @@ static void open_body(loom_tool_reader *tr)
 	tr->body.n = 0;
 	tr->body_whole = false;
 	tr->first = tr->n_calls;
+	tr->next_call = tr->next_at = 0;
+	tr->answer_scan = (value_scan){0};
 }
 
 static void close_body(loom_tool_reader *tr)
@@ -332,6 +389,7 @@ static void close_body(loom_tool_reader *tr)
 		tr->state = CONTENT;
 	tr->body.n = 0;
 	tr->first = tr->n_calls;
+	tr->next_call = tr->next_at = 0;
 }
 
 /* A reply that may be a call without a marker (Llama 3, generic): held
