@@ -425,6 +425,39 @@ static bool none_go_on(loom_trie_walk *w, loom_gr_arena *a, const loom_grammar *
 	return none && !*error;
 }
 
+/* The most states a string's code points may lead s among for the slice
+ * to be judged by them all (an unanchored pattern's: before a match, in
+ * one, after it). */
+#define SLICE_STATES 8
+
+/* Whether every string of a string body's code points goes on from s:
+ * the states the probes lead s to, and those lead to, and so on, are few,
+ * and no probe stops in any of them. */
+static bool every_string_goes_on(loom_trie_walk *w, loom_gr_arena *a, const loom_grammar *g, const loom_gr_state *s,
+				 bool *error)
+{
+	const loom_gr_state *seen[SLICE_STATES] = {s};
+	int n_seen = 1;
+	for (int i = 0; i < n_seen; i++)
+		for (uint32_t p = 0; p < w->n_probes; p++) {
+			loom_gr_mark before = loom_gr_arena_mark(a);
+			const loom_gr_state *next = step_code_point(a, g, seen[i], w->probes[p], error);
+			if (next == NULL || *error)
+				return false;
+			bool known = false;
+			for (int k = 0; k < n_seen && !known; k++)
+				known = state_equal(next, seen[k]);
+			if (known) {
+				loom_gr_arena_release(a, before);
+				continue;
+			}
+			if (n_seen == SLICE_STATES)
+				return false;
+			seen[n_seen++] = next; /* kept in the arena until the judgement ends */
+		}
+	return true;
+}
+
 /* Which tokens of the slice s allows, by how many code points they
  * are: when every code point of a string's body leads s to one same
  * state, and that one on to one same state, and so on, a token of k code
@@ -432,8 +465,10 @@ static bool none_go_on(loom_trie_walk *w, loom_gr_arena *a, const loom_grammar *
  * each leads back to itself (-1: every token of the slice allowed: inside
  * a string at once, after its quote or while a minLength counts in a few
  * steps), or at one none goes on from (k: the tokens of at most k code
- * points; a maxLength reached). 0: the slice is judged no way (some code
- * points go where others do not); its tokens are walked. */
+ * points; a maxLength reached). Failing that, every token of the slice
+ * is allowed (-1) when no string of its code points stops anywhere (an
+ * unanchored pattern; an anyOf of strings). 0: the slice is judged no
+ * way; its tokens are walked. */
 static int32_t slice_reach(loom_trie_walk *w, loom_gr_arena *a, const loom_grammar *g, const loom_gr_state *s)
 {
 	loom_gr_mark mark = loom_gr_arena_mark(a);
@@ -465,6 +500,11 @@ static int32_t slice_reach(loom_trie_walk *w, loom_gr_arena *a, const loom_gramm
 			from = t;
 			t = step_code_point(a, g, from, 'a', &error);
 		}
+		/* No one state after each step (an unanchored pattern, an
+		 * anyOf of strings): every slice token still goes on if every
+		 * string of code points does. */
+		if (reach == 0 && !error && every_string_goes_on(w, a, g, s, &error))
+			reach = -1;
 		if (error)
 			reach = 0;
 		if (n > w->cap_judged) {
