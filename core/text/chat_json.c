@@ -399,11 +399,8 @@ static void render_hermes(loom_strbuf *b, const conversation *c, bool add_assist
 
 static void put_trimmed(loom_strbuf *b, const char *s)
 {
-	size_t n = strlen(s);
-	while (n > 0 && isspace((unsigned char)*s))
-		s++, n--;
-	while (n > 0 && isspace((unsigned char)s[n - 1]))
-		n--;
+	size_t n;
+	s = loom_chat_trim(s, &n);
 	loom_strbuf_put_n(b, s, n);
 }
 

@@ -94,14 +94,22 @@ static void put(out_text *o, const char *s)
 	put_n(o, s, strlen(s));
 }
 
-/* s without leading and trailing white space (Llama 3's `| trim`). */
-static void put_trimmed(out_text *o, const char *s)
+const char *loom_chat_trim(const char *s, size_t *len)
 {
 	size_t n = strlen(s);
 	while (n > 0 && isspace((unsigned char)*s))
 		s++, n--;
 	while (n > 0 && isspace((unsigned char)s[n - 1]))
 		n--;
+	*len = n;
+	return s;
+}
+
+/* s without leading and trailing white space (Llama 3's `| trim`). */
+static void put_trimmed(out_text *o, const char *s)
+{
+	size_t n;
+	s = loom_chat_trim(s, &n);
 	put_n(o, s, n);
 }
 

@@ -31,6 +31,10 @@ bool loom_chat_template_by_name(const char *name, loom_chat_kind *out);
  * markers it emits; false if none is recognised. */
 bool loom_chat_template_detect(const char *jinja, size_t len, loom_chat_kind *out);
 
+/* s without leading and trailing white space (a template's `| trim`):
+ * where it begins in s, *len its length. */
+const char *loom_chat_trim(const char *s, size_t *len);
+
 /* Whether messages are a conversation loom_chat_apply takes (roles
  * system, first only, user and assistant; text in each). */
 loom_status loom_chat_check_messages(const loom_chat_message *msgs, size_t n);
