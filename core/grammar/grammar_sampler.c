@@ -74,8 +74,22 @@ loom_status loom_grammar_follow_mask(loom_grammar_follow *f, const float *logits
 		return st;
 	if (n_allowed == 0)
 		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "the grammar allows no token of the vocabulary here");
-	for (int32_t i = 0; i < n_vocab; i++)
-		f->masked[i] = (f->bits[i / 32] >> (i % 32)) & 1 ? logits[i] : -INFINITY;
+	/* A word of the mask at a time: most are all refused (between
+	 * values) or all allowed (inside a string). */
+	for (int32_t base = 0; base < n_vocab; base += 32) {
+		const uint32_t m = f->bits[base / 32];
+		const int32_t n = n_vocab - base < 32 ? n_vocab - base : 32;
+		float *out = f->masked + base;
+		if (m == 0) {
+			for (int32_t k = 0; k < n; k++)
+				out[k] = -INFINITY;
+		} else if (m == 0xFFFFFFFFu && n == 32) {
+			memcpy(out, logits + base, 32 * sizeof(float));
+		} else {
+			for (int32_t k = 0; k < n; k++)
+				out[k] = (m >> k) & 1 ? logits[base + k] : -INFINITY;
+		}
+	}
 	*masked = f->masked;
 	return LOOM_OK;
 }
