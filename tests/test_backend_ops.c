@@ -156,15 +156,8 @@ static bool known_gap(const backend_state *s, const op_case *c)
 
 	if (strncmp(s->b.name, "cpu-", 4) == 0)
 		return c->op == LOOM_OP_CONVERT && c->dst.dtype == LOOM_DTYPE_BF16;
-	if (strcmp(s->b.name, "cuda") == 0) {
-		/* No kernels yet for a mixture of experts' ops or MXFP4. */
-		bool moe = c->op == LOOM_OP_TOPK || c->op == LOOM_OP_MOE_WEIGHTS || c->op == LOOM_OP_MATMUL_ID ||
-			   c->op == LOOM_OP_MOE_SUM;
-		bool mxfp4 = c->dst.dtype == LOOM_DTYPE_MXFP4;
-		for (int i = 0; i < LOOM_NODE_MAX_SRC; i++)
-			mxfp4 |= ht_present(&c->src[i]) && c->src[i].dtype == LOOM_DTYPE_MXFP4;
-		return ((c->op == LOOM_OP_KV_STORE || c->op == LOOM_OP_ATTENTION) && quant_cache) || moe || mxfp4;
-	}
+	if (strcmp(s->b.name, "cuda") == 0)
+		return (c->op == LOOM_OP_KV_STORE || c->op == LOOM_OP_ATTENTION) && quant_cache;
 	return false;
 }
 
@@ -1613,8 +1606,9 @@ static void moe_sum_case(ref_rng *rng, int64_t n, int64_t k, int64_t n_tok)
 
 /* Routing: TOPK of 1, 2 and 8 out of 8 to 128 (with and without ties),
  * MOE_WEIGHTS of each gating with and without renormalising and a scale;
- * MATMUL_ID of every weight type, tokens routed at random or crowding one
- * expert, activations shared by a token's slots or one per slot; MOE_SUM. */
+ * rows of 300 besides, longer than a GPU block's threads; MATMUL_ID of
+ * every weight type, tokens routed at random or crowding one expert,
+ * activations shared by a token's slots or one per slot; MOE_SUM. */
 static void group_moe(void)
 {
 	ref_rng rng = {14};
@@ -1625,15 +1619,19 @@ static void group_moe(void)
 			for (size_t ri = 0; ri < N_OF(rows); ri++)
 				for (int ties = 0; ties < 2; ties++)
 					topk_case(&rng, ns[ni], ks[ki], rows[ri], ties);
+	for (int ties = 0; ties < 2; ties++)
+		topk_case(&rng, 300, 8, 3, ties);
 	for (int gating = 0; gating < 3; gating++)
-		for (int norm = 0; norm < 2; norm++)
+		for (int norm = 0; norm < 2; norm++) {
 			for (size_t ki = 0; ki < N_OF(ks); ki++) {
 				moe_weights_case(&rng, gating, norm, 1.0f, 64, ks[ki], 9);
 				moe_weights_case(&rng, gating, norm, 2.5f, 8, ks[ki], 1);
 			}
+			moe_weights_case(&rng, gating, norm, 1.0f, 300, 8, 3);
+		}
 	for (size_t ti = 0; ti < N_OF(weight_types); ti++) {
 		loom_dtype type = weight_types[ti];
-		int64_t n = loom_dtype_traits_of(type).block == 1 ? 96 : 256;
+		int64_t block = loom_dtype_traits_of(type).block, n = block == 1 ? 96 : 256;
 		matmul_id_case(&rng, type, n, 33, 8, 2, 1, false, false, false, false);
 		matmul_id_case(&rng, type, n, 16, 8, 2, 5, true, false, false, false);
 		matmul_id_case(&rng, type, n, 33, 8, 4, 40, false, true, false, true);
@@ -1642,6 +1640,13 @@ static void group_moe(void)
 		 * as the core offers them at load; with biases (gpt-oss). */
 		matmul_id_case(&rng, type, n, 32, 8, 2, 1, false, false, true, true);
 		matmul_id_case(&rng, type, n, 48, 8, 4, 40, false, true, true, false);
+		/* The sizes a GPU's kernels split: rows of several staging steps
+		 * ending in a short one, outputs over two tiles of 64, a crowded
+		 * expert's pairs over two and four tiles of 64, a prefill's
+		 * pairs over many grouping rounds. */
+		int64_t wide = block == 1 ? 100 : block == 32 ? 288 : 512;
+		matmul_id_case(&rng, type, wide, 80, 8, 4, 70, false, true, false, true);
+		matmul_id_case(&rng, type, wide, 72, 16, 4, 200, true, true, false, false);
 	}
 	for (size_t ki = 0; ki < N_OF(ks); ki++) {
 		moe_sum_case(&rng, 64, ks[ki], 1);

@@ -37,12 +37,10 @@ static const cuda_op *const cuda_ops[LOOM_OP_COUNT] = {
 	[LOOM_OP_LAYER_NORM] = &cuda_op_layer_norm,
 	[LOOM_OP_GELU] = &cuda_op_gelu,
 	[LOOM_OP_SOFTCAP] = &cuda_op_softcap,
-	/* C++ takes designators in order and without gaps: the mixture of
-	 * experts' ops have no kernels yet. */
-	[LOOM_OP_TOPK] = NULL,
-	[LOOM_OP_MOE_WEIGHTS] = NULL,
-	[LOOM_OP_MATMUL_ID] = NULL,
-	[LOOM_OP_MOE_SUM] = NULL,
+	[LOOM_OP_TOPK] = &cuda_op_topk,
+	[LOOM_OP_MOE_WEIGHTS] = &cuda_op_moe_weights,
+	[LOOM_OP_MATMUL_ID] = &cuda_op_matmul_id,
+	[LOOM_OP_MOE_SUM] = &cuda_op_moe_sum,
 	[LOOM_OP_SIGMOID] = &cuda_op_sigmoid,
 	[LOOM_OP_SWIGLU_OAI] = &cuda_op_swiglu_oai,
 };

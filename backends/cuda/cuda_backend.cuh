@@ -67,6 +67,10 @@ extern const cuda_op cuda_op_convert;
 extern const cuda_op cuda_op_layer_norm;
 extern const cuda_op cuda_op_gelu;
 extern const cuda_op cuda_op_softcap;
+extern const cuda_op cuda_op_topk;
+extern const cuda_op cuda_op_moe_weights;
+extern const cuda_op cuda_op_matmul_id;
+extern const cuda_op cuda_op_moe_sum;
 extern const cuda_op cuda_op_sigmoid;
 extern const cuda_op cuda_op_swiglu_oai;
 

@@ -1,7 +1,8 @@
 /*
  * cuda_dequant.cuh - elements of every table dtype decoded to f32 on the
  * device, bit for bit as the CPU backend decodes them (cpu_half.h,
- * cpu_quant_legacy.c, cpu_quant_k.c), and fp16/bf16 encoded from f32.
+ * cpu_quant_legacy.c, cpu_quant_k.c, cpu_quant_mxfp4.c), and fp16/bf16
+ * encoded from f32.
  *
  * Decoding works one element at a time: element i of a row is element
  * i % block of block i / block, so any thread can decode any element
@@ -163,6 +164,21 @@ static __device__ __forceinline__ float cuda_dequant_q6_k(const cuda_block_q6_k 
 	return dl * (float)((lo | hi << 4) - 32);
 }
 
+/* MXFP4's doubled value of index q (0..15): byte q % 8 of the positive or
+ * the negative half of the table. */
+static __device__ __forceinline__ int cuda_mxfp4_value(int q)
+{
+	uint32_t lo = q < 8 ? CUDA_MXFP4_VALUES_0 : CUDA_MXFP4_VALUES_2;
+	uint32_t hi = q < 8 ? CUDA_MXFP4_VALUES_1 : CUDA_MXFP4_VALUES_3;
+	return (int)(int8_t)(__byte_perm(lo, hi, (uint32_t)q) & 0xff);
+}
+
+/* The doubled value times the halved scale: exact, as on the CPU. */
+static __device__ __forceinline__ float cuda_dequant_mxfp4(const cuda_block_mxfp4 *b, int i)
+{
+	return (float)cuda_mxfp4_value(cuda_dequant_nibble(b->qs, i)) * cuda_mxfp4_half_scale(b->e);
+}
+
 /* ---- rows ---- */
 
 /* Elements per block of a table dtype: 1, 32 or 256. */
@@ -170,6 +186,7 @@ static constexpr __host__ __device__ int cuda_dequant_block_len(loom_dtype type)
 {
 	switch (type) {
 	case LOOM_DTYPE_Q4_0: case LOOM_DTYPE_Q4_1: case LOOM_DTYPE_Q5_0: case LOOM_DTYPE_Q5_1: case LOOM_DTYPE_Q8_0:
+	case LOOM_DTYPE_MXFP4:
 		return CUDA_QK;
 	case LOOM_DTYPE_Q2_K: case LOOM_DTYPE_Q3_K: case LOOM_DTYPE_Q4_K: case LOOM_DTYPE_Q5_K: case LOOM_DTYPE_Q6_K:
 		return CUDA_QK_K;
@@ -183,7 +200,7 @@ static constexpr __host__ __device__ int cuda_dequant_block_len(loom_dtype type)
 #define CUDA_DEQUANT_DTYPES(X)                                                                              \
 	X(LOOM_DTYPE_F32) X(LOOM_DTYPE_F16) X(LOOM_DTYPE_BF16) X(LOOM_DTYPE_Q4_0) X(LOOM_DTYPE_Q4_1)          \
 	X(LOOM_DTYPE_Q5_0) X(LOOM_DTYPE_Q5_1) X(LOOM_DTYPE_Q8_0) X(LOOM_DTYPE_Q2_K) X(LOOM_DTYPE_Q3_K)        \
-	X(LOOM_DTYPE_Q4_K) X(LOOM_DTYPE_Q5_K) X(LOOM_DTYPE_Q6_K)
+	X(LOOM_DTYPE_Q4_K) X(LOOM_DTYPE_Q5_K) X(LOOM_DTYPE_Q6_K) X(LOOM_DTYPE_MXFP4)
 
 /* For supports(). */
 static inline bool cuda_dequant_supports(loom_dtype type)
@@ -224,6 +241,7 @@ static __device__ __forceinline__ float cuda_dequant(loom_dtype type, const void
 	CUDA_DEQUANT_BLOCK_CASE(LOOM_DTYPE_Q4_K, q4_k)
 	CUDA_DEQUANT_BLOCK_CASE(LOOM_DTYPE_Q5_K, q5_k)
 	CUDA_DEQUANT_BLOCK_CASE(LOOM_DTYPE_Q6_K, q6_k)
+	CUDA_DEQUANT_BLOCK_CASE(LOOM_DTYPE_MXFP4, mxfp4)
 	default:
 		return 0.0f;
 	}

@@ -23,7 +23,9 @@ static constexpr bool ew_binary(ew_kind k)
 	return k == EW_ADD || k == EW_MUL || k == EW_SWIGLU || k == EW_SWIGLU_OAI;
 }
 
-template <ew_kind K> static __device__ __forceinline__ float ew_apply(float a, float b, float param)
+/* param: SCALE's factor, SOFTCAP's cap, SWIGLU_OAI's limit; param2: SWIGLU_OAI's
+ * alpha. */
+template <ew_kind K> static __device__ __forceinline__ float ew_apply(float a, float b, float param, float param2)
 {
 	switch (K) {
 	case EW_ADD:
@@ -43,9 +45,8 @@ template <ew_kind K> static __device__ __forceinline__ float ew_apply(float a, f
 	case EW_SIGMOID:
 		return 1.0f / (1.0f + expf(-a));
 	case EW_SWIGLU_OAI:
-		/* alpha is fixed at gpt-oss's 1.702 by supports(); param is the limit. */
 		a = fminf(a, param);
-		return a / (1.0f + expf(1.702f * -a)) * (fminf(fmaxf(b, -param), param) + 1.0f);
+		return a / (1.0f + expf(param2 * -a)) * (fminf(fmaxf(b, -param), param) + 1.0f);
 	}
 	return 0.0f;
 }
@@ -60,7 +61,7 @@ static __device__ __forceinline__ char *row_at(const cuda_rows &t, int64_t i1, i
 /* b_one_row: src1 is a single row, used for every row of src0. */
 template <ew_kind K>
 static __global__ void ew_kernel(cuda_rows y, cuda_rows a, cuda_rows b, bool b_one_row, int64_t n, int64_t nrows,
-				 float param)
+				 float param, float param2)
 {
 	int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
 	if (i >= n)
@@ -70,21 +71,21 @@ static __global__ void ew_kernel(cuda_rows y, cuda_rows a, cuda_rows b, bool b_o
 		float av = ((const float *)row_at(a, i1, i2, i3))[i], bv = 0.0f;
 		if (ew_binary(K))
 			bv = ((const float *)(b_one_row ? b.data : row_at(b, i1, i2, i3)))[i];
-		((float *)row_at(y, i1, i2, i3))[i] = ew_apply<K>(av, bv, param);
+		((float *)row_at(y, i1, i2, i3))[i] = ew_apply<K>(av, bv, param, param2);
 	}
 }
 
 /* b is NULL for the unary ops. */
 template <ew_kind K>
 static loom_status ew_launch(cuda_backend *be, const loom_tensor *a, const loom_tensor *b, const loom_tensor *y,
-			     float param, const char *what)
+			     float param, float param2, const char *what)
 {
 	int64_t n = y->ne[0], nrows = loom_tensor_nrows(y);
 	dim3 grid((unsigned)((n + EW_THREADS - 1) / EW_THREADS),
 		  (unsigned)(nrows < EW_MAX_GRID_Y ? nrows : EW_MAX_GRID_Y));
 	cuda_rows b_rows = cuda_rows_of(b != NULL ? b : a);
 	ew_kernel<K><<<grid, EW_THREADS, 0, be->stream>>>(cuda_rows_of(y), cuda_rows_of(a), b_rows,
-							  b != NULL && loom_tensor_nrows(b) == 1, n, nrows, param);
+							  b != NULL && loom_tensor_nrows(b) == 1, n, nrows, param, param2);
 	return cuda_launched(be, what);
 }
 
@@ -102,12 +103,12 @@ static bool binary_supports(const loom_node *node)
 
 static loom_status add_run(cuda_backend *be, const loom_node *node, void *, int)
 {
-	return ew_launch<EW_ADD>(be, node->src[0], node->src[1], node->dst, 0.0f, "add");
+	return ew_launch<EW_ADD>(be, node->src[0], node->src[1], node->dst, 0.0f, 0.0f, "add");
 }
 
 static loom_status mul_run(cuda_backend *be, const loom_node *node, void *, int)
 {
-	return ew_launch<EW_MUL>(be, node->src[0], node->src[1], node->dst, 0.0f, "mul");
+	return ew_launch<EW_MUL>(be, node->src[0], node->src[1], node->dst, 0.0f, 0.0f, "mul");
 }
 
 const cuda_op cuda_op_add = {binary_supports, NULL, add_run};
@@ -124,7 +125,7 @@ static bool unary_supports(const loom_node *node)
 
 static loom_status scale_run(cuda_backend *be, const loom_node *node, void *, int)
 {
-	return ew_launch<EW_SCALE>(be, node->src[0], NULL, node->dst, node->fp[0], "scale");
+	return ew_launch<EW_SCALE>(be, node->src[0], NULL, node->dst, node->fp[0], 0.0f, "scale");
 }
 
 const cuda_op cuda_op_scale = {unary_supports, NULL, scale_run};
@@ -141,7 +142,7 @@ static bool swiglu_supports(const loom_node *node)
 
 static loom_status swiglu_run(cuda_backend *be, const loom_node *node, void *, int)
 {
-	return ew_launch<EW_SWIGLU>(be, node->src[0], node->src[1], node->dst, 0.0f, "swiglu");
+	return ew_launch<EW_SWIGLU>(be, node->src[0], node->src[1], node->dst, 0.0f, 0.0f, "swiglu");
 }
 
 const cuda_op cuda_op_swiglu = {swiglu_supports, NULL, swiglu_run};
@@ -156,8 +157,8 @@ static bool gelu_supports(const loom_node *node)
 static loom_status gelu_run(cuda_backend *be, const loom_node *node, void *, int)
 {
 	if (node->ip[0] == LOOM_GELU_ERF)
-		return ew_launch<EW_GELU_ERF>(be, node->src[0], NULL, node->dst, 0.0f, "gelu");
-	return ew_launch<EW_GELU_TANH>(be, node->src[0], NULL, node->dst, 0.0f, "gelu");
+		return ew_launch<EW_GELU_ERF>(be, node->src[0], NULL, node->dst, 0.0f, 0.0f, "gelu");
+	return ew_launch<EW_GELU_TANH>(be, node->src[0], NULL, node->dst, 0.0f, 0.0f, "gelu");
 }
 
 const cuda_op cuda_op_gelu = {gelu_supports, NULL, gelu_run};
@@ -171,7 +172,7 @@ static bool softcap_supports(const loom_node *node)
 
 static loom_status softcap_run(cuda_backend *be, const loom_node *node, void *, int)
 {
-	return ew_launch<EW_SOFTCAP>(be, node->src[0], NULL, node->dst, node->fp[0], "softcap");
+	return ew_launch<EW_SOFTCAP>(be, node->src[0], NULL, node->dst, node->fp[0], 0.0f, "softcap");
 }
 
 const cuda_op cuda_op_softcap = {softcap_supports, NULL, softcap_run};
@@ -180,7 +181,7 @@ const cuda_op cuda_op_softcap = {softcap_supports, NULL, softcap_run};
 
 static loom_status sigmoid_run(cuda_backend *be, const loom_node *node, void *, int)
 {
-	return ew_launch<EW_SIGMOID>(be, node->src[0], NULL, node->dst, 0.0f, "sigmoid");
+	return ew_launch<EW_SIGMOID>(be, node->src[0], NULL, node->dst, 0.0f, 0.0f, "sigmoid");
 }
 
 const cuda_op cuda_op_sigmoid = {unary_supports, NULL, sigmoid_run};
@@ -189,12 +190,13 @@ const cuda_op cuda_op_sigmoid = {unary_supports, NULL, sigmoid_run};
 
 static bool swiglu_oai_supports(const loom_node *node)
 {
-	return swiglu_supports(node) && node->fp[0] == 1.702f && node->fp[1] > 0.0f && isfinite(node->fp[1]);
+	return swiglu_supports(node) && isfinite(node->fp[0]) && node->fp[1] > 0.0f && isfinite(node->fp[1]);
 }
 
 static loom_status swiglu_oai_run(cuda_backend *be, const loom_node *node, void *, int)
 {
-	return ew_launch<EW_SWIGLU_OAI>(be, node->src[0], node->src[1], node->dst, node->fp[1], "swiglu_oai");
+	return ew_launch<EW_SWIGLU_OAI>(be, node->src[0], node->src[1], node->dst, node->fp[1], node->fp[0],
+					"swiglu_oai");
 }
 
 const cuda_op cuda_op_swiglu_oai = {swiglu_oai_supports, NULL, swiglu_oai_run};

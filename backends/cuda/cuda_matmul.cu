@@ -1,7 +1,7 @@
 /*
  * cuda_matmul.cu - LOOM_OP_MATMUL: dst[t][o] = sum_i W[o][i] * x[t][i], for
- * weights of F32, F16, BF16 and the quantized types Q4_0 .. Q6_K in their
- * GGUF layout. Quantized weights meet Q8_1 activations (in work memory) in
+ * weights of F32, F16, BF16, the quantized types Q4_0 .. Q6_K and MXFP4
+ * in their GGUF layout. Quantized weights meet Q8_1 activations (in work memory) in
  * integer dot products (cuda_matmul_quant.cu); the others meet the f32
  * activations, rounded to F16 or BF16 for those weights, in f32 or tensor
  * core products (cuda_matmul_float.cu). Both run as matrix-vector products
@@ -13,8 +13,7 @@
 
 #include <climits>
 
-/* F32 rows whose strides are whole floats. */
-static bool f32_strides_ok(const loom_tensor *t)
+bool cuda_matmul_f32_strides_ok(const loom_tensor *t)
 {
 	for (int i = 1; i < LOOM_MAX_DIMS; i++)
 		if (t->nb[i] % sizeof(float) != 0)
@@ -22,17 +21,24 @@ static bool f32_strides_ok(const loom_tensor *t)
 	return true;
 }
 
-static bool weight_type_ok(loom_dtype type)
+bool cuda_matmul_weight_ok(const loom_tensor *w)
 {
-	return type == LOOM_DTYPE_F32 || type == LOOM_DTYPE_F16 || type == LOOM_DTYPE_BF16 ||
-	       cuda_matmul_is_quant(type);
+	loom_dtype type = w->dtype;
+	if (!loom_tensor_standard(w) ||
+	    !(type == LOOM_DTYPE_F32 || type == LOOM_DTYPE_F16 || type == LOOM_DTYPE_BF16 || cuda_matmul_is_quant(type)))
+		return false;
+	/* The kernels read rows 4 bytes at a time (F32), MXFP4's a byte at a
+	 * time, the others' 2. */
+	size_t align = type == LOOM_DTYPE_F32 ? sizeof(float) : type == LOOM_DTYPE_MXFP4 ? 1 : sizeof(uint16_t);
+	return w->nb[1] % align == 0 && (w->ne[2] == 1 || w->nb[2] % align == 0) && w->ne[0] <= INT_MAX &&
+	       w->ne[1] <= INT_MAX;
 }
 
 static bool matmul_supports(const loom_node *node)
 {
 	const loom_tensor *w = node->src[0], *x = node->src[1], *y = node->dst;
 
-	if (!loom_tensor_standard(w) || !weight_type_ok(w->dtype))
+	if (!cuda_matmul_weight_ok(w))
 		return false;
 	if (!loom_tensor_is(x, LOOM_DTYPE_F32) || !loom_tensor_is(y, LOOM_DTYPE_F32))
 		return false;
@@ -41,13 +47,9 @@ static bool matmul_supports(const loom_node *node)
 	for (int i = 1; i < LOOM_MAX_DIMS; i++)
 		if (x->ne[i] != y->ne[i])
 			return false;
-	/* The kernels read weight rows 2 bytes at a time (F32: 4) and count
-	 * elements, rows and tokens in ints. */
-	if (w->nb[1] % (w->dtype == LOOM_DTYPE_F32 ? sizeof(float) : sizeof(uint16_t)) != 0)
+	if (!cuda_matmul_f32_strides_ok(x) || !cuda_matmul_f32_strides_ok(y))
 		return false;
-	if (!f32_strides_ok(x) || !f32_strides_ok(y))
-		return false;
-	return w->ne[0] <= INT_MAX && w->ne[1] <= INT_MAX && loom_tensor_nrows(x) <= CUDA_MATMUL_MAX_TOKENS;
+	return loom_tensor_nrows(x) <= CUDA_MATMUL_MAX_TOKENS;
 }
 
 /* The Q8_1 activations of quantized weights. */
@@ -67,7 +69,7 @@ static loom_status matmul_run(cuda_backend *be, const loom_node *node, void *wor
 	cuda_matmul_shape s = cuda_matmul_shape_of(node);
 
 	if (cuda_matmul_is_quant(type))
-		return cuda_matmul_quant(be, type, &s, work);
+		return cuda_matmul_quant(be, type, &s, s.n_tokens, work);
 	return cuda_matmul_float(be, type, &s);
 }
 

@@ -1,5 +1,6 @@
 /*
- * cuda_matmul_float.cu - MATMUL with F32, F16 and BF16 weights:
+ * cuda_matmul_float.cu - MATMUL and MATMUL_ID with F32, F16 and BF16
+ * weights (a MATMUL_ID's tokens are its pairs, cuda_matmul.cuh):
  *  - up to CUDA_MATMUL_VEC_TOKENS tokens: one warp per output row, f32
  *    FMAs, each weight read once for all the tokens;
  *  - F32 weights with more tokens: a tiled SGEMM in shared memory;
@@ -19,20 +20,27 @@
 
 #define FV_WARPS 4 /* output rows per thread block */
 
-/* NT is the largest token count the instance handles; s.n_tokens <= NT. */
-template <typename T, int NT>
+/* NT is the largest token count the instance handles; s.n_tokens <= NT.
+ * A MATMUL_ID's instance (NT 1) computes pair blockIdx.y. */
+template <typename T, int NT, bool ID>
 static __global__ void __launch_bounds__(32 * FV_WARPS) matmul_float_vec(cuda_matmul_shape s)
 {
+	static_assert(!ID || NT == 1, "a MATMUL_ID's pair at a time");
 	int o = blockIdx.x * FV_WARPS + threadIdx.y;
 	if (o >= s.n_out)
 		return;
-	int lane = threadIdx.x;
-	const T *w = (const T *)(s.w + (size_t)o * s.w_stride);
+	int lane = threadIdx.x, first = 0, e = 0;
+	if (ID) {
+		first = blockIdx.y;
+		if ((e = cuda_route_expert(s.route, first)) < 0)
+			return;
+	}
+	const T *w = (const T *)(cuda_matmul_weights<ID>(s, e) + (size_t)o * s.w_stride);
 	const float *x[NT];
 	float acc[NT];
 #pragma unroll
 	for (int t = 0; t < NT; t++) {
-		x[t] = (const float *)cuda_row(s.x, t < s.n_tokens ? t : 0);
+		x[t] = (const float *)cuda_row(s.x, ID ? cuda_route_x_row(s.route, first) : t < s.n_tokens ? t : 0);
 		acc[t] = 0.0f;
 	}
 	for (int i = lane; i < s.n_in; i += 32) {
@@ -42,35 +50,43 @@ static __global__ void __launch_bounds__(32 * FV_WARPS) matmul_float_vec(cuda_ma
 			if (t < s.n_tokens)
 				acc[t] = fmaf(wv, cuda_round_to<T>(x[t][i]), acc[t]);
 	}
-	cuda_matmul_vec_store(s, o, acc);
+	cuda_matmul_vec_store(s, o, acc, first, cuda_matmul_bias<ID>(s, e));
 }
 
 template <typename T> static void launch_vec(cudaStream_t stream, const cuda_matmul_shape *s)
 {
 	dim3 block(32, FV_WARPS), grid((unsigned)((s->n_out + FV_WARPS - 1) / FV_WARPS));
-	if (s->n_tokens == 1)
-		matmul_float_vec<T, 1><<<grid, block, 0, stream>>>(*s);
-	else if (s->n_tokens == 2)
-		matmul_float_vec<T, 2><<<grid, block, 0, stream>>>(*s);
-	else if (s->n_tokens <= 4)
-		matmul_float_vec<T, 4><<<grid, block, 0, stream>>>(*s);
-	else
-		matmul_float_vec<T, CUDA_MATMUL_VEC_TOKENS><<<grid, block, 0, stream>>>(*s);
+	if (s->route.ids != nullptr) {
+		grid.y = (unsigned)s->n_tokens;
+		matmul_float_vec<T, 1, true><<<grid, block, 0, stream>>>(*s);
+	} else if (s->n_tokens == 1) {
+		matmul_float_vec<T, 1, false><<<grid, block, 0, stream>>>(*s);
+	} else if (s->n_tokens == 2) {
+		matmul_float_vec<T, 2, false><<<grid, block, 0, stream>>>(*s);
+	} else if (s->n_tokens <= 4) {
+		matmul_float_vec<T, 4, false><<<grid, block, 0, stream>>>(*s);
+	} else {
+		matmul_float_vec<T, CUDA_MATMUL_VEC_TOKENS, false><<<grid, block, 0, stream>>>(*s);
+	}
 }
 
-/* The x and y rows of a tiled kernel's tokens t0.. into x_rows and
- * y_rows, which the whole block then reads: nullptr past the last token. */
-static __device__ __forceinline__ void stage_tile_rows(const cuda_matmul_shape &s, int t0,
-						       const float *x_rows[CUDA_MATMUL_TILE_TOKENS],
-						       float *y_rows[CUDA_MATMUL_TILE_TOKENS])
+/* The x and y rows of a tiled kernel's tile into x_rows and y_rows, which
+ * the whole block then reads (nullptr past the tile's last token), and
+ * the tile; count 0: an empty MATMUL_ID tile, which the block leaves. */
+template <bool ID>
+static __device__ __forceinline__ cuda_matmul_tile stage_tile_rows(const cuda_matmul_shape &s,
+								   const float *x_rows[CUDA_MATMUL_TILE_TOKENS],
+								   float *y_rows[CUDA_MATMUL_TILE_TOKENS])
 {
+	const cuda_matmul_tile tile = cuda_matmul_tile_of<ID>(s);
 	int tid = threadIdx.x;
-	if (tid < CUDA_MATMUL_TILE_TOKENS) {
-		bool in = t0 + tid < s.n_tokens;
-		x_rows[tid] = in ? (const float *)cuda_row(s.x, t0 + tid) : nullptr;
-		y_rows[tid] = in ? (float *)cuda_row(s.y, t0 + tid) : nullptr;
+	if (tile.count > 0 && tid < CUDA_MATMUL_TILE_TOKENS) {
+		int xr, yr = cuda_matmul_tile_row<ID>(s, tile, tid, &xr);
+		x_rows[tid] = yr >= 0 ? (const float *)cuda_row(s.x, xr) : nullptr;
+		y_rows[tid] = yr >= 0 ? (float *)cuda_row(s.y, yr) : nullptr;
 	}
 	__syncthreads();
+	return tile;
 }
 
 /* ---- many tokens, F32: SGEMM ----
@@ -86,7 +102,7 @@ static __device__ __forceinline__ void stage_tile_rows(const cuda_matmul_shape &
 static_assert(ST_TILE == CUDA_MATMUL_TILE_TOKENS && ST_THREADS == 16 * 16 && ST_TILE * ST_K == 4 * ST_THREADS,
 	      "the SGEMM's thread mapping");
 
-static __global__ void __launch_bounds__(ST_THREADS) matmul_f32_tile(cuda_matmul_shape s)
+template <bool ID> static __global__ void __launch_bounds__(ST_THREADS) matmul_f32_tile(cuda_matmul_shape s)
 {
 	__shared__ float w_s[ST_K][ST_TILE + 1];
 	__shared__ float x_s[ST_K][ST_TILE + 1];
@@ -94,8 +110,12 @@ static __global__ void __launch_bounds__(ST_THREADS) matmul_f32_tile(cuda_matmul
 	__shared__ float *y_rows[ST_TILE];
 
 	int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
-	int o0 = blockIdx.x * ST_TILE, t0 = blockIdx.y * ST_TILE;
-	stage_tile_rows(s, t0, x_rows, y_rows);
+	int o0 = blockIdx.x * ST_TILE;
+	const cuda_matmul_tile tile = stage_tile_rows<ID>(s, x_rows, y_rows);
+	if (tile.count <= 0)
+		return;
+	const char *wm = cuda_matmul_weights<ID>(s, tile.expert);
+	const float *bias = cuda_matmul_bias<ID>(s, tile.expert);
 
 	/* What a thread stages: element lk of the step in rows lr + 16 m. */
 	int lk = tid % ST_K, lr = tid / ST_K;
@@ -106,7 +126,7 @@ static __global__ void __launch_bounds__(ST_THREADS) matmul_f32_tile(cuda_matmul
 		for (int m = 0; m < 4; m++) {
 			int r = lr + 16 * m, o = o0 + r;
 			const float *xr = x_rows[r];
-			w_s[lk][r] = o < s.n_out && k < s.n_in ? ((const float *)(s.w + (size_t)o * s.w_stride))[k] : 0.0f;
+			w_s[lk][r] = o < s.n_out && k < s.n_in ? ((const float *)(wm + (size_t)o * s.w_stride))[k] : 0.0f;
 			x_s[lk][r] = xr != nullptr && k < s.n_in ? xr[k] : 0.0f;
 		}
 		__syncthreads();
@@ -134,7 +154,7 @@ static __global__ void __launch_bounds__(ST_THREADS) matmul_f32_tile(cuda_matmul
 		for (int j = 0; j < 4; j++) {
 			float *y = y_rows[ty + 16 * j];
 			if (o < s.n_out && y != nullptr)
-				y[o] = acc[i][j];
+				y[o] = bias != nullptr ? acc[i][j] + bias[o] : acc[i][j];
 		}
 	}
 }
@@ -157,7 +177,8 @@ static __global__ void __launch_bounds__(ST_THREADS) matmul_f32_tile(cuda_matmul
 static_assert(HT_TILE == CUDA_MATMUL_TILE_TOKENS && HT_THREADS == 4 * 32 && HT_K == 32,
 	      "the tensor-core kernel's warp and lane mapping");
 
-template <typename T> static __global__ void __launch_bounds__(HT_THREADS) matmul_half_tile(cuda_matmul_shape s)
+template <typename T, bool ID>
+static __global__ void __launch_bounds__(HT_THREADS) matmul_half_tile(cuda_matmul_shape s)
 {
 	using namespace nvcuda;
 	/* WMMA pointers must be 32-byte aligned: every fragment starts a
@@ -169,8 +190,12 @@ template <typename T> static __global__ void __launch_bounds__(HT_THREADS) matmu
 	__shared__ float *y_rows[HT_TILE];
 
 	int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-	int o0 = blockIdx.x * HT_TILE, t0 = blockIdx.y * HT_TILE;
-	stage_tile_rows(s, t0, x_rows, y_rows);
+	int o0 = blockIdx.x * HT_TILE;
+	const cuda_matmul_tile tile = stage_tile_rows<ID>(s, x_rows, y_rows);
+	if (tile.count <= 0)
+		return;
+	const char *wm = cuda_matmul_weights<ID>(s, tile.expert);
+	const float *bias = cuda_matmul_bias<ID>(s, tile.expert);
 
 	int wo = 32 * (warp / 2), wt = 32 * (warp % 2);
 	wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
@@ -188,7 +213,7 @@ template <typename T> static __global__ void __launch_bounds__(HT_THREADS) matmu
 		for (int r = warp; r < HT_TILE; r += HT_THREADS / 32) {
 			int o = o0 + r;
 			const float *xr = x_rows[r];
-			w_s[r * HT_LD + lane] = o < s.n_out && k_in ? ((const T *)(s.w + (size_t)o * s.w_stride))[k] : zero;
+			w_s[r * HT_LD + lane] = o < s.n_out && k_in ? ((const T *)(wm + (size_t)o * s.w_stride))[k] : zero;
 			x_s[r * HT_LD + lane] = xr != nullptr && k_in ? cuda_from_f32<T>(xr[k]) : zero;
 		}
 		__syncthreads();
@@ -222,23 +247,32 @@ template <typename T> static __global__ void __launch_bounds__(HT_THREADS) matmu
 		int tt = e / HT_TILE, oo = e % HT_TILE;
 		float *y = y_rows[tt];
 		if (y != nullptr && o0 + oo < s.n_out)
-			y[o0 + oo] = c_s[tt * HT_C_LD + oo];
+			y[o0 + oo] = bias != nullptr ? c_s[tt * HT_C_LD + oo] + bias[o0 + oo] : c_s[tt * HT_C_LD + oo];
 	}
 }
 
-/* The kernels for T weights and s's token count. */
+/* The kernels for T weights and s's token count (a MATMUL_ID's: its
+ * route's). */
 template <typename T> static void launch(cudaStream_t stream, const cuda_matmul_shape *s)
 {
-	if (s->n_tokens <= CUDA_MATMUL_VEC_TOKENS) {
+	bool id = s->route.ids != nullptr;
+	if (id ? s->route.tiles == nullptr : s->n_tokens <= CUDA_MATMUL_VEC_TOKENS) {
 		launch_vec<T>(stream, s);
 		return;
 	}
 	dim3 tiles((unsigned)((s->n_out + CUDA_MATMUL_TILE_TOKENS - 1) / CUDA_MATMUL_TILE_TOKENS),
-		   (unsigned)((s->n_tokens + CUDA_MATMUL_TILE_TOKENS - 1) / CUDA_MATMUL_TILE_TOKENS));
-	if constexpr (std::is_same_v<T, float>)
-		matmul_f32_tile<<<tiles, ST_THREADS, 0, stream>>>(*s);
-	else
-		matmul_half_tile<T><<<tiles, HT_THREADS, 0, stream>>>(*s);
+		   (unsigned)(id ? s->route.n_tiles : (s->n_tokens + CUDA_MATMUL_TILE_TOKENS - 1) / CUDA_MATMUL_TILE_TOKENS));
+	if constexpr (std::is_same_v<T, float>) {
+		if (id)
+			matmul_f32_tile<true><<<tiles, ST_THREADS, 0, stream>>>(*s);
+		else
+			matmul_f32_tile<false><<<tiles, ST_THREADS, 0, stream>>>(*s);
+	} else {
+		if (id)
+			matmul_half_tile<T, true><<<tiles, HT_THREADS, 0, stream>>>(*s);
+		else
+			matmul_half_tile<T, false><<<tiles, HT_THREADS, 0, stream>>>(*s);
+	}
 }
 
 loom_status cuda_matmul_float(cuda_backend *be, loom_dtype type, const cuda_matmul_shape *s)
@@ -257,5 +291,6 @@ loom_status cuda_matmul_float(cuda_backend *be, loom_dtype type, const cuda_matm
 		be->host->set_error("cuda: matmul: no float kernel for %s", loom_dtype_traits_of(type).name);
 		return LOOM_ERR_UNSUPPORTED;
 	}
-	return cuda_launched(be, "matmul of f32, f16 or bf16 weights");
+	return cuda_launched(be, s->route.ids != nullptr ? "matmul_id of f32, f16 or bf16 weights"
+						       : "matmul of f32, f16 or bf16 weights");
 }

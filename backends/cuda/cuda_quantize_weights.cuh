@@ -1,7 +1,8 @@
 /*
  * cuda_quantize_weights.cuh - the reference weight quantizers on the
  * device: one thread encodes one block, with the CPU backend's algorithms
- * (cpu_quant_legacy.c, cpu_quant_k_search.c) and the same bytes out.
+ * (cpu_quant_legacy.c, cpu_quant_k_search.c, cpu_quant_mxfp4.c) and the
+ * same bytes out.
  *
  * The CPU reference is built without FMA, so every f32 or f64 product
  * there is rounded before anything is added to it. nvcc (and ptxas, from
@@ -494,12 +495,44 @@ static __device__ void quant_block_q6_k(const float *x, cuda_block_q6_k *b)
 	}
 }
 
+/* ---- MXFP4 ----
+ * ggml's reference: e puts the block's largest magnitude in [4, 8) of the
+ * doubled values' units, and each weight takes the nearest value, the
+ * first of the table on a tie. */
+
+static __device__ uint8_t quant_nearest_mxfp4(float x, float d)
+{
+	int best = 0;
+	float best_err = fabsf(__fmul_rn((float)cuda_mxfp4_value(0), d) - x);
+	for (int i = 1; i < 16; i++) {
+		float err = fabsf(__fmul_rn((float)cuda_mxfp4_value(i), d) - x);
+		if (err < best_err) {
+			best = i;
+			best_err = err;
+		}
+	}
+	return (uint8_t)best;
+}
+
+static __device__ void quant_block_mxfp4(const float *x, cuda_block_mxfp4 *b)
+{
+	float amax = 0.0f;
+	for (int j = 0; j < CUDA_QK; j++)
+		amax = fmaxf(amax, fabsf(x[j]));
+	/* The exponent wraps to a byte as the CPU's conversion does. */
+	b->e = amax > 0.0f ? (uint8_t)quant_to_int(floorf(log2f(amax)) - 2 + 127) : 0;
+	const float d = cuda_mxfp4_half_scale(b->e);
+	for (int j = 0; j < CUDA_QK / 2; j++)
+		b->qs[j] = (uint8_t)(quant_nearest_mxfp4(x[j], d) | quant_nearest_mxfp4(x[j + CUDA_QK / 2], d) << 4);
+}
+
 /* ---- any type ---- */
 
 /* Every dtype encoded by a block quantizer here, as X(dtype) for each. */
 #define CUDA_QUANTIZE_DTYPES(X)                                                                          \
 	X(LOOM_DTYPE_Q4_0) X(LOOM_DTYPE_Q4_1) X(LOOM_DTYPE_Q5_0) X(LOOM_DTYPE_Q5_1) X(LOOM_DTYPE_Q8_0)     \
-	X(LOOM_DTYPE_Q2_K) X(LOOM_DTYPE_Q3_K) X(LOOM_DTYPE_Q4_K) X(LOOM_DTYPE_Q5_K) X(LOOM_DTYPE_Q6_K)
+	X(LOOM_DTYPE_Q2_K) X(LOOM_DTYPE_Q3_K) X(LOOM_DTYPE_Q4_K) X(LOOM_DTYPE_Q5_K) X(LOOM_DTYPE_Q6_K)     \
+	X(LOOM_DTYPE_MXFP4)
 
 /* Block b of a row of type, for x[0 .. cuda_dequant_block_len(type)):
  * built in local memory and stored in one piece. With a compile-time type
@@ -524,6 +557,7 @@ static __device__ __forceinline__ void cuda_quantize_block(loom_dtype type, cons
 	CUDA_QUANTIZE_CASE(LOOM_DTYPE_Q4_K, q4_k)
 	CUDA_QUANTIZE_CASE(LOOM_DTYPE_Q5_K, q5_k)
 	CUDA_QUANTIZE_CASE(LOOM_DTYPE_Q6_K, q6_k)
+	CUDA_QUANTIZE_CASE(LOOM_DTYPE_MXFP4, mxfp4)
 	default:
 		break;
 	}

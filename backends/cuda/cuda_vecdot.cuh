@@ -13,8 +13,14 @@
  * does); those of the K-quants use the exact sum of the part's activation
  * quants (the CPU's Q8_K bsums are exact too), also from __dp4a.
  *
- * Weight blocks are only 2-byte aligned (cuda_load_int_b2); Q8_1 blocks
- * are 4-byte aligned wherever they are (work memory, shared memory).
+ * MXFP4's nibbles index a table of E2M1 values kept doubled as int8s
+ * (cuda_blocks.cuh), looked up four at a time by byte permutes; its
+ * power-of-two scale, halved, times the Q8_1 block's d scales the exact
+ * integer sum, as the CPU's dot with Q8_0 blocks of the same d and q does.
+ *
+ * Weight blocks are only 2-byte aligned (cuda_load_int_b2), MXFP4's not at
+ * all (cuda_load_int_b1); Q8_1 blocks are 4-byte aligned wherever they are
+ * (work memory, shared memory).
  */
 #ifndef LOOM_CUDA_VECDOT_CUH
 #define LOOM_CUDA_VECDOT_CUH
@@ -57,8 +63,15 @@ static constexpr int cuda_vecdot_bytes(int type)
 	case LOOM_DTYPE_Q4_K: return (int)sizeof(cuda_block_q4_k);
 	case LOOM_DTYPE_Q5_K: return (int)sizeof(cuda_block_q5_k);
 	case LOOM_DTYPE_Q6_K: return (int)sizeof(cuda_block_q6_k);
+	case LOOM_DTYPE_MXFP4: return (int)sizeof(cuda_block_mxfp4);
 	default: return 0;
 	}
+}
+
+/* Bytes a weight load may assume its address a multiple of. */
+static constexpr int cuda_vecdot_align(int type)
+{
+	return type == LOOM_DTYPE_MXFP4 ? 1 : 2;
 }
 
 /* Part `part` of the dot of weight block w with the activations x under
@@ -152,6 +165,29 @@ __device__ __forceinline__ float cuda_vecdot<LOOM_DTYPE_Q8_0>(const char *w, con
 	int sumi = __dp4a(cuda_load_int_b2(b->qs, 2 * part), vecdot_x(x, 2 * part), 0);
 	sumi = __dp4a(cuda_load_int_b2(b->qs, 2 * part + 1), vecdot_x(x, 2 * part + 1), sumi);
 	return vecdot_half(b->d) * vecdot_half(x->d) * (float)sumi;
+}
+
+/* MXFP4: the doubled values of four indices, one in the low nibble of
+ * each byte of q (its high nibbles clear). The indices' nibbles packed into
+ * a selector pick each byte from the positive and the negative half of the
+ * table (a selector's low 3 bits count, so an index's bit 3 does not), and
+ * bit 3 then picks between the two. */
+static __device__ __forceinline__ int vecdot_mxfp4_values(uint32_t q)
+{
+	uint32_t sel = __byte_perm(q | q >> 4, 0, 0x0020); /* index i in nibble i */
+	uint32_t pos = __byte_perm(CUDA_MXFP4_VALUES_0, CUDA_MXFP4_VALUES_1, sel);
+	uint32_t neg = __byte_perm(CUDA_MXFP4_VALUES_2, CUDA_MXFP4_VALUES_3, sel);
+	return (int)__byte_perm(pos, neg, 0x3210 | (sel & 0x8888) >> 1);
+}
+
+template <>
+__device__ __forceinline__ float cuda_vecdot<LOOM_DTYPE_MXFP4>(const char *w, const cuda_block_q8_1 *x, int part)
+{
+	const cuda_block_mxfp4 *b = (const cuda_block_mxfp4 *)w;
+	uint32_t v = (uint32_t)cuda_load_int_b1(b->qs, part);
+	int lo = vecdot_mxfp4_values(v & VECDOT_LOW_NIBBLES), hi = vecdot_mxfp4_values(v >> 4 & VECDOT_LOW_NIBBLES);
+	int sumi = __dp4a(hi, vecdot_x(x, part + 4), __dp4a(lo, vecdot_x(x, part), 0));
+	return cuda_mxfp4_half_scale(b->e) * vecdot_half(x->d) * (float)sumi;
 }
 
 /* ---- the K-quants ----
