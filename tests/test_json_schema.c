@@ -81,6 +81,11 @@ static const struct instance {
 	{"{\"type\":\"string\",\"minLength\":2,\"maxLength\":3}", "\"\\u00e9\\n\"", true},
 	{"{\"type\":\"string\",\"maxLength\":2}", "\"\xc3\xa9\xc3\xa9\"", true}, /* code points, not bytes */
 	{"{\"type\":\"string\"}", "\"a\nb\"", false},                         /* a raw control character */
+	/* Surrogates escaped only in pairs, high then low (one a code point). */
+	{"{\"type\":\"string\",\"maxLength\":1}", "\"\\ud83d\\ude00\"", true},
+	{"{\"type\":\"string\"}", "\"\\ud83d\"", false},
+	{"{\"type\":\"string\"}", "\"\\ude00\\ud83d\"", false},
+	{"{\"type\":\"string\"}", "\"\\uD7FF\\uE000\"", true},
 	{"{\"type\":\"string\",\"format\":\"date\"}", "\"2026-11-27\"", true},
 	{"{\"type\":\"string\",\"format\":\"date\"}", "\"2026-13-27\"", false},
 	/* Days a month has: no 30th of February, no 31st of April. */

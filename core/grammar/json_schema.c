@@ -153,7 +153,12 @@ static bool compile_at(compiler *c, const cJSON *schema, const char *key, int de
 /* The rules every grammar from a schema shares. */
 static const char common_rules[] =
 	"ws ::= | \" \" | \"\\n\" [ \\t]{0,20}\n"
-	"jchar ::= [^\"\\\\\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4})\n"
+	"jchar ::= [^\"\\\\\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" jcode)\n"
+	/* An escape of four hex digits names a code point: a surrogate only
+	 * in a pair, high then low (a lone one is no text, and strict
+	 * parsers refuse it). */
+	"jcode ::= [0-9a-cA-Ce-fE-F] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2} | [dD] [89abAB] [0-9a-fA-F]{2} "
+	"\"\\\\u\" [dD] [c-fC-F] [0-9a-fA-F]{2}\n"
 	"jstring ::= \"\\\"\" jchar* \"\\\"\"\n"
 	"jint ::= \"-\"? (\"0\" | [1-9] [0-9]{0,15})\n"
 	"jnumber ::= jint (\".\" [0-9]{1,16})? ([eE] [-+]? [0-9]{1,3})?\n"
