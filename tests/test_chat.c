@@ -50,6 +50,12 @@ static const struct {
 			    "<|start|>developer<|message|># Instructions\n\nBe brief.\n\n<|end|>"
 			    "<|start|>user<|message|>Hi<|end|><|start|>assistant<|channel|>final<|message|>Hello!<|end|>"
 			    "<|start|>user<|message|>Who are you?<|end|><|start|>assistant"},
+	{LOOM_CHAT_MISTRAL_V7, "[SYSTEM_PROMPT]Be brief.[/SYSTEM_PROMPT][INST]Hi[/INST]Hello!</s>"
+			       "[INST]Who are you?[/INST]"},
+	{LOOM_CHAT_MISTRAL_V11, "[SYSTEM_PROMPT]Be brief.[/SYSTEM_PROMPT][INST]Hi[/INST]Hello!</s>"
+				"[INST]Who are you?[/INST]"},
+	{LOOM_CHAT_MISTRAL_V13, "[SYSTEM_PROMPT]Be brief.[/SYSTEM_PROMPT][INST]Hi[/INST]Hello!</s>"
+				"[INST]Who are you?[/INST]"},
 };
 
 START_TEST(each_family_formats_its_turns)
@@ -117,6 +123,17 @@ static const struct {
 	{"{{ bos_token }}{% for message in messages %}{{ '<start_of_turn>' + role + '\\n' + message['content'] | trim + "
 	 "'<end_of_turn>\\n' }}{% endfor %}{% if add_generation_prompt %}{{'<start_of_turn>model\\n'}}{% endif %}",
 	 LOOM_CHAT_GEMMA},
+	/* Mistral's later tokenizers, told apart by their calls' markers
+	 * (Mistral Small 3.1's, 3.2's and Ministral 3's, abridged). */
+	{"{{- '[SYSTEM_PROMPT]' + system_message + '[/SYSTEM_PROMPT]' }}{%- for message in loop_messages %}"
+	 "{{- '[INST]' + message['content'] + '[/INST]' }}{{- \"[TOOL_CALLS] [\" }}{%- endfor %}",
+	 LOOM_CHAT_MISTRAL_V7},
+	{"{{- '[SYSTEM_PROMPT]' + system_prompt + '[/SYSTEM_PROMPT]' }}{{- '[INST]' }}{{- '[TOOL_CALLS]' + "
+	 "tool_call.function.name }}{{- '[CALL_ID]' + tool_call.id }}{{- '[ARGS]' + arguments }}",
+	 LOOM_CHAT_MISTRAL_V11},
+	{"{{- '[SYSTEM_PROMPT]' + default_system_message + '[/SYSTEM_PROMPT]' }}{{- '[INST]' + message['content'] + "
+	 "'[/INST]' }}{{- '[TOOL_CALLS]' + tool['function']['name'] + '[ARGS]' + arguments }}",
+	 LOOM_CHAT_MISTRAL_V13},
 	/* gpt-oss's, abridged. */
 	{"{%- for message in loop_messages -%}{%- if message.role == 'user' -%}{{- '<|start|>user<|message|>' + "
 	 "message.content + '<|end|>' }}{%- elif message.role == 'assistant' -%}{{- '<|start|>assistant<|channel|>final"

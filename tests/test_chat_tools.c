@@ -8,6 +8,7 @@
 
 #include "fixture.h"
 #include "grammar/grammar.h"
+#include "grammar/token_trie.h"
 #include "grammar_check.h"
 #include "run_cmd.h"
 #include "synth_model.h"
@@ -25,7 +26,7 @@
 /* The markers the families' replies use, as control tokens. */
 static const char *const markers[] = {"<tool_call>", "</tool_call>", "[TOOL_CALLS]", "<|python_tag|>", "<|start|>",
 				      "<|channel|>",  "<|message|>",  "<|end|>",      "<|return|>",     "<|call|>",
-				      "<|constrain|>", NULL};
+				      "<|constrain|>", "[ARGS]",     "[CALL_ID]",    NULL};
 
 /* A small model with the markers and, when given, a template of its own. */
 static loom_model *marker_model(loom_runtime *rt, const char *dir, const char *name, const char *jinja)
@@ -96,22 +97,48 @@ static const struct conversation {
 	 false, true},
 };
 
+/* The instructions vLLM's template for Mistral Small 3.1 (llama.cpp's
+ * copy of it) puts in front of the system prompt when there are tools:
+ * not Mistral's, and loom leaves them out. */
+static const char vllm_tool_prompt[] =
+	"You are a helpful assistant that can call tools. If you call one or more tools, format them in a single "
+	"JSON array or objects, where each object is a tool call, not as separate objects outside of an array or "
+	"multiple arrays. Use the format [{\"name\": tool call name, \"arguments\": tool call arguments}, "
+	"additional tool calls] if you call more than one tool. If you call tools, do not attempt to interpret them "
+	"or otherwise provide a response until you receive a tool call result that you can interpret for the user.";
+
 static const struct family {
 	const char *file, *eos;
 	const char *date;      /* Llama 3.2's template asks strftime_now: loom writes 3.1's date */
 	bool text_arguments;   /* the template writes arguments sent as text as they are */
 	bool first_call_only;  /* the template writes only a turn's first call (loom writes each) */
 	const char *left_out;  /* a line of the template's that loom leaves out on purpose */
+	bool default_system;   /* without a system message the template writes its own, which loom leaves out */
+	const char *kind;      /* the template loom recognises it as */
 } families[] = {
-	{"qwen2.5.jinja", "<|im_end|>", NULL, false, false, NULL},
-	{"qwen3.jinja", "<|im_end|>", NULL, true, false, NULL},
-	{"llama3.1.jinja", "<|eot_id|>", NULL, false, false, NULL},
-	{"llama3.2.jinja", "<|eot_id|>", "26 Jul 2024", false, false, NULL},
-	{"mistral-v0.3.jinja", "</s>", NULL, false, false, NULL},
+	{"qwen2.5.jinja", "<|im_end|>", NULL, false, false, NULL, false, "chatml"},
+	{"qwen3.jinja", "<|im_end|>", NULL, true, false, NULL, false, "chatml"},
+	{"llama3.1.jinja", "<|eot_id|>", NULL, false, false, NULL, false, "llama3"},
+	{"llama3.2.jinja", "<|eot_id|>", "26 Jul 2024", false, false, NULL, false, "llama3"},
+	{"mistral-v0.3.jinja", "</s>", NULL, false, false, NULL, false, "mistral"},
 	/* gpt-oss's system message holds the day's date: loom leaves it out
 	 * (a conversation's text does not change from day to day). */
-	{"gpt-oss.jinja", "<|return|>", NULL, false, true, "Current date: 2026-01-01\n"},
+	{"gpt-oss.jinja", "<|return|>", NULL, false, true, "Current date: 2026-01-01\n", false, "harmony"},
+	/* Mistral's later tokenizers. Their templates' default system
+	 * prompts hold the day's date (or placeholders for it): mistral-common
+	 * writes none, nor does loom. */
+	{"mistral-small-3.1.jinja", "</s>", NULL, false, false, vllm_tool_prompt, true, "mistral-v7"},
+	{"mistral-small-3.2.jinja", "</s>", NULL, false, false, NULL, true, "mistral-v11"},
+	{"ministral-3.jinja", "</s>", NULL, true, false, NULL, true, "mistral-v13"},
 };
+
+/* Takes what out of text, where it is. */
+static void cut(char *text, const char *what)
+{
+	char *at = strstr(text, what);
+	if (at != NULL)
+		memmove(at, at + strlen(what), strlen(at + strlen(what)) + 1);
+}
 
 /* messages with each call's arguments as JSON text. */
 static char *with_text_arguments(const char *messages)
@@ -129,6 +156,20 @@ static char *with_text_arguments(const char *messages)
 	char *out = cJSON_PrintUnformatted(m);
 	cJSON_Delete(m);
 	return out;
+}
+
+/* The template's default system prompt in its block, as it writes it
+ * for a conversation without one. */
+static char *jinja_render(const char *dir, const struct family *f, const char *messages, bool with_tools);
+
+static char *default_system_block(const char *dir, const struct family *f)
+{
+	char *text = jinja_render(dir, f, "[{\"role\": \"user\", \"content\": \"Hi\"}]", false);
+	ck_assert_ptr_nonnull(text);
+	char *end = strstr(text, "[/SYSTEM_PROMPT]");
+	ck_assert_msg(strncmp(text, "[SYSTEM_PROMPT]", 15) == 0 && end != NULL, "%s: %s", f->file, text);
+	end[strlen("[/SYSTEM_PROMPT]")] = '\0';
+	return text;
 }
 
 /* The template rendered by the Jinja engine; NULL if it raised. */
@@ -203,6 +244,8 @@ START_TEST(renders_as_the_models_own_templates)
 		char *jinja = test_read_file(path, &jinja_len);
 		ck_assert_msg(jinja != NULL, "%s", path);
 		loom_model *m = marker_model(rt, dir, "family", jinja);
+		ck_assert_str_eq(loom_chat_template(m), f->kind);
+		char *default_system = f->default_system ? default_system_block(dir, f) : NULL;
 		for (size_t ci = 0; ci < sizeof(conversations) / sizeof(conversations[0]); ci++) {
 			const struct conversation *c = &conversations[ci];
 			if (f->first_call_only && !c->one_call_each)
@@ -213,9 +256,10 @@ START_TEST(renders_as_the_models_own_templates)
 			/* The other templates write a string's tojson: they are
 			 * given the objects that loom reads out of the text. */
 			char *theirs = jinja_render(dir, f, f->text_arguments ? sent : c->messages, c->with_tools);
-			char *cut = theirs != NULL && f->left_out != NULL ? strstr(theirs, f->left_out) : NULL;
-			if (cut != NULL)
-				memmove(cut, cut + strlen(f->left_out), strlen(cut + strlen(f->left_out)) + 1);
+			if (theirs != NULL && f->left_out != NULL)
+				cut(theirs, f->left_out);
+			if (theirs != NULL && default_system != NULL && strstr(c->messages, "\"system\"") == NULL)
+				cut(theirs, default_system);
 			if (theirs == NULL) {
 				/* The template refuses (Llama 3 takes one call a turn):
 				 * loom must refuse too, saying why. */
@@ -248,10 +292,62 @@ START_TEST(renders_as_the_models_own_templates)
 		}
 		printf("%s (%s): as loom renders\n", f->file, loom_chat_template(m));
 		loom_model_free(m);
+		free(default_system);
 		free(jinja);
 	}
 	printf("%d renders byte for byte, %d refused by both\n", compared, refused);
-	ck_assert_int_ge(compared, 27);
+	ck_assert_int_ge(compared, 60);
+	loom_runtime_free(rt);
+}
+END_TEST
+
+/* Named, or the model's own template not writing tools (Mistral Small
+ * 3's has none), "mistral-v7" writes them as mistral-common's v7
+ * tokenizer encodes them (Tekken: no space after a marker): the tools
+ * as one JSON array, the calls as one after [TOOL_CALLS], a result
+ * [TOOL_RESULTS]ID[TOOL_CONTENT]TEXT[/TOOL_RESULTS]. The text derived from
+ * those rules: */
+static const char mistral_v7_rendered[] =
+	"[SYSTEM_PROMPT]You are a helpful assistant.[/SYSTEM_PROMPT][INST]What's the weather in Paris?[/INST]"
+	"[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"location\": \"Paris\", \"unit\": \"celsius\"}, "
+	"\"id\": \"abcDEF123\"}]</s>"
+	"[TOOL_RESULTS]abcDEF123[TOOL_CONTENT]{\"temperature\": 18, \"condition\": \"sunny\"}[/TOOL_RESULTS]"
+	"It is 18 degrees and sunny in Paris.</s>"
+	"[AVAILABLE_TOOLS][{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"Get "
+	"the current weather for a city\", \"parameters\": {\"type\": \"object\", \"properties\": {\"location\": "
+	"{\"type\": \"string\", \"description\": \"City name, e.g. Z\xc3\xbcrich\"}, \"unit\": {\"type\": \"string\", "
+	"\"enum\": [\"celsius\", \"fahrenheit\"]}}, \"required\": [\"location\"]}}}, {\"type\": \"function\", "
+	"\"function\": {\"name\": \"get_time\", \"description\": \"Get the current time\"}}][/AVAILABLE_TOOLS]"
+	"[INST]Thanks! And what time is it?[/INST]";
+
+START_TEST(mistral_v7_by_mistral_common_rules)
+{
+	loom_runtime *rt = test_runtime("cpu-generic", 1);
+	const char *dir = test_tmp_dir("chat_tools_v7");
+	/* Mistral Small 3's template, cut to what tells the family. */
+	loom_model *own = marker_model(rt, dir, "small3",
+				       "{{- '[SYSTEM_PROMPT]' + system_message + '[/SYSTEM_PROMPT]' }}"
+				       "{%- for message in loop_messages %}{{- '[INST]' + message['content'] + '[/INST]' }}"
+				       "{%- endfor %}");
+	loom_model *plain = marker_model(rt, dir, "plain", NULL);
+	ck_assert_str_eq(loom_chat_template(own), "mistral-v7");
+	char *sent = with_text_arguments(conversations[0].messages);
+	const struct {
+		const loom_model *m;
+		const char *name;
+	} ways[] = {{own, NULL}, {plain, "mistral-v7"}};
+	for (size_t i = 0; i < 2; i++) {
+		char buf[4096];
+		size_t n = 0;
+		ck_assert_int_eq(loom_chat_apply_json(ways[i].m, ways[i].name, sent, strlen(sent), tools_json,
+						      strlen(tools_json), true, buf, sizeof(buf), &n),
+				 LOOM_OK);
+		ck_assert_str_eq(buf, mistral_v7_rendered);
+		ck_assert_uint_eq(n, strlen(mistral_v7_rendered));
+	}
+	free(sent);
+	loom_model_free(own);
+	loom_model_free(plain);
 	loom_runtime_free(rt);
 }
 END_TEST
@@ -398,6 +494,48 @@ static const struct reply_case {
 	 2,
 	 {"get_weather", "get_time"},
 	 {"{\"location\": \"Oslo\"}", "{}"}},
+	{"Mistral v7: the array right after [TOOL_CALLS]",
+	 "mistral-v7",
+	 {{NULL, "[TOOL_CALLS]"}, {"[{\"name\": \"get_time\", \"arguments\": {}, \"id\": \"abcDEF123\"}]", NULL}},
+	 "",
+	 1,
+	 {"get_time"},
+	 {"{}"}},
+	{"Mistral v11: each call after its [TOOL_CALLS], the id after [CALL_ID], the arguments after [ARGS], as tokens "
+	 "and as text",
+	 "mistral-v11",
+	 {{NULL, "[TOOL_CALLS]"},
+	  {"get_weather", NULL},
+	  {NULL, "[CALL_ID]"},
+	  {"abcDEF123", NULL},
+	  {NULL, "[ARGS]"},
+	  {"{\"location\": \"Oslo\", \"note\": \"[ARGS] and } inside\"}", NULL},
+	  {NULL, "[TOOL_CALLS]"},
+	  {"get_time[CALL_ID]xyz789QRS[ARGS]{}", NULL}},
+	 "",
+	 2,
+	 {"get_weather", "get_time"},
+	 {"{\"location\": \"Oslo\", \"note\": \"[ARGS] and } inside\"}", "{}"}},
+	{"Mistral v13: text, then calls with their markers written as text",
+	 "mistral-v13",
+	 {{"Checking.[TOOL_CALLS]get_weather[ARGS]{\"location\": \"Lima\", \"days\": [1, 2]}[TOOL_CALLS] search [ARGS] "
+	   "{\"q\": \"a [TOOL_CALLS] b\"}",
+	   NULL}},
+	 "Checking.",
+	 2,
+	 {"get_weather", "search"},
+	 {"{\"location\": \"Lima\", \"days\": [1, 2]}", "{\"q\": \"a [TOOL_CALLS] b\"}"}},
+	{"Mistral v13: a call between marker tokens",
+	 "mistral-v13",
+	 {{"Sure. ", NULL},
+	  {NULL, "[TOOL_CALLS]"},
+	  {"search", NULL},
+	  {NULL, "[ARGS]"},
+	  {"{\"q\": [1, {\"x\": null}]}", NULL}},
+	 "Sure. ",
+	 1,
+	 {"search"},
+	 {"{\"q\": [1, {\"x\": null}]}"}},
 	{"Llama 3: a reply that is a call",
 	 "llama3",
 	 {{"  {\"name\": \"get_weather\", \"parameters\": {\"location\": \"Lima\", \"days\": 3}}", NULL}},
@@ -590,6 +728,76 @@ static loom_grammar *tool_grammar(const loom_model *m, const char *template_name
 	return g;
 }
 
+/* Whether g takes the pieces (text, or a marker as its token) whole. */
+static bool grammar_takes_pieces(const loom_model *m, const loom_grammar *g, const piece *pieces, size_t n)
+{
+	loom_gr_matcher mt;
+	ck_assert_int_eq(loom_gr_matcher_init(&mt, g), LOOM_OK);
+	bool ok = true;
+	for (size_t i = 0; i < n && ok; i++)
+		ok = pieces[i].text != NULL
+			     ? loom_gr_matcher_accept(&mt, (const unsigned char *)pieces[i].text, strlen(pieces[i].text))
+			     : loom_gr_matcher_accept_token(&mt, marker(m, pieces[i].marker));
+	ok = ok && loom_gr_can_end(mt.state);
+	loom_gr_matcher_free(&mt);
+	return ok;
+}
+
+/* Mistral's calls from its v11 tokenizer: one call a grammar, NAME and
+ * its arguments around the [ARGS] token ([CALL_ID] and an id before it in
+ * v11), which is the only token the grammar allows after the name. */
+static void mistral_args_grammars(const loom_model *m)
+{
+	loom_grammar *v13 = tool_grammar(m, "mistral-v13", NULL, LOOM_TOOL_GRAMMAR_PARALLEL);
+	const piece weather[] = {{"get_weather", NULL}, {NULL, "[ARGS]"}, {"{\"location\": \"Paris\"}", NULL}};
+	const piece time[] = {{"get_time", NULL}, {NULL, "[ARGS]"}, {"{}", NULL}};
+	const piece no_location[] = {{"get_weather", NULL}, {NULL, "[ARGS]"}, {"{\"unit\": \"celsius\"}", NULL}};
+	const piece as_text[] = {{"get_weather[ARGS]{\"location\": \"Paris\"}", NULL}};
+	const piece two[] = {{"get_time", NULL}, {NULL, "[ARGS]"}, {"{}", NULL}, {NULL, "[TOOL_CALLS]"},
+			     {"get_time", NULL}};
+	const piece with_id[] = {{"get_weather", NULL}, {NULL, "[CALL_ID]"}, {"abcDEF123", NULL}, {NULL, "[ARGS]"},
+				 {"{\"location\": \"Paris\"}", NULL}};
+	const piece short_id[] = {{"get_weather", NULL}, {NULL, "[CALL_ID]"}, {"abc", NULL}, {NULL, "[ARGS]"},
+				  {"{\"location\": \"Paris\"}", NULL}};
+	ck_assert(grammar_takes_pieces(m, v13, weather, 3) && grammar_takes_pieces(m, v13, time, 3));
+	ck_assert(!grammar_takes_pieces(m, v13, no_location, 3));
+	ck_assert(!grammar_takes_pieces(m, v13, as_text, 1)); /* [ARGS] is a token of this vocabulary */
+	ck_assert(!grammar_takes_pieces(m, v13, two, 5));     /* the next call is armed at its own marker */
+	ck_assert(!grammar_takes_pieces(m, v13, with_id, 5));
+	/* After the name, the [ARGS] token alone. */
+	loom_gr_matcher mt;
+	ck_assert_int_eq(loom_gr_matcher_init(&mt, v13), LOOM_OK);
+	ck_assert(loom_gr_matcher_accept(&mt, (const unsigned char *)"get_weather", 11));
+	const loom_token_trie *t = loom_model_token_trie(m);
+	ck_assert_ptr_nonnull(t);
+	uint32_t *bits = calloc(((size_t)t->n_vocab + 31) / 32, sizeof(uint32_t));
+	loom_trie_walk walk = {0};
+	int32_t n_allowed = 0;
+	ck_assert_int_eq(loom_token_trie_mask(t, &walk, &mt.arena, v13, mt.state, bits, &n_allowed), LOOM_OK);
+	const loom_token args = marker(m, "[ARGS]");
+	ck_assert_int_eq(n_allowed, 1);
+	ck_assert((bits[args / 32] >> (args % 32)) & 1);
+	bool error = true;
+	ck_assert(loom_token_trie_allows(t, &mt.arena, v13, mt.state, args, &error) && !error);
+	ck_assert(!loom_token_trie_allows(t, &mt.arena, v13, mt.state, marker(m, "[CALL_ID]"), &error));
+	loom_trie_walk_free(&walk);
+	free(bits);
+	loom_gr_matcher_free(&mt);
+	loom_grammar *named = tool_grammar(m, "mistral-v13", "get_time", 0);
+	ck_assert(grammar_takes_pieces(m, named, time, 3) && !grammar_takes_pieces(m, named, weather, 3));
+	loom_grammar *v11 = tool_grammar(m, "mistral-v11", NULL, 0);
+	ck_assert(grammar_takes_pieces(m, v11, with_id, 5) && grammar_takes_pieces(m, v11, weather, 3));
+	ck_assert(!grammar_takes_pieces(m, v11, short_id, 5));
+	loom_grammar *v7 = tool_grammar(m, "mistral-v7", NULL, 0);
+	ck_assert(grammar_takes(v7, "[{\"name\": \"get_time\", \"arguments\": {}, \"id\": \"abcDEF123\"}]"));
+	ck_assert(!grammar_takes(v7, "[{\"name\": \"get_time\", \"arguments\": {}}, {\"name\": \"get_time\", "
+				     "\"arguments\": {}}]"));
+	loom_grammar_free(v13);
+	loom_grammar_free(named);
+	loom_grammar_free(v11);
+	loom_grammar_free(v7);
+}
+
 START_TEST(grammar_takes_calls_of_the_tools_only)
 {
 	loom_runtime *rt = test_runtime("cpu-generic", 1);
@@ -631,6 +839,7 @@ START_TEST(grammar_takes_calls_of_the_tools_only)
 	ck_assert(!grammar_takes(harmony, "{}"));
 	ck_assert(!grammar_takes(harmony, weather));
 	loom_grammar_free(harmony);
+	mistral_args_grammars(m);
 	/* What loom cannot build is refused, saying why. */
 	loom_grammar *g = NULL;
 	ck_assert_int_eq(loom_tool_grammar(m, "chatml", tools_json, strlen(tools_json), "nope", 0, &g),
@@ -668,6 +877,11 @@ START_TEST(sampled_calls_read_as_calls_of_the_tools)
 	} formats[] = {
 		{"chatml", "<tool_call>", LOOM_TOOL_GRAMMAR_PARALLEL},
 		{"mistral", "[TOOL_CALLS]", LOOM_TOOL_GRAMMAR_PARALLEL},
+		{"mistral-v7", "[TOOL_CALLS]", LOOM_TOOL_GRAMMAR_PARALLEL},
+		/* One call a grammar: [ARGS] (and v11's [CALL_ID]) tokens
+		 * in it, read back as their text. */
+		{"mistral-v11", "[TOOL_CALLS]", 0},
+		{"mistral-v13", "[TOOL_CALLS]", 0},
 		{"llama3", NULL, LOOM_TOOL_GRAMMAR_WHOLE_REPLY},
 		{"plain", NULL, LOOM_TOOL_GRAMMAR_WHOLE_REPLY | LOOM_TOOL_GRAMMAR_PARALLEL},
 	};
@@ -721,6 +935,7 @@ static Suite *chat_tools_suite(void)
 	TCase *tc = tcase_create("tools");
 	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, renders_as_the_models_own_templates);
+	tcase_add_test(tc, mistral_v7_by_mistral_common_rules);
 	tcase_add_test(tc, bad_conversations_are_refused);
 	tcase_add_test(tc, calls_read_the_same_at_every_cut);
 	tcase_add_test(tc, harmony_calls_are_messages_to_functions);

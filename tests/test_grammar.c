@@ -1,7 +1,7 @@
 /* test_grammar.c - GBNF text compiled and followed byte by byte: what a
  * grammar accepts and refuses, where a sentence may end, code points cut
- * between bytes, repetition bounds, and each compile error with its line
- * and column. */
+ * between bytes, repetition bounds, tokens named by id between the bytes,
+ * and each compile error with its line and column. */
 #include "check_main.h"
 
 #include "grammar/grammar.h"
@@ -140,6 +140,35 @@ START_TEST(rules_refer_and_recurse)
 }
 END_TEST
 
+/* A token by id (<[id]>: a format's marker, a control token with no
+ * text) comes between bytes in one step, and only where the grammar has
+ * it. */
+START_TEST(tokens_by_id_come_whole)
+{
+	loom_grammar *g = compile("root ::= name <[7]> [0-9]+ (<[9]> name)?\nname ::= [a-z]+\n");
+	loom_gr_matcher m;
+	ck_assert_int_eq(loom_gr_matcher_init(&m, g), LOOM_OK);
+	ck_assert(!loom_gr_takes_token(g, m.state, 7));
+	ck_assert(!loom_gr_matcher_accept_token(&m, 7)); /* a name first */
+	ck_assert(loom_gr_matcher_accept(&m, (const unsigned char *)"ab", 2));
+	ck_assert(loom_gr_takes_token(g, m.state, 7) && !loom_gr_takes_token(g, m.state, 9));
+	ck_assert(!loom_gr_can_end(m.state));
+	ck_assert(loom_gr_matcher_accept_token(&m, 7));
+	ck_assert(!loom_gr_matcher_accept_token(&m, 7)); /* once */
+	ck_assert(!loom_gr_matcher_accept(&m, (const unsigned char *)"c", 1));
+	ck_assert(loom_gr_matcher_accept(&m, (const unsigned char *)"42", 2));
+	ck_assert(loom_gr_can_end(m.state) && loom_gr_takes_token(g, m.state, 9));
+	ck_assert(loom_gr_matcher_accept_token(&m, 9));
+	ck_assert(!loom_gr_can_end(m.state));
+	ck_assert(loom_gr_matcher_accept(&m, (const unsigned char *)"z", 1));
+	ck_assert(loom_gr_can_end(m.state) && !loom_gr_takes_token(g, m.state, 9));
+	/* The token's id is not its text. */
+	ck_assert(!grammar_takes(g, "ab<[7]>42"));
+	loom_gr_matcher_free(&m);
+	loom_grammar_free(g);
+}
+END_TEST
+
 static const struct broken {
 	const char *text, *message;
 } broken[] = {
@@ -157,7 +186,10 @@ static const struct broken {
 	{"root ::= \"\\q\"\n", "grammar:1:11: an unknown escape"},
 	{"root ::= \"\\x4\"\n", "an escape needs its hex digits"},
 	{"root ::= [z-a]\n", "a class range whose end is before its start"},
-	{"root ::= <think>\n", "token references (<...>) are not supported"},
+	{"root ::= <think>\n", "grammar:1:10: a token reference is <[id]>: tokens by their text are not supported"},
+	{"root ::= <[12x]>\n", "a token reference is <[id]>, its id a number from 0 to 2147483647"},
+	{"root ::= <[2147483648]>\n", "its id a number from 0 to 2147483647"},
+	{"root ::= <[7]\n", "a token reference is <[id]>"},
 	{"root ::= \"a\" )\n", "a closing parenthesis without its opening one"},
 	{"root ::= @\n", "grammar:1:10: expected a literal, a class, '.', '(' or a rule name"},
 };
@@ -181,6 +213,7 @@ static Suite *grammar_suite(void)
 	tcase_add_test(tc, repetitions_keep_their_bounds);
 	tcase_add_test(tc, code_points_cut_between_bytes);
 	tcase_add_test(tc, rules_refer_and_recurse);
+	tcase_add_test(tc, tokens_by_id_come_whole);
 	tcase_add_loop_test(tc, broken_grammars_say_where, 0, (int)(sizeof(broken) / sizeof(broken[0])));
 	suite_add_tcase(s, tc);
 	return s;

@@ -2000,12 +2000,12 @@ static char *chat_template_file(const char *name)
 	return jinja;
 }
 
-/* A small model with Qwen 2.5's template and its tool-call markers. */
-static synth_model *tool_model(void)
+/* A small model with a template of tests/data/chat_templates and its
+ * tool-call markers as control tokens. */
+static synth_model *tool_model(const char *template_file, const char *const *markers)
 {
-	static const char *const markers[] = {"<tool_call>", "</tool_call>", NULL};
 	synth_config c = synth_default_config();
-	char *jinja = chat_template_file("qwen2.5.jinja");
+	char *jinja = chat_template_file(template_file);
 	c.control_tokens = markers;
 	c.chat_template = jinja;
 	c.n_ctx = 4096;
@@ -2014,12 +2014,14 @@ static synth_model *tool_model(void)
 	return sm;
 }
 
-static void write_tool_model(const char *path)
+static void write_tool_model(const char *path, const char *template_file, const char *const *markers)
 {
-	synth_model *sm = tool_model();
+	synth_model *sm = tool_model(template_file, markers);
 	ck_assert(synth_model_write(sm, path));
 	synth_model_free(sm);
 }
+
+static const char *const hermes_markers[] = {"<tool_call>", "</tool_call>", NULL};
 
 /* The whole reply's one call, checked: a tool's name (want, if given),
  * an id, arguments that are a JSON object its schema takes. Returns the
@@ -2060,11 +2062,11 @@ static char *assert_one_call(const cJSON *whole, const char *want, char name[72]
  * stream's deltas (id, type and name first, then argument fragments) add
  * up to the same call. The call and its result then go back as the next
  * turn's history. */
-START_TEST(tool_calls_whole_and_streamed)
+static void tool_calls_of(const char *template_file, const char *const *markers)
 {
 	char path[4200];
 	snprintf(path, sizeof(path), "%s/tools.gguf", test_tmp_dir("serve-tools"));
-	write_tool_model(path);
+	write_tool_model(path, template_file, markers);
 	serve_proc p = {.err_fd = -1};
 	static const char *const args[] = {"-np", "2", "-c", "4096", "--backend", "cpu-generic", NULL};
 	ck_assert_msg(serve_start(&p, path, args), "the server did not start:\n%s", p.log);
@@ -2086,7 +2088,7 @@ START_TEST(tool_calls_whole_and_streamed)
 		ck_assert_str_eq(r.call_name[0], name);
 		ck_assert_msg(strcmp(r.call_args[0], args) == 0, "streamed arguments %s, whole %s", r.call_args[0], args);
 		ck_assert(strncmp(r.call_id[0], "call_", 5) == 0);
-		printf("tool_choice %s: %s(%s)\n", choices[i], name, args);
+		printf("%s, tool_choice %s: %s(%s)\n", template_file, choices[i], name, args);
 		/* The call and its result as history; tool_choice none answers
 		 * in text. */
 		char *args_json = quoted(args);
@@ -2113,6 +2115,22 @@ START_TEST(tool_calls_whole_and_streamed)
 	}
 	ck_assert_int_eq(serve_stop(&p, SIGTERM), 0);
 	serve_proc_free(&p);
+}
+
+START_TEST(tool_calls_whole_and_streamed)
+{
+	tool_calls_of("qwen2.5.jinja", hermes_markers);
+}
+END_TEST
+
+/* Mistral's calls from its v11 tokenizer (Mistral Small 3.2) and v13
+ * (Ministral 3): NAME, [CALL_ID] and an id (v11), [ARGS] and the
+ * arguments, the markers control tokens that the call's grammar names. */
+START_TEST(mistral_args_calls)
+{
+	static const char *const markers[] = {"[TOOL_CALLS]", "[ARGS]", "[CALL_ID]", NULL};
+	tool_calls_of("mistral-small-3.2.jinja", markers);
+	tool_calls_of("ministral-3.jinja", markers);
 }
 END_TEST
 
@@ -2170,7 +2188,7 @@ END_TEST
  * model that does what it is asked, in few tokens. */
 static void write_eager_model(const char *path)
 {
-	synth_model *sm = tool_model();
+	synth_model *sm = tool_model("qwen2.5.jinja", hermes_markers);
 	int64_t e;
 	float *emb, *out;
 	quiet_model(sm, &emb, &out, &e);
@@ -2458,6 +2476,7 @@ static Suite *serve_suite(void)
 	tcase_add_test(tc, response_format_constrains_the_reply);
 	tcase_add_test(tc, generic_tool_format);
 	tcase_add_test(tc, tool_calls_whole_and_streamed);
+	tcase_add_test(tc, mistral_args_calls);
 	tcase_add_test(tc, harmony_named_call);
 	suite_add_tcase(s, tc);
 

@@ -3,14 +3,14 @@
  *
  * A grammar is compiled once into an immutable form any number of
  * matchers share: rules of alternatives, each alternative a run of
- * elements (a set of code points, or a reference to a rule), as the text
- * form loom reads (llama.cpp's GBNF) writes them, with repetition turned
- * into rules of their own. A matcher's state is the set of parse stacks
- * (a nondeterministic pushdown automaton, as llama.cpp's), each the
- * positions still to match, the top one a set of code points; it takes
- * one byte at a time, holding a code point's first bytes until it is
- * whole but refusing at once any byte after which no allowed code point
- * can follow. */
+ * elements (a set of code points, a token by its id, or a reference to a
+ * rule), as the text form loom reads (llama.cpp's GBNF) writes them, with
+ * repetition turned into rules of their own. A matcher's state is the set
+ * of parse stacks (a nondeterministic pushdown automaton, as llama.cpp's),
+ * each the positions still to match, the top one a set of code points or
+ * a token; it takes one byte at a time, holding a code point's first
+ * bytes until it is whole but refusing at once any byte after which no
+ * allowed code point can follow, and a token whole. */
 #ifndef LOOM_GRAMMAR_H
 #define LOOM_GRAMMAR_H
 
@@ -21,14 +21,16 @@
 #include <stdint.h>
 
 /* An element: a set of code points (ranges [first, first + n) of the
- * grammar's range table, or their complement), a reference to a rule, or
- * the end of an alternative. */
-typedef enum loom_gr_kind { LOOM_GR_END, LOOM_GR_CHARS, LOOM_GR_RULE } loom_gr_kind;
+ * grammar's range table, or their complement), a reference to a rule, a
+ * token of the vocabulary by its id (GBNF's <[id]>: a format's marker,
+ * a control token with no text, taken whole in one step), or the end of
+ * an alternative. */
+typedef enum loom_gr_kind { LOOM_GR_END, LOOM_GR_CHARS, LOOM_GR_RULE, LOOM_GR_TOKEN } loom_gr_kind;
 
 typedef struct loom_gr_elem {
 	uint8_t kind;
 	bool negated;  /* CHARS: every code point but the ranges' */
-	uint32_t arg;  /* CHARS: the first range; RULE: the rule */
+	uint32_t arg;  /* CHARS: the first range; RULE: the rule; TOKEN: the token */
 	uint32_t n;    /* CHARS: ranges */
 } loom_gr_elem;
 
@@ -114,11 +116,21 @@ loom_gr_state *loom_gr_advance(loom_gr_arena *a, const loom_grammar *g, const lo
 /* Whether a sentence of the grammar may end in state s. */
 bool loom_gr_can_end(const loom_gr_state *s);
 
+/* Whether token may come next in state s as a token of the grammar's
+ * (<[id]>), and the state after it (NULL if it may not, or, with *error
+ * set, if the step outgrew the limits). */
+bool loom_gr_takes_token(const loom_grammar *g, const loom_gr_state *s, int32_t token);
+loom_gr_state *loom_gr_advance_token(loom_gr_arena *a, const loom_grammar *g, const loom_gr_state *s, int32_t token,
+				     bool *error);
+
 /* The matcher takes bytes: false, its state unchanged, if they cannot go
  * on the sentence so far (m->failed set if the grammar outgrew the limits). */
 bool loom_gr_matcher_accept(loom_gr_matcher *m, const unsigned char *bytes, size_t n);
 /* Whether the bytes could go on the sentence so far; the state unchanged. */
 bool loom_gr_matcher_allows(loom_gr_matcher *m, const unsigned char *bytes, size_t n);
+/* The matcher takes a token of the grammar's (<[id]>): false, its state
+ * unchanged, if it cannot come next. */
+bool loom_gr_matcher_accept_token(loom_gr_matcher *m, int32_t token);
 
 static inline loom_gr_mark loom_gr_arena_mark(const loom_gr_arena *a)
 {

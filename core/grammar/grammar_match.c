@@ -154,9 +154,10 @@ static bool already_done(const loom_gr_arena *a, const uint32_t *w, uint32_t len
 }
 
 /* Expands the stacks on the todo list until each has a set of code points
- * on top (or is empty: a finished sentence), into the done list, without
- * duplicates. A rule on top gives way to each of its alternatives, under
- * what follows it. false with *error set past the limits. */
+ * or a token on top (or is empty: a finished sentence), into the done
+ * list, without duplicates. A rule on top gives way to each of its
+ * alternatives, under what follows it. false with *error set past the
+ * limits. */
 static bool expand(loom_gr_arena *a, const loom_grammar *g, bool *error)
 {
 	uint32_t budget = MAX_EXPANSIONS, n_done = 0;
@@ -165,7 +166,7 @@ static bool expand(loom_gr_arena *a, const loom_grammar *g, bool *error)
 		const uint32_t len = a->todo[a->n_todo - 1];
 		a->n_todo -= 1 + len;
 		memcpy(w, a->todo + a->n_todo, len * sizeof(uint32_t));
-		if (len == 0 || g->elems[w[len - 1]].kind == LOOM_GR_CHARS) {
+		if (len == 0 || g->elems[w[len - 1]].kind != LOOM_GR_RULE) {
 			if (already_done(a, w, len))
 				continue;
 			if (++n_done > LOOM_GRAMMAR_MAX_STACKS) {
@@ -236,14 +237,24 @@ static loom_gr_state *make_state(loom_gr_arena *a, uint32_t partial, uint8_t lef
 	return s;
 }
 
-/* The state after code point cp. */
-static loom_gr_state *accept_cp(loom_gr_arena *a, const loom_grammar *g, const loom_gr_state *s, uint32_t cp,
-				bool *error)
+/* Whether the top of a stack of len words at w is a set holding cp (kind
+ * CHARS), or the token cp (kind TOKEN). */
+static bool top_takes(const loom_grammar *g, const uint32_t *w, uint32_t len, loom_gr_kind kind, uint32_t cp)
+{
+	if (len == 0 || g->elems[w[len - 1]].kind != kind)
+		return false;
+	const loom_gr_elem *e = &g->elems[w[len - 1]];
+	return kind == LOOM_GR_TOKEN ? e->arg == cp : chars_match(g, e, cp);
+}
+
+/* The state after code point cp, or (kind TOKEN) after token cp. */
+static loom_gr_state *accept_cp(loom_gr_arena *a, const loom_grammar *g, const loom_gr_state *s, loom_gr_kind kind,
+				uint32_t cp, bool *error)
 {
 	a->n_todo = a->n_done = 0;
 	for (uint32_t i = 0; i < s->n_stacks; i++) {
 		const uint32_t *w = s->data + s->offsets[i], len = s->offsets[i + 1] - s->offsets[i];
-		if (len == 0 || !chars_match(g, &g->elems[w[len - 1]], cp))
+		if (!top_takes(g, w, len, kind, cp))
 			continue;
 		uint32_t next = w[len - 1] + 1;
 		bool more = g->elems[next].kind != LOOM_GR_END;
@@ -282,6 +293,8 @@ static loom_gr_state *await_cp(loom_gr_arena *a, const loom_grammar *g, const lo
 	for (uint32_t i = 0; i < s->n_stacks; i++) {
 		const uint32_t *w = s->data + s->offsets[i], len = s->offsets[i + 1] - s->offsets[i];
 		const loom_gr_elem *top = len > 0 ? &g->elems[w[len - 1]] : NULL;
+		if (top != NULL && top->kind != LOOM_GR_CHARS)
+			top = NULL;
 		const bool meets = top != NULL && ((lo <= hi1 && chars_meet(g, top, lo, hi1)) ||
 						   (lo2 <= hi && chars_meet(g, top, lo2, hi)));
 		if (meets && !push_done(a, w, len)) {
@@ -306,10 +319,10 @@ loom_gr_state *loom_gr_advance(loom_gr_arena *a, const loom_grammar *g, const lo
 		/* Whole: not overlong, past U+10FFFF or a surrogate. */
 		if (partial < least_cp(s->partial_len) || partial > 0x10FFFF || (partial >= 0xD800 && partial <= 0xDFFF))
 			return NULL;
-		return accept_cp(a, g, s, partial, error);
+		return accept_cp(a, g, s, LOOM_GR_CHARS, partial, error);
 	}
 	if (b < 0x80)
-		return accept_cp(a, g, s, b, error);
+		return accept_cp(a, g, s, LOOM_GR_CHARS, b, error);
 	/* Well-formed leads only: 2- to 4-byte sequences up to U+10FFFF. */
 	if (b < 0xC2 || b > 0xF4)
 		return NULL;
@@ -326,6 +339,24 @@ bool loom_gr_can_end(const loom_gr_state *s)
 		if (s->offsets[i + 1] == s->offsets[i])
 			return true;
 	return false;
+}
+
+bool loom_gr_takes_token(const loom_grammar *g, const loom_gr_state *s, int32_t token)
+{
+	if (s->partial_left > 0 || token < 0)
+		return false;
+	for (uint32_t i = 0; i < s->n_stacks; i++)
+		if (top_takes(g, s->data + s->offsets[i], s->offsets[i + 1] - s->offsets[i], LOOM_GR_TOKEN,
+			      (uint32_t)token))
+			return true;
+	return false;
+}
+
+loom_gr_state *loom_gr_advance_token(loom_gr_arena *a, const loom_grammar *g, const loom_gr_state *s, int32_t token,
+				     bool *error)
+{
+	*error = false;
+	return loom_gr_takes_token(g, s, token) ? accept_cp(a, g, s, LOOM_GR_TOKEN, (uint32_t)token, error) : NULL;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -421,6 +452,17 @@ bool loom_gr_matcher_allows(loom_gr_matcher *m, const unsigned char *bytes, size
 {
 	loom_gr_mark mark = loom_gr_arena_mark(&m->arena);
 	bool ok = walk(m, bytes, n) != NULL;
+	loom_gr_arena_release(&m->arena, mark);
+	return ok;
+}
+
+bool loom_gr_matcher_accept_token(loom_gr_matcher *m, int32_t token)
+{
+	loom_gr_mark mark = loom_gr_arena_mark(&m->arena);
+	bool error;
+	loom_gr_state *s = loom_gr_advance_token(&m->arena, m->g, m->state, token, &error);
+	m->failed |= error;
+	bool ok = s != NULL && keep_state(m, s);
 	loom_gr_arena_release(&m->arena, mark);
 	return ok;
 }

@@ -243,6 +243,17 @@ static loom_gr_elem chars(uint32_t first, uint32_t n, bool negated)
 
 static bool parse_alternates(builder *b, uint32_t rule, bool nested);
 
+/* A token id: decimal digits, at most INT32_MAX. */
+static bool read_token_id(builder *b, int64_t *out)
+{
+	const char *start = b->p;
+	int64_t v = 0;
+	while (!at_end(b) && *b->p >= '0' && *b->p <= '9' && v <= INT32_MAX)
+		v = v * 10 + (*b->p++ - '0');
+	*out = v;
+	return b->p > start && v <= INT32_MAX;
+}
+
 /* One atom into alt (which may receive several elements: a literal). */
 static bool parse_atom(builder *b, uint32_t rule, uint32_t alt_index)
 {
@@ -314,7 +325,19 @@ static bool parse_atom(builder *b, uint32_t rule, uint32_t alt_index)
 		if (!add_elem(b, &b->rules[rule].alts[alt_index], e))
 			return false;
 	} else if (c == '<') {
-		return fail(b, at, "token references (<...>) are not supported");
+		/* A token by its id, <[id]>; tokens by their text (<name>) would
+		 * need the model's vocabulary. */
+		int64_t id = 0;
+		b->p++;
+		if (at_end(b) || *b->p != '[')
+			return fail(b, at, "a token reference is <[id]>: tokens by their text are not supported");
+		b->p++;
+		if (!read_token_id(b, &id) || at_end(b) || *b->p != ']' || b->p + 1 >= b->end || b->p[1] != '>')
+			return fail(b, at, "a token reference is <[id]>, its id a number from 0 to 2147483647");
+		b->p += 2;
+		loom_gr_elem e = {.kind = LOOM_GR_TOKEN, .arg = (uint32_t)id};
+		if (!add_elem(b, &b->rules[rule].alts[alt_index], e))
+			return false;
 	} else {
 		return fail(b, at, "expected a literal, a class, '.', '(' or a rule name");
 	}

@@ -101,7 +101,11 @@ loom_status loom_grammar_follow_accept(loom_grammar_follow *f, loom_token token)
 	f->pending = -1;
 	const loom_token_trie *t = f->trie;
 	const uint32_t from = t->piece_off[token], to = t->piece_off[token + 1];
-	if (to > from && !loom_gr_matcher_accept(&f->matcher, t->pieces + from, to - from))
+	/* A token of the grammar's own is taken whole, not by its bytes. */
+	const bool ok = loom_gr_takes_token(f->grammar, f->matcher.state, token)
+				? loom_gr_matcher_accept_token(&f->matcher, token)
+				: to == from || loom_gr_matcher_accept(&f->matcher, t->pieces + from, to - from);
+	if (!ok)
 		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "token %d does not follow the grammar", token);
 	return LOOM_OK;
 }

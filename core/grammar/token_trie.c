@@ -638,6 +638,16 @@ loom_status loom_token_trie_mask(const loom_token_trie *t, loom_trie_walk *w, lo
 			bits[t->eog[i] / 32] |= 1u << (t->eog[i] % 32);
 			(*n_allowed)++;
 		}
+	/* The grammar's own tokens (<[id]>) that may come next. */
+	for (uint32_t i = 0; s->partial_left == 0 && i < s->n_stacks; i++) {
+		const uint32_t len = s->offsets[i + 1] - s->offsets[i];
+		const loom_gr_elem *top = len > 0 ? &g->elems[s->data[s->offsets[i + 1] - 1]] : NULL;
+		if (top == NULL || top->kind != LOOM_GR_TOKEN || top->arg >= (uint32_t)t->n_vocab ||
+		    (bits[top->arg / 32] >> (top->arg % 32)) & 1)
+			continue;
+		bits[top->arg / 32] |= 1u << (top->arg % 32);
+		(*n_allowed)++;
+	}
 	return LOOM_OK;
 }
 
@@ -647,6 +657,8 @@ bool loom_token_trie_allows(const loom_token_trie *t, loom_gr_arena *a, const lo
 	*error = false;
 	if (token < 0 || token >= t->n_vocab)
 		return false;
+	if (loom_gr_takes_token(g, s, token))
+		return true;
 	for (int32_t i = 0; i < t->n_eog; i++)
 		if (t->eog[i] == token)
 			return loom_gr_can_end(s);

@@ -78,8 +78,9 @@ typedef struct loom_trie_walk {
 void loom_trie_walk_free(loom_trie_walk *w);
 
 /* bits (n_vocab bits, zeroed here) = the tokens whose bytes can go on
- * state s, and the end-of-generation tokens if a sentence may end there;
- * *n_allowed their number. The states the walk makes live in the arena
+ * state s, the grammar's own tokens (<[id]>) that may come next, and the
+ * end-of-generation tokens if a sentence may end there; *n_allowed their
+ * number. The states the walk makes live in the arena
  * until it returns. LOOM_ERR_INVALID_ARGUMENT if the grammar outgrew its
  * limits on the way. */
 loom_status loom_token_trie_mask(const loom_token_trie *t, loom_trie_walk *w, loom_gr_arena *a, const loom_grammar *g,

@@ -7,8 +7,12 @@
  * the order and spacing the formats' models write (Llama 3 names the
  * arguments "parameters"); Hermes takes one call after its marker,
  * Mistral an array of them, loom's generic format an object holding the
- * array or an answer. Each tool's parameters compile as their own JSON
- * Schema document (their references are theirs), all into one grammar.
+ * array or an answer. From Mistral's v11 tokenizer a call is NAME[ARGS]
+ * and the arguments ([CALL_ID] and an id of 9 letters and digits before
+ * [ARGS] in v11), one after each [TOOL_CALLS]: the grammar is one call,
+ * armed again at the next marker. Each tool's parameters compile as their
+ * own JSON Schema document (their references are theirs), all into one
+ * grammar.
  */
 #include "grammar/grammar.h"
 
@@ -16,6 +20,7 @@
 #include "runtime/error.h"
 #include "text/chat_json.h"
 #include "text/json_text.h"
+#include "text/vocab_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +31,20 @@ static bool valid_name(const char *s)
 	const size_t n = strlen(s);
 	return n >= 1 && n <= 64 &&
 	       strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") == n;
+}
+
+/* A marker in the grammar: the token itself (<[id]>) where the
+ * vocabulary has it as one control token, which has no text to match;
+ * else its text. */
+static void marker_term(const loom_model *m, const char *text, char *out, size_t size)
+{
+	const loom_token t = m->vocab != NULL ? loom_vocab_find(m->vocab, text, strlen(text)) : -1;
+	char piece[32];
+	size_t n = 0;
+	if (t >= 0 && loom_token_to_piece(m, t, false, piece, sizeof(piece), &n) == LOOM_OK && n == 0)
+		snprintf(out, size, "<[%d]>", (int)t);
+	else
+		snprintf(out, size, "\"%s\"", text);
 }
 
 LOOM_API loom_status loom_tool_grammar(const loom_model *model, const char *template_name, const char *tools_json,
@@ -57,6 +76,9 @@ LOOM_API loom_status loom_tool_grammar(const loom_model *model, const char *temp
 		st = loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
 	/* Each tool that may be called: its name and parameters. */
 	const char *args_key = style == LOOM_TOOL_LLAMA3 ? "parameters" : "arguments";
+	char args_marker[32], id_marker[32];
+	marker_term(model, "[ARGS]", args_marker, sizeof(args_marker));
+	marker_term(model, "[CALL_ID]", id_marker, sizeof(id_marker));
 	size_t k = 0;
 	for (const cJSON *t = st == LOOM_OK ? tools->child : NULL; t != NULL && st == LOOM_OK; t = t->next, k++) {
 		const cJSON *fn = cJSON_GetObjectItemCaseSensitive(t, "function");
@@ -77,13 +99,20 @@ LOOM_API loom_status loom_tool_grammar(const loom_model *model, const char *temp
 			st = loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
 			break;
 		}
-		/* tcallN ::= "{\"name\": \"NAME\", \"arguments\": " targsN "}", spaced as the
+		/* tcallN ::= "{\"name\": \"NAME\", \"arguments\": " targsN "}" (Mistral's
+		 * later tokenizers: "NAME" [ARGS] targsN), spaced as the
 		 * models were taught: whitespace a model could loop on is
 		 * only inside the arguments, where the schema bounds it. */
 		char line[512];
-		snprintf(line, sizeof(line), "tcall%zu ::= \"{\\\"name\\\": \\\"%s\\\", \\\"%s\\\": \" targs%zu%s \"}\"\n", n,
-			 name->valuestring, args_key, n,
-			 style == LOOM_TOOL_MISTRAL ? " (\", \\\"id\\\": \" jstring)?" : "");
+		const bool v11 = kind == LOOM_CHAT_MISTRAL_V11;
+		if (style == LOOM_TOOL_MISTRAL_ARGS)
+			snprintf(line, sizeof(line), "tcall%zu ::= \"%s\" %s%s%s %s targs%zu\n", n, name->valuestring,
+				 v11 ? "(" : "", v11 ? id_marker : "", v11 ? " [a-zA-Z0-9]{9})?" : "", args_marker, n);
+		else
+			snprintf(line, sizeof(line),
+				 "tcall%zu ::= \"{\\\"name\\\": \\\"%s\\\", \\\"%s\\\": \" targs%zu%s \"}\"\n", n,
+				 name->valuestring, args_key, n,
+				 style == LOOM_TOOL_MISTRAL ? " (\", \\\"id\\\": \" jstring)?" : "");
 		loom_strbuf_put(&g, line);
 		n++;
 	}
@@ -113,6 +142,8 @@ LOOM_API loom_status loom_tool_grammar(const loom_model *model, const char *temp
 			loom_strbuf_put(&g, " \"}\"");
 			if (flags & LOOM_TOOL_GRAMMAR_ANSWER)
 				loom_strbuf_put(&g, " | \"{\\\"response\\\": \" jstring \"}\"");
+		} else if (style == LOOM_TOOL_MISTRAL_ARGS) {
+			loom_strbuf_put(&g, "tcall");
 		} else if (style == LOOM_TOOL_HARMONY) {
 			/* The message's text is the arguments. */
 			for (size_t i = 0; i < n; i++) {
@@ -160,6 +191,8 @@ LOOM_API loom_status loom_tool_call_opening(const loom_model *model, const char 
 		loom_strbuf_put(&b, "<tool_call>\n");
 		break;
 	case LOOM_TOOL_MISTRAL:
+	case LOOM_TOOL_MISTRAL_ARGS:
+		/* Named, the grammar writes the name after it. */
 		loom_strbuf_put(&b, "[TOOL_CALLS]");
 		break;
 	case LOOM_TOOL_HARMONY:

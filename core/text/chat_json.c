@@ -36,7 +36,11 @@ loom_tool_style loom_tool_style_of(loom_chat_kind kind)
 	case LOOM_CHAT_LLAMA3:
 		return LOOM_TOOL_LLAMA3;
 	case LOOM_CHAT_MISTRAL:
+	case LOOM_CHAT_MISTRAL_V7:
 		return LOOM_TOOL_MISTRAL;
+	case LOOM_CHAT_MISTRAL_V11:
+	case LOOM_CHAT_MISTRAL_V13:
+		return LOOM_TOOL_MISTRAL_ARGS;
 	case LOOM_CHAT_HARMONY:
 		return LOOM_TOOL_HARMONY;
 	default:
@@ -53,7 +57,7 @@ loom_status loom_chat_kind_named(const loom_model *model, const char *template_n
 	if (!loom_chat_template_by_name(template_name, out))
 		return loom_error(LOOM_ERR_INVALID_ARGUMENT,
 				  "unknown chat template '%s' (chatml, llama2, llama3, mistral, zephyr, phi3, gemma, plain, "
-				  "harmony)",
+				  "harmony, mistral-v7, mistral-v11, mistral-v13)",
 				  template_name);
 	return LOOM_OK;
 }
@@ -463,7 +467,7 @@ static loom_status render_llama3(loom_strbuf *b, const conversation *c, bool add
 	return LOOM_OK;
 }
 
-/* ---- Mistral (v3 tokenizers: Mistral 7B v0.3, Mixtral, Nemo) ---- */
+/* ---- Mistral (by its tokenizer's version) ---- */
 
 /* mistral-common takes call ids of nine letters and digits: the client's
  * id when it is one, else nine base-62 digits of its hash, the same for
@@ -487,7 +491,119 @@ static void mistral_id(const char *id, char out[10])
 	out[9] = '\0';
 }
 
-static loom_status render_mistral(loom_strbuf *b, const conversation *c)
+/* How a Mistral model's conversation is written: mistral-common's rules
+ * for its tokenizer's version, and where the model's own template writes
+ * the tools another way, that. */
+typedef struct mistral_format {
+	loom_chat_kind kind;
+	bool spm;         /* v3's SentencePiece spacing: "[INST] question" and " answer" */
+	bool json_tools;  /* v3's tool text: the tools key by key after "[AVAILABLE_TOOLS] [", the calls
+			   * after "[TOOL_CALLS] [", a result {"content": ..., "call_id": ...} */
+	bool tools_first; /* v13: the tools after the system prompt, not before the last question */
+} mistral_format;
+
+/* The tools: one JSON array (mistral-common), or key by key as the v3
+ * templates write them. */
+static void put_mistral_tools(loom_strbuf *b, const cJSON *tools, bool json_tools)
+{
+	if (!json_tools) {
+		loom_strbuf_put(b, "[AVAILABLE_TOOLS]");
+		loom_json_dump(b, tools, 0);
+		loom_strbuf_put(b, "[/AVAILABLE_TOOLS]");
+		return;
+	}
+	loom_strbuf_put(b, "[AVAILABLE_TOOLS] [");
+	for (const cJSON *tool = tools->child; tool != NULL; tool = tool->next) {
+		const cJSON *fn = cJSON_GetObjectItemCaseSensitive(tool, "function");
+		loom_strbuf_put(b, "{\"type\": \"function\", \"function\": {");
+		bool any = false;
+		for (const cJSON *kv = fn->child; kv != NULL; kv = kv->next) {
+			if (strcmp(kv->string, "return") == 0)
+				continue;
+			loom_strbuf_put(b, any ? ", \"" : "\"");
+			loom_strbuf_put(b, kv->string);
+			loom_strbuf_put(b, "\": ");
+			/* The template writes a string value unescaped. */
+			if (cJSON_IsString(kv)) {
+				loom_strbuf_put(b, "\"");
+				loom_strbuf_put(b, kv->valuestring);
+				loom_strbuf_put(b, "\"");
+			} else {
+				loom_json_dump(b, kv, 0);
+			}
+			any = true;
+		}
+		loom_strbuf_put(b, tool->next != NULL ? "}}, " : "}}]");
+	}
+	loom_strbuf_put(b, "[/AVAILABLE_TOOLS]");
+}
+
+/* An assistant turn's calls: a JSON array of calls with their ids (v3,
+ * v7), or each call after its own [TOOL_CALLS], its id after [CALL_ID]
+ * (v11), its arguments after [ARGS]. */
+static void put_mistral_calls(loom_strbuf *b, const turn *t, const mistral_format *f)
+{
+	char id[10];
+	if (f->kind == LOOM_CHAT_MISTRAL || f->kind == LOOM_CHAT_MISTRAL_V7) {
+		loom_strbuf_put(b, f->json_tools ? "[TOOL_CALLS] [" : "[TOOL_CALLS][");
+		for (size_t k = 0; k < t->n_calls; k++) {
+			mistral_id(t->calls[k].id, id);
+			loom_strbuf_put(b, k ? ", " : "");
+			put_call_json(b, &t->calls[k], "arguments", false);
+			b->n--; /* the object's closing brace: the id goes before it */
+			loom_strbuf_put(b, ", \"id\": \"");
+			loom_strbuf_put(b, id);
+			loom_strbuf_put(b, "\"}");
+		}
+		loom_strbuf_put(b, "]");
+		return;
+	}
+	for (size_t k = 0; k < t->n_calls; k++) {
+		const tool_call *tc = &t->calls[k];
+		loom_strbuf_put(b, "[TOOL_CALLS]");
+		loom_strbuf_put(b, tc->name);
+		if (f->kind == LOOM_CHAT_MISTRAL_V11) {
+			mistral_id(tc->id, id);
+			loom_strbuf_put(b, "[CALL_ID]");
+			loom_strbuf_put(b, id);
+		}
+		loom_strbuf_put(b, "[ARGS]");
+		/* v13's templates write arguments sent as text as they are. */
+		if (f->kind == LOOM_CHAT_MISTRAL_V13 && tc->text != NULL)
+			loom_strbuf_put(b, tc->text);
+		else
+			loom_json_dump(b, tc->arguments, 0);
+	}
+}
+
+/* A result: the v3 templates' object, the call's id and the text (v7,
+ * v11), or the text alone (v13: ids are no longer written). */
+static void put_mistral_result(loom_strbuf *b, const turn *t, const mistral_format *f)
+{
+	char id[10];
+	mistral_id(t->tool_call_id, id);
+	if (f->json_tools) {
+		loom_strbuf_put(b, "[TOOL_RESULTS] {\"content\": ");
+		loom_strbuf_put(b, t->content);
+		loom_strbuf_put(b, ", \"call_id\": \"");
+		loom_strbuf_put(b, id);
+		loom_strbuf_put(b, "\"}[/TOOL_RESULTS]");
+		return;
+	}
+	loom_strbuf_put(b, "[TOOL_RESULTS]");
+	if (f->kind != LOOM_CHAT_MISTRAL_V13) {
+		loom_strbuf_put(b, id);
+		loom_strbuf_put(b, "[TOOL_CONTENT]");
+	}
+	loom_strbuf_put(b, t->content);
+	loom_strbuf_put(b, "[/TOOL_RESULTS]");
+}
+
+/* The system prompt in front of the last question (v3), or first in a
+ * block of its own; the tools before the last question, or (v13) after
+ * the system prompt. An assistant turn with calls is its calls (v13:
+ * after its text). */
+static void render_mistral(loom_strbuf *b, const conversation *c, const mistral_format *f)
 {
 	size_t first = 0, last_user = c->n;
 	const char *sys = NULL;
@@ -496,69 +612,41 @@ static loom_status render_mistral(loom_strbuf *b, const conversation *c)
 	for (size_t i = first; i < c->n; i++)
 		if (is(&c->turns[i], "user"))
 			last_user = i;
+	if (f->kind != LOOM_CHAT_MISTRAL && sys != NULL) {
+		loom_strbuf_put(b, "[SYSTEM_PROMPT]");
+		loom_strbuf_put(b, sys);
+		loom_strbuf_put(b, "[/SYSTEM_PROMPT]");
+	}
+	if (f->tools_first && c->tools != NULL)
+		put_mistral_tools(b, c->tools, f->json_tools);
 	for (size_t i = first; i < c->n; i++) {
 		const turn *t = &c->turns[i];
-		char id[10];
 		if (is(t, "user")) {
-			if (c->tools != NULL && i == last_user) {
-				loom_strbuf_put(b, "[AVAILABLE_TOOLS] [");
-				for (const cJSON *tool = c->tools->child; tool != NULL; tool = tool->next) {
-					const cJSON *fn = cJSON_GetObjectItemCaseSensitive(tool, "function");
-					loom_strbuf_put(b, "{\"type\": \"function\", \"function\": {");
-					bool any = false;
-					for (const cJSON *kv = fn->child; kv != NULL; kv = kv->next) {
-						if (strcmp(kv->string, "return") == 0)
-							continue;
-						loom_strbuf_put(b, any ? ", \"" : "\"");
-						loom_strbuf_put(b, kv->string);
-						loom_strbuf_put(b, "\": ");
-						/* The template writes a string value unescaped. */
-						if (cJSON_IsString(kv)) {
-							loom_strbuf_put(b, "\"");
-							loom_strbuf_put(b, kv->valuestring);
-							loom_strbuf_put(b, "\"");
-						} else {
-							loom_json_dump(b, kv, 0);
-						}
-						any = true;
-					}
-					loom_strbuf_put(b, tool->next != NULL ? "}}, " : "}}]");
-				}
-				loom_strbuf_put(b, "[/AVAILABLE_TOOLS]");
-			}
-			loom_strbuf_put(b, "[INST] ");
-			if (i == last_user && sys != NULL) {
+			if (c->tools != NULL && i == last_user && !f->tools_first)
+				put_mistral_tools(b, c->tools, f->json_tools);
+			loom_strbuf_put(b, f->spm ? "[INST] " : "[INST]");
+			if (i == last_user && sys != NULL && f->kind == LOOM_CHAT_MISTRAL) {
 				loom_strbuf_put(b, sys);
 				loom_strbuf_put(b, "\n\n");
 			}
 			loom_strbuf_put(b, t->content);
 			loom_strbuf_put(b, "[/INST]");
-		} else if (t->n_calls > 0) {
-			loom_strbuf_put(b, "[TOOL_CALLS] [");
-			for (size_t k = 0; k < t->n_calls; k++) {
-				mistral_id(t->calls[k].id, id);
-				loom_strbuf_put(b, k ? ", " : "");
-				put_call_json(b, &t->calls[k], "arguments", false);
-				b->n--; /* the object's closing brace: the id goes before it */
-				loom_strbuf_put(b, ", \"id\": \"");
-				loom_strbuf_put(b, id);
-				loom_strbuf_put(b, "\"}");
-			}
-			loom_strbuf_put(b, "]</s>");
 		} else if (is(t, "assistant")) {
-			loom_strbuf_put(b, " ");
-			put_trimmed(b, t->content);
+			if (t->n_calls == 0 || f->kind == LOOM_CHAT_MISTRAL_V13) {
+				if (f->spm) {
+					loom_strbuf_put(b, " ");
+					put_trimmed(b, t->content);
+				} else {
+					loom_strbuf_put(b, t->content);
+				}
+			}
+			if (t->n_calls > 0)
+				put_mistral_calls(b, t, f);
 			loom_strbuf_put(b, "</s>");
 		} else if (is(t, "tool")) {
-			mistral_id(t->tool_call_id, id);
-			loom_strbuf_put(b, "[TOOL_RESULTS] {\"content\": ");
-			loom_strbuf_put(b, t->content);
-			loom_strbuf_put(b, ", \"call_id\": \"");
-			loom_strbuf_put(b, id);
-			loom_strbuf_put(b, "\"}[/TOOL_RESULTS]");
+			put_mistral_result(b, t, f);
 		}
 	}
-	return LOOM_OK;
 }
 
 /* ---- harmony (gpt-oss) ---- */
@@ -917,6 +1005,21 @@ static bool template_has(const loom_model *m, const char *s)
 	return false;
 }
 
+/* The Mistral format of kind; model: the model whose own template is
+ * read for how it writes the tools (NULL: a template named, whose rules
+ * are mistral-common's). A v7 template that writes them as the v3
+ * templates do (Mistral Small 3.1's) has them so. */
+static mistral_format mistral_format_of(loom_chat_kind kind, const loom_model *model)
+{
+	return (mistral_format){
+		.kind = kind,
+		.spm = kind == LOOM_CHAT_MISTRAL,
+		.json_tools = kind == LOOM_CHAT_MISTRAL ||
+			      (kind == LOOM_CHAT_MISTRAL_V7 && model != NULL && template_has(model, "[TOOL_CALLS] [")),
+		.tools_first = kind == LOOM_CHAT_MISTRAL_V13,
+	};
+}
+
 bool loom_chat_format_model(const loom_model *model, const loom_chat_message *msgs, size_t n, bool add_assistant,
 			    loom_strbuf *out, loom_status *st)
 {
@@ -946,8 +1049,10 @@ bool loom_chat_format_model(const loom_model *model, const loom_chat_message *ms
 					    .thinks = template_has(model, "</think>")});
 	else if (*st == LOOM_OK && llama31)
 		*st = render_llama3(out, &c, add_assistant);
-	else if (*st == LOOM_OK)
-		*st = render_mistral(out, &c);
+	else if (*st == LOOM_OK) {
+		const mistral_format f = mistral_format_of(LOOM_CHAT_MISTRAL, model);
+		render_mistral(out, &c, &f);
+	}
 	if (*st == LOOM_OK && out->failed)
 		*st = loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
 	conversation_free(&c);
@@ -984,8 +1089,11 @@ LOOM_API loom_status loom_chat_apply_json(const loom_model *model, const char *t
 			st = render_llama3(&b, &c, add_assistant);
 			break;
 		case LOOM_TOOL_MISTRAL:
-			st = render_mistral(&b, &c);
+		case LOOM_TOOL_MISTRAL_ARGS: {
+			const mistral_format f = mistral_format_of(kind, template_name == NULL ? model : NULL);
+			render_mistral(&b, &c, &f);
 			break;
+		}
 		case LOOM_TOOL_HARMONY:
 			render_harmony(&b, &c, add_assistant);
 			break;

@@ -16,7 +16,9 @@ typedef enum loom_tool_style {
 	LOOM_TOOL_GENERIC, /* loom's own: the whole reply a JSON object (any family) */
 	LOOM_TOOL_HERMES,  /* <tool_call>{"name": ..., "arguments": ...}</tool_call> (Qwen 2.5, Qwen 3) */
 	LOOM_TOOL_LLAMA3,  /* a reply that is {"name": ..., "parameters": ...} (Llama 3.1-3.3) */
-	LOOM_TOOL_MISTRAL, /* [TOOL_CALLS] [{"name": ..., "arguments": ...}, ...] (Mistral v3 tokenizers) */
+	LOOM_TOOL_MISTRAL, /* [TOOL_CALLS] [{"name": ..., "arguments": ...}, ...] (Mistral v3 and v7 tokenizers) */
+	LOOM_TOOL_MISTRAL_ARGS, /* [TOOL_CALLS]NAME[ARGS]{...} a call, [CALL_ID]ID before [ARGS] in v11 (Mistral
+				 * v11 and v13 tokenizers) */
 	LOOM_TOOL_HARMONY, /* a message to=functions.NAME whose text is the arguments (gpt-oss) */
 } loom_tool_style;
 

@@ -28,6 +28,8 @@ const char *const loom_chat_template_names[LOOM_CHAT_COUNT + 1] = {
 	[LOOM_CHAT_CHATML] = "chatml", [LOOM_CHAT_LLAMA2] = "llama2", [LOOM_CHAT_LLAMA3] = "llama3",
 	[LOOM_CHAT_MISTRAL] = "mistral", [LOOM_CHAT_ZEPHYR] = "zephyr", [LOOM_CHAT_PHI3] = "phi3",
 	[LOOM_CHAT_GEMMA] = "gemma",   [LOOM_CHAT_PLAIN] = "plain", [LOOM_CHAT_HARMONY] = "harmony",
+	[LOOM_CHAT_MISTRAL_V7] = "mistral-v7", [LOOM_CHAT_MISTRAL_V11] = "mistral-v11",
+	[LOOM_CHAT_MISTRAL_V13] = "mistral-v13",
 };
 
 const char *loom_chat_template_name(loom_chat_kind kind)
@@ -65,6 +67,12 @@ bool loom_chat_template_detect(const char *jinja, size_t len, loom_chat_kind *ou
 		*out = LOOM_CHAT_PHI3;
 	else if (strstr(t, "<|user|>") && strstr(t, "<|assistant|>"))
 		*out = LOOM_CHAT_ZEPHYR;
+	else if (strstr(t, "[INST]") && strstr(t, "[SYSTEM_PROMPT]"))
+		/* The tokenizer's version by its call markers: ids before the
+		 * arguments (v11), the arguments alone (v13), or a JSON array. */
+		*out = strstr(t, "[CALL_ID]") ? LOOM_CHAT_MISTRAL_V11
+		       : strstr(t, "[ARGS]")  ? LOOM_CHAT_MISTRAL_V13
+					      : LOOM_CHAT_MISTRAL_V7;
 	else if (strstr(t, "[INST]"))
 		*out = strstr(t, "<<SYS>>") ? LOOM_CHAT_LLAMA2 : LOOM_CHAT_MISTRAL;
 	else
@@ -228,6 +236,26 @@ static void put_harmony(out_text *o, const loom_chat_message *msgs, size_t n, bo
 		put(o, "<|start|>assistant");
 }
 
+/* Mistral's later tokenizers: the system prompt first in a block of its
+ * own, turns without the spaces SentencePiece put around them. */
+static void put_system_prompt(out_text *o, const loom_chat_message *msgs, size_t n)
+{
+	size_t first;
+	const char *sys = system_text(msgs, n, &first);
+
+	if (sys != NULL) {
+		put(o, "[SYSTEM_PROMPT]");
+		put(o, sys);
+		put(o, "[/SYSTEM_PROMPT]");
+	}
+	for (size_t i = first; i < n; i++) {
+		const bool user = !is_role(&msgs[i], "assistant");
+		put(o, user ? "[INST]" : "");
+		put(o, msgs[i].content);
+		put(o, user ? "[/INST]" : "</s>");
+	}
+}
+
 static void put_plain(out_text *o, const loom_chat_message *msgs, size_t n, bool add_assistant)
 {
 	for (size_t i = 0; i < n; i++) {
@@ -307,6 +335,11 @@ loom_status loom_chat_format(loom_chat_kind kind, const loom_chat_message *msgs,
 	case LOOM_CHAT_HARMONY:
 		put_harmony(&o, msgs, n, add_assistant);
 		break;
+	case LOOM_CHAT_MISTRAL_V7:
+	case LOOM_CHAT_MISTRAL_V11:
+	case LOOM_CHAT_MISTRAL_V13:
+		put_system_prompt(&o, msgs, n);
+		break;
 	default:
 		put_plain(&o, msgs, n, add_assistant);
 		break;
@@ -362,7 +395,7 @@ LOOM_API loom_status loom_chat_apply(const loom_model *model, const char *templa
 	} else if (!loom_chat_template_by_name(template_name, &kind))
 		return loom_error(LOOM_ERR_INVALID_ARGUMENT,
 				  "unknown chat template '%s' (chatml, llama2, llama3, mistral, zephyr, phi3, gemma, plain, "
-				  "harmony)",
+				  "harmony, mistral-v7, mistral-v11, mistral-v13)",
 				  template_name);
 	return loom_chat_format(kind, messages, n_messages, add_assistant, buf, size, n_out);
 }

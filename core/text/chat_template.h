@@ -18,6 +18,11 @@ typedef enum loom_chat_kind {
 	LOOM_CHAT_GEMMA,
 	LOOM_CHAT_PLAIN, /* "System: ...\nUser: ...\nAssistant: " for a template loom does not know */
 	LOOM_CHAT_HARMONY, /* gpt-oss's: messages on channels (analysis, commentary, final) */
+	/* Mistral's later tokenizers: the system prompt in [SYSTEM_PROMPT]
+	 * first, [INST] without spaces, and their own tool calls. */
+	LOOM_CHAT_MISTRAL_V7,  /* Mistral Small 3, 3.1 */
+	LOOM_CHAT_MISTRAL_V11, /* Mistral Small 3.2: [TOOL_CALLS]name[CALL_ID]id[ARGS]{...} */
+	LOOM_CHAT_MISTRAL_V13, /* Magistral 2509, Devstral, Ministral 3: [TOOL_CALLS]name[ARGS]{...} */
 	LOOM_CHAT_COUNT
 } loom_chat_kind;
 

@@ -3,7 +3,8 @@
  *
  * Each format opens a call its own way: Hermes between <tool_call> and
  * </tool_call>, Mistral after [TOOL_CALLS] (an array of calls to the
- * end), Llama 3 as a reply that is a JSON object naming a function (or
+ * end; from its v11 tokenizer each call NAME[ARGS]{...} after a
+ * [TOOL_CALLS] of its own), Llama 3 as a reply that is a JSON object naming a function (or
  * after <|python_tag|>), loom's generic format as a reply that is
  * {"tool_calls": [...]} or {"response": "..."}. Markers are matched as
  * tokens when the vocabulary has them whole and as text otherwise, the
@@ -48,6 +49,7 @@ enum state { CONTENT, START, BODY, MESSAGE_CALL };
 struct loom_tool_reader {
 	loom_tool_style style;
 	loom_token open_tok, close_tok, alt_open_tok;
+	loom_token args_tok, call_id_tok; /* Mistral's [ARGS] and [CALL_ID], inside a body */
 	const char *open_text, *close_text;
 	enum state state;
 	loom_strbuf hold; /* content held back: a marker's first bytes, or a reply's start */
@@ -55,6 +57,8 @@ struct loom_tool_reader {
 	bool body_whole;  /* the body's calls (or answer) are complete JSON */
 	size_t first;     /* calls[first..] are the open body's */
 	size_t next_call, next_at; /* the body's first call not whole yet, and where it begins (0: not known) */
+	size_t args_at; /* Mistral's NAME[ARGS]: past the open call's [ARGS] (0: not found yet) */
+	size_t seek;    /* where the search for the marker the body waits for goes on */
 	value_scan answer_scan;    /* loom's generic format: the reply's object */
 	call_state *calls;
 	size_t n_calls, cap_calls;
@@ -74,7 +78,7 @@ loom_status loom_tool_reader_create(const loom_model *model, loom_tool_style sty
 	if (tr == NULL)
 		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
 	tr->style = style;
-	tr->open_tok = tr->close_tok = tr->alt_open_tok = -1;
+	tr->open_tok = tr->close_tok = tr->alt_open_tok = tr->args_tok = tr->call_id_tok = -1;
 	switch (style) {
 	case LOOM_TOOL_HERMES:
 		tr->open_text = "<tool_call>";
@@ -82,6 +86,11 @@ loom_status loom_tool_reader_create(const loom_model *model, loom_tool_style sty
 		break;
 	case LOOM_TOOL_MISTRAL:
 		tr->open_text = "[TOOL_CALLS]";
+		break;
+	case LOOM_TOOL_MISTRAL_ARGS:
+		tr->open_text = "[TOOL_CALLS]";
+		tr->args_tok = find_token(model, "[ARGS]");
+		tr->call_id_tok = find_token(model, "[CALL_ID]");
 		break;
 	case LOOM_TOOL_LLAMA3:
 		tr->alt_open_tok = find_token(model, "<|python_tag|>");
@@ -225,6 +234,21 @@ static void show_args(call_state *c, const char *s, size_t n)
 		loom_strbuf_put_n(&c->args, s + c->args.n, n - c->args.n);
 }
 
+/* A call's arguments, s[at..end), read whole: a JSON string's text
+ * decoded, any other value as it is. */
+static void whole_args(call_state *c, const char *s, size_t at, size_t end)
+{
+	if (s[at] == '"' && c->args.n == 0) {
+		char *text = decode_string(s, at, end);
+		if (text != NULL)
+			loom_strbuf_put(&c->args, text);
+		free(text);
+	} else {
+		show_args(c, s + at, end - at);
+	}
+	c->done = true;
+}
+
 /* One call object at s[i]; its end, or 0 while it is open. */
 static size_t scan_call(loom_tool_reader *tr, size_t k, const char *s, size_t n, size_t i)
 {
@@ -271,16 +295,76 @@ static size_t scan_call(loom_tool_reader *tr, size_t k, const char *s, size_t n,
 		/* Read whole at an earlier step. */
 	} else if (args_at == 0) {
 		show_args(c, "{}", 2); /* a call without parameters */
-	} else if (s[args_at] == '"' && c->args.n == 0) {
-		char *text = decode_string(s, args_at, args_end);
-		if (text != NULL)
-			loom_strbuf_put(&c->args, text);
-		free(text);
+		c->done = true;
 	} else {
-		show_args(c, s + args_at, args_end - args_at);
+		whole_args(c, s, args_at, args_end);
 	}
-	c->done = true;
 	return i + 1;
+}
+
+static const char *find(const char *s, size_t n, const char *what);
+
+/* Where a search for a marker of m bytes that found none in s[from..n)
+ * goes on: its first bytes may be the text's last. */
+static size_t seek_on(size_t from, size_t n, size_t m)
+{
+	return n >= m && n - m + 1 > from ? n - m + 1 : from;
+}
+
+/* Mistral's calls from its v11 tokenizer: NAME, [CALL_ID]ID (v11), [ARGS]
+ * and the arguments, the next call after a [TOOL_CALLS] of its own (the
+ * first one opened the body). A marker written as a token is in the body
+ * as its text. The name is read whole at [ARGS], the arguments as they
+ * come, and the body is whole between calls. */
+static void scan_args_body(loom_tool_reader *tr)
+{
+	static const char calls_marker[] = "[TOOL_CALLS]", args_marker[] = "[ARGS]", id_marker[] = "[CALL_ID]";
+	const char *s = tr->body.s;
+	const size_t n = tr->body.n;
+	size_t k = tr->next_at != 0 ? tr->next_call : tr->first, i = tr->next_at;
+	for (; s != NULL; k++) {
+		call_state *c = call_at(tr, k);
+		if (c == NULL)
+			return;
+		if (tr->args_at == 0) {
+			const size_t from = tr->seek > i ? tr->seek : i;
+			const char *a = find(s + from, n - from, args_marker);
+			if (a == NULL) {
+				tr->seek = seek_on(from, n, sizeof(args_marker) - 1);
+				return;
+			}
+			const size_t at = (size_t)(a - s);
+			const char *id = find(s + i, at - i, id_marker);
+			size_t end = id != NULL ? (size_t)(id - s) : at;
+			i = skip_ws(s, end, i);
+			while (end > i && (s[end - 1] == ' ' || s[end - 1] == '\n' || s[end - 1] == '\t'))
+				end--;
+			if (c->name == NULL)
+				c->name = strndup(s + i, end - i);
+			tr->args_at = tr->seek = at + sizeof(args_marker) - 1;
+		}
+		const size_t v = skip_ws(s, n, tr->args_at);
+		const size_t end = value_end_on(s, n, v, &c->args_scan);
+		if (end == 0) {
+			if (v < n && s[v] != '"')
+				show_args(c, s + v, n - v);
+			return;
+		}
+		if (!c->done)
+			whole_args(c, s, v, end);
+		tr->body_whole = true;
+		const size_t from = tr->seek > end ? tr->seek : end;
+		const char *next = find(s + from, n - from, calls_marker);
+		if (next == NULL) {
+			tr->seek = seek_on(from, n, sizeof(calls_marker) - 1);
+			return;
+		}
+		tr->body_whole = false;
+		i = (size_t)(next - s) + sizeof(calls_marker) - 1;
+		tr->next_call = k + 1;
+		tr->next_at = tr->seek = i;
+		tr->args_at = 0;
+	}
 }
 
 /* The open body's calls, as far as its text has come. */
@@ -291,6 +375,10 @@ static void scan_body(loom_tool_reader *tr)
 	size_t i = skip_ws(s, n, 0);
 	bool array = tr->style == LOOM_TOOL_MISTRAL;
 	tr->body_whole = false;
+	if (tr->style == LOOM_TOOL_MISTRAL_ARGS) {
+		scan_args_body(tr);
+		return;
+	}
 	if (s == NULL || i >= n)
 		return;
 	if (tr->style == LOOM_TOOL_GENERIC) {
@@ -376,7 +464,7 @@ static void open_body(loom_tool_reader *tr)
 	tr->body.n = 0;
 	tr->body_whole = false;
 	tr->first = tr->n_calls;
-	tr->next_call = tr->next_at = 0;
+	tr->next_call = tr->next_at = tr->args_at = tr->seek = 0;
 	tr->answer_scan = (value_scan){0};
 }
 
@@ -389,7 +477,7 @@ static void close_body(loom_tool_reader *tr)
 		tr->state = CONTENT;
 	tr->body.n = 0;
 	tr->first = tr->n_calls;
-	tr->next_call = tr->next_at = 0;
+	tr->next_call = tr->next_at = tr->args_at = tr->seek = 0;
 }
 
 /* A reply that may be a call without a marker (Llama 3, generic): held
@@ -487,7 +575,8 @@ bool loom_tool_reader_is_marker(const loom_tool_reader *tr, loom_token token)
 		return false;
 	if (tr->state != BODY)
 		return token == tr->open_tok || token == tr->alt_open_tok;
-	return token == tr->close_tok;
+	return token == tr->close_tok || token == tr->args_tok || token == tr->call_id_tok ||
+	       (tr->style == LOOM_TOOL_MISTRAL_ARGS && token == tr->open_tok);
 }
 
 void loom_tool_reader_marker(loom_tool_reader *tr, loom_token token, loom_strbuf *out)
@@ -502,7 +591,15 @@ void loom_tool_reader_marker(loom_tool_reader *tr, loom_token token, loom_strbuf
 	} else {
 		loom_strbuf_put_n(&tr->body, tr->hold.s, tr->hold.n);
 		tr->hold.n = 0;
-		close_body(tr);
+		if (token == tr->close_tok) {
+			close_body(tr);
+			return;
+		}
+		/* Mistral's markers inside the calls: their text. */
+		loom_strbuf_put(&tr->body, token == tr->args_tok      ? "[ARGS]"
+					   : token == tr->call_id_tok ? "[CALL_ID]"
+								      : "[TOOL_CALLS]");
+		scan_body(tr);
 	}
 }
 

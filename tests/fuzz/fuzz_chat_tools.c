@@ -15,7 +15,8 @@
 #include <string.h>
 
 static loom_model *model;
-static const char *const templates[] = {"chatml", "llama3", "mistral", "plain", "harmony"};
+static const char *const templates[] = {"chatml", "llama3",     "mistral",     "plain",
+					"harmony", "mistral-v7", "mistral-v11", "mistral-v13"};
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -83,7 +84,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (size < 2)
 		return 0;
-	const char *template_name = templates[data[0] % 5];
+	const char *template_name = templates[data[0] % (sizeof(templates) / sizeof(templates[0]))];
 	if (data[0] & 0x80)
 		read_reply(template_name, (size_t)data[1] % 16 + 1, (const char *)data + 2, size - 2);
 	else

@@ -1,7 +1,8 @@
 /* fuzz_grammar.c - grammars from request bodies: the first byte picks
  * GBNF text or a JSON Schema, the rest is that text; what compiles is then
  * followed through the same bytes (and a piece of them cut in two), as a
- * matcher would follow a model's output. */
+ * matcher would follow a model's output, a byte it refuses taken as the
+ * token of that id (<[id]>) where the grammar has one next. */
 #include "fuzz_support.h"
 #include "grammar/grammar.h"
 
@@ -20,7 +21,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	loom_gr_matcher m;
 	if (loom_gr_matcher_init(&m, g) == LOOM_OK) {
 		/* The bytes one at a time, then the start again in two steps. */
-		for (size_t i = 0; i < len && loom_gr_matcher_accept(&m, (const unsigned char *)text + i, 1); i++)
+		for (size_t i = 0; i < len && (loom_gr_matcher_accept(&m, (const unsigned char *)text + i, 1) ||
+					       loom_gr_matcher_accept_token(&m, (unsigned char)text[i]));
+		     i++)
 			(void)loom_gr_can_end(m.state);
 		loom_gr_matcher_reset(&m);
 		const size_t half = len / 2;

@@ -53,13 +53,15 @@ selected "$serve" tools-named 1 '{"messages": [{"role": "user", "content": "Time
 ct=$seeds/fuzz_chat_tools
 conversation='[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Weather in Oslo?"}, {"role": "assistant", "content": "", "tool_calls": [{"id": "abcDEF123", "type": "function", "function": {"name": "get_weather", "arguments": "{\"location\": \"Oslo\"}"}}, {"id": "xyz789QRS", "type": "function", "function": {"name": "get_time", "arguments": {}}}]}, {"role": "tool", "tool_call_id": "abcDEF123", "content": "12"}, {"role": "tool", "tool_call_id": "xyz789QRS", "content": "10:42"}, {"role": "user", "content": "Thanks"}]'
 tools='[{"type": "function", "function": {"name": "get_weather", "description": "Weather", "parameters": {"type": "object", "properties": {"location": {"type": "string", "description": "City"}, "unit": {"type": "string", "enum": ["c", "f"]}, "days": {"type": "array", "items": {"type": "integer"}}}, "required": ["location"]}}}, {"type": "function", "function": {"name": "get_time"}}]'
-for k in 0 1 2 3 4; do
+for k in 0 1 2 3 4 5 6 7; do
 	{ printf "\\x0$k%s" "$conversation"; printf '\0%s' "$tools"; } >"$ct/render-$k"
 done
 selected "$ct" hermes 128 $'\x03Let me see.<tool_call>\n{"name": "get_weather", "arguments": {"location": "a } \\" b"}}\n</tool_call>\n<tool_call>{"arguments": {}, "name": "t"}</tool_call>'
 selected "$ct" mistral 130 $'\x05[TOOL_CALLS] [{"name": "a", "arguments": {"x": [1, {"y": null}]}}, {"name": "b", "arguments": "{}"}]'
 selected "$ct" llama3 129 $'\x02 {"name": "f", "parameters": {"q": "\\u00e9"}}'
 selected "$ct" generic 131 $'\x07{"tool_calls": [{"name": "f", "arguments": {"a": 1}}]}'
+selected "$ct" mistral-v11 134 $'\x04[TOOL_CALLS]get_weather[CALL_ID]abcDEF123[ARGS]{"location": "a } [ARGS] b"}[TOOL_CALLS]get_time[ARGS]{}'
+selected "$ct" mistral-v13 135 $'\x02Sure.[TOOL_CALLS] f [ARGS] {"q": [1, {"x": null}]}[TOOL_CALLS]g[ARGS]{}'
 
 gr=$seeds/fuzz_grammar
 selected "$gr" json-gbnf 0 $'root ::= "{" ws (pair ("," ws pair)*)? "}"
@@ -69,6 +71,7 @@ ws ::= [ \n]{0,3} # c
 selected "$gr" repeat-gbnf 0 $'root ::= ("ab"{2,4} | [^a-c\u00e9]+)* x?
 x ::= . "\xff"
 '
+selected "$gr" tokens 0 $'root ::= [a-z]+ <[7]> "{" [0-9]* "}" (<[40]> root)?\n'
 selected "$gr" schema 1 '{"type":"object","properties":{"n":{"type":"integer","minimum":-3,"maximum":250},"s":{"type":"string","pattern":"^[a-z]+(-[0-9]{2})?$"},"t":{"$ref":"#/$defs/t"}},"required":["n"],"$defs":{"t":{"anyOf":[{"type":"null"},{"type":"array","items":{"$ref":"#/$defs/t"},"maxItems":2}]}}}'
 selected "$gr" schema-formats 1 '{"type":"array","prefixItems":[{"type":"string","format":"date-time"},{"enum":[1,"a",null]}],"items":{"type":"number","minimum":0,"maximum":1}}'
 

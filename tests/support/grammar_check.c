@@ -73,7 +73,7 @@ bool grammar_sample_text(loom_model *m, const loom_grammar *g, uint64_t seed, ui
 		size_t n = 0;
 		if (loom_token_is_eog(m, tok))
 			ended = true;
-		else if (loom_token_to_piece(m, tok, false, text + *len, cap - *len - 1, &n) == LOOM_OK)
+		else if (loom_token_to_piece(m, tok, true, text + *len, cap - *len - 1, &n) == LOOM_OK)
 			*len += n;
 	}
 	text[*len] = '\0';

@@ -23,8 +23,9 @@ loom_model *grammar_vocab_model(loom_runtime *rt, const char *dir);
 /* A text sampled under g at temperature 1 from random logits (the
  * generator *rng), the end-of-sequence logit set to eos_logit when it is
  * not 0 (so that the end is likely once allowed); at most max_steps
- * tokens. Its bytes go to text (cap bytes, NUL-terminated), *len their
- * number. Returns whether it ended (an end-of-generation token). */
+ * tokens. Its bytes go to text (a control token the grammar takes as its
+ * text; cap bytes, NUL-terminated), *len their number. Returns whether it
+ * ended (an end-of-generation token). */
 bool grammar_sample_text(loom_model *m, const loom_grammar *g, uint64_t seed, uint64_t *rng, float eos_logit,
 			 int max_steps, char *text, size_t cap, size_t *len);
 

@@ -66,8 +66,12 @@ Environment.prototype.set = function (name, value) {
   return declare.call(this, name, Object.hasOwn(globals, name) ? globals[name] : value);
 };
 
+// Python's Jinja reads a backslash before a line break in a string literal
+// as a line continuation (nothing); @huggingface/jinja refuses it, so the
+// pair is taken out first (Mistral Small 3.1's default system message has
+// them).
 try {
-  const template = new Template(readFileSync(templatePath, 'utf8'));
+  const template = new Template(readFileSync(templatePath, 'utf8').replaceAll('\\\n', ''));
   process.stdout.write(template.render(vars));
 } catch (err) {
   console.error(`render_chat_template: ${err.message}`);
