@@ -70,8 +70,9 @@ static loom_sampler_params openai_sampling(void)
 /* A server stream's token step: OpenAI's sampling, 20 logprobs. */
 static loom_status make_token_step(const loom_model *m, loom_generator **out)
 {
+	const loom_sampler_params sampling = openai_sampling();
 	loom_generator_params gp = loom_generator_default_params();
-	gp.sampling = openai_sampling();
+	gp.sampling = &sampling;
 	gp.n_logprobs = LOOM_MAX_TOP_LOGPROBS;
 	return loom_generator_create(m, &gp, out);
 }

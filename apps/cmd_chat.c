@@ -166,7 +166,7 @@ static bool turn(loom_context *ctx, const cli_options *o, chat *c, int index)
 
 	loom_generate_params gp = loom_generate_default_params();
 	gp.n_predict = o->n_predict;
-	gp.sampling = o->sampling;
+	gp.sampling = &o->sampling;
 	gp.stop = o->stop;
 	gp.n_stop = (size_t)o->n_stop;
 	gp.ignore_eos = o->ignore_eos;

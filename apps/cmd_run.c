@@ -92,7 +92,7 @@ int cmd_run(int argc, char **argv)
 
 	loom_generate_params gp = loom_generate_default_params();
 	gp.n_predict = o.n_predict;
-	gp.sampling = o.sampling;
+	gp.sampling = &o.sampling;
 	gp.stop = o.stop;
 	gp.n_stop = (size_t)o.n_stop;
 	gp.ignore_eos = o.ignore_eos;

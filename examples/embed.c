@@ -75,7 +75,7 @@ int main(int argc, char **argv)
 	/* The same through the generation loop, greedy, 24 tokens. */
 	loom_generate_params gp = loom_generate_default_params();
 	gp.n_predict = 24;
-	gp.sampling.temperature = 0;
+	gp.sampling = &sp; /* greedy, as above */
 	int count = 0;
 	loom_generate_stats stats;
 	printf("%s", prompt);

@@ -19,6 +19,15 @@
  *     that thread.
  *   - Every *_create / *_load has a *_free; *_free(NULL) does nothing.
  *   - Every *_params struct has a *_default_params() function; start from it.
+ *   - Structs carry their size across the API, so that a program built
+ *     against an older loom.h runs with a newer library of the same major
+ *     version (docs/api.md, "The ABI"): a *_params struct in its first
+ *     member, `size`, which *_default_params() sets; any other struct as
+ *     an argument of the exported *_sized function, which the inline
+ *     function of the usual name passes. A struct larger than the
+ *     library's (a program built against a newer loom.h) is
+ *     LOOM_ERR_INVALID_ARGUMENT, naming it, both sizes and the library's
+ *     version.
  *   - Strings returned by the API are owned by the object they came from and
  *     live as long as it does, unless stated otherwise.
  *
@@ -37,8 +46,8 @@
 extern "C" {
 #endif
 
-#define LOOM_VERSION_MAJOR 0
-#define LOOM_VERSION_MINOR 1
+#define LOOM_VERSION_MAJOR 1
+#define LOOM_VERSION_MINOR 0
 #define LOOM_VERSION_PATCH 0
 #define LOOM_VERSION_HEX \
 	((LOOM_VERSION_MAJOR << 16) | (LOOM_VERSION_MINOR << 8) | LOOM_VERSION_PATCH)
@@ -49,7 +58,7 @@ extern "C" {
 #define LOOM_API
 #endif
 
-/* Version of the library actually loaded, e.g. "0.1.0". */
+/* Version of the library actually loaded, e.g. "1.0.0". */
 LOOM_API const char *loom_version(void);
 LOOM_API unsigned loom_version_hex(void);
 
@@ -149,6 +158,9 @@ typedef enum loom_compute_on {
 } loom_compute_on;
 
 typedef struct loom_runtime_params {
+	/* The struct's bytes in the loom.h compiled against: set by
+	 * loom_runtime_default_params(), never by hand. */
+	size_t size;
 	/* plugins.yaml to read; NULL: $LOOM_PLUGINS, else the installed default. */
 	const char *plugins_file;
 	/* Backend to force by name; NULL: $LOOM_BACKEND, else plugins.yaml's policy. */
@@ -169,7 +181,16 @@ typedef struct loom_runtime_params {
 	loom_compute_on compute_on;
 } loom_runtime_params;
 
-LOOM_API loom_runtime_params loom_runtime_default_params(void);
+/* Fills the first size bytes of p with the defaults (at most this
+ * library's struct; the rest zero) and sets p->size. */
+LOOM_API loom_status loom_runtime_params_init(loom_runtime_params *p, size_t size);
+/* The defaults, at the size of the struct in the loom.h compiled against. */
+static inline loom_runtime_params loom_runtime_default_params(void)
+{
+	loom_runtime_params p;
+	loom_runtime_params_init(&p, sizeof(p));
+	return p;
+}
 
 /* Reads plugins.yaml, loads and probes every plugin, chooses the backend.
  * On failure *out is NULL. */
@@ -194,8 +215,13 @@ typedef struct loom_plugin_info {
 } loom_plugin_info;
 
 LOOM_API size_t loom_runtime_plugin_count(const loom_runtime *rt);
-LOOM_API loom_status loom_runtime_plugin_info(const loom_runtime *rt, size_t index,
-					      loom_plugin_info *out);
+/* size: the bytes of *out (what the inline function passes). */
+LOOM_API loom_status loom_runtime_plugin_info_sized(const loom_runtime *rt, size_t index, loom_plugin_info *out,
+						    size_t size);
+static inline loom_status loom_runtime_plugin_info(const loom_runtime *rt, size_t index, loom_plugin_info *out)
+{
+	return loom_runtime_plugin_info_sized(rt, index, out, sizeof(*out));
+}
 /* Name of the backend in use. */
 LOOM_API const char *loom_runtime_backend_name(const loom_runtime *rt);
 
@@ -208,7 +234,11 @@ typedef struct loom_device_info {
 
 /* LOOM_ERR_UNSUPPORTED for a backend that computes in host memory (the CPU
  * backends), which has no device of its own to describe. */
-LOOM_API loom_status loom_runtime_device(const loom_runtime *rt, loom_device_info *out);
+LOOM_API loom_status loom_runtime_device_sized(const loom_runtime *rt, loom_device_info *out, size_t size);
+static inline loom_status loom_runtime_device(const loom_runtime *rt, loom_device_info *out)
+{
+	return loom_runtime_device_sized(rt, out, sizeof(*out));
+}
 LOOM_API int loom_runtime_n_threads(const loom_runtime *rt);
 
 /* ------------------------------------------------------------------------ */
@@ -217,6 +247,9 @@ LOOM_API int loom_runtime_n_threads(const loom_runtime *rt);
 typedef struct loom_model loom_model;
 
 typedef struct loom_model_params {
+	/* The struct's bytes in the loom.h compiled against: set by
+	 * loom_model_default_params(), never by hand. */
+	size_t size;
 	/* Read only metadata and the vocabulary: no contract, no weights
 	 * (enough for loom_tokenize and the metadata/tensor accessors). */
 	bool vocab_only;
@@ -229,7 +262,16 @@ typedef struct loom_model_params {
 	const char *quantize;
 } loom_model_params;
 
-LOOM_API loom_model_params loom_model_default_params(void);
+/* Fills the first size bytes of p with the defaults (at most this
+ * library's struct; the rest zero) and sets p->size. */
+LOOM_API loom_status loom_model_params_init(loom_model_params *p, size_t size);
+/* The defaults, at the size of the struct in the loom.h compiled against. */
+static inline loom_model_params loom_model_default_params(void)
+{
+	loom_model_params p;
+	loom_model_params_init(&p, sizeof(p));
+	return p;
+}
 
 /* Opens path with the best-scoring format plugin, validates it against its
  * architecture contract and makes the weights available to the backend.
@@ -272,14 +314,21 @@ LOOM_API loom_status loom_model_describe_file(loom_runtime *rt, const char *path
 					      size_t *n_out);
 
 LOOM_API size_t loom_model_tensor_count(const loom_model *model);
-LOOM_API loom_status loom_model_tensor_info(const loom_model *model, size_t index,
-					    loom_tensor_info *out);
+LOOM_API loom_status loom_model_tensor_info_sized(const loom_model *model, size_t index, loom_tensor_info *out,
+						  size_t size);
+static inline loom_status loom_model_tensor_info(const loom_model *model, size_t index, loom_tensor_info *out)
+{
+	return loom_model_tensor_info_sized(model, index, out, sizeof(*out));
+}
 
 /* ------------------------------------------------------------------------ */
 /* Quantization                                                             */
 
-/* Where a quantization stands, after each tensor. */
+/* Where a quantization stands, after each tensor. The library fills it
+ * and hands it to the callback: size is its bytes in the library, and a
+ * field past it is not there (a library older than the loom.h). */
 typedef struct loom_convert_progress {
+	size_t size;
 	size_t index;         /* the tensor just done */
 	size_t count;         /* of this many */
 	const char *name;
@@ -291,6 +340,9 @@ typedef struct loom_convert_progress {
 typedef void (*loom_progress_fn)(void *user, const loom_convert_progress *progress);
 
 typedef struct loom_quantize_params {
+	/* The struct's bytes in the loom.h compiled against: set by
+	 * loom_quantize_default_params(), never by hand. */
+	size_t size;
 	/* Scheme: "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q6_k", "q4_k_s",
 	 * "q4_k_m", "q5_k_s", "q5_k_m", "f16" or "f32". The _m/_s
 	 * mixes choose a type per tensor as llama-quantize does. */
@@ -300,7 +352,16 @@ typedef struct loom_quantize_params {
 	void *progress_user;
 } loom_quantize_params;
 
-LOOM_API loom_quantize_params loom_quantize_default_params(void);
+/* Fills the first size bytes of p with the defaults (at most this
+ * library's struct; the rest zero) and sets p->size. */
+LOOM_API loom_status loom_quantize_params_init(loom_quantize_params *p, size_t size);
+/* The defaults, at the size of the struct in the loom.h compiled against. */
+static inline loom_quantize_params loom_quantize_default_params(void)
+{
+	loom_quantize_params p;
+	loom_quantize_params_init(&p, sizeof(p));
+	return p;
+}
 
 /* Writes a copy of the model in_path with its weights converted to a
  * scheme, using the runtime's backend to quantize. The output has the
@@ -309,6 +370,9 @@ LOOM_API loom_status loom_quantize(loom_runtime *rt, const char *in_path, const 
 				   const loom_quantize_params *params);
 
 typedef struct loom_convert_params {
+	/* The struct's bytes in the loom.h compiled against: set by
+	 * loom_convert_default_params(), never by hand. */
+	size_t size;
 	/* A scheme of loom_quantize's ("f16", "q8_0", "q4_k_m", ...), or NULL
 	 * to keep each weight's type. */
 	const char *type;
@@ -322,7 +386,16 @@ typedef struct loom_convert_params {
 	bool backend_layout;
 } loom_convert_params;
 
-LOOM_API loom_convert_params loom_convert_default_params(void);
+/* Fills the first size bytes of p with the defaults (at most this
+ * library's struct; the rest zero) and sets p->size. */
+LOOM_API loom_status loom_convert_params_init(loom_convert_params *p, size_t size);
+/* The defaults, at the size of the struct in the loom.h compiled against. */
+static inline loom_convert_params loom_convert_default_params(void)
+{
+	loom_convert_params p;
+	loom_convert_params_init(&p, sizeof(p));
+	return p;
+}
 
 /* Writes the model at in_path (any format loom reads, such as a Hugging
  * Face safetensors directory) as a GGUF file of its contract's
@@ -360,12 +433,24 @@ LOOM_API loom_status loom_token_to_piece(const loom_model *model, loom_token tok
 typedef struct loom_context loom_context;
 
 typedef struct loom_context_params {
+	/* The struct's bytes in the loom.h compiled against: set by
+	 * loom_context_default_params(), never by hand. */
+	size_t size;
 	uint32_t n_ctx;      /* KV cache cells; 0: the model's training context */
 	uint32_t n_batch;    /* most tokens per loom_decode call (default 512) */
 	loom_dtype kv_type;  /* LOOM_DTYPE_F16 (default), _F32, _Q8_0 or _Q4_0 */
 } loom_context_params;
 
-LOOM_API loom_context_params loom_context_default_params(void);
+/* Fills the first size bytes of p with the defaults (at most this
+ * library's struct; the rest zero) and sets p->size. */
+LOOM_API loom_status loom_context_params_init(loom_context_params *p, size_t size);
+/* The defaults, at the size of the struct in the loom.h compiled against. */
+static inline loom_context_params loom_context_default_params(void)
+{
+	loom_context_params p;
+	loom_context_params_init(&p, sizeof(p));
+	return p;
+}
 
 /* LOOM_ERR_UNSUPPORTED, naming the op, if the backend cannot run a node of
  * the context's steps (an op, or the KV cache's type). */
@@ -381,6 +466,8 @@ LOOM_API void loom_context_free(loom_context *ctx);
 typedef bool (*loom_abort_fn)(void *user);
 LOOM_API void loom_context_set_abort(loom_context *ctx, loom_abort_fn fn, void *user);
 LOOM_API uint32_t loom_context_n_ctx(const loom_context *ctx);
+/* The most tokens a loom_decode takes (n_batch as the context made it). */
+LOOM_API uint32_t loom_context_n_batch(const loom_context *ctx);
 LOOM_API const loom_model *loom_context_model(const loom_context *ctx);
 
 /* Sequence ids run from 0 to LOOM_MAX_SEQ - 1. */
@@ -402,7 +489,11 @@ typedef struct loom_batch {
 
 /* Runs the model on a batch (at most n_batch tokens) and stores its keys and
  * values in the cache. LOOM_ERR_CONTEXT_FULL if the cache has no room. */
-LOOM_API loom_status loom_decode(loom_context *ctx, const loom_batch *batch);
+LOOM_API loom_status loom_decode_sized(loom_context *ctx, const loom_batch *batch, size_t size);
+static inline loom_status loom_decode(loom_context *ctx, const loom_batch *batch)
+{
+	return loom_decode_sized(ctx, batch, sizeof(*batch));
+}
 
 /* Logits (n_vocab floats) of token i of the last batch; NULL unless that
  * token asked for them. Valid until the next loom_decode. */
@@ -470,7 +561,11 @@ typedef struct loom_profile {
  * starts from zero; off: none does. Profiling costs a clock reading per
  * node. */
 LOOM_API void loom_context_set_profiling(loom_context *ctx, bool on);
-LOOM_API void loom_context_profile(const loom_context *ctx, loom_profile *out);
+LOOM_API loom_status loom_context_profile_sized(const loom_context *ctx, loom_profile *out, size_t size);
+static inline loom_status loom_context_profile(const loom_context *ctx, loom_profile *out)
+{
+	return loom_context_profile_sized(ctx, out, sizeof(*out));
+}
 
 /* ------------------------------------------------------------------------ */
 /* Sampling                                                                 */
@@ -478,6 +573,9 @@ LOOM_API void loom_context_profile(const loom_context *ctx, loom_profile *out);
 typedef struct loom_sampler loom_sampler;
 
 typedef struct loom_sampler_params {
+	/* The struct's bytes in the loom.h compiled against: set by
+	 * loom_sampler_default_params(), never by hand. */
+	size_t size;
 	float temperature;     /* <= 0: greedy (default 0.8) */
 	int32_t top_k;         /* <= 0: off (default 40) */
 	float top_p;           /* >= 1: off (default 0.95) */
@@ -493,7 +591,16 @@ typedef struct loom_sampler_params {
 	float frequency_penalty;
 } loom_sampler_params;
 
-LOOM_API loom_sampler_params loom_sampler_default_params(void);
+/* Fills the first size bytes of p with the defaults (at most this
+ * library's struct; the rest zero) and sets p->size. */
+LOOM_API loom_status loom_sampler_params_init(loom_sampler_params *p, size_t size);
+/* The defaults, at the size of the struct in the loom.h compiled against. */
+static inline loom_sampler_params loom_sampler_default_params(void)
+{
+	loom_sampler_params p;
+	loom_sampler_params_init(&p, sizeof(p));
+	return p;
+}
 LOOM_API loom_status loom_sampler_create(const loom_sampler_params *params, loom_sampler **out);
 LOOM_API void loom_sampler_free(loom_sampler *s);
 /* Picks a token from n_vocab logits (not modified); -1 when there is
@@ -584,8 +691,13 @@ typedef enum loom_stop_reason {
 } loom_stop_reason;
 
 typedef struct loom_generate_params {
+	/* The struct's bytes in the loom.h compiled against: set by
+	 * loom_generate_default_params(), never by hand. */
+	size_t size;
 	int32_t n_predict;           /* most tokens to generate; < 0: until the context is full */
-	loom_sampler_params sampling;
+	/* How tokens are drawn (read during the call); NULL: the defaults.
+	 * A pointer, not a member, so that each struct grows alone. */
+	const loom_sampler_params *sampling;
 	const char *const *stop;     /* stop strings (not printed) */
 	size_t n_stop;
 	int32_t seq_id;              /* sequence to use; its cache is cleared first... */
@@ -617,22 +729,42 @@ typedef struct loom_generate_stats {
 	int32_t n_discarded; /* tokens they dropped, at positions n_keep.. of the sequence */
 } loom_generate_stats;
 
-LOOM_API loom_generate_params loom_generate_default_params(void);
+/* Fills the first size bytes of p with the defaults (at most this
+ * library's struct; the rest zero) and sets p->size. */
+LOOM_API loom_status loom_generate_params_init(loom_generate_params *p, size_t size);
+/* The defaults, at the size of the struct in the loom.h compiled against. */
+static inline loom_generate_params loom_generate_default_params(void)
+{
+	loom_generate_params p;
+	loom_generate_params_init(&p, sizeof(p));
+	return p;
+}
 
 /* Tokenizes prompt, evaluates it as one batch (or n_batch pieces), then
  * samples one token at a time, passing each to on_token. stats may be NULL. */
-LOOM_API loom_status loom_generate(loom_context *ctx, const char *prompt,
-				   const loom_generate_params *params,
-				   loom_token_fn on_token, void *user, loom_generate_stats *stats);
+LOOM_API loom_status loom_generate_sized(loom_context *ctx, const char *prompt, const loom_generate_params *params,
+					 loom_token_fn on_token, void *user, loom_generate_stats *stats,
+					 size_t stats_size);
+static inline loom_status loom_generate(loom_context *ctx, const char *prompt, const loom_generate_params *params,
+					loom_token_fn on_token, void *user, loom_generate_stats *stats)
+{
+	return loom_generate_sized(ctx, prompt, params, on_token, user, stats, sizeof(*stats));
+}
 
 /* loom_generate with a prompt already tokenized (n_prompt > 0, else
  * LOOM_ERR_INVALID_ARGUMENT; add_special and parse_special are not used).
  * With keep_cache the tokens continue what seq_id holds, from
  * loom_kv_seq_pos_max + 1: a chat that matched its cache by tokens drops
  * the rest (loom_kv_seq_remove) and passes what differs. */
-LOOM_API loom_status loom_generate_tokens(loom_context *ctx, const loom_token *prompt, size_t n_prompt,
-					  const loom_generate_params *params,
-					  loom_token_fn on_token, void *user, loom_generate_stats *stats);
+LOOM_API loom_status loom_generate_tokens_sized(loom_context *ctx, const loom_token *prompt, size_t n_prompt,
+						const loom_generate_params *params, loom_token_fn on_token, void *user,
+						loom_generate_stats *stats, size_t stats_size);
+static inline loom_status loom_generate_tokens(loom_context *ctx, const loom_token *prompt, size_t n_prompt,
+					       const loom_generate_params *params, loom_token_fn on_token, void *user,
+					       loom_generate_stats *stats)
+{
+	return loom_generate_tokens_sized(ctx, prompt, n_prompt, params, on_token, user, stats, sizeof(*stats));
+}
 
 /* ------------------------------------------------------------------------ */
 /* Streaming detokenization                                                 */
@@ -678,7 +810,11 @@ typedef struct loom_generator loom_generator;
 #define LOOM_MAX_TOP_LOGPROBS 20
 
 typedef struct loom_generator_params {
-	loom_sampler_params sampling;
+	/* The struct's bytes in the loom.h compiled against: set by
+	 * loom_generator_default_params(), never by hand. */
+	size_t size;
+	/* How tokens are drawn (copied); NULL: the defaults. */
+	const loom_sampler_params *sampling;
 	int32_t n_predict;        /* most tokens to generate; < 0: no limit (default) */
 	const char *const *stop;  /* stop strings (copied; never shown) */
 	size_t n_stop;
@@ -705,7 +841,16 @@ typedef struct loom_generated {
 	float top_logprob[LOOM_MAX_TOP_LOGPROBS];
 } loom_generated;
 
-LOOM_API loom_generator_params loom_generator_default_params(void);
+/* Fills the first size bytes of p with the defaults (at most this
+ * library's struct; the rest zero) and sets p->size. */
+LOOM_API loom_status loom_generator_params_init(loom_generator_params *p, size_t size);
+/* The defaults, at the size of the struct in the loom.h compiled against. */
+static inline loom_generator_params loom_generator_default_params(void)
+{
+	loom_generator_params p;
+	loom_generator_params_init(&p, sizeof(p));
+	return p;
+}
 LOOM_API loom_status loom_generator_create(const loom_model *model, const loom_generator_params *params,
 					   loom_generator **out);
 LOOM_API void loom_generator_free(loom_generator *g);
@@ -721,7 +866,12 @@ LOOM_API void loom_generator_accept(loom_generator *g, const loom_token *tokens,
  * end-of-generation token, then a stop string). After a step that is done,
  * the generator takes no more (LOOM_ERR_INVALID_ARGUMENT). A row with
  * nothing to sample (every logit -inf or NaN) is LOOM_ERR_INVALID_ARGUMENT. */
-LOOM_API loom_status loom_generator_next(loom_generator *g, const float *logits, bool last, loom_generated *out);
+LOOM_API loom_status loom_generator_next_sized(loom_generator *g, const float *logits, bool last, loom_generated *out,
+					       size_t size);
+static inline loom_status loom_generator_next(loom_generator *g, const float *logits, bool last, loom_generated *out)
+{
+	return loom_generator_next_sized(g, logits, last, out, sizeof(*out));
+}
 
 /* Tokens generated so far. */
 LOOM_API int32_t loom_generator_n_generated(const loom_generator *g);
@@ -767,8 +917,13 @@ typedef struct loom_reply_parts {
  * host whose loop does not know which step is the last (a loom_token_fn)
  * ends the reply with a step of token -1, no text, done set: what was held
  * back comes then. */
-LOOM_API loom_status loom_reply_reader_push(loom_reply_reader *r, const loom_generated *step,
-					    loom_reply_parts *out);
+LOOM_API loom_status loom_reply_reader_push_sized(loom_reply_reader *r, const loom_generated *step, size_t step_size,
+						  loom_reply_parts *out, size_t size);
+static inline loom_status loom_reply_reader_push(loom_reply_reader *r, const loom_generated *step,
+						 loom_reply_parts *out)
+{
+	return loom_reply_reader_push_sized(r, step, sizeof(*step), out, sizeof(*out));
+}
 
 /* ------------------------------------------------------------------------ */
 /* Chat templates                                                           */
@@ -791,9 +946,16 @@ typedef struct loom_chat_message {
  * tokenizer adds it) and is meant to be tokenized with special tokens
  * parsed. Writes a NUL-terminated string; *n_out gets its length, also when
  * the buffer is too small (LOOM_ERR_BUFFER_TOO_SMALL). */
-LOOM_API loom_status loom_chat_apply(const loom_model *model, const char *template_name,
-				     const loom_chat_message *messages, size_t n_messages, bool add_assistant,
-				     char *buf, size_t size, size_t *n_out);
+LOOM_API loom_status loom_chat_apply_sized(const loom_model *model, const char *template_name,
+					   const loom_chat_message *messages, size_t n_messages, size_t message_size,
+					   bool add_assistant, char *buf, size_t size, size_t *n_out);
+static inline loom_status loom_chat_apply(const loom_model *model, const char *template_name,
+					  const loom_chat_message *messages, size_t n_messages, bool add_assistant,
+					  char *buf, size_t size, size_t *n_out)
+{
+	return loom_chat_apply_sized(model, template_name, messages, n_messages, sizeof(*messages), add_assistant, buf,
+				     size, n_out);
+}
 
 /* The name of the template loom_chat_apply uses for this model: the one its
  * GGUF tokenizer.chat_template is recognised as, else its contract's
@@ -832,8 +994,18 @@ typedef struct loom_tool_call {
  * prompt ended with to open a call for the model (loom_tool_call_opening;
  * NULL or "": nothing), read as if the model had written it. */
 LOOM_API loom_status loom_reply_reader_read_tools(loom_reply_reader *r, const char *opening);
-/* The calls read so far, in order (valid until the next push). */
-LOOM_API size_t loom_reply_reader_tool_calls(loom_reply_reader *r, const loom_tool_call **calls);
+/* The calls read so far, in order (valid until the next push): *n of
+ * them, each size bytes apart. */
+LOOM_API loom_status loom_reply_reader_tool_calls_sized(loom_reply_reader *r, const loom_tool_call **calls, size_t *n,
+							size_t size);
+/* Their number (0 on an error, with *calls NULL). */
+static inline size_t loom_reply_reader_tool_calls(loom_reply_reader *r, const loom_tool_call **calls)
+{
+	size_t n = 0;
+	if (loom_reply_reader_tool_calls_sized(r, calls, &n, sizeof(**calls)) != LOOM_OK)
+		return 0;
+	return n;
+}
 /* Whether the reply is inside a call whose text is not whole yet: where
  * a host arms the call grammar (loom_tool_grammar) when the model opened
  * the call itself. */

@@ -80,9 +80,11 @@ START_TEST(a_long_prompt_is_cancelled_between_pieces)
 	open_fixture(&f);
 	abort_state a = {.abort_at = 3};
 	loom_context_set_abort(f.ctx, abort_on_call, &a);
+	loom_sampler_params greedy = loom_sampler_default_params();
+	greedy.temperature = 0;
 	loom_generate_params gp = loom_generate_default_params();
 	gp.add_special = false;
-	gp.sampling.temperature = 0;
+	gp.sampling = &greedy;
 	const char *prompt = "abcdefghij"; /* a byte-level vocabulary: one token each */
 	loom_generate_stats stats;
 	ck_assert_int_eq(loom_generate(f.ctx, prompt, &gp, NULL, NULL, &stats), LOOM_ERR_CANCELLED);
@@ -101,9 +103,11 @@ START_TEST(a_generation_is_cancelled_between_tokens)
 	open_fixture(&f);
 	abort_state a = {.abort_at = 4};
 	loom_context_set_abort(f.ctx, abort_on_call, &a);
+	loom_sampler_params greedy = loom_sampler_default_params();
+	greedy.temperature = 0;
 	loom_generate_params gp = loom_generate_default_params();
 	gp.add_special = false;
-	gp.sampling.temperature = 0;
+	gp.sampling = &greedy;
 	gp.n_predict = 20;
 	loom_generate_stats stats;
 	ck_assert_int_eq(loom_generate(f.ctx, "abc", &gp, NULL, NULL, &stats), LOOM_ERR_CANCELLED);

@@ -256,9 +256,11 @@ START_TEST(generation_from_tokens_matches_generation_from_text)
 	golden_case g;
 	ck_assert(golden_load("stories260K-f32", "once_upon_a_time", &g));
 	loom_context *ctx = test_context(m, 128, 512, LOOM_DTYPE_F32);
+	loom_sampler_params greedy = loom_sampler_default_params();
+	greedy.temperature = 0;
 	loom_generate_params gp = loom_generate_default_params();
 	gp.n_predict = g.n_greedy;
-	gp.sampling.temperature = 0;
+	gp.sampling = &greedy;
 	loom_generate_stats stats;
 
 	collected text = {0}, toks = {0}, cont = {0};
@@ -318,9 +320,11 @@ static void fresh_reply(loom_context *ctx, const loom_chat_message *msgs, size_t
 	char text[4096];
 	size_t len;
 	ck_assert(loom_chat_apply(loom_context_model(ctx), NULL, msgs, n, true, text, sizeof(text), &len) == LOOM_OK);
+	loom_sampler_params greedy = loom_sampler_default_params();
+	greedy.temperature = 0;
 	loom_generate_params gp = loom_generate_default_params();
 	gp.n_predict = 8;
-	gp.sampling.temperature = 0;
+	gp.sampling = &greedy;
 	gp.parse_special = true;
 	ck_assert_msg(loom_generate(ctx, text, &gp, collect, out, NULL) == LOOM_OK, "%s", loom_last_error());
 }

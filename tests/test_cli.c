@@ -620,7 +620,7 @@ START_TEST(installed_tree_runs_alone)
 		      "pkg-config build: exit %d: %s %s", r.status, r.out, r.err);
 	cmd_result_free(&r);
 	r = run_cmd("mkdir -p %1$s/host && printf '%%s\\n' 'cmake_minimum_required(VERSION 3.16)' 'project(host C)' "
-		    "'find_package(loom 0.1 REQUIRED)' 'add_executable(embed %2$s/examples/embed.c)' "
+		    "'find_package(loom 1.0 REQUIRED)' 'add_executable(embed %2$s/examples/embed.c)' "
 		    "'target_link_libraries(embed PRIVATE loom::loom)' > %1$s/host/CMakeLists.txt && "
 		    "cmake -S %1$s/host -B %1$s/host/build -DCMAKE_PREFIX_PATH=%1$s/moved "
 		    "-DCMAKE_C_FLAGS='" LOOM_TEST_HOST_CFLAGS "' >/dev/null && "

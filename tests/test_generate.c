@@ -66,9 +66,11 @@ START_TEST(a_full_context_shifts_and_goes_on)
 	ck_assert(loom_tokenize(m, "Once upon a time", 16, true, false, prompt, 16, &n_prompt) == LOOM_OK);
 
 	loom_context *ctx = test_context(m, (uint32_t)n_ctx, 32, LOOM_DTYPE_F32);
+	loom_sampler_params greedy = loom_sampler_default_params();
+	greedy.temperature = 0;
 	loom_generate_params gp = loom_generate_default_params();
 	gp.n_predict = n_predict;
-	gp.sampling.temperature = 0;
+	gp.sampling = &greedy;
 	gp.context_shift = true;
 	gp.n_keep = n_keep;
 	collected out = {0};
@@ -147,9 +149,11 @@ START_TEST(a_continued_prompt_makes_room)
 	size_t n;
 	ck_assert(loom_tokenize(m, text, strlen(text), true, false, prompt, 64, &n) == LOOM_OK);
 	loom_context *ctx = test_context(m, 32, 32, LOOM_DTYPE_F32);
+	loom_sampler_params greedy = loom_sampler_default_params();
+	greedy.temperature = 0;
 	loom_generate_params gp = loom_generate_default_params();
 	gp.n_predict = 6;
-	gp.sampling.temperature = 0;
+	gp.sampling = &greedy;
 	loom_generate_stats stats;
 	ck_assert(loom_generate_tokens(ctx, prompt, n, &gp, NULL, NULL, &stats) == LOOM_OK);
 	const int32_t held = loom_kv_seq_pos_max(ctx, 0) + 1;
@@ -206,17 +210,19 @@ START_TEST(ignore_eos_never_samples_the_end)
 	ck_assert(loom_token_is_eog(m, SYNTH_TOKEN_EOS));
 	loom_context *ctx = test_context(m, 4096, 64, LOOM_DTYPE_F16);
 
+	loom_sampler_params hot = loom_sampler_default_params();
+	hot.temperature = 2;
+	hot.top_k = 0;
+	hot.top_p = 1;
+	hot.min_p = 0;
 	loom_generate_params gp = loom_generate_default_params();
 	gp.n_predict = MAX_TOKENS - 12;
-	gp.sampling.temperature = 2;
-	gp.sampling.top_k = 0;
-	gp.sampling.top_p = 1;
-	gp.sampling.min_p = 0;
+	gp.sampling = &hot;
 	loom_generate_stats stats;
 	int stopped_by_eog = 0;
 	for (uint64_t seed = 1; seed <= 4; seed++) {
 		collected out = {0};
-		gp.sampling.seed = seed;
+		hot.seed = seed;
 		gp.ignore_eos = false;
 		ck_assert(loom_generate(ctx, "hi", &gp, collect, &out, &stats) == LOOM_OK);
 		stopped_by_eog += stats.stop_reason == LOOM_STOP_EOG;

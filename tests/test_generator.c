@@ -97,10 +97,12 @@ START_TEST(the_step_is_what_loom_generate_runs)
 	if (!open_model(&t))
 		return;
 	const char *stop[] = {"zzz-never"};
+	loom_sampler_params sp = loom_sampler_default_params();
+	sp.seed = 1234;
+	sp.repeat_penalty = 1.1f;
 	loom_generate_params gp = loom_generate_default_params();
 	gp.n_predict = 60;
-	gp.sampling.seed = 1234;
-	gp.sampling.repeat_penalty = 1.1f;
+	gp.sampling = &sp;
 	gp.stop = stop;
 	gp.n_stop = 1;
 	collected want = {0}, got = {0};
@@ -142,8 +144,10 @@ START_TEST(logprobs_are_the_log_softmax)
 	for (int32_t i = 0; i < n; i++)
 		z += exp(logits[i] - max);
 	for (int top = 0; top <= LOOM_MAX_TOP_LOGPROBS; top += 5) {
+		loom_sampler_params sp = loom_sampler_default_params();
+		sp.seed = 9;
 		loom_generator_params p = loom_generator_default_params();
-		p.sampling.seed = 9;
+		p.sampling = &sp;
 		p.n_logprobs = top;
 		loom_generator *g = NULL;
 		ck_assert(loom_generator_create(t.m, &p, &g) == LOOM_OK);
@@ -169,8 +173,10 @@ END_TEST
 
 static loom_generator *make(setup *t, int32_t n_predict, const char *const *stop, size_t n_stop, bool ignore_eos)
 {
+	loom_sampler_params greedy = loom_sampler_default_params();
+	greedy.temperature = 0;
 	loom_generator_params p = loom_generator_default_params();
-	p.sampling.temperature = 0;
+	p.sampling = &greedy;
 	p.n_predict = n_predict;
 	p.stop = stop;
 	p.n_stop = n_stop;
@@ -231,9 +237,11 @@ START_TEST(the_step_says_why_it_ends)
 	ck_assert(loom_generator_next(g, row, false, &out) == LOOM_OK);
 	ck_assert(out.token == eos && out.done && out.stop_reason == LOOM_STOP_EOG);
 	loom_generator_free(g);
+	loom_sampler_params hot = loom_sampler_default_params();
+	hot.temperature = 5.0f;
+	hot.top_k = 0;
 	loom_generator_params p = loom_generator_default_params();
-	p.sampling.temperature = 5.0f;
-	p.sampling.top_k = 0;
+	p.sampling = &hot;
 	p.ignore_eos = true;
 	ck_assert(loom_generator_create(t.m, &p, &g) == LOOM_OK);
 	for (int i = 0; i < 200; i++) {
@@ -268,8 +276,10 @@ START_TEST(bad_parameters_are_refused)
 	p = loom_generator_default_params();
 	p.n_stop = 1;
 	ck_assert_int_eq(loom_generator_create(t.m, &p, &g), LOOM_ERR_INVALID_ARGUMENT);
+	loom_sampler_params bad = loom_sampler_default_params();
+	bad.repeat_penalty = 0;
 	p = loom_generator_default_params();
-	p.sampling.repeat_penalty = 0;
+	p.sampling = &bad;
 	ck_assert_int_eq(loom_generator_create(t.m, &p, &g), LOOM_ERR_INVALID_ARGUMENT);
 	ck_assert_int_eq(loom_generator_create(NULL, NULL, &g), LOOM_ERR_INVALID_ARGUMENT);
 	loom_generator_free(NULL);

@@ -415,9 +415,11 @@ static bool collect_text(void *user, loom_token token, const char *text, size_t 
  * tokens' text parsed). */
 static char *ref_generate(reference *r, const char *prompt, int n_predict, loom_generate_stats *stats)
 {
+	loom_sampler_params greedy = loom_sampler_default_params();
+	greedy.temperature = 0;
 	loom_generate_params p = loom_generate_default_params();
 	p.n_predict = n_predict;
-	p.sampling.temperature = 0;
+	p.sampling = &greedy;
 	p.add_special = true;
 	p.parse_special = true;
 	text_buf t = {0};

@@ -252,7 +252,7 @@ static bool start_request(serve_server *s, serve_slot *sl, serve_request *r, siz
 		return false;
 	if (r->gen == NULL) {
 		loom_generator_params gp = loom_generator_default_params();
-		gp.sampling = r->sampling;
+		gp.sampling = &r->sampling;
 		gp.n_predict = r->max_tokens;
 		gp.stop = (const char *const *)r->stop;
 		gp.n_stop = r->n_stop;

@@ -8,13 +8,16 @@
 #include "model/naming.h"
 #include "runtime/error.h"
 #include "runtime/format.h"
+#include "runtime/struct_size.h"
 
 #include <stdlib.h>
 
-loom_convert_params loom_convert_default_params(void)
+loom_status loom_convert_params_init(loom_convert_params *p, size_t size)
 {
-	loom_convert_params p = {.type = NULL, .progress = NULL, .progress_user = NULL, .backend_layout = false};
-	return p;
+	static const loom_convert_params defaults = {
+		.size = sizeof(loom_convert_params), .type = NULL, .progress = NULL, .progress_user = NULL,
+		.backend_layout = false};
+	return loom_params_init(&loom_convert_params_desc, p, size, &defaults);
 }
 
 /* The model loaded on the runtime's backend, written back in its layouts. */
@@ -34,13 +37,15 @@ static loom_status convert_layout(loom_runtime *rt, const char *in_path, const c
 	return st;
 }
 
-loom_status loom_convert(loom_runtime *rt, const char *in_path, const char *out_path, const loom_convert_params *params)
+loom_status loom_convert(loom_runtime *rt, const char *in_path, const char *out_path, const loom_convert_params *given)
 {
-	loom_convert_params defaults = loom_convert_default_params();
+	loom_convert_params p = loom_convert_default_params();
+	const loom_convert_params *params = &p;
 	if (rt == NULL || in_path == NULL || out_path == NULL)
 		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_convert: runtime and both paths are required");
-	if (params == NULL)
-		params = &defaults;
+	loom_status st = loom_params_in(&loom_convert_params_desc, &p, given);
+	if (st != LOOM_OK)
+		return st;
 	if (params->backend_layout)
 		return convert_layout(rt, in_path, out_path, params);
 	/* The export is laid out as the contracts' gguf section names it: any
@@ -54,8 +59,7 @@ loom_status loom_convert(loom_runtime *rt, const char *in_path, const char *out_
 		return LOOM_ERR_INVALID_ARGUMENT;
 
 	loom_model *m = NULL;
-	loom_status st = loom_model_open(rt, in_path, LOOM_STAGE_CONTRACT, &m);
-	if (st != LOOM_OK)
+	if ((st = loom_model_open(rt, in_path, LOOM_STAGE_CONTRACT, &m)) != LOOM_OK)
 		return st;
 	loom_export e;
 	loom_quantized q = {0};
@@ -82,21 +86,22 @@ loom_status loom_convert(loom_runtime *rt, const char *in_path, const char *out_
 }
 
 loom_status loom_quantize(loom_runtime *rt, const char *in_path, const char *out_path,
-			  const loom_quantize_params *params)
+			  const loom_quantize_params *given)
 {
-	loom_quantize_params defaults = loom_quantize_default_params();
+	loom_quantize_params p = loom_quantize_default_params();
+	const loom_quantize_params *params = &p;
 	if (rt == NULL || in_path == NULL || out_path == NULL)
 		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_quantize: runtime and both paths are required");
-	if (params == NULL)
-		params = &defaults;
+	loom_status st = loom_params_in(&loom_quantize_params_desc, &p, given);
+	if (st != LOOM_OK)
+		return st;
 	const loom_quant_scheme *scheme = loom_quantize_scheme(params->scheme);
 	if (scheme == NULL)
 		return LOOM_ERR_INVALID_ARGUMENT;
 
 	/* The policy picks types by the tensors' roles in the contract. */
 	loom_model *m = NULL;
-	loom_status st = loom_model_open(rt, in_path, LOOM_STAGE_CONTRACT, &m);
-	if (st != LOOM_OK)
+	if ((st = loom_model_open(rt, in_path, LOOM_STAGE_CONTRACT, &m)) != LOOM_OK)
 		return st;
 	loom_quantized q;
 	loom_role *roles = malloc((m->file->n_tensors + 1) * sizeof(*roles));

@@ -5,6 +5,7 @@
 
 #include "model/meta.h"
 #include "runtime/error.h"
+#include "runtime/struct_size.h"
 #include "model/weight_adapt.h"
 
 #include <stdio.h>
@@ -13,10 +14,11 @@
 
 #define QUANTIZATION_VERSION 2
 
-loom_quantize_params loom_quantize_default_params(void)
+loom_status loom_quantize_params_init(loom_quantize_params *p, size_t size)
 {
-	loom_quantize_params p = {.scheme = "q8_0", .progress = NULL, .progress_user = NULL};
-	return p;
+	static const loom_quantize_params defaults = {
+		.size = sizeof(loom_quantize_params), .scheme = "q8_0", .progress = NULL, .progress_user = NULL};
+	return loom_params_init(&loom_quantize_params_desc, p, size, &defaults);
 }
 
 /* The input's metadata, with general.file_type and (for quantized schemes)
@@ -53,7 +55,7 @@ static loom_status build_meta(loom_quantized *j)
 static loom_status build_tensors(loom_quantized *j, const loom_quantize_params *p)
 {
 	const uint64_t n = j->in->n_tensors;
-	loom_convert_progress progress = {.count = (size_t)n};
+	loom_convert_progress progress = {.size = sizeof(progress), .count = (size_t)n};
 	for (uint64_t i = 0; i < n; i++)
 		progress.bytes_total += j->in->tensors[i].n_bytes;
 	j->tensors = calloc(n + 1, sizeof(loom_file_tensor));

@@ -8,6 +8,7 @@
 #include "runtime/error.h"
 #include "runtime/host_memory.h"
 #include "runtime/log.h"
+#include "runtime/struct_size.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -17,10 +18,11 @@
 
 #define DEFAULT_N_BATCH 512
 
-loom_context_params loom_context_default_params(void)
+loom_status loom_context_params_init(loom_context_params *p, size_t size)
 {
-	loom_context_params p = {.n_ctx = 0, .n_batch = DEFAULT_N_BATCH, .kv_type = LOOM_DTYPE_F16};
-	return p;
+	static const loom_context_params defaults = {
+		.size = sizeof(loom_context_params), .n_ctx = 0, .n_batch = DEFAULT_N_BATCH, .kv_type = LOOM_DTYPE_F16};
+	return loom_params_init(&loom_context_params_desc, p, size, &defaults);
 }
 
 /* Lays the slots out in one scratch buffer, 64-byte aligned. */
@@ -189,17 +191,18 @@ static void log_memory(const loom_context *ctx)
 		  (double)ctx->scratch_bytes / mib, resident);
 }
 
-loom_status loom_context_create(loom_model *model, const loom_context_params *params, loom_context **out)
+loom_status loom_context_create(loom_model *model, const loom_context_params *given, loom_context **out)
 {
-	loom_context_params defaults = loom_context_default_params();
+	loom_context_params p = loom_context_default_params();
+	const loom_context_params *params = &p;
 	if (out == NULL)
 		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_context_create: out is NULL");
 	*out = NULL;
 	if (model == NULL || model->layers == NULL)
 		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_context_create: needs a model loaded with weights");
-	if (params == NULL)
-		params = &defaults;
-	loom_status st = check_kv_type(model, params->kv_type);
+	loom_status st = loom_params_in(&loom_context_params_desc, &p, given);
+	if (st == LOOM_OK)
+		st = check_kv_type(model, params->kv_type);
 	if (st != LOOM_OK)
 		return st;
 	loom_context *ctx = calloc(1, sizeof(*ctx));
@@ -278,6 +281,11 @@ void loom_context_set_abort(loom_context *ctx, loom_abort_fn fn, void *user)
 uint32_t loom_context_n_ctx(const loom_context *ctx)
 {
 	return ctx->params.n_ctx;
+}
+
+uint32_t loom_context_n_batch(const loom_context *ctx)
+{
+	return ctx->params.n_batch;
 }
 
 const loom_model *loom_context_model(const loom_context *ctx)
@@ -445,9 +453,15 @@ static void unclaim_cells(loom_context *ctx, int n)
 		loom_kv_unclaim(&ctx->kv_swa, n, ctx->cells_swa);
 }
 
-loom_status loom_decode(loom_context *ctx, const loom_batch *batch)
+loom_status loom_decode_sized(loom_context *ctx, const loom_batch *batch, size_t size)
 {
-	return loom_decode_step(ctx, batch, LOOM_STEP_LOGITS, NULL);
+	loom_batch b = {0};
+	if (batch != NULL) {
+		loom_status st = loom_struct_in(&loom_batch_desc, &b, batch, size);
+		if (st != LOOM_OK)
+			return st;
+	}
+	return loom_decode_step(ctx, batch != NULL ? &b : NULL, LOOM_STEP_LOGITS, NULL);
 }
 
 loom_status loom_decode_step(loom_context *ctx, const loom_batch *batch, loom_step_output output, float *hidden)

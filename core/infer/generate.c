@@ -4,17 +4,19 @@
 #include "infer/context.h"
 
 #include "runtime/error.h"
+#include "runtime/struct_size.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-loom_generate_params loom_generate_default_params(void)
+loom_status loom_generate_params_init(loom_generate_params *p, size_t size)
 {
-	loom_generate_params p = {
+	static const loom_generate_params defaults = {
+		.size = sizeof(loom_generate_params),
 		.n_predict = 128,
-		.sampling = loom_sampler_default_params(),
+		.sampling = NULL,
 		.stop = NULL,
 		.n_stop = 0,
 		.seq_id = 0,
@@ -24,8 +26,9 @@ loom_generate_params loom_generate_default_params(void)
 		.ignore_eos = false,
 		.context_shift = false,
 		.n_keep = 0,
+		.grammar = NULL,
 	};
-	return p;
+	return loom_params_init(&loom_generate_params_desc, p, size, &defaults);
 }
 
 static double now_ms(void)
@@ -170,15 +173,18 @@ static loom_status generate_loop(gen_state *g, loom_token_fn on_token, void *use
 }
 
 /* What loom_generate and loom_generate_tokens share: the arguments'
- * checks, *params set to the defaults for NULL. */
+ * checks, the host's params read over the defaults in *p. */
 static loom_status check_args(const char *fn, const loom_context *ctx, const void *prompt,
-			      const loom_generate_params **params, const loom_generate_params *defaults)
+			      const loom_generate_params *given, loom_generate_params *p, const loom_generate_stats *stats,
+			      size_t stats_size)
 {
 	if (ctx == NULL || prompt == NULL)
 		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "%s: context and prompt are required", fn);
-	if (*params == NULL)
-		*params = defaults;
-	const loom_generate_params *p = *params;
+	loom_status st = loom_params_in(&loom_generate_params_desc, p, given);
+	if (st == LOOM_OK && stats != NULL)
+		st = loom_struct_check(&loom_generate_stats_desc, stats_size);
+	if (st != LOOM_OK)
+		return st;
 	if (p->seq_id < 0 || p->seq_id >= LOOM_MAX_SEQ || (p->n_stop > 0 && p->stop == NULL))
 		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "%s: bad seq_id or stop list", fn);
 	return LOOM_OK;
@@ -188,7 +194,7 @@ static loom_status check_args(const char *fn, const loom_context *ctx, const voi
  * generates. */
 static loom_status generate(loom_context *ctx, const loom_token *prompt, size_t n_prompt,
 			    const loom_generate_params *params, loom_token_fn on_token, void *user,
-			    loom_generate_stats *stats)
+			    loom_generate_stats *stats, size_t stats_size)
 {
 	gen_state g = {.ctx = ctx, .params = params, .tokens = prompt, .n_tokens = n_prompt};
 	if (params->keep_cache)
@@ -226,35 +232,35 @@ static loom_status generate(loom_context *ctx, const loom_token *prompt, size_t 
 		g.stats.generate_ms = now_ms() - t1;
 	}
 	if (stats != NULL)
-		*stats = g.stats;
+		loom_struct_out(&loom_generate_stats_desc, stats, stats_size, &g.stats);
 	loom_generator_free(g.gen);
 	return st;
 }
 
-loom_status loom_generate(loom_context *ctx, const char *prompt, const loom_generate_params *params,
-			  loom_token_fn on_token, void *user, loom_generate_stats *stats)
+loom_status loom_generate_sized(loom_context *ctx, const char *prompt, const loom_generate_params *given,
+				loom_token_fn on_token, void *user, loom_generate_stats *stats, size_t stats_size)
 {
-	loom_generate_params defaults = loom_generate_default_params();
-	loom_status st = check_args("loom_generate", ctx, prompt, &params, &defaults);
+	loom_generate_params params = loom_generate_default_params();
+	loom_status st = check_args("loom_generate", ctx, prompt, given, &params, stats, stats_size);
 	if (st != LOOM_OK)
 		return st;
 	loom_token *tokens = NULL;
 	size_t n = 0;
-	if ((st = tokenize_prompt(ctx, prompt, params, &tokens, &n)) == LOOM_OK)
-		st = generate(ctx, tokens, n, params, on_token, user, stats);
+	if ((st = tokenize_prompt(ctx, prompt, &params, &tokens, &n)) == LOOM_OK)
+		st = generate(ctx, tokens, n, &params, on_token, user, stats, stats_size);
 	free(tokens);
 	return st;
 }
 
-loom_status loom_generate_tokens(loom_context *ctx, const loom_token *prompt, size_t n_prompt,
-				 const loom_generate_params *params, loom_token_fn on_token, void *user,
-				 loom_generate_stats *stats)
+loom_status loom_generate_tokens_sized(loom_context *ctx, const loom_token *prompt, size_t n_prompt,
+				       const loom_generate_params *given, loom_token_fn on_token, void *user,
+				       loom_generate_stats *stats, size_t stats_size)
 {
-	loom_generate_params defaults = loom_generate_default_params();
-	loom_status st = check_args("loom_generate_tokens", ctx, prompt, &params, &defaults);
+	loom_generate_params params = loom_generate_default_params();
+	loom_status st = check_args("loom_generate_tokens", ctx, prompt, given, &params, stats, stats_size);
 	if (st != LOOM_OK)
 		return st;
 	if (n_prompt == 0)
 		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_generate_tokens: the prompt has no tokens");
-	return generate(ctx, prompt, n_prompt, params, on_token, user, stats);
+	return generate(ctx, prompt, n_prompt, &params, on_token, user, stats, stats_size);
 }

@@ -5,6 +5,7 @@
 #include "infer/logit_row.h"
 #include "infer/sampler.h"
 #include "runtime/error.h"
+#include "runtime/struct_size.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -22,16 +23,18 @@ struct loom_generator {
 	bool done;
 };
 
-loom_generator_params loom_generator_default_params(void)
+loom_status loom_generator_params_init(loom_generator_params *p, size_t size)
 {
-	return (loom_generator_params){
-		.sampling = loom_sampler_default_params(),
+	static const loom_generator_params defaults = {
+		.size = sizeof(loom_generator_params),
+		.sampling = NULL,
 		.n_predict = -1,
 		.stop = NULL,
 		.n_stop = 0,
 		.ignore_eos = false,
 		.n_logprobs = -1,
 	};
+	return loom_params_init(&loom_generator_params_desc, p, size, &defaults);
 }
 
 static loom_status find_eog_tokens(loom_generator *g)
@@ -63,14 +66,16 @@ loom_status loom_generator_set_grammar(loom_generator *g, const loom_grammar *gr
 	return loom_sampler_set_grammar(g->sampler, g->model, grammar);
 }
 
-loom_status loom_generator_create(const loom_model *model, const loom_generator_params *params, loom_generator **out)
+loom_status loom_generator_create(const loom_model *model, const loom_generator_params *given, loom_generator **out)
 {
-	loom_generator_params defaults = loom_generator_default_params();
+	loom_generator_params p = loom_generator_default_params();
+	const loom_generator_params *params = &p;
 	if (out == NULL || model == NULL)
 		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_generator_create: model and out are required");
 	*out = NULL;
-	if (params == NULL)
-		params = &defaults;
+	loom_status st = loom_params_in(&loom_generator_params_desc, &p, given);
+	if (st != LOOM_OK)
+		return st;
 	if (params->n_logprobs < -1 || params->n_logprobs > LOOM_MAX_TOP_LOGPROBS)
 		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_generator_create: n_logprobs %d is outside -1..%d",
 				  params->n_logprobs, LOOM_MAX_TOP_LOGPROBS);
@@ -84,8 +89,9 @@ loom_status loom_generator_create(const loom_model *model, const loom_generator_
 	g->model = model;
 	g->params = *params;
 	g->params.stop = NULL; /* the detokenizer keeps its own copies */
+	g->params.sampling = NULL; /* the sampler keeps its own */
 	g->n_vocab = loom_model_n_vocab(model);
-	loom_status st = loom_sampler_create(&params->sampling, &g->sampler);
+	st = loom_sampler_create(params->sampling, &g->sampler);
 	if (st == LOOM_OK)
 		st = loom_detokenizer_create(model, params->stop, params->n_stop, &g->text);
 	if (st == LOOM_OK && params->ignore_eos)
@@ -142,10 +148,8 @@ static void log_probabilities(loom_generator *g, const float *logits, loom_gener
 	}
 }
 
-loom_status loom_generator_next(loom_generator *g, const float *logits, bool last, loom_generated *out)
+static loom_status next_step(loom_generator *g, const float *logits, bool last, loom_generated *out)
 {
-	if (g == NULL || logits == NULL || out == NULL)
-		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_generator_next: generator, logits and out are required");
 	if (g->done)
 		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_generator_next: generation has ended");
 	*out = (loom_generated){.token = -1, .text = "", .len = 0, .n_top = 0};
@@ -170,4 +174,18 @@ loom_status loom_generator_next(loom_generator *g, const float *logits, bool las
 	out->done = g->done = stopped || last || enough;
 	out->stop_reason = stopped ? LOOM_STOP_STRING : last ? LOOM_STOP_CONTEXT : LOOM_STOP_LENGTH;
 	return LOOM_OK;
+}
+
+loom_status loom_generator_next_sized(loom_generator *g, const float *logits, bool last, loom_generated *out,
+				      size_t size)
+{
+	if (g == NULL || logits == NULL || out == NULL)
+		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_generator_next: generator, logits and out are required");
+	loom_generated step;
+	loom_status st = loom_struct_check(&loom_generated_desc, size);
+	if (st == LOOM_OK)
+		st = next_step(g, logits, last, &step);
+	if (st == LOOM_OK)
+		st = loom_struct_out(&loom_generated_desc, out, size, &step);
+	return st;
 }

@@ -6,6 +6,8 @@
 #include "infer/profile.h"
 
 #include "runtime/clock.h"
+#include "runtime/error.h"
+#include "runtime/struct_size.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -25,18 +27,16 @@ void loom_context_set_profiling(loom_context *ctx, bool on)
 	ctx->profiling = true;
 }
 
-void loom_context_profile(const loom_context *ctx, loom_profile *out)
+loom_status loom_context_profile_sized(const loom_context *ctx, loom_profile *out, size_t size)
 {
-	if (out == NULL)
-		return;
-	memset(out, 0, sizeof(*out));
-	if (ctx == NULL)
-		return;
-	*out = ctx->profile;
-	double nodes = out->matmul_ms + out->head_ms + out->attention_ms + out->other_ms;
-	out->host_ms = out->total_ms - (out->by_node ? nodes : ctx->compute_ms);
-	if (out->host_ms < 0)
-		out->host_ms = 0;
+	if (ctx == NULL || out == NULL)
+		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_context_profile: context and out are required");
+	loom_profile p = ctx->profile;
+	double nodes = p.matmul_ms + p.head_ms + p.attention_ms + p.other_ms;
+	p.host_ms = p.total_ms - (p.by_node ? nodes : ctx->compute_ms);
+	if (p.host_ms < 0)
+		p.host_ms = 0;
+	return loom_struct_out(&loom_profile_desc, out, size, &p);
 }
 
 loom_status profile_compute(loom_context *ctx, const loom_graph *graph)

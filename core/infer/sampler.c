@@ -15,6 +15,7 @@
 #include "grammar/grammar_sampler.h"
 #include "infer/logit_row.h"
 #include "runtime/error.h"
+#include "runtime/struct_size.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -40,9 +41,10 @@ struct loom_sampler {
 	int32_t n_bias;
 };
 
-loom_sampler_params loom_sampler_default_params(void)
+loom_status loom_sampler_params_init(loom_sampler_params *p, size_t size)
 {
-	loom_sampler_params p = {
+	static const loom_sampler_params defaults = {
+		.size = sizeof(loom_sampler_params),
 		.temperature = 0.8f,
 		.top_k = 40,
 		.top_p = 0.95f,
@@ -53,7 +55,7 @@ loom_sampler_params loom_sampler_default_params(void)
 		.presence_penalty = 0.0f,
 		.frequency_penalty = 0.0f,
 	};
-	return p;
+	return loom_params_init(&loom_sampler_params_desc, p, size, &defaults);
 }
 
 static uint64_t splitmix64(uint64_t *x)
@@ -101,14 +103,16 @@ void loom_sampler_reset(loom_sampler *s)
 		loom_grammar_follow_reset(s->grammar);
 }
 
-loom_status loom_sampler_create(const loom_sampler_params *params, loom_sampler **out)
+loom_status loom_sampler_create(const loom_sampler_params *given, loom_sampler **out)
 {
-	loom_sampler_params defaults = loom_sampler_default_params();
+	loom_sampler_params p = loom_sampler_default_params();
+	const loom_sampler_params *params = &p;
 	if (out == NULL)
 		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_sampler_create: out is NULL");
 	*out = NULL;
-	if (params == NULL)
-		params = &defaults;
+	loom_status st = loom_params_in(&loom_sampler_params_desc, &p, given);
+	if (st != LOOM_OK)
+		return st;
 	if (!isfinite(params->temperature) || !isfinite(params->top_p) || !isfinite(params->min_p) ||
 	    !(params->repeat_penalty > 0) || params->repeat_last_n < 0 ||
 	    !(params->presence_penalty >= -2 && params->presence_penalty <= 2) ||

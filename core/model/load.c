@@ -8,13 +8,15 @@
 #include "runtime/clock.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
+#include "runtime/struct_size.h"
 
 #include <inttypes.h>
 
-loom_model_params loom_model_default_params(void)
+loom_status loom_model_params_init(loom_model_params *p, size_t size)
 {
-	loom_model_params p = {.vocab_only = false, .metadata_only = false, .quantize = NULL};
-	return p;
+	static const loom_model_params defaults = {
+		.size = sizeof(loom_model_params), .vocab_only = false, .metadata_only = false, .quantize = NULL};
+	return loom_params_init(&loom_model_params_desc, p, size, &defaults);
 }
 
 static loom_status load_weights(loom_model *m, const char *path, const char *quantize)
@@ -33,23 +35,24 @@ static loom_status load_weights(loom_model *m, const char *path, const char *qua
 	return LOOM_OK;
 }
 
-loom_status loom_model_load(loom_runtime *rt, const char *path, const loom_model_params *params,
-			    loom_model **out)
+loom_status loom_model_load(loom_runtime *rt, const char *path, const loom_model_params *given, loom_model **out)
 {
-	loom_model_params defaults = loom_model_default_params();
+	loom_model_params p = loom_model_default_params();
+	const loom_model_params *params = &p;
 	if (out == NULL)
 		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_model_load: out is NULL");
 	*out = NULL;
 	if (rt == NULL || path == NULL)
 		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_model_load: runtime and path are required");
-	if (params == NULL)
-		params = &defaults;
+	loom_status st = loom_params_in(&loom_model_params_desc, &p, given);
+	if (st != LOOM_OK)
+		return st;
 	const loom_model_stage stage = params->metadata_only ? LOOM_STAGE_METADATA
 				       : params->vocab_only  ? LOOM_STAGE_VOCAB
 							     : LOOM_STAGE_CONTRACT;
 	loom_model *m;
 	double t0 = loom_now_s();
-	loom_status st = loom_model_open(rt, path, stage, &m);
+	st = loom_model_open(rt, path, stage, &m);
 	if (st == LOOM_OK)
 		m->load_times.open = loom_now_s() - t0;
 	if (st == LOOM_OK && stage == LOOM_STAGE_CONTRACT)

@@ -5,6 +5,7 @@
 #include "model/meta.h"
 #include "runtime/appendf.h"
 #include "runtime/error.h"
+#include "runtime/struct_size.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -147,7 +148,7 @@ size_t loom_model_tensor_count(const loom_model *m)
 	return (size_t)m->file->n_tensors;
 }
 
-loom_status loom_model_tensor_info(const loom_model *m, size_t index, loom_tensor_info *out)
+loom_status loom_model_tensor_info_sized(const loom_model *m, size_t index, loom_tensor_info *out, size_t size)
 {
 	static _Thread_local char name[512];
 	if (m == NULL || out == NULL || index >= m->file->n_tensors)
@@ -155,11 +156,13 @@ loom_status loom_model_tensor_info(const loom_model *m, size_t index, loom_tenso
 	const loom_file_tensor *t = &m->file->tensors[index];
 	snprintf(name, sizeof(name), "%.*s", (int)(t->name.len < sizeof(name) ? t->name.len : sizeof(name) - 1),
 		 t->name.data);
-	out->name = name;
-	out->dtype = t->dtype;
-	out->n_dims = t->n_dims;
-	memcpy(out->ne, t->ne, sizeof(out->ne));
-	out->n_bytes = t->n_bytes;
-	out->file_offset = t->file_offset;
-	return LOOM_OK;
+	loom_tensor_info info = {
+		.name = name,
+		.dtype = t->dtype,
+		.n_dims = t->n_dims,
+		.n_bytes = t->n_bytes,
+		.file_offset = t->file_offset,
+	};
+	memcpy(info.ne, t->ne, sizeof(info.ne));
+	return loom_struct_out(&loom_tensor_info_desc, out, size, &info);
 }

@@ -4,15 +4,17 @@
 #include "runtime/error.h"
 #include "runtime/install_paths.h"
 #include "runtime/log.h"
+#include "runtime/struct_size.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-loom_runtime_params loom_runtime_default_params(void)
+loom_status loom_runtime_params_init(loom_runtime_params *p, size_t size)
 {
-	loom_runtime_params p = {
+	static const loom_runtime_params defaults = {
+		.size = sizeof(loom_runtime_params),
 		.plugins_file = NULL,
 		.backend = NULL,
 		.arch_dir = NULL,
@@ -22,7 +24,7 @@ loom_runtime_params loom_runtime_default_params(void)
 		.log_user = NULL,
 		.compute_on = LOOM_COMPUTE_ANY,
 	};
-	return p;
+	return loom_params_init(&loom_runtime_params_desc, p, size, &defaults);
 }
 
 static const char *nonempty(const char *s)
@@ -172,16 +174,17 @@ static loom_status choose_backend(loom_runtime *rt, const char *forced, loom_com
 	return LOOM_OK;
 }
 
-loom_status loom_runtime_create(const loom_runtime_params *params, loom_runtime **out)
+loom_status loom_runtime_create(const loom_runtime_params *given, loom_runtime **out)
 {
-	loom_runtime_params defaults = loom_runtime_default_params();
+	loom_runtime_params p = loom_runtime_default_params();
+	const loom_runtime_params *params = &p;
 	loom_status st;
 
 	if (out == NULL)
 		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_runtime_create: out is NULL");
 	*out = NULL;
-	if (params == NULL)
-		params = &defaults;
+	if ((st = loom_params_in(&loom_runtime_params_desc, &p, given)) != LOOM_OK)
+		return st;
 	loom_log_configure(params->log_level, params->log_fn, params->log_user);
 	loom_runtime *rt = calloc(1, sizeof(*rt));
 	char *plugins_file = find_plugins_file(params);
@@ -236,20 +239,22 @@ size_t loom_runtime_plugin_count(const loom_runtime *rt)
 	return rt != NULL ? rt->registry.n_plugins : 0;
 }
 
-loom_status loom_runtime_plugin_info(const loom_runtime *rt, size_t index, loom_plugin_info *out)
+loom_status loom_runtime_plugin_info_sized(const loom_runtime *rt, size_t index, loom_plugin_info *out, size_t size)
 {
 	if (rt == NULL || out == NULL || index >= rt->registry.n_plugins)
 		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "plugin index %zu out of range", index);
 	const loom_plugin *p = &rt->registry.plugins[index];
-	out->name = p->name;
-	out->path = p->path;
-	out->version = p->desc != NULL ? p->desc->version : NULL;
-	out->kind = p->kind;
-	out->score = p->score;
-	out->loaded = p->desc != NULL;
-	out->chosen = p->chosen;
-	out->why = p->why;
-	return LOOM_OK;
+	const loom_plugin_info info = {
+		.name = p->name,
+		.path = p->path,
+		.version = p->desc != NULL ? p->desc->version : NULL,
+		.kind = p->kind,
+		.score = p->score,
+		.loaded = p->desc != NULL,
+		.chosen = p->chosen,
+		.why = p->why,
+	};
+	return loom_struct_out(&loom_plugin_info_desc, out, size, &info);
 }
 
 const char *loom_runtime_backend_name(const loom_runtime *rt)
@@ -257,11 +262,17 @@ const char *loom_runtime_backend_name(const loom_runtime *rt)
 	return rt != NULL && rt->backend.plugin != NULL ? rt->backend.plugin->name : NULL;
 }
 
-loom_status loom_runtime_device(const loom_runtime *rt, loom_device_info *out)
+loom_status loom_runtime_device_sized(const loom_runtime *rt, loom_device_info *out, size_t size)
 {
 	if (rt == NULL || out == NULL)
 		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_runtime_device: runtime and out are required");
-	return loom_backend_device(&rt->backend, out);
+	loom_status st = loom_struct_check(&loom_device_info_desc, size);
+	loom_device_info info;
+	if (st == LOOM_OK)
+		st = loom_backend_device(&rt->backend, &info);
+	if (st == LOOM_OK)
+		st = loom_struct_out(&loom_device_info_desc, out, size, &info);
+	return st;
 }
 
 int loom_runtime_n_threads(const loom_runtime *rt)

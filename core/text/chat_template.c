@@ -18,6 +18,7 @@
 #include "model/model.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
+#include "runtime/struct_size.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -371,14 +372,11 @@ loom_chat_kind loom_chat_template_resolve(const loom_model *m)
 	return LOOM_CHAT_PLAIN;
 }
 
-LOOM_API loom_status loom_chat_apply(const loom_model *model, const char *template_name,
-				     const loom_chat_message *messages, size_t n_messages, bool add_assistant,
-				     char *buf, size_t size, size_t *n_out)
+static loom_status chat_apply(const loom_model *model, const char *template_name, const loom_chat_message *messages,
+			      size_t n_messages, bool add_assistant, char *buf, size_t size, size_t *n_out)
 {
 	loom_chat_kind kind;
 
-	if (model == NULL || (messages == NULL && n_messages > 0) || (buf == NULL && size > 0) || n_out == NULL)
-		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_chat_apply: bad arguments");
 	if (template_name == NULL) {
 		/* The model's own template, as the model was trained on it. */
 		loom_strbuf text = {0};
@@ -398,6 +396,21 @@ LOOM_API loom_status loom_chat_apply(const loom_model *model, const char *templa
 				  "harmony, mistral-v7, mistral-v11, mistral-v13)",
 				  template_name);
 	return loom_chat_format(kind, messages, n_messages, add_assistant, buf, size, n_out);
+}
+
+LOOM_API loom_status loom_chat_apply_sized(const loom_model *model, const char *template_name,
+					   const loom_chat_message *messages, size_t n_messages, size_t message_size,
+					   bool add_assistant, char *buf, size_t size, size_t *n_out)
+{
+	if (model == NULL || (messages == NULL && n_messages > 0) || (buf == NULL && size > 0) || n_out == NULL)
+		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_chat_apply: bad arguments");
+	const void *msgs;
+	void *copy;
+	loom_status st = loom_struct_array_in(&loom_chat_message_desc, messages, n_messages, message_size, &msgs, &copy);
+	if (st == LOOM_OK)
+		st = chat_apply(model, template_name, msgs, n_messages, add_assistant, buf, size, n_out);
+	free(copy);
+	return st;
 }
 
 LOOM_API const char *loom_chat_template(const loom_model *model)

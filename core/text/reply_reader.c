@@ -19,6 +19,7 @@
 #include "model/model.h"
 #include "runtime/array_grow.h"
 #include "runtime/error.h"
+#include "runtime/struct_size.h"
 #include "text/chat_template.h"
 #include "text/tool_reader.h"
 #include "text/vocab_internal.h"
@@ -61,6 +62,9 @@ struct loom_reply_reader {
 	/* What the last push gives each part. */
 	char *out[N_PARTS];
 	size_t n_out[N_PARTS], cap_out[N_PARTS];
+	/* The tool calls laid out for a host whose loom_tool_call is shorter. */
+	void *host_calls;
+	size_t cap_host_calls;
 };
 
 static loom_token find_token(const loom_model *model, const char *text)
@@ -117,6 +121,7 @@ void loom_reply_reader_free(loom_reply_reader *r)
 	}
 	loom_tool_reader_free(r->tools);
 	loom_strbuf_free(&r->tool_out);
+	free(r->host_calls);
 	free(r);
 }
 
@@ -266,10 +271,8 @@ static loom_status push_think(loom_reply_reader *r, const loom_generated *step)
 	return st;
 }
 
-loom_status loom_reply_reader_push(loom_reply_reader *r, const loom_generated *step, loom_reply_parts *out)
+static loom_status push(loom_reply_reader *r, const loom_generated *step, loom_reply_parts *out)
 {
-	if (r == NULL || step == NULL || out == NULL)
-		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_reply_reader_push: reader, step and out are required");
 	r->n_out[CONTENT] = r->n_out[REASONING] = 0;
 	loom_status st = LOOM_OK;
 	if (r->tools != NULL && r->part == CONTENT && loom_tool_reader_is_marker(r->tools, step->token)) {
@@ -321,20 +324,48 @@ loom_status loom_reply_reader_read_tools(loom_reply_reader *r, const char *openi
 		const loom_generated g = {.token = toks[i], .text = piece, .len = k};
 		loom_reply_parts parts;
 		if (st == LOOM_OK)
-			st = loom_reply_reader_push(r, &g, &parts);
+			st = push(r, &g, &parts);
 	}
 	free(toks);
 	return st;
 }
 
-size_t loom_reply_reader_tool_calls(loom_reply_reader *r, const loom_tool_call **calls)
+loom_status loom_reply_reader_push_sized(loom_reply_reader *r, const loom_generated *step, size_t step_size,
+					 loom_reply_parts *out, size_t size)
 {
-	if (r == NULL || r->tools == NULL) {
-		if (calls != NULL)
-			*calls = NULL;
-		return 0;
-	}
-	return loom_tool_reader_calls(r->tools, calls);
+	if (r == NULL || step == NULL || out == NULL)
+		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_reply_reader_push: reader, step and out are required");
+	loom_generated s = {0};
+	loom_reply_parts parts = {.content = "", .reasoning = ""};
+	loom_status st = loom_struct_check(&loom_reply_parts_desc, size);
+	if (st != LOOM_OK)
+		return st;
+	if ((st = loom_struct_in(&loom_generated_desc, &s, step, step_size)) == LOOM_OK)
+		st = push(r, &s, &parts);
+	/* Written on a failure too: with nothing in either part. */
+	(void)loom_struct_out(&loom_reply_parts_desc, out, size, &parts);
+	return st;
+}
+
+loom_status loom_reply_reader_tool_calls_sized(loom_reply_reader *r, const loom_tool_call **calls, size_t *n,
+					       size_t size)
+{
+	if (r == NULL || calls == NULL || n == NULL)
+		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_reply_reader_tool_calls: reader, calls and n are required");
+	*calls = NULL;
+	*n = 0;
+	loom_status st = loom_struct_check(&loom_tool_call_desc, size);
+	if (st != LOOM_OK || r->tools == NULL)
+		return st;
+	const loom_tool_call *own;
+	const size_t count = loom_tool_reader_calls(r->tools, &own);
+	const void *laid_out;
+	if ((st = loom_struct_array_out(&loom_tool_call_desc, own, count, size, &laid_out, &r->host_calls,
+					&r->cap_host_calls)) != LOOM_OK)
+		return st;
+	*calls = laid_out;
+	*n = count;
+	return LOOM_OK;
 }
 
 bool loom_reply_reader_in_tool_call(const loom_reply_reader *r)
