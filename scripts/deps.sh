@@ -23,13 +23,14 @@ loom_install_deps() {
 # What the tests add: Check, for `loom serve`'s tests nginx (a fleet
 # behind a proxy) and node with npm (the official openai client), for the
 # grammar tests the JSON-Schema-Test-Suite's instances and an independent
-# validator (Python's jsonschema), for the ABI check libabigail's
-# abidw and abidiff (scripts/abi_check.sh), and for the fuzz
+# validator (Python's jsonschema), for the Python binding's tests pytest and
+# numpy, for the ABI check libabigail's abidw and abidiff
+# (scripts/abi_check.sh), and for the fuzz
 # targets (scripts/fuzz.sh) clang with its libFuzzer and sanitizer runtimes
 # and LLVM's OpenMP.
 loom_install_test_deps() {
 	loom_apt_install check nginx-light nodejs clang libclang-rt-dev libomp-dev json-schema-test-suite \
-		python3-jsonschema abigail-tools
+		python3-jsonschema python3-pytest python3-numpy abigail-tools
 	# NodeSource's nodejs bundles npm (and conflicts with Debian's npm
 	# package); Debian's does not: install npm only where the command is
 	# missing.

@@ -1,0 +1,28 @@
+"""Chat: messages formatted with a chat template, and the reply generated
+from them as generate() would from the formatted text."""
+
+from __future__ import annotations
+
+import loom
+
+MESSAGES = [{"role": "system", "content": "You tell stories."}, {"role": "user", "content": "Tell me one."}]
+
+
+def test_templates_format_messages(stories):
+    assert stories.chat_template == "plain"
+    chatml = stories.apply_chat_template(MESSAGES, template="chatml")
+    assert chatml == ("<|im_start|>system\nYou tell stories.<|im_end|>\n"
+                      "<|im_start|>user\nTell me one.<|im_end|>\n<|im_start|>assistant\n")
+    assert not stories.apply_chat_template(MESSAGES, template="chatml", add_assistant=False).endswith("assistant\n")
+    with_own = stories.apply_chat_template(MESSAGES)
+    assert "Tell me one." in with_own
+
+
+def test_chat_is_generation_from_the_formatted_text(stories):
+    with stories.context(n_ctx=256) as ctx:
+        reply = list(ctx.chat(MESSAGES, max_tokens=16, sampling=loom.GREEDY))
+        text = stories.apply_chat_template(MESSAGES)
+        plain = list(ctx.generate(text, max_tokens=16, sampling=loom.GREEDY, parse_special=True))
+    assert [s.token for s in reply] == [s.token for s in plain] and len(reply) > 0
+    assert "".join(s.text for s in reply) == "".join(s.text for s in plain)
+    assert all(s.reasoning == "" for s in reply)
