@@ -3,8 +3,9 @@
 # CPU in one sitting: `loom bench` and `llama-bench` at pp64, pp512 and
 # tg32 with the same threads, as cpu_table.sh, but a decode's bound counts
 # the bytes a token actually reads: every tensor but the token embedding
-# (one row of it), and of each layer's experts only the n_expert_used of
-# n_expert a token goes to. membw's read bandwidth is measured just before
+# (one row of it, unless it is the tied output head, which reads it all),
+# and of each layer's experts only the n_expert_used of n_expert a token
+# goes to. membw's read bandwidth is measured just before
 # and after the tg32 runs; the bound is the higher reading.
 #
 #   bench/moe_table.sh LOOM LLAMA_BIN_DIR MEMBW THREADS MODEL...
@@ -15,23 +16,28 @@ shift 4
 . "$(dirname "$0")/side_by_side.sh"
 
 # Bytes a decode step reads, from `loom info`'s tensor table and the
-# expert counts in its metadata.
+# expert counts in its metadata. The token embedding counts whole where
+# it is also the output head (no output.weight: a tied head reads every
+# row each step), else as the one row a token reads.
 token_bytes() {
 	"$loom" info "$1" | /usr/bin/python3 -c '
 import re, sys
 used = count = None
-total = 0.0
+sizes = {}
 lines = sys.stdin.read().splitlines()
 for l in lines:
     m = re.match(r"\s+\S+\.expert_used_count\s+(\d+)", l)
     used = int(m.group(1)) if m else used
     m = re.match(r"\s+\S+\.expert_count\s+(\d+)", l)
     count = int(m.group(1)) if m else count
-for l in lines:
     m = re.match(r"\s+(\S+)\s+\S+\s+\[.*\]\s+(\d+)\s+\d+$", l)
-    if not m or m.group(1) == "token_embd.weight":
+    if m:
+        sizes[m.group(1)] = int(m.group(2))
+total = 0.0
+for name, size in sizes.items():
+    if name == "token_embd.weight" and "output.weight" in sizes:
         continue
-    total += int(m.group(2)) * (used / count if "_exps." in m.group(1) else 1)
+    total += size * (used / count if "_exps." in name else 1)
 print(int(total))'
 }
 

@@ -481,8 +481,9 @@ static void check_rounding_apart(const op_case *c, const float *standard, const 
 }
 
 /* c run on the standard layout, then repacked (weight_repack) or kept in
- * it: the same outputs, bit for bit, except a rearranged Q8_0's, within
- * its summation order's roundings. Frees c. */
+ * it: the same outputs, bit for bit, except where the layout sums in
+ * another order (a rearranged Q8_0, Q5_0 or MXFP4), within its summation
+ * order's roundings. Frees c. */
 static void check_repacked(variant *v, op_case *c, bool rearranged)
 {
 	size_t bytes = (size_t)(c->dst.ne[0] * c->dst.ne[1]) * sizeof(float);
@@ -492,7 +493,8 @@ static void check_repacked(variant *v, op_case *c, bool rearranged)
 
 	ck_assert_msg((op_last_repack_layout != 0) == rearranged, "%s on %s: layout %u", c->what, v->b.name,
 		      op_last_repack_layout);
-	if (c->src[0].dtype != LOOM_DTYPE_Q8_0 || !rearranged)
+	loom_dtype type = c->src[0].dtype;
+	if (!rearranged || !(type == LOOM_DTYPE_Q8_0 || type == LOOM_DTYPE_Q5_0 || type == LOOM_DTYPE_MXFP4))
 		ck_assert_msg(memcmp(standard, got, bytes) == 0, "%s on %s: differs from the standard layout", c->what,
 			      v->b.name);
 	else
@@ -503,18 +505,18 @@ static void check_repacked(variant *v, op_case *c, bool rearranged)
 }
 
 /* Weights repacked at load (weight_repack): the variants with AVX-512 VNNI
- * rearrange Q4_0, Q8_0, Q4_K and Q6_K; any other weight of 8 MiB or more,
- * in every variant, is copied as it is into the backend's (huge-page)
- * memory, and smaller ones stay in the file's. For every token count and
+ * rearrange Q4_0, Q5_0, Q8_0, MXFP4, Q4_K and Q6_K; any other weight of
+ * 8 MiB or more, in every variant, is copied as it is into the backend's
+ * (huge-page) memory, and smaller ones stay in the file's. For every token count and
  * for row counts that leave a group part-filled, they must give the
  * standard layout's output bit for bit (with 1 and 3 tokens the standard
  * layout goes through the tile kernels, with more Q4_0 and the K-quants
- * are repacked a group at a time), Q8_0 rearranged to within its
- * summation order's roundings. */
+ * are repacked a group at a time), Q8_0, Q5_0 and MXFP4 rearranged to
+ * within their summation order's roundings. */
 START_TEST(test_matmul_repacked)
 {
-	static const loom_dtype types[] = {LOOM_DTYPE_Q4_0, LOOM_DTYPE_Q8_0, LOOM_DTYPE_Q4_K,
-					   LOOM_DTYPE_Q6_K, LOOM_DTYPE_Q5_K, LOOM_DTYPE_F16};
+	static const loom_dtype types[] = {LOOM_DTYPE_Q4_0, LOOM_DTYPE_Q8_0, LOOM_DTYPE_Q5_0, LOOM_DTYPE_MXFP4,
+					   LOOM_DTYPE_Q4_K, LOOM_DTYPE_Q6_K, LOOM_DTYPE_Q5_K, LOOM_DTYPE_F16};
 	static const int64_t lens[] = {256, 2816};
 	variant *v = usable_variant(_i, "MATMUL repacked");
 	ref_rng rng = {11};
@@ -523,6 +525,7 @@ START_TEST(test_matmul_repacked)
 		return;
 	for (size_t k = 0; k < N_OF(types); k++) {
 		bool rearranged = (types[k] == LOOM_DTYPE_Q4_0 || types[k] == LOOM_DTYPE_Q8_0 ||
+				   types[k] == LOOM_DTYPE_Q5_0 || types[k] == LOOM_DTYPE_MXFP4 ||
 				   types[k] == LOOM_DTYPE_Q4_K || types[k] == LOOM_DTYPE_Q6_K) &&
 				  (_i == V_AVX512 || _i == V_AMX);
 		for (size_t li = 0; li < N_OF(lens); li++) {
@@ -542,11 +545,12 @@ START_TEST(test_matmul_repacked)
 		}
 	}
 
-	/* A decode reads its run of Q4_0 or Q8_0 groups as two halves side by
-	 * side: six groups, the last part-filled, so that one thread's run
-	 * (a single thread takes four, then two) ends with a pair on it. */
-	for (int k = 0; k < 2 && (_i == V_AVX512 || _i == V_AMX); k++) {
-		loom_dtype type = k == 0 ? LOOM_DTYPE_Q4_0 : LOOM_DTYPE_Q8_0;
+	/* A decode reads its run of groups of a 32-element type as two halves
+	 * side by side: six groups, the last part-filled, so that one thread's
+	 * run (a single thread takes four, then two) ends with a pair on it. */
+	static const loom_dtype paired[] = {LOOM_DTYPE_Q4_0, LOOM_DTYPE_Q8_0, LOOM_DTYPE_Q5_0, LOOM_DTYPE_MXFP4};
+	for (size_t k = 0; k < N_OF(paired) && (_i == V_AVX512 || _i == V_AMX); k++) {
+		loom_dtype type = paired[k];
 		op_case c = {.op = LOOM_OP_MATMUL};
 		c.src[0] = random_weights(&rng, type, 256, 89, 1.0 / 16.0);
 		c.src[1] = ht(LOOM_DTYPE_F32, 256, 1, 1, 1);
@@ -575,7 +579,8 @@ END_TEST
  * out of order, in the standard layout's values exactly. */
 START_TEST(test_get_rows_repacked)
 {
-	static const loom_dtype types[] = {LOOM_DTYPE_Q4_0, LOOM_DTYPE_Q8_0, LOOM_DTYPE_Q4_K, LOOM_DTYPE_Q6_K};
+	static const loom_dtype types[] = {LOOM_DTYPE_Q4_0, LOOM_DTYPE_Q5_0, LOOM_DTYPE_Q8_0,
+					   LOOM_DTYPE_MXFP4, LOOM_DTYPE_Q4_K, LOOM_DTYPE_Q6_K};
 	const int64_t ne0 = 512, n_rows = 37;
 	variant *v = usable_variant(_i, "GET_ROWS repacked");
 	ref_rng rng = {12};

@@ -32,10 +32,60 @@ typedef struct q8_0_x16 {
 	uint16_t d[CPU_REPACK_ROWS];
 } q8_0_x16;
 
+/* Q5_0's fifth bits as the byte masks of the registers they complete:
+ * bit 4r + i of qh[k] is bit 4k + i of row r's qh (its low nibbles' word
+ * k), of qh[WORDS + k] bit 16 + 4k + i (its high nibbles'). */
+typedef struct q5_0_x16 {
+	uint8_t qs[WORDS][CPU_REPACK_ROWS][4];
+	uint64_t qh[2 * WORDS];
+	uint16_t d[CPU_REPACK_ROWS];
+} q5_0_x16;
+
+typedef struct mxfp4_x16 {
+	uint8_t qs[WORDS][CPU_REPACK_ROWS][4];
+	uint8_t e[CPU_REPACK_ROWS];
+} mxfp4_x16;
+
 _Static_assert(sizeof(q4_0_x16) == CPU_REPACK_ROWS * sizeof(cpu_block_q4_0),
 	       "a repacked group takes the bytes of the blocks it holds");
 _Static_assert(sizeof(q8_0_x16) == CPU_REPACK_ROWS * sizeof(cpu_block_q8_0),
 	       "a repacked group takes the bytes of the blocks it holds");
+_Static_assert(sizeof(q5_0_x16) == CPU_REPACK_ROWS * sizeof(cpu_block_q5_0),
+	       "a repacked group takes the bytes of the blocks it holds");
+_Static_assert(sizeof(mxfp4_x16) == CPU_REPACK_ROWS * sizeof(cpu_block_mxfp4),
+	       "a repacked group takes the bytes of the blocks it holds");
+
+/* Bytes of a repacked group of 16 blocks in one of the 32-element layouts. */
+static size_t group_block_bytes(uint32_t layout)
+{
+	switch (layout) {
+	case CPU_LAYOUT_Q8_0_X16:
+		return sizeof(q8_0_x16);
+	case CPU_LAYOUT_Q5_0_X16:
+		return sizeof(q5_0_x16);
+	case CPU_LAYOUT_MXFP4_X16:
+		return sizeof(mxfp4_x16);
+	default:
+		return sizeof(q4_0_x16);
+	}
+}
+
+/* The 32-element layouts by their type. */
+static uint32_t legacy_layout_of(loom_dtype type)
+{
+	switch (type) {
+	case LOOM_DTYPE_Q4_0:
+		return CPU_LAYOUT_Q4_0_X16;
+	case LOOM_DTYPE_Q5_0:
+		return CPU_LAYOUT_Q5_0_X16;
+	case LOOM_DTYPE_Q8_0:
+		return CPU_LAYOUT_Q8_0_X16;
+	case LOOM_DTYPE_MXFP4:
+		return CPU_LAYOUT_MXFP4_X16;
+	default:
+		return 0;
+	}
+}
 
 static int64_t groups_of(const loom_tensor *w)
 {
@@ -53,21 +103,64 @@ size_t cpu_repacked_bytes(const loom_tensor *w, uint32_t *layout)
 	}
 	if (w->ne[0] % CPU_QK != 0)
 		return 0;
-	size_t blocks = (size_t)groups_of(w) * (size_t)(w->ne[0] / CPU_QK);
-	if (w->dtype == LOOM_DTYPE_Q4_0) {
-		*layout = CPU_LAYOUT_Q4_0_X16;
-		return blocks * sizeof(q4_0_x16);
-	}
-	if (w->dtype == LOOM_DTYPE_Q8_0) {
-		*layout = CPU_LAYOUT_Q8_0_X16;
-		return blocks * sizeof(q8_0_x16);
-	}
-	return 0;
+	uint32_t l = legacy_layout_of(w->dtype);
+	if (l == 0)
+		return 0;
+	*layout = l;
+	return (size_t)groups_of(w) * (size_t)(w->ne[0] / CPU_QK) * group_block_bytes(l);
 }
 
 static bool k_layout(uint32_t layout)
 {
 	return layout == CPU_LAYOUT_Q4_K_X16 || layout == CPU_LAYOUT_Q6_K_X16;
+}
+
+/* Block b of a row into row r of its repacked group g. */
+static void repack_block(uint32_t layout, const char *row, int64_t b, void *g, int r)
+{
+	switch (layout) {
+	case CPU_LAYOUT_Q4_0_X16: {
+		const cpu_block_q4_0 *in = (const cpu_block_q4_0 *)row + b;
+		q4_0_x16 *out = g;
+		for (int k = 0; k < WORDS; k++)
+			memcpy(out->qs[k][r], in->qs + 4 * k, 4);
+		out->d[r] = in->d;
+		return;
+	}
+	case CPU_LAYOUT_Q5_0_X16: {
+		const cpu_block_q5_0 *in = (const cpu_block_q5_0 *)row + b;
+		q5_0_x16 *out = g;
+		uint32_t qh;
+		memcpy(&qh, in->qh, sizeof(qh));
+		for (int k = 0; k < WORDS; k++) {
+			memcpy(out->qs[k][r], in->qs + 4 * k, 4);
+			out->qh[k] |= (uint64_t)(qh >> 4 * k & 15) << 4 * r;
+			out->qh[WORDS + k] |= (uint64_t)(qh >> (16 + 4 * k) & 15) << 4 * r;
+		}
+		out->d[r] = in->d;
+		return;
+	}
+	case CPU_LAYOUT_MXFP4_X16: {
+		const cpu_block_mxfp4 *in = (const cpu_block_mxfp4 *)row + b;
+		mxfp4_x16 *out = g;
+		for (int k = 0; k < WORDS; k++)
+			memcpy(out->qs[k][r], in->qs + 4 * k, 4);
+		out->e[r] = in->e;
+		return;
+	}
+	default: {
+		const cpu_block_q8_0 *in = (const cpu_block_q8_0 *)row + b;
+		q8_0_x16 *out = g;
+		for (int k = 0; k < 2 * WORDS; k++) {
+			uint32_t word;
+			memcpy(&word, in->qs + 4 * k, 4);
+			word ^= 0x80808080u; /* signed bytes to unsigned, for VPDPBUSD */
+			memcpy(out->qs[k][r], &word, 4);
+		}
+		out->d[r] = in->d;
+		return;
+	}
+	}
 }
 
 void cpu_repack_groups(const loom_tensor *w, void *dst, int64_t g_lo, int64_t g_hi)
@@ -85,26 +178,48 @@ void cpu_repack_groups(const loom_tensor *w, void *dst, int64_t g_lo, int64_t g_
 		const char *row = (const char *)w->data + o * w->nb[1];
 		int64_t first = (o / CPU_REPACK_ROWS) * n_blocks;
 		int r = (int)(o % CPU_REPACK_ROWS);
-		for (int64_t b = 0; b < n_blocks; b++) {
-			if (layout == CPU_LAYOUT_Q4_0_X16) {
-				const cpu_block_q4_0 *in = (const cpu_block_q4_0 *)row + b;
-				q4_0_x16 *g = (q4_0_x16 *)dst + first + b;
-				for (int k = 0; k < WORDS; k++)
-					memcpy(g->qs[k][r], in->qs + 4 * k, 4);
-				g->d[r] = in->d;
-			} else {
-				const cpu_block_q8_0 *in = (const cpu_block_q8_0 *)row + b;
-				q8_0_x16 *g = (q8_0_x16 *)dst + first + b;
-				for (int k = 0; k < 2 * WORDS; k++) {
-					uint32_t word;
-					memcpy(&word, in->qs + 4 * k, 4);
-					word ^= 0x80808080u; /* signed bytes to unsigned, for VPDPBUSD */
-					memcpy(g->qs[k][r], &word, 4);
-				}
-				g->d[r] = in->d;
-			}
-		}
+		for (int64_t b = 0; b < n_blocks; b++)
+			repack_block(layout, row, b, (char *)dst + (size_t)(first + b) * group_block_bytes(layout), r);
 	}
+}
+
+/* Row r of repacked block g back in the standard layout, per layout. */
+static void unpack_q4_0(const q4_0_x16 *g, int r, cpu_block_q4_0 *out)
+{
+	for (int k = 0; k < WORDS; k++)
+		memcpy(out->qs + 4 * k, g->qs[k][r], 4);
+	out->d = g->d[r];
+}
+
+static void unpack_q5_0(const q5_0_x16 *g, int r, cpu_block_q5_0 *out)
+{
+	uint32_t qh = 0;
+
+	for (int k = 0; k < WORDS; k++) {
+		memcpy(out->qs + 4 * k, g->qs[k][r], 4);
+		qh |= (uint32_t)(g->qh[k] >> 4 * r & 15) << 4 * k;
+		qh |= (uint32_t)(g->qh[WORDS + k] >> 4 * r & 15) << (16 + 4 * k);
+	}
+	memcpy(out->qh, &qh, sizeof(qh));
+	out->d = g->d[r];
+}
+
+static void unpack_mxfp4(const mxfp4_x16 *g, int r, cpu_block_mxfp4 *out)
+{
+	for (int k = 0; k < WORDS; k++)
+		memcpy(out->qs + 4 * k, g->qs[k][r], 4);
+	out->e = g->e[r];
+}
+
+static void unpack_q8_0(const q8_0_x16 *g, int r, cpu_block_q8_0 *out)
+{
+	for (int k = 0; k < 2 * WORDS; k++) {
+		uint32_t word;
+		memcpy(&word, g->qs[k][r], 4);
+		word ^= 0x80808080u;
+		memcpy(out->qs + 4 * k, &word, 4);
+	}
+	out->d = g->d[r];
 }
 
 void cpu_repacked_block(const loom_tensor *w, int64_t o, int64_t b, void *block)
@@ -114,24 +229,16 @@ void cpu_repacked_block(const loom_tensor *w, int64_t o, int64_t b, void *block)
 		return;
 	}
 	int64_t at = (o / CPU_REPACK_ROWS) * (w->ne[0] / CPU_QK) + b;
+	const void *g = (const char *)w->data + (size_t)at * group_block_bytes(w->layout);
 	int r = (int)(o % CPU_REPACK_ROWS);
-	if (w->layout == CPU_LAYOUT_Q4_0_X16) {
-		const q4_0_x16 *g = (const q4_0_x16 *)w->data + at;
-		cpu_block_q4_0 *out = block;
-		for (int k = 0; k < WORDS; k++)
-			memcpy(out->qs + 4 * k, g->qs[k][r], 4);
-		out->d = g->d[r];
-		return;
-	}
-	const q8_0_x16 *g = (const q8_0_x16 *)w->data + at;
-	cpu_block_q8_0 *out = block;
-	for (int k = 0; k < 2 * WORDS; k++) {
-		uint32_t word;
-		memcpy(&word, g->qs[k][r], 4);
-		word ^= 0x80808080u;
-		memcpy(out->qs + 4 * k, &word, 4);
-	}
-	out->d = g->d[r];
+	if (w->layout == CPU_LAYOUT_Q4_0_X16)
+		unpack_q4_0(g, r, block);
+	else if (w->layout == CPU_LAYOUT_Q5_0_X16)
+		unpack_q5_0(g, r, block);
+	else if (w->layout == CPU_LAYOUT_MXFP4_X16)
+		unpack_mxfp4(g, r, block);
+	else
+		unpack_q8_0(g, r, block);
 }
 
 void cpu_repack(const loom_tensor *w, void *dst)
@@ -144,27 +251,40 @@ void cpu_repack(const loom_tensor *w, void *dst)
 
 bool cpu_layout_supported(loom_dtype type, uint32_t layout)
 {
-	return layout == 0 || layout == CPU_LAYOUT_ROWS || (layout == CPU_LAYOUT_Q4_0_X16 && type == LOOM_DTYPE_Q4_0) ||
-	       (layout == CPU_LAYOUT_Q8_0_X16 && type == LOOM_DTYPE_Q8_0) ||
+	return layout == 0 || layout == CPU_LAYOUT_ROWS || (layout != 0 && layout == legacy_layout_of(type)) ||
 	       (layout == CPU_LAYOUT_Q4_K_X16 && type == LOOM_DTYPE_Q4_K) ||
 	       (layout == CPU_LAYOUT_Q6_K_X16 && type == LOOM_DTYPE_Q6_K);
 }
 
+/* Q4_0's multiply keeps the tile kernels' order; the other 32-element
+ * layouts sum each block exactly before scaling it, where the tile
+ * kernels scale parts of it (Q8_0, Q5_0) or sum lanes at the end (MXFP4). */
 bool cpu_layout_exact(uint32_t layout)
 {
-	return layout != CPU_LAYOUT_Q8_0_X16;
+	return layout == CPU_LAYOUT_Q4_0_X16 || k_layout(layout);
 }
 
-/* What dpbusd's unsigned weights carry on top of the signed values:
- * 8 for Q4_0 (q in 0..15 for q - 8), 128 for Q8_0 (stored q + 128). */
+/* What dpbusd's unsigned weights carry on top of the signed values: 8 for
+ * Q4_0 (q in 0..15 for q - 8), 16 for Q5_0 (q in 0..31 for q - 16), 128
+ * for Q8_0 (stored q + 128), 12 for MXFP4 (its doubled E2M1 values, -12 to
+ * 12, looked up shifted). */
 static int32_t weight_offset(uint32_t layout)
 {
-	return layout == CPU_LAYOUT_Q8_0_X16 ? 128 : 8;
+	switch (layout) {
+	case CPU_LAYOUT_Q8_0_X16:
+		return 128;
+	case CPU_LAYOUT_Q5_0_X16:
+		return 16;
+	case CPU_LAYOUT_MXFP4_X16:
+		return 12;
+	default:
+		return 8;
+	}
 }
 
 size_t cpu_repacked_act_bytes(uint32_t layout, int64_t n)
 {
-	return layout == CPU_LAYOUT_Q4_0_X16 || layout == CPU_LAYOUT_Q8_0_X16
+	return layout != 0 && !k_layout(layout) && layout != CPU_LAYOUT_ROWS
 		       ? (size_t)(n / CPU_QK) * sizeof(cpu_repacked_act)
 		       : 0;
 }
@@ -203,30 +323,55 @@ CPU_INLINE const cpu_repacked_act *act_of(const cpu_repacked_act *xa, size_t xa_
 	return (const cpu_repacked_act *)((const char *)xa + (size_t)t * xa_stride) + b;
 }
 
-/* Block b's weights of a Q4_0 or Q8_0 group as dpbusd's unsigned operand,
- * elements 4j..4j+3 of all 16 rows in w[j]; returns the rows' scales. */
-CPU_INLINE __m512 group_block(const bool q8, const void *g, int64_t b, __m512i w[2 * WORDS])
+/* The 16 rows' MXFP4 scales, halved for the doubled values (as
+ * cpu_mxfp4_half_scale: 2^(e - 128), subnormal below e = 2). */
+CPU_INLINE __m512 mxfp4_scales(const uint8_t e[CPU_REPACK_ROWS])
 {
-	const uint16_t *d;
+	__m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)e));
+	__m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(v, _mm512_set1_epi32(1)), 23);
+	__m512i tiny = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), v);
+	__mmask16 small = _mm512_cmplt_epu32_mask(v, _mm512_set1_epi32(2));
+	return _mm512_castsi512_ps(_mm512_mask_blend_epi32(small, normal, tiny));
+}
 
-	if (q8) {
+/* Block b's weights of a group in one of the 32-element layouts as
+ * dpbusd's unsigned operand (each weight plus weight_offset), elements
+ * 4j..4j+3 of all 16 rows in w[j]; returns the rows' scales. */
+CPU_INLINE __m512 group_block(const uint32_t layout, const void *g, int64_t b, __m512i w[2 * WORDS])
+{
+	const __m512i low4 = _mm512_set1_epi8(15);
+
+	if (layout == CPU_LAYOUT_Q8_0_X16) {
 		const q8_0_x16 *blk = (const q8_0_x16 *)g + b;
 		for (int j = 0; j < 2 * WORDS; j++)
 			w[j] = _mm512_loadu_si512((const void *)blk->qs[j]);
-		d = blk->d;
-	} else {
-		const q4_0_x16 *blk = (const q4_0_x16 *)g + b;
-		for (int k = 0; k < WORDS; k++) {
-			__m512i qs = _mm512_loadu_si512((const void *)blk->qs[k]);
-			w[k] = _mm512_and_si512(qs, _mm512_set1_epi8(15));
-			w[k + WORDS] = _mm512_and_si512(_mm512_srli_epi16(qs, 4), _mm512_set1_epi8(15));
-		}
-		d = blk->d;
+		return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk->d));
 	}
-	return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)d));
+	const uint8_t(*qs)[CPU_REPACK_ROWS][4] = layout == CPU_LAYOUT_Q5_0_X16	  ? ((const q5_0_x16 *)g + b)->qs
+						 : layout == CPU_LAYOUT_MXFP4_X16 ? ((const mxfp4_x16 *)g + b)->qs
+										  : ((const q4_0_x16 *)g + b)->qs;
+	for (int k = 0; k < WORDS; k++) {
+		__m512i v = _mm512_loadu_si512((const void *)qs[k]);
+		w[k] = _mm512_and_si512(v, low4);
+		w[k + WORDS] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+	}
+	if (layout == CPU_LAYOUT_Q5_0_X16) {
+		const q5_0_x16 *blk = (const q5_0_x16 *)g + b;
+		for (int j = 0; j < 2 * WORDS; j++)
+			w[j] = _mm512_or_si512(w[j], _mm512_maskz_mov_epi8(blk->qh[j], _mm512_set1_epi8(16)));
+		return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk->d));
+	}
+	if (layout == CPU_LAYOUT_MXFP4_X16) {
+		static const int8_t shifted[16] = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0};
+		const __m512i table = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)shifted));
+		for (int j = 0; j < 2 * WORDS; j++)
+			w[j] = _mm512_shuffle_epi8(table, w[j]);
+		return mxfp4_scales(((const mxfp4_x16 *)g + b)->e);
+	}
+	return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const q4_0_x16 *)g + b)->d));
 }
 
-/* A decode's Q4_0 request for block b + DECODE_AHEAD_BLOCKS of the group
+/* A decode's request for block b + DECODE_AHEAD_BLOCKS of the group
  * at g, unless that lies past the end of its run. */
 CPU_INLINE void decode_fetch(const char *g, int64_t b, size_t block_bytes, const char *end)
 {
@@ -236,34 +381,41 @@ CPU_INLINE void decode_fetch(const char *g, int64_t b, size_t block_bytes, const
 		_mm_prefetch(ahead + o, _MM_HINT_T1);
 }
 
-/*
- * Q4_0 or Q8_0, nt tokens. A block's 32 products are summed exactly in
- * integers, from the bias that takes the weights' offset back off, then
- * scaled by d_w * d_x and added to one f32 sum per row by FMA. That is
- * llama.cpp's Q4_0 order (cpu_quant_legacy.c), so Q4_0 gives the standard
- * layout's results bit for bit; Q8_0's row kernel scales each group of 4
- * products on its own, which costs 8 times the f32 work for no accuracy.
- */
-CPU_INLINE void blocks_tokens(const bool q8, const void *g, const char *end, int64_t n_blocks, const char *x,
-			      size_t x_stride,
-			      const cpu_repacked_act *xa, size_t xa_stride, const int nt, float *y,
-			      size_t y_stride, __mmask16 rows)
+/* Only the 4-bit layouts' decodes ask ahead: Q8_0's, with half their
+ * work per byte, leaves its streams to the hardware prefetchers. */
+CPU_INLINE bool decode_asks_ahead(uint32_t layout)
 {
-	const size_t block_bytes = q8 ? sizeof(q8_0_x16) : sizeof(q4_0_x16);
+	return layout != CPU_LAYOUT_Q8_0_X16;
+}
+
+/*
+ * One of the 32-element layouts, nt tokens. A block's 32 products are
+ * summed exactly in integers, from the bias that takes the weights' offset
+ * back off, then scaled by d_w * d_x and added to one f32 sum per row by
+ * FMA. That is llama.cpp's Q4_0 order (cpu_quant_legacy.c), so Q4_0 gives
+ * the standard layout's results bit for bit; the tile kernels of the others
+ * scale parts of a block (Q8_0's each group of 4 products, which costs 8
+ * times the f32 work for no accuracy).
+ */
+CPU_INLINE void blocks_tokens(const uint32_t layout, const void *g, const char *end, int64_t n_blocks,
+			      const char *x, size_t x_stride, const cpu_repacked_act *xa, size_t xa_stride,
+			      const int nt, float *y, size_t y_stride, __mmask16 rows)
+{
+	const size_t block_bytes = group_block_bytes(layout);
 	__m512 acc[8];
 
 	for (int t = 0; t < nt; t++)
 		acc[t] = _mm512_setzero_ps();
 	for (int64_t b = 0; b < n_blocks; b++) {
 		__m512i w[2 * WORDS];
-		if (nt == 1 && !q8) {
+		if (nt == 1 && decode_asks_ahead(layout)) {
 			decode_fetch((const char *)g, b, block_bytes, end);
 		} else if (nt > 1) {
 			const char *ahead = (const char *)g + (size_t)(b + PREFETCH_BLOCKS) * block_bytes;
 			for (size_t o = 0; o < block_bytes; o += 64)
 				_mm_prefetch(ahead + o, _MM_HINT_T0);
 		}
-		__m512 d = group_block(q8, g, b, w);
+		__m512 d = group_block(layout, g, b, w);
 		/* Tokens inner: the tokens' dpbusd chains side by side, so that
 		 * the scheduler always has independent ones at hand. */
 		__m512i sum[8];
@@ -289,19 +441,19 @@ CPU_INLINE void blocks_tokens(const bool q8, const void *g, const char *end, int
  * broadcast once for both. Every row gets blocks_tokens' operations in its
  * order, so the results are the same bit for bit. h's rows are those
  * rows_h sets. */
-CPU_INLINE void decode_pair(const bool q8, const char *g, const char *h, const char *end, int64_t n_blocks,
+CPU_INLINE void decode_pair(const uint32_t layout, const char *g, const char *h, const char *end, int64_t n_blocks,
 			    const char *x, const cpu_repacked_act *xa, float *y_g, float *y_h, __mmask16 rows_h)
 {
-	const size_t block_bytes = q8 ? sizeof(q8_0_x16) : sizeof(q4_0_x16);
+	const size_t block_bytes = group_block_bytes(layout);
 	__m512 acc_g = _mm512_setzero_ps(), acc_h = _mm512_setzero_ps();
 
 	for (int64_t b = 0; b < n_blocks; b++) {
 		__m512i wg[2 * WORDS], wh[2 * WORDS];
-		if (!q8) {
+		if (decode_asks_ahead(layout)) {
 			decode_fetch(g, b, block_bytes, end);
 			decode_fetch(h, b, block_bytes, end);
 		}
-		__m512 dg = group_block(q8, g, b, wg), dh = group_block(q8, h, b, wh);
+		__m512 dg = group_block(layout, g, b, wg), dh = group_block(layout, h, b, wh);
 		const cpu_repacked_act *a = act_of(xa, 0, 0, b);
 		__m512i sg = _mm512_set1_epi32(a->bias), sh = sg;
 		for (int j = 0; j < 2 * WORDS; j++) {
@@ -319,16 +471,16 @@ CPU_INLINE void decode_pair(const bool q8, const char *g, const char *h, const c
 
 /* Tokens [t, nt) through one group, 8, 4 or 1 at a time; returns how
  * many it did. */
-#define BLOCKS_TOKENS(q8)                                                                              \
-	do {                                                                                           \
-		int n = left >= 8 ? 8 : left >= 4 ? 4 : 1;                                             \
-		if (n == 8)                                                                            \
-			blocks_tokens(q8, g, end, n_blocks, x, x_stride, xa, xa_stride, 8, y, y_stride, rows); \
-		else if (n == 4)                                                                       \
-			blocks_tokens(q8, g, end, n_blocks, x, x_stride, xa, xa_stride, 4, y, y_stride, rows); \
-		else                                                                                   \
-			blocks_tokens(q8, g, end, n_blocks, x, x_stride, xa, xa_stride, 1, y, y_stride, rows); \
-		return n;                                                                              \
+#define BLOCKS_TOKENS(layout)                                                                              \
+	do {                                                                                               \
+		int n = left >= 8 ? 8 : left >= 4 ? 4 : 1;                                                 \
+		if (n == 8)                                                                                \
+			blocks_tokens(layout, g, end, n_blocks, x, x_stride, xa, xa_stride, 8, y, y_stride, rows); \
+		else if (n == 4)                                                                           \
+			blocks_tokens(layout, g, end, n_blocks, x, x_stride, xa, xa_stride, 4, y, y_stride, rows); \
+		else                                                                                       \
+			blocks_tokens(layout, g, end, n_blocks, x, x_stride, xa, xa_stride, 1, y, y_stride, rows); \
+		return n;                                                                                  \
 	} while (0)
 
 static int64_t group_tokens(uint32_t layout, const void *g, const char *end, int64_t n_blocks, const char *x,
@@ -336,9 +488,35 @@ static int64_t group_tokens(uint32_t layout, const void *g, const char *end, int
 			    const cpu_repacked_act *xa, size_t xa_stride, int64_t left, float *y, size_t y_stride,
 			    __mmask16 rows)
 {
-	if (layout == CPU_LAYOUT_Q8_0_X16)
-		BLOCKS_TOKENS(true);
-	BLOCKS_TOKENS(false);
+	switch (layout) {
+	case CPU_LAYOUT_Q8_0_X16:
+		BLOCKS_TOKENS(CPU_LAYOUT_Q8_0_X16);
+	case CPU_LAYOUT_Q5_0_X16:
+		BLOCKS_TOKENS(CPU_LAYOUT_Q5_0_X16);
+	case CPU_LAYOUT_MXFP4_X16:
+		BLOCKS_TOKENS(CPU_LAYOUT_MXFP4_X16);
+	default:
+		BLOCKS_TOKENS(CPU_LAYOUT_Q4_0_X16);
+	}
+}
+
+/* A decode's pair of groups, in the weight's layout. */
+static void layout_pair(uint32_t layout, const char *g, const char *h, const char *end, int64_t n_blocks,
+			const char *x, const cpu_repacked_act *xa, float *y_g, float *y_h, __mmask16 rows_h)
+{
+	switch (layout) {
+	case CPU_LAYOUT_Q8_0_X16:
+		decode_pair(CPU_LAYOUT_Q8_0_X16, g, h, end, n_blocks, x, xa, y_g, y_h, rows_h);
+		return;
+	case CPU_LAYOUT_Q5_0_X16:
+		decode_pair(CPU_LAYOUT_Q5_0_X16, g, h, end, n_blocks, x, xa, y_g, y_h, rows_h);
+		return;
+	case CPU_LAYOUT_MXFP4_X16:
+		decode_pair(CPU_LAYOUT_MXFP4_X16, g, h, end, n_blocks, x, xa, y_g, y_h, rows_h);
+		return;
+	default:
+		decode_pair(CPU_LAYOUT_Q4_0_X16, g, h, end, n_blocks, x, xa, y_g, y_h, rows_h);
+	}
 }
 
 void cpu_repacked_multiply(const loom_tensor *w, int64_t g_lo, int64_t g_hi, const char *x, size_t x_stride,
@@ -349,8 +527,7 @@ void cpu_repacked_multiply(const loom_tensor *w, int64_t g_lo, int64_t g_hi, con
 		return;
 	}
 	int64_t n_blocks = w->ne[0] / CPU_QK;
-	size_t group_bytes = (size_t)n_blocks *
-			     (w->layout == CPU_LAYOUT_Q8_0_X16 ? sizeof(q8_0_x16) : sizeof(q4_0_x16));
+	size_t group_bytes = (size_t)n_blocks * group_block_bytes(w->layout);
 
 	const char *end = (const char *)w->data + (size_t)g_hi * group_bytes;
 
@@ -361,12 +538,8 @@ void cpu_repacked_multiply(const loom_tensor *w, int64_t g_lo, int64_t g_hi, con
 			int64_t a = g_lo + i, b = a + half, left = w->ne[1] - b * CPU_REPACK_ROWS;
 			const char *g = (const char *)w->data + (size_t)a * group_bytes;
 			const char *h = (const char *)w->data + (size_t)b * group_bytes;
-			if (w->layout == CPU_LAYOUT_Q8_0_X16)
-				decode_pair(true, g, h, end, n_blocks, x, xa, y + a * CPU_REPACK_ROWS,
-					    y + b * CPU_REPACK_ROWS, cpu_rows_mask(left));
-			else
-				decode_pair(false, g, h, end, n_blocks, x, xa, y + a * CPU_REPACK_ROWS,
-					    y + b * CPU_REPACK_ROWS, cpu_rows_mask(left));
+			layout_pair(w->layout, g, h, end, n_blocks, x, xa, y + a * CPU_REPACK_ROWS, y + b * CPU_REPACK_ROWS,
+				    cpu_rows_mask(left));
 		}
 		g_lo += 2 * half;
 	}
@@ -385,8 +558,7 @@ void cpu_repacked_multiply(const loom_tensor *w, int64_t g_lo, int64_t g_hi, con
 }
 
 #if defined(__AMX_INT8__)
-/* Q8_0 blocks are stored + 128: the xor takes it off. Q4_0's low nibbles
- * are elements 0..15 of a block, its high ones 16..31, both less 8. */
+/* The weights as group_block gives them, less their offset: signed bytes. */
 void cpu_repacked_unpack(const loom_tensor *w, int64_t gi, const cpu_unpacked_group *out)
 {
 	if (k_layout(w->layout)) {
@@ -394,33 +566,19 @@ void cpu_repacked_unpack(const loom_tensor *w, int64_t gi, const cpu_unpacked_gr
 		return;
 	}
 	int64_t n_blocks = w->ne[0] / CPU_QK;
-	const __m512i low4 = _mm512_set1_epi8(15), eight = _mm512_set1_epi8(8);
-
-	const size_t block_bytes = w->layout == CPU_LAYOUT_Q8_0_X16 ? sizeof(q8_0_x16) : sizeof(q4_0_x16);
+	const size_t block_bytes = group_block_bytes(w->layout);
 	const char *group = (const char *)w->data + (size_t)(gi * n_blocks) * block_bytes;
+	const __m512i offset = _mm512_set1_epi8((char)weight_offset(w->layout));
 
 	for (int64_t b = 0; b < n_blocks; b++) {
 		__m512i *q = (__m512i *)(out->q + b * CPU_QK * CPU_REPACK_ROWS);
-		const uint16_t *d;
+		__m512i v[2 * WORDS];
 		for (size_t at = 0; at < block_bytes; at += 64)
 			_mm_prefetch(group + (size_t)(b + PREFETCH_BLOCKS) * block_bytes + at, _MM_HINT_T0);
-		if (w->layout == CPU_LAYOUT_Q8_0_X16) {
-			const q8_0_x16 *g = (const q8_0_x16 *)w->data + gi * n_blocks + b;
-			for (int k = 0; k < 2 * WORDS; k++)
-				_mm512_storeu_si512(q + k, _mm512_xor_si512(_mm512_loadu_si512((const void *)g->qs[k]),
-									    _mm512_set1_epi8((char)0x80)));
-			d = g->d;
-		} else {
-			const q4_0_x16 *g = (const q4_0_x16 *)w->data + gi * n_blocks + b;
-			for (int k = 0; k < WORDS; k++) {
-				__m512i v = _mm512_loadu_si512((const void *)g->qs[k]);
-				_mm512_storeu_si512(q + k, _mm512_sub_epi8(_mm512_and_si512(v, low4), eight));
-				_mm512_storeu_si512(q + WORDS + k,
-						    _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(v, 4), low4), eight));
-			}
-			d = g->d;
-		}
-		_mm512_storeu_ps(out->dw + b * CPU_REPACK_ROWS, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)d)));
+		__m512 d = group_block(w->layout, group, b, v);
+		for (int j = 0; j < 2 * WORDS; j++)
+			_mm512_storeu_si512(q + j, _mm512_sub_epi8(v[j], offset));
+		_mm512_storeu_ps(out->dw + b * CPU_REPACK_ROWS, d);
 	}
 }
 #endif

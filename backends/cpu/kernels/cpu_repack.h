@@ -16,7 +16,19 @@
  * the weights are dpbusd's unsigned operand), then the scales; 544 bytes
  * for 16 blocks. Its multiply sums each block exactly before scaling it,
  * which is not the standard layout's (llama.cpp's) order: results agree
- * to rounding, not bit for bit. The other layouts' do.
+ * to rounding, not bit for bit.
+ *
+ * CPU_LAYOUT_Q5_0_X16: Q5_0 as Q4_0's, the fifth bits of each word's
+ * 16 rows then as the 64-bit byte mask that sets them (bit 4r + i: row r's
+ * element i of the word), eight masks a block; 352 bytes for 16 blocks.
+ *
+ * CPU_LAYOUT_MXFP4_X16: MXFP4 (gpt-oss's experts) as Q4_0's, each nibble
+ * an index of a doubled E2M1 value, then the 16 rows' E8M0 exponents; 272
+ * bytes for 16 blocks.
+ *
+ * The multiplies of Q8_0, Q5_0 and MXFP4 sum each block exactly before
+ * scaling it, where their tile kernels scale parts of it or sum lanes at
+ * the end: results agree to rounding, not bit for bit.
  *
  * CPU_LAYOUT_Q4_K_X16 and CPU_LAYOUT_Q6_K_X16: super-blocks of 16 rows
  * with the quants of each 4-element group of all 16 rows side by side and
@@ -46,6 +58,8 @@
 #define CPU_LAYOUT_Q4_K_X16 3u
 #define CPU_LAYOUT_Q6_K_X16 4u
 #define CPU_LAYOUT_ROWS 5u
+#define CPU_LAYOUT_Q5_0_X16 6u
+#define CPU_LAYOUT_MXFP4_X16 7u
 #define CPU_REPACK_ROWS 16
 
 /* Does a weight in this layout have its bytes rearranged (not the
@@ -78,7 +92,7 @@ bool cpu_layout_supported(loom_dtype type, uint32_t layout);
  * bit for bit? */
 bool cpu_layout_exact(uint32_t layout);
 
-/* What the Q4_0 and Q8_0 multiplies take per Q8_0 activation block
+/* What the 32-element layouts' multiplies take per Q8_0 activation block
  * besides its quants, made once per matmul by cpu_repacked_prepare. */
 typedef struct cpu_repacked_act {
 	int32_t bias; /* takes the weights' offset back off: -offset * sum of q_x */

@@ -53,7 +53,9 @@ static void convert_repacked_row(const loom_tensor *table, int64_t o, float *dst
 	const loom_dtype_traits l = loom_dtype_traits_of(table->dtype);
 	union {
 		cpu_block_q4_0 q4_0;
+		cpu_block_q5_0 q5_0;
 		cpu_block_q8_0 q8_0;
+		cpu_block_mxfp4 mxfp4;
 		cpu_block_q4_k q4_k;
 		cpu_block_q6_k q6_k;
 	} block;
