@@ -13,7 +13,10 @@
  *     the other RoPE order, so attention sums in another order; activations
  *     rounded to the weights' type before each product then flip by an ulp
  *     now and then: 2e-2 for f16 (as test_golden's f16 files), 0.1 for bf16
- *     (8x coarser), 1e-4 for f32. */
+ *     (8x coarser), 1e-4 for f32.
+ * gpt-oss's experts are MXFP4 in both, as its published checkpoints keep
+ * them (transformers' blocks and scales, each expert's gate and up rows
+ * interleaved): only the other tensors round. */
 #include "check_main.h"
 #include "cpu_ref.h"
 #include "family_models.h"
@@ -44,6 +47,9 @@ enum transform {
 	EXPERTS,     /* {n_in, n_out, n_expert}: one tensor an expert ("%d" twice) */
 	STACK,       /* {n_in, n_out, n_expert} as one tensor [n_expert, n_out, n_in] */
 	GATE_UP_STACK, /* ffn_gate_exps and ffn_up_exps as one stack, each expert's gate rows then up's */
+	MXFP4_PARTS,   /* an MXFP4 stack as transformers' NAME_blocks and NAME_scales */
+	MXFP4_GATE_UP, /* ffn_gate_exps and ffn_up_exps so, their rows alternating gate, up */
+	GATE_UP_BIAS,  /* their bias tables as one, each expert's biases alternating gate, up */
 };
 
 /* A tensor: GGUF name, Hugging Face name ("%d" for the layer). */
@@ -365,6 +371,27 @@ static const tensor_map dots1_layer[] = {
 	{"ffn_down_shexp.weight", L "mlp.shared_experts.down_proj.weight", AS_IS},
 	END,
 };
+/* gpt-oss's, as openai/gpt-oss-20b's checkpoint keeps it. */
+static const tensor_map gpt_oss_layer[] = {
+	{"attn_norm.weight", L "input_layernorm.weight", AS_IS},
+	{"attn_q.weight", L "self_attn.q_proj.weight", AS_IS},
+	{"attn_q.bias", L "self_attn.q_proj.bias", AS_IS},
+	{"attn_k.weight", L "self_attn.k_proj.weight", AS_IS},
+	{"attn_k.bias", L "self_attn.k_proj.bias", AS_IS},
+	{"attn_v.weight", L "self_attn.v_proj.weight", AS_IS},
+	{"attn_v.bias", L "self_attn.v_proj.bias", AS_IS},
+	{"attn_output.weight", L "self_attn.o_proj.weight", AS_IS},
+	{"attn_output.bias", L "self_attn.o_proj.bias", AS_IS},
+	{"attn_sinks.weight", L "self_attn.sinks", AS_IS},
+	{"ffn_norm.weight", L "post_attention_layernorm.weight", AS_IS},
+	{"ffn_gate_inp.weight", L "mlp.router.weight", AS_IS},
+	{"ffn_gate_inp.bias", L "mlp.router.bias", AS_IS},
+	{"ffn_gate_exps.weight", L "mlp.experts.gate_up_proj", MXFP4_GATE_UP},
+	{"ffn_gate_exps.bias", L "mlp.experts.gate_up_proj_bias", GATE_UP_BIAS},
+	{"ffn_down_exps.weight", L "mlp.experts.down_proj", MXFP4_PARTS},
+	{"ffn_down_exps.bias", L "mlp.experts.down_proj_bias", AS_IS},
+	END,
+};
 #undef L
 
 static const config_map mixtral_config[] = {
@@ -406,6 +433,23 @@ static const config_map granitemoe_config[] = {
 	{"logits_scaling", "%s.logit_scale", FLOAT},
 	END,
 };
+/* gpt-oss's intermediate_size is its experts' width. */
+static const config_map gpt_oss_config[] = {
+	{"hidden_size", "%s.embedding_length", INT},
+	{"intermediate_size", "%s.expert_feed_forward_length", INT},
+	{"num_hidden_layers", "%s.block_count", INT},
+	{"num_attention_heads", "%s.attention.head_count", INT},
+	{"num_key_value_heads", "%s.attention.head_count_kv", INT},
+	{"head_dim", "%s.attention.key_length", INT},
+	{"max_position_embeddings", "%s.context_length", INT},
+	{"rms_norm_eps", "%s.attention.layer_norm_rms_epsilon", FLOAT},
+	{"rope_theta", "%s.rope.freq_base", FLOAT},
+	{"rope_scaling", NULL, NULL_VALUE},
+	{"num_local_experts", "%s.expert_count", INT},
+	{"num_experts_per_tok", "%s.expert_used_count", INT},
+	{"sliding_window", "%s.attention.sliding_window", INT},
+	END,
+};
 static const config_map olmoe_config[] = {
 	{"num_experts", "%s.expert_count", INT},
 	{"num_experts_per_tok", "%s.expert_used_count", INT},
@@ -428,10 +472,11 @@ static const family families[] = {
 	{"olmoe", "olmoe", llama_globals, qk_norm_moe_layer, llama_like_config, olmoe_config},
 	{"dots1", "dots1", llama_globals, dots1_layer, llama_like_config, dots1_config},
 	{"granitemoe", "granitemoe", llama_globals, granitemoe_layer, llama_like_config, granitemoe_config},
+	{"gpt-oss", "gpt_oss", llama_globals, gpt_oss_layer, gpt_oss_config, NULL},
 };
 enum {
 	LLAMA, GPT2, QWEN2, QWEN3, GEMMA, PHI2, STABLELM, STARCODER2, MIXTRAL, QWEN2MOE, QWEN3MOE, OLMOE, DOTS1,
-	GRANITEMOE
+	GRANITEMOE, GPT_OSS
 };
 
 typedef struct synth_case {
@@ -473,6 +518,11 @@ static const synth_case cases[] = {
 	{"olmoe-f32", OLMOE, "F32", 0, 1e-4f, 1e-4f, false, "olmoe-f32"},
 	{"dots1-f16", DOTS1, "F16", 2, 0.1f, 2e-2f, false, "dots1-f32"},
 	{"granitemoe-bf16", GRANITEMOE, "BF16", 0, 0.5f, 0.1f, false, "granitemoe-f32"},
+	/* The experts' bytes are the GGUF's, reordered: only the rest rounds,
+	 * in bf16 the router's logits too, which then may choose another
+	 * expert for a token (1.22 from the source). */
+	{"gpt-oss-mxfp4-f32", GPT_OSS, "F32", 0, 1e-4f, 1e-4f, false, "gpt-oss-mxfp4"},
+	{"gpt-oss-mxfp4-bf16", GPT_OSS, "BF16", 2, 2.0f, 0.1f, false, "gpt-oss-mxfp4"},
 };
 #define N_CASES ((int)(sizeof(cases) / sizeof(cases[0])))
 
@@ -549,6 +599,71 @@ static void add(checkpoint *c, const char *name, const char *dtype, const float 
 	c->owned[c->n++] = bytes;
 }
 
+/* bytes (malloc'd, now the checkpoint's) as a tensor of n_dims dims. */
+static void add_raw(checkpoint *c, const char *name, const char *dtype, void *bytes, int n_dims,
+		    const int64_t shape[4])
+{
+	ck_assert(c->n < 256);
+	snprintf(c->names[c->n], sizeof(c->names[0]), "%s", name);
+	st_tensor_spec *t = &c->t[c->n];
+	*t = (st_tensor_spec){.name = c->names[c->n], .dtype = dtype, .n_dims = n_dims, .data = bytes};
+	memcpy(t->shape, shape, sizeof(t->shape));
+	c->owned[c->n++] = bytes;
+}
+
+/* An MXFP4 stack {n, rows, n_expert} (or gate's and up's, their rows
+ * alternating) as transformers keeps it: NAME_blocks [n_expert, rows,
+ * n / 32, 16], element 2j of a block in byte j's low nibble and 2j + 1 in
+ * its high one, and NAME_scales [n_expert, rows, n / 32], the blocks'
+ * exponents (convert_hf_to_gguf.py's nibble reordering, undone). */
+static void add_mxfp4_parts(checkpoint *c, const char *name, const loom_file_tensor *w, const loom_file_tensor *up)
+{
+	ck_assert(w->dtype == LOOM_DTYPE_MXFP4 && w->n_dims == 3 && (up == NULL || up->dtype == LOOM_DTYPE_MXFP4));
+	const int64_t nb = w->ne[0] / 32, rows = w->ne[1] * (up != NULL ? 2 : 1), x = w->ne[2];
+	uint8_t *q = malloc((size_t)(x * rows * nb) * 16), *e = malloc((size_t)(x * rows * nb));
+	ck_assert(q != NULL && e != NULL);
+	for (int64_t ex = 0; ex < x; ex++)
+		for (int64_t r = 0; r < rows; r++) {
+			const loom_file_tensor *from = up != NULL && r % 2 == 1 ? up : w;
+			const int64_t src_row = up != NULL ? r / 2 : r;
+			const uint8_t *blk = (const uint8_t *)from->data + (size_t)((ex * w->ne[1] + src_row) * nb) * 17;
+			for (int64_t b = 0; b < nb; b++, blk += 17) {
+				const size_t at = (size_t)((ex * rows + r) * nb + b);
+				uint8_t v[32];
+				for (int j = 0; j < 16; j++) {
+					v[j] = blk[1 + j] & 15;
+					v[j + 16] = blk[1 + j] >> 4;
+				}
+				e[at] = blk[0];
+				for (int j = 0; j < 16; j++)
+					q[at * 16 + (size_t)j] = (uint8_t)(v[2 * j] | v[2 * j + 1] << 4);
+			}
+		}
+	char part[128];
+	snprintf(part, sizeof(part), "%s_blocks", name);
+	add_raw(c, part, "U8", q, 4, (const int64_t[4]){x, rows, nb, 16});
+	snprintf(part, sizeof(part), "%s_scales", name);
+	add_raw(c, part, "U8", e, 3, (const int64_t[4]){x, rows, nb, 0});
+}
+
+/* Gate's and up's bias tables {F, n_expert} as one [n_expert, 2 F], each
+ * expert's biases alternating gate, up. */
+static void add_gate_up_bias(checkpoint *c, const char *name, const char *dtype, const loom_file_tensor *gate,
+			     const loom_file_tensor *up)
+{
+	ck_assert(gate->dtype == LOOM_DTYPE_F32 && up->dtype == LOOM_DTYPE_F32 && gate->ne[0] == up->ne[0]);
+	const int64_t f = gate->ne[0], x = gate->ne[1];
+	float *both = malloc((size_t)(2 * f * x) * sizeof(float));
+	ck_assert(both != NULL);
+	for (int64_t ex = 0; ex < x; ex++)
+		for (int64_t i = 0; i < f; i++) {
+			both[ex * 2 * f + 2 * i] = ((const float *)gate->data)[ex * f + i];
+			both[ex * 2 * f + 2 * i + 1] = ((const float *)up->data)[ex * f + i];
+		}
+	add(c, name, dtype, both, x, 2 * f, false, false);
+	free(both);
+}
+
 /* GGUF llama files store Q and K rows permuted for adjacent-pair RoPE;
  * Hugging Face keeps each head's rotate-half order: rows 2j, 2j+1 of a
  * head go back to j and j + head_dim/2 (convert_hf_to_gguf's permute,
@@ -590,6 +705,19 @@ static void add_mapped(checkpoint *c, const loom_model_file *f, const family *fa
 	ck_assert_msg(t != NULL || il < 0 || ffn_of_some_layers(fam, m->gguf), "the synthetic model lacks %s", g);
 	if (t == NULL)
 		return;
+	if (m->how == MXFP4_PARTS || m->how == MXFP4_GATE_UP || m->how == GATE_UP_BIAS) {
+		const loom_file_tensor *up = NULL;
+		if (m->how != MXFP4_PARTS) {
+			snprintf(key, sizeof(key), "blk.%d.ffn_up_exps.%s", il, m->how == GATE_UP_BIAS ? "bias" : "weight");
+			up = test_find_file_tensor(f, key);
+			ck_assert_msg(up != NULL, "the synthetic model lacks %s", key);
+		}
+		if (m->how == GATE_UP_BIAS)
+			add_gate_up_bias(c, h, dtype, t, up);
+		else
+			add_mxfp4_parts(c, h, t, up);
+		return;
+	}
 	ck_assert_msg(t->dtype == LOOM_DTYPE_F32, "%s is not f32", g);
 	if (m->how == STACK || m->how == GATE_UP_STACK) {
 		ck_assert_int_eq(t->n_dims, 3);
@@ -985,6 +1113,61 @@ START_TEST(synthetic_checkpoint_computes_its_source)
 }
 END_TEST
 
+/* gpt-oss's checkpoint with one MXFP4 tensor's scales a block short
+ * (mutate: 0), or its blocks left out (1): refused naming the tensor. */
+static void write_broken_gpt_oss(const char *dir, int mutate)
+{
+	char src[4200], path[4200];
+	snprintf(src, sizeof(src), "%s/source.gguf", dir);
+	ck_assert(family_model_write(NULL, family_model_named("gpt-oss-mxfp4"), src));
+	loom_model_file *f = test_open_gguf(src);
+	ck_assert_msg(f != NULL, "%s: %s", src, test_plugin_error());
+	checkpoint *c = calloc(1, sizeof(*c));
+	write_tensors(c, f, &families[GPT_OSS], "F32");
+	int kept = 0;
+	for (int i = 0; i < c->n; i++) {
+		st_tensor_spec *t = &c->t[i];
+		if (mutate == 0 && strcmp(t->name, "model.layers.2.mlp.experts.down_proj_scales") == 0)
+			t->shape[2]--;
+		if (mutate == 1 && strcmp(t->name, "model.layers.2.mlp.experts.down_proj_blocks") == 0)
+			continue;
+		c->t[kept++] = *t;
+	}
+	char *config = config_json(f, &families[GPT_OSS], false);
+	snprintf(path, sizeof(path), "%s/model.safetensors", dir);
+	ck_assert(st_write_file(path, c->t, kept));
+	ck_assert(st_write_config(dir, config));
+	ck_assert(write_tokenizer(f, dir, true));
+	free(config);
+	for (int i = 0; i < c->n; i++)
+		free(c->owned[i]);
+	free(c);
+	test_close_gguf(f);
+}
+
+START_TEST(mxfp4_parts_that_do_not_fit_are_refused)
+{
+	static const char *const want[] = {
+		"tensors 'model.layers.2.mlp.experts.down_proj_blocks' and 'model.layers.2.mlp.experts.down_proj_scales' "
+		"are not the parts of one MXFP4 tensor",
+		"tensor 'model.layers.2.mlp.experts.down_proj_blocks' is missing beside "
+		"'model.layers.2.mlp.experts.down_proj_scales'",
+	};
+	loom_runtime *rt = test_runtime("cpu-generic", 1);
+	for (int mutate = 0; mutate < 2; mutate++) {
+		char rel[64], dir[4096];
+		snprintf(rel, sizeof(rel), "hf-gpt-oss-broken-%d", mutate);
+		snprintf(dir, sizeof(dir), "%s", test_tmp_dir(rel));
+		write_broken_gpt_oss(dir, mutate);
+		loom_model *m = NULL;
+		ck_assert_int_eq(loom_model_load(rt, dir, NULL, &m), LOOM_ERR_BAD_FORMAT);
+		ck_assert_ptr_null(m);
+		ck_assert_msg(strstr(loom_last_error(), want[mutate]) != NULL, "%s", loom_last_error());
+	}
+	loom_runtime_free(rt);
+}
+END_TEST
+
 /* A checkpoint whose experts lack one (a shard left out, a file cut
  * short) is refused with the missing tensor's name, not run without it. */
 START_TEST(a_missing_expert_is_named)
@@ -1030,6 +1213,7 @@ static Suite *hf_synthetic_suite(void)
 	tcase_set_timeout(tc, 300);
 	tcase_add_loop_test(tc, synthetic_checkpoint_computes_its_source, 0, N_CASES);
 	tcase_add_test(tc, a_missing_expert_is_named);
+	tcase_add_test(tc, mxfp4_parts_that_do_not_fit_are_refused);
 	suite_add_tcase(s, tc);
 	return s;
 }

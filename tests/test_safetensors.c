@@ -539,8 +539,8 @@ static const header_case header_cases[] = {
 	 "tensor 'model.w': \"dtype\" is not a string"},
 	{"unknown dtype", W_ENTRY("{\"dtype\": \"F33\", \"shape\": [2], \"data_offsets\": [0, 8]}"),
 	 8, "tensor 'model.w': unknown dtype 'F33'"},
-	{"U8", W_ENTRY("{\"dtype\": \"U8\", \"shape\": [2], \"data_offsets\": [0, 2]}"), 8,
-	 "tensor 'model.w': dtype U8 is not one loom can use"},
+	{"U32", W_ENTRY("{\"dtype\": \"U32\", \"shape\": [2], \"data_offsets\": [0, 8]}"), 8,
+	 "tensor 'model.w': dtype U32 is not one loom can use"},
 	{"BOOL", W_ENTRY("{\"dtype\": \"BOOL\", \"shape\": [2], \"data_offsets\": [0, 2]}"), 8,
 	 "tensor 'model.w': dtype BOOL is not one loom can use"},
 	{"F8_E4M3", W_ENTRY("{\"dtype\": \"F8_E4M3\", \"shape\": [2], \"data_offsets\": [0, 2]}"),
@@ -661,13 +661,13 @@ START_TEST(long_names_are_cut_in_messages)
 	ck_assert(header != NULL && name != NULL);
 	memset(name, 'n', 10000);
 	name[10000] = '\0';
-	snprintf(header, 20000, "{\"%s\": {\"dtype\": \"U8\", \"shape\": [1], \"data_offsets\": [0, 1]}}",
+	snprintf(header, 20000, "{\"%s\": {\"dtype\": \"U16\", \"shape\": [1], \"data_offsets\": [0, 2]}}",
 		 name);
 	ck_assert(st_write_config(dir, small_config));
 	join(path, sizeof(path), dir, "model.safetensors");
 	ck_assert(st_write_raw(path, header, NULL, 8));
 	name[80] = '\0';
-	snprintf(header, 20000, "tensor '%s': dtype U8 is not one loom can use", name);
+	snprintf(header, 20000, "tensor '%s': dtype U16 is not one loom can use", name);
 	expect_open_fails(path, header);
 	free(name);
 	free(header);

@@ -2,9 +2,9 @@
  * contract's GGUF names, reshaped where the file's format differs. */
 #include "export/model_export.h"
 
-#include "model/expert_stack.h"
 #include "model/meta.h"
 #include "model/naming.h"
+#include "model/role_source.h"
 #include "model/weight_adapt.h"
 #include "runtime/error.h"
 
@@ -146,27 +146,45 @@ static loom_status concat_rows(loom_export *e, const piece parts[3], piece *out)
 
 /* ---- tensors by role ---------------------------------------------------- */
 
+/* An expert bias table of f16 or bf16 as f32, as GGUF files keep them. */
+static loom_status f32_table(loom_export *e, loom_model *m, const loom_file_tensor *ft, const char *name, piece *p)
+{
+	void *bytes = NULL;
+	uint64_t n_bytes;
+	loom_status st = loom_weight_converted(m->rt, ft, LOOM_DTYPE_F32, &bytes, &n_bytes);
+	if (st != LOOM_OK) {
+		free(bytes);
+		return loom_error_wrap(st, "tensor '%s'", name);
+	}
+	if (!push(&e->blocks, &e->n_blocks, &e->cap_blocks, bytes)) {
+		free(bytes);
+		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+	}
+	p->data = bytes;
+	p->dtype = LOOM_DTYPE_F32;
+	return LOOM_OK;
+}
+
 /* The file's tensor for role as stored, turned {n_in, n_out} and, for a
- * vector, f32. *found is false when the file lacks it. */
+ * vector or an expert bias table, f32. *found is false when the file
+ * lacks it. */
 static loom_status source_piece(loom_export *e, loom_model *m, loom_role role, int il, piece *p, bool *found)
 {
 	char name[256];
-	const loom_file_tensor *ft = loom_model_find_role(m, m->fmt, role, il, name, sizeof(name));
-	loom_file_tensor stacked;
-	if (ft == NULL && loom_contract_names_each_expert(m->contract, m->fmt, role)) {
-		/* Experts one tensor each: the stack bind made, made again. */
-		const int64_t E = m->hp.n_embd, F = m->hp.n_ff_exp;
-		const bool down = role == LOOM_ROLE_FFN_DOWN_EXPS;
-		void *bytes;
-		loom_status st = loom_model_stack_experts(m, m->fmt, role, il, down ? F : E, down ? E : F, m->hp.n_expert,
-							  name, sizeof(name), &stacked, &bytes);
-		if (st != LOOM_OK)
-			return st;
-		if (!push(&e->blocks, &e->n_blocks, &e->cap_blocks, bytes)) {
-			free(bytes);
-			return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
-		}
-		ft = &stacked;
+	/* What bind reads, read again: experts stacked, MXFP4 put together,
+	 * a fused gate and up as planes. */
+	const int64_t E = m->hp.n_embd, F = m->hp.n_ff_exp;
+	const bool down = role == LOOM_ROLE_FFN_DOWN_EXPS;
+	const loom_file_tensor *ft;
+	loom_file_tensor made;
+	void *owned;
+	loom_status st = loom_model_role_source(m, m->fmt, role, il, down ? F : E, down ? E : F, m->hp.n_expert, name,
+						sizeof(name), &made, &owned, &ft);
+	if (st != LOOM_OK)
+		return st;
+	if (owned != NULL && !push(&e->blocks, &e->n_blocks, &e->cap_blocks, owned)) {
+		free(owned);
+		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
 	}
 	*found = ft != NULL;
 	if (ft == NULL)
@@ -179,6 +197,8 @@ static loom_status source_piece(loom_export *e, loom_model *m, loom_role role, i
 		return loom_error(LOOM_ERR_BAD_FORMAT, "tensor '%s' has %d dimensions, expected %d", name, ft->n_dims, want);
 	*p = (piece){.dtype = ft->dtype, .n_dims = want, .ne0 = ft->ne[0], .ne1 = ft->ne[1], .ne2 = ft->ne[2],
 		     .data = ft->data};
+	if (table && ft->dtype != LOOM_DTYPE_F32)
+		return f32_table(e, m, ft, name, p);
 	if (want == 3 || table || (want == 2 && !m->contract->transposed[m->fmt][role]))
 		return LOOM_OK;
 	/* A norm weight moves from the file's offset to GGUF's (Gemma's w
@@ -189,8 +209,7 @@ static loom_status source_piece(loom_export *e, loom_model *m, loom_role role, i
 		return LOOM_OK;
 	void *bytes = NULL;
 	float *vector = NULL;
-	loom_status st = want == 2 ? loom_weight_transposed(ft, name, &bytes)
-				   : loom_weight_vector_f32(m->rt, ft, name, shift, &vector);
+	st = want == 2 ? loom_weight_transposed(ft, name, &bytes) : loom_weight_vector_f32(m->rt, ft, name, shift, &vector);
 	if (st != LOOM_OK)
 		return st;
 	if (vector != NULL)
@@ -228,19 +247,18 @@ static int qkv_index(loom_role role, bool *bias)
 	return -1;
 }
 
-/* Rows [row, row + n) of each expert's matrix of a stack, as a stack of
- * their own. */
-static loom_status expert_rows(loom_export *e, piece *p, int64_t row, int64_t n)
+/* One plane of the experts' gate and up as role_source.h gives them:
+ * every expert's gate (0) or up (1) matrices, or their bias tables' rows. */
+static void gate_up_plane(piece *p, int plane, int64_t n_expert)
 {
 	const size_t rb = piece_row_size(p);
-	char *dst = own_block(e, (size_t)(n * p->ne2) * rb);
-	if (dst == NULL)
-		return LOOM_ERR_NO_MEMORY;
-	for (int64_t x = 0; x < p->ne2; x++)
-		memcpy(dst + (size_t)(x * n) * rb, (const char *)p->data + (size_t)(x * p->ne1 + row) * rb, (size_t)n * rb);
-	p->data = dst;
-	p->ne1 = n;
-	return LOOM_OK;
+	if (p->n_dims == 3) {
+		p->data = (const char *)p->data + (size_t)(plane * n_expert * p->ne1) * rb;
+		p->ne2 = n_expert;
+	} else {
+		p->data = (const char *)p->data + (size_t)(plane * n_expert) * rb;
+		p->ne1 = n_expert;
+	}
 }
 
 /* role's tensor as the export's GGUF section wants it. */
@@ -268,19 +286,19 @@ static loom_status role_piece(loom_export *e, loom_model *m, loom_role role, int
 				return st;
 		return concat_rows(e, parts, p);
 	}
-	const bool gate_or_up = role == LOOM_ROLE_FFN_GATE_EXPS || role == LOOM_ROLE_FFN_UP_EXPS;
-	if (gate_or_up && c->experts_gate_up[src] != c->experts_gate_up[LOOM_CFMT_GGUF]) {
+	const bool gate = role == LOOM_ROLE_FFN_GATE_EXPS || role == LOOM_ROLE_FFN_GATE_EXPS_B;
+	const bool bias_table = role == LOOM_ROLE_FFN_GATE_EXPS_B || role == LOOM_ROLE_FFN_UP_EXPS_B;
+	if ((gate || role == LOOM_ROLE_FFN_UP_EXPS || bias_table) &&
+	    c->experts_gate_up[src] != c->experts_gate_up[LOOM_CFMT_GGUF]) {
 		/* Apart here, each expert's gate and up one matrix in the file. */
-		if (c->experts_gate_up[src] != LOOM_QKV_FUSED)
+		if (c->experts_gate_up[src] == LOOM_GATE_UP_SEPARATE)
 			return loom_error(LOOM_ERR_UNSUPPORTED, "contract %s keeps the experts' gate and up apart in %s files; "
 					  "GGUF files that fuse them are not written", c->name, loom_contract_format_name(src));
-		if ((st = source_piece(e, m, LOOM_ROLE_FFN_UP_EXPS, il, p, found)) != LOOM_OK || !*found)
+		loom_role both = bias_table ? LOOM_ROLE_FFN_UP_EXPS_B : LOOM_ROLE_FFN_UP_EXPS;
+		if ((st = source_piece(e, m, both, il, p, found)) != LOOM_OK || !*found)
 			return st;
-		const int64_t f = m->hp.n_ff_exp;
-		if (p->n_dims != 3 || p->ne1 != 2 * f)
-			return loom_error(LOOM_ERR_BAD_FORMAT, "layer %d's fused experts' gate and up have %" PRId64
-					  " rows an expert, expected %" PRId64, il, p->n_dims == 3 ? p->ne1 : 0, 2 * f);
-		return expert_rows(e, p, role == LOOM_ROLE_FFN_GATE_EXPS ? 0 : f, f);
+		gate_up_plane(p, gate ? 0 : 1, m->hp.n_expert);
+		return LOOM_OK;
 	}
 	if (part >= 0 && !loom_contract_uses_role(c, src, role)) {
 		/* Apart here, fused in the file: a range of its rows. */

@@ -4,7 +4,7 @@
  * copies. The tensors point into host memory until place.c moves them. */
 #include "model/bind.h"
 
-#include "model/expert_stack.h"
+#include "model/role_source.h"
 #include "model/naming.h"
 #include "model/weight_adapt.h"
 #include "runtime/array_grow.h"
@@ -113,32 +113,38 @@ static loom_status bind_experts(loom_model *m, loom_role role, const loom_file_t
 	return LOOM_OK;
 }
 
-/* Binds role (of layer il, or -1) to its tensor, checking shape and type.
- * A missing optional tensor leaves t zeroed. */
-static loom_status bind(loom_model *m, int fmt, loom_role role, int il, int64_t ne0, int64_t ne1, int64_t ne2,
-			bool optional, loom_tensor *t)
+/* The experts' biases, a table of f32 rows, one an expert: the file's
+ * bytes, or an f32 copy of a table of f16 or bf16. */
+static loom_status bias_table(loom_model *m, const loom_file_tensor *ft, const char *name, bool transposed,
+			      loom_tensor *t)
 {
-	char name[256];
-	const loom_file_tensor *ft = loom_model_find_role(m, fmt, role, il, name, sizeof(name));
-	const bool transposed = m->contract->transposed[fmt][role];
-	memset(t, 0, sizeof(*t));
-	if (ft == NULL && ne2 > 0 && loom_contract_names_each_expert(m->contract, fmt, role)) {
-		loom_file_tensor stacked;
-		void *bytes;
-		loom_status st = loom_model_stack_experts(m, fmt, role, il, ne0, ne1, ne2, name, sizeof(name), &stacked,
-							  &bytes);
-		if (st == LOOM_OK && (st = bind_experts(m, role, &stacked, name, ne0, ne1, ne2, t)) != LOOM_OK)
-			free(bytes);
-		return st == LOOM_OK ? keep_copy(m, bytes, stacked.n_bytes, t) : st;
+	if (transposed || (ft->dtype != LOOM_DTYPE_F32 && ft->dtype != LOOM_DTYPE_F16 && ft->dtype != LOOM_DTYPE_BF16)) {
+		const char *type = loom_dtype_name(ft->dtype);
+		return loom_error(LOOM_ERR_UNSUPPORTED, "tensor '%s' (an expert bias table) must be f32, f16 or bf16 as "
+				  "stored, not %s%s", name, type ? type : "?", transposed ? " transposed" : "");
 	}
-	if (ft == NULL) {
-		if (optional)
-			return LOOM_OK;
-		return loom_error(LOOM_ERR_BAD_FORMAT, "tensor '%s' (%s) is missing", name, loom_role_name(role));
+	if (ft->dtype == LOOM_DTYPE_F32)
+		return LOOM_OK;
+	void *bytes = NULL;
+	uint64_t n_bytes;
+	loom_status st = loom_weight_converted(m->rt, ft, LOOM_DTYPE_F32, &bytes, &n_bytes);
+	if (st != LOOM_OK) {
+		free(bytes);
+		return loom_error_wrap(st, "tensor '%s'", name);
 	}
-	if (ne2 > 0)
-		return bind_experts(m, role, ft, name, ne0, ne1, ne2, t);
-	int want_dims = ne1 > 0 ? 2 : 1;
+	const char *keep = t->name;
+	loom_tensor_set_contiguous(t, LOOM_DTYPE_F32, ft->ne[0], ft->ne[1], 1, 1);
+	t->name = keep;
+	return keep_copy(m, bytes, (size_t)n_bytes, t);
+}
+
+/* A matrix, vector or bias table: shape checked, turned or widened where
+ * the block wants it otherwise, and the backend asked whether it can use
+ * it. */
+static loom_status bind_matrix(loom_model *m, int fmt, loom_role role, const loom_file_tensor *ft, const char *name,
+			       int64_t ne0, int64_t ne1, bool transposed, loom_tensor *t)
+{
+	const int want_dims = ne1 > 0 ? 2 : 1;
 	int64_t want0 = transposed ? ne1 : ne0, want1 = transposed ? ne0 : ne1;
 	/* A vector may be stored as a one-row matrix (Qwen2-MoE's shared
 	 * expert gate, {n_embd, 1} in Hugging Face's checkpoints). */
@@ -167,16 +173,46 @@ static loom_status bind(loom_model *m, int fmt, loom_role role, int il, int64_t 
 	const char *type = loom_dtype_name(ft->dtype);
 	/* The experts' biases are a table of f32 rows, one an expert. */
 	if (role == LOOM_ROLE_FFN_GATE_EXPS_B || role == LOOM_ROLE_FFN_UP_EXPS_B || role == LOOM_ROLE_FFN_DOWN_EXPS_B)
-		return ft->dtype == LOOM_DTYPE_F32 && !transposed
-			       ? LOOM_OK
-			       : loom_error(LOOM_ERR_UNSUPPORTED, "tensor '%s' (%s) must be f32 as stored, not %s", name,
-					    loom_role_name(role), type ? type : "?");
+		return bias_table(m, ft, name, transposed, t);
 	loom_op op = role == LOOM_ROLE_TOKEN_EMBD ? LOOM_OP_GET_ROWS : LOOM_OP_MATMUL;
 	if (!loom_backend_takes(m, op, t))
 		return loom_error(LOOM_ERR_UNSUPPORTED, "tensor '%s' has type %s, which backend %s cannot %s", name,
 				  type ? type : "?", loom_backend_name(&m->rt->backend),
 				  op == LOOM_OP_GET_ROWS ? "look rows up in" : "multiply by");
 	return LOOM_OK;
+}
+
+/* Binds role (of layer il, or -1) to its tensor, checking shape and type.
+ * A missing optional tensor leaves t zeroed. */
+static loom_status bind(loom_model *m, int fmt, loom_role role, int il, int64_t ne0, int64_t ne1, int64_t ne2,
+			bool optional, loom_tensor *t)
+{
+	char name[256];
+	const bool transposed = m->contract->transposed[fmt][role];
+	const loom_file_tensor *ft;
+	loom_file_tensor made;
+	void *owned;
+	memset(t, 0, sizeof(*t));
+	loom_status st = loom_model_role_source(m, fmt, role, il, ne0, ne1, ne2, name, sizeof(name), &made, &owned, &ft);
+	if (st != LOOM_OK)
+		return st;
+	if (ft == NULL) {
+		if (optional)
+			return LOOM_OK;
+		return loom_error(LOOM_ERR_BAD_FORMAT, "tensor '%s' (%s) is missing", name, loom_role_name(role));
+	}
+	if (ne2 > 0) {
+		if ((st = bind_experts(m, role, ft, name, ne0, ne1, ne2, t)) != LOOM_OK || owned == NULL) {
+			free(owned);
+			return st;
+		}
+		return keep_copy(m, owned, ft->n_bytes, t);
+	}
+	st = bind_matrix(m, fmt, role, ft, name, ne0, ne1, transposed, t);
+	if (st == LOOM_OK && owned != NULL && t->data == ft->data)
+		return keep_copy(m, owned, ft->n_bytes, t);
+	free(owned);
+	return st;
 }
 
 /* Binds role if the contract's choices use it; leaves t zeroed if not. */
@@ -222,9 +258,11 @@ int loom_layer_slots(const loom_model *m, int il, loom_layer *l, loom_weight_slo
 	const int64_t q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim;
 	const int64_t E = hp->n_embd;
 	const bool full_qk = m->contract->qk_norm == LOOM_QK_NORM_FULL;
-	/* A fused gate and up: one matrix of both's rows (split in bind_layer). */
+	/* A fused gate and up: one matrix of both's rows, or the experts'
+	 * gate and up as planes, twice as many experts (role_source.h), both
+	 * split in bind_layer. */
 	const int64_t up_rows = m->contract->gate_up[m->fmt] == LOOM_QKV_FUSED ? 2 * hp->n_ff : hp->n_ff;
-	const int64_t up_rows_exps = m->contract->experts_gate_up[m->fmt] == LOOM_QKV_FUSED ? 2 * F : F;
+	const int64_t up_planes = m->contract->experts_gate_up[m->fmt] == LOOM_GATE_UP_SEPARATE ? 1 : 2;
 	const loom_weight_slot table[] = {
 		{LOOM_ROLE_ATTN_NORM, E, 0, 0, &l->attn_norm},
 		{LOOM_ROLE_ATTN_NORM_B, E, 0, 0, &l->attn_norm_b},
@@ -251,7 +289,7 @@ int loom_layer_slots(const loom_model *m, int il, loom_layer *l, loom_weight_slo
 		{LOOM_ROLE_ATTN_SINKS, hp->n_head, 0, 0, &l->attn_sinks},
 		{LOOM_ROLE_FFN_GATE_INP, E, X, 0, &l->ffn_gate_inp},
 		{LOOM_ROLE_FFN_GATE_EXPS, E, F, X, &l->ffn_gate_exps},
-		{LOOM_ROLE_FFN_UP_EXPS, E, up_rows_exps, X, &l->ffn_up_exps},
+		{LOOM_ROLE_FFN_UP_EXPS, E, F, up_planes * X, &l->ffn_up_exps},
 		{LOOM_ROLE_FFN_DOWN_EXPS, F, E, X, &l->ffn_down_exps},
 		{LOOM_ROLE_FFN_GATE_INP_SHEXP, E, 0, 0, &l->ffn_gate_inp_shexp},
 		{LOOM_ROLE_FFN_GATE_SHEXP, E, hp->n_ff_shared, 0, &l->ffn_gate_shexp},
@@ -259,7 +297,7 @@ int loom_layer_slots(const loom_model *m, int il, loom_layer *l, loom_weight_slo
 		{LOOM_ROLE_FFN_DOWN_SHEXP, hp->n_ff_shared, E, 0, &l->ffn_down_shexp},
 		{LOOM_ROLE_FFN_GATE_INP_B, X, 0, 0, &l->ffn_gate_inp_b},
 		{LOOM_ROLE_FFN_GATE_EXPS_B, F, X, 0, &l->ffn_gate_exps_b},
-		{LOOM_ROLE_FFN_UP_EXPS_B, F, X, 0, &l->ffn_up_exps_b},
+		{LOOM_ROLE_FFN_UP_EXPS_B, F, up_planes * X, 0, &l->ffn_up_exps_b},
 		{LOOM_ROLE_FFN_DOWN_EXPS_B, E, X, 0, &l->ffn_down_exps_b},
 		{LOOM_ROLE_FFN_EXP_PROBS_B, X, 0, 0, &l->ffn_exp_probs_b},
 	};
@@ -273,13 +311,14 @@ int loom_layer_slots(const loom_model *m, int il, loom_layer *l, loom_weight_slo
 	return n;
 }
 
-/* Rows [row, row + n) of each expert's matrix of a stack {n_in, rows,
- * n_expert}: a view whose experts lie a whole matrix apart. */
-static loom_tensor expert_rows(const loom_tensor *w, int64_t row, int64_t n)
+/* Experts [first, first + n) of a stack {n_in, n_out, n_expert}, a stack
+ * of their own. */
+static loom_tensor expert_range(const loom_tensor *w, int64_t first, int64_t n)
 {
 	loom_tensor t = *w;
-	t.ne[1] = n;
-	t.data = (char *)w->data + (size_t)row * w->nb[1];
+	t.ne[2] = n;
+	t.data = (char *)w->data + (size_t)first * w->nb[2];
+	t.nb[3] = t.nb[2] * (size_t)n;
 	return t;
 }
 
@@ -300,11 +339,17 @@ static loom_status bind_layer(loom_model *m, int fmt, int il, loom_layer *l)
 		l->ffn_gate = row_range(&both, 0, hp->n_ff);
 		l->ffn_up = row_range(&both, hp->n_ff, hp->n_ff);
 	}
-	if (m->contract->experts_gate_up[fmt] == LOOM_QKV_FUSED && l->ffn_up_exps.data != NULL) {
-		/* Each expert's matrix: its gate's rows, then up's. */
+	if (m->contract->experts_gate_up[fmt] != LOOM_GATE_UP_SEPARATE && l->ffn_up_exps.data != NULL) {
+		/* Planes: every expert's gate, then every expert's up; and their
+		 * bias tables' rows the same way. */
 		loom_tensor both = l->ffn_up_exps;
-		l->ffn_gate_exps = expert_rows(&both, 0, hp->n_ff_exp);
-		l->ffn_up_exps = expert_rows(&both, hp->n_ff_exp, hp->n_ff_exp);
+		l->ffn_gate_exps = expert_range(&both, 0, hp->n_expert);
+		l->ffn_up_exps = expert_range(&both, hp->n_expert, hp->n_expert);
+		if (l->ffn_up_exps_b.data != NULL) {
+			loom_tensor biases = l->ffn_up_exps_b;
+			l->ffn_gate_exps_b = row_range(&biases, 0, hp->n_expert);
+			l->ffn_up_exps_b = row_range(&biases, hp->n_expert, hp->n_expert);
+		}
 	}
 	if (m->contract->qkv[fmt] != LOOM_QKV_FUSED)
 		return LOOM_OK;

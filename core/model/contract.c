@@ -249,7 +249,7 @@ bool loom_contract_uses_role(const loom_contract *c, loom_contract_format f, loo
 	case LOOM_ROLE_FFN_DOWN_EXPS:
 		return c->experts;
 	case LOOM_ROLE_FFN_GATE_EXPS:
-		return c->experts && gated && c->experts_gate_up[f] != LOOM_QKV_FUSED;
+		return c->experts && gated && c->experts_gate_up[f] == LOOM_GATE_UP_SEPARATE;
 	case LOOM_ROLE_FFN_GATE_INP_SHEXP:
 		return c->shared_expert_gated;
 	case LOOM_ROLE_FFN_EXP_PROBS_B:
@@ -261,6 +261,7 @@ bool loom_contract_uses_role(const loom_contract *c, loom_contract_format f, loo
 	case LOOM_ROLE_FFN_GATE_INP_B:
 		return c->bias[LOOM_BIAS_ROUTER];
 	case LOOM_ROLE_FFN_GATE_EXPS_B:
+		return c->bias[LOOM_BIAS_EXPERTS] && c->experts_gate_up[f] == LOOM_GATE_UP_SEPARATE;
 	case LOOM_ROLE_FFN_UP_EXPS_B:
 	case LOOM_ROLE_FFN_DOWN_EXPS_B:
 		return c->bias[LOOM_BIAS_EXPERTS];
@@ -420,11 +421,12 @@ static loom_status parse_experts(loom_yaml *y, yaml_node_t *map, loom_contract *
 		st = choice(y, map, "shared_expert", shared_choices, "none", &shared);
 	if (st == LOOM_OK)
 		st = flag(y, map, "selection_bias", &c->selection_bias);
+	static const char *const gate_up_choices[] = {"separate", "fused", "interleaved", NULL};
 	int gate_up[LOOM_CFMT_COUNT];
 	if (st == LOOM_OK)
-		st = format_choice(y, map, "gate_up", qkv_choices, "separate", gate_up);
+		st = format_choice(y, map, "gate_up", gate_up_choices, "separate", gate_up);
 	for (int f = 0; st == LOOM_OK && f < LOOM_CFMT_COUNT; f++)
-		c->experts_gate_up[f] = (loom_qkv_kind)gate_up[f];
+		c->experts_gate_up[f] = (loom_gate_up_kind)gate_up[f];
 	/* The bias shifts sigmoids; a softmax's choice is its logits'. */
 	if (st == LOOM_OK && c->selection_bias && c->expert_gating != LOOM_GATING_SIGMOID)
 		st = loom_error(LOOM_ERR_CONTRACT, "%s:%d: experts: selection_bias needs gating: sigmoid", y->path,

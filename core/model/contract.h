@@ -24,6 +24,11 @@ typedef enum loom_activation {
 } loom_activation;
 typedef enum loom_positions_kind { LOOM_POSITIONS_ROPE, LOOM_POSITIONS_LEARNED } loom_positions_kind;
 typedef enum loom_qkv_kind { LOOM_QKV_SEPARATE, LOOM_QKV_FUSED } loom_qkv_kind;
+typedef enum loom_gate_up_kind {
+	LOOM_GATE_UP_SEPARATE,   /* ffn_gate_exps and ffn_up_exps */
+	LOOM_GATE_UP_FUSED,      /* one ffn_up_exps: each expert's gate rows, then its up rows */
+	LOOM_GATE_UP_INTERLEAVED /* one ffn_up_exps: each expert's gate and up rows alternating */
+} loom_gate_up_kind;
 typedef enum loom_residual_kind {
 	LOOM_RESIDUAL_SEQUENTIAL, /* x += attn(norm(x)); x += ffn(ffn_norm(x)) */
 	LOOM_RESIDUAL_PARALLEL    /* x += attn(norm(x)) + ffn(norm(x)) */
@@ -217,9 +222,10 @@ typedef struct loom_contract {
 	 * (ffn_exp_probs_bias) and weighted by the sigmoids alone
 	 * (DeepSeek-V3, dots.llm1). */
 	bool selection_bias;
-	/* A format's ffn_up_exps holds each expert's gate rows, then its up
-	 * rows (Granite MoE's input_linear), and names no ffn_gate_exps. */
-	loom_qkv_kind experts_gate_up[LOOM_CFMT_COUNT];
+	/* Whether a format's ffn_up_exps holds each expert's gate and up as
+	 * one matrix (Granite MoE's input_linear, gpt-oss's gate_up_proj in
+	 * Hugging Face's files), naming no ffn_gate_exps. */
+	loom_gate_up_kind experts_gate_up[LOOM_CFMT_COUNT];
 	loom_residual_kind residual;
 	loom_tied_kind tied;
 	bool bias[LOOM_BIAS_COUNT];

@@ -18,12 +18,16 @@ static const struct {
 	{"F32", LOOM_DTYPE_F32}, {"F16", LOOM_DTYPE_F16}, {"BF16", LOOM_DTYPE_BF16},
 	{"F64", LOOM_DTYPE_F64}, {"I8", LOOM_DTYPE_I8},   {"I16", LOOM_DTYPE_I16},
 	{"I32", LOOM_DTYPE_I32}, {"I64", LOOM_DTYPE_I64},
+	/* Bytes as they are: the parts of transformers' MXFP4 tensors
+	 * (*_blocks, *_scales), which the core reads as MXFP4 (loom has no
+	 * unsigned 8-bit type of its own, and none computes with these). */
+	{"U8", LOOM_DTYPE_I8},
 };
 
 /* The rest of safetensors' types: named as such in errors, so that a user
  * sees loom refuse a known type rather than misread the file. */
 static const char *const unusable_dtypes[] = {
-	"BOOL", "U8", "U16", "U32", "U64", "F8_E4M3", "F8_E5M2", "F8_E8M0",
+	"BOOL", "U16", "U32", "U64", "F8_E4M3", "F8_E5M2", "F8_E8M0",
 	"F4", "F6_E2M3", "F6_E3M2", "C64",
 };
 

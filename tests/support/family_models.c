@@ -165,6 +165,7 @@ static synth_config gpt_oss(loom_dtype type)
 	c.n_expert = 8;
 	c.n_expert_used = 2;
 	c.n_ff_expert = 32;
+	c.n_ff = 32; /* its files' feed_forward_length is the experts' width */
 	c.expert_biases = true;
 	return c;
 }
