@@ -1113,27 +1113,26 @@ START_TEST(synthetic_checkpoint_computes_its_source)
 }
 END_TEST
 
-/* gpt-oss's checkpoint with one MXFP4 tensor's scales a block short
- * (mutate: 0), or its blocks left out (1): refused naming the tensor. */
-static void write_broken_gpt_oss(const char *dir, int mutate)
+/* What a broken checkpoint does to a tensor: changes it, or leaves it
+ * out (false). */
+typedef bool (*tensor_edit)(st_tensor_spec *t, int how);
+
+/* The checkpoint of a family model, each tensor through edit; returns how
+ * many it left out. */
+static int write_edited_checkpoint(const char *dir, const char *model, int fam, tensor_edit edit, int how)
 {
 	char src[4200], path[4200];
 	snprintf(src, sizeof(src), "%s/source.gguf", dir);
-	ck_assert(family_model_write(NULL, family_model_named("gpt-oss-mxfp4"), src));
+	ck_assert(family_model_write(NULL, family_model_named(model), src));
 	loom_model_file *f = test_open_gguf(src);
 	ck_assert_msg(f != NULL, "%s: %s", src, test_plugin_error());
 	checkpoint *c = calloc(1, sizeof(*c));
-	write_tensors(c, f, &families[GPT_OSS], "F32");
+	write_tensors(c, f, &families[fam], "F32");
 	int kept = 0;
-	for (int i = 0; i < c->n; i++) {
-		st_tensor_spec *t = &c->t[i];
-		if (mutate == 0 && strcmp(t->name, "model.layers.2.mlp.experts.down_proj_scales") == 0)
-			t->shape[2]--;
-		if (mutate == 1 && strcmp(t->name, "model.layers.2.mlp.experts.down_proj_blocks") == 0)
-			continue;
-		c->t[kept++] = *t;
-	}
-	char *config = config_json(f, &families[GPT_OSS], false);
+	for (int i = 0; i < c->n; i++)
+		if (edit(&c->t[i], how))
+			c->t[kept++] = c->t[i];
+	char *config = config_json(f, &families[fam], false);
 	snprintf(path, sizeof(path), "%s/model.safetensors", dir);
 	ck_assert(st_write_file(path, c->t, kept));
 	ck_assert(st_write_config(dir, config));
@@ -1141,8 +1140,19 @@ static void write_broken_gpt_oss(const char *dir, int mutate)
 	free(config);
 	for (int i = 0; i < c->n; i++)
 		free(c->owned[i]);
+	const int left_out = c->n - kept;
 	free(c);
 	test_close_gguf(f);
+	return left_out;
+}
+
+/* gpt-oss's MXFP4 down projection of layer 2 with its scales a block
+ * short (how 0), or its blocks left out (1). */
+static bool break_mxfp4(st_tensor_spec *t, int how)
+{
+	if (how == 0 && strcmp(t->name, "model.layers.2.mlp.experts.down_proj_scales") == 0)
+		t->shape[2]--;
+	return !(how == 1 && strcmp(t->name, "model.layers.2.mlp.experts.down_proj_blocks") == 0);
 }
 
 START_TEST(mxfp4_parts_that_do_not_fit_are_refused)
@@ -1158,7 +1168,7 @@ START_TEST(mxfp4_parts_that_do_not_fit_are_refused)
 		char rel[64], dir[4096];
 		snprintf(rel, sizeof(rel), "hf-gpt-oss-broken-%d", mutate);
 		snprintf(dir, sizeof(dir), "%s", test_tmp_dir(rel));
-		write_broken_gpt_oss(dir, mutate);
+		ck_assert_int_eq(write_edited_checkpoint(dir, "gpt-oss-mxfp4", GPT_OSS, break_mxfp4, mutate), mutate);
 		loom_model *m = NULL;
 		ck_assert_int_eq(loom_model_load(rt, dir, NULL, &m), LOOM_ERR_BAD_FORMAT);
 		ck_assert_ptr_null(m);
@@ -1168,33 +1178,20 @@ START_TEST(mxfp4_parts_that_do_not_fit_are_refused)
 }
 END_TEST
 
+/* Mixtral's expert 5 of layer 1, its up matrix left out. */
+static bool drop_an_expert(st_tensor_spec *t, int how)
+{
+	(void)how;
+	return strcmp(t->name, "model.layers.1.block_sparse_moe.experts.5.w3.weight") != 0;
+}
+
 /* A checkpoint whose experts lack one (a shard left out, a file cut
  * short) is refused with the missing tensor's name, not run without it. */
 START_TEST(a_missing_expert_is_named)
 {
-	char dir[4096], src[4200], path[4200];
+	char dir[4096];
 	snprintf(dir, sizeof(dir), "%s", test_tmp_dir("hf-mixtral-missing-expert"));
-	snprintf(src, sizeof(src), "%s/source.gguf", dir);
-	ck_assert(family_model_write(NULL, family_model_named("mixtral-f32"), src));
-	loom_model_file *f = test_open_gguf(src);
-	ck_assert_msg(f != NULL, "%s: %s", src, test_plugin_error());
-	checkpoint *c = calloc(1, sizeof(*c));
-	write_tensors(c, f, &families[MIXTRAL], "F32");
-	int kept = 0;
-	for (int i = 0; i < c->n; i++)
-		if (strcmp(c->t[i].name, "model.layers.1.block_sparse_moe.experts.5.w3.weight") != 0)
-			c->t[kept++] = c->t[i];
-	ck_assert_int_eq(kept, c->n - 1);
-	char *config = config_json(f, &families[MIXTRAL], false);
-	snprintf(path, sizeof(path), "%s/model.safetensors", dir);
-	ck_assert(st_write_file(path, c->t, kept));
-	ck_assert(st_write_config(dir, config));
-	ck_assert(write_tokenizer(f, dir, true));
-	free(config);
-	for (int i = 0; i < c->n; i++)
-		free(c->owned[i]);
-	free(c);
-	test_close_gguf(f);
+	ck_assert_int_eq(write_edited_checkpoint(dir, "mixtral-f32", MIXTRAL, drop_an_expert, 0), 1);
 
 	loom_runtime *rt = test_runtime("cpu-generic", 1);
 	loom_model *m = NULL;
