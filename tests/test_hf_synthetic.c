@@ -479,6 +479,12 @@ enum {
 	GRANITEMOE, GPT_OSS
 };
 
+/* What config.json says of RoPE scaling: the source's (none), Llama 3's,
+ * or gpt-oss's YaRN, with truncate false, as its config.json has it (the
+ * source is then the family model with transformers' frequencies as its
+ * rope_freqs tensor), or true (the ramp rounded to whole pairs). */
+enum rope_case { AS_SOURCE, LLAMA3, YARN_UNTRUNCATED, YARN_TRUNCATED };
+
 typedef struct synth_case {
 	const char *name;
 	int family;          /* index in families */
@@ -486,43 +492,45 @@ typedef struct synth_case {
 	int n_shards;        /* 0: one model.safetensors */
 	float tol_source;    /* against the f32 GGUF */
 	float tol_converted; /* against the checkpoint converted to GGUF */
-	bool llama3_rope;    /* config.json asks for Llama 3's RoPE scaling */
+	enum rope_case rope; /* the RoPE scaling config.json asks for */
 	/* The source: this family model (family_models.h, written here), or
 	 * NULL for the shared models/synthetic/ARCH-f32.gguf. */
 	const char *family_model;
 } synth_case;
 
 static const synth_case cases[] = {
-	{"llama-f32", LLAMA, "F32", 0, 1e-4f, 1e-4f, false, NULL},
-	{"llama-f16-sharded", LLAMA, "F16", 3, 0.1f, 2e-2f, false, NULL},
-	{"llama-bf16", LLAMA, "BF16", 0, 0.5f, 0.1f, false, NULL},
-	{"gpt2-f32-sharded", GPT2, "F32", 2, 1e-4f, 1e-4f, false, NULL},
-	{"gpt2-f16", GPT2, "F16", 0, 0.1f, 2e-2f, false, NULL},
-	{"gpt2-bf16-sharded", GPT2, "BF16", 4, 0.5f, 0.1f, false, NULL},
+	{"llama-f32", LLAMA, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, NULL},
+	{"llama-f16-sharded", LLAMA, "F16", 3, 0.1f, 2e-2f, AS_SOURCE, NULL},
+	{"llama-bf16", LLAMA, "BF16", 0, 0.5f, 0.1f, AS_SOURCE, NULL},
+	{"gpt2-f32-sharded", GPT2, "F32", 2, 1e-4f, 1e-4f, AS_SOURCE, NULL},
+	{"gpt2-f16", GPT2, "F16", 0, 0.1f, 2e-2f, AS_SOURCE, NULL},
+	{"gpt2-bf16-sharded", GPT2, "BF16", 4, 0.5f, 0.1f, AS_SOURCE, NULL},
 	/* The source has no scaling: this one must differ from it. */
-	{"llama-f32-llama3-rope", LLAMA, "F32", 0, 0.0f, 1e-4f, true, NULL},
+	{"llama-f32-llama3-rope", LLAMA, "F32", 0, 0.0f, 1e-4f, LLAMA3, NULL},
 	/* Every other contract's Hugging Face section. */
-	{"qwen2-f32", QWEN2, "F32", 0, 1e-4f, 1e-4f, false, NULL},
-	{"qwen3-bf16", QWEN3, "BF16", 2, 0.5f, 0.1f, false, NULL},
-	{"gemma-f32", GEMMA, "F32", 0, 1e-4f, 1e-4f, false, NULL},
-	{"phi2-f32", PHI2, "F32", 0, 1e-4f, 1e-4f, false, NULL},
-	{"stablelm-f16", STABLELM, "F16", 0, 0.1f, 2e-2f, false, NULL},
-	{"starcoder2-f32", STARCODER2, "F32", 3, 1e-4f, 1e-4f, false, NULL},
+	{"qwen2-f32", QWEN2, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, NULL},
+	{"qwen3-bf16", QWEN3, "BF16", 2, 0.5f, 0.1f, AS_SOURCE, NULL},
+	{"gemma-f32", GEMMA, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, NULL},
+	{"phi2-f32", PHI2, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, NULL},
+	{"stablelm-f16", STABLELM, "F16", 0, 0.1f, 2e-2f, AS_SOURCE, NULL},
+	{"starcoder2-f32", STARCODER2, "F32", 3, 1e-4f, 1e-4f, AS_SOURCE, NULL},
 	/* Mixtures of experts, each expert's matrices a tensor of their own,
 	 * from the family models whose GGUFs match llama.cpp and numpy
 	 * (test_families). */
-	{"mixtral-f32", MIXTRAL, "F32", 0, 1e-4f, 1e-4f, false, "mixtral-f32"},
-	{"mixtral-bf16-sharded", MIXTRAL, "BF16", 3, 0.5f, 0.1f, false, "mixtral-f32"},
-	{"qwen2moe-f32", QWEN2MOE, "F32", 2, 1e-4f, 1e-4f, false, "qwen2moe-f32"},
-	{"qwen3moe-f16", QWEN3MOE, "F16", 0, 0.1f, 2e-2f, false, "qwen3moe-f32"},
-	{"olmoe-f32", OLMOE, "F32", 0, 1e-4f, 1e-4f, false, "olmoe-f32"},
-	{"dots1-f16", DOTS1, "F16", 2, 0.1f, 2e-2f, false, "dots1-f32"},
-	{"granitemoe-bf16", GRANITEMOE, "BF16", 0, 0.5f, 0.1f, false, "granitemoe-f32"},
+	{"mixtral-f32", MIXTRAL, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "mixtral-f32"},
+	{"mixtral-bf16-sharded", MIXTRAL, "BF16", 3, 0.5f, 0.1f, AS_SOURCE, "mixtral-f32"},
+	{"qwen2moe-f32", QWEN2MOE, "F32", 2, 1e-4f, 1e-4f, AS_SOURCE, "qwen2moe-f32"},
+	{"qwen3moe-f16", QWEN3MOE, "F16", 0, 0.1f, 2e-2f, AS_SOURCE, "qwen3moe-f32"},
+	{"olmoe-f32", OLMOE, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "olmoe-f32"},
+	{"dots1-f16", DOTS1, "F16", 2, 0.1f, 2e-2f, AS_SOURCE, "dots1-f32"},
+	{"granitemoe-bf16", GRANITEMOE, "BF16", 0, 0.5f, 0.1f, AS_SOURCE, "granitemoe-f32"},
 	/* The experts' bytes are the GGUF's, reordered: only the rest rounds,
 	 * in bf16 the router's logits too, which then may choose another
 	 * expert for a token (1.22 from the source). */
-	{"gpt-oss-mxfp4-f32", GPT_OSS, "F32", 0, 1e-4f, 1e-4f, false, "gpt-oss-mxfp4"},
-	{"gpt-oss-mxfp4-bf16", GPT_OSS, "BF16", 2, 2.0f, 0.1f, false, "gpt-oss-mxfp4"},
+	{"gpt-oss-mxfp4-f32", GPT_OSS, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "gpt-oss-mxfp4"},
+	{"gpt-oss-mxfp4-bf16", GPT_OSS, "BF16", 2, 2.0f, 0.1f, AS_SOURCE, "gpt-oss-mxfp4"},
+	/* Its YaRN as openai/gpt-oss-20b's config.json asks for it. */
+	{"gpt-oss-mxfp4-yarn", GPT_OSS, "F32", 0, 1e-4f, 1e-4f, YARN_UNTRUNCATED, "gpt-oss-mxfp4"},
 };
 #define N_CASES ((int)(sizeof(cases) / sizeof(cases[0])))
 
@@ -540,6 +548,31 @@ static double llama3_factor(int i, int n_rot, double theta)
 		return L3_FACTOR;
 	double smooth = (L3_ORIG / wavelen - L3_LOW) / (L3_HIGH - L3_LOW);
 	return 1.0 / ((1.0 - smooth) / L3_FACTOR + smooth);
+}
+
+/* gpt-oss's YaRN, as its config.json gives it. */
+#define YARN_FACTOR 32.0
+#define YARN_BETA_FAST 32.0
+#define YARN_BETA_SLOW 1.0
+#define YARN_ORIG 4096.0
+
+/* Its frequencies as transformers computes them with truncate: false
+ * (modeling_rope_utils' YaRN, in double), as each pair's divisor: the ramp
+ * between the pairs whose wavelengths turn beta_fast and beta_slow times
+ * in the original context, its ends where those fall, not rounded. */
+static void yarn_untruncated_divisors(int n_rot, double theta, float *out)
+{
+	const double pi = 3.14159265358979323846;
+	double low = n_rot * log(YARN_ORIG / (YARN_BETA_FAST * 2 * pi)) / (2 * log(theta));
+	double high = n_rot * log(YARN_ORIG / (YARN_BETA_SLOW * 2 * pi)) / (2 * log(theta));
+	low = fmax(low, 0.0);
+	high = fmin(high, n_rot - 1.0);
+	for (int i = 0; i < n_rot / 2; i++) {
+		double ramp = fmin(1.0, fmax(0.0, (i - low) / (high - low)));
+		double extrapolation = 1.0 - ramp;
+		double inv_freq = (1.0 - extrapolation) / YARN_FACTOR + extrapolation;
+		out[i] = (float)(1.0 / inv_freq);
+	}
 }
 
 /* The checkpoint being assembled: tensor specs and the bytes they own. */
@@ -821,14 +854,24 @@ static void add_config(cJSON *j, const loom_model_file *f, const family *fam, co
 	}
 }
 
-static char *config_json(const loom_model_file *f, const family *fam, bool llama3_rope)
+static char *config_json(const loom_model_file *f, const family *fam, enum rope_case rope)
 {
 	cJSON *j = cJSON_CreateObject();
 	cJSON_AddStringToObject(j, "model_type", fam->model_type);
 	add_config(j, f, fam, fam->config);
 	if (fam->experts_config != NULL)
 		add_config(j, f, fam, fam->experts_config);
-	if (llama3_rope) {
+	if (rope == YARN_UNTRUNCATED || rope == YARN_TRUNCATED) {
+		cJSON_DeleteItemFromObject(j, "rope_scaling");
+		cJSON *r = cJSON_AddObjectToObject(j, "rope_scaling");
+		cJSON_AddStringToObject(r, "rope_type", "yarn");
+		cJSON_AddNumberToObject(r, "factor", YARN_FACTOR);
+		cJSON_AddNumberToObject(r, "beta_fast", YARN_BETA_FAST);
+		cJSON_AddNumberToObject(r, "beta_slow", YARN_BETA_SLOW);
+		cJSON_AddNumberToObject(r, "original_max_position_embeddings", YARN_ORIG);
+		cJSON_AddBoolToObject(r, "truncate", rope == YARN_TRUNCATED);
+	}
+	if (rope == LLAMA3) {
 		cJSON_DeleteItemFromObject(j, "rope_scaling");
 		cJSON *r = cJSON_AddObjectToObject(j, "rope_scaling");
 		cJSON_AddStringToObject(r, "rope_type", "llama3");
@@ -1043,6 +1086,43 @@ static void check_converted_keys(const char *src, const char *converted, const c
 	test_close_gguf(b);
 }
 
+/* The checkpoint asks for YaRN without truncation: the converted file
+ * keeps that in loom's key beside llama.cpp's YaRN keys, and the same
+ * checkpoint with truncate: true (the ramp's ends rounded, as ggml does)
+ * computes something else, far outside the tolerance the untruncated one
+ * met. */
+static void check_yarn_untruncated(loom_runtime *rt, const char *dir, const char *converted, const char *arch,
+				   const float *source_logits, int n_vocab, float tol)
+{
+	loom_model_file *f = test_open_gguf(converted);
+	ck_assert_msg(f != NULL, "%s: %s", converted, test_plugin_error());
+	char key[96];
+	snprintf(key, sizeof(key), "%s.rope.scaling.truncate", arch);
+	const loom_meta_value *v = loom_meta_find(f, key);
+	ck_assert_msg(v != NULL && v->type == LOOM_META_BOOL && !v->v.b, "the converted file lacks %s = false", key);
+	test_close_gguf(f);
+
+	char path[4200];
+	size_t size;
+	snprintf(path, sizeof(path), "%s/config.json", dir);
+	char *text = test_read_file(path, &size);
+	ck_assert(text != NULL);
+	cJSON *root = cJSON_Parse(text);
+	free(text);
+	cJSON *scaling = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
+	ck_assert(scaling != NULL);
+	cJSON_ReplaceItemInObjectCaseSensitive(scaling, "truncate", cJSON_CreateTrue());
+	write_json(root, dir, "config.json");
+	loom_model *rounded = NULL;
+	ck_assert_msg(loom_model_load(rt, dir, NULL, &rounded) == LOOM_OK, "%s: %s", dir, loom_last_error());
+	float *r = logits_of(rounded, n_vocab);
+	float apart = max_diff(source_logits, r, (size_t)n_vocab * 10);
+	printf("hf yarn truncated: max |dlogit| to transformers' untruncated frequencies %.3g\n", apart);
+	ck_assert_msg(apart > 100 * tol, "rounding YaRN's ramp moved the logits by %g only", apart);
+	free(r);
+	loom_model_free(rounded);
+}
+
 START_TEST(synthetic_checkpoint_computes_its_source)
 {
 	const synth_case *sc = &cases[_i];
@@ -1050,9 +1130,20 @@ START_TEST(synthetic_checkpoint_computes_its_source)
 	char src[4096], rel[128], dir[4096], converted[4200];
 	snprintf(rel, sizeof(rel), "hf-%s", sc->name); /* apart from test_families' */
 	snprintf(dir, sizeof(dir), "%s", test_tmp_dir(rel));
+	float divisors[64];
 	if (sc->family_model != NULL) {
+		/* With YaRN untruncated the source has transformers' frequencies
+		 * written out, and its magnitude correction on cos and sin. */
+		family_model fm = *family_model_named(sc->family_model);
+		if (sc->rope == YARN_UNTRUNCATED) {
+			const int n_rot = fm.config.n_rot != 0 ? fm.config.n_rot : fm.config.head_dim;
+			ck_assert(n_rot / 2 <= 64);
+			yarn_untruncated_divisors(n_rot, fm.config.rope_theta, divisors);
+			fm.config.rope_freqs = divisors;
+			fm.config.rope_attn_factor = (float)(0.1 * log(YARN_FACTOR) + 1.0);
+		}
 		snprintf(src, sizeof(src), "%s/source.gguf", dir);
-		ck_assert(family_model_write(NULL, family_model_named(sc->family_model), src));
+		ck_assert(family_model_write(NULL, &fm, src));
 	} else {
 		snprintf(rel, sizeof(rel), "models/synthetic/%s-f32.gguf", fam->arch);
 		if (!test_data_path(src, sizeof(src), rel))
@@ -1062,7 +1153,7 @@ START_TEST(synthetic_checkpoint_computes_its_source)
 	ck_assert_msg(f != NULL, "%s: %s", src, test_plugin_error());
 	checkpoint *c = calloc(1, sizeof(*c));
 	write_tensors(c, f, fam, sc->dtype);
-	char path[4200], *config = config_json(f, fam, sc->llama3_rope);
+	char path[4200], *config = config_json(f, fam, sc->rope);
 	snprintf(path, sizeof(path), "%s/model.safetensors", dir);
 	ck_assert(sc->n_shards > 0 ? st_write_sharded(dir, c->t, c->n, sc->n_shards) : st_write_file(path, c->t, c->n));
 	ck_assert(st_write_config(dir, config));
@@ -1094,11 +1185,13 @@ START_TEST(synthetic_checkpoint_computes_its_source)
 	float to_source = max_diff(a, b, n), to_converted = max_diff(b, d, n);
 	printf("hf %-20s %-24s max |dlogit| to the f32 GGUF %.3g, to its converted GGUF %.3g\n", sc->name,
 	       loom_model_format(hf), to_source, to_converted);
-	if (sc->llama3_rope)
+	if (sc->rope == LLAMA3)
 		check_llama3_factors(converted, to_source);
+	else if (sc->rope == YARN_UNTRUNCATED)
+		check_yarn_untruncated(rt, dir, converted, fam->arch, a, n_vocab, sc->tol_source);
 	else
 		check_converted_keys(src, converted, fam->arch);
-	if (!sc->llama3_rope)
+	if (sc->rope != LLAMA3)
 		ck_assert_msg(to_source <= sc->tol_source, "%s: %g from the source model (tolerance %g)", sc->name,
 			      to_source, sc->tol_source);
 	ck_assert_msg(to_converted <= sc->tol_converted, "%s: %g from its converted GGUF (tolerance %g)", sc->name,

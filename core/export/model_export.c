@@ -357,9 +357,9 @@ static loom_status export_role(loom_export *e, loom_model *m, loom_role role, in
 	loom_status st = role_piece(e, m, role, il, &p, &found);
 	if (st != LOOM_OK)
 		return loom_error_wrap(st, "%s", name);
-	if (!found && role == LOOM_ROLE_ROPE_FREQS && m->hp.rope_freq_factors != NULL) {
+	if (!found && role == LOOM_ROLE_ROPE_FREQS && m->hp.rope_freq_factors != NULL && m->hp.yarn_ext_factor == 0.0f) {
 		/* Llama 3 scaling from the file's parameters: GGUF keeps it as
-		 * this tensor. */
+		 * this tensor (YaRN's stays its keys). */
 		p = (piece){.dtype = LOOM_DTYPE_F32, .n_dims = 1, .ne0 = m->hp.n_rot / 2, .data = m->hp.rope_freq_factors};
 		found = true;
 	}
@@ -437,6 +437,8 @@ static loom_status add_rope_scaling(loom_export *e, const loom_model *m)
 		st = add_hparam(e, m, LOOM_HP_ROPE_BETA_FAST, hp->yarn_beta_fast, LOOM_META_F32);
 	if (st == LOOM_OK && hp->yarn_ext_factor > 0)
 		st = add_hparam(e, m, LOOM_HP_ROPE_BETA_SLOW, hp->yarn_beta_slow, LOOM_META_F32);
+	if (st == LOOM_OK && hp->yarn_ext_factor > 0 && !hp->yarn_truncate)
+		st = add_hparam(e, m, LOOM_HP_ROPE_TRUNCATE, 0.0, LOOM_META_BOOL);
 	return st;
 }
 

@@ -148,6 +148,13 @@ static loom_node *rope(loom_context *ctx, int il, loom_tensor *x, loom_tensor *p
 	n->fp[3] = hp->yarn_attn_factor;
 	n->fp[4] = hp->yarn_beta_fast;
 	n->fp[5] = hp->yarn_beta_slow;
+	if (hp->yarn_ext_factor > 0.0f && !hp->yarn_truncate) {
+		/* The frequencies come scaled as factors (hparams.c); cos and sin
+		 * keep YaRN's magnitude correction. */
+		n->fp[1] = 1.0f;
+		n->fp[2] = 0.0f;
+		n->fp[3] = hp->yarn_attn_factor * (1.0f + 0.1f * logf(1.0f / hp->rope_freq_scale));
+	}
 	if (hp->rope_theta_swa > 0.0f && loom_layer_windowed(hp, il)) {
 		n->src[2] = NULL;
 		n->fp[0] = hp->rope_theta_swa;

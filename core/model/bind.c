@@ -390,8 +390,8 @@ static loom_status bind_output(loom_model *m, int fmt)
 	return LOOM_OK;
 }
 
-/* Llama 3's frequency factors, when the file gives its scaling as
- * parameters instead of a rope_freqs tensor. */
+/* Llama 3's frequency factors, or YaRN's without truncation, when the file
+ * gives its scaling as parameters instead of a rope_freqs tensor. */
 static loom_status bind_freq_factors(loom_model *m)
 {
 	const size_t size = (size_t)(m->hp.n_rot / 2) * sizeof(float);
@@ -400,7 +400,7 @@ static loom_status bind_freq_factors(loom_model *m)
 		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
 	memcpy(copy, m->hp.rope_freq_factors, size);
 	loom_tensor_set_contiguous(&m->rope_freqs, LOOM_DTYPE_F32, m->hp.n_rot / 2, 1, 1, 1);
-	m->rope_freqs.name = "rope_freqs (from the Llama 3 scaling parameters)";
+	m->rope_freqs.name = "rope_freqs (from the file's RoPE scaling parameters)";
 	return keep_copy(m, copy, size, &m->rope_freqs);
 }
 

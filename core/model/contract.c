@@ -54,6 +54,7 @@ static const char *const hparam_names[LOOM_HP_COUNT] = {
 	[LOOM_HP_SWIGLU_ALPHA] = "swiglu_alpha",
 	[LOOM_HP_SWIGLU_LIMIT] = "swiglu_limit",
 	[LOOM_HP_LOGIT_MULT] = "logit_multiplier",
+	[LOOM_HP_ROPE_TRUNCATE] = "rope_truncate",
 };
 
 /* NULL-terminated: the values transposed allows. */

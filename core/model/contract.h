@@ -91,6 +91,7 @@ typedef enum loom_hparam {
 	LOOM_HP_SWIGLU_ALPHA,        /* activation swiglu_oai: the gate's sigmoid sharpness; default 1.702 */
 	LOOM_HP_SWIGLU_LIMIT,        /* activation swiglu_oai: the clamp; default 7 */
 	LOOM_HP_LOGIT_MULT,          /* the logits times it (Cohere's logit_scale); default 1 */
+	LOOM_HP_ROPE_TRUNCATE,       /* YaRN: 0: the ramp's ends not rounded to whole pairs (transformers' truncate); default 1 */
 	LOOM_HP_COUNT
 } loom_hparam;
 

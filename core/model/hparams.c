@@ -182,6 +182,32 @@ static loom_status llama3_freq_factors(loom_model *m, int fmt, float factor, flo
 	return LOOM_OK;
 }
 
+/* YaRN as transformers computes it with truncate: false: pair i's
+ * frequency scaled by 1 / factor where the ramp is 1, kept where it is 0,
+ * the ramp going between the pairs whose wavelengths turn beta_fast and
+ * beta_slow times in the original context, not rounded to whole pairs. As
+ * divisors of each pair's frequency, which the ROPE op takes. */
+static loom_status yarn_freq_factors(loom_hparams *hp, float factor, float orig)
+{
+	const double pi = 3.14159265358979323846, dim = (double)hp->n_rot;
+	double low = dim * log(orig / (hp->yarn_beta_fast * 2.0 * pi)) / (2.0 * log(hp->rope_theta));
+	double high = dim * log(orig / (hp->yarn_beta_slow * 2.0 * pi)) / (2.0 * log(hp->rope_theta));
+	low = low > 0.0 ? low : 0.0;
+	high = high < dim - 1.0 ? high : dim - 1.0;
+	if (low == high)
+		high += 0.001;
+	const int64_t n = hp->n_rot / 2;
+	hp->rope_freq_factors = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+	if (hp->rope_freq_factors == NULL)
+		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+	for (int64_t i = 0; i < n; i++) {
+		double ramp = ((double)i - low) / (high - low);
+		ramp = ramp < 0.0 ? 0.0 : ramp > 1.0 ? 1.0 : ramp;
+		hp->rope_freq_factors[i] = (float)(1.0 / (ramp / factor + (1.0 - ramp)));
+	}
+	return LOOM_OK;
+}
+
 /* RoPE scaling: none, linear (frequencies times 1 / factor), YaRN or
  * Llama 3's, as the file's rope_scaling_type says. */
 static loom_status load_rope_scaling(loom_model *m, int fmt)
@@ -194,6 +220,7 @@ static loom_status load_rope_scaling(loom_model *m, int fmt)
 
 	hp->rope_freq_scale = 1.0f;
 	hp->yarn_ext_factor = 0.0f;
+	hp->yarn_truncate = true;
 	hp->n_ctx_orig = hp->n_ctx_train;
 	if (loom_model_hparam_value(m, fmt, LOOM_HP_ROPE_SCALING_TYPE, key, sizeof(key)) != NULL) {
 		if ((st = loom_meta_get_string(m->file, key, &s)) != LOOM_OK)
@@ -219,9 +246,14 @@ static loom_status load_rope_scaling(loom_model *m, int fmt)
 		return loom_error(LOOM_ERR_BAD_FORMAT, "RoPE scaling parameters out of range (factor %g)", factor);
 	hp->rope_freq_scale = 1.0f / factor;
 	hp->n_ctx_orig = (int64_t)orig;
-	if (strcmp(type, "yarn") == 0)
-		hp->yarn_ext_factor = 1.0f;
-	return LOOM_OK;
+	if (strcmp(type, "yarn") != 0)
+		return LOOM_OK;
+	hp->yarn_ext_factor = 1.0f;
+	float truncate;
+	if ((st = float_or(m, fmt, LOOM_HP_ROPE_TRUNCATE, 1.0, &truncate)) != LOOM_OK)
+		return st;
+	hp->yarn_truncate = truncate != 0.0f;
+	return hp->yarn_truncate ? LOOM_OK : yarn_freq_factors(hp, factor, orig);
 }
 
 /* A mixture of experts' shape, where the file has experts. */

@@ -36,8 +36,13 @@ typedef struct loom_hparams {
 	float rope_freq_scale;
 	float yarn_ext_factor, yarn_attn_factor, yarn_beta_fast, yarn_beta_slow;
 	int64_t n_ctx_orig;
-	/* Llama 3 scaling as frequency factors, for files that give its
-	 * parameters instead of a rope_freqs tensor: n_rot / 2, or NULL. */
+	/* YaRN's ramp between whole pairs, as ggml and the ROPE op compute it;
+	 * false: between the pairs' exact wavelengths (transformers'
+	 * truncate: false), which forward.c gives the op as frequency factors. */
+	bool yarn_truncate;
+	/* Llama 3 scaling, or YaRN without truncation, as frequency factors,
+	 * for files that give its parameters instead of a rope_freqs tensor:
+	 * n_rot / 2, or NULL. */
 	float *rope_freq_factors;
 	/* Soft-capping of the logits, c tanh(logits / c); 0: none. */
 	float final_logit_softcap;

@@ -387,11 +387,11 @@ static void add_tensors(synth_model *sm)
 		       {c->rope_factor_long, "rope_factors_long.weight"},
 		       {c->rope_factor_short, "rope_factors_short.weight"}};
 	for (int k = 0; k < 3; k++) {
-		if (factors[k].value == 0)
+		if (factors[k].value == 0 && (k > 0 || c->rope_freqs == NULL))
 			continue;
 		float *v = xmalloc((size_t)c->n_rot / 2 * sizeof(float));
 		for (int i = 0; i < c->n_rot / 2; i++)
-			v[i] = factors[k].value;
+			v[i] = k == 0 && c->rope_freqs != NULL ? c->rope_freqs[i] : factors[k].value;
 		add_tensor(sm, factors[k].name, LOOM_DTYPE_F32, c->n_rot / 2, 0, v);
 		free(v);
 	}
@@ -468,6 +468,8 @@ static void add_hparams(synth_model *sm)
 		gguf_writer_add_string(sm->w, arch_key(sm, k, sizeof(k), "rope.scaling.type"), c->rope_scaling);
 		put_f32(sm, arch_key(sm, k, sizeof(k), "rope.scaling.factor"), c->rope_scaling_factor);
 	}
+	if (c->rope_attn_factor != 0.0f)
+		put_f32(sm, arch_key(sm, k, sizeof(k), "rope.scaling.attn_factor"), c->rope_attn_factor);
 	const struct {
 		float v;
 		const char *key;

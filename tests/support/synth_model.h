@@ -45,6 +45,8 @@ typedef struct synth_config {
 	const char *rope_scaling;  /* rope.scaling.type ("linear", "yarn"); NULL: none */
 	float rope_scaling_factor; /* rope.scaling.factor, with rope_scaling */
 	float rope_freq_factor;    /* nonzero: rope_freqs.weight, n_rot / 2 copies of it */
+	const float *rope_freqs;   /* or these n_rot / 2 values of it */
+	float rope_attn_factor;    /* nonzero: rope.scaling.attn_factor */
 	loom_dtype weight_type; /* of every 2-D weight */
 	bool tied;     /* no output.weight: the head reuses token_embd */
 	bool post_norms; /* blk.N.post_attention_norm and post_ffw_norm (llama.cpp's
