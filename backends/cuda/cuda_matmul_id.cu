@@ -43,26 +43,13 @@ static int64_t tiles_bound(const loom_node *node)
 
 static bool matmul_id_supports(const loom_node *node)
 {
-	const loom_tensor *w = node->src[0], *x = node->src[1], *ids = node->src[2], *bias = node->src[3];
-	const loom_tensor *y = node->dst;
+	const loom_tensor *w = node->src[0], *ids = node->src[2], *bias = node->src[3];
 
-	if (!cuda_matmul_weight_ok(w) || w->ne[3] != 1 || w->ne[2] > CUDA_MOE_MAX_EXPERTS)
+	if (!cuda_matmul_weight_ok(w) || w->ne[2] > CUDA_MOE_MAX_EXPERTS || !loom_matmul_id_node_ok(node))
 		return false;
-	if (!loom_tensor_is(x, LOOM_DTYPE_F32) || !loom_tensor_is(ids, LOOM_DTYPE_I32) ||
-	    !loom_tensor_is(y, LOOM_DTYPE_F32))
+	if (ids->nb[1] % sizeof(int32_t) != 0 || (bias != NULL && bias->nb[1] % sizeof(float) != 0))
 		return false;
-	int64_t k = ids->ne[0], n_tokens = ids->ne[1];
-	if (ids->ne[2] != 1 || ids->ne[3] != 1 || ids->nb[1] % sizeof(int32_t) != 0)
-		return false;
-	if (x->ne[0] != w->ne[0] || (x->ne[1] != 1 && x->ne[1] != k) || x->ne[2] != n_tokens || x->ne[3] != 1)
-		return false;
-	if (bias != NULL && (!loom_tensor_is(bias, LOOM_DTYPE_F32) || bias->ne[0] != w->ne[1] ||
-			     bias->ne[1] != w->ne[2] || bias->ne[2] != 1 || bias->ne[3] != 1 ||
-			     bias->nb[1] % sizeof(float) != 0))
-		return false;
-	if (y->ne[0] != w->ne[1] || y->ne[1] != k || y->ne[2] != n_tokens || y->ne[3] != 1)
-		return false;
-	if (!cuda_matmul_f32_strides_ok(x) || !cuda_matmul_f32_strides_ok(y))
+	if (!cuda_matmul_f32_strides_ok(node->src[1]) || !cuda_matmul_f32_strides_ok(node->dst))
 		return false;
 	/* Pairs are grid rows of the vector kernels, tiles of the tiled ones. */
 	return is_vec(node) ? n_pairs_of(node) <= CUDA_MATMUL_MAX_GRID_Y : tiles_bound(node) <= CUDA_MATMUL_MAX_GRID_Y;

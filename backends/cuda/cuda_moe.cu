@@ -103,11 +103,7 @@ static __global__ void __launch_bounds__(MOE_THREADS) topk_kernel(cuda_rows x, c
 
 static bool topk_supports(const loom_node *node)
 {
-	const loom_tensor *x = node->src[0], *y = node->dst;
-	int32_t k = node->ip[0];
-
-	return loom_tensor_is(x, LOOM_DTYPE_F32) && loom_tensor_is(y, LOOM_DTYPE_I32) && k >= 1 && k <= x->ne[0] &&
-	       y->ne[0] == k && x->ne[0] <= INT32_MAX && loom_tensor_nrows(x) == loom_tensor_nrows(y);
+	return loom_topk_node_ok(node) && node->src[0]->ne[0] <= INT32_MAX;
 }
 
 static loom_status topk_run(cuda_backend *be, const loom_node *node, void *, int)
@@ -183,18 +179,7 @@ static __global__ void __launch_bounds__(MOE_THREADS)
 
 static bool moe_weights_supports(const loom_node *node)
 {
-	const loom_tensor *logits = node->src[0], *ids = node->src[1], *w = node->dst;
-	int32_t gating = node->ip[0];
-
-	if (!loom_tensor_is(logits, LOOM_DTYPE_F32) || !loom_tensor_is(ids, LOOM_DTYPE_I32) ||
-	    !loom_tensor_is(w, LOOM_DTYPE_F32))
-		return false;
-	if (gating != LOOM_GATING_SOFTMAX && gating != LOOM_GATING_SOFTMAX_SELECTED && gating != LOOM_GATING_SIGMOID)
-		return false;
-	if (!std::isfinite(node->fp[0]) || !loom_tensor_same_shape(ids, w))
-		return false;
-	return loom_tensor_nrows(logits) == loom_tensor_nrows(w) && w->ne[0] <= logits->ne[0] &&
-	       logits->ne[0] <= INT32_MAX;
+	return loom_moe_weights_node_ok(node) && node->src[0]->ne[0] <= INT32_MAX;
 }
 
 static loom_status moe_weights_run(cuda_backend *be, const loom_node *node, void *, int node_index)
@@ -232,13 +217,7 @@ static __global__ void moe_sum_kernel(cuda_rows y, cuda_rows weights, cuda_rows 
 
 static bool moe_sum_supports(const loom_node *node)
 {
-	const loom_tensor *y = node->src[0], *w = node->src[1], *dst = node->dst;
-
-	if (!loom_tensor_is(y, LOOM_DTYPE_F32) || !loom_tensor_is(w, LOOM_DTYPE_F32) ||
-	    !loom_tensor_is(dst, LOOM_DTYPE_F32))
-		return false;
-	return y->ne[3] == 1 && w->ne[0] == y->ne[1] && loom_tensor_nrows(w) == y->ne[2] && dst->ne[0] == y->ne[0] &&
-	       loom_tensor_nrows(dst) == y->ne[2] && y->ne[1] <= INT32_MAX;
+	return loom_moe_sum_node_ok(node) && node->src[0]->ne[1] <= INT32_MAX;
 }
 
 static loom_status moe_sum_run(cuda_backend *be, const loom_node *node, void *, int)

@@ -35,6 +35,7 @@
 
 #include "loom.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -426,6 +427,55 @@ static inline bool loom_tensor_is_vector(const loom_tensor *t)
 static inline bool loom_tensor_is_matrix(const loom_tensor *t)
 {
 	return t->ne[2] == 1 && t->ne[3] == 1;
+}
+
+/* The types and shapes the mixture-of-experts ops' texts above give, for
+ * supports(): what every backend checks, beside limits of its own. */
+static inline bool loom_topk_node_ok(const loom_node *node)
+{
+	const loom_tensor *x = node->src[0], *y = node->dst;
+	return loom_tensor_is(x, LOOM_DTYPE_F32) && loom_tensor_is(y, LOOM_DTYPE_I32) && node->ip[0] >= 1 &&
+	       node->ip[0] <= x->ne[0] && y->ne[0] == node->ip[0] && loom_tensor_nrows(x) == loom_tensor_nrows(y);
+}
+
+static inline bool loom_moe_weights_node_ok(const loom_node *node)
+{
+	const loom_tensor *logits = node->src[0], *ids = node->src[1], *w = node->dst;
+	const int32_t gating = node->ip[0];
+	return loom_tensor_is(logits, LOOM_DTYPE_F32) && loom_tensor_is(ids, LOOM_DTYPE_I32) &&
+	       loom_tensor_is(w, LOOM_DTYPE_F32) &&
+	       (gating == LOOM_GATING_SOFTMAX || gating == LOOM_GATING_SOFTMAX_SELECTED || gating == LOOM_GATING_SIGMOID) &&
+	       isfinite(node->fp[0]) && loom_tensor_same_shape(ids, w) &&
+	       loom_tensor_nrows(logits) == loom_tensor_nrows(w) && w->ne[0] <= logits->ne[0];
+}
+
+/* MATMUL_ID's activations, indices, biases and results against its
+ * weights' shape (the weights' type and layout are the backend's to
+ * judge). */
+static inline bool loom_matmul_id_node_ok(const loom_node *node)
+{
+	const loom_tensor *w = node->src[0], *x = node->src[1], *ids = node->src[2], *bias = node->src[3];
+	const loom_tensor *y = node->dst;
+	if (w->ne[3] != 1 || !loom_tensor_is(x, LOOM_DTYPE_F32) || !loom_tensor_is(ids, LOOM_DTYPE_I32) ||
+	    !loom_tensor_is(y, LOOM_DTYPE_F32))
+		return false;
+	const int64_t k = ids->ne[0], n_tokens = ids->ne[1];
+	if (ids->ne[2] != 1 || ids->ne[3] != 1)
+		return false;
+	if (x->ne[0] != w->ne[0] || (x->ne[1] != 1 && x->ne[1] != k) || x->ne[2] != n_tokens || x->ne[3] != 1)
+		return false;
+	if (bias != NULL && (!loom_tensor_is(bias, LOOM_DTYPE_F32) || bias->ne[0] != w->ne[1] || bias->ne[1] != w->ne[2] ||
+			     bias->ne[2] != 1 || bias->ne[3] != 1))
+		return false;
+	return y->ne[0] == w->ne[1] && y->ne[1] == k && y->ne[2] == n_tokens && y->ne[3] == 1;
+}
+
+static inline bool loom_moe_sum_node_ok(const loom_node *node)
+{
+	const loom_tensor *y = node->src[0], *w = node->src[1], *dst = node->dst;
+	return loom_tensor_is(y, LOOM_DTYPE_F32) && loom_tensor_is(w, LOOM_DTYPE_F32) &&
+	       loom_tensor_is(dst, LOOM_DTYPE_F32) && y->ne[3] == 1 && w->ne[0] == y->ne[1] &&
+	       loom_tensor_nrows(w) == y->ne[2] && dst->ne[0] == y->ne[0] && loom_tensor_nrows(dst) == y->ne[2];
 }
 
 /* ------------------------------------------------------------------------ */

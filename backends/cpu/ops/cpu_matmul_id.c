@@ -27,25 +27,11 @@
 
 static bool matmul_id_supports(const loom_node *node)
 {
-	const loom_tensor *w = node->src[0], *x = node->src[1], *ids = node->src[2], *bias = node->src[3];
-	const loom_tensor *y = node->dst;
+	const loom_tensor *w = node->src[0];
 
-	if (!cpu_weight_ok(w) || cpu_gemm_kernel(w->dtype) == NULL || w->ne[3] != 1)
+	if (!cpu_weight_ok(w) || cpu_gemm_kernel(w->dtype) == NULL || !loom_matmul_id_node_ok(node))
 		return false;
-	if (cpu_layout_rearranges(w->layout) && w->ne[1] % CPU_REPACK_ROWS != 0)
-		return false;
-	if (!loom_tensor_is(x, LOOM_DTYPE_F32) || !loom_tensor_is(ids, LOOM_DTYPE_I32) ||
-	    !loom_tensor_is(y, LOOM_DTYPE_F32))
-		return false;
-	int64_t k = ids->ne[0], n_tokens = ids->ne[1];
-	if (ids->ne[2] != 1 || ids->ne[3] != 1)
-		return false;
-	if (x->ne[0] != w->ne[0] || (x->ne[1] != 1 && x->ne[1] != k) || x->ne[2] != n_tokens || x->ne[3] != 1)
-		return false;
-	if (bias != NULL && (!loom_tensor_is(bias, LOOM_DTYPE_F32) || bias->ne[0] != w->ne[1] || bias->ne[1] != w->ne[2] ||
-			     bias->ne[2] != 1 || bias->ne[3] != 1))
-		return false;
-	return y->ne[0] == w->ne[1] && y->ne[1] == k && y->ne[2] == n_tokens && y->ne[3] == 1;
+	return !cpu_layout_rearranges(w->layout) || w->ne[1] % CPU_REPACK_ROWS == 0;
 }
 
 /* Where a node's arrays lie in the scratch: each thread's sort, then the

@@ -16,12 +16,7 @@
 
 static bool topk_supports(const loom_node *node)
 {
-	const loom_tensor *x = node->src[0], *y = node->dst;
-	int32_t k = node->ip[0];
-
-	return loom_tensor_is(x, LOOM_DTYPE_F32) && loom_tensor_is(y, LOOM_DTYPE_I32) && cpu_rows_uniform(x) &&
-	       cpu_rows_uniform(y) && k >= 1 && k <= x->ne[0] && y->ne[0] == k &&
-	       loom_tensor_nrows(x) == loom_tensor_nrows(y);
+	return loom_topk_node_ok(node) && cpu_rows_uniform(node->src[0]) && cpu_rows_uniform(node->dst);
 }
 
 /* The k largest of x[0..n), largest first, lower index first among
@@ -72,17 +67,7 @@ const cpu_op cpu_op_topk = {
 
 static bool moe_weights_supports(const loom_node *node)
 {
-	const loom_tensor *logits = node->src[0], *ids = node->src[1], *w = node->dst;
-	int32_t gating = node->ip[0];
-
-	if (!loom_tensor_is(logits, LOOM_DTYPE_F32) || !loom_tensor_is(ids, LOOM_DTYPE_I32) ||
-	    !loom_tensor_is(w, LOOM_DTYPE_F32))
-		return false;
-	if (gating != LOOM_GATING_SOFTMAX && gating != LOOM_GATING_SOFTMAX_SELECTED && gating != LOOM_GATING_SIGMOID)
-		return false;
-	if (!(isfinite(node->fp[0])) || !loom_tensor_same_shape(ids, w))
-		return false;
-	return loom_tensor_nrows(logits) == loom_tensor_nrows(w) && w->ne[0] <= logits->ne[0];
+	return loom_moe_weights_node_ok(node);
 }
 
 /* ggml's softmax of x[0..n) into p: exponentials against the maximum in
@@ -163,13 +148,7 @@ const cpu_op cpu_op_moe_weights = {
 
 static bool moe_sum_supports(const loom_node *node)
 {
-	const loom_tensor *y = node->src[0], *w = node->src[1], *dst = node->dst;
-
-	if (!loom_tensor_is(y, LOOM_DTYPE_F32) || !loom_tensor_is(w, LOOM_DTYPE_F32) ||
-	    !loom_tensor_is(dst, LOOM_DTYPE_F32))
-		return false;
-	return y->ne[3] == 1 && w->ne[0] == y->ne[1] && loom_tensor_nrows(w) == y->ne[2] && dst->ne[0] == y->ne[0] &&
-	       loom_tensor_nrows(dst) == y->ne[2] && cpu_rows_uniform(dst);
+	return loom_moe_sum_node_ok(node) && cpu_rows_uniform(node->dst);
 }
 
 static void moe_sum_run(const loom_node *node, const cpu_task *task)

@@ -9,6 +9,7 @@ from typing import Any
 from . import _structs as S
 from ._array import floats
 from ._lib import check, defaults, lib
+from ._owned import Owned
 from .errors import LoomError, Status
 from .generation import Sampling, Step, generate_steps
 from .model import Message, Model
@@ -17,7 +18,7 @@ from .model import Message, Model
 KV_TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q8_0": 8}
 
 
-class Context:
+class Context(Owned):
     """A loom_context: a KV cache of n_ctx cells shared by up to 256
     sequences, and the logits of the last batch. One thread at a time;
     contexts of one model may run on several threads at once (the GIL is
@@ -37,26 +38,10 @@ class Context:
         self._n_logits = 0  # tokens of the last batch
         model._adopt(self)
 
-    @property
-    def handle(self) -> int:
-        if self._handle is None:
-            raise LoomError(Status.INVALID_ARGUMENT, "the context is closed", "Context")
-        return self._handle
-
     def close(self) -> None:
         if self._handle is not None:
             lib().loom_context_free(self._handle)
             self._handle = None
-
-    def __enter__(self) -> Context:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        if getattr(self, "_handle", None) is not None:
-            self.close()
 
     @property
     def n_ctx(self) -> int:

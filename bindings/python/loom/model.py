@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from . import _structs as S
 from ._lib import check, defaults, lib
+from ._owned import Owned
 from .errors import LoomError, Status
 from .runtime import Runtime
 
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
 Message = Mapping[str, str]
 
 
-class Model:
+class Model(Owned):
     """A loom_model: immutable once loaded, shared by any number of
     contexts on any threads. Without a runtime it makes one of its own
     (with the runtime's defaults) and closes it with itself. Closing it
@@ -52,12 +53,6 @@ class Model:
         self._handle = handle.value
         self.runtime._adopt(self)
 
-    @property
-    def handle(self) -> int:
-        if self._handle is None:
-            raise LoomError(Status.INVALID_ARGUMENT, "the model is closed", "Model")
-        return self._handle
-
     def close(self) -> None:
         """Frees the model, after its contexts, and the runtime it made for
         itself."""
@@ -68,16 +63,6 @@ class Model:
             self._handle = None
             if self._own_runtime:
                 self.runtime.close()
-
-    def __enter__(self) -> Model:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        if getattr(self, "_handle", None) is not None:
-            self.close()
 
     def _adopt(self, ctx: object) -> None:
         self._contexts.add(ctx)

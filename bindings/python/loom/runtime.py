@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from . import _structs as S
 from ._lib import check, defaults, lib
-from .errors import LoomError, Status
+from ._owned import Owned
 
 
 class ComputeOn(enum.IntEnum):
@@ -48,7 +48,7 @@ def _text(b: bytes | None) -> str | None:
     return b.decode("utf-8", "replace") if b is not None else None
 
 
-class Runtime:
+class Runtime(Owned):
     """A loom_runtime. Safe to share between threads once made. Closing it
     closes the models made on it first."""
 
@@ -72,28 +72,12 @@ class Runtime:
         check(lib().loom_runtime_create(ctypes.byref(p), ctypes.byref(handle)), "loom_runtime_create")
         self._handle = handle.value
 
-    @property
-    def handle(self) -> int:
-        if self._handle is None:
-            raise LoomError(Status.INVALID_ARGUMENT, "the runtime is closed", "Runtime")
-        return self._handle
-
     def close(self) -> None:
         for model in list(self._models):
             model.close()
         if self._handle is not None:
             lib().loom_runtime_free(self._handle)
             self._handle = None
-
-    def __enter__(self) -> Runtime:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        if getattr(self, "_handle", None) is not None:
-            self.close()
 
     def _adopt(self, model: object) -> None:
         self._models.add(model)
