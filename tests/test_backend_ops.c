@@ -1640,6 +1640,12 @@ static void group_moe(void)
 		 * as the core offers them at load; with biases (gpt-oss). */
 		matmul_id_case(&rng, type, n, 32, 8, 2, 1, false, false, true, true);
 		matmul_id_case(&rng, type, n, 48, 8, 4, 40, false, true, true, false);
+		/* A decode's token over many experts, whose even shares end
+		 * within an expert: its one row shared by the 8 slots (a gate
+		 * or up projection), or a row per slot (a down projection). */
+		matmul_id_case(&rng, type, n, 64, 16, 8, 1, false, false, true, false);
+		matmul_id_case(&rng, type, n, 48, 16, 8, 1, true, false, true, true);
+		matmul_id_case(&rng, type, n, 40, 16, 8, 1, false, false, false, false);
 		/* The sizes a GPU's kernels split: rows of several staging steps
 		 * ending in a short one, outputs over two tiles of 64, a crowded
 		 * expert's pairs over two and four tiles of 64, a prefill's

@@ -306,6 +306,44 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+static bool is_weight_product(const loom_node *node)
+{
+	return node->op == LOOM_OP_MATMUL || node->op == LOOM_OP_MATMUL_ID;
+}
+
+/* The bytes from t's first element to past its last. */
+static size_t tensor_span(const loom_tensor *t)
+{
+	size_t span = loom_dtype_row_bytes(t->dtype, t->ne[0]);
+	for (int d = 1; d < 4; d++)
+		span += (size_t)(t->ne[d] - 1) * t->nb[d];
+	return span;
+}
+
+/* Whether a node of [from, to) writes any byte of t. */
+static bool written_in(const loom_graph *graph, int from, int to, const loom_tensor *t)
+{
+	const char *lo = t->data, *hi = lo + tensor_span(t);
+	for (int i = from; i < to; i++) {
+		const loom_tensor *d = graph->nodes[i].dst;
+		const char *d_lo = d->data, *d_hi = d_lo + tensor_span(d);
+		if (d_lo < hi && lo < d_hi)
+			return true;
+	}
+	return false;
+}
+
+/* What thread ith fetches of weight product `next`'s first weights while
+ * it waits after node i: a MATMUL_ID's only once its expert indices are
+ * written, by a node before i (node i may still run on other threads). */
+static bool first_weights(const loom_graph *graph, int i, int next, int ith, int nth, cpu_fetch *f)
+{
+	const loom_node *node = &graph->nodes[next];
+	if (node->op == LOOM_OP_MATMUL)
+		return cpu_matmul_first_weights(node, ith, nth, f);
+	return !written_in(graph, i, next, node->src[2]) && cpu_matmul_id_first_weights(node, ith, nth, f);
+}
+
 /* Runs every node with all threads, a barrier after each. */
 /* Nodes take turns with two work counters: node i's was used last by node
  * i - 2, and thread 0 zeroes it while node i - 1 runs, before the barrier
@@ -329,8 +367,8 @@ static void run_graph(cpu_backend *be, const loom_graph *graph, atomic_int *bad_
 			.bad_node = bad_node,
 			.barrier = &barrier,
 		};
-		/* The next matmul, and what of it this thread fetches while it
-		 * waits at barriers until then. */
+		/* The next weight product, and what of it this thread fetches
+		 * while it waits at barriers until then. */
 		int next = -1, fetching = -1;
 		cpu_fetch fetch = {0};
 		for (int i = 0; i < graph->n_nodes; i++) {
@@ -340,11 +378,11 @@ static void run_graph(cpu_backend *be, const loom_graph *graph, atomic_int *bad_
 				atomic_store(&work[(i + 1) % 2], 0);
 			op_of(&graph->nodes[i])->run(&graph->nodes[i], &task);
 			if (next <= i)
-				for (next = i + 1; next < graph->n_nodes && graph->nodes[next].op != LOOM_OP_MATMUL; next++)
+				for (next = i + 1; next < graph->n_nodes && !is_weight_product(&graph->nodes[next]); next++)
 					;
 			if (next < graph->n_nodes && fetching != next) {
 				fetching = next;
-				if (!cpu_matmul_first_weights(&graph->nodes[next], task.ith, task.nth, &fetch))
+				if (!first_weights(graph, i, next, task.ith, task.nth, &fetch))
 					fetch.left = 0;
 			}
 			cpu_barrier_wait_fetching(&barrier, &fetch);

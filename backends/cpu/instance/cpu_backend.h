@@ -71,6 +71,34 @@ static inline bool cpu_take_guided(const cpu_task *task, int64_t from, int64_t t
 	return true;
 }
 
+/* A decode's share of a weight product's items: a decode's weights stream
+ * past once, and a thread that jumps to another part of them loses the
+ * memory's prefetch for a while. 3/4 of the items go out in even shares,
+ * a contiguous run per thread known before the node starts (what
+ * cpu_weights_first fetches while the threads wait), the rest in guided
+ * takes, mostly contiguous too (small-q4_0's 768-row matrices from memory:
+ * 40 -> 50 GB/s against chunks of 1/4 of a thread's share, 20 at 1/16). */
+static inline int64_t cpu_decode_share(int64_t total, int nth)
+{
+	return total * 3 / (4 * nth);
+}
+
+/* The next of a decode's items for this thread: its share first (*first:
+ * it has taken none yet), then guided takes of the rest. */
+static inline bool cpu_take_decode(const cpu_task *task, int64_t total, bool *first, int64_t *lo, int64_t *hi)
+{
+	int64_t share = cpu_decode_share(total, task->nth);
+
+	if (*first) {
+		*first = false;
+		*lo = task->ith * share;
+		*hi = *lo + share;
+		if (share > 0)
+			return true;
+	}
+	return cpu_take_guided(task, share * task->nth, total, 1, lo, hi);
+}
+
 /* An input index (row, cell) was out of range: the op skips that row and
  * compute() reports the node once the graph is done. */
 static inline void cpu_task_fail(const cpu_task *task)
@@ -94,9 +122,16 @@ typedef struct cpu_op {
 	void (*run)(const loom_node *node, const cpu_task *task);
 } cpu_op;
 
+/* What a thread waiting for a decode's weight product fetches of its
+ * first weights at most: the core's L2 keeps that much for it. */
+#define CPU_FETCH_MAX_BYTES (128 * 1024)
+
 /* In *f, the first weight bytes thread ith of nth reads in a decode's
- * MATMUL node (cpu_matmul.c); false if it reads none first for sure. */
+ * MATMUL node (cpu_matmul.c) or MATMUL_ID node (cpu_matmul_id.c, whose
+ * expert indices must be written by then); false if it reads none first
+ * for sure. */
 bool cpu_matmul_first_weights(const loom_node *node, int ith, int nth, cpu_fetch *f);
+bool cpu_matmul_id_first_weights(const loom_node *node, int ith, int nth, cpu_fetch *f);
 
 extern const cpu_op cpu_op_get_rows;
 extern const cpu_op cpu_op_convert;

@@ -253,34 +253,14 @@ static void amx_run(const loom_node *node, const cpu_task *task)
 #endif
 
 /* The next items of a matmul's total for this thread (*first: it has
- * taken none yet). A decode's weights stream past once, and a thread that
- * jumps to another part of them loses the memory's prefetch for a while:
- * 3/4 of the items go out in even shares, a contiguous run per thread
- * known before the node starts (cpu_matmul_first_weights), the rest in
- * guided takes, mostly contiguous too (small-q4_0's 768-row matrices from
- * memory: 40 -> 50 GB/s against chunks of 1/4 of a thread's share, 20 at
- * 1/16). A prefill's items are dear: chunks of about 1/16 of a thread's
- * share, so that a thread slowed down can hand some of its share to the
- * others. */
-static int64_t decode_share(int64_t total, int nth)
-{
-	return total * 3 / (4 * nth);
-}
-
+ * taken none yet): a decode's as cpu_take_decode gives them; a prefill's
+ * items are dear: chunks of about 1/16 of a thread's share, so that a
+ * thread slowed down can hand some of its share to the others. */
 static bool take_work(const cpu_task *task, int64_t n_tok, int64_t total, int64_t chunk, bool *first, int64_t *lo,
 		      int64_t *hi)
 {
-	if (n_tok <= DECODE_TOKENS) {
-		int64_t share = decode_share(total, task->nth);
-		if (*first) {
-			*first = false;
-			*lo = task->ith * share;
-			*hi = *lo + share;
-			if (share > 0)
-				return true;
-		}
-		return cpu_take_guided(task, share * task->nth, total, 1, lo, hi);
-	}
+	if (n_tok <= DECODE_TOKENS)
+		return cpu_take_decode(task, total, first, lo, hi);
 	return cpu_take_work(task, total, chunk < 1 ? 1 : chunk, lo, hi);
 }
 
@@ -372,24 +352,20 @@ static void matmul_run(const loom_node *node, const cpu_task *task)
 				       min64(n_tok, t + tok_block));
 }
 
-/* What a thread waiting for a decode's matmul fetches of its first
- * weights at most: the core's L2 keeps that much for it. */
-#define FETCH_MAX_BYTES (128 * 1024)
-
 /* Every layout keeps a weight's rows in order, each in about its share of
  * the bytes: the rows of a thread's first share lie at that fraction of
  * them. */
 bool cpu_matmul_first_weights(const loom_node *node, int ith, int nth, cpu_fetch *f)
 {
 	const loom_tensor *w = node->src[0];
-	int64_t share = decode_share(w->ne[1], nth);
+	int64_t share = cpu_decode_share(w->ne[1], nth);
 	size_t bytes = loom_dtype_row_bytes(w->dtype, w->ne[0]) * (size_t)w->ne[1];
 
 	if (loom_tensor_nrows(node->src[1]) > DECODE_TOKENS || share == 0)
 		return false;
 	f->next = (const char *)w->data + (size_t)((double)bytes * (double)(ith * share) / (double)w->ne[1]);
 	f->left = (size_t)((double)bytes * (double)share / (double)w->ne[1]);
-	f->left = f->left < FETCH_MAX_BYTES ? f->left : FETCH_MAX_BYTES;
+	f->left = f->left < CPU_FETCH_MAX_BYTES ? f->left : CPU_FETCH_MAX_BYTES;
 	return true;
 }
 

@@ -39,6 +39,7 @@ static bool matmul_id_supports(const loom_node *node)
 typedef struct id_plan {
 	int64_t n_expert, k, n_pairs, n_out;
 	bool alone; /* one token: each thread converts it for itself, results go straight to dst */
+	bool shared; /* alone, and its slots share one row (a gate or up projection's): converted once */
 	size_t act_bytes;  /* one converted row (f32 rows are copied) */
 	size_t prep_bytes; /* what a repacked layout's kernels take of a row besides (cpu_repacked_prepare) */
 	size_t sort_bytes; /* one thread's sort */
@@ -57,6 +58,7 @@ static id_plan make_plan(const loom_node *node)
 	const loom_tensor *w = node->src[0], *ids = node->src[2];
 	id_plan p = {.n_expert = w->ne[2], .k = ids->ne[0], .n_pairs = ids->ne[0] * ids->ne[1], .n_out = w->ne[1],
 		     .alone = ids->ne[1] == 1};
+	p.shared = p.alone && node->src[1]->ne[1] == 1;
 	size_t converted = cpu_gemm_act_row_bytes(w->dtype, w->ne[0]);
 
 	p.act_bytes = converted != 0 ? converted : (size_t)w->ne[0] * sizeof(float);
@@ -156,6 +158,18 @@ static void add_bias(const id_rows *r, int64_t e, int64_t o, int64_t n, float *y
 	}
 }
 
+/* Pair i's converted row (in sorted order) and what the repacked kernels
+ * take of it besides. */
+static const char *act_row(const id_plan *p, const id_rows *r, int64_t i)
+{
+	return r->act + (size_t)(p->shared ? 0 : i) * p->act_bytes;
+}
+
+static const char *prep_row(const id_plan *p, const id_rows *r, int64_t i)
+{
+	return r->prep + (size_t)(p->shared ? 0 : i) * p->prep_bytes;
+}
+
 /* Where pair i (in sorted order) of rows [first, ...) puts its results:
  * its place in out, or its own row of dst, and the stride between two
  * consecutive pairs' (0: a row at a time). */
@@ -170,6 +184,17 @@ static float *result_row(const id_plan *p, const id_sort *s, const id_rows *r, i
 	return (float *)((char *)r->y->data + pair / p->k * r->y->nb[2] + pair % p->k * r->y->nb[1]);
 }
 
+/* The next units (groups or panels of the chosen experts' rows, in order)
+ * for this thread: a decode's as MATMUL's decode takes its rows
+ * (cpu_take_decode), whose first share cpu_matmul_id_first_weights
+ * fetched; else in guided takes. */
+static bool take_units(const id_plan *p, const cpu_task *task, int64_t total, bool *first, int64_t *lo, int64_t *hi)
+{
+	if (p->alone)
+		return cpu_take_decode(task, total, first, lo, hi);
+	return cpu_take_guided(task, 0, total, 1, lo, hi);
+}
+
 /* Groups of each chosen expert's rows of a repacked weight against its
  * tokens. */
 static void multiply_repacked(const loom_tensor *w, const id_plan *p, const id_sort *s, const id_rows *r,
@@ -177,8 +202,9 @@ static void multiply_repacked(const loom_tensor *w, const id_plan *p, const id_s
 {
 	const int64_t n_groups = p->n_out / CPU_REPACK_ROWS;
 	int64_t lo, hi;
+	bool first = true;
 
-	while (cpu_take_guided(task, 0, s->n_active * n_groups, 1, &lo, &hi)) {
+	while (take_units(p, task, s->n_active * n_groups, &first, &lo, &hi)) {
 		for (int64_t u = lo; u < hi;) {
 			int64_t e = s->active[u / n_groups], g = u % n_groups, g_hi = min64(n_groups, g + (hi - u));
 			int64_t first = s->start[e], last = s->start[e + 1];
@@ -189,8 +215,8 @@ static void multiply_repacked(const loom_tensor *w, const id_plan *p, const id_s
 				size_t stride;
 				float *y = result_row(p, s, r, i, &stride);
 				int64_t nt = stride != 0 ? last - i : 1;
-				cpu_repacked_multiply(&one, g, g_hi, r->act + (size_t)i * p->act_bytes, p->act_bytes,
-						      r->prep + (size_t)i * p->prep_bytes, p->prep_bytes, nt, y,
+				cpu_repacked_multiply(&one, g, g_hi, act_row(p, r, i), p->act_bytes, prep_row(p, r, i),
+						      p->prep_bytes, nt, y,
 						      stride != 0 ? stride : sizeof(float));
 				add_bias(r, e, g * CPU_REPACK_ROWS, (g_hi - g) * CPU_REPACK_ROWS, y, stride, nt);
 				i += nt;
@@ -209,8 +235,9 @@ static void multiply_tiles(const loom_tensor *w, const id_plan *p, const id_sort
 	const int tile = cpu_gemm_tokens(w->dtype);
 	const int64_t n_panels = (p->n_out + CPU_GEMM_ROWS - 1) / CPU_GEMM_ROWS;
 	int64_t lo, hi;
+	bool first = true;
 
-	while (cpu_take_guided(task, 0, s->n_active * n_panels, 1, &lo, &hi)) {
+	while (take_units(p, task, s->n_active * n_panels, &first, &lo, &hi)) {
 		for (int64_t u = lo; u < hi; u++) {
 			int64_t e = s->active[u / n_panels], o = u % n_panels * CPU_GEMM_ROWS;
 			int64_t first = s->start[e], last = s->start[e + 1];
@@ -221,7 +248,7 @@ static void multiply_tiles(const loom_tensor *w, const id_plan *p, const id_sort
 					.n = w->ne[0],
 					.w = (const char *)w->data + (size_t)e * p->expert_bytes + (size_t)o * w->nb[1],
 					.w_stride = w->nb[1],
-					.x = r->act + (size_t)t * p->act_bytes,
+					.x = act_row(p, r, t),
 					.x_stride = p->act_bytes,
 					.y = y + o,
 					.y_stride = stride != 0 ? stride : sizeof(float),
@@ -256,10 +283,10 @@ static void matmul_id_run(const loom_node *node, const cpu_task *task)
 		cpu_task_fail(task);
 
 	/* Each pair's row, converted into its sorted place (by every thread
-	 * for itself, a decode's). */
+	 * for itself, a decode's; once, where its slots share it). */
 	const int64_t n_placed = s.start[p.n_expert];
 	lo = 0;
-	hi = n_placed;
+	hi = p.shared ? n_placed > 0 : n_placed;
 	if (!p.alone)
 		cpu_split(n_placed, task->ith, task->nth, &lo, &hi);
 	for (int64_t i = lo; i < hi; i++) {
@@ -291,6 +318,49 @@ static void matmul_id_run(const loom_node *node, const cpu_task *task)
 		float *dst = (float *)((char *)y->data + pair / p.k * y->nb[2] + pair % p.k * y->nb[1]);
 		memcpy(dst, r.out + i * p.n_out, (size_t)p.n_out * sizeof(float));
 	}
+}
+
+/* The most experts a decode's token takes for its first weights to be
+ * fetched: the choices are sorted here, on the stack. */
+#define FETCH_MAX_CHOSEN 64
+
+bool cpu_matmul_id_first_weights(const loom_node *node, int ith, int nth, cpu_fetch *f)
+{
+	const loom_tensor *w = node->src[0], *ids = node->src[2];
+	const id_plan p = make_plan(node);
+	int32_t chosen[FETCH_MAX_CHOSEN];
+	int64_t n_chosen = 0;
+
+	if (!p.alone || p.k > FETCH_MAX_CHOSEN)
+		return false;
+	/* The distinct experts, ascending: the order the work goes in. */
+	for (int64_t j = 0; j < p.k; j++) {
+		int32_t e = expert_of(ids, j);
+		int64_t at = n_chosen;
+		if (e < 0 || e >= p.n_expert)
+			return false;
+		while (at > 0 && chosen[at - 1] > e)
+			at--;
+		if (at > 0 && chosen[at - 1] == e)
+			continue;
+		memmove(chosen + at + 1, chosen + at, (size_t)(n_chosen - at) * sizeof(int32_t));
+		chosen[at] = e;
+		n_chosen++;
+	}
+	const bool repacked = cpu_layout_rearranges(w->layout);
+	const int64_t units = repacked ? p.n_out / CPU_REPACK_ROWS : (p.n_out + CPU_GEMM_ROWS - 1) / CPU_GEMM_ROWS;
+	const size_t unit_bytes = repacked ? p.expert_bytes / (size_t)units : CPU_GEMM_ROWS * w->nb[1];
+	const int64_t share = cpu_decode_share(n_chosen * units, nth), u = ith * share;
+	if (share == 0)
+		return false;
+	/* The share's run in its first expert. */
+	const int64_t in_expert = u % units, run = share < units - in_expert ? share : units - in_expert;
+	const size_t at = (size_t)in_expert * unit_bytes;
+	f->next = (const char *)w->data + (size_t)chosen[u / units] * p.expert_bytes + at;
+	f->left = (size_t)run * unit_bytes;
+	f->left = f->left < p.expert_bytes - at ? f->left : p.expert_bytes - at;
+	f->left = f->left < CPU_FETCH_MAX_BYTES ? f->left : CPU_FETCH_MAX_BYTES;
+	return true;
 }
 
 const cpu_op cpu_op_matmul_id = {
