@@ -202,9 +202,9 @@ static void multiply_repacked(const loom_tensor *w, const id_plan *p, const id_s
 {
 	const int64_t n_groups = p->n_out / CPU_REPACK_ROWS;
 	int64_t lo, hi;
-	bool first = true;
+	bool first_take = true;
 
-	while (take_units(p, task, s->n_active * n_groups, &first, &lo, &hi)) {
+	while (take_units(p, task, s->n_active * n_groups, &first_take, &lo, &hi)) {
 		for (int64_t u = lo; u < hi;) {
 			int64_t e = s->active[u / n_groups], g = u % n_groups, g_hi = min64(n_groups, g + (hi - u));
 			int64_t first = s->start[e], last = s->start[e + 1];
@@ -235,9 +235,9 @@ static void multiply_tiles(const loom_tensor *w, const id_plan *p, const id_sort
 	const int tile = cpu_gemm_tokens(w->dtype);
 	const int64_t n_panels = (p->n_out + CPU_GEMM_ROWS - 1) / CPU_GEMM_ROWS;
 	int64_t lo, hi;
-	bool first = true;
+	bool first_take = true;
 
-	while (take_units(p, task, s->n_active * n_panels, &first, &lo, &hi)) {
+	while (take_units(p, task, s->n_active * n_panels, &first_take, &lo, &hi)) {
 		for (int64_t u = lo; u < hi; u++) {
 			int64_t e = s->active[u / n_panels], o = u % n_panels * CPU_GEMM_ROWS;
 			int64_t first = s->start[e], last = s->start[e + 1];
