@@ -59,7 +59,10 @@ typedef struct tensor_map {
 } tensor_map;
 
 /* A config.json member from a GGUF key ("%s" for the architecture). */
-enum value_kind { INT, FLOAT, ROT_FRACTION, NULL_VALUE, FALSE_VALUE, TRUE_VALUE };
+/* NUMBER: a value GGUF files leave to the loader (llama.cpp knows it by
+ * the architecture), written in the key's place; ROPE_SCALING: the GGUF's
+ * RoPE scaling type and factor as an object, null without. */
+enum value_kind { INT, FLOAT, ROT_FRACTION, NULL_VALUE, FALSE_VALUE, TRUE_VALUE, NUMBER, ROPE_SCALING };
 typedef struct config_map {
 	const char *hf, *gguf;
 	enum value_kind kind;
@@ -178,6 +181,66 @@ static const tensor_map gemma_layer[] = {
 	{"attn_v.weight", L "self_attn.v_proj.weight", AS_IS},
 	{"attn_output.weight", L "self_attn.o_proj.weight", AS_IS},
 	{"ffn_norm.weight", L "post_attention_layernorm.weight", MINUS_ONE},
+	{"ffn_gate.weight", L "mlp.gate_proj.weight", AS_IS},
+	{"ffn_up.weight", L "mlp.up_proj.weight", AS_IS},
+	{"ffn_down.weight", L "mlp.down_proj.weight", AS_IS},
+	END,
+};
+/* Gemma 2's and 3's: a norm before and after attention and the MLP, all
+ * four 1 + w in GGUF, Gemma 3's per-head q and k norms too. */
+static const tensor_map gemma2_layer[] = {
+	{"attn_norm.weight", L "input_layernorm.weight", MINUS_ONE},
+	{"attn_q.weight", L "self_attn.q_proj.weight", AS_IS},
+	{"attn_k.weight", L "self_attn.k_proj.weight", AS_IS},
+	{"attn_v.weight", L "self_attn.v_proj.weight", AS_IS},
+	{"attn_output.weight", L "self_attn.o_proj.weight", AS_IS},
+	{"post_attention_norm.weight", L "post_attention_layernorm.weight", MINUS_ONE},
+	{"ffn_norm.weight", L "pre_feedforward_layernorm.weight", MINUS_ONE},
+	{"ffn_gate.weight", L "mlp.gate_proj.weight", AS_IS},
+	{"ffn_up.weight", L "mlp.up_proj.weight", AS_IS},
+	{"ffn_down.weight", L "mlp.down_proj.weight", AS_IS},
+	{"post_ffw_norm.weight", L "post_feedforward_layernorm.weight", MINUS_ONE},
+	END,
+};
+static const tensor_map gemma3_layer[] = {
+	{"attn_norm.weight", L "input_layernorm.weight", MINUS_ONE},
+	{"attn_q.weight", L "self_attn.q_proj.weight", AS_IS},
+	{"attn_k.weight", L "self_attn.k_proj.weight", AS_IS},
+	{"attn_v.weight", L "self_attn.v_proj.weight", AS_IS},
+	{"attn_q_norm.weight", L "self_attn.q_norm.weight", MINUS_ONE},
+	{"attn_k_norm.weight", L "self_attn.k_norm.weight", MINUS_ONE},
+	{"attn_output.weight", L "self_attn.o_proj.weight", AS_IS},
+	{"post_attention_norm.weight", L "post_attention_layernorm.weight", MINUS_ONE},
+	{"ffn_norm.weight", L "pre_feedforward_layernorm.weight", MINUS_ONE},
+	{"ffn_gate.weight", L "mlp.gate_proj.weight", AS_IS},
+	{"ffn_up.weight", L "mlp.up_proj.weight", AS_IS},
+	{"ffn_down.weight", L "mlp.down_proj.weight", AS_IS},
+	{"post_ffw_norm.weight", L "post_feedforward_layernorm.weight", MINUS_ONE},
+	END,
+};
+/* OLMo 2's: no norms before, norms after, q and k normed whole. */
+static const tensor_map olmo2_layer[] = {
+	{"attn_q.weight", L "self_attn.q_proj.weight", AS_IS},
+	{"attn_k.weight", L "self_attn.k_proj.weight", AS_IS},
+	{"attn_v.weight", L "self_attn.v_proj.weight", AS_IS},
+	{"attn_q_norm.weight", L "self_attn.q_norm.weight", AS_IS},
+	{"attn_k_norm.weight", L "self_attn.k_norm.weight", AS_IS},
+	{"attn_output.weight", L "self_attn.o_proj.weight", AS_IS},
+	{"post_attention_norm.weight", L "post_attention_layernorm.weight", AS_IS},
+	{"ffn_gate.weight", L "mlp.gate_proj.weight", AS_IS},
+	{"ffn_up.weight", L "mlp.up_proj.weight", AS_IS},
+	{"ffn_down.weight", L "mlp.down_proj.weight", AS_IS},
+	{"post_ffw_norm.weight", L "post_feedforward_layernorm.weight", AS_IS},
+	END,
+};
+/* Cohere 2's: one LayerNorm (no bias) before attention and the MLP side
+ * by side; its RoPE rotates adjacent pairs in both formats. */
+static const tensor_map cohere2_layer[] = {
+	{"attn_norm.weight", L "input_layernorm.weight", AS_IS},
+	{"attn_q.weight", L "self_attn.q_proj.weight", AS_IS},
+	{"attn_k.weight", L "self_attn.k_proj.weight", AS_IS},
+	{"attn_v.weight", L "self_attn.v_proj.weight", AS_IS},
+	{"attn_output.weight", L "self_attn.o_proj.weight", AS_IS},
 	{"ffn_gate.weight", L "mlp.gate_proj.weight", AS_IS},
 	{"ffn_up.weight", L "mlp.up_proj.weight", AS_IS},
 	{"ffn_down.weight", L "mlp.down_proj.weight", AS_IS},
@@ -394,6 +457,48 @@ static const tensor_map gpt_oss_layer[] = {
 };
 #undef L
 
+/* Gemma 2's and 3's windows, caps and scales. Their windowed layers'
+ * pattern and Gemma 3's local RoPE base are not in GGUF files: the
+ * published configs' values. */
+static const config_map gemma2_config[] = {
+	{"attn_logit_softcapping", "%s.attn_logit_softcapping", FLOAT},
+	{"final_logit_softcapping", "%s.final_logit_softcapping", FLOAT},
+	{"sliding_window", "%s.attention.sliding_window", INT},
+	{"query_pre_attn_scalar", "%s.attention.key_length", INT},
+	END,
+};
+static const config_map gemma3_config[] = {
+	{"hidden_size", "%s.embedding_length", INT},
+	{"intermediate_size", "%s.feed_forward_length", INT},
+	{"num_hidden_layers", "%s.block_count", INT},
+	{"num_attention_heads", "%s.attention.head_count", INT},
+	{"num_key_value_heads", "%s.attention.head_count_kv", INT},
+	{"head_dim", "%s.attention.key_length", INT},
+	{"max_position_embeddings", "%s.context_length", INT},
+	{"rms_norm_eps", "%s.attention.layer_norm_rms_epsilon", FLOAT},
+	{"rope_theta", "%s.rope.freq_base", FLOAT},
+	{"rope_scaling", NULL, ROPE_SCALING},
+	{"rope_local_base_freq", "10000", NUMBER},
+	{"sliding_window", "%s.attention.sliding_window", INT},
+	{"sliding_window_pattern", "6", NUMBER},
+	{"query_pre_attn_scalar", "%s.attention.key_length", INT},
+	{"attn_logit_softcapping", NULL, NULL_VALUE},
+	{"final_logit_softcapping", NULL, NULL_VALUE},
+	END,
+};
+static const config_map cohere2_config[] = {
+	{"logit_scale", "%s.logit_scale", FLOAT},
+	{"sliding_window", "%s.attention.sliding_window", INT},
+	{"sliding_window_pattern", "4", NUMBER},
+	END,
+};
+static const config_map granite_config[] = {
+	{"embedding_multiplier", "%s.embedding_scale", FLOAT},
+	{"residual_multiplier", "%s.residual_scale", FLOAT},
+	{"attention_multiplier", "%s.attention.scale", FLOAT},
+	{"logits_scaling", "%s.logit_scale", FLOAT},
+	END,
+};
 static const config_map mixtral_config[] = {
 	{"num_local_experts", "%s.expert_count", INT},
 	{"num_experts_per_tok", "%s.expert_used_count", INT},
@@ -473,10 +578,15 @@ static const family families[] = {
 	{"dots1", "dots1", llama_globals, dots1_layer, llama_like_config, dots1_config},
 	{"granitemoe", "granitemoe", llama_globals, granitemoe_layer, llama_like_config, granitemoe_config},
 	{"gpt-oss", "gpt_oss", llama_globals, gpt_oss_layer, gpt_oss_config, NULL},
+	{"gemma2", "gemma2", gemma_globals, gemma2_layer, llama_like_config, gemma2_config},
+	{"gemma3", "gemma3_text", gemma_globals, gemma3_layer, gemma3_config, NULL},
+	{"olmo2", "olmo2", llama_globals, olmo2_layer, llama_like_config, NULL},
+	{"cohere2", "cohere2", tied_globals, cohere2_layer, layernorm_config, cohere2_config},
+	{"granite", "granite", llama_globals, llama_layer, llama_like_config, granite_config},
 };
 enum {
 	LLAMA, GPT2, QWEN2, QWEN3, GEMMA, PHI2, STABLELM, STARCODER2, MIXTRAL, QWEN2MOE, QWEN3MOE, OLMOE, DOTS1,
-	GRANITEMOE, GPT_OSS
+	GRANITEMOE, GPT_OSS, GEMMA2, GEMMA3, OLMO2, COHERE2, GRANITE
 };
 
 /* What config.json says of RoPE scaling: the source's (none), Llama 3's,
@@ -496,41 +606,64 @@ typedef struct synth_case {
 	/* The source: this family model (family_models.h, written here), or
 	 * NULL for the shared models/synthetic/ARCH-f32.gguf. */
 	const char *family_model;
+	/* config.json's layer_types, a letter a layer: S sliding_attention,
+	 * F full_attention (NULL: none, the pattern decides); own_windows: not
+	 * the source's windowed layers, so the logits must move from the
+	 * source's, and the converted file keep them. */
+	const char *layer_types;
+	bool own_windows;
 } synth_case;
 
 static const synth_case cases[] = {
-	{"llama-f32", LLAMA, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, NULL},
-	{"llama-f16-sharded", LLAMA, "F16", 3, 0.1f, 2e-2f, AS_SOURCE, NULL},
-	{"llama-bf16", LLAMA, "BF16", 0, 0.5f, 0.1f, AS_SOURCE, NULL},
-	{"gpt2-f32-sharded", GPT2, "F32", 2, 1e-4f, 1e-4f, AS_SOURCE, NULL},
-	{"gpt2-f16", GPT2, "F16", 0, 0.1f, 2e-2f, AS_SOURCE, NULL},
-	{"gpt2-bf16-sharded", GPT2, "BF16", 4, 0.5f, 0.1f, AS_SOURCE, NULL},
+	{"llama-f32", LLAMA, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, NULL, NULL, false},
+	{"llama-f16-sharded", LLAMA, "F16", 3, 0.1f, 2e-2f, AS_SOURCE, NULL, NULL, false},
+	{"llama-bf16", LLAMA, "BF16", 0, 0.5f, 0.1f, AS_SOURCE, NULL, NULL, false},
+	{"gpt2-f32-sharded", GPT2, "F32", 2, 1e-4f, 1e-4f, AS_SOURCE, NULL, NULL, false},
+	{"gpt2-f16", GPT2, "F16", 0, 0.1f, 2e-2f, AS_SOURCE, NULL, NULL, false},
+	{"gpt2-bf16-sharded", GPT2, "BF16", 4, 0.5f, 0.1f, AS_SOURCE, NULL, NULL, false},
 	/* The source has no scaling: this one must differ from it. */
-	{"llama-f32-llama3-rope", LLAMA, "F32", 0, 0.0f, 1e-4f, LLAMA3, NULL},
+	{"llama-f32-llama3-rope", LLAMA, "F32", 0, 0.0f, 1e-4f, LLAMA3, NULL, NULL, false},
 	/* Every other contract's Hugging Face section. */
-	{"qwen2-f32", QWEN2, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, NULL},
-	{"qwen3-bf16", QWEN3, "BF16", 2, 0.5f, 0.1f, AS_SOURCE, NULL},
-	{"gemma-f32", GEMMA, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, NULL},
-	{"phi2-f32", PHI2, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, NULL},
-	{"stablelm-f16", STABLELM, "F16", 0, 0.1f, 2e-2f, AS_SOURCE, NULL},
-	{"starcoder2-f32", STARCODER2, "F32", 3, 1e-4f, 1e-4f, AS_SOURCE, NULL},
+	{"qwen2-f32", QWEN2, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, NULL, NULL, false},
+	{"qwen3-bf16", QWEN3, "BF16", 2, 0.5f, 0.1f, AS_SOURCE, NULL, NULL, false},
+	{"gemma-f32", GEMMA, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, NULL, NULL, false},
+	{"phi2-f32", PHI2, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, NULL, NULL, false},
+	{"stablelm-f16", STABLELM, "F16", 0, 0.1f, 2e-2f, AS_SOURCE, NULL, NULL, false},
+	{"starcoder2-f32", STARCODER2, "F32", 3, 1e-4f, 1e-4f, AS_SOURCE, NULL, NULL, false},
 	/* Mixtures of experts, each expert's matrices a tensor of their own,
 	 * from the family models whose GGUFs match llama.cpp and numpy
 	 * (test_families). */
-	{"mixtral-f32", MIXTRAL, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "mixtral-f32"},
-	{"mixtral-bf16-sharded", MIXTRAL, "BF16", 3, 0.5f, 0.1f, AS_SOURCE, "mixtral-f32"},
-	{"qwen2moe-f32", QWEN2MOE, "F32", 2, 1e-4f, 1e-4f, AS_SOURCE, "qwen2moe-f32"},
-	{"qwen3moe-f16", QWEN3MOE, "F16", 0, 0.1f, 2e-2f, AS_SOURCE, "qwen3moe-f32"},
-	{"olmoe-f32", OLMOE, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "olmoe-f32"},
-	{"dots1-f16", DOTS1, "F16", 2, 0.1f, 2e-2f, AS_SOURCE, "dots1-f32"},
-	{"granitemoe-bf16", GRANITEMOE, "BF16", 0, 0.5f, 0.1f, AS_SOURCE, "granitemoe-f32"},
+	{"mixtral-f32", MIXTRAL, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "mixtral-f32", NULL, false},
+	{"mixtral-bf16-sharded", MIXTRAL, "BF16", 3, 0.5f, 0.1f, AS_SOURCE, "mixtral-f32", NULL, false},
+	{"qwen2moe-f32", QWEN2MOE, "F32", 2, 1e-4f, 1e-4f, AS_SOURCE, "qwen2moe-f32", NULL, false},
+	{"qwen3moe-f16", QWEN3MOE, "F16", 0, 0.1f, 2e-2f, AS_SOURCE, "qwen3moe-f32", NULL, false},
+	{"olmoe-f32", OLMOE, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "olmoe-f32", NULL, false},
+	{"dots1-f16", DOTS1, "F16", 2, 0.1f, 2e-2f, AS_SOURCE, "dots1-f32", NULL, false},
+	{"granitemoe-bf16", GRANITEMOE, "BF16", 0, 0.5f, 0.1f, AS_SOURCE, "granitemoe-f32", NULL, false},
 	/* The experts' bytes are the GGUF's, reordered: only the rest rounds,
 	 * in bf16 the router's logits too, which then may choose another
 	 * expert for a token (1.22 from the source). */
-	{"gpt-oss-mxfp4-f32", GPT_OSS, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "gpt-oss-mxfp4"},
-	{"gpt-oss-mxfp4-bf16", GPT_OSS, "BF16", 2, 2.0f, 0.1f, AS_SOURCE, "gpt-oss-mxfp4"},
+	{"gpt-oss-mxfp4-f32", GPT_OSS, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "gpt-oss-mxfp4", NULL, false},
+	{"gpt-oss-mxfp4-bf16", GPT_OSS, "BF16", 2, 2.0f, 0.1f, AS_SOURCE, "gpt-oss-mxfp4", NULL, false},
 	/* Its YaRN as openai/gpt-oss-20b's config.json asks for it. */
-	{"gpt-oss-mxfp4-yarn", GPT_OSS, "F32", 0, 1e-4f, 1e-4f, YARN_UNTRUNCATED, "gpt-oss-mxfp4"},
+	{"gpt-oss-mxfp4-yarn", GPT_OSS, "F32", 0, 1e-4f, 1e-4f, YARN_UNTRUNCATED, "gpt-oss-mxfp4", NULL, false},
+	/* The dense families with windows, caps, post-norms and multipliers
+	 * (test_families' models): Gemma 3 as google/gemma-3-1b-it's
+	 * config.json has it (model_type gemma3_text), with linear scaling
+	 * of its global layers' RoPE. */
+	{"gemma2-f32", GEMMA2, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "gemma2-f32", NULL, false},
+	{"gemma3-f32", GEMMA3, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "gemma3-f32", NULL, false},
+	{"gemma3-bf16-sharded", GEMMA3, "BF16", 2, 0.5f, 0.1f, AS_SOURCE, "gemma3-f32", NULL, false},
+	{"olmo2-f32", OLMO2, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "olmo2-f32", NULL, false},
+	{"cohere2-f16", COHERE2, "F16", 0, 0.1f, 2e-2f, AS_SOURCE, "cohere2-f32", NULL, false},
+	{"granite-f32", GRANITE, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "granite-f32", NULL, false},
+	/* Windowed layers listed, as gemma-3-270m's and gpt-oss-20b's
+	 * config.json list them: the source's, then others (layers 2 and 7
+	 * global, which no period gives: the converted file keeps them as
+	 * llama.cpp's list of flags). */
+	{"gemma3-f32-layer-types", GEMMA3, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "gemma3-f32", "SSSSSFSS", false},
+	{"gpt-oss-mxfp4-layer-types", GPT_OSS, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "gpt-oss-mxfp4", "SFSF", false},
+	{"gemma3-f32-own-windows", GEMMA3, "F32", 0, 0.0f, 1e-4f, AS_SOURCE, "gemma3-f32", "SSFSSSSF", true},
 };
 #define N_CASES ((int)(sizeof(cases) / sizeof(cases[0])))
 
@@ -576,11 +709,14 @@ static void yarn_untruncated_divisors(int n_rot, double theta, float *out)
 }
 
 /* The checkpoint being assembled: tensor specs and the bytes they own. */
+/* Gemma 2's 26 layers of 11 tensors are the most. */
+#define MAX_TENSORS 320
+
 typedef struct checkpoint {
-	st_tensor_spec t[256];
-	void *owned[256];
+	st_tensor_spec t[MAX_TENSORS];
+	void *owned[MAX_TENSORS];
 	int n;
-	char names[256][96];
+	char names[MAX_TENSORS][96];
 } checkpoint;
 
 static int64_t meta_int(const loom_model_file *f, const char *key)
@@ -602,7 +738,7 @@ static double meta_float(const loom_model_file *f, const char *key)
 static void add(checkpoint *c, const char *name, const char *dtype, const float *values, int64_t rows, int64_t cols,
 		bool vector, bool transposed)
 {
-	ck_assert(c->n < 256);
+	ck_assert(c->n < MAX_TENSORS);
 	size_t es = strcmp(dtype, "F32") == 0 ? 4 : 2, n = (size_t)(rows * cols);
 	unsigned char *bytes = malloc(n * es);
 	ck_assert(bytes != NULL);
@@ -636,7 +772,7 @@ static void add(checkpoint *c, const char *name, const char *dtype, const float 
 static void add_raw(checkpoint *c, const char *name, const char *dtype, void *bytes, int n_dims,
 		    const int64_t shape[4])
 {
-	ck_assert(c->n < 256);
+	ck_assert(c->n < MAX_TENSORS);
 	snprintf(c->names[c->n], sizeof(c->names[0]), "%s", name);
 	st_tensor_spec *t = &c->t[c->n];
 	*t = (st_tensor_spec){.name = c->names[c->n], .dtype = dtype, .n_dims = n_dims, .data = bytes};
@@ -826,15 +962,37 @@ static void write_tensors(checkpoint *c, const loom_model_file *f, const family 
 			add_mapped(c, f, fam, m, il, dtype);
 }
 
+/* rope_scaling as Hugging Face spells the GGUF's: its type and factor. */
+static void add_rope_scaling(cJSON *j, const loom_model_file *f, const family *fam)
+{
+	char key[96];
+	loom_string type;
+	snprintf(key, sizeof(key), "%s.rope.scaling.type", fam->arch);
+	if (loom_meta_get_string(f, key, &type) != LOOM_OK) {
+		cJSON_AddNullToObject(j, "rope_scaling");
+		return;
+	}
+	cJSON *r = cJSON_AddObjectToObject(j, "rope_scaling");
+	char *name = loom_string_dup(type);
+	cJSON_AddStringToObject(r, "rope_type", name);
+	free(name);
+	snprintf(key, sizeof(key), "%s.rope.scaling.factor", fam->arch);
+	cJSON_AddNumberToObject(r, "factor", meta_float(f, key));
+}
+
 /* config.json's members from list, of the GGUF's values. */
 static void add_config(cJSON *j, const loom_model_file *f, const family *fam, const config_map *list)
 {
 	for (const config_map *m = list; m->hf != NULL; m++) {
 		char key[96], head_key[96], embd_key[96];
-		if (m->gguf != NULL)
+		if (m->gguf != NULL && m->kind != NUMBER)
 			snprintf(key, sizeof(key), m->gguf, fam->arch);
 		if (m->kind == NULL_VALUE) {
 			cJSON_AddNullToObject(j, m->hf);
+		} else if (m->kind == NUMBER) {
+			cJSON_AddNumberToObject(j, m->hf, atof(m->gguf));
+		} else if (m->kind == ROPE_SCALING) {
+			add_rope_scaling(j, f, fam);
 		} else if (m->kind == FALSE_VALUE) {
 			cJSON_AddFalseToObject(j, m->hf);
 		} else if (m->kind == TRUE_VALUE) {
@@ -854,13 +1012,28 @@ static void add_config(cJSON *j, const loom_model_file *f, const family *fam, co
 	}
 }
 
-static char *config_json(const loom_model_file *f, const family *fam, enum rope_case rope)
+/* layer_types from a letter a layer (synth_case's), X for a type loom
+ * does not run. */
+static void add_layer_types(cJSON *j, const char *letters)
+{
+	cJSON *list = cJSON_AddArrayToObject(j, "layer_types");
+	for (const char *c = letters; *c != '\0'; c++)
+		cJSON_AddItemToArray(list, cJSON_CreateString(*c == 'S'   ? "sliding_attention"
+							      : *c == 'F' ? "full_attention"
+									  : "linear_attention"));
+}
+
+static char *config_json(const loom_model_file *f, const family *fam, enum rope_case rope, const char *layer_types)
 {
 	cJSON *j = cJSON_CreateObject();
 	cJSON_AddStringToObject(j, "model_type", fam->model_type);
 	add_config(j, f, fam, fam->config);
 	if (fam->experts_config != NULL)
 		add_config(j, f, fam, fam->experts_config);
+	if (layer_types != NULL) {
+		cJSON_DeleteItemFromObject(j, "sliding_window_pattern");
+		add_layer_types(j, layer_types);
+	}
 	if (rope == YARN_UNTRUNCATED || rope == YARN_TRUNCATED) {
 		cJSON_DeleteItemFromObject(j, "rope_scaling");
 		cJSON *r = cJSON_AddObjectToObject(j, "rope_scaling");
@@ -1153,7 +1326,7 @@ START_TEST(synthetic_checkpoint_computes_its_source)
 	ck_assert_msg(f != NULL, "%s: %s", src, test_plugin_error());
 	checkpoint *c = calloc(1, sizeof(*c));
 	write_tensors(c, f, fam, sc->dtype);
-	char path[4200], *config = config_json(f, fam, sc->rope);
+	char path[4200], *config = config_json(f, fam, sc->rope, sc->layer_types);
 	snprintf(path, sizeof(path), "%s/model.safetensors", dir);
 	ck_assert(sc->n_shards > 0 ? st_write_sharded(dir, c->t, c->n, sc->n_shards) : st_write_file(path, c->t, c->n));
 	ck_assert(st_write_config(dir, config));
@@ -1191,7 +1364,10 @@ START_TEST(synthetic_checkpoint_computes_its_source)
 		check_yarn_untruncated(rt, dir, converted, fam->arch, a, n_vocab, sc->tol_source);
 	else
 		check_converted_keys(src, converted, fam->arch);
-	if (sc->rope != LLAMA3)
+	if (sc->own_windows)
+		ck_assert_msg(to_source > 1e-2f, "%s: its own windowed layers left the logits within %g of the source's",
+			      sc->name, to_source);
+	else if (sc->rope != LLAMA3)
 		ck_assert_msg(to_source <= sc->tol_source, "%s: %g from the source model (tolerance %g)", sc->name,
 			      to_source, sc->tol_source);
 	ck_assert_msg(to_converted <= sc->tol_converted, "%s: %g from its converted GGUF (tolerance %g)", sc->name,
@@ -1225,7 +1401,7 @@ static int write_edited_checkpoint(const char *dir, const char *model, int fam, 
 	for (int i = 0; i < c->n; i++)
 		if (edit(&c->t[i], how))
 			c->t[kept++] = c->t[i];
-	char *config = config_json(f, &families[fam], false);
+	char *config = config_json(f, &families[fam], AS_SOURCE, NULL);
 	snprintf(path, sizeof(path), "%s/model.safetensors", dir);
 	ck_assert(st_write_file(path, c->t, kept));
 	ck_assert(st_write_config(dir, config));
@@ -1296,6 +1472,46 @@ START_TEST(a_missing_expert_is_named)
 }
 END_TEST
 
+static bool keep_all(st_tensor_spec *t, int how)
+{
+	(void)t;
+	(void)how;
+	return true;
+}
+
+/* A layer type loom does not run (Qwen3-Next's linear attention), or a
+ * list of another length than the layers, is refused by name, not run as
+ * the pattern would have it. */
+START_TEST(unrunnable_layer_types_are_refused)
+{
+	static const char *const types[] = {"SSXSSFSS", "SSSF"};
+	static const char *const want[] = {
+		"layer_types: layer 2 is of type 'linear_attention', not one loom runs (sliding_attention, full_attention)",
+		"metadata key 'layer_types' has 4 entries for 8 layers",
+	};
+	loom_runtime *rt = test_runtime("cpu-generic", 1);
+	for (int i = 0; i < 2; i++) {
+		char rel[64], dir[4096], path[4200];
+		snprintf(rel, sizeof(rel), "hf-gemma3-layer-types-%d", i);
+		snprintf(dir, sizeof(dir), "%s", test_tmp_dir(rel));
+		ck_assert_int_eq(write_edited_checkpoint(dir, "gemma3-f32", GEMMA3, keep_all, 0), 0);
+		size_t size;
+		snprintf(path, sizeof(path), "%s/config.json", dir);
+		char *text = test_read_file(path, &size);
+		ck_assert(text != NULL);
+		cJSON *root = cJSON_Parse(text);
+		free(text);
+		add_layer_types(root, types[i]);
+		write_json(root, dir, "config.json");
+		loom_model *m = NULL;
+		ck_assert_int_ne(loom_model_load(rt, dir, NULL, &m), LOOM_OK);
+		ck_assert_ptr_null(m);
+		ck_assert_msg(strstr(loom_last_error(), want[i]) != NULL, "%s", loom_last_error());
+	}
+	loom_runtime_free(rt);
+}
+END_TEST
+
 static Suite *hf_synthetic_suite(void)
 {
 	Suite *s = suite_create("hf_synthetic");
@@ -1304,6 +1520,7 @@ static Suite *hf_synthetic_suite(void)
 	tcase_add_loop_test(tc, synthetic_checkpoint_computes_its_source, 0, N_CASES);
 	tcase_add_test(tc, a_missing_expert_is_named);
 	tcase_add_test(tc, mxfp4_parts_that_do_not_fit_are_refused);
+	tcase_add_test(tc, unrunnable_layer_types_are_refused);
 	suite_add_tcase(s, tc);
 	return s;
 }

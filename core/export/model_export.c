@@ -409,6 +409,44 @@ static loom_status add_hparam(loom_export *e, const loom_model *m, loom_hparam h
 	return add_meta(e, key, v);
 }
 
+/* The period whose pattern windows the layers the file listed; -1 if none
+ * does. */
+static int64_t window_period(const loom_hparams *hp)
+{
+	for (int64_t n = 0; n <= hp->n_layer; n++) {
+		bool same = true;
+		for (int64_t il = 0; same && il < hp->n_layer; il++)
+			same = (hp->swa_layers[il] != 0) == (n == 0 || (il + 1) % n != 0);
+		if (same)
+			return n;
+	}
+	return -1;
+}
+
+/* The windowed layers of a file that listed them (Hugging Face's
+ * layer_types): as the pattern's period where one gives them, as
+ * llama.cpp reads it, else as its list of flags. */
+static loom_status add_window_layers(loom_export *e, const loom_model *m)
+{
+	const loom_hparams *hp = &m->hp;
+	loom_spellings keys = m->contract->hparam_keys[LOOM_CFMT_GGUF][LOOM_HP_SLIDING_WINDOW_PATTERN];
+	if (keys == NULL)
+		return loom_error(LOOM_ERR_UNSUPPORTED, "the model lists its windowed layers, and %s names no GGUF key for "
+				  "sliding_window_pattern to keep them in", m->contract->path);
+	const int64_t period = window_period(hp);
+	if (period >= 0)
+		return add_hparam(e, m, LOOM_HP_SLIDING_WINDOW_PATTERN, (double)period, LOOM_META_U32);
+	uint32_t *flags = own_block(e, (size_t)hp->n_layer * sizeof(uint32_t));
+	if (flags == NULL)
+		return LOOM_ERR_NO_MEMORY;
+	for (int64_t il = 0; il < hp->n_layer; il++)
+		flags[il] = hp->swa_layers[il] != 0;
+	char key[256];
+	loom_contract_expand(key, sizeof(key), keys[0], "{arch}", export_architecture(m));
+	return add_meta(e, key, (loom_meta_value){.type = LOOM_META_ARRAY, .elem_type = LOOM_META_U32,
+						  .count = (uint64_t)hp->n_layer, .v.array = flags});
+}
+
 /* The RoPE scaling's keys: its type and factor, the original context, and
  * YaRN's parameters; LongRoPE's original context and attention factor
  * (Phi-3), which choose and scale its factors, with or without a type. */
@@ -482,7 +520,7 @@ static loom_status export_meta(loom_export *e, const loom_model *m)
 		{LOOM_HP_LOGIT_MULT, hp->logit_mult, LOOM_META_F32, hp->logit_mult != 1.0f},
 		{LOOM_HP_ATTENTION_SCALE_BASE, hp->attention_scale_base, LOOM_META_F32, hp->attention_scale_base > 0.0f},
 		{LOOM_HP_SLIDING_WINDOW, (double)hp->n_swa, LOOM_META_U32, hp->n_swa > 0},
-		{LOOM_HP_SLIDING_WINDOW_PATTERN, (double)hp->swa_pattern, LOOM_META_U32, hp->n_swa > 0},
+		{LOOM_HP_SLIDING_WINDOW_PATTERN, (double)hp->swa_pattern, LOOM_META_U32, hp->n_swa > 0 && !hp->swa_layers},
 		{LOOM_HP_ROPE_THETA_SWA, hp->rope_theta_swa, LOOM_META_F32, hp->rope_theta_swa > 0.0f},
 		{LOOM_HP_N_EXPERT, (double)hp->n_expert, LOOM_META_U32, hp->n_expert > 0},
 		{LOOM_HP_N_EXPERT_USED, (double)hp->n_expert_used, LOOM_META_U32, hp->n_expert > 0},
@@ -499,6 +537,8 @@ static loom_status export_meta(loom_export *e, const loom_model *m)
 			st = add_hparam(e, m, values[i].hp, values[i].v, values[i].type);
 	if (st == LOOM_OK && rope)
 		st = add_rope_scaling(e, m);
+	if (st == LOOM_OK && hp->n_swa > 0 && hp->swa_layers != NULL)
+		st = add_window_layers(e, m);
 	return st;
 }
 

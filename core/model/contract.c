@@ -41,6 +41,7 @@ static const char *const hparam_names[LOOM_HP_COUNT] = {
 	[LOOM_HP_ATTN_LOGIT_SOFTCAP] = "attn_logit_softcap",
 	[LOOM_HP_SLIDING_WINDOW] = "sliding_window",
 	[LOOM_HP_SLIDING_WINDOW_PATTERN] = "sliding_window_pattern",
+	[LOOM_HP_LAYER_TYPES] = "layer_types",
 	[LOOM_HP_ROPE_THETA_SWA] = "rope_theta_swa",
 	[LOOM_HP_N_EXPERT] = "n_expert",
 	[LOOM_HP_N_EXPERT_USED] = "n_expert_used",

@@ -76,7 +76,9 @@ typedef enum loom_hparam {
 	LOOM_HP_ATTENTION_SCALE_BASE, /* q.k times it^-1/2 (Gemma's query_pre_attn_scalar) */
 	LOOM_HP_ATTN_LOGIT_SOFTCAP,  /* attention scores = c tanh(s / c) (Gemma 2); absent or 0: none */
 	LOOM_HP_SLIDING_WINDOW,      /* windowed layers see the last this many positions; absent or 0: none */
-	LOOM_HP_SLIDING_WINDOW_PATTERN, /* n: layer i is windowed unless (i + 1) % n == 0; 0: every layer */
+	LOOM_HP_SLIDING_WINDOW_PATTERN, /* n: layer i is windowed unless (i + 1) % n == 0; 0: every layer; or a list of
+					 * n_layer flags, 1 windowed (llama.cpp's array form) */
+	LOOM_HP_LAYER_TYPES,         /* a list of n_layer sliding_attention / full_attention (Hugging Face's); over the pattern */
 	LOOM_HP_ROPE_THETA_SWA,      /* windowed layers' RoPE base, unscaled (Gemma 3); absent: as the others */
 	/* A mixture of experts (block.experts). */
 	LOOM_HP_N_EXPERT,            /* experts per layer; absent or 0: a dense FFN */

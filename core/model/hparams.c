@@ -256,6 +256,90 @@ static loom_status load_rope_scaling(loom_model *m, int fmt)
 	return hp->yarn_truncate ? LOOM_OK : yarn_freq_factors(hp, factor, orig);
 }
 
+/* Element i of an array of integers or booleans; false for other arrays. */
+static bool array_integer(const loom_meta_value *v, uint64_t i, int64_t *out)
+{
+	const unsigned char *p = (const unsigned char *)v->v.array + i * loom_meta_elem_size(v->elem_type);
+	union {
+		uint8_t u8; int8_t i8; uint16_t u16; int16_t i16; uint32_t u32; int32_t i32; uint64_t u64; int64_t i64;
+	} x;
+	memcpy(&x, p, loom_meta_elem_size(v->elem_type));
+	switch (v->elem_type) {
+	case LOOM_META_BOOL: case LOOM_META_U8: *out = x.u8; return true;
+	case LOOM_META_I8: *out = x.i8; return true;
+	case LOOM_META_U16: *out = x.u16; return true;
+	case LOOM_META_I16: *out = x.i16; return true;
+	case LOOM_META_U32: *out = x.u32; return true;
+	case LOOM_META_I32: *out = x.i32; return true;
+	case LOOM_META_U64: *out = (int64_t)(x.u64 > INT64_MAX ? INT64_MAX : x.u64); return true;
+	case LOOM_META_I64: *out = x.i64; return true;
+	default: return false;
+	}
+}
+
+/* A list with an entry a layer under key, or why not. */
+static loom_status check_layer_list(const loom_model *m, const char *key, const loom_meta_value *v, bool strings)
+{
+	if (v->type != LOOM_META_ARRAY || (strings ? v->elem_type != LOOM_META_STRING : v->elem_type == LOOM_META_STRING))
+		return loom_error(LOOM_ERR_BAD_FORMAT, "metadata key '%s' is not a list of %s", key,
+				  strings ? "strings" : "numbers");
+	if (v->count != (uint64_t)m->hp.n_layer)
+		return loom_error(LOOM_ERR_BAD_FORMAT, "metadata key '%s' has %" PRIu64 " entries for %" PRId64 " layers", key,
+				  v->count, m->hp.n_layer);
+	return LOOM_OK;
+}
+
+/* Hugging Face's layer_types: which layers attend through the window. */
+static loom_status window_layers_from_types(loom_model *m, const char *key, const loom_meta_value *v)
+{
+	loom_status st = check_layer_list(m, key, v, true);
+	if (st != LOOM_OK)
+		return st;
+	if ((m->hp.swa_layers = malloc((size_t)v->count + 1)) == NULL)
+		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+	for (uint64_t il = 0; il < v->count; il++) {
+		loom_string type = ((const loom_string *)v->v.array)[il];
+		if (loom_string_eq(type, "sliding_attention") || loom_string_eq(type, "full_attention")) {
+			m->hp.swa_layers[il] = loom_string_eq(type, "sliding_attention");
+			continue;
+		}
+		return loom_error(LOOM_ERR_UNSUPPORTED, "%s: layer %" PRIu64 " is of type '%.*s', not one loom runs "
+				  "(sliding_attention, full_attention)", key, il, (int)type.len, type.data);
+	}
+	return LOOM_OK;
+}
+
+/* llama.cpp's list form of the pattern: a flag a layer, nonzero windowed. */
+static loom_status window_layers_from_flags(loom_model *m, const char *key, const loom_meta_value *v)
+{
+	loom_status st = check_layer_list(m, key, v, false);
+	if (st != LOOM_OK)
+		return st;
+	if ((m->hp.swa_layers = malloc((size_t)v->count + 1)) == NULL)
+		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+	for (uint64_t il = 0; il < v->count; il++) {
+		int64_t flag;
+		if (!array_integer(v, il, &flag))
+			return loom_error(LOOM_ERR_BAD_FORMAT, "metadata key '%s' is not a list of integers", key);
+		m->hp.swa_layers[il] = flag != 0;
+	}
+	return LOOM_OK;
+}
+
+/* Which layers are windowed: Hugging Face's layer_types where the file
+ * has them, else the pattern, a period or a list of flags. */
+static loom_status read_window_layers(loom_model *m, int fmt)
+{
+	char key[256];
+	const loom_meta_value *v = loom_model_hparam_value(m, fmt, LOOM_HP_LAYER_TYPES, key, sizeof(key));
+	if (v != NULL)
+		return window_layers_from_types(m, key, v);
+	v = loom_model_hparam_value(m, fmt, LOOM_HP_SLIDING_WINDOW_PATTERN, key, sizeof(key));
+	if (v != NULL && v->type == LOOM_META_ARRAY)
+		return window_layers_from_flags(m, key, v);
+	return count_or(m, fmt, LOOM_HP_SLIDING_WINDOW_PATTERN, 0, 0, &m->hp.swa_pattern);
+}
+
 /* A mixture of experts' shape, where the file has experts. */
 static loom_status read_experts(loom_model *m, int fmt)
 {
@@ -339,7 +423,7 @@ loom_status loom_model_read_hparams(loom_model *m)
 	    (st = float_or(m, fmt, LOOM_HP_ATTENTION_SCALE_BASE, 0.0, &hp->attention_scale_base)) != LOOM_OK ||
 	    (st = float_or(m, fmt, LOOM_HP_ATTN_LOGIT_SOFTCAP, 0.0, &hp->attn_logit_softcap)) != LOOM_OK ||
 	    (st = count_or(m, fmt, LOOM_HP_SLIDING_WINDOW, 0, 0, &hp->n_swa)) != LOOM_OK ||
-	    (st = count_or(m, fmt, LOOM_HP_SLIDING_WINDOW_PATTERN, 0, 0, &hp->swa_pattern)) != LOOM_OK ||
+	    (st = read_window_layers(m, fmt)) != LOOM_OK ||
 	    (st = float_or(m, fmt, LOOM_HP_ROPE_THETA_SWA, 0.0, &hp->rope_theta_swa)) != LOOM_OK ||
 	    (st = float_or(m, fmt, LOOM_HP_SWIGLU_ALPHA, 1.702, &hp->swiglu_alpha)) != LOOM_OK ||
 	    (st = float_or(m, fmt, LOOM_HP_SWIGLU_LIMIT, 7.0, &hp->swiglu_limit)) != LOOM_OK ||

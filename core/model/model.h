@@ -55,8 +55,11 @@ typedef struct loom_hparams {
 	/* Soft-capping of the attention scores; 0: none. */
 	float attn_logit_softcap;
 	/* Sliding windows: a windowed layer (loom_layer_windowed) sees the
-	 * last n_swa positions; 0: no layer is windowed. */
+	 * last n_swa positions; 0: no layer is windowed. Which layers: the
+	 * file's list of them (n_layer flags, 1 windowed), else the pattern's
+	 * period. */
 	int64_t n_swa, swa_pattern;
+	uint8_t *swa_layers;
 	/* The windowed layers' RoPE base, unscaled; 0: as the other layers. */
 	float rope_theta_swa;
 	/* A mixture of experts (loom_layer_moe): n_expert experts of n_ff_exp,
@@ -91,7 +94,11 @@ static inline int loom_gating_func_number(int gating)
 /* Whether layer il attends through a sliding window. */
 static inline bool loom_layer_windowed(const loom_hparams *hp, int64_t il)
 {
-	return hp->n_swa > 0 && (hp->swa_pattern == 0 || (il + 1) % hp->swa_pattern != 0);
+	if (hp->n_swa <= 0)
+		return false;
+	if (hp->swa_layers != NULL)
+		return hp->swa_layers[il] != 0;
+	return hp->swa_pattern == 0 || (il + 1) % hp->swa_pattern != 0;
 }
 
 /* Weights of one block; shapes in ggml order {n_in, n_out}. A tensor the

@@ -15,12 +15,30 @@ static const char *gating_name(int gating)
 }
 
 /* Which layers are windowed, as text: "every layer", or how many and the
- * pattern's period. */
+ * pattern's period, or the file's list's layers that see everything. */
 static void windowed_layers(const loom_hparams *hp, char *buf, size_t size)
 {
 	int64_t n = 0;
 	for (int64_t il = 0; il < hp->n_layer; il++)
 		n += loom_layer_windowed(hp, il);
+	if (hp->swa_layers != NULL) {
+		size_t len = 0;
+		loom_appendf(buf, size, &len, "%" PRId64 " of %" PRId64 " layers, as the file lists them", n, hp->n_layer);
+		if (n == hp->n_layer)
+			return;
+		loom_appendf(buf, size, &len, " (");
+		for (int64_t il = 0, listed = 0; il < hp->n_layer; il++) {
+			if (loom_layer_windowed(hp, il))
+				continue;
+			if (listed++ == 8) {
+				loom_appendf(buf, size, &len, ", ...");
+				break;
+			}
+			loom_appendf(buf, size, &len, "%s%" PRId64, listed > 1 ? ", " : "", il);
+		}
+		loom_appendf(buf, size, &len, " see%s everything)", hp->n_layer - n == 1 ? "s" : "");
+		return;
+	}
 	if (hp->swa_pattern == 0)
 		snprintf(buf, size, "every layer");
 	else
