@@ -61,8 +61,10 @@ typedef struct tensor_map {
 /* A config.json member from a GGUF key ("%s" for the architecture). */
 /* NUMBER: a value GGUF files leave to the loader (llama.cpp knows it by
  * the architecture), written in the key's place; ROPE_SCALING: the GGUF's
- * RoPE scaling type and factor as an object, null without. */
-enum value_kind { INT, FLOAT, ROT_FRACTION, NULL_VALUE, FALSE_VALUE, TRUE_VALUE, NUMBER, ROPE_SCALING };
+ * RoPE scaling type and factor as an object, null without; LONGROPE: the
+ * GGUF's rope_factors_long and _short tensors as Phi-3's rope_scaling
+ * lists. */
+enum value_kind { INT, FLOAT, ROT_FRACTION, NULL_VALUE, FALSE_VALUE, TRUE_VALUE, NUMBER, ROPE_SCALING, LONGROPE };
 typedef struct config_map {
 	const char *hf, *gguf;
 	enum value_kind kind;
@@ -216,6 +218,16 @@ static const tensor_map gemma3_layer[] = {
 	{"ffn_up.weight", L "mlp.up_proj.weight", AS_IS},
 	{"ffn_down.weight", L "mlp.down_proj.weight", AS_IS},
 	{"post_ffw_norm.weight", L "post_feedforward_layernorm.weight", MINUS_ONE},
+	END,
+};
+/* Phi-3's: q, k and v one matrix, gate and up one, in both formats. */
+static const tensor_map phi3_layer[] = {
+	{"attn_norm.weight", L "input_layernorm.weight", AS_IS},
+	{"attn_qkv.weight", L "self_attn.qkv_proj.weight", AS_IS},
+	{"attn_output.weight", L "self_attn.o_proj.weight", AS_IS},
+	{"ffn_norm.weight", L "post_attention_layernorm.weight", AS_IS},
+	{"ffn_up.weight", L "mlp.gate_up_proj.weight", AS_IS},
+	{"ffn_down.weight", L "mlp.down_proj.weight", AS_IS},
 	END,
 };
 /* OLMo 2's: no norms before, norms after, q and k normed whole. */
@@ -486,6 +498,22 @@ static const config_map gemma3_config[] = {
 	{"final_logit_softcapping", NULL, NULL_VALUE},
 	END,
 };
+/* Phi-3's LongRoPE, as Phi-3-mini-128k's config.json has it; its
+ * original context the trained one (no growth: cos and sin unscaled). */
+static const config_map phi3_config[] = {
+	{"hidden_size", "%s.embedding_length", INT},
+	{"intermediate_size", "%s.feed_forward_length", INT},
+	{"num_hidden_layers", "%s.block_count", INT},
+	{"num_attention_heads", "%s.attention.head_count", INT},
+	{"num_key_value_heads", "%s.attention.head_count_kv", INT},
+	{"max_position_embeddings", "%s.context_length", INT},
+	{"original_max_position_embeddings", "%s.context_length", INT},
+	{"rms_norm_eps", "%s.attention.layer_norm_rms_epsilon", FLOAT},
+	{"rope_theta", "%s.rope.freq_base", FLOAT},
+	{"rope_scaling", NULL, LONGROPE},
+	{"sliding_window", "%s.attention.sliding_window", INT},
+	END,
+};
 static const config_map cohere2_config[] = {
 	{"logit_scale", "%s.logit_scale", FLOAT},
 	{"sliding_window", "%s.attention.sliding_window", INT},
@@ -583,17 +611,21 @@ static const family families[] = {
 	{"olmo2", "olmo2", llama_globals, olmo2_layer, llama_like_config, NULL},
 	{"cohere2", "cohere2", tied_globals, cohere2_layer, layernorm_config, cohere2_config},
 	{"granite", "granite", llama_globals, llama_layer, llama_like_config, granite_config},
+	{"phi3", "phi3", llama_globals, phi3_layer, phi3_config, NULL},
 };
 enum {
 	LLAMA, GPT2, QWEN2, QWEN3, GEMMA, PHI2, STABLELM, STARCODER2, MIXTRAL, QWEN2MOE, QWEN3MOE, OLMOE, DOTS1,
-	GRANITEMOE, GPT_OSS, GEMMA2, GEMMA3, OLMO2, COHERE2, GRANITE
+	GRANITEMOE, GPT_OSS, GEMMA2, GEMMA3, OLMO2, COHERE2, GRANITE, PHI3
 };
 
 /* What config.json says of RoPE scaling: the source's (none), Llama 3's,
  * or gpt-oss's YaRN, with truncate false, as its config.json has it (the
  * source is then the family model with transformers' frequencies as its
- * rope_freqs tensor), or true (the ramp rounded to whole pairs). */
-enum rope_case { AS_SOURCE, LLAMA3, YARN_UNTRUNCATED, YARN_TRUNCATED };
+ * rope_freqs tensor), or true (the ramp rounded to whole pairs); or
+ * LongRoPE with an original context half the trained one, whose cos and
+ * sin scale transformers computes (the source then has it as
+ * rope.scaling.attn_factor). */
+enum rope_case { AS_SOURCE, LLAMA3, YARN_UNTRUNCATED, YARN_TRUNCATED, LONGROPE_GROWN };
 
 typedef struct synth_case {
 	const char *name;
@@ -664,6 +696,10 @@ static const synth_case cases[] = {
 	{"gemma3-f32-layer-types", GEMMA3, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "gemma3-f32", "SSSSSFSS", false},
 	{"gpt-oss-mxfp4-layer-types", GPT_OSS, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "gpt-oss-mxfp4", "SFSF", false},
 	{"gemma3-f32-own-windows", GEMMA3, "F32", 0, 0.0f, 1e-4f, AS_SOURCE, "gemma3-f32", "SSFSSSSF", true},
+	/* LongRoPE's factors as config.json's lists (Phi-3-mini-128k,
+	 * Phi-3.5, Phi-4-mini), unscaled, and with the context grown 2x. */
+	{"phi3-f32-longrope", PHI3, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "phi3-f32", NULL, false},
+	{"phi3-f32-longrope-grown", PHI3, "F32", 2, 1e-4f, 1e-4f, LONGROPE_GROWN, "phi3-f32", NULL, false},
 };
 #define N_CASES ((int)(sizeof(cases) / sizeof(cases[0])))
 
@@ -980,6 +1016,16 @@ static void add_rope_scaling(cJSON *j, const loom_model_file *f, const family *f
 	cJSON_AddNumberToObject(r, "factor", meta_float(f, key));
 }
 
+/* One LongRoPE list from the GGUF's factors tensor name. */
+static void add_factor_list(cJSON *r, const loom_model_file *f, const char *tensor, const char *list)
+{
+	const loom_file_tensor *t = test_find_file_tensor(f, tensor);
+	ck_assert_msg(t != NULL && t->dtype == LOOM_DTYPE_F32, "the synthetic model lacks f32 %s", tensor);
+	cJSON *a = cJSON_AddArrayToObject(r, list);
+	for (int64_t i = 0; i < t->ne[0]; i++)
+		cJSON_AddItemToArray(a, cJSON_CreateNumber(((const float *)t->data)[i]));
+}
+
 /* config.json's members from list, of the GGUF's values. */
 static void add_config(cJSON *j, const loom_model_file *f, const family *fam, const config_map *list)
 {
@@ -993,6 +1039,11 @@ static void add_config(cJSON *j, const loom_model_file *f, const family *fam, co
 			cJSON_AddNumberToObject(j, m->hf, atof(m->gguf));
 		} else if (m->kind == ROPE_SCALING) {
 			add_rope_scaling(j, f, fam);
+		} else if (m->kind == LONGROPE) {
+			cJSON *r = cJSON_AddObjectToObject(j, m->hf);
+			cJSON_AddStringToObject(r, "type", "longrope");
+			add_factor_list(r, f, "rope_factors_long.weight", "long_factor");
+			add_factor_list(r, f, "rope_factors_short.weight", "short_factor");
 		} else if (m->kind == FALSE_VALUE) {
 			cJSON_AddFalseToObject(j, m->hf);
 		} else if (m->kind == TRUE_VALUE) {
@@ -1043,6 +1094,12 @@ static char *config_json(const loom_model_file *f, const family *fam, enum rope_
 		cJSON_AddNumberToObject(r, "beta_slow", YARN_BETA_SLOW);
 		cJSON_AddNumberToObject(r, "original_max_position_embeddings", YARN_ORIG);
 		cJSON_AddBoolToObject(r, "truncate", rope == YARN_TRUNCATED);
+	}
+	if (rope == LONGROPE_GROWN) {
+		const cJSON *ctx = cJSON_GetObjectItemCaseSensitive(j, "max_position_embeddings");
+		ck_assert(ctx != NULL);
+		cJSON_ReplaceItemInObjectCaseSensitive(j, "original_max_position_embeddings",
+						       cJSON_CreateNumber(ctx->valuedouble / 2));
 	}
 	if (rope == LLAMA3) {
 		cJSON_DeleteItemFromObject(j, "rope_scaling");
@@ -1308,6 +1365,10 @@ START_TEST(synthetic_checkpoint_computes_its_source)
 		/* With YaRN untruncated the source has transformers' frequencies
 		 * written out, and its magnitude correction on cos and sin. */
 		family_model fm = *family_model_named(sc->family_model);
+		if (sc->rope == LONGROPE_GROWN) {
+			const double orig = fm.config.n_ctx / 2.0;
+			fm.config.rope_attn_factor = (float)sqrt(1.0 + log(2.0) / log(orig));
+		}
 		if (sc->rope == YARN_UNTRUNCATED) {
 			const int n_rot = fm.config.n_rot != 0 ? fm.config.n_rot : fm.config.head_dim;
 			ck_assert(n_rot / 2 <= 64);

@@ -670,20 +670,29 @@ START_TEST(rope_scaling_from_the_file)
 	free(other);
 	free(want);
 
-	/* A scaling loom does not implement is a load error naming it. */
-	synth_config longrope = plain;
-	longrope.rope_scaling = "longrope";
-	longrope.rope_scaling_factor = 4.0f;
-	synth_model *sm = synth_model_build(&longrope, NULL);
-	char path[4200];
-	snprintf(path, sizeof(path), "%s/longrope.gguf", dir);
-	ck_assert(synth_model_write(sm, path));
-	synth_model_free(sm);
+	/* A scaling loom does not implement (Hugging Face's dynamic NTK) is a
+	 * load error naming it; LongRoPE without its lists of factors too. */
+	static const struct {
+		const char *scaling, *error;
+		loom_status status;
+	} refused[] = {
+		{"dynamic", "RoPE scaling 'dynamic' is not supported", LOOM_ERR_UNSUPPORTED},
+		{"longrope", "RoPE scaling longrope without its rope_factors_long", LOOM_ERR_BAD_FORMAT},
+	};
 	loom_runtime *rt = test_runtime("cpu-generic", 1);
-	loom_model *m = NULL;
-	ck_assert_int_eq(loom_model_load(rt, path, NULL, &m), LOOM_ERR_UNSUPPORTED);
-	ck_assert_msg(strstr(loom_last_error(), "RoPE scaling 'longrope' is not supported") != NULL, "%s",
-		      loom_last_error());
+	for (int i = 0; i < 2; i++) {
+		synth_config scaled = plain;
+		scaled.rope_scaling = refused[i].scaling;
+		scaled.rope_scaling_factor = 4.0f;
+		synth_model *sm = synth_model_build(&scaled, NULL);
+		char path[4200];
+		snprintf(path, sizeof(path), "%s/%s.gguf", dir, refused[i].scaling);
+		ck_assert(synth_model_write(sm, path));
+		synth_model_free(sm);
+		loom_model *m = NULL;
+		ck_assert_int_eq(loom_model_load(rt, path, NULL, &m), refused[i].status);
+		ck_assert_msg(strstr(loom_last_error(), refused[i].error) != NULL, "%s", loom_last_error());
+	}
 	loom_runtime_free(rt);
 }
 END_TEST

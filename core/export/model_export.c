@@ -357,10 +357,14 @@ static loom_status export_role(loom_export *e, loom_model *m, loom_role role, in
 	loom_status st = role_piece(e, m, role, il, &p, &found);
 	if (st != LOOM_OK)
 		return loom_error_wrap(st, "%s", name);
-	if (!found && role == LOOM_ROLE_ROPE_FREQS && m->hp.rope_freq_factors != NULL && m->hp.yarn_ext_factor == 0.0f) {
-		/* Llama 3 scaling from the file's parameters: GGUF keeps it as
-		 * this tensor (YaRN's stays its keys). */
-		p = (piece){.dtype = LOOM_DTYPE_F32, .n_dims = 1, .ne0 = m->hp.n_rot / 2, .data = m->hp.rope_freq_factors};
+	/* Factors the file gave as parameters: GGUF keeps Llama 3's and
+	 * LongRoPE's as these tensors (YaRN's stays its keys). */
+	const float *listed = role == LOOM_ROLE_ROPE_FREQS && m->hp.yarn_ext_factor == 0.0f ? m->hp.rope_freq_factors
+			      : role == LOOM_ROLE_ROPE_FACTORS_LONG			       ? m->hp.rope_long_factors
+			      : role == LOOM_ROLE_ROPE_FACTORS_SHORT			       ? m->hp.rope_short_factors
+											       : NULL;
+	if (!found && listed != NULL) {
+		p = (piece){.dtype = LOOM_DTYPE_F32, .n_dims = 1, .ne0 = m->hp.n_rot / 2, .data = listed};
 		found = true;
 	}
 	if (!found) {
@@ -455,7 +459,8 @@ static loom_status add_rope_scaling(loom_export *e, const loom_model *m)
 	const loom_hparams *hp = &m->hp;
 	loom_spellings keys = m->contract->hparam_keys[LOOM_CFMT_GGUF][LOOM_HP_ROPE_SCALING_TYPE];
 	const char *type = hp->yarn_ext_factor > 0 ? "yarn" : hp->rope_freq_scale != 1.0f ? "linear" : NULL;
-	const bool long_rope = m->rope_factors_long.data != NULL || m->rope_factors_short.data != NULL;
+	const bool long_rope = m->rope_factors_long.data != NULL || m->rope_factors_short.data != NULL ||
+			       hp->rope_long_factors != NULL;
 	loom_status st = LOOM_OK;
 	if (type != NULL && keys != NULL) {
 		char key[256];

@@ -390,18 +390,18 @@ static loom_status bind_output(loom_model *m, int fmt)
 	return LOOM_OK;
 }
 
-/* Llama 3's frequency factors, or YaRN's without truncation, when the file
- * gives its scaling as parameters instead of a rope_freqs tensor. */
-static loom_status bind_freq_factors(loom_model *m)
+/* Frequency factors the file gives as parameters, not as a tensor: Llama
+ * 3's or YaRN's without truncation (rope_freqs), LongRoPE's lists. */
+static loom_status bind_factor_list(loom_model *m, const float *factors, const char *name, loom_tensor *t)
 {
 	const size_t size = (size_t)(m->hp.n_rot / 2) * sizeof(float);
 	float *copy = malloc(size ? size : 1);
 	if (copy == NULL)
 		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
-	memcpy(copy, m->hp.rope_freq_factors, size);
-	loom_tensor_set_contiguous(&m->rope_freqs, LOOM_DTYPE_F32, m->hp.n_rot / 2, 1, 1, 1);
-	m->rope_freqs.name = "rope_freqs (from the file's RoPE scaling parameters)";
-	return keep_copy(m, copy, size, &m->rope_freqs);
+	memcpy(copy, factors, size);
+	loom_tensor_set_contiguous(t, LOOM_DTYPE_F32, m->hp.n_rot / 2, 1, 1, 1);
+	t->name = name;
+	return keep_copy(m, copy, size, t);
 }
 
 loom_status loom_model_bind(loom_model *m)
@@ -431,7 +431,15 @@ loom_status loom_model_bind(loom_model *m)
 		if (m->contract->tensor_names[fmt][factor_roles[i]] != NULL &&
 		    (st = bind(m, fmt, factor_roles[i], -1, hp->n_rot / 2, 0, 0, true, factors[i])) != LOOM_OK)
 			return st;
-	if (m->rope_freqs.data == NULL && hp->rope_freq_factors != NULL && (st = bind_freq_factors(m)) != LOOM_OK)
+	if (m->rope_freqs.data == NULL && hp->rope_freq_factors != NULL &&
+	    (st = bind_factor_list(m, hp->rope_freq_factors, "rope_freqs (from the file's RoPE scaling parameters)",
+					&m->rope_freqs)) != LOOM_OK)
+		return st;
+	if (m->rope_factors_long.data == NULL && hp->rope_long_factors != NULL &&
+	    ((st = bind_factor_list(m, hp->rope_long_factors, "rope_factors_long (from the file's list)",
+				       &m->rope_factors_long)) != LOOM_OK ||
+	     (st = bind_factor_list(m, hp->rope_short_factors, "rope_factors_short (from the file's list)",
+				       &m->rope_factors_short)) != LOOM_OK))
 		return st;
 	if (m->pos_embd.data != NULL && !loom_backend_takes(m, LOOM_OP_GET_ROWS, &m->pos_embd))
 		return loom_error(LOOM_ERR_UNSUPPORTED, "the position embeddings have a type backend %s cannot read",

@@ -94,6 +94,8 @@ typedef enum loom_hparam {
 	LOOM_HP_SWIGLU_LIMIT,        /* activation swiglu_oai: the clamp; default 7 */
 	LOOM_HP_LOGIT_MULT,          /* the logits times it (Cohere's logit_scale); default 1 */
 	LOOM_HP_ROPE_TRUNCATE,       /* YaRN: 0: the ramp's ends not rounded to whole pairs (transformers' truncate); default 1 */
+	LOOM_HP_ROPE_FACTORS_LONG,   /* LongRoPE: n_rot / 2 factors past rope_orig_ctx, a list in place of the tensor */
+	LOOM_HP_ROPE_FACTORS_SHORT,  /* LongRoPE: the factors within it */
 	LOOM_HP_COUNT
 } loom_hparam;
 

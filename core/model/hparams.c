@@ -208,8 +208,56 @@ static loom_status yarn_freq_factors(loom_hparams *hp, float factor, float orig)
 	return LOOM_OK;
 }
 
-/* RoPE scaling: none, linear (frequencies times 1 / factor), YaRN or
- * Llama 3's, as the file's rope_scaling_type says. */
+/* One of LongRoPE's lists of factors, n_rot / 2 positive numbers, into a
+ * new array at *out. */
+static loom_status longrope_list(loom_model *m, int fmt, loom_hparam which, float **out)
+{
+	char key[256];
+	const loom_meta_value *v = loom_model_hparam_value(m, fmt, which, key, sizeof(key));
+	const uint64_t n = (uint64_t)(m->hp.n_rot / 2);
+	if (v == NULL)
+		return loom_error(LOOM_ERR_BAD_FORMAT, "RoPE scaling longrope without its %s (%s)", loom_hparam_name(which),
+				  key);
+	if (v->type != LOOM_META_ARRAY || (v->elem_type != LOOM_META_F64 && v->elem_type != LOOM_META_I64) ||
+	    v->count != n)
+		return loom_error(LOOM_ERR_BAD_FORMAT, "%s must be a list of %" PRIu64 " numbers (n_rot / 2)", key, n);
+	if ((*out = malloc((size_t)n * sizeof(float) + 1)) == NULL)
+		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+	for (uint64_t i = 0; i < n; i++) {
+		double x = v->elem_type == LOOM_META_F64 ? ((const double *)v->v.array)[i]
+							  : (double)((const int64_t *)v->v.array)[i];
+		if (!(x > 0.0) || isinf(x))
+			return loom_error(LOOM_ERR_BAD_FORMAT, "%s[%" PRIu64 "] = %g must be positive", key, i, x);
+		(*out)[i] = (float)x;
+	}
+	return LOOM_OK;
+}
+
+/* LongRoPE (Phi-3's) as Hugging Face's rope_scaling gives it: the long and
+ * short factors as lists, and the cos and sin scale, where the file leaves
+ * it out, as transformers computes it from the context's growth s =
+ * n_ctx_train / rope_orig_ctx: sqrt(1 + ln s / ln rope_orig_ctx), 1 when
+ * s <= 1. */
+static loom_status longrope(loom_model *m, int fmt, float orig)
+{
+	loom_hparams *hp = &m->hp;
+	char key[256];
+	loom_status st;
+	if ((st = longrope_list(m, fmt, LOOM_HP_ROPE_FACTORS_LONG, &hp->rope_long_factors)) != LOOM_OK ||
+	    (st = longrope_list(m, fmt, LOOM_HP_ROPE_FACTORS_SHORT, &hp->rope_short_factors)) != LOOM_OK)
+		return st;
+	if (!(orig >= 1))
+		return loom_error(LOOM_ERR_BAD_FORMAT, "RoPE scaling longrope: original context %g out of range", orig);
+	hp->n_ctx_orig = (int64_t)orig;
+	if (loom_model_hparam_value(m, fmt, LOOM_HP_ROPE_ATTN_FACTOR, key, sizeof(key)) != NULL)
+		return LOOM_OK;
+	const double growth = (double)hp->n_ctx_train / (double)orig;
+	hp->yarn_attn_factor = growth <= 1.0 ? 1.0f : (float)sqrt(1.0 + log(growth) / log((double)orig));
+	return LOOM_OK;
+}
+
+/* RoPE scaling: none, linear (frequencies times 1 / factor), YaRN,
+ * Llama 3's or LongRoPE, as the file's rope_scaling_type says. */
 static loom_status load_rope_scaling(loom_model *m, int fmt)
 {
 	loom_hparams *hp = &m->hp;
@@ -238,9 +286,12 @@ static loom_status load_rope_scaling(loom_model *m, int fmt)
 		return LOOM_OK;
 	if (strcmp(type, "llama3") == 0)
 		return llama3_freq_factors(m, fmt, factor, orig);
+	/* "su": LongRoPE's name in Phi-3's first checkpoints. */
+	if (strcmp(type, "longrope") == 0 || strcmp(type, "su") == 0)
+		return longrope(m, fmt, orig);
 	if (strcmp(type, "linear") != 0 && strcmp(type, "yarn") != 0)
-		return loom_error(LOOM_ERR_UNSUPPORTED, "RoPE scaling '%s' is not supported (none, linear, yarn, llama3)",
-				  type);
+		return loom_error(LOOM_ERR_UNSUPPORTED,
+				  "RoPE scaling '%s' is not supported (none, linear, yarn, llama3, longrope)", type);
 	if (!(factor > 0) || !(orig >= 1) || !(hp->yarn_attn_factor > 0) || !(hp->yarn_beta_fast > 0) ||
 	    !(hp->yarn_beta_slow > 0))
 		return loom_error(LOOM_ERR_BAD_FORMAT, "RoPE scaling parameters out of range (factor %g)", factor);

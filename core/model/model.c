@@ -39,6 +39,8 @@ void loom_model_free(loom_model *m)
 	free(m->names);
 	free(m->layers);
 	free(m->hp.rope_freq_factors);
+	free(m->hp.rope_long_factors);
+	free(m->hp.rope_short_factors);
 	free(m->hp.swa_layers);
 	loom_vocab_free(m->vocab);
 	loom_contract_free(m->contract);

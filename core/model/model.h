@@ -44,6 +44,9 @@ typedef struct loom_hparams {
 	 * for files that give its parameters instead of a rope_freqs tensor:
 	 * n_rot / 2, or NULL. */
 	float *rope_freq_factors;
+	/* LongRoPE's factors (n_rot / 2 each) from a file that lists them
+	 * (Hugging Face's rope_scaling), not as tensors; NULL otherwise. */
+	float *rope_long_factors, *rope_short_factors;
 	/* Soft-capping of the logits, c tanh(logits / c); 0: none. */
 	float final_logit_softcap;
 	/* Scalar multipliers (Granite's): the embeddings, each block output
