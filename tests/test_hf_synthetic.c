@@ -511,6 +511,7 @@ static const config_map phi3_config[] = {
 	{"rms_norm_eps", "%s.attention.layer_norm_rms_epsilon", FLOAT},
 	{"rope_theta", "%s.rope.freq_base", FLOAT},
 	{"rope_scaling", NULL, LONGROPE},
+	{"partial_rotary_factor", "%s.rope.dimension_count", ROT_FRACTION},
 	{"sliding_window", "%s.attention.sliding_window", INT},
 	END,
 };
@@ -624,8 +625,9 @@ enum {
  * rope_freqs tensor), or true (the ramp rounded to whole pairs); or
  * LongRoPE with an original context half the trained one, whose cos and
  * sin scale transformers computes (the source then has it as
- * rope.scaling.attn_factor). */
-enum rope_case { AS_SOURCE, LLAMA3, YARN_UNTRUNCATED, YARN_TRUNCATED, LONGROPE_GROWN };
+ * rope.scaling.attn_factor); or RoPE on half of each head (Phi-4-mini's
+ * partial_rotary_factor, 0.75 there). */
+enum rope_case { AS_SOURCE, LLAMA3, YARN_UNTRUNCATED, YARN_TRUNCATED, LONGROPE_GROWN, HALF_ROTARY };
 
 typedef struct synth_case {
 	const char *name;
@@ -700,6 +702,7 @@ static const synth_case cases[] = {
 	 * Phi-3.5, Phi-4-mini), unscaled, and with the context grown 2x. */
 	{"phi3-f32-longrope", PHI3, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "phi3-f32", NULL, false},
 	{"phi3-f32-longrope-grown", PHI3, "F32", 2, 1e-4f, 1e-4f, LONGROPE_GROWN, "phi3-f32", NULL, false},
+	{"phi3-f32-half-rotary", PHI3, "F32", 0, 1e-4f, 1e-4f, HALF_ROTARY, "phi3-f32", NULL, false},
 };
 #define N_CASES ((int)(sizeof(cases) / sizeof(cases[0])))
 
@@ -1365,6 +1368,8 @@ START_TEST(synthetic_checkpoint_computes_its_source)
 		/* With YaRN untruncated the source has transformers' frequencies
 		 * written out, and its magnitude correction on cos and sin. */
 		family_model fm = *family_model_named(sc->family_model);
+		if (sc->rope == HALF_ROTARY)
+			fm.config.n_rot = fm.config.n_embd / fm.config.n_head / 2;
 		if (sc->rope == LONGROPE_GROWN) {
 			const double orig = fm.config.n_ctx / 2.0;
 			fm.config.rope_attn_factor = (float)sqrt(1.0 + log(2.0) / log(orig));
