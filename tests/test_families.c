@@ -585,13 +585,14 @@ START_TEST(gemma_27b_depth_scales_attention_as_llama_cpp)
 		     {"gemma3-f32", 62, "attention_scale: 0.07715167498"}};
 	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
 		const family_model *fm = family_model_named(sizes[i].model);
-		const char *const rule[] = {"defaults_by_layers:", "46: {", "62: {", "attention_scale:"};
-		const char *const literal[] = {NULL, NULL, NULL, sizes[i].scale};
+		/* (Gemma 3's 4B defaults go with the section.) */
+		const char *const rule[] = {"defaults_by_layers:", "46: {", "62: {", "34: {", "attention_scale:"};
+		const char *const literal[] = {NULL, NULL, NULL, NULL, sizes[i].scale};
 		char plain_dir[4096], literal_dir[4096];
 		snprintf(plain_dir, sizeof(plain_dir), "%s", test_tmp_dir("gemma-depth-plain"));
 		snprintf(literal_dir, sizeof(literal_dir), "%s", test_tmp_dir("gemma-depth-literal"));
-		contract_edited(plain_dir, fm->contract, rule, NULL, 3);
-		contract_edited(literal_dir, fm->contract, rule, literal, 4);
+		contract_edited(plain_dir, fm->contract, rule, NULL, 4);
+		contract_edited(literal_dir, fm->contract, rule, literal, 5);
 		synth_config c = fm->config;
 		int n;
 		c.n_layer = sizes[i].n_layer;

@@ -646,63 +646,74 @@ typedef struct synth_case {
 	 * source's, and the converted file keep them. */
 	const char *layer_types;
 	bool own_windows;
+	/* A multimodal checkpoint's text model: its tensors' "model." as this
+	 * prefix, its config in text_config (NULL: a text-only one). */
+	const char *text_prefix;
 } synth_case;
 
 static const synth_case cases[] = {
-	{"llama-f32", LLAMA, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, NULL, NULL, false},
-	{"llama-f16-sharded", LLAMA, "F16", 3, 0.1f, 2e-2f, AS_SOURCE, NULL, NULL, false},
-	{"llama-bf16", LLAMA, "BF16", 0, 0.5f, 0.1f, AS_SOURCE, NULL, NULL, false},
-	{"gpt2-f32-sharded", GPT2, "F32", 2, 1e-4f, 1e-4f, AS_SOURCE, NULL, NULL, false},
-	{"gpt2-f16", GPT2, "F16", 0, 0.1f, 2e-2f, AS_SOURCE, NULL, NULL, false},
-	{"gpt2-bf16-sharded", GPT2, "BF16", 4, 0.5f, 0.1f, AS_SOURCE, NULL, NULL, false},
+	{"llama-f32", LLAMA, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, NULL, NULL, false, NULL},
+	{"llama-f16-sharded", LLAMA, "F16", 3, 0.1f, 2e-2f, AS_SOURCE, NULL, NULL, false, NULL},
+	{"llama-bf16", LLAMA, "BF16", 0, 0.5f, 0.1f, AS_SOURCE, NULL, NULL, false, NULL},
+	{"gpt2-f32-sharded", GPT2, "F32", 2, 1e-4f, 1e-4f, AS_SOURCE, NULL, NULL, false, NULL},
+	{"gpt2-f16", GPT2, "F16", 0, 0.1f, 2e-2f, AS_SOURCE, NULL, NULL, false, NULL},
+	{"gpt2-bf16-sharded", GPT2, "BF16", 4, 0.5f, 0.1f, AS_SOURCE, NULL, NULL, false, NULL},
 	/* The source has no scaling: this one must differ from it. */
-	{"llama-f32-llama3-rope", LLAMA, "F32", 0, 0.0f, 1e-4f, LLAMA3, NULL, NULL, false},
+	{"llama-f32-llama3-rope", LLAMA, "F32", 0, 0.0f, 1e-4f, LLAMA3, NULL, NULL, false, NULL},
 	/* Every other contract's Hugging Face section. */
-	{"qwen2-f32", QWEN2, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, NULL, NULL, false},
-	{"qwen3-bf16", QWEN3, "BF16", 2, 0.5f, 0.1f, AS_SOURCE, NULL, NULL, false},
-	{"gemma-f32", GEMMA, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, NULL, NULL, false},
-	{"phi2-f32", PHI2, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, NULL, NULL, false},
-	{"stablelm-f16", STABLELM, "F16", 0, 0.1f, 2e-2f, AS_SOURCE, NULL, NULL, false},
-	{"starcoder2-f32", STARCODER2, "F32", 3, 1e-4f, 1e-4f, AS_SOURCE, NULL, NULL, false},
+	{"qwen2-f32", QWEN2, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, NULL, NULL, false, NULL},
+	{"qwen3-bf16", QWEN3, "BF16", 2, 0.5f, 0.1f, AS_SOURCE, NULL, NULL, false, NULL},
+	{"gemma-f32", GEMMA, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, NULL, NULL, false, NULL},
+	{"phi2-f32", PHI2, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, NULL, NULL, false, NULL},
+	{"stablelm-f16", STABLELM, "F16", 0, 0.1f, 2e-2f, AS_SOURCE, NULL, NULL, false, NULL},
+	{"starcoder2-f32", STARCODER2, "F32", 3, 1e-4f, 1e-4f, AS_SOURCE, NULL, NULL, false, NULL},
 	/* Mixtures of experts, each expert's matrices a tensor of their own,
 	 * from the family models whose GGUFs match llama.cpp and numpy
 	 * (test_families). */
-	{"mixtral-f32", MIXTRAL, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "mixtral-f32", NULL, false},
-	{"mixtral-bf16-sharded", MIXTRAL, "BF16", 3, 0.5f, 0.1f, AS_SOURCE, "mixtral-f32", NULL, false},
-	{"qwen2moe-f32", QWEN2MOE, "F32", 2, 1e-4f, 1e-4f, AS_SOURCE, "qwen2moe-f32", NULL, false},
-	{"qwen3moe-f16", QWEN3MOE, "F16", 0, 0.1f, 2e-2f, AS_SOURCE, "qwen3moe-f32", NULL, false},
-	{"olmoe-f32", OLMOE, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "olmoe-f32", NULL, false},
-	{"dots1-f16", DOTS1, "F16", 2, 0.1f, 2e-2f, AS_SOURCE, "dots1-f32", NULL, false},
-	{"granitemoe-bf16", GRANITEMOE, "BF16", 0, 0.5f, 0.1f, AS_SOURCE, "granitemoe-f32", NULL, false},
+	{"mixtral-f32", MIXTRAL, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "mixtral-f32", NULL, false, NULL},
+	{"mixtral-bf16-sharded", MIXTRAL, "BF16", 3, 0.5f, 0.1f, AS_SOURCE, "mixtral-f32", NULL, false, NULL},
+	{"qwen2moe-f32", QWEN2MOE, "F32", 2, 1e-4f, 1e-4f, AS_SOURCE, "qwen2moe-f32", NULL, false, NULL},
+	{"qwen3moe-f16", QWEN3MOE, "F16", 0, 0.1f, 2e-2f, AS_SOURCE, "qwen3moe-f32", NULL, false, NULL},
+	{"olmoe-f32", OLMOE, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "olmoe-f32", NULL, false, NULL},
+	{"dots1-f16", DOTS1, "F16", 2, 0.1f, 2e-2f, AS_SOURCE, "dots1-f32", NULL, false, NULL},
+	{"granitemoe-bf16", GRANITEMOE, "BF16", 0, 0.5f, 0.1f, AS_SOURCE, "granitemoe-f32", NULL, false, NULL},
 	/* The experts' bytes are the GGUF's, reordered: only the rest rounds,
 	 * in bf16 the router's logits too, which then may choose another
 	 * expert for a token (1.22 from the source). */
-	{"gpt-oss-mxfp4-f32", GPT_OSS, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "gpt-oss-mxfp4", NULL, false},
-	{"gpt-oss-mxfp4-bf16", GPT_OSS, "BF16", 2, 2.0f, 0.1f, AS_SOURCE, "gpt-oss-mxfp4", NULL, false},
+	{"gpt-oss-mxfp4-f32", GPT_OSS, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "gpt-oss-mxfp4", NULL, false, NULL},
+	{"gpt-oss-mxfp4-bf16", GPT_OSS, "BF16", 2, 2.0f, 0.1f, AS_SOURCE, "gpt-oss-mxfp4", NULL, false, NULL},
 	/* Its YaRN as openai/gpt-oss-20b's config.json asks for it. */
-	{"gpt-oss-mxfp4-yarn", GPT_OSS, "F32", 0, 1e-4f, 1e-4f, YARN_UNTRUNCATED, "gpt-oss-mxfp4", NULL, false},
+	{"gpt-oss-mxfp4-yarn", GPT_OSS, "F32", 0, 1e-4f, 1e-4f, YARN_UNTRUNCATED, "gpt-oss-mxfp4", NULL, false, NULL},
 	/* The dense families with windows, caps, post-norms and multipliers
 	 * (test_families' models): Gemma 3 as google/gemma-3-1b-it's
 	 * config.json has it (model_type gemma3_text), with linear scaling
 	 * of its global layers' RoPE. */
-	{"gemma2-f32", GEMMA2, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "gemma2-f32", NULL, false},
-	{"gemma3-f32", GEMMA3, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "gemma3-f32", NULL, false},
-	{"gemma3-bf16-sharded", GEMMA3, "BF16", 2, 0.5f, 0.1f, AS_SOURCE, "gemma3-f32", NULL, false},
-	{"olmo2-f32", OLMO2, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "olmo2-f32", NULL, false},
-	{"cohere2-f16", COHERE2, "F16", 0, 0.1f, 2e-2f, AS_SOURCE, "cohere2-f32", NULL, false},
-	{"granite-f32", GRANITE, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "granite-f32", NULL, false},
+	{"gemma2-f32", GEMMA2, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "gemma2-f32", NULL, false, NULL},
+	{"gemma3-f32", GEMMA3, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "gemma3-f32", NULL, false, NULL},
+	{"gemma3-bf16-sharded", GEMMA3, "BF16", 2, 0.5f, 0.1f, AS_SOURCE, "gemma3-f32", NULL, false, NULL},
+	{"olmo2-f32", OLMO2, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "olmo2-f32", NULL, false, NULL},
+	{"cohere2-f16", COHERE2, "F16", 0, 0.1f, 2e-2f, AS_SOURCE, "cohere2-f32", NULL, false, NULL},
+	{"granite-f32", GRANITE, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "granite-f32", NULL, false, NULL},
 	/* Windowed layers listed, as gemma-3-270m's and gpt-oss-20b's
 	 * config.json list them: the source's, then others (layers 2 and 7
 	 * global, which no period gives: the converted file keeps them as
 	 * llama.cpp's list of flags). */
-	{"gemma3-f32-layer-types", GEMMA3, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "gemma3-f32", "SSSSSFSS", false},
-	{"gpt-oss-mxfp4-layer-types", GPT_OSS, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "gpt-oss-mxfp4", "SFSF", false},
-	{"gemma3-f32-own-windows", GEMMA3, "F32", 0, 0.0f, 1e-4f, AS_SOURCE, "gemma3-f32", "SSFSSSSF", true},
+	{"gemma3-f32-layer-types", GEMMA3, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "gemma3-f32", "SSSSSFSS", false, NULL},
+	{"gpt-oss-mxfp4-layer-types", GPT_OSS, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "gpt-oss-mxfp4", "SFSF", false, NULL},
+	{"gemma3-f32-own-windows", GEMMA3, "F32", 0, 0.0f, 1e-4f, AS_SOURCE, "gemma3-f32", "SSFSSSSF", true, NULL},
 	/* LongRoPE's factors as config.json's lists (Phi-3-mini-128k,
 	 * Phi-3.5, Phi-4-mini), unscaled, and with the context grown 2x. */
-	{"phi3-f32-longrope", PHI3, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "phi3-f32", NULL, false},
-	{"phi3-f32-longrope-grown", PHI3, "F32", 2, 1e-4f, 1e-4f, LONGROPE_GROWN, "phi3-f32", NULL, false},
-	{"phi3-f32-half-rotary", PHI3, "F32", 0, 1e-4f, 1e-4f, HALF_ROTARY, "phi3-f32", NULL, false},
+	{"phi3-f32-longrope", PHI3, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "phi3-f32", NULL, false, NULL},
+	{"phi3-f32-longrope-grown", PHI3, "F32", 2, 1e-4f, 1e-4f, LONGROPE_GROWN, "phi3-f32", NULL, false, NULL},
+	{"phi3-f32-half-rotary", PHI3, "F32", 0, 1e-4f, 1e-4f, HALF_ROTARY, "phi3-f32", NULL, false, NULL},
+	/* Gemma 3's text model inside its multimodal checkpoints
+	 * (Gemma3ForConditionalGeneration: 4B, 12B, 27B), as Google published
+	 * them and as transformers 4.52 and later save them, a vision tower
+	 * beside it; text_config leaves max_position_embeddings to
+	 * transformers' default. */
+	{"gemma3-multimodal", GEMMA3, "BF16", 2, 0.5f, 0.1f, AS_SOURCE, "gemma3-f32", NULL, false, "language_model.model."},
+	{"gemma3-multimodal-f32", GEMMA3, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "gemma3-f32", NULL, false,
+	 "model.language_model."},
 };
 #define N_CASES ((int)(sizeof(cases) / sizeof(cases[0])))
 
@@ -990,6 +1001,26 @@ static void add_mapped(checkpoint *c, const loom_model_file *f, const family *fa
 	free(tmp);
 }
 
+/* A multimodal checkpoint's names for its text model's tensors, and a
+ * vision tower's tensors beside them, which no contract reads. */
+static void nest_text_model(checkpoint *c, const char *prefix)
+{
+	for (int i = 0; i < c->n; i++) {
+		char name[96];
+		const char *old = c->names[i];
+		if (strncmp(old, "model.", 6) == 0)
+			snprintf(name, sizeof(name), "%s%s", prefix, old + 6);
+		else if (strcmp(old, "lm_head.weight") == 0 && strncmp(prefix, "language_model.", 15) == 0)
+			snprintf(name, sizeof(name), "language_model.lm_head.weight");
+		else
+			continue;
+		snprintf(c->names[i], sizeof(c->names[0]), "%s", name);
+	}
+	static const float patch[4] = {0.5f, -0.25f, 0.125f, 1.0f};
+	add(c, "vision_tower.vision_model.embeddings.patch_embedding.weight", "F32", patch, 2, 2, false, false);
+	add(c, "multi_modal_projector.mm_input_projection_weight", "F32", patch, 2, 2, false, false);
+}
+
 static void write_tensors(checkpoint *c, const loom_model_file *f, const family *fam, const char *dtype)
 {
 	char key[96];
@@ -1077,7 +1108,25 @@ static void add_layer_types(cJSON *j, const char *letters)
 									  : "linear_attention"));
 }
 
-static char *config_json(const loom_model_file *f, const family *fam, enum rope_case rope, const char *layer_types)
+/* A multimodal checkpoint's config.json around the text model's: its
+ * members in text_config, less what transformers' defaults give. */
+static cJSON *nest_text_config(cJSON *text)
+{
+	cJSON *root = cJSON_CreateObject();
+	cJSON_AddStringToObject(root, "model_type", "gemma3");
+	cJSON_ReplaceItemInObjectCaseSensitive(text, "model_type", cJSON_CreateString("gemma3_text"));
+	cJSON_DeleteItemFromObject(text, "max_position_embeddings");
+	cJSON_AddItemToObject(root, "text_config", text);
+	cJSON *vision = cJSON_AddObjectToObject(root, "vision_config");
+	cJSON_AddStringToObject(vision, "model_type", "siglip_vision_model");
+	cJSON_AddNumberToObject(vision, "hidden_size", 1152);
+	cJSON_AddNumberToObject(vision, "num_hidden_layers", 27);
+	cJSON_AddNumberToObject(vision, "num_attention_heads", 16);
+	return root;
+}
+
+static char *config_json(const loom_model_file *f, const family *fam, enum rope_case rope, const char *layer_types,
+			 bool nested)
 {
 	cJSON *j = cJSON_CreateObject();
 	cJSON_AddStringToObject(j, "model_type", fam->model_type);
@@ -1113,6 +1162,8 @@ static char *config_json(const loom_model_file *f, const family *fam, enum rope_
 		cJSON_AddNumberToObject(r, "high_freq_factor", L3_HIGH);
 		cJSON_AddNumberToObject(r, "original_max_position_embeddings", L3_ORIG);
 	}
+	if (nested)
+		j = nest_text_config(j);
 	char *text = cJSON_Print(j);
 	cJSON_Delete(j);
 	return text;
@@ -1295,16 +1346,18 @@ static void check_llama3_factors(const char *converted, float to_unscaled)
 }
 
 /* Every hyperparameter key of the source GGUF (vocab_size aside, which
- * llama.cpp takes from the token list) is in the converted file with the
- * same type and value. */
-static void check_converted_keys(const char *src, const char *converted, const char *arch)
+ * llama.cpp takes from the token list, and `unsaid`, which the checkpoint
+ * left to its defaults) is in the converted file with the same type and
+ * value. */
+static void check_converted_keys(const char *src, const char *converted, const char *arch, const char *unsaid)
 {
 	loom_model_file *a = test_open_gguf(src), *b = test_open_gguf(converted);
 	ck_assert_msg(a != NULL && b != NULL, "open: %s", test_plugin_error());
 	size_t n = strlen(arch);
 	for (uint64_t i = 0; i < a->n_meta; i++) {
 		loom_string k = a->meta[i].key;
-		if (k.len <= n || memcmp(k.data, arch, n) != 0 || k.data[n] != '.' || loom_string_eq(k, "llama.vocab_size"))
+		if (k.len <= n || memcmp(k.data, arch, n) != 0 || k.data[n] != '.' || loom_string_eq(k, "llama.vocab_size") ||
+		    (unsaid != NULL && loom_string_eq(k, unsaid)))
 			continue;
 		char *key = loom_string_dup(k);
 		const loom_meta_value *x = &a->meta[i].value, *y = loom_meta_find(b, key);
@@ -1317,6 +1370,20 @@ static void check_converted_keys(const char *src, const char *converted, const c
 	}
 	test_close_gguf(a);
 	test_close_gguf(b);
+}
+
+/* A multimodal checkpoint's text_config left its context to
+ * transformers' default (131072 for Gemma 3), which the converted file
+ * has; the other keys are the source's. */
+static void check_nested_defaults(const char *src, const char *converted, const char *arch)
+{
+	char key[96];
+	snprintf(key, sizeof(key), "%s.context_length", arch);
+	check_converted_keys(src, converted, arch, key);
+	loom_model_file *f = test_open_gguf(converted);
+	ck_assert_msg(f != NULL, "%s: %s", converted, test_plugin_error());
+	ck_assert_int_eq(meta_int(f, key), 131072);
+	test_close_gguf(f);
 }
 
 /* The checkpoint asks for YaRN without truncation: the converted file
@@ -1392,7 +1459,9 @@ START_TEST(synthetic_checkpoint_computes_its_source)
 	ck_assert_msg(f != NULL, "%s: %s", src, test_plugin_error());
 	checkpoint *c = calloc(1, sizeof(*c));
 	write_tensors(c, f, fam, sc->dtype);
-	char path[4200], *config = config_json(f, fam, sc->rope, sc->layer_types);
+	if (sc->text_prefix != NULL)
+		nest_text_model(c, sc->text_prefix);
+	char path[4200], *config = config_json(f, fam, sc->rope, sc->layer_types, sc->text_prefix != NULL);
 	snprintf(path, sizeof(path), "%s/model.safetensors", dir);
 	ck_assert(sc->n_shards > 0 ? st_write_sharded(dir, c->t, c->n, sc->n_shards) : st_write_file(path, c->t, c->n));
 	ck_assert(st_write_config(dir, config));
@@ -1428,8 +1497,10 @@ START_TEST(synthetic_checkpoint_computes_its_source)
 		check_llama3_factors(converted, to_source);
 	else if (sc->rope == YARN_UNTRUNCATED)
 		check_yarn_untruncated(rt, dir, converted, fam->arch, a, n_vocab, sc->tol_source);
+	else if (sc->text_prefix == NULL)
+		check_converted_keys(src, converted, fam->arch, NULL);
 	else
-		check_converted_keys(src, converted, fam->arch);
+		check_nested_defaults(src, converted, fam->arch);
 	if (sc->own_windows)
 		ck_assert_msg(to_source > 1e-2f, "%s: its own windowed layers left the logits within %g of the source's",
 			      sc->name, to_source);
@@ -1467,7 +1538,7 @@ static int write_edited_checkpoint(const char *dir, const char *model, int fam, 
 	for (int i = 0; i < c->n; i++)
 		if (edit(&c->t[i], how))
 			c->t[kept++] = c->t[i];
-	char *config = config_json(f, &families[fam], AS_SOURCE, NULL);
+	char *config = config_json(f, &families[fam], AS_SOURCE, NULL, false);
 	snprintf(path, sizeof(path), "%s/model.safetensors", dir);
 	ck_assert(st_write_file(path, c->t, kept));
 	ck_assert(st_write_config(dir, config));
