@@ -714,6 +714,8 @@ static const synth_case cases[] = {
 	{"gemma3-multimodal", GEMMA3, "BF16", 2, 0.5f, 0.1f, AS_SOURCE, "gemma3-f32", NULL, false, "language_model.model."},
 	{"gemma3-multimodal-f32", GEMMA3, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "gemma3-f32", NULL, false,
 	 "model.language_model."},
+	/* Mistral Small 3.1's (Mistral3ForConditionalGeneration). */
+	{"mistral3-multimodal", LLAMA, "BF16", 2, 0.5f, 0.1f, AS_SOURCE, NULL, NULL, false, "language_model.model."},
 };
 #define N_CASES ((int)(sizeof(cases) / sizeof(cases[0])))
 
@@ -1108,14 +1110,24 @@ static void add_layer_types(cJSON *j, const char *letters)
 									  : "linear_attention"));
 }
 
-/* A multimodal checkpoint's config.json around the text model's: its
- * members in text_config, less what transformers' defaults give. */
-static cJSON *nest_text_config(cJSON *text)
+/* Whether a multimodal checkpoint of the family leaves its context to
+ * transformers' default (Gemma 3's text_config does). */
+static bool context_left_out(const family *fam)
 {
+	return strcmp(fam->arch, "gemma3") == 0;
+}
+
+/* A multimodal checkpoint's config.json around the text model's: its
+ * members in text_config, less what transformers' defaults give; the
+ * outer model_type Gemma 3's or Mistral Small 3.1's. */
+static cJSON *nest_text_config(cJSON *text, const family *fam)
+{
+	const bool gemma = context_left_out(fam);
 	cJSON *root = cJSON_CreateObject();
-	cJSON_AddStringToObject(root, "model_type", "gemma3");
-	cJSON_ReplaceItemInObjectCaseSensitive(text, "model_type", cJSON_CreateString("gemma3_text"));
-	cJSON_DeleteItemFromObject(text, "max_position_embeddings");
+	cJSON_AddStringToObject(root, "model_type", gemma ? "gemma3" : "mistral3");
+	cJSON_ReplaceItemInObjectCaseSensitive(text, "model_type", cJSON_CreateString(gemma ? "gemma3_text" : "mistral"));
+	if (gemma)
+		cJSON_DeleteItemFromObject(text, "max_position_embeddings");
 	cJSON_AddItemToObject(root, "text_config", text);
 	cJSON *vision = cJSON_AddObjectToObject(root, "vision_config");
 	cJSON_AddStringToObject(vision, "model_type", "siglip_vision_model");
@@ -1163,7 +1175,7 @@ static char *config_json(const loom_model_file *f, const family *fam, enum rope_
 		cJSON_AddNumberToObject(r, "original_max_position_embeddings", L3_ORIG);
 	}
 	if (nested)
-		j = nest_text_config(j);
+		j = nest_text_config(j, fam);
 	char *text = cJSON_Print(j);
 	cJSON_Delete(j);
 	return text;
@@ -1497,7 +1509,7 @@ START_TEST(synthetic_checkpoint_computes_its_source)
 		check_llama3_factors(converted, to_source);
 	else if (sc->rope == YARN_UNTRUNCATED)
 		check_yarn_untruncated(rt, dir, converted, fam->arch, a, n_vocab, sc->tol_source);
-	else if (sc->text_prefix == NULL)
+	else if (sc->text_prefix == NULL || !context_left_out(fam))
 		check_converted_keys(src, converted, fam->arch, NULL);
 	else
 		check_nested_defaults(src, converted, fam->arch);
