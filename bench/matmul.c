@@ -16,7 +16,9 @@
  * With -c, a graph multiplies COPIES copies of the weight one after the
  * other, as a decode's graph goes through its layers: with more bytes than
  * the caches hold, every matmul reads its weight from memory, which a
- * small weight multiplied alone never does.
+ * small weight multiplied alone never does. Copies of a few times the
+ * last-level cache still find part of it there (a third, at 3x): many
+ * times it for memory's rate.
  *
  * With -e EXPERTS, the weight is a mixture-of-experts stack of EXPERTS
  * matrices [OUT x IN] and the op MATMUL_ID: each token takes -u USED
