@@ -74,7 +74,7 @@ typedef struct family {
 	const char *arch, *model_type;
 	const tensor_map *globals, *layer;
 	const config_map *config;
-	const config_map *experts_config; /* a mixture's members, or NULL */
+	const config_map *extra_config; /* members of the family's own beside config's (one it has replaces), or NULL */
 } family;
 
 #define END {NULL, NULL, 0}
@@ -480,15 +480,6 @@ static const config_map gemma2_config[] = {
 	END,
 };
 static const config_map gemma3_config[] = {
-	{"hidden_size", "%s.embedding_length", INT},
-	{"intermediate_size", "%s.feed_forward_length", INT},
-	{"num_hidden_layers", "%s.block_count", INT},
-	{"num_attention_heads", "%s.attention.head_count", INT},
-	{"num_key_value_heads", "%s.attention.head_count_kv", INT},
-	{"head_dim", "%s.attention.key_length", INT},
-	{"max_position_embeddings", "%s.context_length", INT},
-	{"rms_norm_eps", "%s.attention.layer_norm_rms_epsilon", FLOAT},
-	{"rope_theta", "%s.rope.freq_base", FLOAT},
 	{"rope_scaling", NULL, ROPE_SCALING},
 	{"rope_local_base_freq", "10000", NUMBER},
 	{"sliding_window", "%s.attention.sliding_window", INT},
@@ -501,15 +492,7 @@ static const config_map gemma3_config[] = {
 /* Phi-3's LongRoPE, as Phi-3-mini-128k's config.json has it; its
  * original context the trained one (no growth: cos and sin unscaled). */
 static const config_map phi3_config[] = {
-	{"hidden_size", "%s.embedding_length", INT},
-	{"intermediate_size", "%s.feed_forward_length", INT},
-	{"num_hidden_layers", "%s.block_count", INT},
-	{"num_attention_heads", "%s.attention.head_count", INT},
-	{"num_key_value_heads", "%s.attention.head_count_kv", INT},
-	{"max_position_embeddings", "%s.context_length", INT},
 	{"original_max_position_embeddings", "%s.context_length", INT},
-	{"rms_norm_eps", "%s.attention.layer_norm_rms_epsilon", FLOAT},
-	{"rope_theta", "%s.rope.freq_base", FLOAT},
 	{"rope_scaling", NULL, LONGROPE},
 	{"partial_rotary_factor", "%s.rope.dimension_count", ROT_FRACTION},
 	{"sliding_window", "%s.attention.sliding_window", INT},
@@ -608,11 +591,11 @@ static const family families[] = {
 	{"granitemoe", "granitemoe", llama_globals, granitemoe_layer, llama_like_config, granitemoe_config},
 	{"gpt-oss", "gpt_oss", llama_globals, gpt_oss_layer, gpt_oss_config, NULL},
 	{"gemma2", "gemma2", gemma_globals, gemma2_layer, llama_like_config, gemma2_config},
-	{"gemma3", "gemma3_text", gemma_globals, gemma3_layer, gemma3_config, NULL},
+	{"gemma3", "gemma3_text", gemma_globals, gemma3_layer, llama_like_config, gemma3_config},
 	{"olmo2", "olmo2", llama_globals, olmo2_layer, llama_like_config, NULL},
 	{"cohere2", "cohere2", tied_globals, cohere2_layer, layernorm_config, cohere2_config},
 	{"granite", "granite", llama_globals, llama_layer, llama_like_config, granite_config},
-	{"phi3", "phi3", llama_globals, phi3_layer, phi3_config, NULL},
+	{"phi3", "phi3", llama_globals, phi3_layer, llama_like_config, phi3_config},
 };
 enum {
 	LLAMA, GPT2, QWEN2, QWEN3, GEMMA, PHI2, STABLELM, STARCODER2, MIXTRAL, QWEN2MOE, QWEN3MOE, OLMOE, DOTS1,
@@ -905,7 +888,10 @@ static void unpermute(float *dst, const float *src, int64_t rows, int64_t cols, 
  * the rest. */
 static bool ffn_of_some_layers(const family *fam, const char *gguf)
 {
-	return fam->experts_config != NULL && strncmp(gguf, "ffn_norm", 8) != 0 &&
+	bool experts = false;
+	for (const tensor_map *m = fam->layer; m->gguf != NULL; m++)
+		experts = experts || strstr(m->gguf, "_exps.") != NULL;
+	return experts && strncmp(gguf, "ffn_norm", 8) != 0 &&
 	       (strncmp(gguf, "ffn_", 4) == 0 || strncmp(gguf, "exp_probs_b", 11) == 0);
 }
 
@@ -1067,6 +1053,7 @@ static void add_config(cJSON *j, const loom_model_file *f, const family *fam, co
 {
 	for (const config_map *m = list; m->hf != NULL; m++) {
 		char key[96], head_key[96], embd_key[96];
+		cJSON_DeleteItemFromObjectCaseSensitive(j, m->hf);
 		if (m->gguf != NULL && m->kind != NUMBER)
 			snprintf(key, sizeof(key), m->gguf, fam->arch);
 		if (m->kind == NULL_VALUE) {
@@ -1143,8 +1130,8 @@ static char *config_json(const loom_model_file *f, const family *fam, enum rope_
 	cJSON *j = cJSON_CreateObject();
 	cJSON_AddStringToObject(j, "model_type", fam->model_type);
 	add_config(j, f, fam, fam->config);
-	if (fam->experts_config != NULL)
-		add_config(j, f, fam, fam->experts_config);
+	if (fam->extra_config != NULL)
+		add_config(j, f, fam, fam->extra_config);
 	if (layer_types != NULL) {
 		cJSON_DeleteItemFromObject(j, "sliding_window_pattern");
 		add_layer_types(j, layer_types);

@@ -328,8 +328,9 @@ static bool array_integer(const loom_meta_value *v, uint64_t i, int64_t *out)
 	}
 }
 
-/* A list with an entry a layer under key, or why not. */
-static loom_status check_layer_list(const loom_model *m, const char *key, const loom_meta_value *v, bool strings)
+/* The flags of the windowed layers for a list under key with an entry a
+ * layer, or why not. */
+static loom_status new_window_layers(loom_model *m, const char *key, const loom_meta_value *v, bool strings)
 {
 	if (v->type != LOOM_META_ARRAY || (strings ? v->elem_type != LOOM_META_STRING : v->elem_type == LOOM_META_STRING))
 		return loom_error(LOOM_ERR_BAD_FORMAT, "metadata key '%s' is not a list of %s", key,
@@ -337,17 +338,17 @@ static loom_status check_layer_list(const loom_model *m, const char *key, const 
 	if (v->count != (uint64_t)m->hp.n_layer)
 		return loom_error(LOOM_ERR_BAD_FORMAT, "metadata key '%s' has %" PRIu64 " entries for %" PRId64 " layers", key,
 				  v->count, m->hp.n_layer);
+	if ((m->hp.swa_layers = malloc((size_t)v->count + 1)) == NULL)
+		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
 	return LOOM_OK;
 }
 
 /* Hugging Face's layer_types: which layers attend through the window. */
 static loom_status window_layers_from_types(loom_model *m, const char *key, const loom_meta_value *v)
 {
-	loom_status st = check_layer_list(m, key, v, true);
+	loom_status st = new_window_layers(m, key, v, true);
 	if (st != LOOM_OK)
 		return st;
-	if ((m->hp.swa_layers = malloc((size_t)v->count + 1)) == NULL)
-		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
 	for (uint64_t il = 0; il < v->count; il++) {
 		loom_string type = ((const loom_string *)v->v.array)[il];
 		if (loom_string_eq(type, "sliding_attention") || loom_string_eq(type, "full_attention")) {
@@ -363,11 +364,9 @@ static loom_status window_layers_from_types(loom_model *m, const char *key, cons
 /* llama.cpp's list form of the pattern: a flag a layer, nonzero windowed. */
 static loom_status window_layers_from_flags(loom_model *m, const char *key, const loom_meta_value *v)
 {
-	loom_status st = check_layer_list(m, key, v, false);
+	loom_status st = new_window_layers(m, key, v, false);
 	if (st != LOOM_OK)
 		return st;
-	if ((m->hp.swa_layers = malloc((size_t)v->count + 1)) == NULL)
-		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
 	for (uint64_t il = 0; il < v->count; il++) {
 		int64_t flag;
 		if (!array_integer(v, il, &flag))
