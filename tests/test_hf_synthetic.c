@@ -50,6 +50,8 @@ enum transform {
 	MXFP4_PARTS,   /* an MXFP4 stack as transformers' NAME_blocks and NAME_scales */
 	MXFP4_GATE_UP, /* ffn_gate_exps and ffn_up_exps so, their rows alternating gate, up */
 	GATE_UP_BIAS,  /* their bias tables as one, each expert's biases alternating gate, up */
+	TURNED,        /* an f32 stack as transformers' parameter [n_expert, n_in, n_out] (gpt-oss dequantized) */
+	TURNED_GATE_UP, /* ffn_gate_exps and ffn_up_exps so, gate and up alternating along n_out */
 };
 
 /* A tensor: GGUF name, Hugging Face name ("%d" for the layer). */
@@ -467,6 +469,28 @@ static const tensor_map gpt_oss_layer[] = {
 	{"ffn_down_exps.bias", L "mlp.experts.down_proj_bias", AS_IS},
 	END,
 };
+/* gpt-oss as its dequantized checkpoints keep it (unsloth/gpt-oss-20b-BF16):
+ * the experts as transformers' parameters, each [n_in, n_out]. */
+static const tensor_map gpt_oss_turned_layer[] = {
+	{"attn_norm.weight", L "input_layernorm.weight", AS_IS},
+	{"attn_q.weight", L "self_attn.q_proj.weight", AS_IS},
+	{"attn_q.bias", L "self_attn.q_proj.bias", AS_IS},
+	{"attn_k.weight", L "self_attn.k_proj.weight", AS_IS},
+	{"attn_k.bias", L "self_attn.k_proj.bias", AS_IS},
+	{"attn_v.weight", L "self_attn.v_proj.weight", AS_IS},
+	{"attn_v.bias", L "self_attn.v_proj.bias", AS_IS},
+	{"attn_output.weight", L "self_attn.o_proj.weight", AS_IS},
+	{"attn_output.bias", L "self_attn.o_proj.bias", AS_IS},
+	{"attn_sinks.weight", L "self_attn.sinks", AS_IS},
+	{"ffn_norm.weight", L "post_attention_layernorm.weight", AS_IS},
+	{"ffn_gate_inp.weight", L "mlp.router.weight", AS_IS},
+	{"ffn_gate_inp.bias", L "mlp.router.bias", AS_IS},
+	{"ffn_gate_exps.weight", L "mlp.experts.gate_up_proj", TURNED_GATE_UP},
+	{"ffn_gate_exps.bias", L "mlp.experts.gate_up_proj_bias", GATE_UP_BIAS},
+	{"ffn_down_exps.weight", L "mlp.experts.down_proj", TURNED},
+	{"ffn_down_exps.bias", L "mlp.experts.down_proj_bias", AS_IS},
+	END,
+};
 #undef L
 
 /* Gemma 2's and 3's windows, caps and scales. Their windowed layers'
@@ -596,10 +620,11 @@ static const family families[] = {
 	{"cohere2", "cohere2", tied_globals, cohere2_layer, layernorm_config, cohere2_config},
 	{"granite", "granite", llama_globals, llama_layer, llama_like_config, granite_config},
 	{"phi3", "phi3", llama_globals, phi3_layer, llama_like_config, phi3_config},
+	{"gpt-oss", "gpt_oss", llama_globals, gpt_oss_turned_layer, gpt_oss_config, NULL},
 };
 enum {
 	LLAMA, GPT2, QWEN2, QWEN3, GEMMA, PHI2, STABLELM, STARCODER2, MIXTRAL, QWEN2MOE, QWEN3MOE, OLMOE, DOTS1,
-	GRANITEMOE, GPT_OSS, GEMMA2, GEMMA3, OLMO2, COHERE2, GRANITE, PHI3
+	GRANITEMOE, GPT_OSS, GEMMA2, GEMMA3, OLMO2, COHERE2, GRANITE, PHI3, GPT_OSS_TURNED
 };
 
 /* What config.json says of RoPE scaling: the source's (none), Llama 3's,
@@ -697,6 +722,12 @@ static const synth_case cases[] = {
 	{"gemma3-multimodal", GEMMA3, "BF16", 2, 0.5f, 0.1f, AS_SOURCE, "gemma3-f32", NULL, false, "language_model.model."},
 	{"gemma3-multimodal-f32", GEMMA3, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "gemma3-f32", NULL, false,
 	 "model.language_model."},
+	/* gpt-oss with its experts dequantized, as transformers' parameters
+	 * (unsloth/gpt-oss-20b-BF16): turned at load. In bf16 its router's
+	 * logits round too, and choose other experts for a token, as the MXFP4
+	 * bf16 checkpoint's do. */
+	{"gpt-oss-f32-turned", GPT_OSS_TURNED, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "gpt-oss-f32", NULL, false, NULL},
+	{"gpt-oss-bf16-turned", GPT_OSS_TURNED, "BF16", 2, 2.0f, 0.1f, AS_SOURCE, "gpt-oss-f32", NULL, false, NULL},
 	/* Mistral Small 3.1's (Mistral3ForConditionalGeneration). */
 	{"mistral3-multimodal", LLAMA, "BF16", 2, 0.5f, 0.1f, AS_SOURCE, NULL, NULL, false, "language_model.model."},
 };
@@ -868,6 +899,38 @@ static void add_gate_up_bias(checkpoint *c, const char *name, const char *dtype,
 	free(both);
 }
 
+/* An f32 stack {n_in, n_out, n_expert} (or gate's and up's, alternating
+ * along n_out) as transformers' parameter [n_expert, n_in, n_out]. */
+static void add_turned(checkpoint *c, const char *name, const char *dtype, const loom_model_file *f,
+		       const loom_file_tensor *w, int il, bool gate_up)
+{
+	const loom_file_tensor *up = NULL;
+	if (gate_up) {
+		char key[96];
+		snprintf(key, sizeof(key), "blk.%d.ffn_up_exps.weight", il);
+		up = test_find_file_tensor(f, key);
+		ck_assert(up != NULL && up->dtype == LOOM_DTYPE_F32 && up->ne[1] == w->ne[1]);
+	}
+	ck_assert(w->dtype == LOOM_DTYPE_F32 && w->n_dims == 3);
+	const int64_t n_in = w->ne[0], rows = w->ne[1], x = w->ne[2], n_out = rows * (gate_up ? 2 : 1);
+	float *all = malloc((size_t)(x * n_in * n_out) * sizeof(float));
+	ck_assert(all != NULL);
+	for (int64_t e = 0; e < x; e++)
+		for (int64_t o = 0; o < n_out; o++) {
+			const loom_file_tensor *from = gate_up && o % 2 == 1 ? up : w;
+			const float *row = (const float *)from->data + (e * rows + (gate_up ? o / 2 : o)) * n_in;
+			for (int64_t i = 0; i < n_in; i++)
+				all[(e * n_in + i) * n_out + o] = row[i];
+		}
+	add(c, name, dtype, all, x * n_in, n_out, false, false);
+	st_tensor_spec *spec = &c->t[c->n - 1];
+	spec->n_dims = 3;
+	spec->shape[0] = x;
+	spec->shape[1] = n_in;
+	spec->shape[2] = n_out;
+	free(all);
+}
+
 /* GGUF llama files store Q and K rows permuted for adjacent-pair RoPE;
  * Hugging Face keeps each head's rotate-half order: rows 2j, 2j+1 of a
  * head go back to j and j + head_dim/2 (convert_hf_to_gguf's permute,
@@ -926,6 +989,10 @@ static void add_mapped(checkpoint *c, const loom_model_file *f, const family *fa
 		return;
 	}
 	ck_assert_msg(t->dtype == LOOM_DTYPE_F32, "%s is not f32", g);
+	if (m->how == TURNED || m->how == TURNED_GATE_UP) {
+		add_turned(c, h, dtype, f, t, il, m->how == TURNED_GATE_UP);
+		return;
+	}
 	if (m->how == STACK || m->how == GATE_UP_STACK) {
 		ck_assert_int_eq(t->n_dims, 3);
 		const int64_t x = t->ne[2], rows = t->ne[1], cols = t->ne[0];

@@ -98,8 +98,6 @@ static loom_status bind_experts(loom_model *m, loom_role role, const loom_file_t
 				  ", %" PRId64 ", %" PRId64 "] (%s: every expert's matrix)",
 				  name, ft->n_dims, ft->ne[0], ft->n_dims > 1 ? ft->ne[1] : 1, ft->n_dims > 2 ? ft->ne[2] : 1,
 				  ne0, ne1, ne2, loom_role_name(role));
-	if (m->contract->transposed[m->fmt][role])
-		return loom_error(LOOM_ERR_UNSUPPORTED, "tensor '%s': experts stored transposed are not supported", name);
 	loom_tensor_set_contiguous(t, ft->dtype, ne0, ne1, ne2, 1);
 	t->data = (void *)ft->data;
 	loom_status st = name_tensor(m, t, name);

@@ -755,8 +755,9 @@ static loom_status check_complete(loom_yaml *y, yaml_node_t *tensors, loom_contr
 	return LOOM_OK;
 }
 
-/* transposed: {FORMAT: [role, ...]}: matrices the format stores with
- * rows and columns swapped. Each must be a matrix the format names. */
+/* transposed: {FORMAT: [role, ...]}: matrices (or every expert's) the
+ * format stores with rows and columns swapped. Each must be one the format
+ * names. */
 static loom_status parse_transposed(loom_yaml *y, yaml_node_t *map, loom_contract *c)
 {
 	loom_status st = loom_yaml_check_keys(y, map, format_names, LOOM_ERR_CONTRACT, "transposed");
@@ -771,7 +772,8 @@ static loom_status parse_transposed(loom_yaml *y, yaml_node_t *map, loom_contrac
 			int r;
 			if ((st = loom_yaml_get_choice(y, n, role_names, LOOM_ERR_CONTRACT, "transposed", &r)) != LOOM_OK)
 				return st;
-			if (!loom_role_is_matrix((loom_role)r) || c->tensor_names[f][r] == NULL)
+			if (!(loom_role_is_matrix((loom_role)r) || loom_role_is_experts((loom_role)r)) ||
+			    c->tensor_names[f][r] == NULL)
 				return loom_error(LOOM_ERR_CONTRACT, "%s:%d: transposed.%s: %s is not a matrix tensors.%s names",
 						  y->path, loom_yaml_line(n), format_names[f], role_names[r], format_names[f]);
 			c->transposed[f][r] = true;

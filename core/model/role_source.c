@@ -4,6 +4,7 @@
 #include "model/expert_stack.h"
 #include "model/naming.h"
 #include "model/packed_mxfp4.h"
+#include "model/weight_adapt.h"
 #include "runtime/error.h"
 
 #include <inttypes.h>
@@ -53,6 +54,40 @@ static loom_status gate_up_planes(const loom_file_tensor *ft, bool table, bool i
 	return LOOM_OK;
 }
 
+/* Every expert's matrix of a stack the file keeps turned ({n_out, n_in,
+ * n_expert} in ggml's order: the [experts, n_in, n_out] parameters of
+ * gpt-oss's dequantized checkpoints), each turned, in a malloc'd copy. */
+static loom_status turned_experts(const loom_file_tensor *ft, const char *name, loom_file_tensor *out, void **bytes)
+{
+	if (ft->n_dims != 3)
+		return loom_error(LOOM_ERR_BAD_FORMAT, "tensor '%s' has %d dimensions, not every expert's matrix", name,
+				  ft->n_dims);
+	const size_t expert_bytes = loom_dtype_row_bytes(ft->dtype, ft->ne[0]) * (size_t)ft->ne[1];
+	char *dst = malloc(ft->n_bytes ? ft->n_bytes : 1);
+	if (dst == NULL)
+		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory turning '%s'", name);
+	for (int64_t e = 0; e < ft->ne[2]; e++) {
+		loom_file_tensor one = *ft;
+		one.n_dims = 2;
+		one.ne[2] = 1;
+		one.data = (const char *)ft->data + (size_t)e * expert_bytes;
+		void *turned;
+		loom_status st = loom_weight_transposed(&one, name, &turned);
+		if (st != LOOM_OK) {
+			free(dst);
+			return st;
+		}
+		memcpy(dst + (size_t)e * expert_bytes, turned, expert_bytes);
+		free(turned);
+	}
+	*out = *ft;
+	out->ne[0] = ft->ne[1];
+	out->ne[1] = ft->ne[0];
+	out->data = dst;
+	*bytes = dst;
+	return LOOM_OK;
+}
+
 loom_status loom_model_role_source(const loom_model *m, int fmt, loom_role role, int il, int64_t ne0, int64_t ne1,
 				   int64_t ne2, char *name, size_t size, loom_file_tensor *made, void **owned,
 				   const loom_file_tensor **out)
@@ -66,6 +101,11 @@ loom_status loom_model_role_source(const loom_model *m, int fmt, loom_role role,
 	} else if (*out == NULL && m->contract->tensor_names[fmt][role] != NULL) {
 		st = loom_file_packed_mxfp4(m->file, name, made, owned);
 		*out = *owned != NULL ? made : NULL;
+	}
+	if (st == LOOM_OK && *out != NULL && *owned == NULL && ne2 > 0 && m->contract->transposed[fmt][role]) {
+		loom_file_tensor in = **out;
+		st = turned_experts(&in, name, made, owned);
+		*out = st == LOOM_OK ? made : NULL;
 	}
 	const bool table = role == LOOM_ROLE_FFN_UP_EXPS_B;
 	const loom_gate_up_kind gate_up = m->contract->experts_gate_up[fmt];
