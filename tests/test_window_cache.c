@@ -99,6 +99,41 @@ START_TEST(drops_what_no_window_will_see)
 }
 END_TEST
 
+/* The windowed layers as llama.cpp's list form of the pattern: the caches
+ * split as the list says (layers 2 and 7 global, which no period gives);
+ * a list of another length than the layers is refused by name. */
+START_TEST(windowed_layers_as_a_list)
+{
+	static const uint32_t flags[8] = {1, 1, 0, 1, 1, 1, 1, 0};
+	family_model fm = *family_model_named("gemma3-f32");
+	loom_runtime *rt = test_runtime("cpu-generic", 1);
+	for (int n = 8; n >= 7; n--) {
+		char path[4200];
+		fm.config.window_layers = flags;
+		fm.config.n_window_layers = n;
+		snprintf(path, sizeof(path), "%s/gemma3-listed-%d.gguf", test_tmp_dir("window_list"), n);
+		ck_assert(family_model_write(NULL, &fm, path));
+		loom_model *m = NULL;
+		if (n == 7) {
+			ck_assert_int_eq(loom_model_load(rt, path, NULL, &m), LOOM_ERR_BAD_FORMAT);
+			ck_assert_ptr_null(m);
+			ck_assert_msg(strstr(loom_last_error(), "'gemma3.attention.sliding_window_pattern' has 7 entries for 8 "
+							       "layers") != NULL, "%s", loom_last_error());
+			continue;
+		}
+		ck_assert_msg(loom_model_load(rt, path, NULL, &m) == LOOM_OK, "%s", loom_last_error());
+		loom_context *ctx = test_context(m, 512, 16, LOOM_DTYPE_F16);
+		for (int il = 0; il < 8; il++) {
+			ck_assert(loom_kv_holds(&ctx->kv, m, il) == (flags[il] == 0));
+			ck_assert(loom_kv_holds(&ctx->kv_swa, m, il) == (flags[il] != 0));
+		}
+		loom_context_free(ctx);
+		loom_model_free(m);
+	}
+	loom_runtime_free(rt);
+}
+END_TEST
+
 /* Each cache holds its layers' rows: Gemma 3's global layer in a cache of
  * the context's 2048 cells, its windowed layers in one of 256, which 1600
  * tokens of one sequence do not grow. */
@@ -283,6 +318,7 @@ static Suite *window_cache_suite(void)
 	TCase *tc = tcase_create("window_cache");
 	tcase_add_test(tc, drops_what_no_window_will_see);
 	tcase_add_test(tc, each_cache_holds_its_layers);
+	tcase_add_test(tc, windowed_layers_as_a_list);
 	tcase_add_test(tc, a_windowed_cache_computes_as_a_whole_one);
 	suite_add_tcase(s, tc);
 	return s;

@@ -485,6 +485,9 @@ static void add_hparams(synth_model *sm)
 		put_f32(sm, arch_key(sm, k, sizeof(k), "final_logit_softcapping"), c->final_softcap);
 	if (c->sliding_window != 0)
 		put_u32(sm, arch_key(sm, k, sizeof(k), "attention.sliding_window"), (uint32_t)c->sliding_window);
+	if (c->window_layers != NULL)
+		gguf_writer_add_array(sm->w, arch_key(sm, k, sizeof(k), "attention.sliding_window_pattern"), LOOM_META_U32,
+				      c->window_layers, (uint64_t)c->n_window_layers);
 	if (c->n_expert > 0) {
 		put_u32(sm, arch_key(sm, k, sizeof(k), "expert_count"), (uint32_t)c->n_expert);
 		put_u32(sm, arch_key(sm, k, sizeof(k), "expert_used_count"), (uint32_t)c->n_expert_used);

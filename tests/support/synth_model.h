@@ -62,6 +62,11 @@ typedef struct synth_config {
 	 * ({arch}.attention.sliding_window), written when nonzero. */
 	float attn_softcap, final_softcap;
 	int sliding_window;
+	/* The windowed layers as llama.cpp's list form of
+	 * {arch}.attention.sliding_window_pattern (a u32 flag a layer, 1
+	 * windowed), written when set; n_window_layers of them. */
+	const uint32_t *window_layers;
+	int n_window_layers;
 	/* A mixture of experts in every layer ({arch}.expert_count,
 	 * .expert_used_count; blk.N.ffn_gate_inp and ffn_{gate,up,down}_exps
 	 * in place of the dense FFN), when n_expert > 0. */
