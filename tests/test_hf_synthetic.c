@@ -47,11 +47,12 @@ enum transform {
 	EXPERTS,     /* {n_in, n_out, n_expert}: one tensor an expert ("%d" twice) */
 	STACK,       /* {n_in, n_out, n_expert} as one tensor [n_expert, n_out, n_in] */
 	GATE_UP_STACK, /* ffn_gate_exps and ffn_up_exps as one stack, each expert's gate rows then up's */
-	MXFP4_PARTS,   /* an MXFP4 stack as transformers' NAME_blocks and NAME_scales */
-	MXFP4_GATE_UP, /* ffn_gate_exps and ffn_up_exps so, their rows alternating gate, up */
+	/* An MXFP4 stack as transformers' NAME_blocks and NAME_scales; an f32
+	 * one as its dequantized parameter [n_expert, n_in, n_out] (gpt-oss's
+	 * dequantized checkpoints). */
+	MXFP4_PARTS,
+	MXFP4_GATE_UP, /* ffn_gate_exps and ffn_up_exps so, gate and up alternating along n_out */
 	GATE_UP_BIAS,  /* their bias tables as one, each expert's biases alternating gate, up */
-	TURNED,        /* an f32 stack as transformers' parameter [n_expert, n_in, n_out] (gpt-oss dequantized) */
-	TURNED_GATE_UP, /* ffn_gate_exps and ffn_up_exps so, gate and up alternating along n_out */
 };
 
 /* A tensor: GGUF name, Hugging Face name ("%d" for the layer). */
@@ -469,28 +470,6 @@ static const tensor_map gpt_oss_layer[] = {
 	{"ffn_down_exps.bias", L "mlp.experts.down_proj_bias", AS_IS},
 	END,
 };
-/* gpt-oss as its dequantized checkpoints keep it (unsloth/gpt-oss-20b-BF16):
- * the experts as transformers' parameters, each [n_in, n_out]. */
-static const tensor_map gpt_oss_turned_layer[] = {
-	{"attn_norm.weight", L "input_layernorm.weight", AS_IS},
-	{"attn_q.weight", L "self_attn.q_proj.weight", AS_IS},
-	{"attn_q.bias", L "self_attn.q_proj.bias", AS_IS},
-	{"attn_k.weight", L "self_attn.k_proj.weight", AS_IS},
-	{"attn_k.bias", L "self_attn.k_proj.bias", AS_IS},
-	{"attn_v.weight", L "self_attn.v_proj.weight", AS_IS},
-	{"attn_v.bias", L "self_attn.v_proj.bias", AS_IS},
-	{"attn_output.weight", L "self_attn.o_proj.weight", AS_IS},
-	{"attn_output.bias", L "self_attn.o_proj.bias", AS_IS},
-	{"attn_sinks.weight", L "self_attn.sinks", AS_IS},
-	{"ffn_norm.weight", L "post_attention_layernorm.weight", AS_IS},
-	{"ffn_gate_inp.weight", L "mlp.router.weight", AS_IS},
-	{"ffn_gate_inp.bias", L "mlp.router.bias", AS_IS},
-	{"ffn_gate_exps.weight", L "mlp.experts.gate_up_proj", TURNED_GATE_UP},
-	{"ffn_gate_exps.bias", L "mlp.experts.gate_up_proj_bias", GATE_UP_BIAS},
-	{"ffn_down_exps.weight", L "mlp.experts.down_proj", TURNED},
-	{"ffn_down_exps.bias", L "mlp.experts.down_proj_bias", AS_IS},
-	END,
-};
 #undef L
 
 /* Gemma 2's and 3's windows, caps and scales. Their windowed layers'
@@ -620,11 +599,10 @@ static const family families[] = {
 	{"cohere2", "cohere2", tied_globals, cohere2_layer, layernorm_config, cohere2_config},
 	{"granite", "granite", llama_globals, llama_layer, llama_like_config, granite_config},
 	{"phi3", "phi3", llama_globals, phi3_layer, llama_like_config, phi3_config},
-	{"gpt-oss", "gpt_oss", llama_globals, gpt_oss_turned_layer, gpt_oss_config, NULL},
 };
 enum {
 	LLAMA, GPT2, QWEN2, QWEN3, GEMMA, PHI2, STABLELM, STARCODER2, MIXTRAL, QWEN2MOE, QWEN3MOE, OLMOE, DOTS1,
-	GRANITEMOE, GPT_OSS, GEMMA2, GEMMA3, OLMO2, COHERE2, GRANITE, PHI3, GPT_OSS_TURNED
+	GRANITEMOE, GPT_OSS, GEMMA2, GEMMA3, OLMO2, COHERE2, GRANITE, PHI3
 };
 
 /* What config.json says of RoPE scaling: the source's (none), Llama 3's,
@@ -723,11 +701,12 @@ static const synth_case cases[] = {
 	{"gemma3-multimodal-f32", GEMMA3, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "gemma3-f32", NULL, false,
 	 "model.language_model."},
 	/* gpt-oss with its experts dequantized, as transformers' parameters
-	 * (unsloth/gpt-oss-20b-BF16): turned at load. In bf16 its router's
+	 * (unsloth/gpt-oss-20b-BF16; the f32 source's experts written so):
+	 * turned at load. In bf16 its router's
 	 * logits round too, and choose other experts for a token, as the MXFP4
 	 * bf16 checkpoint's do. */
-	{"gpt-oss-f32-turned", GPT_OSS_TURNED, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "gpt-oss-f32", NULL, false, NULL},
-	{"gpt-oss-bf16-turned", GPT_OSS_TURNED, "BF16", 2, 2.0f, 0.1f, AS_SOURCE, "gpt-oss-f32", NULL, false, NULL},
+	{"gpt-oss-f32-turned", GPT_OSS, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "gpt-oss-f32", NULL, false, NULL},
+	{"gpt-oss-bf16-turned", GPT_OSS, "BF16", 2, 2.0f, 0.1f, AS_SOURCE, "gpt-oss-f32", NULL, false, NULL},
 	/* Mistral Small 3.1's (Mistral3ForConditionalGeneration). */
 	{"mistral3-multimodal", LLAMA, "BF16", 2, 0.5f, 0.1f, AS_SOURCE, NULL, NULL, false, "language_model.model."},
 };
@@ -901,17 +880,12 @@ static void add_gate_up_bias(checkpoint *c, const char *name, const char *dtype,
 
 /* An f32 stack {n_in, n_out, n_expert} (or gate's and up's, alternating
  * along n_out) as transformers' parameter [n_expert, n_in, n_out]. */
-static void add_turned(checkpoint *c, const char *name, const char *dtype, const loom_model_file *f,
-		       const loom_file_tensor *w, int il, bool gate_up)
+static void add_turned(checkpoint *c, const char *name, const char *dtype, const loom_file_tensor *w,
+		       const loom_file_tensor *up)
 {
-	const loom_file_tensor *up = NULL;
-	if (gate_up) {
-		char key[96];
-		snprintf(key, sizeof(key), "blk.%d.ffn_up_exps.weight", il);
-		up = test_find_file_tensor(f, key);
-		ck_assert(up != NULL && up->dtype == LOOM_DTYPE_F32 && up->ne[1] == w->ne[1]);
-	}
+	const bool gate_up = up != NULL;
 	ck_assert(w->dtype == LOOM_DTYPE_F32 && w->n_dims == 3);
+	ck_assert(up == NULL || (up->dtype == LOOM_DTYPE_F32 && up->ne[1] == w->ne[1]));
 	const int64_t n_in = w->ne[0], rows = w->ne[1], x = w->ne[2], n_out = rows * (gate_up ? 2 : 1);
 	float *all = malloc((size_t)(x * n_in * n_out) * sizeof(float));
 	ck_assert(all != NULL);
@@ -984,15 +958,13 @@ static void add_mapped(checkpoint *c, const loom_model_file *f, const family *fa
 		}
 		if (m->how == GATE_UP_BIAS)
 			add_gate_up_bias(c, h, dtype, t, up);
+		else if (t->dtype == LOOM_DTYPE_F32)
+			add_turned(c, h, dtype, t, up);
 		else
 			add_mxfp4_parts(c, h, t, up);
 		return;
 	}
 	ck_assert_msg(t->dtype == LOOM_DTYPE_F32, "%s is not f32", g);
-	if (m->how == TURNED || m->how == TURNED_GATE_UP) {
-		add_turned(c, h, dtype, f, t, il, m->how == TURNED_GATE_UP);
-		return;
-	}
 	if (m->how == STACK || m->how == GATE_UP_STACK) {
 		ck_assert_int_eq(t->n_dims, 3);
 		const int64_t x = t->ne[2], rows = t->ne[1], cols = t->ne[0];

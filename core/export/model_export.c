@@ -152,10 +152,8 @@ static loom_status f32_table(loom_export *e, loom_model *m, const loom_file_tens
 	void *bytes = NULL;
 	uint64_t n_bytes;
 	loom_status st = loom_weight_converted(m->rt, ft, LOOM_DTYPE_F32, &bytes, &n_bytes);
-	if (st != LOOM_OK) {
-		free(bytes);
+	if (st != LOOM_OK)
 		return loom_error_wrap(st, "tensor '%s'", name);
-	}
 	if (!push(&e->blocks, &e->n_blocks, &e->cap_blocks, bytes)) {
 		free(bytes);
 		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");

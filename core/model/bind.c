@@ -126,10 +126,8 @@ static loom_status bias_table(loom_model *m, const loom_file_tensor *ft, const c
 	void *bytes = NULL;
 	uint64_t n_bytes;
 	loom_status st = loom_weight_converted(m->rt, ft, LOOM_DTYPE_F32, &bytes, &n_bytes);
-	if (st != LOOM_OK) {
-		free(bytes);
+	if (st != LOOM_OK)
 		return loom_error_wrap(st, "tensor '%s'", name);
-	}
 	const char *keep = t->name;
 	loom_tensor_set_contiguous(t, LOOM_DTYPE_F32, ft->ne[0], ft->ne[1], 1, 1);
 	t->name = keep;

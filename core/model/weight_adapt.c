@@ -51,6 +51,10 @@ loom_status loom_weight_converted(loom_runtime *rt, const loom_file_tensor *t, l
 		st = loom_backend_download(be, &out, 0, *bytes, *n_bytes);
 	loom_backend_release(be, &out);
 	loom_backend_release(be, &in);
+	if (st != LOOM_OK) {
+		free(*bytes);
+		*bytes = NULL;
+	}
 	return st;
 }
 

@@ -11,7 +11,7 @@
 #include "runtime/runtime.h"
 
 /* t's elements converted to type by the runtime's backend (LOOM_OP_CONVERT),
- * into a malloc'd block of *n_bytes. */
+ * into a malloc'd block of *n_bytes; nothing is left allocated on failure. */
 loom_status loom_weight_converted(loom_runtime *rt, const loom_file_tensor *t, loom_dtype type, void **bytes,
 				  uint64_t *n_bytes);
 
