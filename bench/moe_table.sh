@@ -15,32 +15,6 @@ shift 4
 
 . "$(dirname "$0")/side_by_side.sh"
 
-# Bytes a decode step reads, from `loom info`'s tensor table and the
-# expert counts in its metadata. The token embedding counts whole where
-# it is also the output head (no output.weight: a tied head reads every
-# row each step), else as the one row a token reads.
-token_bytes() {
-	"$loom" info "$1" | /usr/bin/python3 -c '
-import re, sys
-used = count = None
-sizes = {}
-lines = sys.stdin.read().splitlines()
-for l in lines:
-    m = re.match(r"\s+\S+\.expert_used_count\s+(\d+)", l)
-    used = int(m.group(1)) if m else used
-    m = re.match(r"\s+\S+\.expert_count\s+(\d+)", l)
-    count = int(m.group(1)) if m else count
-    m = re.match(r"\s+(\S+)\s+\S+\s+\[.*\]\s+(\d+)\s+\d+$", l)
-    if m:
-        sizes[m.group(1)] = int(m.group(2))
-total = 0.0
-for name, size in sizes.items():
-    if name == "token_embd.weight" and "output.weight" in sizes:
-        continue
-    total += size * (used / count if "_exps." in name else 1)
-print(int(total))'
-}
-
 echo "| model | test | loom t/s | llama.cpp t/s | loom / llama.cpp | MB a token reads | membw GB/s | loom, llama.cpp share of the bound |"
 echo "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |"
 for model in "$@"; do
