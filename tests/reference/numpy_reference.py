@@ -27,6 +27,12 @@ Families, as transformers' modeling files compute them:
             biases through gate = min(gate, 7), up = clamp(up, -7, 7),
             (up + 1) * gate * sigmoid(1.702 gate); the FFN's norm is the
             file's post_attention_norm.
+  olmo2     Olmo3ForCausalLM (Olmo2ForCausalLM where no layer has a window;
+            llama.cpp's converter writes both as olmo2): no pre-norms, an
+            RMSNorm over all of q and of k before a rotate-half RoPE,
+            post-attention and post-FFN norms, SwiGLU, and a window on the
+            layers sliding_window_pattern flags (a list), or on all but
+            every n-th (a number).
   dots1     Dots1ForCausalLM: qwen3's attention, a dense first layer, then a
             router whose sigmoid scores plus e_score_correction_bias choose
             the experts and whose scores alone weigh them (renormalised,
@@ -384,7 +390,34 @@ def dots1(meta, w, tokens):
     return linear(w.get("output.weight", w["token_embd.weight"]), x)
 
 
-FAMILIES = {"qwen3moe": qwen3moe, "gemma3": gemma3, "gpt-oss": gpt_oss, "dots1": dots1}
+def olmo2(meta, w, tokens):
+    a = "olmo2"
+    n_head, n_kv = meta[f"{a}.attention.head_count"], meta[f"{a}.attention.head_count_kv"]
+    n_layer, n_embd = meta[f"{a}.block_count"], meta[f"{a}.embedding_length"]
+    hd = meta.get(f"{a}.attention.key_length", n_embd // n_head)
+    eps, base = meta[f"{a}.attention.layer_norm_rms_epsilon"], meta[f"{a}.rope.freq_base"]
+    window = meta.get(f"{a}.attention.sliding_window", 0)
+    pattern = meta.get(f"{a}.attention.sliding_window_pattern", 4)
+    windowed = list(pattern) if isinstance(pattern, list) else [(il + 1) % pattern != 0 for il in range(n_layer)]
+    pos = np.arange(len(tokens), dtype=np.float64)
+    x = w["token_embd.weight"][tokens]
+    for il in range(n_layer):
+        p = f"blk.{il}."
+        q = rms_norm(linear(w[p + "attn_q.weight"], x), w[p + "attn_q_norm.weight"], eps)
+        k = rms_norm(linear(w[p + "attn_k.weight"], x), w[p + "attn_k_norm.weight"], eps)
+        v = linear(w[p + "attn_v.weight"], x).reshape(len(tokens), n_kv, hd)
+        q = rope(q.reshape(len(tokens), n_head, hd), pos, base, 1.0)
+        k = rope(k.reshape(len(tokens), n_kv, hd), pos, base, 1.0)
+        o = linear(w[p + "attn_output.weight"],
+                   attention(q, k, v, hd ** -0.5, window if windowed[il] else 0).reshape(len(tokens), -1))
+        x = x + rms_norm(o, w[p + "post_attention_norm.weight"], eps)
+        f = linear(w[p + "ffn_down.weight"], silu(linear(w[p + "ffn_gate.weight"], x)) * linear(w[p + "ffn_up.weight"], x))
+        x = x + rms_norm(f, w[p + "post_ffw_norm.weight"], eps)
+    x = rms_norm(x, w["output_norm.weight"], eps)
+    return linear(w.get("output.weight", w["token_embd.weight"]), x)
+
+
+FAMILIES = {"qwen3moe": qwen3moe, "gemma3": gemma3, "gpt-oss": gpt_oss, "dots1": dots1, "olmo2": olmo2}
 
 
 def main():

@@ -81,6 +81,24 @@ static synth_config olmo2(loom_dtype type)
 	return c;
 }
 
+/* OLMo 3 as transformers computes it, in the olmo2 file llama.cpp's
+ * converter writes for it: OLMo 2's block with grouped-query attention
+ * (its 32B's; the k norm as wide as k), and a window of 6 on three layers
+ * of four, listed as the converter lists them (its layer_types). */
+static const uint32_t olmo3_windowed[] = {1, 1, 1, 0};
+
+static synth_config olmo3(loom_dtype type)
+{
+	synth_config c = olmo2(type);
+	c.n_layer = 4;
+	c.n_head_kv = 2;
+	c.seed = 14;
+	c.sliding_window = 6;
+	c.window_layers = olmo3_windowed;
+	c.n_window_layers = 4;
+	return c;
+}
+
 /* OLMoE: pre-norms, the whole-width QK-norm, 8 experts a layer (64 in the
  * real one), 2 a token, their weights as the softmax gives them (no
  * renormalising). */
@@ -243,7 +261,7 @@ static synth_config wide(synth_config c)
 	return c;
 }
 
-static family_model models[40];
+static family_model models[48];
 static int models_count;
 
 static void add(int *n, const char *name, const char *arch, const char *contract, bool gelu, const char *reference,
@@ -291,6 +309,8 @@ const family_model *family_models(int *n)
 		add(&k, "phi3-q8_0", "phi3", "phi3", false, cpp, phi3(LOOM_DTYPE_Q8_0));
 		add(&k, "dots1-f32", "dots1", "dots1", false, np, dots1(LOOM_DTYPE_F32));
 		add(&k, "dots1-q8_0", "dots1", "dots1", false, np, dots1(LOOM_DTYPE_Q8_0));
+		add(&k, "olmo3-f32", "olmo2", "olmo2", false, np, olmo3(LOOM_DTYPE_F32));
+		add(&k, "olmo3-q8_0", "olmo2", "olmo2", false, np, olmo3(LOOM_DTYPE_Q8_0));
 		const loom_dtype f32 = LOOM_DTYPE_F32;
 		add_q4_k_m(&k, "gemma2-q4_k_m", "gemma2", "gemma2", true, cpp, gemma2(f32));
 		add_q4_k_m(&k, "mixtral-q4_k_m", "llama", "llama", false, cpp, mixtral(f32));
@@ -304,6 +324,7 @@ const family_model *family_models(int *n)
 		add_q4_k_m(&k, "gemma3-q4_k_m", "gemma3", "gemma3", true, np, gemma3(f32));
 		add_q4_k_m(&k, "gpt-oss-q4_k_m", "gpt-oss", "gpt-oss", false, np, gpt_oss(f32));
 		add_q4_k_m(&k, "dots1-q4_k_m", "dots1", "dots1", false, np, dots1(f32));
+		add_q4_k_m(&k, "olmo3-q4_k_m", "olmo2", "olmo2", false, np, olmo3(f32));
 		models_count = k;
 	}
 	*n = models_count;
