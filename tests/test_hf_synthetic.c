@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* How a GGUF tensor becomes a Hugging Face one. */
 enum transform {
@@ -511,6 +512,11 @@ static const config_map olmo3_config[] = {
 	{"sliding_window", "%s.attention.sliding_window", INT},
 	END,
 };
+static const config_map smollm3_config[] = {
+	{"no_rope_layer_interval", "4", NUMBER},
+	{"tie_word_embeddings", NULL, TRUE_VALUE},
+	END,
+};
 static const config_map granite_config[] = {
 	{"embedding_multiplier", "%s.embedding_scale", FLOAT},
 	{"residual_multiplier", "%s.residual_scale", FLOAT},
@@ -604,10 +610,11 @@ static const family families[] = {
 	{"granite", "granite", llama_globals, llama_layer, llama_like_config, granite_config},
 	{"phi3", "phi3", llama_globals, phi3_layer, llama_like_config, phi3_config},
 	{"olmo2", "olmo3", llama_globals, olmo2_layer, llama_like_config, olmo3_config},
+	{"smollm3", "smollm3", tied_globals, llama_layer, llama_like_config, smollm3_config},
 };
 enum {
 	LLAMA, GPT2, QWEN2, QWEN3, GEMMA, PHI2, STABLELM, STARCODER2, MIXTRAL, QWEN2MOE, QWEN3MOE, OLMOE, DOTS1,
-	GRANITEMOE, GPT_OSS, GEMMA2, GEMMA3, OLMO2, COHERE2, GRANITE, PHI3, OLMO3
+	GRANITEMOE, GPT_OSS, GEMMA2, GEMMA3, OLMO2, COHERE2, GRANITE, PHI3, OLMO3, SMOLLM3
 };
 
 /* What config.json says of RoPE scaling: the source's (none), Llama 3's,
@@ -640,86 +647,117 @@ typedef struct synth_case {
 	/* A multimodal checkpoint's text model: its tensors' "model." as this
 	 * prefix, its config in text_config (NULL: a text-only one). */
 	const char *text_prefix;
+	/* config.json's no_rope_layers, a letter a layer: R rotates, N has no
+	 * RoPE (NULL: none, the interval decides). */
+	const char *rope_layers;
+	/* What loom convert says refusing it (NULL: it converts): layers
+	 * without RoPE that no GGUF of the family can say; the logits must
+	 * then move from the source's. */
+	const char *convert_refused;
 } synth_case;
 
 static const synth_case cases[] = {
-	{"llama-f32", LLAMA, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, NULL, NULL, false, NULL},
-	{"llama-f16-sharded", LLAMA, "F16", 3, 0.1f, 2e-2f, AS_SOURCE, NULL, NULL, false, NULL},
-	{"llama-bf16", LLAMA, "BF16", 0, 0.5f, 0.1f, AS_SOURCE, NULL, NULL, false, NULL},
-	{"gpt2-f32-sharded", GPT2, "F32", 2, 1e-4f, 1e-4f, AS_SOURCE, NULL, NULL, false, NULL},
-	{"gpt2-f16", GPT2, "F16", 0, 0.1f, 2e-2f, AS_SOURCE, NULL, NULL, false, NULL},
-	{"gpt2-bf16-sharded", GPT2, "BF16", 4, 0.5f, 0.1f, AS_SOURCE, NULL, NULL, false, NULL},
+	{"llama-f32", LLAMA, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, NULL, NULL, false, NULL, NULL, NULL},
+	{"llama-f16-sharded", LLAMA, "F16", 3, 0.1f, 2e-2f, AS_SOURCE, NULL, NULL, false, NULL, NULL, NULL},
+	{"llama-bf16", LLAMA, "BF16", 0, 0.5f, 0.1f, AS_SOURCE, NULL, NULL, false, NULL, NULL, NULL},
+	{"gpt2-f32-sharded", GPT2, "F32", 2, 1e-4f, 1e-4f, AS_SOURCE, NULL, NULL, false, NULL, NULL, NULL},
+	{"gpt2-f16", GPT2, "F16", 0, 0.1f, 2e-2f, AS_SOURCE, NULL, NULL, false, NULL, NULL, NULL},
+	{"gpt2-bf16-sharded", GPT2, "BF16", 4, 0.5f, 0.1f, AS_SOURCE, NULL, NULL, false, NULL, NULL, NULL},
 	/* The source has no scaling: this one must differ from it. */
-	{"llama-f32-llama3-rope", LLAMA, "F32", 0, 0.0f, 1e-4f, LLAMA3, NULL, NULL, false, NULL},
+	{"llama-f32-llama3-rope", LLAMA, "F32", 0, 0.0f, 1e-4f, LLAMA3, NULL, NULL, false, NULL, NULL, NULL},
 	/* Every other contract's Hugging Face section. */
-	{"qwen2-f32", QWEN2, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, NULL, NULL, false, NULL},
-	{"qwen3-bf16", QWEN3, "BF16", 2, 0.5f, 0.1f, AS_SOURCE, NULL, NULL, false, NULL},
-	{"gemma-f32", GEMMA, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, NULL, NULL, false, NULL},
-	{"phi2-f32", PHI2, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, NULL, NULL, false, NULL},
-	{"stablelm-f16", STABLELM, "F16", 0, 0.1f, 2e-2f, AS_SOURCE, NULL, NULL, false, NULL},
-	{"starcoder2-f32", STARCODER2, "F32", 3, 1e-4f, 1e-4f, AS_SOURCE, NULL, NULL, false, NULL},
+	{"qwen2-f32", QWEN2, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, NULL, NULL, false, NULL, NULL, NULL},
+	{"qwen3-bf16", QWEN3, "BF16", 2, 0.5f, 0.1f, AS_SOURCE, NULL, NULL, false, NULL, NULL, NULL},
+	{"gemma-f32", GEMMA, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, NULL, NULL, false, NULL, NULL, NULL},
+	{"phi2-f32", PHI2, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, NULL, NULL, false, NULL, NULL, NULL},
+	{"stablelm-f16", STABLELM, "F16", 0, 0.1f, 2e-2f, AS_SOURCE, NULL, NULL, false, NULL, NULL, NULL},
+	{"starcoder2-f32", STARCODER2, "F32", 3, 1e-4f, 1e-4f, AS_SOURCE, NULL, NULL, false, NULL, NULL, NULL},
 	/* Mixtures of experts, each expert's matrices a tensor of their own,
 	 * from the family models whose GGUFs match llama.cpp and numpy
 	 * (test_families). */
-	{"mixtral-f32", MIXTRAL, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "mixtral-f32", NULL, false, NULL},
-	{"mixtral-bf16-sharded", MIXTRAL, "BF16", 3, 0.5f, 0.1f, AS_SOURCE, "mixtral-f32", NULL, false, NULL},
-	{"qwen2moe-f32", QWEN2MOE, "F32", 2, 1e-4f, 1e-4f, AS_SOURCE, "qwen2moe-f32", NULL, false, NULL},
-	{"qwen3moe-f16", QWEN3MOE, "F16", 0, 0.1f, 2e-2f, AS_SOURCE, "qwen3moe-f32", NULL, false, NULL},
-	{"olmoe-f32", OLMOE, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "olmoe-f32", NULL, false, NULL},
-	{"dots1-f16", DOTS1, "F16", 2, 0.1f, 2e-2f, AS_SOURCE, "dots1-f32", NULL, false, NULL},
-	{"granitemoe-bf16", GRANITEMOE, "BF16", 0, 0.5f, 0.1f, AS_SOURCE, "granitemoe-f32", NULL, false, NULL},
+	{"mixtral-f32", MIXTRAL, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "mixtral-f32", NULL, false, NULL, NULL, NULL},
+	{"mixtral-bf16-sharded", MIXTRAL, "BF16", 3, 0.5f, 0.1f, AS_SOURCE, "mixtral-f32", NULL, false, NULL, NULL,
+	 NULL},
+	{"qwen2moe-f32", QWEN2MOE, "F32", 2, 1e-4f, 1e-4f, AS_SOURCE, "qwen2moe-f32", NULL, false, NULL, NULL, NULL},
+	{"qwen3moe-f16", QWEN3MOE, "F16", 0, 0.1f, 2e-2f, AS_SOURCE, "qwen3moe-f32", NULL, false, NULL, NULL, NULL},
+	{"olmoe-f32", OLMOE, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "olmoe-f32", NULL, false, NULL, NULL, NULL},
+	{"dots1-f16", DOTS1, "F16", 2, 0.1f, 2e-2f, AS_SOURCE, "dots1-f32", NULL, false, NULL, NULL, NULL},
+	{"granitemoe-bf16", GRANITEMOE, "BF16", 0, 0.5f, 0.1f, AS_SOURCE, "granitemoe-f32", NULL, false, NULL, NULL,
+	 NULL},
 	/* The experts' bytes are the GGUF's, reordered: only the rest rounds,
 	 * in bf16 the router's logits too, which then may choose another
 	 * expert for a token (1.22 from the source). */
-	{"gpt-oss-mxfp4-f32", GPT_OSS, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "gpt-oss-mxfp4", NULL, false, NULL},
-	{"gpt-oss-mxfp4-bf16", GPT_OSS, "BF16", 2, 2.0f, 0.1f, AS_SOURCE, "gpt-oss-mxfp4", NULL, false, NULL},
+	{"gpt-oss-mxfp4-f32", GPT_OSS, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "gpt-oss-mxfp4", NULL, false, NULL, NULL,
+	 NULL},
+	{"gpt-oss-mxfp4-bf16", GPT_OSS, "BF16", 2, 2.0f, 0.1f, AS_SOURCE, "gpt-oss-mxfp4", NULL, false, NULL, NULL,
+	 NULL},
 	/* Its YaRN as openai/gpt-oss-20b's config.json asks for it. */
-	{"gpt-oss-mxfp4-yarn", GPT_OSS, "F32", 0, 1e-4f, 1e-4f, YARN_UNTRUNCATED, "gpt-oss-mxfp4", NULL, false, NULL},
+	{"gpt-oss-mxfp4-yarn", GPT_OSS, "F32", 0, 1e-4f, 1e-4f, YARN_UNTRUNCATED, "gpt-oss-mxfp4", NULL, false, NULL,
+	 NULL, NULL},
 	/* The dense families with windows, caps, post-norms and multipliers
 	 * (test_families' models): Gemma 3 as google/gemma-3-1b-it's
 	 * config.json has it (model_type gemma3_text), with linear scaling
 	 * of its global layers' RoPE. */
-	{"gemma2-f32", GEMMA2, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "gemma2-f32", NULL, false, NULL},
-	{"gemma3-f32", GEMMA3, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "gemma3-f32", NULL, false, NULL},
-	{"gemma3-bf16-sharded", GEMMA3, "BF16", 2, 0.5f, 0.1f, AS_SOURCE, "gemma3-f32", NULL, false, NULL},
-	{"olmo2-f32", OLMO2, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "olmo2-f32", NULL, false, NULL},
-	{"cohere2-f16", COHERE2, "F16", 0, 0.1f, 2e-2f, AS_SOURCE, "cohere2-f32", NULL, false, NULL},
-	{"granite-f32", GRANITE, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "granite-f32", NULL, false, NULL},
+	{"gemma2-f32", GEMMA2, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "gemma2-f32", NULL, false, NULL, NULL, NULL},
+	{"gemma3-f32", GEMMA3, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "gemma3-f32", NULL, false, NULL, NULL, NULL},
+	{"gemma3-bf16-sharded", GEMMA3, "BF16", 2, 0.5f, 0.1f, AS_SOURCE, "gemma3-f32", NULL, false, NULL, NULL, NULL},
+	{"olmo2-f32", OLMO2, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "olmo2-f32", NULL, false, NULL, NULL, NULL},
+	{"cohere2-f16", COHERE2, "F16", 0, 0.1f, 2e-2f, AS_SOURCE, "cohere2-f32", NULL, false, NULL, NULL, NULL},
+	{"granite-f32", GRANITE, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "granite-f32", NULL, false, NULL, NULL, NULL},
 	/* Windowed layers listed, as gemma-3-270m's and gpt-oss-20b's
 	 * config.json list them: the source's, then others (layers 2 and 7
 	 * global, which no period gives: the converted file keeps them as
 	 * llama.cpp's list of flags). */
-	{"gemma3-f32-layer-types", GEMMA3, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "gemma3-f32", "SSSSSFSS", false, NULL},
-	{"gpt-oss-mxfp4-layer-types", GPT_OSS, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "gpt-oss-mxfp4", "SFSF", false, NULL},
-	{"gemma3-f32-own-windows", GEMMA3, "F32", 0, 0.0f, 1e-4f, AS_SOURCE, "gemma3-f32", "SSFSSSSF", true, NULL},
+	{"gemma3-f32-layer-types", GEMMA3, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "gemma3-f32", "SSSSSFSS", false, NULL,
+	 NULL, NULL},
+	{"gpt-oss-mxfp4-layer-types", GPT_OSS, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "gpt-oss-mxfp4", "SFSF", false,
+	 NULL, NULL, NULL},
+	{"gemma3-f32-own-windows", GEMMA3, "F32", 0, 0.0f, 1e-4f, AS_SOURCE, "gemma3-f32", "SSFSSSSF", true, NULL,
+	 NULL, NULL},
 	/* LongRoPE's factors as config.json's lists (Phi-3-mini-128k,
 	 * Phi-3.5, Phi-4-mini), unscaled, and with the context grown 2x. */
-	{"phi3-f32-longrope", PHI3, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "phi3-f32", NULL, false, NULL},
-	{"phi3-f32-longrope-grown", PHI3, "F32", 2, 1e-4f, 1e-4f, LONGROPE_GROWN, "phi3-f32", NULL, false, NULL},
-	{"phi3-f32-half-rotary", PHI3, "F32", 0, 1e-4f, 1e-4f, HALF_ROTARY, "phi3-f32", NULL, false, NULL},
+	{"phi3-f32-longrope", PHI3, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "phi3-f32", NULL, false, NULL, NULL, NULL},
+	{"phi3-f32-longrope-grown", PHI3, "F32", 2, 1e-4f, 1e-4f, LONGROPE_GROWN, "phi3-f32", NULL, false, NULL, NULL,
+	 NULL},
+	{"phi3-f32-half-rotary", PHI3, "F32", 0, 1e-4f, 1e-4f, HALF_ROTARY, "phi3-f32", NULL, false, NULL, NULL, NULL},
 	/* Gemma 3's text model inside its multimodal checkpoints
 	 * (Gemma3ForConditionalGeneration: 4B, 12B, 27B), as Google published
 	 * them and as transformers 4.52 and later save them, a vision tower
 	 * beside it; text_config leaves max_position_embeddings to
 	 * transformers' default. */
-	{"gemma3-multimodal", GEMMA3, "BF16", 2, 0.5f, 0.1f, AS_SOURCE, "gemma3-f32", NULL, false, "language_model.model."},
+	{"gemma3-multimodal", GEMMA3, "BF16", 2, 0.5f, 0.1f, AS_SOURCE, "gemma3-f32", NULL, false,
+	 "language_model.model.", NULL, NULL},
 	{"gemma3-multimodal-f32", GEMMA3, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "gemma3-f32", NULL, false,
-	 "model.language_model."},
+	 "model.language_model.", NULL, NULL},
 	/* gpt-oss with its experts dequantized, as transformers' parameters
 	 * (unsloth/gpt-oss-20b-BF16; the f32 source's experts written so):
 	 * turned at load. In bf16 its router's
 	 * logits round too, and choose other experts for a token, as the MXFP4
 	 * bf16 checkpoint's do. */
-	{"gpt-oss-f32-turned", GPT_OSS, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "gpt-oss-f32", NULL, false, NULL},
-	{"gpt-oss-bf16-turned", GPT_OSS, "BF16", 2, 2.0f, 0.1f, AS_SOURCE, "gpt-oss-f32", NULL, false, NULL},
+	{"gpt-oss-f32-turned", GPT_OSS, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "gpt-oss-f32", NULL, false, NULL, NULL,
+	 NULL},
+	{"gpt-oss-bf16-turned", GPT_OSS, "BF16", 2, 2.0f, 0.1f, AS_SOURCE, "gpt-oss-f32", NULL, false, NULL, NULL,
+	 NULL},
 	/* OLMo 3 (Olmo3ForCausalLM) as allenai/Olmo-3-1025-7B's config.json
 	 * has it: its windowed layers listed; and with its Instruct models'
 	 * YaRN. */
-	{"olmo3-f32", OLMO3, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "olmo3-f32", "SSSF", false, NULL},
-	{"olmo3-bf16-sharded", OLMO3, "BF16", 2, 0.5f, 0.1f, AS_SOURCE, "olmo3-f32", "SSSF", false, NULL},
-	{"olmo3-f32-yarn", OLMO3, "F32", 0, 1e-4f, 1e-4f, YARN_UNTRUNCATED, "olmo3-f32", "SSSF", false, NULL},
+	{"olmo3-f32", OLMO3, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "olmo3-f32", "SSSF", false, NULL, NULL, NULL},
+	{"olmo3-bf16-sharded", OLMO3, "BF16", 2, 0.5f, 0.1f, AS_SOURCE, "olmo3-f32", "SSSF", false, NULL, NULL, NULL},
+	{"olmo3-f32-yarn", OLMO3, "F32", 0, 1e-4f, 1e-4f, YARN_UNTRUNCATED, "olmo3-f32", "SSSF", false, NULL, NULL,
+	 NULL},
+	/* SmolLM3 as HuggingFaceTB/SmolLM3-3B's config.json has it: its
+	 * layers without RoPE listed (every fourth) beside the interval; and
+	 * other layers listed, which its GGUF files (llama.cpp fixes the
+	 * period) cannot say. */
+	{"smollm3-f32", SMOLLM3, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "smollm3-f32", NULL, false, NULL, "RRRNRRRN", NULL},
+	{"smollm3-bf16-sharded", SMOLLM3, "BF16", 2, 0.5f, 0.1f, AS_SOURCE, "smollm3-f32", NULL, false, NULL,
+	 "RRRNRRRN",
+	 NULL},
+	{"smollm3-f32-own-nope", SMOLLM3, "F32", 0, 0.0f, 0.0f, AS_SOURCE, "smollm3-f32", NULL, false, NULL, "RNRRRRRN",
+	 "leaves RoPE off other layers than a GGUF file"},
 	/* Mistral Small 3.1's (Mistral3ForConditionalGeneration). */
-	{"mistral3-multimodal", LLAMA, "BF16", 2, 0.5f, 0.1f, AS_SOURCE, NULL, NULL, false, "language_model.model."},
+	{"mistral3-multimodal", LLAMA, "BF16", 2, 0.5f, 0.1f, AS_SOURCE, NULL, NULL, false, "language_model.model.",
+	 NULL, NULL},
 };
 #define N_CASES ((int)(sizeof(cases) / sizeof(cases[0])))
 
@@ -1147,6 +1185,14 @@ static void add_layer_types(cJSON *j, const char *letters)
 									  : "linear_attention"));
 }
 
+/* no_rope_layers from a letter a layer (synth_case's): 1 rotates. */
+static void add_rope_layers(cJSON *j, const char *letters)
+{
+	cJSON *list = cJSON_AddArrayToObject(j, "no_rope_layers");
+	for (const char *c = letters; *c != '\0'; c++)
+		cJSON_AddItemToArray(list, cJSON_CreateNumber(*c == 'R'));
+}
+
 /* Whether a multimodal checkpoint of the family leaves its context to
  * transformers' default (Gemma 3's text_config does). */
 static bool context_left_out(const family *fam)
@@ -1174,9 +1220,11 @@ static cJSON *nest_text_config(cJSON *text, const family *fam)
 	return root;
 }
 
-static char *config_json(const loom_model_file *f, const family *fam, enum rope_case rope, const char *layer_types,
-			 bool nested)
+static char *config_json(const loom_model_file *f, const family *fam, const synth_case *sc)
 {
+	const enum rope_case rope = sc->rope;
+	const char *layer_types = sc->layer_types;
+	const bool nested = sc->text_prefix != NULL;
 	cJSON *j = cJSON_CreateObject();
 	cJSON_AddStringToObject(j, "model_type", fam->model_type);
 	add_config(j, f, fam, fam->config);
@@ -1186,6 +1234,8 @@ static char *config_json(const loom_model_file *f, const family *fam, enum rope_
 		cJSON_DeleteItemFromObject(j, "sliding_window_pattern");
 		add_layer_types(j, layer_types);
 	}
+	if (sc->rope_layers != NULL)
+		add_rope_layers(j, sc->rope_layers);
 	if (rope == YARN_UNTRUNCATED || rope == YARN_TRUNCATED) {
 		cJSON_DeleteItemFromObject(j, "rope_scaling");
 		cJSON *r = cJSON_AddObjectToObject(j, "rope_scaling");
@@ -1490,6 +1540,24 @@ static void check_yarn_untruncated(loom_runtime *rt, const char *dir, const char
 	loom_model_free(rounded);
 }
 
+/* A checkpoint no GGUF of its family can say: loom runs it as it asks,
+ * which moves the logits from the source's, and loom convert refuses it,
+ * saying why, and writes no file. */
+static void check_convert_refused(loom_runtime *rt, loom_model *source, loom_model *hf, const char *dir,
+				  const char *converted, const char *why)
+{
+	const int n_vocab = loom_model_n_vocab(source);
+	float *a = logits_of(source, n_vocab), *b = logits_of(hf, n_vocab);
+	float apart = max_diff(a, b, (size_t)n_vocab * 10);
+	printf("hf %s: max |dlogit| to the source %.3g, convert refused\n", dir, apart);
+	ck_assert_msg(apart > 1e-2f, "%s: its own layers left the logits within %g of the source's", dir, apart);
+	ck_assert_int_eq(loom_convert(rt, dir, converted, NULL), LOOM_ERR_UNSUPPORTED);
+	ck_assert_msg(strstr(loom_last_error(), why) != NULL, "convert said: %s", loom_last_error());
+	ck_assert_msg(access(converted, F_OK) != 0, "a refused convert left %s", converted);
+	free(a);
+	free(b);
+}
+
 START_TEST(synthetic_checkpoint_computes_its_source)
 {
 	const synth_case *sc = &cases[_i];
@@ -1529,7 +1597,7 @@ START_TEST(synthetic_checkpoint_computes_its_source)
 	write_tensors(c, f, fam, sc->dtype);
 	if (sc->text_prefix != NULL)
 		nest_text_model(c, sc->text_prefix);
-	char path[4200], *config = config_json(f, fam, sc->rope, sc->layer_types, sc->text_prefix != NULL);
+	char path[4200], *config = config_json(f, fam, sc);
 	snprintf(path, sizeof(path), "%s/model.safetensors", dir);
 	ck_assert(sc->n_shards > 0 ? st_write_sharded(dir, c->t, c->n, sc->n_shards) : st_write_file(path, c->t, c->n));
 	ck_assert(st_write_config(dir, config));
@@ -1549,6 +1617,13 @@ START_TEST(synthetic_checkpoint_computes_its_source)
 	ck_assert_msg(loom_model_load(rt, src, NULL, &source) == LOOM_OK, "%s: %s", src, loom_last_error());
 	ck_assert_msg(loom_model_load(rt, dir, NULL, &hf) == LOOM_OK, "%s: %s", dir, loom_last_error());
 	snprintf(converted, sizeof(converted), "%s/converted.gguf", dir);
+	if (sc->convert_refused != NULL) {
+		check_convert_refused(rt, source, hf, dir, converted, sc->convert_refused);
+		loom_model_free(source);
+		loom_model_free(hf);
+		loom_runtime_free(rt);
+		return;
+	}
 	ck_assert_msg(loom_convert(rt, dir, converted, NULL) == LOOM_OK, "convert: %s", loom_last_error());
 	ck_assert_msg(loom_model_load(rt, converted, NULL, &conv) == LOOM_OK, "%s: %s", converted, loom_last_error());
 	const int n_vocab = loom_model_n_vocab(source);
@@ -1606,7 +1681,8 @@ static int write_edited_checkpoint(const char *dir, const char *model, int fam, 
 	for (int i = 0; i < c->n; i++)
 		if (edit(&c->t[i], how))
 			c->t[kept++] = c->t[i];
-	char *config = config_json(f, &families[fam], AS_SOURCE, NULL, false);
+	const synth_case plain = {.rope = AS_SOURCE};
+	char *config = config_json(f, &families[fam], &plain);
 	snprintf(path, sizeof(path), "%s/model.safetensors", dir);
 	ck_assert(st_write_file(path, c->t, kept));
 	ck_assert(st_write_config(dir, config));
@@ -1717,6 +1793,43 @@ START_TEST(unrunnable_layer_types_are_refused)
 }
 END_TEST
 
+/* no_rope_layers of another length than the model's layers, or of other
+ * than numbers, is refused by name. */
+START_TEST(bad_no_rope_layers_are_refused)
+{
+	static const char *const want[] = {
+		"metadata key 'no_rope_layers' has 4 entries for 8 layers",
+		"metadata key 'no_rope_layers' is not a list of numbers",
+	};
+	loom_runtime *rt = test_runtime("cpu-generic", 1);
+	for (int i = 0; i < 2; i++) {
+		char rel[64], dir[4096], path[4200];
+		snprintf(rel, sizeof(rel), "hf-smollm3-no-rope-%d", i);
+		snprintf(dir, sizeof(dir), "%s", test_tmp_dir(rel));
+		ck_assert_int_eq(write_edited_checkpoint(dir, "smollm3-f32", SMOLLM3, keep_all, 0), 0);
+		size_t size;
+		snprintf(path, sizeof(path), "%s/config.json", dir);
+		char *text = test_read_file(path, &size);
+		ck_assert(text != NULL);
+		cJSON *root = cJSON_Parse(text);
+		free(text);
+		if (i == 0) {
+			add_rope_layers(root, "RRRN");
+		} else {
+			cJSON *list = cJSON_AddArrayToObject(root, "no_rope_layers");
+			for (int il = 0; il < 8; il++)
+				cJSON_AddItemToArray(list, cJSON_CreateString("rope"));
+		}
+		write_json(root, dir, "config.json");
+		loom_model *m = NULL;
+		ck_assert_int_ne(loom_model_load(rt, dir, NULL, &m), LOOM_OK);
+		ck_assert_ptr_null(m);
+		ck_assert_msg(strstr(loom_last_error(), want[i]) != NULL, "%s", loom_last_error());
+	}
+	loom_runtime_free(rt);
+}
+END_TEST
+
 static Suite *hf_synthetic_suite(void)
 {
 	Suite *s = suite_create("hf_synthetic");
@@ -1726,6 +1839,7 @@ static Suite *hf_synthetic_suite(void)
 	tcase_add_test(tc, a_missing_expert_is_named);
 	tcase_add_test(tc, mxfp4_parts_that_do_not_fit_are_refused);
 	tcase_add_test(tc, unrunnable_layer_types_are_refused);
+	tcase_add_test(tc, bad_no_rope_layers_are_refused);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -449,6 +449,39 @@ static loom_status add_window_layers(loom_export *e, const loom_model *m)
 						  .count = (uint64_t)hp->n_layer, .v.array = flags});
 }
 
+/* Whether every nope-th layer, and only those, has no RoPE in m (0: none). */
+static bool unrotated_every(const loom_hparams *hp, int64_t nope)
+{
+	for (int64_t il = 0; il < hp->n_layer; il++)
+		if (loom_layer_has_rope(hp, il) != (nope == 0 || (il + 1) % nope != 0))
+			return false;
+	return true;
+}
+
+/* The layers without RoPE as a GGUF can say them: as the interval under
+ * the contract's GGUF key where it names one, else by saying nothing,
+ * which the contract's default interval must then give (SmolLM3's files,
+ * whose period llama.cpp fixes at 4). */
+static loom_status add_unrotated_layers(loom_export *e, const loom_model *m)
+{
+	const loom_hparams *hp = &m->hp;
+	if (m->contract->hparam_keys[LOOM_CFMT_GGUF][LOOM_HP_NO_ROPE_LAYER_INTERVAL] != NULL)
+		for (int64_t n = 0; n <= hp->n_layer; n++)
+			if (unrotated_every(hp, n))
+				return add_hparam(e, m, LOOM_HP_NO_ROPE_LAYER_INTERVAL, (double)n, LOOM_META_U32);
+	const int64_t implied = m->contract->has_default[LOOM_HP_NO_ROPE_LAYER_INTERVAL]
+					? (int64_t)m->contract->defaults[LOOM_HP_NO_ROPE_LAYER_INTERVAL]
+					: 0;
+	if (unrotated_every(hp, implied))
+		return LOOM_OK;
+	char implied_text[64] = "none";
+	if (implied > 0)
+		snprintf(implied_text, sizeof(implied_text), "every %" PRId64 "th", implied);
+	return loom_error(LOOM_ERR_UNSUPPORTED, "the model leaves RoPE off other layers than a GGUF file of %s implies "
+			  "(%s), and the contract names no GGUF key for no_rope_layer_interval to say which",
+			  m->contract->path, implied_text);
+}
+
 /* The RoPE scaling's keys: its type and factor, the original context, and
  * YaRN's parameters; LongRoPE's original context and attention factor
  * (Phi-3), which choose and scale its factors, with or without a type. */
@@ -540,6 +573,8 @@ static loom_status export_meta(loom_export *e, const loom_model *m)
 			st = add_hparam(e, m, values[i].hp, values[i].v, values[i].type);
 	if (st == LOOM_OK && rope)
 		st = add_rope_scaling(e, m);
+	if (st == LOOM_OK && rope)
+		st = add_unrotated_layers(e, m);
 	if (st == LOOM_OK && hp->n_swa > 0 && hp->swa_layers != NULL)
 		st = add_window_layers(e, m);
 	return st;

@@ -124,11 +124,12 @@ static const loom_tensor *frequency_factors(const loom_context *ctx)
 }
 
 /* Whether layer il rotates its q and k: with rope, unless it is a layer
- * without a window in a family whose global layers go unrotated. */
+ * without a window in a family whose global layers go unrotated, or one
+ * the file leaves without RoPE. */
 static bool layer_rotates(const loom_model *m, int il)
 {
 	return m->contract->positions == LOOM_POSITIONS_ROPE &&
-	       (m->contract->global_rope || loom_layer_windowed(&m->hp, il));
+	       (m->contract->global_rope || loom_layer_windowed(&m->hp, il)) && loom_layer_has_rope(&m->hp, il);
 }
 
 /* RoPE of layer il: a windowed layer with a base of its own rotates by

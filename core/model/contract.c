@@ -58,6 +58,8 @@ static const char *const hparam_names[LOOM_HP_COUNT] = {
 	[LOOM_HP_SWIGLU_LIMIT] = "swiglu_limit",
 	[LOOM_HP_LOGIT_MULT] = "logit_multiplier",
 	[LOOM_HP_ROPE_TRUNCATE] = "rope_truncate",
+	[LOOM_HP_NO_ROPE_LAYERS] = "no_rope_layers",
+	[LOOM_HP_NO_ROPE_LAYER_INTERVAL] = "no_rope_layer_interval",
 };
 
 /* NULL-terminated: the values transposed allows. */

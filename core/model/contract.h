@@ -96,6 +96,9 @@ typedef enum loom_hparam {
 	LOOM_HP_ROPE_TRUNCATE,       /* YaRN: 0: the ramp's ends not rounded to whole pairs (transformers' truncate); default 1 */
 	LOOM_HP_ROPE_FACTORS_LONG,   /* LongRoPE: n_rot / 2 factors past rope_orig_ctx, a list in place of the tensor */
 	LOOM_HP_ROPE_FACTORS_SHORT,  /* LongRoPE: the factors within it */
+	LOOM_HP_NO_ROPE_LAYERS,      /* a list of n_layer flags, 0: the layer has no RoPE (Hugging Face's no_rope_layers,
+				      * named for what its zeros switch off); over the interval */
+	LOOM_HP_NO_ROPE_LAYER_INTERVAL, /* n: layer i has no RoPE when (i + 1) % n == 0 (SmolLM3's 4); absent or 0: none */
 	LOOM_HP_COUNT
 } loom_hparam;
 

@@ -328,9 +328,10 @@ static bool array_integer(const loom_meta_value *v, uint64_t i, int64_t *out)
 	}
 }
 
-/* The flags of the windowed layers for a list under key with an entry a
- * layer, or why not. */
-static loom_status new_window_layers(loom_model *m, const char *key, const loom_meta_value *v, bool strings)
+/* *flags, a flag a layer, for a list under key with an entry a layer, or
+ * why not. */
+static loom_status new_layer_flags(loom_model *m, const char *key, const loom_meta_value *v, bool strings,
+				   uint8_t **flags)
 {
 	if (v->type != LOOM_META_ARRAY || (strings ? v->elem_type != LOOM_META_STRING : v->elem_type == LOOM_META_STRING))
 		return loom_error(LOOM_ERR_BAD_FORMAT, "metadata key '%s' is not a list of %s", key,
@@ -338,15 +339,30 @@ static loom_status new_window_layers(loom_model *m, const char *key, const loom_
 	if (v->count != (uint64_t)m->hp.n_layer)
 		return loom_error(LOOM_ERR_BAD_FORMAT, "metadata key '%s' has %" PRIu64 " entries for %" PRId64 " layers", key,
 				  v->count, m->hp.n_layer);
-	if ((m->hp.swa_layers = malloc((size_t)v->count + 1)) == NULL)
+	if ((*flags = malloc((size_t)v->count + 1)) == NULL)
 		return loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
+	return LOOM_OK;
+}
+
+/* A list of numbers, one a layer, as flags: nonzero set. */
+static loom_status layer_flags_from_numbers(loom_model *m, const char *key, const loom_meta_value *v, uint8_t **flags)
+{
+	loom_status st = new_layer_flags(m, key, v, false, flags);
+	if (st != LOOM_OK)
+		return st;
+	for (uint64_t il = 0; il < v->count; il++) {
+		int64_t flag;
+		if (!array_integer(v, il, &flag))
+			return loom_error(LOOM_ERR_BAD_FORMAT, "metadata key '%s' is not a list of integers", key);
+		(*flags)[il] = flag != 0;
+	}
 	return LOOM_OK;
 }
 
 /* Hugging Face's layer_types: which layers attend through the window. */
 static loom_status window_layers_from_types(loom_model *m, const char *key, const loom_meta_value *v)
 {
-	loom_status st = new_window_layers(m, key, v, true);
+	loom_status st = new_layer_flags(m, key, v, true, &m->hp.swa_layers);
 	if (st != LOOM_OK)
 		return st;
 	for (uint64_t il = 0; il < v->count; il++) {
@@ -361,21 +377,6 @@ static loom_status window_layers_from_types(loom_model *m, const char *key, cons
 	return LOOM_OK;
 }
 
-/* llama.cpp's list form of the pattern: a flag a layer, nonzero windowed. */
-static loom_status window_layers_from_flags(loom_model *m, const char *key, const loom_meta_value *v)
-{
-	loom_status st = new_window_layers(m, key, v, false);
-	if (st != LOOM_OK)
-		return st;
-	for (uint64_t il = 0; il < v->count; il++) {
-		int64_t flag;
-		if (!array_integer(v, il, &flag))
-			return loom_error(LOOM_ERR_BAD_FORMAT, "metadata key '%s' is not a list of integers", key);
-		m->hp.swa_layers[il] = flag != 0;
-	}
-	return LOOM_OK;
-}
-
 /* Which layers are windowed: Hugging Face's layer_types where the file
  * has them, else the pattern, a period or a list of flags. */
 static loom_status read_window_layers(loom_model *m, int fmt)
@@ -385,9 +386,21 @@ static loom_status read_window_layers(loom_model *m, int fmt)
 	if (v != NULL)
 		return window_layers_from_types(m, key, v);
 	v = loom_model_hparam_value(m, fmt, LOOM_HP_SLIDING_WINDOW_PATTERN, key, sizeof(key));
+	/* llama.cpp's list form of the pattern: a flag a layer, 1 windowed. */
 	if (v != NULL && v->type == LOOM_META_ARRAY)
-		return window_layers_from_flags(m, key, v);
+		return layer_flags_from_numbers(m, key, v, &m->hp.swa_layers);
 	return count_or(m, fmt, LOOM_HP_SLIDING_WINDOW_PATTERN, 0, 0, &m->hp.swa_pattern);
+}
+
+/* Which layers have no RoPE: Hugging Face's no_rope_layers (0 for such a
+ * layer) where the file has them, else every n-th by the interval. */
+static loom_status read_rope_layers(loom_model *m, int fmt)
+{
+	char key[256];
+	const loom_meta_value *v = loom_model_hparam_value(m, fmt, LOOM_HP_NO_ROPE_LAYERS, key, sizeof(key));
+	if (v != NULL)
+		return layer_flags_from_numbers(m, key, v, &m->hp.rope_layers);
+	return count_or(m, fmt, LOOM_HP_NO_ROPE_LAYER_INTERVAL, 0, 0, &m->hp.nope_interval);
 }
 
 /* A mixture of experts' shape, where the file has experts. */
@@ -473,7 +486,7 @@ loom_status loom_model_read_hparams(loom_model *m)
 	    (st = float_or(m, fmt, LOOM_HP_ATTENTION_SCALE_BASE, 0.0, &hp->attention_scale_base)) != LOOM_OK ||
 	    (st = float_or(m, fmt, LOOM_HP_ATTN_LOGIT_SOFTCAP, 0.0, &hp->attn_logit_softcap)) != LOOM_OK ||
 	    (st = count_or(m, fmt, LOOM_HP_SLIDING_WINDOW, 0, 0, &hp->n_swa)) != LOOM_OK ||
-	    (st = read_window_layers(m, fmt)) != LOOM_OK ||
+	    (st = read_window_layers(m, fmt)) != LOOM_OK || (st = read_rope_layers(m, fmt)) != LOOM_OK ||
 	    (st = float_or(m, fmt, LOOM_HP_ROPE_THETA_SWA, 0.0, &hp->rope_theta_swa)) != LOOM_OK ||
 	    (st = float_or(m, fmt, LOOM_HP_SWIGLU_ALPHA, 1.702, &hp->swiglu_alpha)) != LOOM_OK ||
 	    (st = float_or(m, fmt, LOOM_HP_SWIGLU_LIMIT, 7.0, &hp->swiglu_limit)) != LOOM_OK ||

@@ -42,6 +42,7 @@ void loom_model_free(loom_model *m)
 	free(m->hp.rope_long_factors);
 	free(m->hp.rope_short_factors);
 	free(m->hp.swa_layers);
+	free(m->hp.rope_layers);
 	loom_vocab_free(m->vocab);
 	loom_contract_free(m->contract);
 	if (m->release_adopted != NULL)

@@ -65,6 +65,10 @@ typedef struct loom_hparams {
 	uint8_t *swa_layers;
 	/* The windowed layers' RoPE base, unscaled; 0: as the other layers. */
 	float rope_theta_swa;
+	/* Layers without RoPE (loom_layer_has_rope): the file's list (n_layer
+	 * flags, 1 rotates), else every nope_interval-th; 0: none. */
+	int64_t nope_interval;
+	uint8_t *rope_layers;
 	/* A mixture of experts (loom_layer_moe): n_expert experts of n_ff_exp,
 	 * n_expert_used a token, their weights renormalised when
 	 * expert_weights_norm and times expert_weights_scale; the first
@@ -102,6 +106,16 @@ static inline bool loom_layer_windowed(const loom_hparams *hp, int64_t il)
 	if (hp->swa_layers != NULL)
 		return hp->swa_layers[il] != 0;
 	return hp->swa_pattern == 0 || (il + 1) % hp->swa_pattern != 0;
+}
+
+/* Whether layer il may rotate q and k (SmolLM3 leaves every fourth
+ * layer without positions); the contract's positions and global_rope
+ * decide too. */
+static inline bool loom_layer_has_rope(const loom_hparams *hp, int64_t il)
+{
+	if (hp->rope_layers != NULL)
+		return hp->rope_layers[il] != 0;
+	return hp->nope_interval == 0 || (il + 1) % hp->nope_interval != 0;
 }
 
 /* Weights of one block; shapes in ggml order {n_in, n_out}. A tensor the

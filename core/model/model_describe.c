@@ -8,6 +8,24 @@
 #include <inttypes.h>
 #include <stdio.h>
 
+/* The layers without RoPE (loom_layer_has_rope), as text after the rope
+ * line's other words: nothing where every layer has it. */
+static void unrotated_layers(const loom_hparams *hp, char *buf, size_t size)
+{
+	size_t len = 0;
+	int64_t listed = 0;
+	buf[0] = '\0';
+	for (int64_t il = 0; il < hp->n_layer; il++) {
+		if (loom_layer_has_rope(hp, il))
+			continue;
+		if (listed++ == 8) {
+			loom_appendf(buf, size, &len, ", ...");
+			break;
+		}
+		loom_appendf(buf, size, &len, "%s%" PRId64, listed > 1 ? ", " : ", none on layers ", il);
+	}
+}
+
 static const char *gating_name(int gating)
 {
 	static const char *const names[] = {"softmax", "softmax of the chosen", "sigmoid"};
@@ -56,10 +74,14 @@ static void describe(const loom_model *m, char *buf, size_t size, size_t *len)
 		     "block: %" PRId64 " layers, n_embd %" PRId64 ", %" PRId64 " heads of %" PRId64 " (%" PRId64
 		     " kv heads), n_ff %" PRId64 ", context %" PRId64 "\n",
 		     hp->n_layer, hp->n_embd, hp->n_head, hp->head_dim, hp->n_head_kv, hp->n_ff, hp->n_ctx_train);
-	if (c->positions == LOOM_POSITIONS_ROPE)
-		loom_appendf(buf, size, len, "rope: base %g, %" PRId64 " dimensions, frequencies x %g%s%s\n",
+	if (c->positions == LOOM_POSITIONS_ROPE) {
+		char unrotated[128];
+		unrotated_layers(hp, unrotated, sizeof(unrotated));
+		loom_appendf(buf, size, len, "rope: base %g, %" PRId64 " dimensions, frequencies x %g%s%s%s\n",
 			     (double)hp->rope_theta, hp->n_rot, (double)hp->rope_freq_scale,
-			     hp->yarn_ext_factor > 0 ? ", yarn" : "", c->global_rope ? "" : ", windowed layers only");
+			     hp->yarn_ext_factor > 0 ? ", yarn" : "", c->global_rope ? "" : ", windowed layers only",
+			     unrotated);
+	}
 	if (hp->n_swa > 0) {
 		char which[128];
 		windowed_layers(hp, which, sizeof(which));

@@ -33,6 +33,11 @@ Families, as transformers' modeling files compute them:
             post-attention and post-FFN norms, SwiGLU, and a window on the
             layers sliding_window_pattern flags (a list), or on all but
             every n-th (a number).
+  smollm3   SmolLM3ForCausalLM: the llama block with no RoPE on every fourth
+            layer (no_rope_layers from no_rope_layer_interval 4, which
+            llama.cpp fixes), tied embeddings. Its GGUF keeps q and k rows in
+            llama.cpp's permutation of transformers' order, under which
+            rotate_half's pairs (i, i + d/2) are adjacent: (2i, 2i + 1).
   dots1     Dots1ForCausalLM: qwen3's attention, a dense first layer, then a
             router whose sigmoid scores plus e_score_correction_bias choose
             the experts and whose scores alone weigh them (renormalised,
@@ -390,6 +395,43 @@ def dots1(meta, w, tokens):
     return linear(w.get("output.weight", w["token_embd.weight"]), x)
 
 
+def rope_adjacent(x, pos, base):
+    """rope() for q and k rows in llama.cpp's permuted order: pair i is
+    (2i, 2i + 1)."""
+    d = x.shape[-1]
+    ang = pos[:, None] * (base ** (-np.arange(0, d, 2, dtype=np.float64) / d))[None, :]
+    cos, sin = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
+    even, odd = x[..., 0::2], x[..., 1::2]
+    out = np.empty_like(x)
+    out[..., 0::2] = even * cos - odd * sin
+    out[..., 1::2] = even * sin + odd * cos
+    return out
+
+
+def smollm3(meta, w, tokens):
+    a = "smollm3"
+    n_head, n_kv = meta[f"{a}.attention.head_count"], meta[f"{a}.attention.head_count_kv"]
+    n_layer, n_embd = meta[f"{a}.block_count"], meta[f"{a}.embedding_length"]
+    hd = n_embd // n_head
+    eps, base = meta[f"{a}.attention.layer_norm_rms_epsilon"], meta[f"{a}.rope.freq_base"]
+    use_rope = [(il + 1) % 4 != 0 for il in range(n_layer)]
+    pos = np.arange(len(tokens), dtype=np.float64)
+    x = w["token_embd.weight"][tokens]
+    for il in range(n_layer):
+        p = f"blk.{il}."
+        h = rms_norm(x, w[p + "attn_norm.weight"], eps)
+        q = linear(w[p + "attn_q.weight"], h).reshape(len(tokens), n_head, hd)
+        k = linear(w[p + "attn_k.weight"], h).reshape(len(tokens), n_kv, hd)
+        v = linear(w[p + "attn_v.weight"], h).reshape(len(tokens), n_kv, hd)
+        if use_rope[il]:
+            q, k = rope_adjacent(q, pos, base), rope_adjacent(k, pos, base)
+        x = x + linear(w[p + "attn_output.weight"], attention(q, k, v, hd ** -0.5, 0).reshape(len(tokens), -1))
+        h = rms_norm(x, w[p + "ffn_norm.weight"], eps)
+        x = x + linear(w[p + "ffn_down.weight"], silu(linear(w[p + "ffn_gate.weight"], h)) * linear(w[p + "ffn_up.weight"], h))
+    x = rms_norm(x, w["output_norm.weight"], eps)
+    return linear(w.get("output.weight", w["token_embd.weight"]), x)
+
+
 def olmo2(meta, w, tokens):
     a = "olmo2"
     n_head, n_kv = meta[f"{a}.attention.head_count"], meta[f"{a}.attention.head_count_kv"]
@@ -417,7 +459,8 @@ def olmo2(meta, w, tokens):
     return linear(w.get("output.weight", w["token_embd.weight"]), x)
 
 
-FAMILIES = {"qwen3moe": qwen3moe, "gemma3": gemma3, "gpt-oss": gpt_oss, "dots1": dots1, "olmo2": olmo2}
+FAMILIES = {"qwen3moe": qwen3moe, "gemma3": gemma3, "gpt-oss": gpt_oss, "dots1": dots1, "olmo2": olmo2,
+            "smollm3": smollm3}
 
 
 def main():

@@ -99,6 +99,18 @@ static synth_config olmo3(loom_dtype type)
 	return c;
 }
 
+/* SmolLM3 as transformers computes it: the llama block, 8 layers of
+ * which 3 and 7 have no RoPE (its no_rope_layer_interval of 4), tied
+ * embeddings, grouped-query attention. */
+static synth_config smollm3(loom_dtype type)
+{
+	synth_config c = small(type, 8, 15);
+	c.norm_eps = 1e-6f;
+	c.rope_theta = 2000000.0f;
+	c.tied = true;
+	return c;
+}
+
 /* OLMoE: pre-norms, the whole-width QK-norm, 8 experts a layer (64 in the
  * real one), 2 a token, their weights as the softmax gives them (no
  * renormalising). */
@@ -311,6 +323,8 @@ const family_model *family_models(int *n)
 		add(&k, "dots1-q8_0", "dots1", "dots1", false, np, dots1(LOOM_DTYPE_Q8_0));
 		add(&k, "olmo3-f32", "olmo2", "olmo2", false, np, olmo3(LOOM_DTYPE_F32));
 		add(&k, "olmo3-q8_0", "olmo2", "olmo2", false, np, olmo3(LOOM_DTYPE_Q8_0));
+		add(&k, "smollm3-f32", "smollm3", "smollm3", false, np, smollm3(LOOM_DTYPE_F32));
+		add(&k, "smollm3-q8_0", "smollm3", "smollm3", false, np, smollm3(LOOM_DTYPE_Q8_0));
 		const loom_dtype f32 = LOOM_DTYPE_F32;
 		add_q4_k_m(&k, "gemma2-q4_k_m", "gemma2", "gemma2", true, cpp, gemma2(f32));
 		add_q4_k_m(&k, "mixtral-q4_k_m", "llama", "llama", false, cpp, mixtral(f32));
@@ -325,6 +339,7 @@ const family_model *family_models(int *n)
 		add_q4_k_m(&k, "gpt-oss-q4_k_m", "gpt-oss", "gpt-oss", false, np, gpt_oss(f32));
 		add_q4_k_m(&k, "dots1-q4_k_m", "dots1", "dots1", false, np, dots1(f32));
 		add_q4_k_m(&k, "olmo3-q4_k_m", "olmo2", "olmo2", false, np, olmo3(f32));
+		add_q4_k_m(&k, "smollm3-q4_k_m", "smollm3", "smollm3", false, np, smollm3(f32));
 		models_count = k;
 	}
 	*n = models_count;
