@@ -1763,38 +1763,61 @@ static bool keep_all(st_tensor_spec *t, int how)
 /* A layer type loom does not run (Qwen3-Next's linear attention), or a
  * list of another length than the layers, is refused by name, not run as
  * the pattern would have it. */
+/* A checkpoint of family model `model` whose config.json edit(root, i)
+ * changes is refused at load, saying want. */
+static void check_config_refused(loom_runtime *rt, const char *rel, const char *model, int fam,
+				 void (*edit)(cJSON *root, int i), int i, const char *want)
+{
+	char dir[4096], path[4200];
+	snprintf(dir, sizeof(dir), "%s", test_tmp_dir(rel));
+	ck_assert_int_eq(write_edited_checkpoint(dir, model, fam, keep_all, 0), 0);
+	size_t size;
+	snprintf(path, sizeof(path), "%s/config.json", dir);
+	char *text = test_read_file(path, &size);
+	ck_assert(text != NULL);
+	cJSON *root = cJSON_Parse(text);
+	free(text);
+	edit(root, i);
+	write_json(root, dir, "config.json");
+	loom_model *m = NULL;
+	ck_assert_int_ne(loom_model_load(rt, dir, NULL, &m), LOOM_OK);
+	ck_assert_ptr_null(m);
+	ck_assert_msg(strstr(loom_last_error(), want) != NULL, "%s", loom_last_error());
+}
+
+static void unrunnable_layer_types(cJSON *root, int i)
+{
+	add_layer_types(root, i == 0 ? "SSXSSFSS" : "SSSF");
+}
+
 START_TEST(unrunnable_layer_types_are_refused)
 {
-	static const char *const types[] = {"SSXSSFSS", "SSSF"};
 	static const char *const want[] = {
 		"layer_types: layer 2 is of type 'linear_attention', not one loom runs (sliding_attention, full_attention)",
 		"metadata key 'layer_types' has 4 entries for 8 layers",
 	};
 	loom_runtime *rt = test_runtime("cpu-generic", 1);
 	for (int i = 0; i < 2; i++) {
-		char rel[64], dir[4096], path[4200];
+		char rel[64];
 		snprintf(rel, sizeof(rel), "hf-gemma3-layer-types-%d", i);
-		snprintf(dir, sizeof(dir), "%s", test_tmp_dir(rel));
-		ck_assert_int_eq(write_edited_checkpoint(dir, "gemma3-f32", GEMMA3, keep_all, 0), 0);
-		size_t size;
-		snprintf(path, sizeof(path), "%s/config.json", dir);
-		char *text = test_read_file(path, &size);
-		ck_assert(text != NULL);
-		cJSON *root = cJSON_Parse(text);
-		free(text);
-		add_layer_types(root, types[i]);
-		write_json(root, dir, "config.json");
-		loom_model *m = NULL;
-		ck_assert_int_ne(loom_model_load(rt, dir, NULL, &m), LOOM_OK);
-		ck_assert_ptr_null(m);
-		ck_assert_msg(strstr(loom_last_error(), want[i]) != NULL, "%s", loom_last_error());
+		check_config_refused(rt, rel, "gemma3-f32", GEMMA3, unrunnable_layer_types, i, want[i]);
 	}
 	loom_runtime_free(rt);
 }
 END_TEST
 
-/* no_rope_layers of another length than the model's layers, or of other
- * than numbers, is refused by name. */
+/* no_rope_layers four long for eight layers, or of strings. */
+static void bad_no_rope_layers(cJSON *root, int i)
+{
+	if (i == 0) {
+		add_rope_layers(root, "RRRN");
+		return;
+	}
+	cJSON *list = cJSON_AddArrayToObject(root, "no_rope_layers");
+	for (int il = 0; il < 8; il++)
+		cJSON_AddItemToArray(list, cJSON_CreateString("rope"));
+}
+
 START_TEST(bad_no_rope_layers_are_refused)
 {
 	static const char *const want[] = {
@@ -1803,28 +1826,9 @@ START_TEST(bad_no_rope_layers_are_refused)
 	};
 	loom_runtime *rt = test_runtime("cpu-generic", 1);
 	for (int i = 0; i < 2; i++) {
-		char rel[64], dir[4096], path[4200];
+		char rel[64];
 		snprintf(rel, sizeof(rel), "hf-smollm3-no-rope-%d", i);
-		snprintf(dir, sizeof(dir), "%s", test_tmp_dir(rel));
-		ck_assert_int_eq(write_edited_checkpoint(dir, "smollm3-f32", SMOLLM3, keep_all, 0), 0);
-		size_t size;
-		snprintf(path, sizeof(path), "%s/config.json", dir);
-		char *text = test_read_file(path, &size);
-		ck_assert(text != NULL);
-		cJSON *root = cJSON_Parse(text);
-		free(text);
-		if (i == 0) {
-			add_rope_layers(root, "RRRN");
-		} else {
-			cJSON *list = cJSON_AddArrayToObject(root, "no_rope_layers");
-			for (int il = 0; il < 8; il++)
-				cJSON_AddItemToArray(list, cJSON_CreateString("rope"));
-		}
-		write_json(root, dir, "config.json");
-		loom_model *m = NULL;
-		ck_assert_int_ne(loom_model_load(rt, dir, NULL, &m), LOOM_OK);
-		ck_assert_ptr_null(m);
-		ck_assert_msg(strstr(loom_last_error(), want[i]) != NULL, "%s", loom_last_error());
+		check_config_refused(rt, rel, "smollm3-f32", SMOLLM3, bad_no_rope_layers, i, want[i]);
 	}
 	loom_runtime_free(rt);
 }

@@ -8,22 +8,29 @@
 #include <inttypes.h>
 #include <stdio.h>
 
+/* The first 8 layers for which has() is false, each after a comma, the
+ * first after `first` in place of it, then "..." where there are more. */
+static void append_layers_without(char *buf, size_t size, size_t *len, const loom_hparams *hp,
+				  bool (*has)(const loom_hparams *, int64_t), const char *first)
+{
+	for (int64_t il = 0, listed = 0; il < hp->n_layer; il++) {
+		if (has(hp, il))
+			continue;
+		if (listed++ == 8) {
+			loom_appendf(buf, size, len, ", ...");
+			break;
+		}
+		loom_appendf(buf, size, len, "%s%" PRId64, listed > 1 ? ", " : first, il);
+	}
+}
+
 /* The layers without RoPE (loom_layer_has_rope), as text after the rope
  * line's other words: nothing where every layer has it. */
 static void unrotated_layers(const loom_hparams *hp, char *buf, size_t size)
 {
 	size_t len = 0;
-	int64_t listed = 0;
 	buf[0] = '\0';
-	for (int64_t il = 0; il < hp->n_layer; il++) {
-		if (loom_layer_has_rope(hp, il))
-			continue;
-		if (listed++ == 8) {
-			loom_appendf(buf, size, &len, ", ...");
-			break;
-		}
-		loom_appendf(buf, size, &len, "%s%" PRId64, listed > 1 ? ", " : ", none on layers ", il);
-	}
+	append_layers_without(buf, size, &len, hp, loom_layer_has_rope, ", none on layers ");
 }
 
 static const char *gating_name(int gating)
@@ -44,16 +51,7 @@ static void windowed_layers(const loom_hparams *hp, char *buf, size_t size)
 		loom_appendf(buf, size, &len, "%" PRId64 " of %" PRId64 " layers, as the file lists them", n, hp->n_layer);
 		if (n == hp->n_layer)
 			return;
-		loom_appendf(buf, size, &len, " (");
-		for (int64_t il = 0, listed = 0; il < hp->n_layer; il++) {
-			if (loom_layer_windowed(hp, il))
-				continue;
-			if (listed++ == 8) {
-				loom_appendf(buf, size, &len, ", ...");
-				break;
-			}
-			loom_appendf(buf, size, &len, "%s%" PRId64, listed > 1 ? ", " : "", il);
-		}
+		append_layers_without(buf, size, &len, hp, loom_layer_windowed, " (");
 		loom_appendf(buf, size, &len, " see%s everything)", hp->n_layer - n == 1 ? "s" : "");
 		return;
 	}
