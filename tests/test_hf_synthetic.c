@@ -1790,22 +1790,6 @@ static void unrunnable_layer_types(cJSON *root, int i)
 	add_layer_types(root, i == 0 ? "SSXSSFSS" : "SSSF");
 }
 
-START_TEST(unrunnable_layer_types_are_refused)
-{
-	static const char *const want[] = {
-		"layer_types: layer 2 is of type 'linear_attention', not one loom runs (sliding_attention, full_attention)",
-		"metadata key 'layer_types' has 4 entries for 8 layers",
-	};
-	loom_runtime *rt = test_runtime("cpu-generic", 1);
-	for (int i = 0; i < 2; i++) {
-		char rel[64];
-		snprintf(rel, sizeof(rel), "hf-gemma3-layer-types-%d", i);
-		check_config_refused(rt, rel, "gemma3-f32", GEMMA3, unrunnable_layer_types, i, want[i]);
-	}
-	loom_runtime_free(rt);
-}
-END_TEST
-
 /* no_rope_layers four long for eight layers, or of strings. */
 static void bad_no_rope_layers(cJSON *root, int i)
 {
@@ -1818,18 +1802,31 @@ static void bad_no_rope_layers(cJSON *root, int i)
 		cJSON_AddItemToArray(list, cJSON_CreateString("rope"));
 }
 
-START_TEST(bad_no_rope_layers_are_refused)
+/* Per-layer lists of config.json that loom cannot run, each refused by
+ * name: layer_types with a type loom lacks or too short, no_rope_layers
+ * too short or of strings. */
+START_TEST(bad_layer_lists_are_refused)
 {
-	static const char *const want[] = {
-		"metadata key 'no_rope_layers' has 4 entries for 8 layers",
-		"metadata key 'no_rope_layers' is not a list of numbers",
+	static const struct {
+		const char *model;
+		int family;
+		void (*edit)(cJSON *root, int i);
+		const char *want[2];
+	} lists[] = {
+		{"gemma3-f32", GEMMA3, unrunnable_layer_types,
+		 {"layer_types: layer 2 is of type 'linear_attention', not one loom runs (sliding_attention, full_attention)",
+		  "metadata key 'layer_types' has 4 entries for 8 layers"}},
+		{"smollm3-f32", SMOLLM3, bad_no_rope_layers,
+		 {"metadata key 'no_rope_layers' has 4 entries for 8 layers",
+		  "metadata key 'no_rope_layers' is not a list of numbers"}},
 	};
 	loom_runtime *rt = test_runtime("cpu-generic", 1);
-	for (int i = 0; i < 2; i++) {
-		char rel[64];
-		snprintf(rel, sizeof(rel), "hf-smollm3-no-rope-%d", i);
-		check_config_refused(rt, rel, "smollm3-f32", SMOLLM3, bad_no_rope_layers, i, want[i]);
-	}
+	for (size_t k = 0; k < sizeof(lists) / sizeof(lists[0]); k++)
+		for (int i = 0; i < 2; i++) {
+			char rel[64];
+			snprintf(rel, sizeof(rel), "hf-bad-list-%zu-%d", k, i);
+			check_config_refused(rt, rel, lists[k].model, lists[k].family, lists[k].edit, i, lists[k].want[i]);
+		}
 	loom_runtime_free(rt);
 }
 END_TEST
@@ -1842,8 +1839,7 @@ static Suite *hf_synthetic_suite(void)
 	tcase_add_loop_test(tc, synthetic_checkpoint_computes_its_source, 0, N_CASES);
 	tcase_add_test(tc, a_missing_expert_is_named);
 	tcase_add_test(tc, mxfp4_parts_that_do_not_fit_are_refused);
-	tcase_add_test(tc, unrunnable_layer_types_are_refused);
-	tcase_add_test(tc, bad_no_rope_layers_are_refused);
+	tcase_add_test(tc, bad_layer_lists_are_refused);
 	suite_add_tcase(s, tc);
 	return s;
 }
