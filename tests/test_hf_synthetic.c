@@ -1503,6 +1503,20 @@ static void check_nested_defaults(const char *src, const char *converted, const 
 	test_close_gguf(f);
 }
 
+/* dir's config.json, parsed. */
+static cJSON *read_config(const char *dir)
+{
+	char path[4200];
+	size_t size;
+	snprintf(path, sizeof(path), "%s/config.json", dir);
+	char *text = test_read_file(path, &size);
+	ck_assert(text != NULL);
+	cJSON *root = cJSON_Parse(text);
+	free(text);
+	ck_assert(root != NULL);
+	return root;
+}
+
 /* The checkpoint asks for YaRN without truncation: the converted file
  * keeps that in loom's key beside llama.cpp's YaRN keys, and the same
  * checkpoint with truncate: true (the ramp's ends rounded, as ggml does)
@@ -1519,13 +1533,7 @@ static void check_yarn_untruncated(loom_runtime *rt, const char *dir, const char
 	ck_assert_msg(v != NULL && v->type == LOOM_META_BOOL && !v->v.b, "the converted file lacks %s = false", key);
 	test_close_gguf(f);
 
-	char path[4200];
-	size_t size;
-	snprintf(path, sizeof(path), "%s/config.json", dir);
-	char *text = test_read_file(path, &size);
-	ck_assert(text != NULL);
-	cJSON *root = cJSON_Parse(text);
-	free(text);
+	cJSON *root = read_config(dir);
 	cJSON *scaling = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
 	ck_assert(scaling != NULL);
 	cJSON_ReplaceItemInObjectCaseSensitive(scaling, "truncate", cJSON_CreateTrue());
@@ -1768,15 +1776,10 @@ static bool keep_all(st_tensor_spec *t, int how)
 static void check_config_refused(loom_runtime *rt, const char *rel, const char *model, int fam,
 				 void (*edit)(cJSON *root, int i), int i, const char *want)
 {
-	char dir[4096], path[4200];
+	char dir[4096];
 	snprintf(dir, sizeof(dir), "%s", test_tmp_dir(rel));
 	ck_assert_int_eq(write_edited_checkpoint(dir, model, fam, keep_all, 0), 0);
-	size_t size;
-	snprintf(path, sizeof(path), "%s/config.json", dir);
-	char *text = test_read_file(path, &size);
-	ck_assert(text != NULL);
-	cJSON *root = cJSON_Parse(text);
-	free(text);
+	cJSON *root = read_config(dir);
 	edit(root, i);
 	write_json(root, dir, "config.json");
 	loom_model *m = NULL;
