@@ -284,6 +284,10 @@ static const struct broken broken[] = {
 	 "lstrip_special", "unknown key 'lstrip_special' in tokenizer", "rstrip_special"},
 	{"contract_rstrip_except_alone", "defaults:\n", "tokenizer:\n  rstrip_except: [\"<s>\"]\ndefaults:\n",
 	 "rstrip_except", "tokenizer.rstrip_except needs rstrip_special: true", NULL},
+	{"contract_text_model_unknown_key", "tensors:\n", "text_model:\n  prefix: text_config\ntensors:\n", "prefix",
+	 "unknown key 'prefix' in text_model", "config, tensors"},
+	{"contract_text_model_without_safetensors", "tensors:\n", "text_model:\n  config: text_config\ntensors:\n",
+	 "  config: text_config", "text_model: the contract describes no safetensors checkpoints", NULL},
 	{"contract_tokenizer_without_block", "block:\n  norm: rmsnorm\n  ffn: swiglu\n  positions: rope\n",
 	 "tokenizer:\n  rstrip_special: true\n", "name: tiny", "hparams and tensors (or only a tokenizer section)", NULL},
 };
@@ -382,6 +386,84 @@ START_TEST(per_format_values_read_back)
 	ck_assert_msg(!c->transposed[LOOM_CFMT_GGUF][LOOM_ROLE_FFN_UP], "ffn_up is transposed in GGUF");
 	ck_assert_str_eq(c->aliases[1], "little");
 	loom_contract_free(c);
+}
+END_TEST
+
+/* The tiny contract with a safetensors section (two spellings of the
+ * embedding and of n_layer) and `text_model` as given. */
+static const char *tiny_with_text_model(char *out, size_t size, const char *text_model)
+{
+	char text[4096];
+	edit(text, sizeof(text), tiny_yaml, "defaults:\n",
+	     "  safetensors:\n    n_embd: hidden_size\n    n_layer: [num_hidden_layers, n_layers]\ndefaults:\n");
+	char tail[2048];
+	snprintf(tail, sizeof(tail),
+		 "\n%stensors:\n"
+		 "  safetensors:\n"
+		 "    token_embd: [model.wte.weight, wte.weight]\n"
+		 "    output_norm: model.ln_f.weight\n    output: lm_head.weight\n"
+		 "    attn_norm: model.h.{i}.ln_1.weight\n    attn_q: model.h.{i}.q.weight\n"
+		 "    attn_k: model.h.{i}.k.weight\n    attn_v: model.h.{i}.v.weight\n"
+		 "    attn_output: model.h.{i}.o.weight\n    ffn_norm: model.h.{i}.ln_2.weight\n"
+		 "    ffn_gate: model.h.{i}.gate.weight\n    ffn_up: model.h.{i}.up.weight\n"
+		 "    ffn_down: model.h.{i}.down.weight\n",
+		 text_model);
+	return edit(out, size, text, "\ntensors:\n", tail);
+}
+
+static void expect_spellings(loom_spellings v, const char *const *want)
+{
+	int i = 0;
+	for (; want[i] != NULL; i++) {
+		ck_assert_ptr_nonnull(v[i]);
+		ck_assert_str_eq(v[i], want[i]);
+	}
+	ck_assert_ptr_null(v[i]);
+}
+
+/* text_model: each safetensors spelling is followed by its text_config.
+ * form and, for tensor names beginning with a listed part, each
+ * replacement of it; names that begin otherwise gain none. */
+START_TEST(text_model_adds_spellings_after_the_plain_ones)
+{
+	char dir[4096], path[4200], text[8192];
+	tmp_dir(dir, sizeof(dir), "contract_text_model");
+	tiny_with_text_model(text, sizeof(text),
+			     "text_model:\n  config: text_config\n  tensors:\n"
+			     "    \"model.\": [language_model.model., model.language_model.]\n"
+			     "    \"lm_head.\": language_model.lm_head.\n");
+	loom_contract *c = load_ok(test_write_file(path, sizeof(path), dir, "tiny.yaml", text));
+	expect_spellings(c->hparam_keys[LOOM_CFMT_SAFETENSORS][LOOM_HP_N_LAYER],
+			 (const char *const[]){"num_hidden_layers", "n_layers", "text_config.num_hidden_layers",
+					       "text_config.n_layers", NULL});
+	expect_spellings(c->tensor_names[LOOM_CFMT_SAFETENSORS][LOOM_ROLE_TOKEN_EMBD],
+			 (const char *const[]){"model.wte.weight", "wte.weight", "language_model.model.wte.weight",
+					       "model.language_model.wte.weight", NULL});
+	expect_spellings(c->tensor_names[LOOM_CFMT_SAFETENSORS][LOOM_ROLE_OUTPUT],
+			 (const char *const[]){"lm_head.weight", "language_model.lm_head.weight", NULL});
+	expect_spellings(c->tensor_names[LOOM_CFMT_SAFETENSORS][LOOM_ROLE_ATTN_Q],
+			 (const char *const[]){"model.h.{i}.q.weight", "language_model.model.h.{i}.q.weight",
+					       "model.language_model.h.{i}.q.weight", NULL});
+	ck_assert_ptr_null(c->hparam_keys[LOOM_CFMT_GGUF][LOOM_HP_N_LAYER][1]);
+	loom_contract_free(c);
+
+	/* An empty part, and replacements that are not strings, are refused
+	 * at their line. */
+	static const char *const bad[][2] = {
+		{"text_model:\n  tensors:\n    \"\": [x.]\n", "a name's part to replace is empty"},
+		{"text_model:\n  tensors:\n    \"model.\": {a: b}\n", "replacements must be a string or a list"},
+	};
+	for (int i = 0; i < 2; i++) {
+		tiny_with_text_model(text, sizeof(text), bad[i][0]);
+		test_write_file(path, sizeof(path), dir, "tiny.yaml", text);
+		c = NULL;
+		ck_assert_int_eq(loom_contract_load(path, &c), LOOM_ERR_CONTRACT);
+		ck_assert_ptr_null(c);
+		char where[4400];
+		snprintf(where, sizeof(where), "%s:%d:", path, test_line_of(text, i == 0 ? "\"\"" : "{a: b}"));
+		expect_in(loom_last_error(), where);
+		expect_in(loom_last_error(), bad[i][1]);
+	}
 }
 END_TEST
 
@@ -753,6 +835,7 @@ static Suite *contract_suite(void)
 	tc = tcase_create("find");
 	tcase_add_test(tc, find_takes_the_first_directory_that_has_it);
 	tcase_add_test(tc, find_rejects_a_misnamed_contract);
+	tcase_add_test(tc, text_model_adds_spellings_after_the_plain_ones);
 	tcase_add_test(tc, find_by_alias);
 	tcase_add_test(tc, find_lists_the_directories_it_searched);
 	tcase_add_test(tc, find_refuses_names_that_are_paths);

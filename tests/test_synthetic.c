@@ -787,7 +787,7 @@ START_TEST(post_norms_match_reference)
 		{"\nblock:\n", "  post_norm: true\n"},
 		{"    ffn_down: blk.{i}.ffn_down.weight\n", "    attn_post_norm: blk.{i}.post_attention_norm.weight\n"
 							 "    ffn_post_norm: blk.{i}.post_ffw_norm.weight\n"},
-		{"\"model.language_model.layers.{i}.mlp.down_proj.weight\"]\n",
+		{"    ffn_down: model.layers.{i}.mlp.down_proj.weight\n",
 		 "    attn_post_norm: model.layers.{i}.post_attn_norm.weight\n"
 		 "    ffn_post_norm: model.layers.{i}.post_ffn_norm.weight\n"},
 	};

@@ -1,5 +1,6 @@
 /* contract.c - reading and checking arch/NAME.yaml. */
 #include "model/contract.h"
+#include "model/contract_text_model.h"
 
 #include "loom/plugin_api.h"
 #include "runtime/error.h"
@@ -810,7 +811,7 @@ static loom_status parse_model(loom_yaml *y, yaml_node_t *root, loom_contract *c
 	yaml_node_t *tensors = loom_yaml_get(y, root, "tensors");
 	yaml_node_t *tokenizer = loom_yaml_get(y, root, "tokenizer");
 	const bool none = block == NULL && hparams == NULL && tensors == NULL && defaults == NULL &&
-			  loom_yaml_get(y, root, "transposed") == NULL;
+			  loom_yaml_get(y, root, "transposed") == NULL && loom_yaml_get(y, root, "text_model") == NULL;
 	if (none && tokenizer != NULL)
 		return LOOM_OK;
 	if (block == NULL || hparams == NULL || tensors == NULL)
@@ -831,6 +832,9 @@ static loom_status parse_model(loom_yaml *y, yaml_node_t *root, loom_contract *c
 	yaml_node_t *transposed = loom_yaml_get(y, root, "transposed");
 	if (st == LOOM_OK && transposed != NULL)
 		st = parse_transposed(y, transposed, c);
+	yaml_node_t *text_model = loom_yaml_get(y, root, "text_model");
+	if (st == LOOM_OK && text_model != NULL)
+		st = loom_contract_text_model(y, text_model, c);
 	return st == LOOM_OK ? check_complete(y, tensors, c) : st;
 }
 
@@ -838,7 +842,7 @@ static loom_status parse_contract(loom_yaml *y, loom_contract *c)
 {
 	static const char *const keys[] = {"name",	"description", "aliases",	"block",     "hparams",
 					   "defaults",	"defaults_by_layers", "tensors", "transposed", "tokenizer",
-					   "chat_template", "moe_architecture", NULL};
+					   "chat_template", "moe_architecture", "text_model", NULL};
 	yaml_node_t *root = loom_yaml_root(y);
 	loom_status st = loom_yaml_check_keys(y, root, keys, LOOM_ERR_CONTRACT, "the contract");
 	if (st != LOOM_OK)
