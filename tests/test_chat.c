@@ -56,6 +56,9 @@ static const struct {
 				"[INST]Who are you?[/INST]"},
 	{LOOM_CHAT_MISTRAL_V13, "[SYSTEM_PROMPT]Be brief.[/SYSTEM_PROMPT][INST]Hi[/INST]Hello!</s>"
 				"[INST]Who are you?[/INST]"},
+	/* llama.cpp's chatglm4. */
+	{LOOM_CHAT_GLM4, "[gMASK]<sop><|system|>\nBe brief.<|user|>\nHi<|assistant|>\nHello!<|user|>\nWho are you?"
+			 "<|assistant|>"},
 };
 
 START_TEST(each_family_formats_its_turns)
@@ -88,9 +91,10 @@ START_TEST(a_turn_extends_the_last)
 		snprintf(with_reply, sizeof(with_reply), "%sHello!", before);
 		bool prefix = strncmp(after, with_reply, strlen(with_reply)) == 0;
 		/* Llama 2 and Mistral reply after the [/INST] with a space of
-		 * their own: the text before the reply differs there. A
-		 * harmony reply names its channel before its text. */
-		if (k != LOOM_CHAT_LLAMA2 && k != LOOM_CHAT_HARMONY)
+		 * their own, and GLM-4 after <|assistant|> with a newline: the
+		 * text before the reply differs there. A harmony reply names
+		 * its channel before its text. */
+		if (k != LOOM_CHAT_LLAMA2 && k != LOOM_CHAT_HARMONY && k != LOOM_CHAT_GLM4)
 			ck_assert_msg(prefix, "%s: '%s' does not start with '%s'", loom_chat_template_name((loom_chat_kind)k),
 				      after, with_reply);
 	}
@@ -134,6 +138,13 @@ static const struct {
 	{"{{- '[SYSTEM_PROMPT]' + default_system_message + '[/SYSTEM_PROMPT]' }}{{- '[INST]' + message['content'] + "
 	 "'[/INST]' }}{{- '[TOOL_CALLS]' + tool['function']['name'] + '[ARGS]' + arguments }}",
 	 LOOM_CHAT_MISTRAL_V13},
+	/* GLM-4-0414's, abridged (its <|user|> and <|assistant|> would read as
+	 * Zephyr's). */
+	{"[gMASK]<sop>{%- for msg in messages %}{%- if msg.role == 'system' %}<|system|>\n{{ msg.content }}{%- endif %}"
+	 "{%- endfor %}{%- for message in messages if message.role != 'system' %}{%- if role == 'user' %}<|user|>\n"
+	 "{{ content }}{%- elif role == 'assistant' %}<|assistant|>\n{{ content }}{%- endif %}{%- endfor %}"
+	 "{% if add_generation_prompt %}<|assistant|>{% endif %}",
+	 LOOM_CHAT_GLM4},
 	/* gpt-oss's, abridged. */
 	{"{%- for message in loop_messages -%}{%- if message.role == 'user' -%}{{- '<|start|>user<|message|>' + "
 	 "message.content + '<|end|>' }}{%- elif message.role == 'assistant' -%}{{- '<|start|>assistant<|channel|>final"

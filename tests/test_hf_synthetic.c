@@ -234,6 +234,24 @@ static const tensor_map phi3_layer[] = {
 	{"ffn_down.weight", L "mlp.down_proj.weight", AS_IS},
 	END,
 };
+/* GLM-4's: q/k/v biases, adjacent RoPE pairs in both formats (no
+ * reordering), four norms under transformers' names, gate and up in one. */
+static const tensor_map glm4_layer[] = {
+	{"attn_norm.weight", L "input_layernorm.weight", AS_IS},
+	{"attn_q.weight", L "self_attn.q_proj.weight", AS_IS},
+	{"attn_q.bias", L "self_attn.q_proj.bias", AS_IS},
+	{"attn_k.weight", L "self_attn.k_proj.weight", AS_IS},
+	{"attn_k.bias", L "self_attn.k_proj.bias", AS_IS},
+	{"attn_v.weight", L "self_attn.v_proj.weight", AS_IS},
+	{"attn_v.bias", L "self_attn.v_proj.bias", AS_IS},
+	{"attn_output.weight", L "self_attn.o_proj.weight", AS_IS},
+	{"post_attention_norm.weight", L "post_self_attn_layernorm.weight", AS_IS},
+	{"ffn_norm.weight", L "post_attention_layernorm.weight", AS_IS},
+	{"ffn_up.weight", L "mlp.gate_up_proj.weight", AS_IS},
+	{"ffn_down.weight", L "mlp.down_proj.weight", AS_IS},
+	{"post_ffw_norm.weight", L "post_mlp_layernorm.weight", AS_IS},
+	END,
+};
 /* OLMo 2's: no norms before, norms after, q and k normed whole. */
 static const tensor_map olmo2_layer[] = {
 	{"attn_q.weight", L "self_attn.q_proj.weight", AS_IS},
@@ -517,6 +535,11 @@ static const config_map smollm3_config[] = {
 	{"tie_word_embeddings", NULL, TRUE_VALUE},
 	END,
 };
+static const config_map glm4_config[] = {
+	{"partial_rotary_factor", "%s.rope.dimension_count", ROT_FRACTION},
+	{"attention_bias", NULL, TRUE_VALUE},
+	END,
+};
 static const config_map granite_config[] = {
 	{"embedding_multiplier", "%s.embedding_scale", FLOAT},
 	{"residual_multiplier", "%s.residual_scale", FLOAT},
@@ -611,10 +634,11 @@ static const family families[] = {
 	{"phi3", "phi3", llama_globals, phi3_layer, llama_like_config, phi3_config},
 	{"olmo2", "olmo3", llama_globals, olmo2_layer, llama_like_config, olmo3_config},
 	{"smollm3", "smollm3", tied_globals, llama_layer, llama_like_config, smollm3_config},
+	{"glm4", "glm4", llama_globals, glm4_layer, llama_like_config, glm4_config},
 };
 enum {
 	LLAMA, GPT2, QWEN2, QWEN3, GEMMA, PHI2, STABLELM, STARCODER2, MIXTRAL, QWEN2MOE, QWEN3MOE, OLMOE, DOTS1,
-	GRANITEMOE, GPT_OSS, GEMMA2, GEMMA3, OLMO2, COHERE2, GRANITE, PHI3, OLMO3, SMOLLM3
+	GRANITEMOE, GPT_OSS, GEMMA2, GEMMA3, OLMO2, COHERE2, GRANITE, PHI3, OLMO3, SMOLLM3, GLM4
 };
 
 /* What config.json says of RoPE scaling: the source's (none), Llama 3's,
@@ -755,6 +779,10 @@ static const synth_case cases[] = {
 	 NULL},
 	{"smollm3-f32-own-nope", SMOLLM3, "F32", 0, 0.0f, 0.0f, AS_SOURCE, "smollm3-f32", NULL, false, NULL, "RNRRRRRN",
 	 "leaves RoPE off other layers than a GGUF file"},
+	/* GLM-4-0414 as THUDM/GLM-4-9B-0414's config.json has it
+	 * (partial_rotary_factor 0.5, attention_bias true). */
+	{"glm4-f32", GLM4, "F32", 0, 1e-4f, 1e-4f, AS_SOURCE, "glm4-f32", NULL, false, NULL, NULL, NULL},
+	{"glm4-bf16-sharded", GLM4, "BF16", 2, 0.5f, 0.1f, AS_SOURCE, "glm4-f32", NULL, false, NULL, NULL, NULL},
 	/* Mistral Small 3.1's (Mistral3ForConditionalGeneration). */
 	{"mistral3-multimodal", LLAMA, "BF16", 2, 0.5f, 0.1f, AS_SOURCE, NULL, NULL, false, "language_model.model.",
 	 NULL, NULL},

@@ -23,6 +23,7 @@ typedef enum loom_chat_kind {
 	LOOM_CHAT_MISTRAL_V7,  /* Mistral Small 3, 3.1 */
 	LOOM_CHAT_MISTRAL_V11, /* Mistral Small 3.2: [TOOL_CALLS]name[CALL_ID]id[ARGS]{...} */
 	LOOM_CHAT_MISTRAL_V13, /* Magistral 2509, Devstral, Ministral 3: [TOOL_CALLS]name[ARGS]{...} */
+	LOOM_CHAT_GLM4,        /* GLM-4: [gMASK]<sop>, then <|role|>\ncontent a turn */
 	LOOM_CHAT_COUNT
 } loom_chat_kind;
 

@@ -38,6 +38,10 @@ Families, as transformers' modeling files compute them:
             llama.cpp fixes), tied embeddings. Its GGUF keeps q and k rows in
             llama.cpp's permutation of transformers' order, under which
             rotate_half's pairs (i, i + d/2) are adjacent: (2i, 2i + 1).
+  glm4      Glm4ForCausalLM: RMSNorms before and after the attention and the
+            FFN, q/k/v biases, RoPE on the first rope.dimension_count of each
+            head in adjacent pairs (transformers' interleaved rotate_half),
+            one gate_up matrix, gate first.
   dots1     Dots1ForCausalLM: qwen3's attention, a dense first layer, then a
             router whose sigmoid scores plus e_score_correction_bias choose
             the experts and whose scores alone weigh them (renormalised,
@@ -432,6 +436,36 @@ def smollm3(meta, w, tokens):
     return linear(w.get("output.weight", w["token_embd.weight"]), x)
 
 
+def glm4(meta, w, tokens):
+    a = "glm4"
+    n_head, n_kv = meta[f"{a}.attention.head_count"], meta[f"{a}.attention.head_count_kv"]
+    n_layer, n_embd = meta[f"{a}.block_count"], meta[f"{a}.embedding_length"]
+    hd = meta.get(f"{a}.attention.key_length", n_embd // n_head)
+    n_rot = meta[f"{a}.rope.dimension_count"]
+    eps, base = meta[f"{a}.attention.layer_norm_rms_epsilon"], meta[f"{a}.rope.freq_base"]
+    pos = np.arange(len(tokens), dtype=np.float64)
+    x = w["token_embd.weight"][tokens]
+
+    def partial_rope(t):
+        return np.concatenate([rope_adjacent(t[..., :n_rot], pos, base), t[..., n_rot:]], axis=-1)
+
+    for il in range(n_layer):
+        p = f"blk.{il}."
+        h = rms_norm(x, w[p + "attn_norm.weight"], eps)
+        q = (linear(w[p + "attn_q.weight"], h) + w[p + "attn_q.bias"]).reshape(len(tokens), n_head, hd)
+        k = (linear(w[p + "attn_k.weight"], h) + w[p + "attn_k.bias"]).reshape(len(tokens), n_kv, hd)
+        v = (linear(w[p + "attn_v.weight"], h) + w[p + "attn_v.bias"]).reshape(len(tokens), n_kv, hd)
+        o = linear(w[p + "attn_output.weight"],
+                   attention(partial_rope(q), partial_rope(k), v, hd ** -0.5, 0).reshape(len(tokens), -1))
+        x = x + rms_norm(o, w[p + "post_attention_norm.weight"], eps)
+        h = rms_norm(x, w[p + "ffn_norm.weight"], eps)
+        gate, up = np.split(linear(w[p + "ffn_up.weight"], h), 2, axis=-1)
+        f = linear(w[p + "ffn_down.weight"], silu(gate) * up)
+        x = x + rms_norm(f, w[p + "post_ffw_norm.weight"], eps)
+    x = rms_norm(x, w["output_norm.weight"], eps)
+    return linear(w.get("output.weight", w["token_embd.weight"]), x)
+
+
 def olmo2(meta, w, tokens):
     a = "olmo2"
     n_head, n_kv = meta[f"{a}.attention.head_count"], meta[f"{a}.attention.head_count_kv"]
@@ -460,7 +494,7 @@ def olmo2(meta, w, tokens):
 
 
 FAMILIES = {"qwen3moe": qwen3moe, "gemma3": gemma3, "gpt-oss": gpt_oss, "dots1": dots1, "olmo2": olmo2,
-            "smollm3": smollm3}
+            "smollm3": smollm3, "glm4": glm4}
 
 
 def main():

@@ -111,6 +111,20 @@ static synth_config smollm3(loom_dtype type)
 	return c;
 }
 
+/* GLM-4 as transformers computes it: four norms a layer (pre and post),
+ * q/k/v biases, RoPE on half of each head in adjacent pairs, one matrix
+ * for gate and up, grouped-query attention. */
+static synth_config glm4(loom_dtype type)
+{
+	synth_config c = small(type, 3, 16);
+	c.n_rot = 8;
+	c.norm_eps = 1e-5f;
+	c.post_norms = true;
+	c.qkv_bias = true;
+	c.fused_gate_up = true;
+	return c;
+}
+
 /* OLMoE: pre-norms, the whole-width QK-norm, 8 experts a layer (64 in the
  * real one), 2 a token, their weights as the softmax gives them (no
  * renormalising). */
@@ -325,6 +339,8 @@ const family_model *family_models(int *n)
 		add(&k, "olmo3-q8_0", "olmo2", "olmo2", false, np, olmo3(LOOM_DTYPE_Q8_0));
 		add(&k, "smollm3-f32", "smollm3", "smollm3", false, np, smollm3(LOOM_DTYPE_F32));
 		add(&k, "smollm3-q8_0", "smollm3", "smollm3", false, np, smollm3(LOOM_DTYPE_Q8_0));
+		add(&k, "glm4-f32", "glm4", "glm4", false, np, glm4(LOOM_DTYPE_F32));
+		add(&k, "glm4-q8_0", "glm4", "glm4", false, np, glm4(LOOM_DTYPE_Q8_0));
 		const loom_dtype f32 = LOOM_DTYPE_F32;
 		add_q4_k_m(&k, "gemma2-q4_k_m", "gemma2", "gemma2", true, cpp, gemma2(f32));
 		add_q4_k_m(&k, "mixtral-q4_k_m", "llama", "llama", false, cpp, mixtral(f32));
@@ -340,6 +356,7 @@ const family_model *family_models(int *n)
 		add_q4_k_m(&k, "dots1-q4_k_m", "dots1", "dots1", false, np, dots1(f32));
 		add_q4_k_m(&k, "olmo3-q4_k_m", "olmo2", "olmo2", false, np, olmo3(f32));
 		add_q4_k_m(&k, "smollm3-q4_k_m", "smollm3", "smollm3", false, np, smollm3(f32));
+		add_q4_k_m(&k, "glm4-q4_k_m", "glm4", "glm4", false, np, glm4(f32));
 		models_count = k;
 	}
 	*n = models_count;
