@@ -79,6 +79,7 @@ typedef struct family {
 	const tensor_map *globals, *layer;
 	const config_map *config;
 	const config_map *extra_config; /* members of the family's own beside config's (one it has replaces), or NULL */
+	const tensor_map *layer_rest;   /* a layer's further tensors, a map shared with other families, or NULL */
 } family;
 
 #define END {NULL, NULL, 0}
@@ -127,12 +128,17 @@ static const tensor_map llama_globals[] = {
 	{"output.weight", "lm_head.weight", AS_IS},
 	END,
 };
+/* The attention of a llama layer: q and k permuted for adjacent-pair
+ * RoPE in GGUF. Its SwiGLU FFN, shared by the families after it. */
 static const tensor_map llama_layer[] = {
 	{"attn_norm.weight", L "input_layernorm.weight", AS_IS},
 	{"attn_q.weight", L "self_attn.q_proj.weight", UNPERMUTE_Q},
 	{"attn_k.weight", L "self_attn.k_proj.weight", UNPERMUTE_K},
 	{"attn_v.weight", L "self_attn.v_proj.weight", AS_IS},
 	{"attn_output.weight", L "self_attn.o_proj.weight", AS_IS},
+	END,
+};
+static const tensor_map swiglu_ffn[] = {
 	{"ffn_norm.weight", L "post_attention_layernorm.weight", AS_IS},
 	{"ffn_gate.weight", L "mlp.gate_proj.weight", AS_IS},
 	{"ffn_up.weight", L "mlp.up_proj.weight", AS_IS},
@@ -146,7 +152,8 @@ static const tensor_map tied_globals[] = {
 	{"output_norm.weight", "model.norm.weight", AS_IS},
 	END,
 };
-static const tensor_map qwen2_layer[] = {
+/* Attention with q/k/v biases (Qwen2, GLM-4). */
+static const tensor_map biased_attention[] = {
 	{"attn_norm.weight", L "input_layernorm.weight", AS_IS},
 	{"attn_q.weight", L "self_attn.q_proj.weight", AS_IS},
 	{"attn_q.bias", L "self_attn.q_proj.bias", AS_IS},
@@ -155,13 +162,9 @@ static const tensor_map qwen2_layer[] = {
 	{"attn_v.weight", L "self_attn.v_proj.weight", AS_IS},
 	{"attn_v.bias", L "self_attn.v_proj.bias", AS_IS},
 	{"attn_output.weight", L "self_attn.o_proj.weight", AS_IS},
-	{"ffn_norm.weight", L "post_attention_layernorm.weight", AS_IS},
-	{"ffn_gate.weight", L "mlp.gate_proj.weight", AS_IS},
-	{"ffn_up.weight", L "mlp.up_proj.weight", AS_IS},
-	{"ffn_down.weight", L "mlp.down_proj.weight", AS_IS},
 	END,
 };
-static const tensor_map qwen3_layer[] = {
+static const tensor_map qwen3_attention[] = {
 	{"attn_norm.weight", L "input_layernorm.weight", AS_IS},
 	{"attn_q.weight", L "self_attn.q_proj.weight", AS_IS},
 	{"attn_k.weight", L "self_attn.k_proj.weight", AS_IS},
@@ -169,10 +172,6 @@ static const tensor_map qwen3_layer[] = {
 	{"attn_q_norm.weight", L "self_attn.q_norm.weight", AS_IS},
 	{"attn_k_norm.weight", L "self_attn.k_norm.weight", AS_IS},
 	{"attn_output.weight", L "self_attn.o_proj.weight", AS_IS},
-	{"ffn_norm.weight", L "post_attention_layernorm.weight", AS_IS},
-	{"ffn_gate.weight", L "mlp.gate_proj.weight", AS_IS},
-	{"ffn_up.weight", L "mlp.up_proj.weight", AS_IS},
-	{"ffn_down.weight", L "mlp.down_proj.weight", AS_IS},
 	END,
 };
 static const tensor_map gemma_globals[] = {
@@ -234,17 +233,10 @@ static const tensor_map phi3_layer[] = {
 	{"ffn_down.weight", L "mlp.down_proj.weight", AS_IS},
 	END,
 };
-/* GLM-4's: q/k/v biases, adjacent RoPE pairs in both formats (no
- * reordering), four norms under transformers' names, gate and up in one. */
-static const tensor_map glm4_layer[] = {
-	{"attn_norm.weight", L "input_layernorm.weight", AS_IS},
-	{"attn_q.weight", L "self_attn.q_proj.weight", AS_IS},
-	{"attn_q.bias", L "self_attn.q_proj.bias", AS_IS},
-	{"attn_k.weight", L "self_attn.k_proj.weight", AS_IS},
-	{"attn_k.bias", L "self_attn.k_proj.bias", AS_IS},
-	{"attn_v.weight", L "self_attn.v_proj.weight", AS_IS},
-	{"attn_v.bias", L "self_attn.v_proj.bias", AS_IS},
-	{"attn_output.weight", L "self_attn.o_proj.weight", AS_IS},
+/* GLM-4's FFN after its biased attention (adjacent RoPE pairs in both
+ * formats: no reordering): the post-norms under transformers' names, gate
+ * and up in one. */
+static const tensor_map glm4_ffn[] = {
 	{"post_attention_norm.weight", L "post_self_attn_layernorm.weight", AS_IS},
 	{"ffn_norm.weight", L "post_attention_layernorm.weight", AS_IS},
 	{"ffn_up.weight", L "mlp.gate_up_proj.weight", AS_IS},
@@ -611,30 +603,30 @@ static const config_map olmoe_config[] = {
 };
 
 static const family families[] = {
-	{"llama", "llama", llama_globals, llama_layer, llama_like_config, NULL},
-	{"gpt2", "gpt2", gpt2_globals, gpt2_layer, gpt2_config, NULL},
-	{"qwen2", "qwen2", tied_globals, qwen2_layer, llama_like_config, NULL},
-	{"qwen3", "qwen3", tied_globals, qwen3_layer, llama_like_config, NULL},
-	{"gemma", "gemma", gemma_globals, gemma_layer, llama_like_config, NULL},
-	{"phi2", "phi", phi2_globals, phi2_layer, layernorm_config, NULL},
-	{"stablelm", "stablelm", ln_globals, stablelm_layer, layernorm_config, NULL},
-	{"starcoder2", "starcoder2", starcoder2_globals, starcoder2_layer, layernorm_config, NULL},
-	{"llama", "mixtral", llama_globals, mixtral_layer, llama_like_config, mixtral_config},
-	{"qwen2moe", "qwen2_moe", llama_globals, qwen2moe_layer, llama_like_config, qwen2moe_config},
-	{"qwen3moe", "qwen3_moe", llama_globals, qk_norm_moe_layer, llama_like_config, qwen3moe_config},
-	{"olmoe", "olmoe", llama_globals, qk_norm_moe_layer, llama_like_config, olmoe_config},
-	{"dots1", "dots1", llama_globals, dots1_layer, llama_like_config, dots1_config},
-	{"granitemoe", "granitemoe", llama_globals, granitemoe_layer, llama_like_config, granitemoe_config},
-	{"gpt-oss", "gpt_oss", llama_globals, gpt_oss_layer, gpt_oss_config, NULL},
-	{"gemma2", "gemma2", gemma_globals, gemma2_layer, llama_like_config, gemma2_config},
-	{"gemma3", "gemma3_text", gemma_globals, gemma3_layer, llama_like_config, gemma3_config},
-	{"olmo2", "olmo2", llama_globals, olmo2_layer, llama_like_config, NULL},
-	{"cohere2", "cohere2", tied_globals, cohere2_layer, layernorm_config, cohere2_config},
-	{"granite", "granite", llama_globals, llama_layer, llama_like_config, granite_config},
-	{"phi3", "phi3", llama_globals, phi3_layer, llama_like_config, phi3_config},
-	{"olmo2", "olmo3", llama_globals, olmo2_layer, llama_like_config, olmo3_config},
-	{"smollm3", "smollm3", tied_globals, llama_layer, llama_like_config, smollm3_config},
-	{"glm4", "glm4", llama_globals, glm4_layer, llama_like_config, glm4_config},
+	{"llama", "llama", llama_globals, llama_layer, llama_like_config, NULL, swiglu_ffn},
+	{"gpt2", "gpt2", gpt2_globals, gpt2_layer, gpt2_config, NULL, NULL},
+	{"qwen2", "qwen2", tied_globals, biased_attention, llama_like_config, NULL, swiglu_ffn},
+	{"qwen3", "qwen3", tied_globals, qwen3_attention, llama_like_config, NULL, swiglu_ffn},
+	{"gemma", "gemma", gemma_globals, gemma_layer, llama_like_config, NULL, NULL},
+	{"phi2", "phi", phi2_globals, phi2_layer, layernorm_config, NULL, NULL},
+	{"stablelm", "stablelm", ln_globals, stablelm_layer, layernorm_config, NULL, NULL},
+	{"starcoder2", "starcoder2", starcoder2_globals, starcoder2_layer, layernorm_config, NULL, NULL},
+	{"llama", "mixtral", llama_globals, mixtral_layer, llama_like_config, mixtral_config, NULL},
+	{"qwen2moe", "qwen2_moe", llama_globals, qwen2moe_layer, llama_like_config, qwen2moe_config, NULL},
+	{"qwen3moe", "qwen3_moe", llama_globals, qk_norm_moe_layer, llama_like_config, qwen3moe_config, NULL},
+	{"olmoe", "olmoe", llama_globals, qk_norm_moe_layer, llama_like_config, olmoe_config, NULL},
+	{"dots1", "dots1", llama_globals, dots1_layer, llama_like_config, dots1_config, NULL},
+	{"granitemoe", "granitemoe", llama_globals, granitemoe_layer, llama_like_config, granitemoe_config, NULL},
+	{"gpt-oss", "gpt_oss", llama_globals, gpt_oss_layer, gpt_oss_config, NULL, NULL},
+	{"gemma2", "gemma2", gemma_globals, gemma2_layer, llama_like_config, gemma2_config, NULL},
+	{"gemma3", "gemma3_text", gemma_globals, gemma3_layer, llama_like_config, gemma3_config, NULL},
+	{"olmo2", "olmo2", llama_globals, olmo2_layer, llama_like_config, NULL, NULL},
+	{"cohere2", "cohere2", tied_globals, cohere2_layer, layernorm_config, cohere2_config, NULL},
+	{"granite", "granite", llama_globals, llama_layer, llama_like_config, granite_config, swiglu_ffn},
+	{"phi3", "phi3", llama_globals, phi3_layer, llama_like_config, phi3_config, NULL},
+	{"olmo2", "olmo3", llama_globals, olmo2_layer, llama_like_config, olmo3_config, NULL},
+	{"smollm3", "smollm3", tied_globals, llama_layer, llama_like_config, smollm3_config, swiglu_ffn},
+	{"glm4", "glm4", llama_globals, biased_attention, llama_like_config, glm4_config, glm4_ffn},
 };
 enum {
 	LLAMA, GPT2, QWEN2, QWEN3, GEMMA, PHI2, STABLELM, STARCODER2, MIXTRAL, QWEN2MOE, QWEN3MOE, OLMOE, DOTS1,
@@ -997,14 +989,21 @@ static void unpermute(float *dst, const float *src, int64_t rows, int64_t cols, 
 		}
 }
 
+/* Whether a tensor map (NULL: none) has experts' stacks. */
+static bool maps_experts(const tensor_map *m)
+{
+	for (; m != NULL && m->gguf != NULL; m++)
+		if (strstr(m->gguf, "_exps.") != NULL)
+			return true;
+	return false;
+}
+
 /* Whether a layer may lack the tensor: a mixture of experts whose first
  * layers are dense has the dense FFN there and the experts' tensors in
  * the rest. */
 static bool ffn_of_some_layers(const family *fam, const char *gguf)
 {
-	bool experts = false;
-	for (const tensor_map *m = fam->layer; m->gguf != NULL; m++)
-		experts = experts || strstr(m->gguf, "_exps.") != NULL;
+	const bool experts = maps_experts(fam->layer) || maps_experts(fam->layer_rest);
 	return experts && strncmp(gguf, "ffn_norm", 8) != 0 &&
 	       (strncmp(gguf, "ffn_", 4) == 0 || strncmp(gguf, "exp_probs_b", 11) == 0);
 }
@@ -1125,15 +1124,23 @@ static void nest_text_model(checkpoint *c, const char *prefix)
 	add(c, "multi_modal_projector.mm_input_projection_weight", "F32", patch, 2, 2, false, false);
 }
 
+/* add_mapped for each tensor of map (NULL: none). */
+static void add_all_mapped(checkpoint *c, const loom_model_file *f, const family *fam, const tensor_map *map, int il,
+			   const char *dtype)
+{
+	for (const tensor_map *m = map; m != NULL && m->gguf != NULL; m++)
+		add_mapped(c, f, fam, m, il, dtype);
+}
+
 static void write_tensors(checkpoint *c, const loom_model_file *f, const family *fam, const char *dtype)
 {
 	char key[96];
 	snprintf(key, sizeof(key), "%s.block_count", fam->arch);
-	for (const tensor_map *m = fam->globals; m->gguf != NULL; m++)
-		add_mapped(c, f, fam, m, -1, dtype);
-	for (int il = 0; il < (int)meta_int(f, key); il++)
-		for (const tensor_map *m = fam->layer; m->gguf != NULL; m++)
-			add_mapped(c, f, fam, m, il, dtype);
+	add_all_mapped(c, f, fam, fam->globals, -1, dtype);
+	for (int il = 0; il < (int)meta_int(f, key); il++) {
+		add_all_mapped(c, f, fam, fam->layer, il, dtype);
+		add_all_mapped(c, f, fam, fam->layer_rest, il, dtype);
+	}
 }
 
 /* rope_scaling as Hugging Face spells the GGUF's: its type and factor. */

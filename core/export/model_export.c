@@ -411,17 +411,22 @@ static loom_status add_hparam(loom_export *e, const loom_model *m, loom_hparam h
 	return add_meta(e, key, v);
 }
 
-/* The period whose pattern windows the layers the file listed; -1 if none
- * does. */
-static int64_t window_period(const loom_hparams *hp)
+/* Whether has() holds for every layer but every n-th (0: for every layer):
+ * the rule of the windows' pattern and of the layers without RoPE. */
+static bool every_nth_lacks(const loom_hparams *hp, bool (*has)(const loom_hparams *, int64_t), int64_t n)
 {
-	for (int64_t n = 0; n <= hp->n_layer; n++) {
-		bool same = true;
-		for (int64_t il = 0; same && il < hp->n_layer; il++)
-			same = (hp->swa_layers[il] != 0) == (n == 0 || (il + 1) % n != 0);
-		if (same)
+	for (int64_t il = 0; il < hp->n_layer; il++)
+		if (has(hp, il) != (n == 0 || (il + 1) % n != 0))
+			return false;
+	return true;
+}
+
+/* The period n for which every_nth_lacks holds; -1 if none does. */
+static int64_t period_of(const loom_hparams *hp, bool (*has)(const loom_hparams *, int64_t))
+{
+	for (int64_t n = 0; n <= hp->n_layer; n++)
+		if (every_nth_lacks(hp, has, n))
 			return n;
-	}
 	return -1;
 }
 
@@ -435,7 +440,7 @@ static loom_status add_window_layers(loom_export *e, const loom_model *m)
 	if (keys == NULL)
 		return loom_error(LOOM_ERR_UNSUPPORTED, "the model lists its windowed layers, and %s names no GGUF key for "
 				  "sliding_window_pattern to keep them in", m->contract->path);
-	const int64_t period = window_period(hp);
+	const int64_t period = period_of(hp, loom_layer_windowed);
 	if (period >= 0)
 		return add_hparam(e, m, LOOM_HP_SLIDING_WINDOW_PATTERN, (double)period, LOOM_META_U32);
 	uint32_t *flags = own_block(e, (size_t)hp->n_layer * sizeof(uint32_t));
@@ -449,15 +454,6 @@ static loom_status add_window_layers(loom_export *e, const loom_model *m)
 						  .count = (uint64_t)hp->n_layer, .v.array = flags});
 }
 
-/* Whether every nope-th layer, and only those, has no RoPE in m (0: none). */
-static bool unrotated_every(const loom_hparams *hp, int64_t nope)
-{
-	for (int64_t il = 0; il < hp->n_layer; il++)
-		if (loom_layer_has_rope(hp, il) != (nope == 0 || (il + 1) % nope != 0))
-			return false;
-	return true;
-}
-
 /* The layers without RoPE as a GGUF can say them: as the interval under
  * the contract's GGUF key where it names one, else by saying nothing,
  * which the contract's default interval must then give (SmolLM3's files,
@@ -465,14 +461,13 @@ static bool unrotated_every(const loom_hparams *hp, int64_t nope)
 static loom_status add_unrotated_layers(loom_export *e, const loom_model *m)
 {
 	const loom_hparams *hp = &m->hp;
-	if (m->contract->hparam_keys[LOOM_CFMT_GGUF][LOOM_HP_NO_ROPE_LAYER_INTERVAL] != NULL)
-		for (int64_t n = 0; n <= hp->n_layer; n++)
-			if (unrotated_every(hp, n))
-				return add_hparam(e, m, LOOM_HP_NO_ROPE_LAYER_INTERVAL, (double)n, LOOM_META_U32);
+	const int64_t period = period_of(hp, loom_layer_has_rope);
+	if (m->contract->hparam_keys[LOOM_CFMT_GGUF][LOOM_HP_NO_ROPE_LAYER_INTERVAL] != NULL && period >= 0)
+		return add_hparam(e, m, LOOM_HP_NO_ROPE_LAYER_INTERVAL, (double)period, LOOM_META_U32);
 	const int64_t implied = m->contract->has_default[LOOM_HP_NO_ROPE_LAYER_INTERVAL]
 					? (int64_t)m->contract->defaults[LOOM_HP_NO_ROPE_LAYER_INTERVAL]
 					: 0;
-	if (unrotated_every(hp, implied))
+	if (every_nth_lacks(hp, loom_layer_has_rope, implied))
 		return LOOM_OK;
 	char implied_text[64] = "none";
 	if (implied > 0)

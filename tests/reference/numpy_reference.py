@@ -247,6 +247,23 @@ def linear(w, x):
     return x @ w.T
 
 
+def block_shape(meta, a):
+    """What every family's block reads of architecture a: heads, kv heads,
+    layers, a head's width (key_length, else n_embd / heads), the norms'
+    epsilon and the RoPE base."""
+    n_head, n_embd = meta[f"{a}.attention.head_count"], meta[f"{a}.embedding_length"]
+    return (n_head, meta[f"{a}.attention.head_count_kv"], meta[f"{a}.block_count"],
+            meta.get(f"{a}.attention.key_length", n_embd // n_head),
+            meta[f"{a}.attention.layer_norm_rms_epsilon"], meta[f"{a}.rope.freq_base"])
+
+
+def output_logits(w, x, eps):
+    """The final norm and the output head (the token embedding where the
+    file ties it)."""
+    x = rms_norm(x, w["output_norm.weight"], eps)
+    return linear(w.get("output.weight", w["token_embd.weight"]), x)
+
+
 # ---- families -----------------------------------------------------------------
 
 
@@ -280,8 +297,7 @@ def qwen3moe(meta, w, tokens):
                 u = linear(w[p + "ffn_up_exps.weight"][e], h[t])
                 out[t] += we * linear(w[p + "ffn_down_exps.weight"][e], silu(g) * u)
         x = x + out
-    x = rms_norm(x, w["output_norm.weight"], eps)
-    return linear(w.get("output.weight", w["token_embd.weight"]), x)
+    return output_logits(w, x, eps)
 
 
 def gemma3(meta, w, tokens):
@@ -311,8 +327,7 @@ def gemma3(meta, w, tokens):
         f = linear(w[p + "ffn_down.weight"],
                    gelu_tanh(linear(w[p + "ffn_gate.weight"], h)) * linear(w[p + "ffn_up.weight"], h))
         x = x + rms_norm(f, w[p + "post_ffw_norm.weight"], eps)
-    x = rms_norm(x, w["output_norm.weight"], eps)
-    return linear(w.get("output.weight", w["token_embd.weight"]), x)
+    return output_logits(w, x, eps)
 
 
 def gpt_oss(meta, w, tokens):
@@ -395,8 +410,7 @@ def dots1(meta, w, tokens):
                 u = linear(w[p + "ffn_up_exps.weight"][e], h[i])
                 out[i] += we * linear(w[p + "ffn_down_exps.weight"][e], silu(g) * u)
         x = x + out + mlp(p + "ffn_*_shexp.weight", h)
-    x = rms_norm(x, w["output_norm.weight"], eps)
-    return linear(w.get("output.weight", w["token_embd.weight"]), x)
+    return output_logits(w, x, eps)
 
 
 def rope_adjacent(x, pos, base):
@@ -413,11 +427,7 @@ def rope_adjacent(x, pos, base):
 
 
 def smollm3(meta, w, tokens):
-    a = "smollm3"
-    n_head, n_kv = meta[f"{a}.attention.head_count"], meta[f"{a}.attention.head_count_kv"]
-    n_layer, n_embd = meta[f"{a}.block_count"], meta[f"{a}.embedding_length"]
-    hd = n_embd // n_head
-    eps, base = meta[f"{a}.attention.layer_norm_rms_epsilon"], meta[f"{a}.rope.freq_base"]
+    n_head, n_kv, n_layer, hd, eps, base = block_shape(meta, "smollm3")
     use_rope = [(il + 1) % 4 != 0 for il in range(n_layer)]
     pos = np.arange(len(tokens), dtype=np.float64)
     x = w["token_embd.weight"][tokens]
@@ -432,17 +442,12 @@ def smollm3(meta, w, tokens):
         x = x + linear(w[p + "attn_output.weight"], attention(q, k, v, hd ** -0.5, 0).reshape(len(tokens), -1))
         h = rms_norm(x, w[p + "ffn_norm.weight"], eps)
         x = x + linear(w[p + "ffn_down.weight"], silu(linear(w[p + "ffn_gate.weight"], h)) * linear(w[p + "ffn_up.weight"], h))
-    x = rms_norm(x, w["output_norm.weight"], eps)
-    return linear(w.get("output.weight", w["token_embd.weight"]), x)
+    return output_logits(w, x, eps)
 
 
 def glm4(meta, w, tokens):
-    a = "glm4"
-    n_head, n_kv = meta[f"{a}.attention.head_count"], meta[f"{a}.attention.head_count_kv"]
-    n_layer, n_embd = meta[f"{a}.block_count"], meta[f"{a}.embedding_length"]
-    hd = meta.get(f"{a}.attention.key_length", n_embd // n_head)
-    n_rot = meta[f"{a}.rope.dimension_count"]
-    eps, base = meta[f"{a}.attention.layer_norm_rms_epsilon"], meta[f"{a}.rope.freq_base"]
+    n_head, n_kv, n_layer, hd, eps, base = block_shape(meta, "glm4")
+    n_rot = meta["glm4.rope.dimension_count"]
     pos = np.arange(len(tokens), dtype=np.float64)
     x = w["token_embd.weight"][tokens]
 
@@ -462,18 +467,13 @@ def glm4(meta, w, tokens):
         gate, up = np.split(linear(w[p + "ffn_up.weight"], h), 2, axis=-1)
         f = linear(w[p + "ffn_down.weight"], silu(gate) * up)
         x = x + rms_norm(f, w[p + "post_ffw_norm.weight"], eps)
-    x = rms_norm(x, w["output_norm.weight"], eps)
-    return linear(w.get("output.weight", w["token_embd.weight"]), x)
+    return output_logits(w, x, eps)
 
 
 def olmo2(meta, w, tokens):
-    a = "olmo2"
-    n_head, n_kv = meta[f"{a}.attention.head_count"], meta[f"{a}.attention.head_count_kv"]
-    n_layer, n_embd = meta[f"{a}.block_count"], meta[f"{a}.embedding_length"]
-    hd = meta.get(f"{a}.attention.key_length", n_embd // n_head)
-    eps, base = meta[f"{a}.attention.layer_norm_rms_epsilon"], meta[f"{a}.rope.freq_base"]
-    window = meta.get(f"{a}.attention.sliding_window", 0)
-    pattern = meta.get(f"{a}.attention.sliding_window_pattern", 4)
+    n_head, n_kv, n_layer, hd, eps, base = block_shape(meta, "olmo2")
+    window = meta.get("olmo2.attention.sliding_window", 0)
+    pattern = meta.get("olmo2.attention.sliding_window_pattern", 4)
     windowed = list(pattern) if isinstance(pattern, list) else [(il + 1) % pattern != 0 for il in range(n_layer)]
     pos = np.arange(len(tokens), dtype=np.float64)
     x = w["token_embd.weight"][tokens]
@@ -489,8 +489,7 @@ def olmo2(meta, w, tokens):
         x = x + rms_norm(o, w[p + "post_attention_norm.weight"], eps)
         f = linear(w[p + "ffn_down.weight"], silu(linear(w[p + "ffn_gate.weight"], x)) * linear(w[p + "ffn_up.weight"], x))
         x = x + rms_norm(f, w[p + "post_ffw_norm.weight"], eps)
-    x = rms_norm(x, w["output_norm.weight"], eps)
-    return linear(w.get("output.weight", w["token_embd.weight"]), x)
+    return output_logits(w, x, eps)
 
 
 FAMILIES = {"qwen3moe": qwen3moe, "gemma3": gemma3, "gpt-oss": gpt_oss, "dots1": dots1, "olmo2": olmo2,
