@@ -5,7 +5,8 @@
  * compute()'s refusals, weights repacked at load and the huge-page slabs
  * they live in, a decode's output independent of the tokens beside it,
  * the documented fp16 rounding of attention, whole graphs on 1 to 5
- * threads, and two host threads sharing one instance.
+ * threads (nodes that start without a barrier among them), and two host
+ * threads sharing one instance.
  *
  * A variant whose probe refuses this CPU is skipped with a SKIP line.
  */
@@ -768,7 +769,7 @@ START_TEST(test_attention_fp16_rounding)
 END_TEST
 
 /* ------------------------------------------------------------------------ */
-/* Whole graphs: a barrier between nodes, scratch shared across ops         */
+/* Whole graphs: barriers between nodes, scratch shared across ops          */
 
 START_TEST(test_graph)
 {
@@ -847,6 +848,92 @@ START_TEST(test_graph)
 	free(nw.data);
 	free(h.data);
 	free(g.data);
+	for (int i = 0; i < 3; i++)
+		free(w[i].data);
+}
+END_TEST
+
+/* Part [first, first + n) of a one-row tensor. */
+static loom_tensor row_part(const dtensor *d, int64_t first, int64_t n)
+{
+	loom_tensor t = d->t;
+	t.data = (char *)t.data + first * (int64_t)sizeof(float);
+	t.ne[0] = n;
+	return t;
+}
+
+/* Nodes that read nothing the nodes since the last barrier write, and
+ * write nothing they touch, start without a barrier: here a decode's
+ * products of three weight types and two lengths (whose activations take
+ * scratch of different sizes) side by side, an ADD of parts of two of
+ * them, one that writes another part of the first beside it, and a MUL
+ * that reads that part. The graph must give what the nodes give one by
+ * one, every time, on 2 and 5 threads: a node started early would read a
+ * part not yet written, or another product's activations. */
+START_TEST(test_graph_independent_nodes)
+{
+	variant *v = usable_variant(_i, "graph of independent nodes");
+	if (v == NULL)
+		return;
+	const int64_t k1 = 256, k2 = 2816, n1 = 96, n2 = 64, part = 32;
+	ref_rng rng = {23};
+	htensor x1 = ht(LOOM_DTYPE_F32, k1, 1, 1, 1), x2 = ht(LOOM_DTYPE_F32, k2, 1, 1, 1);
+	htensor y1 = ht(LOOM_DTYPE_F32, n1, 1, 1, 1), y2 = ht(LOOM_DTYPE_F32, n2, 1, 1, 1);
+	htensor y3 = ht(LOOM_DTYPE_F32, n2, 1, 1, 1), z = ht(LOOM_DTYPE_F32, part, 1, 1, 1);
+	htensor w[3] = {
+		random_weights(&rng, LOOM_DTYPE_Q4_K, k1, n1, 0.1),
+		random_weights(&rng, LOOM_DTYPE_Q8_0, k2, n2, 0.1),
+		random_weights(&rng, LOOM_DTYPE_F16, k1, n2, 0.1),
+	};
+	fill_normal(&rng, ht_f32(&x1), (size_t)k1, 1.0);
+	fill_normal(&rng, ht_f32(&x2), (size_t)k2, 1.0);
+	void *many = new_backend(v, 5);
+	void *backends[] = {v->b.be[1], many};
+
+	for (size_t k = 0; k < N_OF(backends); k++) {
+		void *be = backends[k];
+		enum { X1, X2, W1, W2, W3, Y1, Y2, Y3, Z, N_T };
+		const htensor *layout[N_T] = {&x1, &x2, &w[0], &w[1], &w[2], &y1, &y2, &y3, &z};
+		dtensor d[N_T];
+		for (int i = 0; i < N_T; i++)
+			op_place(&v->b, be, layout[i], 0, &d[i]);
+		loom_tensor y1_mid = row_part(&d[Y1], part, part), y1_end = row_part(&d[Y1], 2 * part, part);
+		loom_tensor y2_head = row_part(&d[Y2], 0, part), y3_head = row_part(&d[Y3], 0, part);
+		loom_node nodes[] = {
+			{.op = LOOM_OP_MATMUL, .dst = &d[Y1].t, .src = {&d[W1].t, &d[X1].t}},
+			{.op = LOOM_OP_MATMUL, .dst = &d[Y2].t, .src = {&d[W2].t, &d[X2].t}},
+			{.op = LOOM_OP_MATMUL, .dst = &d[Y3].t, .src = {&d[W3].t, &d[X1].t}},
+			{.op = LOOM_OP_ADD, .dst = &d[Z].t, .src = {&y1_mid, &y2_head}},
+			{.op = LOOM_OP_ADD, .dst = &y1_end, .src = {&y1_end, &y3_head}},
+			{.op = LOOM_OP_MUL, .dst = &d[Z].t, .src = {&d[Z].t, &y1_end}},
+		};
+		float want_z[32], want_y1[96], got_z[32], got_y1[96];
+		for (size_t i = 0; i < N_OF(nodes); i++) {
+			loom_graph one = {.n_nodes = 1, .nodes = &nodes[i]};
+			ck_assert_int_eq(v->b.vt->compute(be, &one), LOOM_OK);
+		}
+		op_fetch(&v->b, be, &d[Z], &z, want_z, "node by node");
+		op_fetch(&v->b, be, &d[Y1], &y1, want_y1, "node by node");
+		int differ = 0;
+		for (int rep = 0; rep < 50; rep++) {
+			loom_graph graph = {.n_nodes = (int)N_OF(nodes), .nodes = nodes};
+			ck_assert_int_eq(v->b.vt->compute(be, &graph), LOOM_OK);
+			op_fetch(&v->b, be, &d[Z], &z, got_z, "graph");
+			op_fetch(&v->b, be, &d[Y1], &y1, got_y1, "graph");
+			differ += memcmp(got_z, want_z, sizeof(got_z)) != 0 || memcmp(got_y1, want_y1, sizeof(got_y1)) != 0;
+		}
+		ck_assert_msg(differ == 0, "%s: %d of 50 graphs differ from the nodes run one by one (%d threads)",
+			      v->b.name, differ, k == 0 ? 2 : 5);
+		for (int i = 0; i < N_T; i++)
+			v->b.vt->buffer_free(be, &d[i].buf);
+	}
+	v->b.vt->free(many);
+	free(x1.data);
+	free(x2.data);
+	free(y1.data);
+	free(y2.data);
+	free(y3.data);
+	free(z.data);
 	for (int i = 0; i < 3; i++)
 		free(w[i].data);
 }
@@ -934,6 +1021,7 @@ static Suite *cpu_ops_suite(void)
 	add_variant_test(s, "attention_batched_decode", test_attention_batched_decode);
 	add_variant_test(s, "attention_fp16_rounding", test_attention_fp16_rounding);
 	add_variant_test(s, "graph", test_graph);
+	add_variant_test(s, "graph of independent nodes", test_graph_independent_nodes);
 	add_variant_test(s, "concurrent_compute", test_concurrent_compute);
 	return s;
 }
