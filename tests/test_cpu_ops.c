@@ -920,7 +920,8 @@ START_TEST(test_graph_independent_nodes)
 			ck_assert_int_eq(v->b.vt->compute(be, &graph), LOOM_OK);
 			op_fetch(&v->b, be, &d[Z], &z, got_z, "graph");
 			op_fetch(&v->b, be, &d[Y1], &y1, got_y1, "graph");
-			differ += memcmp(got_z, want_z, sizeof(got_z)) != 0 || memcmp(got_y1, want_y1, sizeof(got_y1)) != 0;
+			differ += memcmp(got_z, want_z, sizeof(got_z)) != 0 ||
+				  memcmp(got_y1, want_y1, sizeof(got_y1)) != 0;
 		}
 		ck_assert_msg(differ == 0, "%s: %d of 50 graphs differ from the nodes run one by one (%d threads)",
 			      v->b.name, differ, k == 0 ? 2 : 5);

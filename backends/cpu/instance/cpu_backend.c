@@ -405,6 +405,14 @@ static bool is_weight_product(const loom_node *node)
 	return node->op == LOOM_OP_MATMUL || node->op == LOOM_OP_MATMUL_ID;
 }
 
+/* The first weight product from node i on (n_nodes: none). */
+static int next_weight_product(const loom_graph *graph, int i)
+{
+	while (i < graph->n_nodes && !is_weight_product(&graph->nodes[i]))
+		i++;
+	return i;
+}
+
 /* Whether a node of [from, to) writes any byte of t. */
 static bool written_in(const loom_graph *graph, int from, int to, const loom_tensor *t)
 {
@@ -463,9 +471,7 @@ static void run_graph(cpu_backend *be, const loom_graph *graph, atomic_int *bad_
 			op_of(&graph->nodes[i])->run(&graph->nodes[i], &task);
 			if (i + 1 == graph->n_nodes || !be->joins[i + 1]) {
 				if (next <= i)
-					for (next = i + 1; next < graph->n_nodes && !is_weight_product(&graph->nodes[next]);
-					     next++)
-						;
+					next = next_weight_product(graph, i + 1);
 				if (next < graph->n_nodes && fetching != next) {
 					fetching = next;
 					if (!first_weights(graph, run_first, next, task.ith, task.nth, &fetch))

@@ -133,10 +133,12 @@ static attn_plan make_plan(const loom_node *node)
 	p.tile = min64(p.group < TILE_ROWS ? TILE_ROWS / p.group : 1, p.n_tokens);
 	p.n_tiles = ceil_div(p.n_tokens, p.tile);
 	p.heads = min64(p.tile * p.group < TILE_ROWS ? TILE_ROWS / (p.tile * p.group) : 1, p.n_head_kv);
-	/* Too few units to go round (a decode): the kv heads in two halves,
-	 * which need no merging, before the cache is cut into chunks. */
+	/* Too few units to go round (a decode): a cache long enough to cut
+	 * into chunks is cut, each chunk with all the kv heads, so that a unit
+	 * reads whole rows of the cache, one stream; a shorter one goes in
+	 * two halves of the kv heads, which need no merging. */
 	if (p.n_tiles * ceil_div(p.n_head_kv, p.heads) < MIN_UNITS)
-		p.heads = ceil_div(p.n_head_kv, 2);
+		p.heads = p.n_kv / MIN_CHUNK >= 2 ? p.n_head_kv : ceil_div(p.n_head_kv, 2);
 	p.n_runs = ceil_div(p.n_head_kv, p.heads);
 	p.rows = p.tile * p.heads * p.group;
 	int64_t base = p.n_tiles * p.n_runs;
