@@ -7,20 +7,21 @@
 # the libraries the binaries load):
 #
 #   bench/cuda_device_check.sh prepare   # here: .gpu/, .gpu-build/, .gpu-data/
-#   bench/cuda_device_check.sh check     # there: test_backend_ops, test_cuda, compute-sanitizer
+#   bench/cuda_device_check.sh check     # there: test_backend_ops, test_cuda, serve, compute-sanitizer
 #   bench/cuda_device_check.sh bench     # there: tiny1b models, loom bench beside llama-bench
 #
 # carry: [".gpu", ".gpu-build", ".gpu-data"]. The binaries keep the paths
 # they were built with (their rpath, the tests' source and build folders):
 # `check` points those paths at the carried copies before it runs. Logs go
-# to $OUT (else ./device-results).
+# to $OUT (else ./device-results); `check` takes 495 s at most (the sum
+# of its steps' limits), so one device call of 600 s holds it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-device-results}
 build=/tmp/loom-gpu-build
 
-# The models test_cuda checks that fit beside the build (its tcases skip
-# the others), and the reference data of each.
+# The models test_cuda checks that fit beside the build (it skips the
+# others, saying so), and the reference data of each.
 models="stories260K-f32.gguf stories260K-f16.gguf stories260K-q4_k_m.gguf stories260K-q5_k_m.gguf
 	stories260K-q6_k.gguf stories260K-qwen2-f32.gguf stories260K-hf llama-2-tiny-random.gguf
 	stories-llama-d256-f32.gguf stories-llama-d256-q8_0.gguf
@@ -77,22 +78,37 @@ prepare)
 	prepare
 	;;
 check)
+	# Each step runs whatever the ones before gave, under its own time limit,
+	# and says how it ended: one call shows every failure at once.
+	set +e
 	mkdir -p "$out"
 	place_build
+	[ -d /usr/local/cuda/bin ] && export PATH=/usr/local/cuda/bin:$PATH
 	export LOOM_TEST_DATA=$PWD/.gpu-data
+	step() { # name, limit in seconds, command...
+		local name=$1 limit=$2
+		shift 2
+		local t0=$SECONDS
+		timeout "$limit" "$@" >"$out/$name.log" 2>&1
+		local rc=$?
+		echo "== $name: exit $rc in $((SECONDS - t0)) s"
+		tail -25 "$out/$name.log"
+	}
 	nvidia-smi -L | tee "$out/device.txt"
 	$build/loom info --plugins | tee -a "$out/device.txt"
-	# Every op case on every backend, cuda among them, then the rest of cuda.
-	(cd $build && ./tests/test_backend_ops) 2>&1 | tee "$out/test_backend_ops.log" | tail -30
-	(cd $build && ./tests/test_cuda) 2>&1 | tee "$out/test_cuda.log" | tail -30
-	# memcheck over the op cases on cuda alone (one process: CK_FORK=no) and
-	# one model run.
-	CK_FORK=no compute-sanitizer --tool memcheck --error-exitcode 9 $build/tests/test_backend_ops \
-		$build/plugins/loom-cuda.so >"$out/memcheck_ops.log" 2>&1 &&
-		echo "memcheck ops: clean" || tail -40 "$out/memcheck_ops.log"
-	compute-sanitizer --tool memcheck --error-exitcode 9 $build/loom run --backend cuda \
-		-m "$LOOM_TEST_DATA/models/stories260K-f32.gguf" -p "Once upon a time" -n 32 --temp 0 \
-		>"$out/memcheck_run.log" 2>&1 && echo "memcheck run: clean" || tail -40 "$out/memcheck_run.log"
+	# Every op case on cuda, held to loom's own backends' tiers; then the
+	# rest of cuda: probe, device, golden models, the cache.
+	step test_backend_ops 120 bash -c "cd $build && ./tests/test_backend_ops --only cuda"
+	step test_cuda 150 bash -c "cd $build && ./tests/test_cuda"
+	step serve 60 python3 bench/serve_same_text.py $build/loom "$LOOM_TEST_DATA/models/stories260K-f32.gguf" cuda 8
+	# memcheck over some op groups on cuda (one process each: CK_FORK=no)
+	# and one model run.
+	for g in matmul moe attention; do
+		step "memcheck_$g" 40 env CK_FORK=no CK_RUN_CASE=$g compute-sanitizer --tool memcheck --error-exitcode 9 \
+			$build/tests/test_backend_ops --only cuda
+	done
+	step memcheck_run 45 compute-sanitizer --tool memcheck --error-exitcode 9 $build/loom run --backend cuda \
+		-m "$LOOM_TEST_DATA/models/stories260K-f32.gguf" -p "Once upon a time" -n 32 --temp 0
 	;;
 bench)
 	mkdir -p "$out"

@@ -11,6 +11,9 @@
  *
  *   build/tests/test_backend_ops path/to/my-backend.so
  *
+ * `--only NAME` runs one of the build's backends alone, held to the same
+ * tiers as in the whole run (the GPU machine's check runs cuda so).
+ *
  * Each test builds one group of cases (an op, or MATMUL of one weight
  * type), computes the reference once per case, and runs the case on every
  * backend whose supports() takes it. loom's own backends may not refuse a
@@ -1766,9 +1769,26 @@ static void list_build_backends(void)
 	snprintf(example->listed_as, sizeof(example->listed_as), "example-f32");
 }
 
+/* Keeps only the listed backend called name. */
+static void keep_only(const char *name)
+{
+	int kept = 0;
+	for (int i = 0; i < n_listed; i++)
+		if (strcmp(listed[i].listed_as, name) == 0)
+			listed[kept++] = listed[i];
+	if (kept == 0) {
+		fprintf(stderr, "test_backend_ops: the build lists no backend '%s'\n", name);
+		exit(EXIT_FAILURE);
+	}
+	n_listed = kept;
+}
+
 int main(int argc, char **argv)
 {
-	if (argc > 1) {
+	if (argc == 3 && strcmp(argv[1], "--only") == 0) {
+		list_build_backends();
+		keep_only(argv[2]);
+	} else if (argc > 1) {
 		for (int i = 1; i < argc; i++) {
 			listed_backend *l = add_listed(argv[i]);
 			snprintf(l->listed_as, sizeof(l->listed_as), "%s", argv[i]);

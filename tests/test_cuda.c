@@ -84,6 +84,27 @@ static bool shared_data(bool say)
 	return stat(probe, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+/* Whether the data holds file (under models/) and, if not NULL, golden
+ * (under golden/): the GPU machine carries only some of them; a case
+ * without its files is skipped with a line saying so. */
+static bool carried(const char *file, const char *golden)
+{
+	char rel[512], path[4200];
+	struct stat st;
+
+	snprintf(rel, sizeof(rel), "models/%s", file);
+	if (!test_data_path(path, sizeof(path), rel) || stat(path, &st) != 0) {
+		printf("SKIP: %s not in the test data\n", rel);
+		return false;
+	}
+	snprintf(rel, sizeof(rel), "golden/%s", golden != NULL ? golden : "");
+	if (golden != NULL && (!test_data_path(path, sizeof(path), rel) || stat(path, &st) != 0)) {
+		printf("SKIP: %s not in the test data\n", rel);
+		return false;
+	}
+	return true;
+}
+
 /* ------------------------------------------------------------------------ */
 /* probe                                                                    */
 
@@ -422,7 +443,7 @@ START_TEST(model_on_gpu)
 {
 	const gpu_model *gm = &gpu_models[_i];
 
-	if (!gpu_present(_i == 0) || !shared_data(_i == 0))
+	if (!gpu_present(_i == 0) || !shared_data(_i == 0) || !carried(gm->file, gm->golden))
 		return;
 	loom_runtime *rt = test_runtime("cuda", 1);
 	ck_assert_msg(rt != NULL, "cuda probed usable, but the runtime calls it unusable");
@@ -548,7 +569,7 @@ START_TEST(kv_on_gpu)
 	loom_token a[64], b[64], toks[KV_N_CTX];
 	int8_t all[KV_N_CTX];
 
-	if (!gpu_present(_i == 0) || !shared_data(_i == 0))
+	if (!gpu_present(_i == 0) || !shared_data(_i == 0) || !carried(p.cfg->file, NULL))
 		return;
 	for (int k = 0; k < 2; k++) {
 		p.rt[k] = test_runtime(names[k], k ? 1 : 0);

@@ -82,8 +82,12 @@ static void *cuda_init(const loom_host *host, const loom_backend_options *opts)
 		st = cuda_status(be, cudaStreamCreateWithFlags(&be->stream, cudaStreamNonBlocking), "creating a stream");
 	if (st == LOOM_OK)
 		st = cuda_status(be, cudaMalloc((void **)&be->bad_node, sizeof(int)), "allocating the error word");
+	/* On the stream every kernel runs on: the legacy default stream does
+	 * not order a non-blocking one. */
 	if (st == LOOM_OK)
-		st = cuda_status(be, cudaMemset(be->bad_node, 0xff, sizeof(int)), "clearing the error word");
+		st = cuda_status(be, cudaMemsetAsync(be->bad_node, 0xff, sizeof(int), be->stream), "clearing the error word");
+	if (st == LOOM_OK)
+		st = cuda_status(be, cudaStreamSynchronize(be->stream), "clearing the error word");
 	if (st != LOOM_OK) {
 		cuda_free(be);
 		return NULL;
@@ -106,11 +110,18 @@ static void cuda_free(void *backend)
 	free(be);
 }
 
+/* The device is a host thread's setting: a call may come from another
+ * thread than the one that made the instance (a server's). */
+static loom_status select_device(cuda_backend *be)
+{
+	return cuda_status(be, cudaSetDevice(be->device), "selecting the device");
+}
+
 static loom_status cuda_device_info(void *backend, loom_device_info *out)
 {
 	cuda_backend *be = (cuda_backend *)backend;
 	size_t free_bytes = 0, total_bytes = 0;
-	loom_status st = cuda_status(be, cudaSetDevice(be->device), "selecting the device");
+	loom_status st = select_device(be);
 	if (st == LOOM_OK)
 		st = cuda_status(be, cudaMemGetInfo(&free_bytes, &total_bytes), "reading free memory");
 	if (st != LOOM_OK)
@@ -129,7 +140,9 @@ static loom_status cuda_buffer_alloc(void *backend, size_t size, loom_buffer *ou
 	void *p = NULL;
 	char what[96];
 	snprintf(what, sizeof(what), "allocating %zu MiB of device memory", (size + (1u << 20) - 1) >> 20);
-	loom_status st = cuda_status(be, cudaMalloc(&p, size > 0 ? size : 1), what);
+	loom_status st = select_device(be);
+	if (st == LOOM_OK)
+		st = cuda_status(be, cudaMalloc(&p, size > 0 ? size : 1), what);
 	if (st == LOOM_OK)
 		st = cuda_status(be, cudaMemsetAsync(p, 0, size, be->stream), "clearing new device memory");
 	if (st == LOOM_OK)
@@ -148,6 +161,7 @@ static void cuda_buffer_free(void *backend, loom_buffer *buf)
 {
 	cuda_backend *be = (cuda_backend *)backend;
 	if (buf->handle != NULL) {
+		cudaSetDevice(be->device);
 		cudaStreamSynchronize(be->stream);
 		cudaFree(buf->handle);
 	}
@@ -160,16 +174,20 @@ static loom_status cuda_buffer_upload(void *backend, loom_buffer *buf, size_t of
 	cuda_backend *be = (cuda_backend *)backend;
 	/* Ordered after any compute still on the stream, and complete when this
 	 * returns: the caller may reuse src. */
-	loom_status st = cuda_status(be, cudaMemcpyAsync((char *)buf->base + offset, src, size, cudaMemcpyHostToDevice,
-						       be->stream), "uploading");
+	loom_status st = select_device(be);
+	if (st == LOOM_OK)
+		st = cuda_status(be, cudaMemcpyAsync((char *)buf->base + offset, src, size, cudaMemcpyHostToDevice,
+						     be->stream), "uploading");
 	return st == LOOM_OK ? cuda_status(be, cudaStreamSynchronize(be->stream), "uploading") : st;
 }
 
 static loom_status cuda_buffer_download(void *backend, const loom_buffer *buf, size_t offset, void *dst, size_t size)
 {
 	cuda_backend *be = (cuda_backend *)backend;
-	loom_status st = cuda_status(be, cudaMemcpyAsync(dst, (const char *)buf->base + offset, size,
-						       cudaMemcpyDeviceToHost, be->stream), "downloading");
+	loom_status st = select_device(be);
+	if (st == LOOM_OK)
+		st = cuda_status(be, cudaMemcpyAsync(dst, (const char *)buf->base + offset, size, cudaMemcpyDeviceToHost,
+						     be->stream), "downloading");
 	return st == LOOM_OK ? cuda_status(be, cudaStreamSynchronize(be->stream), "downloading") : st;
 }
 
@@ -209,7 +227,7 @@ static loom_status reserve_work(cuda_backend *be, const loom_graph *graph)
 static loom_status cuda_compute(void *backend, const loom_graph *graph)
 {
 	cuda_backend *be = (cuda_backend *)backend;
-	loom_status st = cuda_status(be, cudaSetDevice(be->device), "selecting the device");
+	loom_status st = select_device(be);
 	if (st == LOOM_OK)
 		st = reserve_work(be, graph);
 	for (int i = 0; st == LOOM_OK && i < graph->n_nodes; i++) {

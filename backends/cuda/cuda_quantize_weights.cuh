@@ -36,9 +36,12 @@ static __device__ __forceinline__ int quant_to_int(double v)
 	return v > -2147483649.0 && v < 2147483648.0 ? (int)v : INT_MIN;
 }
 
+/* cpu_quant_k_search.c's nearest: bounded to +-2^20 first, so that a NaN
+ * or infinite value converts to a defined integer (NaN to -2^20). */
 static __device__ __forceinline__ int quant_nearest(float v)
 {
-	return quant_to_int(rintf(v));
+	v = v > -1048576.0f ? v : -1048576.0f;
+	return (int)rintf(v < 1048576.0f ? v : 1048576.0f);
 }
 
 static __device__ __forceinline__ int quant_clamp(int v, int lo, int hi)
@@ -184,60 +187,90 @@ static __device__ void quant_error_weights(const float *x, int n, float *w)
 		w[i] = rms + fabsf(x[i]);
 }
 
-/* The weighted sums of the CPU's normal equations take f32 products
- * (w * q * x is f32 there: the int converts to float) into f64 sums. */
-static __device__ double quant_solve_affine(const float *x, const float *w, const int *q, int n, float *scale,
-					    float *min)
+/* v rounded to an integer in [lo, hi], as a float; NaN stays NaN. */
+static __device__ __forceinline__ float quant_rounded(float v, float lo, float hi)
 {
-	double sw = 0, swq = 0, swqq = 0, swx = 0, swqx = 0, err = 0, s = 0, o = 0;
+	float q = rintf(v);
+	q = q < lo ? lo : q;
+	return q > hi ? hi : q;
+}
+
+#define QUANT_CANDIDATES (2 * QUANT_SEARCH_STEPS + 1)
+
+/* A candidate is judged by its weighted squared error at the least-squares
+ * scale (and min), from sums over the sub-block: those of w, w x and w x x
+ * (f64, the same for every candidate), and those of w q, w q q and w q x
+ * (f32, per candidate), in the CPU's order. */
+struct quant_fixed_sums {
+	double w, wx, wxx;
+};
+
+static __device__ quant_fixed_sums quant_sums_of(const float *x, const float *w, int n)
+{
+	quant_fixed_sums f = {0, 0, 0};
 	for (int i = 0; i < n; i++) {
-		float wq = __fmul_rn(w[i], (float)q[i]);
-		sw += w[i];
-		swq += wq;
-		swqq += __fmul_rn(wq, (float)q[i]);
-		swx += __fmul_rn(w[i], x[i]);
-		swqx += __fmul_rn(wq, x[i]);
+		double wx = __dmul_rn((double)w[i], (double)x[i]);
+		f.w += w[i];
+		f.wx += wx;
+		f.wxx += __dmul_rn(wx, (double)x[i]);
 	}
-	double det = __dmul_rn(sw, swqq) - __dmul_rn(swq, swq);
+	return f;
+}
+
+/* The least-squares scale and min (kept >= 0: the formats store it
+ * unsigned) for the sums given; returns the error left, expanded into the
+ * sums. */
+static __device__ double quant_solve_affine(const quant_fixed_sums *f, double swq, double swqq, double swqx,
+					    float *scale, float *min)
+{
+	double s = 0, o = 0;
+	double det = __dmul_rn(f->w, swqq) - __dmul_rn(swq, swq);
 	if (det > 0) {
-		s = (__dmul_rn(sw, swqx) - __dmul_rn(swq, swx)) / det;
-		o = (__dmul_rn(swqq, swx) - __dmul_rn(swq, swqx)) / det;
+		s = (__dmul_rn(f->w, swqx) - __dmul_rn(swq, f->wx)) / det;
+		o = (__dmul_rn(swqq, f->wx) - __dmul_rn(swq, swqx)) / det;
 	}
-	/* The formats store the min unsigned: no positive offset. */
 	if (det <= 0 || o > 0) {
 		o = 0;
 		s = swqq > 0 ? swqx / swqq : 0;
 	}
-	for (int i = 0; i < n; i++) {
-		double e = __dmul_rn(s, (double)q[i]) + o - x[i];
-		err += __dmul_rn(__dmul_rn(w[i], e), e);
-	}
 	*scale = (float)s;
 	*min = (float)-o;
-	return err;
+	return __dmul_rn(__dmul_rn(s, s), swqq) + __dmul_rn(__dmul_rn(2 * s, o), swq) + __dmul_rn(__dmul_rn(o, o), f->w) -
+	       __dmul_rn(2 * s, swqx) - __dmul_rn(2 * o, f->wx) + f->wxx;
 }
 
 /* x ~ scale * q - min, q in 0..nmax. */
 static __device__ void quant_fit_affine(const float *x, const float *w, int n, int nmax, float *scale, float *min)
 {
 	float lo = 0.0f, hi = x[0];
+	float iscale[QUANT_CANDIDATES], swq[QUANT_CANDIDATES], swqq[QUANT_CANDIDATES], swqx[QUANT_CANDIDATES];
 	double best = INFINITY;
-	int q[QUANT_MAX_SUB];
 
 	for (int i = 0; i < n; i++) {
-		lo = fminf(lo, x[i]);
-		hi = fmaxf(hi, x[i]);
+		lo = lo < x[i] ? lo : x[i];
+		hi = hi > x[i] ? hi : x[i];
 	}
 	*scale = 0.0f;
 	*min = -lo;
-	if (hi <= lo)
+	if (!(hi > lo))
 		return;
-	for (int k = -QUANT_SEARCH_STEPS; k <= QUANT_SEARCH_STEPS; k++) {
-		float iscale = ((float)nmax + __fmul_rn(QUANT_SEARCH_STEP, (float)k)) / (hi - lo);
+	for (int c = 0; c < QUANT_CANDIDATES; c++) {
+		iscale[c] = ((float)nmax + __fmul_rn(QUANT_SEARCH_STEP, (float)(c - QUANT_SEARCH_STEPS))) / (hi - lo);
+		swq[c] = swqq[c] = swqx[c] = 0.0f;
+	}
+	for (int i = 0; i < n; i++) {
+		const float d = x[i] - lo, wi = w[i], xi = x[i];
+		for (int c = 0; c < QUANT_CANDIDATES; c++) {
+			float q = quant_rounded(__fmul_rn(iscale[c], d), 0.0f, (float)nmax), wq = __fmul_rn(wi, q);
+			swq[c] += wq;
+			swqq[c] += __fmul_rn(wq, q);
+			swqx[c] += __fmul_rn(wq, xi);
+		}
+	}
+	const quant_fixed_sums f = quant_sums_of(x, w, n);
+	for (int c = 0; c < QUANT_CANDIDATES; c++) {
 		float s, m;
-		for (int i = 0; i < n; i++)
-			q[i] = quant_clamp(quant_nearest(__fmul_rn(iscale, x[i] - lo)), 0, nmax);
-		double err = quant_solve_affine(x, w, q, n, &s, &m);
+		double err = quant_solve_affine(&f, swq[c], swqq[c], swqx[c], &s, &m);
 		if (s >= 0.0f && err < best) {
 			best = err;
 			*scale = s;
@@ -246,45 +279,36 @@ static __device__ void quant_fit_affine(const float *x, const float *w, int n, i
 	}
 }
 
-static __device__ double quant_solve_scale(const float *x, const float *w, const int *q, int n, float *scale)
-{
-	double swqq = 0, swqx = 0, err = 0;
-	for (int i = 0; i < n; i++) {
-		float wq = __fmul_rn(w[i], (float)q[i]);
-		swqq += __fmul_rn(wq, (float)q[i]);
-		swqx += __fmul_rn(wq, x[i]);
-	}
-	double s = swqq > 0 ? swqx / swqq : 0;
-	for (int i = 0; i < n; i++) {
-		double e = __dmul_rn(s, (double)q[i]) - x[i];
-		err += __dmul_rn(__dmul_rn(w[i], e), e);
-	}
-	*scale = (float)s;
-	return err;
-}
-
 /* x ~ scale * q, q in -nlo..nhi: lopsided, so the extreme element is tried
- * at either end and the scale may come out negative. */
+ * at either end and the scale may come out negative. The error at the
+ * least-squares scale swqx / swqq is wxx - swqx^2 / swqq: the candidate
+ * with the largest swqx^2 / swqq wins. */
 static __device__ float quant_fit_symmetric(const float *x, const float *w, int n, int nlo, int nhi)
 {
-	float max = quant_signed_max(x, n), scale = 0.0f;
-	double best = INFINITY;
-	int q[QUANT_MAX_SUB];
+	float max = quant_signed_max(x, n), scale = 0.0f, best = -1.0f;
+	float iscale[2 * QUANT_CANDIDATES], swqq[2 * QUANT_CANDIDATES], swqx[2 * QUANT_CANDIDATES];
 
 	if (max == 0.0f)
 		return 0.0f;
-	for (int end = 0; end < 2; end++) {
-		float target = end == 0 ? -(float)nlo : (float)nhi;
-		for (int k = -QUANT_SEARCH_STEPS; k <= QUANT_SEARCH_STEPS; k++) {
-			float iscale = (target + copysignf(__fmul_rn(QUANT_SEARCH_STEP, (float)k), target)) / max;
-			float s;
-			for (int i = 0; i < n; i++)
-				q[i] = quant_clamp(quant_nearest(__fmul_rn(iscale, x[i])), -nlo, nhi);
-			double err = quant_solve_scale(x, w, q, n, &s);
-			if (err < best) {
-				best = err;
-				scale = s;
-			}
+	for (int c = 0; c < 2 * QUANT_CANDIDATES; c++) {
+		float target = c < QUANT_CANDIDATES ? -(float)nlo : (float)nhi;
+		float step = __fmul_rn(QUANT_SEARCH_STEP, (float)(c % QUANT_CANDIDATES - QUANT_SEARCH_STEPS));
+		iscale[c] = (target + copysignf(step, target)) / max;
+		swqq[c] = swqx[c] = 0.0f;
+	}
+	for (int i = 0; i < n; i++) {
+		const float wi = w[i], xi = x[i];
+		for (int c = 0; c < 2 * QUANT_CANDIDATES; c++) {
+			float q = quant_rounded(__fmul_rn(iscale[c], xi), -(float)nlo, (float)nhi), wq = __fmul_rn(wi, q);
+			swqq[c] += __fmul_rn(wq, q);
+			swqx[c] += __fmul_rn(wq, xi);
+		}
+	}
+	for (int c = 0; c < 2 * QUANT_CANDIDATES; c++) {
+		float gain = swqq[c] > 0.0f ? __fmul_rn(swqx[c], swqx[c]) / swqq[c] : 0.0f;
+		if (gain > best) {
+			best = gain;
+			scale = swqq[c] > 0.0f ? swqx[c] / swqq[c] : 0.0f;
 		}
 	}
 	return scale;
@@ -297,7 +321,7 @@ static __device__ float quant_unsigned_steps(const float *v, int n, int qmax, ui
 {
 	float max = 0.0f;
 	for (int j = 0; j < n; j++)
-		max = fmaxf(max, v[j]);
+		max = v[j] > max ? v[j] : max; /* never -0 (cpu_quant_k_search.c) */
 	float step = max / (float)qmax;
 	for (int j = 0; j < n; j++)
 		out[j] = (uint8_t)(step > 0.0f ? quant_clamp(quant_nearest(v[j] / step), 0, qmax) : 0);

@@ -191,8 +191,11 @@ static float quantize_unsigned(const float *v, int n, int qmax, uint8_t *out)
 {
 	float max = 0.0f;
 
+	/* Not fmaxf: of +0 and -0 (the min of a sub-block with no negative
+	 * weight) it may return either, and compilers swap its operands, so
+	 * that the step's fp16 would be 0 or -0 by the build. */
 	for (int j = 0; j < n; j++)
-		max = fmaxf(max, v[j]);
+		max = v[j] > max ? v[j] : max;
 	float step = max / (float)qmax;
 	for (int j = 0; j < n; j++)
 		out[j] = (uint8_t)(step > 0.0f ? clamp(nearest(v[j] / step), 0, qmax) : 0);
