@@ -5,8 +5,7 @@
  * compute()'s refusals, weights repacked at load and the huge-page slabs
  * they live in, a decode's output independent of the tokens beside it,
  * the documented fp16 rounding of attention, whole graphs on 1 to 5
- * threads (nodes that start without a barrier among them), and two host
- * threads sharing one instance.
+ * threads, and two host threads sharing one instance.
  *
  * A variant whose probe refuses this CPU is skipped with a SKIP line.
  */
@@ -769,7 +768,7 @@ START_TEST(test_attention_fp16_rounding)
 END_TEST
 
 /* ------------------------------------------------------------------------ */
-/* Whole graphs: barriers between nodes, scratch shared across ops          */
+/* Whole graphs: a barrier between nodes, scratch shared across ops         */
 
 START_TEST(test_graph)
 {
@@ -862,14 +861,12 @@ static loom_tensor row_part(const dtensor *d, int64_t first, int64_t n)
 	return t;
 }
 
-/* Nodes that read nothing the nodes since the last barrier write, and
- * write nothing they touch, start without a barrier: here a decode's
- * products of three weight types and two lengths (whose activations take
- * scratch of different sizes) side by side, an ADD of parts of two of
- * them, one that writes another part of the first beside it, and a MUL
- * that reads that part. The graph must give what the nodes give one by
- * one, every time, on 2 and 5 threads: a node started early would read a
- * part not yet written, or another product's activations. */
+/* A decode's products of three weight types and two lengths (whose
+ * activations take scratch of different sizes) side by side, an ADD of
+ * parts of two of them, one that writes another part of the first beside
+ * it, and a MUL that reads that part. The graph must give what the nodes
+ * give one by one, every time, on 2 and 5 threads: a node started before
+ * what it reads is written, or sharing another's scratch, would not. */
 START_TEST(test_graph_independent_nodes)
 {
 	variant *v = usable_variant(_i, "graph of independent nodes");

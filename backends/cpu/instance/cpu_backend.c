@@ -27,13 +27,6 @@ typedef struct cpu_backend {
 	/* Scratch shared by the ops of a compute, grown to the largest need. */
 	unsigned char *scratch;
 	size_t scratch_size;
-	/* Per node of the graph being run, grown to the most nodes: its work
-	 * counter, where its part of the scratch starts, and whether it starts
-	 * without a barrier (node_joins). */
-	atomic_llong *work;
-	size_t *scratch_at;
-	bool *joins;
-	int nodes_cap;
 } cpu_backend;
 
 static const cpu_op *const op_table[LOOM_OP_COUNT] = {
@@ -127,9 +120,6 @@ static void cpu_free(void *backend)
 		return;
 	pthread_mutex_destroy(&be->lock);
 	free(be->scratch);
-	free(be->work);
-	free(be->scratch_at);
-	free(be->joins);
 	free(be);
 }
 
@@ -266,91 +256,12 @@ static const char *dst_name(const loom_node *node)
 	return node->dst != NULL && node->dst->name != NULL ? node->dst->name : "?";
 }
 
-/* The bytes from t's first element to past its last. */
-static size_t tensor_span(const loom_tensor *t)
-{
-	size_t span = loom_dtype_row_bytes(t->dtype, t->ne[0]);
-	for (int d = 1; d < 4; d++)
-		span += (size_t)(t->ne[d] - 1) * t->nb[d];
-	return span;
-}
-
-static bool overlap(const loom_tensor *a, const loom_tensor *b)
-{
-	const char *a_lo = a->data, *b_lo = b->data;
-	return a_lo < b_lo + tensor_span(b) && b_lo < a_lo + tensor_span(a);
-}
-
-/* Whether a node touches any byte of t. */
-static bool touches(const loom_node *node, const loom_tensor *t)
-{
-	if (overlap(node->dst, t))
-		return true;
-	for (int i = 0; i < LOOM_NODE_MAX_SRC; i++)
-		if (node->src[i] != NULL && overlap(node->src[i], t))
-			return true;
-	return false;
-}
-
-/*
- * Whether node i may start without a barrier after the nodes [first, i)
- * that run since the last one: it reads nothing they write and writes
- * nothing they touch. A thread done with its part of them goes straight
- * on to node i (q, k and v's products, RoPE of q and of k, the stores of
- * k and of v, the gate and up experts), while another still works on
- * them: fewer barriers, and each node's slow thread is made up for in the
- * next. Every node of such a run has its own work counter and part of
- * the scratch; an op's own barriers still meet, as every thread calls
- * them alike.
- */
-static bool node_joins(const loom_graph *graph, int first, int i)
-{
-	const loom_node *node = &graph->nodes[i];
-
-	for (int j = first; j < i; j++) {
-		const loom_node *before = &graph->nodes[j];
-		if (touches(node, before->dst) || touches(before, node->dst))
-			return false;
-	}
-	return true;
-}
-
-/* The per-node arrays for n nodes. */
-static bool reserve_nodes(cpu_backend *be, int n)
-{
-	if (n <= be->nodes_cap)
-		return true;
-	atomic_llong *work = malloc(sizeof(*work) * (size_t)n);
-	size_t *at = malloc(sizeof(*at) * (size_t)n);
-	bool *joins = malloc(sizeof(*joins) * (size_t)n);
-	if (work == NULL || at == NULL || joins == NULL) {
-		free(work);
-		free(at);
-		free(joins);
-		return false;
-	}
-	free(be->work);
-	free(be->scratch_at);
-	free(be->joins);
-	be->work = work;
-	be->scratch_at = at;
-	be->joins = joins;
-	be->nodes_cap = n;
-	return true;
-}
-
 /* Every node is checked, and the scratch sized, before any thread starts:
- * a graph either runs whole or not at all. Nodes that run without a
- * barrier between them (node_joins) take the scratch one after another. */
+ * a graph either runs whole or not at all. */
 static loom_status prepare(cpu_backend *be, const loom_graph *graph)
 {
-	size_t need = 0, run_bytes = 0;
-	int run_first = 0;
+	size_t need = 0;
 
-	if (!reserve_nodes(be, graph->n_nodes)) {
-		report(be->host, "out of memory for a graph of %d nodes", graph->n_nodes);
-		return LOOM_ERR_NO_MEMORY;
-	}
 	for (int i = 0; i < graph->n_nodes; i++) {
 		const loom_node *node = &graph->nodes[i];
 		const cpu_op *op = op_of(node);
@@ -365,15 +276,10 @@ static loom_status prepare(cpu_backend *be, const loom_graph *graph)
 			       dst_name(node));
 			return LOOM_ERR_INVALID_ARGUMENT;
 		}
-		be->joins[i] = i > 0 && node_joins(graph, run_first, i);
-		if (!be->joins[i]) {
-			run_first = i;
-			run_bytes = 0;
+		if (op->scratch_size != NULL) {
+			size_t n = op->scratch_size(node, be->n_threads);
+			need = n > need ? n : need;
 		}
-		be->scratch_at[i] = run_bytes;
-		if (op->scratch_size != NULL)
-			run_bytes += cpu_align_up(op->scratch_size(node, be->n_threads));
-		need = run_bytes > need ? run_bytes : need;
 	}
 	if (need > be->scratch_size) {
 		unsigned char *p = aligned_alloc(CPU_ALIGN, cpu_align_up(need));
@@ -405,47 +311,49 @@ static bool is_weight_product(const loom_node *node)
 	return node->op == LOOM_OP_MATMUL || node->op == LOOM_OP_MATMUL_ID;
 }
 
-/* The first weight product from node i on (n_nodes: none). */
-static int next_weight_product(const loom_graph *graph, int i)
+/* The bytes from t's first element to past its last. */
+static size_t tensor_span(const loom_tensor *t)
 {
-	while (i < graph->n_nodes && !is_weight_product(&graph->nodes[i]))
-		i++;
-	return i;
+	size_t span = loom_dtype_row_bytes(t->dtype, t->ne[0]);
+	for (int d = 1; d < 4; d++)
+		span += (size_t)(t->ne[d] - 1) * t->nb[d];
+	return span;
 }
 
 /* Whether a node of [from, to) writes any byte of t. */
 static bool written_in(const loom_graph *graph, int from, int to, const loom_tensor *t)
 {
-	for (int i = from; i < to; i++)
-		if (overlap(graph->nodes[i].dst, t))
+	const char *lo = t->data, *hi = lo + tensor_span(t);
+	for (int i = from; i < to; i++) {
+		const loom_tensor *d = graph->nodes[i].dst;
+		const char *d_lo = d->data, *d_hi = d_lo + tensor_span(d);
+		if (d_lo < hi && lo < d_hi)
 			return true;
+	}
 	return false;
 }
 
 /* What thread ith fetches of weight product `next`'s first weights while
- * it waits after the nodes [running, next) ran: a MATMUL_ID's only once
- * its expert indices are written, by a node before those (which may still
- * run on other threads). */
-static bool first_weights(const loom_graph *graph, int running, int next, int ith, int nth, cpu_fetch *f)
+ * it waits after node i: a MATMUL_ID's only once its expert indices are
+ * written, by a node before i (node i may still run on other threads). */
+static bool first_weights(const loom_graph *graph, int i, int next, int ith, int nth, cpu_fetch *f)
 {
 	const loom_node *node = &graph->nodes[next];
 	if (node->op == LOOM_OP_MATMUL)
 		return cpu_matmul_first_weights(node, ith, nth, f);
-	return !written_in(graph, running, next, node->src[2]) && cpu_matmul_id_first_weights(node, ith, nth, f);
+	return !written_in(graph, i, next, node->src[2]) && cpu_matmul_id_first_weights(node, ith, nth, f);
 }
 
-/* Runs every node with all threads, a barrier after each but before a
- * node that joins the ones before it (node_joins). With node_ns, thread 0
- * reads the clock as each barrier lets the threads go, and as it leaves a
- * node that the next joins: a node's time is all threads' time on it, but
- * for what other threads still do of a run of joined nodes after thread 0
- * has left one, which the next node's time holds. */
+/* Runs every node with all threads, a barrier after each. */
+/* Nodes take turns with two work counters: node i's was used last by node
+ * i - 2, and thread 0 zeroes it while node i - 1 runs, before the barrier
+ * that node i starts after. With node_ns, thread 0 reads the clock as each
+ * barrier lets the threads go: a node's time is all threads' time on it. */
 static void run_graph(cpu_backend *be, const loom_graph *graph, atomic_int *bad_node, uint64_t *node_ns)
 {
+	atomic_llong work[2] = {0, 0};
 	cpu_barrier barrier;
 	uint64_t t_prev = node_ns != NULL ? now_ns() : 0;
-	for (int i = 0; i < graph->n_nodes; i++)
-		atomic_init(&be->work[i], 0);
 
 #pragma omp parallel num_threads(be->n_threads)
 	{
@@ -455,30 +363,29 @@ static void run_graph(cpu_backend *be, const loom_graph *graph, atomic_int *bad_
 		cpu_task task = {
 			.ith = omp_get_thread_num(),
 			.nth = omp_get_num_threads(),
+			.scratch = be->scratch,
 			.bad_node = bad_node,
 			.barrier = &barrier,
 		};
 		/* The next weight product, and what of it this thread fetches
 		 * while it waits at barriers until then. */
-		int next = -1, fetching = -1, run_first = 0;
+		int next = -1, fetching = -1;
 		cpu_fetch fetch = {0};
 		for (int i = 0; i < graph->n_nodes; i++) {
 			task.node = i;
-			task.work = &be->work[i];
-			task.scratch = be->scratch + be->scratch_at[i];
-			if (!be->joins[i])
-				run_first = i;
+			task.work = &work[i % 2];
+			if (task.ith == 0)
+				atomic_store(&work[(i + 1) % 2], 0);
 			op_of(&graph->nodes[i])->run(&graph->nodes[i], &task);
-			if (i + 1 == graph->n_nodes || !be->joins[i + 1]) {
-				if (next <= i)
-					next = next_weight_product(graph, i + 1);
-				if (next < graph->n_nodes && fetching != next) {
-					fetching = next;
-					if (!first_weights(graph, run_first, next, task.ith, task.nth, &fetch))
-						fetch.left = 0;
-				}
-				cpu_barrier_wait_fetching(&barrier, &fetch);
+			if (next <= i)
+				for (next = i + 1; next < graph->n_nodes && !is_weight_product(&graph->nodes[next]); next++)
+					;
+			if (next < graph->n_nodes && fetching != next) {
+				fetching = next;
+				if (!first_weights(graph, i, next, task.ith, task.nth, &fetch))
+					fetch.left = 0;
 			}
+			cpu_barrier_wait_fetching(&barrier, &fetch);
 			if (node_ns != NULL && task.ith == 0) {
 				uint64_t t = now_ns();
 				node_ns[i] = t - t_prev;

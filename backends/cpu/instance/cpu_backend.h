@@ -4,8 +4,7 @@
  *
  * compute() runs the whole graph inside one OpenMP parallel region. Every
  * thread calls every op's run() with its own task; the op splits its rows by
- * task->ith / task->nth, and the compute loop puts a barrier between nodes
- * but before a node independent of those since the last one.
+ * task->ith / task->nth, and the compute loop puts a barrier between nodes.
  */
 #ifndef LOOM_CPU_BACKEND_H
 #define LOOM_CPU_BACKEND_H
@@ -27,7 +26,7 @@ extern const loom_backend_vtable cpu_backend_vtable;
 typedef struct cpu_task {
 	int ith;                /* this thread, 0 <= ith < nth */
 	int nth;                /* threads running the graph */
-	unsigned char *scratch; /* this node's, shared by all threads; sized by scratch_size */
+	unsigned char *scratch; /* shared by all threads; sized by scratch_size */
 	int node;               /* index of the node being run */
 	atomic_int *bad_node;   /* first node that met a bad index, else -1 */
 	atomic_llong *work;     /* this node's work counter, 0 when it starts */
