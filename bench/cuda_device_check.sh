@@ -8,7 +8,7 @@
 #
 #   bench/cuda_device_check.sh prepare   # here: .gpu/, .gpu-build/, .gpu-data/
 #   bench/cuda_device_check.sh check     # there: test_backend_ops, test_cuda, serve, compute-sanitizer
-#   bench/cuda_device_check.sh bench     # there: tiny1b models, loom bench beside llama-bench
+#   bench/cuda_device_check.sh bench [llama]  # there: tiny1b models, loom bench (beside llama-bench)
 #
 # carry: [".gpu", ".gpu-build", ".gpu-data"]. The binaries keep the paths
 # they were built with (their rpath, the tests' source and build folders):
@@ -111,18 +111,27 @@ check)
 		-m "$LOOM_TEST_DATA/models/stories260K-f32.gguf" -p "Once upon a time" -n 32 --temp 0
 	;;
 bench)
+	# loom on the TinyLlama-shaped models (~1 minute to make), against
+	# ../shared/golden/bench/llama-cpp-cuda.md's llama.cpp on an H100;
+	# `bench llama` also builds the reference llama.cpp there (~4 minutes)
+	# and runs llama-bench beside each (an H200, or time to spare).
 	mkdir -p "$out"
 	place_build
-	bash .gpu/llama-cpp-cuda.sh >"$out/llama-build.log" 2>&1
+	with_llama=${2:-}
+	if [ "$with_llama" = llama ]; then
+		bash .gpu/llama-cpp-cuda.sh >"$out/llama-build.log" 2>&1
+	fi
 	bash .gpu/models.sh 1b >/dev/null
 	for t in f16 q8_0 q4_0 q4_k_m; do
 		m=/root/models/tiny1b-$t.gguf
 		$build/loom bench --backend cuda -m $m -p 512 -n 128 -r 5 -o md | tee -a "$out/bench.md"
-		/root/llama.cpp/build/bin/llama-bench -m $m -ngl 99 -fa 0 -p 512 -n 128 -r 5 | tee -a "$out/bench.md"
+		if [ "$with_llama" = llama ]; then
+			/root/llama.cpp/build/bin/llama-bench -m $m -ngl 99 -fa 0 -p 512 -n 128 -r 5 | tee -a "$out/bench.md"
+		fi
 	done
 	;;
 *)
-	echo "usage: $0 prepare | check | bench" >&2
+	echo "usage: $0 prepare | check | bench [llama]" >&2
 	exit 2
 	;;
 esac

@@ -118,31 +118,41 @@ static void q4_0_widen(const char *v, float *f, int64_t d)
 
 /* ---- rows on a widened block ---- */
 
+/* Bit j: row r uses key (or value) j of the block: its score is not
+ * -INFINITY (s), or its weight not 0 (p, where s is NULL). */
+static inline uint32_t row_keys(const float *s, const float *p, int r)
+{
+	return s != NULL ? cpu_differ_x16(s + r * CPU_KV_BLOCK, -INFINITY) : cpu_differ_x16(p + r * CPU_KV_BLOCK, 0.0f);
+}
+
 /* Widens the keys or values some row uses; the others are zeroed (their
  * cells may never have been written). used: s (scores), or p (weights,
  * where 0 means unused). */
 static void widen_block(void (*widen)(const char *, float *, int64_t), const char *x, size_t stride, int n,
 			int64_t d, const float *s, const float *p, int nr, float *f)
 {
+	uint32_t used = 0;
+
+	for (int r = 0; r < nr; r++)
+		used |= row_keys(s, p, r);
 	for (int j = 0; j < n; j++) {
-		bool used = false;
-		for (int r = 0; r < nr && !used; r++)
-			used = s != NULL ? s[r * CPU_KV_BLOCK + j] != -INFINITY : p[r * CPU_KV_BLOCK + j] != 0.0f;
-		if (used)
+		if (used >> j & 1)
 			widen(x + (size_t)j * stride, f + (size_t)j * d, d);
 		else
 			memset(f + (size_t)j * d, 0, (size_t)d * sizeof(float));
 	}
 }
 
+/* Bits 0..n-1. */
+static inline uint32_t first_keys(int n)
+{
+	return n >= 32 ? ~0u : (1u << n) - 1;
+}
+
 /* Bit j: key j is below n and s[j] is not -INFINITY. */
 static inline uint32_t used_keys(const float *s, int n)
 {
-	uint32_t used = 0;
-
-	for (int j = 0; j < n; j++)
-		used |= (uint32_t)(s[j] != -INFINITY) << j;
-	return used;
+	return cpu_differ_x16(s, -INFINITY) & first_keys(n);
 }
 
 #if defined(__AVX2__)
@@ -491,17 +501,17 @@ typedef void (*widen_fn)(const char *x, float *f, int64_t d);
  * batched decode) each read their own few. used: as in widen_block. */
 static bool worth_widening(const float *s, const float *p, int nr, int n, int64_t d)
 {
-	int reads = 0, used = 0;
+	uint32_t any = 0;
+	int reads = 0;
 
 	if (nr < WIDEN_ROWS || d > WIDEN_MAX_D)
 		return false;
-	for (int j = 0; j < n; j++) {
-		int readers = 0;
-		for (int r = 0; r < nr; r++)
-			readers += s != NULL ? s[r * CPU_KV_BLOCK + j] != -INFINITY : p[r * CPU_KV_BLOCK + j] != 0.0f;
-		reads += readers;
-		used += readers > 0;
+	for (int r = 0; r < nr; r++) {
+		uint32_t keys = row_keys(s, p, r) & first_keys(n);
+		reads += __builtin_popcount(keys);
+		any |= keys;
 	}
+	int used = __builtin_popcount(any);
 	return used > 0 && reads >= WIDEN_ROWS * used;
 }
 

@@ -17,7 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Keys scored, and values weighted, together. */
+/* Keys scored, and values weighted, together: a row's block of them is one
+ * cpu_differ_x16's worth. */
 #define CPU_KV_BLOCK 16
 
 typedef struct cpu_kv_rows {

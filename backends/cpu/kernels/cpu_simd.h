@@ -100,4 +100,23 @@ static inline __m512 cpu_load_bf16_x16(const uint16_t *p, __mmask16 m)
 }
 #endif
 
+/* Bit j: x[j] != v, for the 16 floats at x (a NaN differs from all): which
+ * keys of a block a row of attention scores or weights has. */
+static inline uint32_t cpu_differ_x16(const float *x, float v)
+{
+#if defined(__AVX512F__)
+	return _mm512_cmp_ps_mask(_mm512_loadu_ps(x), _mm512_set1_ps(v), _CMP_NEQ_UQ);
+#elif defined(__AVX2__)
+	__m256 vv = _mm256_set1_ps(v);
+	uint32_t lo = (uint32_t)_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x), vv, _CMP_NEQ_UQ));
+	uint32_t hi = (uint32_t)_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + 8), vv, _CMP_NEQ_UQ));
+	return lo | hi << 8;
+#else
+	uint32_t m = 0;
+	for (int j = 0; j < 16; j++)
+		m |= (uint32_t)(x[j] != v) << j;
+	return m;
+#endif
+}
+
 #endif

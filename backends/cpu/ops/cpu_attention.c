@@ -300,10 +300,7 @@ static float *output_row(const attn_plan *p, int64_t t, int64_t h)
  * anything above -INFINITY (or above 0). */
 static bool row_sees(const float *s, float none)
 {
-	for (int j = 0; j < CPU_KV_BLOCK; j++)
-		if (s[j] != none)
-			return true;
-	return false;
+	return cpu_differ_x16(s, none) != 0;
 }
 
 /* fn(r0, r1) for each run [r0, r1) of consecutive rows of s (a block per
