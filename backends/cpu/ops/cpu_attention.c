@@ -43,6 +43,12 @@
 /* The fewest cache rows a chunk is cut to: below it merging costs more
  * than the balance gains. */
 #define MIN_CHUNK 256
+/* A layer's cache of this many bytes or more, with the other layers',
+ * is read from memory: each block of keys and values is asked for while
+ * the one before it is worked on (1.09-1.20x at 2 MiB a layer). Below, it
+ * comes from the last-level cache, where the requests only cost (0.93x at
+ * 512 KiB). */
+#define FETCH_MIN_BYTES (1 << 20)
 
 
 
@@ -58,6 +64,7 @@ typedef struct attn_plan {
 	size_t q_bytes; /* one prepared query row */
 	float scale;
 	float cap;          /* soft-cap of the scores; 0: none */
+	bool fetch;         /* ask for the next block's rows while on one (FETCH_MIN_BYTES) */
 	const float *sinks; /* [n_head] or NULL */
 } attn_plan;
 
@@ -148,6 +155,7 @@ static attn_plan make_plan(const loom_node *node)
 	p.n_chunks = ceil_div(p.n_kv, p.chunk);
 	p.n_units = base * p.n_chunks;
 	p.q_bytes = cpu_align_up(p.kv->query_bytes(p.d));
+	p.fetch = (double)p.n_kv * (double)(p.k->nb[1] + p.v->nb[1]) >= FETCH_MIN_BYTES;
 	return p;
 }
 
@@ -332,6 +340,16 @@ static float output_factor(const attn_plan *p, int64_t h, float m, float l)
 	return keep / (l * keep + expf(sink - top));
 }
 
+/* Asks for rows [j, j + n) of cache c, bytes of each from slice on. */
+static void fetch_rows(const loom_tensor *c, int64_t j, int64_t n, size_t slice, size_t bytes)
+{
+	for (int64_t r = 0; r < n; r++) {
+		const char *row = (const char *)c->data + (j + r) * c->nb[1] + slice;
+		for (size_t o = 0; o < bytes; o += 64)
+			__builtin_prefetch(row + o, 0, 3);
+	}
+}
+
 static void run_unit(const attn_plan *p, int64_t unit, const attn_unit *u, float *partials)
 {
 	int64_t c = unit % p->n_chunks, run = unit / p->n_chunks % p->n_runs;
@@ -357,6 +375,11 @@ static void run_unit(const attn_plan *p, int64_t unit, const attn_unit *u, float
 		const char *v = (const char *)p->v->data + j0 * p->v->nb[1] + v_slice;
 		if (!start_scores(p, u, t0, nt, nh, j0, n))
 			continue;
+		if (p->fetch && j0 + CPU_KV_BLOCK < j_hi) {
+			int64_t next = min64(CPU_KV_BLOCK, j_hi - j0 - CPU_KV_BLOCK);
+			fetch_rows(p->k, j0 + CPU_KV_BLOCK, next, k_slice, (size_t)nh * k_head);
+			fetch_rows(p->v, j0 + CPU_KV_BLOCK, next, v_slice, (size_t)nh * v_head);
+		}
 		for (int64_t gi = 0; gi < nh; gi++) {
 			float *s = u->s + gi * per_head * CPU_KV_BLOCK;
 			const char *q = u->q + gi * per_head * p->q_bytes;
