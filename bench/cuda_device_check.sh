@@ -120,8 +120,18 @@ bench)
 	with_llama=${2:-}
 	if [ "$with_llama" = llama ]; then
 		bash .gpu/llama-cpp-cuda.sh >"$out/llama-build.log" 2>&1
+		bash .gpu/models.sh 1b >/dev/null
+	else
+		# The reference's models, quantized by loom (llama-quantize's types
+		# per tensor) where llama.cpp is not built.
+		mkdir -p /root/models
+		[ -f /root/models/tiny1b-f16.gguf ] || python3 .gpu/gen_synthetic.py bench-1b /root/models/tiny1b-f16.gguf \
+			--vocab-from .gpu/vocab-spm.gguf --seed 1234 --dtype f16
+		for t in q8_0 q4_0 q4_k_m; do
+			[ -f /root/models/tiny1b-$t.gguf ] ||
+				$build/loom quantize /root/models/tiny1b-f16.gguf /root/models/tiny1b-$t.gguf $t >/dev/null
+		done
 	fi
-	bash .gpu/models.sh 1b >/dev/null
 	for t in f16 q8_0 q4_0 q4_k_m; do
 		m=/root/models/tiny1b-$t.gguf
 		$build/loom bench --backend cuda -m $m -p 512 -n 128 -r 5 -o md | tee -a "$out/bench.md"
