@@ -8,7 +8,7 @@
 #
 #   bench/cuda_device_check.sh prepare   # here: .gpu/, .gpu-build/, .gpu-data/
 #   bench/cuda_device_check.sh check     # there: test_backend_ops, test_cuda, serve, compute-sanitizer
-#   bench/cuda_device_check.sh bench [llama]  # there: tiny1b models, loom bench (beside llama-bench)
+#   bench/cuda_device_check.sh bench [7b] [llama]  # there: loom bench on tiny1b (the 7B shape; llama-bench)
 #
 # carry: [".gpu", ".gpu-build", ".gpu-data"]. The binaries keep the paths
 # they were built with (their rpath, the tests' source and build folders):
@@ -42,10 +42,12 @@ prepare() {
 	cmake -S . -B $build -DCMAKE_BUILD_TYPE=Release -DLOOM_CUDA_ARCHITECTURES=90-real -DLOOM_TESTS_REQUIRED=ON \
 		>/dev/null
 	cmake --build $build -j"$(nproc)" --target loom-cli test_backend_ops test_cuda loom-cuda loom-cpu-generic \
-		loom-cpu-avx2 loom-cpu-avx512 loom-cpu-amx loom-gguf loom-safetensors example-backend >/dev/null
+		loom-cpu-avx2 loom-cpu-avx512 loom-cpu-amx loom-gguf loom-safetensors example-backend loom-bench-random-model \
+		>/dev/null
 	rm -rf .gpu-build .gpu-data
 	mkdir -p .gpu-build/tests .gpu-data/models/synthetic .gpu-data/golden/synthetic
-	cp -a $build/libloom.so* $build/loom $build/plugins $build/plugins.yaml $build/test-plugins .gpu-build/
+	cp -a $build/libloom.so* $build/loom $build/loom-bench-random-model $build/plugins $build/plugins.yaml \
+		$build/test-plugins .gpu-build/
 	cp -a $build/tests/test_backend_ops $build/tests/test_cuda .gpu-build/tests/
 	echo "$PWD" >.gpu-build/source-dir
 	for m in $models; do cp -a "$shared/models/$m" ".gpu-data/models/$m"; done
@@ -112,36 +114,49 @@ check)
 	;;
 bench)
 	# loom on the TinyLlama-shaped models (~1 minute to make), against
-	# ../shared/golden/bench/llama-cpp-cuda.md's llama.cpp on an H100;
-	# `bench llama` also builds the reference llama.cpp there (~4 minutes)
-	# and runs llama-bench beside each (an H200, or time to spare).
-	mkdir -p "$out"
+	# ../shared/golden/bench/llama-cpp-cuda.md's llama.cpp on an H100.
+	# `bench 7b` adds the Llama-2-7B shape, written straight to GGUF by
+	# loom-bench-random-model and quantized by loom (under a minute on 16
+	# cores, where the numpy generator takes 5); `bench llama` also builds
+	# the reference llama.cpp there (~4 minutes), quantizes the tiny1b
+	# models with its llama-quantize and runs llama-bench beside each.
+	mkdir -p "$out" /root/models
 	place_build
-	with_llama=${2:-}
-	if [ "$with_llama" = llama ]; then
+	shift
+	with_llama=0 shapes=tiny1b
+	for a in "$@"; do
+		case $a in
+		llama) with_llama=1 ;;
+		7b) shapes="tiny1b l7b" ;;
+		*) echo "bench: llama or 7b, not $a" >&2 && exit 2 ;;
+		esac
+	done
+	if [ $with_llama = 1 ]; then
 		bash .gpu/llama-cpp-cuda.sh >"$out/llama-build.log" 2>&1
 		bash .gpu/models.sh 1b >/dev/null
-	else
-		# The reference's models, quantized by loom (llama-quantize's types
-		# per tensor) where llama.cpp is not built.
-		mkdir -p /root/models
-		[ -f /root/models/tiny1b-f16.gguf ] || python3 .gpu/gen_synthetic.py bench-1b /root/models/tiny1b-f16.gguf \
-			--vocab-from .gpu/vocab-spm.gguf --seed 1234 --dtype f16
-		for t in q8_0 q4_0 q4_k_m; do
-			[ -f /root/models/tiny1b-$t.gguf ] ||
-				$build/loom quantize /root/models/tiny1b-f16.gguf /root/models/tiny1b-$t.gguf $t >/dev/null
-		done
 	fi
-	for t in f16 q8_0 q4_0 q4_k_m; do
-		m=/root/models/tiny1b-$t.gguf
-		$build/loom bench --backend cuda -m $m -p 512 -n 128 -r 5 -o md | tee -a "$out/bench.md"
-		if [ "$with_llama" = llama ]; then
-			/root/llama.cpp/build/bin/llama-bench -m $m -ngl 99 -fa 0 -p 512 -n 128 -r 5 | tee -a "$out/bench.md"
-		fi
+	m=/root/models
+	# The reference's tiny1b F16 bytes (its md5), and the 7B shape's own.
+	[ -f $m/tiny1b-f16.gguf ] || python3 .gpu/gen_synthetic.py bench-1b $m/tiny1b-f16.gguf \
+		--vocab-from .gpu/vocab-spm.gguf --seed 1234 --dtype f16
+	if [[ $shapes == *l7b* ]] && [ ! -f $m/l7b-f16.gguf ]; then
+		$build/loom-bench-random-model llama2-7b $m/l7b-f16.gguf
+	fi
+	for n in $shapes; do
+		for t in q8_0 q4_0 q4_k_m; do
+			[ -f $m/$n-$t.gguf ] || $build/loom quantize $m/$n-f16.gguf $m/$n-$t.gguf $t >/dev/null
+		done
+		for t in f16 q8_0 q4_0 q4_k_m; do
+			$build/loom bench --backend cuda -m $m/$n-$t.gguf -p 512 -n 128 -r 5 -o md | tee -a "$out/bench.md"
+			if [ $with_llama = 1 ] && [ $n = tiny1b ]; then
+				/root/llama.cpp/build/bin/llama-bench -m $m/$n-$t.gguf -ngl 99 -fa 0 -p 512 -n 128 -r 5 |
+					tee -a "$out/bench.md"
+			fi
+		done
 	done
 	;;
 *)
-	echo "usage: $0 prepare | check | bench [llama]" >&2
+	echo "usage: $0 prepare | check | bench [7b] [llama]" >&2
 	exit 2
 	;;
 esac
