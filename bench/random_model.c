@@ -15,6 +15,8 @@
  * which loom and llama.cpp both load. `loom quantize` makes the quantized
  * files from it (bench/cuda_device_check.sh bench 7b).
  */
+#include "cpu_half.h"
+
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -169,30 +171,6 @@ static float about_normal(uint64_t *s)
 	return (sum - 2.0f) * 1.7320508f;
 }
 
-/* f32 to fp16, rounding to nearest even (the weights are far from its
- * limits: no infinities or NaNs come in). */
-static uint16_t to_fp16(float f)
-{
-	uint32_t x;
-	memcpy(&x, &f, 4);
-	uint32_t sign = (x >> 16) & 0x8000, e = (x >> 23) & 0xff, m = x & 0x7fffff;
-	int exp = (int)e - 127 + 15;
-	if (exp >= 31)
-		return (uint16_t)(sign | 0x7bff);
-	if (exp <= 0) {
-		if (exp < -10)
-			return (uint16_t)sign;
-		m |= 0x800000;
-		uint32_t shift = (uint32_t)(14 - exp), half = 1u << (shift - 1);
-		uint32_t v = m >> shift, rest = m & ((1u << shift) - 1);
-		v += rest > half || (rest == half && (v & 1));
-		return (uint16_t)(sign | v);
-	}
-	uint32_t v = (uint32_t)exp << 10 | m >> 13, rest = m & 0x1fff;
-	v += rest > 0x1000 || (rest == 0x1000 && (v & 1));
-	return (uint16_t)(sign | v);
-}
-
 static size_t tensor_bytes(const tensor *t)
 {
 	return (size_t)t->ne[0] * (size_t)t->ne[1] * (t->type == TYPE_F16 ? 2 : 4);
@@ -208,7 +186,7 @@ static void fill_rows(const tensor *t, int ti, uint64_t r0, uint64_t r1, unsigne
 		for (uint64_t i = 0; i < t->ne[0]; i++) {
 			float v = t->sigma > 0.0f ? t->sigma * about_normal(&s) : 1.0f;
 			if (t->type == TYPE_F16) {
-				uint16_t h = to_fp16(v);
+				uint16_t h = cpu_f32_to_fp16(v);
 				memcpy(row + 2 * i, &h, 2);
 			} else {
 				memcpy(row + 4 * i, &v, 4);
