@@ -1,6 +1,7 @@
 /*
  * cuda_backend.cu - the backend vtable: instances, device memory, and the
- * compute loop that enqueues a graph's nodes on one stream.
+ * compute loop that enqueues a graph's nodes on one stream (or replays
+ * them, cuda_replay.cu).
  *
  * Memory is plain cudaMalloc'd device memory: the core uploads the weights
  * once, in their stored types, and the KV cache and activations are
@@ -103,6 +104,7 @@ static void cuda_free(void *backend)
 	cudaSetDevice(be->device);
 	if (be->stream != NULL)
 		cudaStreamSynchronize(be->stream);
+	cuda_replay_free(be);
 	cudaFree(be->work);
 	cudaFree(be->bad_node);
 	if (be->stream != NULL)
@@ -224,12 +226,9 @@ static loom_status reserve_work(cuda_backend *be, const loom_graph *graph)
 	return st;
 }
 
-static loom_status cuda_compute(void *backend, const loom_graph *graph)
+loom_status cuda_enqueue_nodes(cuda_backend *be, const loom_graph *graph)
 {
-	cuda_backend *be = (cuda_backend *)backend;
-	loom_status st = select_device(be);
-	if (st == LOOM_OK)
-		st = reserve_work(be, graph);
+	loom_status st = LOOM_OK;
 	for (int i = 0; st == LOOM_OK && i < graph->n_nodes; i++) {
 		const loom_node *node = &graph->nodes[i];
 		const cuda_op *op = op_of(node);
@@ -239,6 +238,17 @@ static loom_status cuda_compute(void *backend, const loom_graph *graph)
 		}
 		st = op->run(be, node, be->work, i);
 	}
+	return st;
+}
+
+static loom_status cuda_compute(void *backend, const loom_graph *graph)
+{
+	cuda_backend *be = (cuda_backend *)backend;
+	loom_status st = select_device(be);
+	if (st == LOOM_OK)
+		st = reserve_work(be, graph);
+	if (st == LOOM_OK)
+		st = cuda_run_step(be, graph);
 	if (st != LOOM_OK)
 		return st;
 	int bad = -1;

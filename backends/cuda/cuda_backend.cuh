@@ -2,8 +2,10 @@
  * cuda_backend.cuh - what the CUDA backend's files share: the instance, the
  * op table, and tensor helpers for the host and the device.
  *
- * compute() enqueues every node's kernels on the instance's one stream and
- * synchronizes once, at the end: no host round-trip between ops. A kernel
+ * compute() enqueues every node's kernels on the instance's one stream, or
+ * replays the graph captured from an earlier step of the same key
+ * (cuda_replay.cu), and synchronizes once, at the end: no host round-trip
+ * between ops. A kernel
  * that meets a bad index (a row outside a table, a cell outside the cache)
  * records the node in a device word instead of reading or writing out of
  * bounds; compute() reports it after the step.
@@ -12,6 +14,7 @@
 #define LOOM_CUDA_BACKEND_CUH
 
 #include "cuda_probe.h"
+#include "cuda_replay_key.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -31,11 +34,26 @@ struct cuda_backend {
 	size_t work_size;
 	/* The first node that met a bad index, or -1 (device memory). */
 	int *bad_node;
+	/* Steps captured as graphs (cuda_replay.cu), the key of the step at
+	 * hand, and whether the runtime refused a capture. */
+	cuda_replay_table replay;
+	cuda_replay_key replay_key;
+	bool replay_off;
 };
 
 /* Records a CUDA failure as the caller's error; LOOM_OK when err is
  * cudaSuccess. */
 loom_status cuda_status(const cuda_backend *be, cudaError_t err, const char *what);
+
+/* Enqueues every node of graph on be->stream, one launch after another. */
+loom_status cuda_enqueue_nodes(cuda_backend *be, const loom_graph *graph);
+
+/* Enqueues a step: replayed from its captured graph where one is kept,
+ * else node by node (cuda_replay.cu). */
+loom_status cuda_run_step(cuda_backend *be, const loom_graph *graph);
+
+/* Destroys the captured graphs and their keys. */
+void cuda_replay_free(cuda_backend *be);
 
 /* The last launch's error, if any (launches fail on bad configurations). */
 static inline loom_status cuda_launched(const cuda_backend *be, const char *what)
