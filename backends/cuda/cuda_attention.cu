@@ -20,6 +20,17 @@
  * Scores live in shared memory when the cache is short; otherwise in work
  * memory, a row of n_kv floats per block, the blocks launched in groups so
  * that the work memory stays bounded however long the context.
+ *
+ * A decode over a long cache has too few rows (a token's heads) to fill
+ * the GPU with a block each, and each block would walk the whole cache on
+ * its own. Such rows are split over the cache instead, in four launches:
+ * blocks of (row, ATTN_SPLIT_CELLS cells) write their scores into the
+ * row's scores in work memory; a block per row turns the row into
+ * exponentials and the reciprocal of their sum, exactly as above; blocks
+ * of (row, cells) weight their cells' values by the final probabilities
+ * into a partial sum each; a block per row adds the partial sums. The
+ * probabilities are the same numbers as unsplit; only the order in which
+ * the weighted values are added differs.
  */
 #include "cuda_backend.cuh"
 
@@ -32,6 +43,8 @@
 #define ATTN_MAX_HEAD_DIM 2048 /* q is held in shared memory */
 #define ATTN_WORK_BYTES ((size_t)128 << 20) /* score rows of one launch, beyond the shared case */
 #define ATTN_MAX_BLOCKS ((int64_t)1 << 30)
+#define ATTN_SPLIT_CELLS 256   /* cells of a split row's block */
+#define ATTN_SPLIT_MAX_ROWS 512 /* more rows fill the GPU unsplit */
 
 static bool attention_supports(const loom_node *node)
 {
@@ -60,17 +73,44 @@ static bool attention_supports(const loom_node *node)
 	return y->ne[0] == q->ne[0] * n_head && y->ne[1] == q->ne[2] && y->ne[2] == 1 && y->ne[3] == 1;
 }
 
+static int64_t rows_of(const loom_node *node)
+{
+	return node->src[0]->ne[1] * node->src[0]->ne[2];
+}
+
+/* Whether the rows are split over the cache (few rows, a long cache). */
+static bool split_rows(const loom_node *node)
+{
+	return rows_of(node) <= ATTN_SPLIT_MAX_ROWS && node->src[1]->ne[1] > 2 * ATTN_SPLIT_CELLS;
+}
+
+static int64_t split_chunks(int64_t n_kv)
+{
+	return (n_kv + ATTN_SPLIT_CELLS - 1) / ATTN_SPLIT_CELLS;
+}
+
 static bool scores_in_shared(const loom_node *node)
 {
-	return node->src[1]->ne[1] <= ATTN_SHARED_CELLS;
+	return !split_rows(node) && node->src[1]->ne[1] <= ATTN_SHARED_CELLS;
+}
+
+/* Work memory a row takes: its scores; split, also the reciprocal of its
+ * sum and a partial output per chunk. */
+static size_t row_work_bytes(const loom_node *node)
+{
+	int64_t n_kv = node->src[1]->ne[1];
+	size_t bytes = (size_t)n_kv * sizeof(float);
+	if (split_rows(node))
+		bytes += sizeof(float) + (size_t)split_chunks(n_kv) * (size_t)node->src[0]->ne[0] * sizeof(float);
+	return bytes;
 }
 
 /* Blocks (score rows) per launch. */
 static int64_t rows_per_launch(const loom_node *node)
 {
-	int64_t rows = node->src[0]->ne[1] * node->src[0]->ne[2], most = ATTN_MAX_BLOCKS;
+	int64_t rows = rows_of(node), most = ATTN_MAX_BLOCKS;
 	if (!scores_in_shared(node)) {
-		most = (int64_t)(ATTN_WORK_BYTES / ((size_t)node->src[1]->ne[1] * sizeof(float)));
+		most = (int64_t)(ATTN_WORK_BYTES / row_work_bytes(node));
 		most = most > 0 ? most : 1;
 	}
 	return rows < most ? rows : most;
@@ -80,7 +120,7 @@ static size_t attention_work_size(const loom_node *node)
 {
 	if (scores_in_shared(node))
 		return 0;
-	return (size_t)rows_per_launch(node) * (size_t)node->src[1]->ne[1] * sizeof(float);
+	return (size_t)rows_per_launch(node) * row_work_bytes(node);
 }
 
 struct attn_args {
@@ -94,6 +134,9 @@ struct attn_args {
 	float cap, cap_inv;  /* soft-cap and f32(1 / it); cap 0: none */
 	const float *sinks;  /* [n_head] or NULL */
 	float *scores;      /* work memory, a row per block; NULL: shared */
+	float *inv;         /* split: each row's reciprocal of its sum */
+	float *partial;     /* split: each row's chunks' partial outputs, head_dim floats each */
+	int64_t n_chunks;   /* split: chunks of ATTN_SPLIT_CELLS cells a row */
 };
 
 /* The maximum of v over the block, the same in every thread; scratch holds
@@ -111,21 +154,21 @@ static __device__ float block_max(float v, float *scratch)
 	return m;
 }
 
-/* scores[j] = q.k_j * scale, soft-capped, + mask[j]; -inf for masked
- * cells. */
+/* scores[j] = q.k_j * scale, soft-capped, + mask[j] for cells [lo, hi);
+ * -inf for masked cells. */
 template <typename T>
 static __device__ void attention_scores(const attn_args &a, const float *q, const float *mask, size_t slice,
-					float *scores)
+					float *scores, int64_t lo, int64_t hi)
 {
 	int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
-	for (int64_t j0 = (int64_t)warp * ATTN_CELLS; j0 < a.n_kv; j0 += ATTN_WARPS * ATTN_CELLS) {
+	for (int64_t j0 = lo + (int64_t)warp * ATTN_CELLS; j0 < hi; j0 += ATTN_WARPS * ATTN_CELLS) {
 		const T *k[ATTN_CELLS];
 		float dot[ATTN_CELLS];
 #pragma unroll
 		for (int c = 0; c < ATTN_CELLS; c++) {
 			int64_t j = j0 + c;
-			bool live = j < a.n_kv && (mask == NULL || mask[j] != -INFINITY);
+			bool live = j < hi && (mask == NULL || mask[j] != -INFINITY);
 			k[c] = live ? (const T *)(a.k + j * a.k_nb1) + slice : NULL;
 			dot[c] = 0.0f;
 		}
@@ -140,7 +183,7 @@ static __device__ void attention_scores(const attn_args &a, const float *q, cons
 		for (int c = 0; c < ATTN_CELLS; c++) {
 			int64_t j = j0 + c;
 			float s = cuda_warp_sum(dot[c]);
-			if (lane != 0 || j >= a.n_kv)
+			if (lane != 0 || j >= hi)
 				continue;
 			/* Rounded as the CPU's separate multiply and add. */
 			float scaled = __fmul_rn(s, a.scale);
@@ -177,12 +220,12 @@ static __device__ float attention_softmax(const attn_args &a, int64_t h, float *
 	return sum > 0.0 ? (float)(1.0 / sum) : 0.0f;
 }
 
-/* out[d] = sum_j p_j * v_j[d], p_j = scores[j] * inv rounded for T. Each warp
- * sums its cells into registers, ATTN_DIM_CHUNK dimensions at a time; the
- * warps' sums meet in `partial`. */
+/* out[d] = sum_j p_j * v_j[d] over cells [lo, hi), p_j = scores[j] * inv
+ * rounded for T. Each warp sums its cells into registers, ATTN_DIM_CHUNK
+ * dimensions at a time; the warps' sums meet in `partial`. */
 template <typename T>
 static __device__ void attention_mix(const attn_args &a, const float *scores, float inv, size_t slice, float *out,
-				     float (*partial)[ATTN_DIM_CHUNK])
+				     float (*partial)[ATTN_DIM_CHUNK], int64_t lo, int64_t hi)
 {
 	int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
@@ -191,11 +234,11 @@ static __device__ void attention_mix(const attn_args &a, const float *scores, fl
 #pragma unroll
 		for (int i = 0; i < ATTN_DIMS_PER_LANE; i++)
 			acc[i] = 0.0f;
-		for (int64_t j0 = (int64_t)warp * ATTN_CELLS; j0 < a.n_kv; j0 += ATTN_WARPS * ATTN_CELLS) {
+		for (int64_t j0 = lo + (int64_t)warp * ATTN_CELLS; j0 < hi; j0 += ATTN_WARPS * ATTN_CELLS) {
 #pragma unroll
 			for (int c = 0; c < ATTN_CELLS; c++) {
 				int64_t j = j0 + c;
-				float p = j < a.n_kv ? cuda_round_to<T>(scores[j] * inv) : 0.0f;
+				float p = j < hi ? cuda_round_to<T>(scores[j] * inv) : 0.0f;
 				if (p == 0.0f)
 					continue;
 				const T *v = (const T *)(a.v + j * a.v_nb1) + slice + d0;
@@ -240,10 +283,89 @@ template <typename T> static __global__ void attention_kernel(attn_args a, int64
 	for (int64_t d = threadIdx.x; d < a.head_dim; d += ATTN_THREADS)
 		q[d] = cuda_round_to<T>(q_row[d]);
 	__syncthreads();
-	attention_scores<T>(a, q, mask, slice, scores);
+	attention_scores<T>(a, q, mask, slice, scores, 0, a.n_kv);
 	__syncthreads();
 	float inv = attention_softmax(a, h, scores, scratch_f, scratch_d);
-	attention_mix<T>(a, scores, inv, slice, (float *)cuda_row(a.y, t) + h * a.head_dim, partial);
+	attention_mix<T>(a, scores, inv, slice, (float *)cuda_row(a.y, t) + h * a.head_dim, partial, 0, a.n_kv);
+}
+
+/* ---- rows split over the cache: block (x, y) is row row0 + x, chunk y ---- */
+
+static __device__ int64_t split_lo(int64_t chunk)
+{
+	return chunk * ATTN_SPLIT_CELLS;
+}
+
+static __device__ int64_t split_hi(const attn_args &a, int64_t chunk)
+{
+	int64_t hi = (chunk + 1) * ATTN_SPLIT_CELLS;
+	return hi < a.n_kv ? hi : a.n_kv;
+}
+
+/* The chunk's scores into the row's. Dynamic shared memory: q. */
+template <typename T> static __global__ void split_scores_kernel(attn_args a, int64_t row0)
+{
+	extern __shared__ float q[];
+	int64_t row = row0 + blockIdx.x, t = row / a.n_head, h = row % a.n_head;
+	const float *q_row = (const float *)cuda_row(a.q, row);
+	const float *mask = a.mask.data != NULL ? (const float *)cuda_row(a.mask, t) : NULL;
+
+	for (int64_t d = threadIdx.x; d < a.head_dim; d += ATTN_THREADS)
+		q[d] = cuda_round_to<T>(q_row[d]);
+	__syncthreads();
+	attention_scores<T>(a, q, mask, (size_t)(h / a.group * a.head_dim), a.scores + (int64_t)blockIdx.x * a.n_kv,
+			    split_lo(blockIdx.y), split_hi(a, blockIdx.y));
+}
+
+/* A block per row: its scores into exponentials, and the reciprocal of
+ * their sum. */
+static __global__ void split_softmax_kernel(attn_args a, int64_t row0)
+{
+	__shared__ float scratch_f[ATTN_WARPS];
+	__shared__ double scratch_d[ATTN_WARPS];
+	int64_t row = row0 + blockIdx.x;
+
+	float inv = attention_softmax(a, row % a.n_head, a.scores + (int64_t)blockIdx.x * a.n_kv, scratch_f, scratch_d);
+	if (threadIdx.x == 0)
+		a.inv[blockIdx.x] = inv;
+}
+
+/* The chunk's values weighted by the row's probabilities, into its
+ * partial output. */
+template <typename T> static __global__ void split_mix_kernel(attn_args a, int64_t row0)
+{
+	__shared__ float partial[ATTN_WARPS][ATTN_DIM_CHUNK];
+	int64_t row = row0 + blockIdx.x, h = row % a.n_head;
+	float *out = a.partial + ((int64_t)blockIdx.x * a.n_chunks + blockIdx.y) * a.head_dim;
+
+	attention_mix<T>(a, a.scores + (int64_t)blockIdx.x * a.n_kv, a.inv[blockIdx.x],
+			 (size_t)(h / a.group * a.head_dim), out, partial, split_lo(blockIdx.y), split_hi(a, blockIdx.y));
+}
+
+/* A block per row: the chunks' partial outputs added, in chunk order. */
+static __global__ void split_sum_kernel(attn_args a, int64_t row0)
+{
+	int64_t row = row0 + blockIdx.x, t = row / a.n_head, h = row % a.n_head;
+	const float *part = a.partial + (int64_t)blockIdx.x * a.n_chunks * a.head_dim;
+	float *y = (float *)cuda_row(a.y, t) + h * a.head_dim;
+
+	for (int64_t d = threadIdx.x; d < a.head_dim; d += ATTN_THREADS) {
+		float sum = 0.0f;
+		for (int64_t c = 0; c < a.n_chunks; c++)
+			sum += part[c * a.head_dim + d];
+		y[d] = sum;
+	}
+}
+
+/* Rows [row0, row0 + count) split over the cache: the four launches. */
+template <typename T> static loom_status split_run(cuda_backend *be, const attn_args &a, int64_t row0, unsigned count)
+{
+	dim3 grid(count, (unsigned)a.n_chunks);
+	split_scores_kernel<T><<<grid, ATTN_THREADS, (size_t)a.head_dim * sizeof(float), be->stream>>>(a, row0);
+	split_softmax_kernel<<<count, ATTN_THREADS, 0, be->stream>>>(a, row0);
+	split_mix_kernel<T><<<grid, ATTN_THREADS, 0, be->stream>>>(a, row0);
+	split_sum_kernel<<<count, ATTN_THREADS, 0, be->stream>>>(a, row0);
+	return cuda_launched(be, "split attention");
 }
 
 static loom_status attention_run(cuda_backend *be, const loom_node *node, void *work, int)
@@ -271,9 +393,21 @@ static loom_status attention_run(cuda_backend *be, const loom_node *node, void *
 	a.scores = shared_scores ? NULL : (float *)work;
 
 	size_t shared_bytes = (size_t)(a.head_dim + (shared_scores ? a.n_kv : 0)) * sizeof(float);
-	int64_t rows = q->ne[1] * q->ne[2], step = rows_per_launch(node);
+	int64_t rows = rows_of(node), step = rows_per_launch(node);
+	if (split_rows(node)) {
+		a.n_chunks = split_chunks(a.n_kv);
+		a.inv = a.scores + (size_t)step * (size_t)a.n_kv;
+		a.partial = a.inv + step;
+	}
 	for (int64_t row0 = 0; row0 < rows; row0 += step) {
 		unsigned blocks = (unsigned)(rows - row0 < step ? rows - row0 : step);
+		if (split_rows(node)) {
+			loom_status st = k->dtype == LOOM_DTYPE_F16 ? split_run<__half>(be, a, row0, blocks)
+								    : split_run<float>(be, a, row0, blocks);
+			if (st != LOOM_OK)
+				return st;
+			continue;
+		}
 		if (k->dtype == LOOM_DTYPE_F16)
 			attention_kernel<__half><<<blocks, ATTN_THREADS, shared_bytes, be->stream>>>(a, row0);
 		else
