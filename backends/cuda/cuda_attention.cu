@@ -78,15 +78,17 @@ static int64_t rows_of(const loom_node *node)
 	return node->src[0]->ne[1] * node->src[0]->ne[2];
 }
 
-/* Whether the rows are split over the cache (few rows, a long cache). */
-static bool split_rows(const loom_node *node)
-{
-	return rows_of(node) <= ATTN_SPLIT_MAX_ROWS && node->src[1]->ne[1] > 2 * ATTN_SPLIT_CELLS;
-}
-
 static int64_t split_chunks(int64_t n_kv)
 {
 	return (n_kv + ATTN_SPLIT_CELLS - 1) / ATTN_SPLIT_CELLS;
+}
+
+/* Whether the rows are split over the cache (few rows, a long cache; its
+ * chunks within a grid's second dimension). */
+static bool split_rows(const loom_node *node)
+{
+	int64_t n_kv = node->src[1]->ne[1];
+	return rows_of(node) <= ATTN_SPLIT_MAX_ROWS && n_kv > 2 * ATTN_SPLIT_CELLS && split_chunks(n_kv) <= 65535;
 }
 
 static bool scores_in_shared(const loom_node *node)

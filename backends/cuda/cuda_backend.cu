@@ -62,6 +62,11 @@ static void *cuda_init(const loom_host *host, const loom_backend_options *opts)
 		host->set_error("cuda: out of memory");
 		return NULL;
 	}
+	if (pthread_mutex_init(&be->lock, NULL) != 0) {
+		host->set_error("cuda: cannot make the instance's lock");
+		free(be);
+		return NULL;
+	}
 	be->host = host;
 	be->device = opts->device;
 	int count = 0;
@@ -109,6 +114,7 @@ static void cuda_free(void *backend)
 	cudaFree(be->bad_node);
 	if (be->stream != NULL)
 		cudaStreamDestroy(be->stream);
+	pthread_mutex_destroy(&be->lock);
 	free(be);
 }
 
@@ -139,6 +145,7 @@ static loom_status cuda_device_info(void *backend, loom_device_info *out)
 static loom_status cuda_buffer_alloc(void *backend, size_t size, loom_buffer *out)
 {
 	cuda_backend *be = (cuda_backend *)backend;
+	cuda_stream_lock hold(be);
 	void *p = NULL;
 	char what[96];
 	snprintf(what, sizeof(what), "allocating %zu MiB of device memory", (size + (1u << 20) - 1) >> 20);
@@ -162,6 +169,7 @@ static loom_status cuda_buffer_alloc(void *backend, size_t size, loom_buffer *ou
 static void cuda_buffer_free(void *backend, loom_buffer *buf)
 {
 	cuda_backend *be = (cuda_backend *)backend;
+	cuda_stream_lock hold(be);
 	if (buf->handle != NULL) {
 		cudaSetDevice(be->device);
 		cudaStreamSynchronize(be->stream);
@@ -174,6 +182,7 @@ static void cuda_buffer_free(void *backend, loom_buffer *buf)
 static loom_status cuda_buffer_upload(void *backend, loom_buffer *buf, size_t offset, const void *src, size_t size)
 {
 	cuda_backend *be = (cuda_backend *)backend;
+	cuda_stream_lock hold(be);
 	/* Ordered after any compute still on the stream, and complete when this
 	 * returns: the caller may reuse src. */
 	loom_status st = select_device(be);
@@ -186,6 +195,7 @@ static loom_status cuda_buffer_upload(void *backend, loom_buffer *buf, size_t of
 static loom_status cuda_buffer_download(void *backend, const loom_buffer *buf, size_t offset, void *dst, size_t size)
 {
 	cuda_backend *be = (cuda_backend *)backend;
+	cuda_stream_lock hold(be);
 	loom_status st = select_device(be);
 	if (st == LOOM_OK)
 		st = cuda_status(be, cudaMemcpyAsync(dst, (const char *)buf->base + offset, size, cudaMemcpyDeviceToHost,
@@ -244,6 +254,7 @@ loom_status cuda_enqueue_nodes(cuda_backend *be, const loom_graph *graph)
 static loom_status cuda_compute(void *backend, const loom_graph *graph)
 {
 	cuda_backend *be = (cuda_backend *)backend;
+	cuda_stream_lock hold(be);
 	loom_status st = select_device(be);
 	if (st == LOOM_OK)
 		st = reserve_work(be, graph);

@@ -20,6 +20,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <pthread.h>
+
 #include <cstddef>
 #include <cstdint>
 
@@ -39,6 +41,19 @@ struct cuda_backend {
 	cuda_replay_table replay;
 	cuda_replay_key replay_key;
 	bool replay_off;
+	/* Held by every call that puts work on the stream: contexts on other
+	 * threads share it, and a step being captured must find no other
+	 * thread's copy or synchronize on it. */
+	pthread_mutex_t lock;
+};
+
+/* Holds be->lock for a scope. */
+struct cuda_stream_lock {
+	cuda_backend *be;
+	explicit cuda_stream_lock(cuda_backend *b) : be(b) { pthread_mutex_lock(&be->lock); }
+	~cuda_stream_lock() { pthread_mutex_unlock(&be->lock); }
+	cuda_stream_lock(const cuda_stream_lock &) = delete;
+	cuda_stream_lock &operator=(const cuda_stream_lock &) = delete;
 };
 
 /* Records a CUDA failure as the caller's error; LOOM_OK when err is

@@ -32,66 +32,60 @@ static void replay_refused(cuda_backend *be, cudaError_t err, const char *what)
 		      cudaGetErrorString(err));
 }
 
-/* The graph's launches captured and instantiated in *exec. A node that
- * fails to enqueue fails the step (its error set); a capture the runtime
- * refuses leaves *exec NULL and turns replay off. */
-static loom_status capture(cuda_backend *be, const loom_graph *graph, cudaGraphExec_t *exec)
+/* The graph's launches captured and instantiated: the graph, or NULL
+ * with replay turned off. Nothing has run either way. A node that failed
+ * to enqueue while captured counts as a refusal too: launched directly
+ * after, it fails again with its own error, outside any capture. */
+static cudaGraphExec_t capture(cuda_backend *be, const loom_graph *graph)
 {
-	*exec = NULL;
 	cudaError_t err = cudaStreamBeginCapture(be->stream, cudaStreamCaptureModeThreadLocal);
 	if (err != cudaSuccess) {
 		replay_refused(be, err, "capturing a step");
-		return LOOM_OK;
+		return NULL;
 	}
 	loom_status st = cuda_enqueue_nodes(be, graph);
 	cudaGraph_t captured = NULL;
 	err = cudaStreamEndCapture(be->stream, &captured);
-	if (st != LOOM_OK) {
-		if (captured != NULL)
-			cudaGraphDestroy(captured);
-		(void)cudaGetLastError();
-		return st;
-	}
 	const char *what = "capturing a step";
+	if (err == cudaSuccess && st != LOOM_OK) {
+		/* The node's own error is the caller's to see, from the
+		 * direct launch that follows. */
+		err = cudaErrorStreamCaptureInvalidated;
+		what = "a node failed while a step was captured";
+	}
+	cudaGraphExec_t exec = NULL;
 	if (err == cudaSuccess) {
 		what = "instantiating a step's graph";
-		err = cudaGraphInstantiate(exec, captured, 0);
+		err = cudaGraphInstantiate(&exec, captured, 0);
 	}
 	if (captured != NULL)
 		cudaGraphDestroy(captured);
 	if (err != cudaSuccess) {
-		*exec = NULL;
+		if (exec != NULL)
+			cudaGraphExecDestroy(exec);
 		replay_refused(be, err, what);
+		return NULL;
 	}
-	return LOOM_OK;
+	return exec;
 }
 
 loom_status cuda_run_step(cuda_backend *be, const loom_graph *graph)
 {
 	if (be->replay_off)
 		return cuda_enqueue_nodes(be, graph);
-	if (!cuda_replay_key_build(graph, be->work, &be->replay_key)) {
-		be->host->set_error("cuda: out of memory keying a step of %d nodes", graph->n_nodes);
-		return LOOM_ERR_NO_MEMORY;
-	}
+	/* A key that cannot be built or stored only means no replay for it. */
+	if (!cuda_replay_key_build(graph, be->work, &be->replay_key))
+		return cuda_enqueue_nodes(be, graph);
 	cuda_replay_slot *slot = cuda_replay_find(&be->replay, &be->replay_key);
 	if (slot == NULL) {
-		/* First sight: launched directly, and remembered. A key that
-		 * cannot be stored only means no replay for it. */
+		/* First sight: launched directly, and remembered. */
 		slot = cuda_replay_victim(&be->replay);
 		forget_exec(slot);
 		(void)cuda_replay_store(&be->replay, slot, &be->replay_key);
 		return cuda_enqueue_nodes(be, graph);
 	}
-	if (slot->exec == NULL) {
-		cudaGraphExec_t exec;
-		loom_status st = capture(be, graph, &exec);
-		if (st != LOOM_OK)
-			return st;
-		if (exec == NULL)
-			return cuda_enqueue_nodes(be, graph);
-		slot->exec = exec;
-	}
+	if (slot->exec == NULL && (slot->exec = capture(be, graph)) == NULL)
+		return cuda_enqueue_nodes(be, graph);
 	return cuda_status(be, cudaGraphLaunch((cudaGraphExec_t)slot->exec, be->stream), "launching a step's graph");
 }
 
