@@ -849,6 +849,32 @@ START_TEST(a_context_larger_than_the_device_is_refused)
 }
 END_TEST
 
+/* A device with room for the context's buffers but not for the work
+ * memory of its largest step refuses the context when it is made (the
+ * backend's reserve slot, asked for a full batch), not at that step. */
+START_TEST(a_context_without_room_for_its_work_memory_is_refused)
+{
+	char yaml[4096], model[4200];
+	write_picky(yaml, sizeof(yaml), model, sizeof(model), "registry_small_work", "free_kib: 4096, work_kib: 16");
+	loom_runtime *rt = start_ok(yaml, NULL);
+	loom_model *m = load_ok(rt, model);
+	loom_context_params cp = loom_context_default_params();
+	loom_context *ctx = NULL;
+	cp.n_ctx = 512;
+	cp.n_batch = 64;
+	ck_assert_msg(loom_context_create(m, &cp, &ctx) == LOOM_OK, "batches of 64: %s", loom_last_error());
+	loom_context_free(ctx);
+	cp.n_batch = 512;
+	loom_status st = loom_context_create(m, &cp, &ctx);
+	ck_assert_msg(st == LOOM_ERR_NO_MEMORY && ctx == NULL, "batches of 512: status %d (%s)", st, loom_last_error());
+	expect_text(loom_last_error(), "a context of 512 cells with batches of 512 tokens", "the context error");
+	expect_text(loom_last_error(), "backend picky: reserving memory for a step", "the context error");
+	expect_text(loom_last_error(), "picky: no room for the work memory of a 512-token step", "the context error");
+	loom_model_free(m);
+	loom_runtime_free(rt);
+}
+END_TEST
+
 /* loom_runtime_device and `loom info --plugins` describe a backend's
  * device; a CPU backend has none. */
 START_TEST(the_device_is_described)
@@ -1041,6 +1067,7 @@ static Suite *registry_suite(void)
 	tcase_add_test(tc, convert_needs_a_plugin_that_writes_the_gguf_section);
 	tcase_add_test(tc, a_model_larger_than_the_device_is_refused);
 	tcase_add_test(tc, a_context_larger_than_the_device_is_refused);
+	tcase_add_test(tc, a_context_without_room_for_its_work_memory_is_refused);
 	tcase_add_test(tc, the_device_is_described);
 	suite_add_tcase(s, tc);
 	return s;

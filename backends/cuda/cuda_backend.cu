@@ -277,6 +277,18 @@ static loom_status cuda_compute(void *backend, const loom_graph *graph)
 	return st;
 }
 
+/* The work memory of a context's largest steps, allocated when it is made:
+ * a device without room for it refuses the context, and no later step
+ * frees and allocates it again (which would also change every step's
+ * replay key). */
+static loom_status cuda_reserve(void *backend, const loom_graph *graph)
+{
+	cuda_backend *be = (cuda_backend *)backend;
+	cuda_stream_lock hold(be);
+	loom_status st = select_device(be);
+	return st == LOOM_OK ? reserve_work(be, graph) : st;
+}
+
 const loom_backend_vtable cuda_backend_vtable = {
 	.struct_size = sizeof(loom_backend_vtable),
 	.init = cuda_init,
@@ -291,4 +303,5 @@ const loom_backend_vtable cuda_backend_vtable = {
 	.weight_repack = NULL,
 	.device_info = cuda_device_info,
 	.compute_timed = NULL,
+	.reserve = cuda_reserve,
 };

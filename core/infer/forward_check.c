@@ -1,7 +1,9 @@
 /* forward_check.c - whether the backend can run every node of the steps a
  * context will run, asked once when the context is made: a model the
  * backend cannot run is refused there, naming the op and its tensors'
- * types, instead of failing at the first decode. */
+ * types, instead of failing at the first decode. The backend then
+ * allocates what those steps need beyond the context's buffers (a GPU's
+ * work memory), so that a device short of it refuses the context too. */
 #include "infer/context.h"
 
 #include "runtime/appendf.h"
@@ -59,6 +61,9 @@ loom_status loom_forward_check(loom_context *ctx)
 		loom_status st = loom_forward_build(ctx, steps[s][0], ctx->kv.n_cells, steps[s][1], LOOM_STEP_LOGITS, &graph);
 		if (st == LOOM_OK)
 			st = loom_forward_check_graph(ctx, &graph);
+		if (st == LOOM_OK && (st = loom_backend_reserve(&ctx->model->rt->backend, &graph)) != LOOM_OK)
+			st = loom_error_wrap(st, "a context of %u cells with batches of %u tokens", ctx->kv.n_cells,
+					     ctx->params.n_batch);
 		if (st != LOOM_OK)
 			return st;
 	}

@@ -143,6 +143,17 @@ loom_status loom_backend_compute(loom_backend *be, const loom_graph *graph)
 	return st == LOOM_OK ? LOOM_OK : fail(be, st, serial, "computing a step");
 }
 
+loom_status loom_backend_reserve(loom_backend *be, const loom_graph *graph)
+{
+	if (!LOOM_VT_HAS(be->vt, reserve))
+		return LOOM_OK;
+	const unsigned long serial = loom_error_serial();
+	pthread_mutex_lock(&be->lock);
+	loom_status st = be->vt->reserve(be->ctx, graph);
+	pthread_mutex_unlock(&be->lock);
+	return st == LOOM_OK ? LOOM_OK : fail(be, st, serial, "reserving memory for a step");
+}
+
 bool loom_vtable_on_device(const loom_backend_vtable *vt)
 {
 	return LOOM_VT_HAS(vt, device_info);

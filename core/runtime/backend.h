@@ -64,6 +64,9 @@ bool loom_backend_times_nodes(const loom_backend *be);
 /* loom_backend_compute with each node's nanoseconds in node_ns (a backend
  * that does not time nodes: compute, with node_ns left alone). */
 loom_status loom_backend_compute_timed(loom_backend *be, const loom_graph *graph, uint64_t *node_ns);
+/* Has the backend allocate what compute will need for graphs like this
+ * one (its reserve slot); LOOM_OK for a backend without the slot. */
+loom_status loom_backend_reserve(loom_backend *be, const loom_graph *graph);
 
 /* Whether the backend has weight_repack at all. */
 bool loom_backend_repacks(const loom_backend *be);

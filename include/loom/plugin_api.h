@@ -559,6 +559,16 @@ typedef struct loom_backend_vtable {
 	 * little more than compute. NULL slot: profiles have a step's time but
 	 * not its nodes'. */
 	loom_status (*compute_timed)(void *backend, const loom_graph *graph, uint64_t *node_ns);
+
+	/* (optional) Allocate now whatever compute would allocate to run this
+	 * graph (the work memory of its ops), keeping it for later steps. The
+	 * core calls it when a context is made, with the largest steps that
+	 * context will run (one token and a full batch, over the whole
+	 * cache), once supports() has accepted their every node, so that a
+	 * device without room for them refuses the context rather than its
+	 * first step. It computes nothing. NULL slot: memory is found at
+	 * compute. */
+	loom_status (*reserve)(void *backend, const loom_graph *graph);
 } loom_backend_vtable;
 
 /* ------------------------------------------------------------------------ */

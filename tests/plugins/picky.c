@@ -3,9 +3,13 @@
  * where one of the node's tensors has that type). Models load onto it; a
  * context whose steps need the refused op must be refused when it is made.
  * Its device reports `free_kib: N` KiB free, for the core's check that a
- * model and its context fit. It computes nothing. */
+ * model and its context fit. With `work_kib: N` each token of a step needs
+ * N KiB of work memory beyond that, which its reserve slot refuses: a
+ * context whose largest step needs more than its device has must be
+ * refused when it is made. It computes nothing. */
 #include "fake_backend.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +26,8 @@ typedef struct picky {
 	int op;   /* refused op; LOOM_OP_NONE: none */
 	int type; /* -1: any type */
 	uint64_t free_bytes; /* what its device reports free */
+	uint64_t work_bytes; /* work memory a step needs per token */
+	const loom_host *host;
 } picky;
 
 static void *picky_init(const loom_host *host, const loom_backend_options *opts)
@@ -32,6 +38,7 @@ static void *picky_init(const loom_host *host, const loom_backend_options *opts)
 		return NULL;
 	}
 	p->type = -1;
+	p->host = host;
 	p->free_bytes = (uint64_t)1 << 40;
 	for (int i = 0; i < opts->n_options; i++) {
 		const char *key = opts->option_keys[i], *value = opts->option_values[i];
@@ -43,6 +50,8 @@ static void *picky_init(const loom_host *host, const loom_backend_options *opts)
 				p->type = t;
 		if (strcmp(key, "free_kib") == 0)
 			p->free_bytes = strtoull(value, NULL, 10) << 10;
+		if (strcmp(key, "work_kib") == 0)
+			p->work_bytes = strtoull(value, NULL, 10) << 10;
 	}
 	return p;
 }
@@ -114,6 +123,27 @@ static loom_status picky_compute(void *backend, const loom_graph *graph)
 	return LOOM_ERR_UNSUPPORTED;
 }
 
+/* A step's tokens: the most rows any node's result has. */
+static int64_t step_tokens(const loom_graph *graph)
+{
+	int64_t tokens = 0;
+	for (int i = 0; i < graph->n_nodes; i++)
+		if (graph->nodes[i].op == LOOM_OP_MATMUL && graph->nodes[i].dst->ne[1] > tokens)
+			tokens = graph->nodes[i].dst->ne[1];
+	return tokens;
+}
+
+static loom_status picky_reserve(void *backend, const loom_graph *graph)
+{
+	const picky *p = backend;
+	const int64_t tokens = step_tokens(graph);
+	if ((uint64_t)tokens * p->work_bytes > p->free_bytes) {
+		p->host->set_error("picky: no room for the work memory of a %" PRId64 "-token step", tokens);
+		return LOOM_ERR_NO_MEMORY;
+	}
+	return LOOM_OK;
+}
+
 static const loom_backend_vtable vtable = {
 	.struct_size = sizeof(loom_backend_vtable),
 	.init = picky_init,
@@ -125,6 +155,7 @@ static const loom_backend_vtable vtable = {
 	.supports = picky_supports,
 	.compute = picky_compute,
 	.device_info = picky_device_info,
+	.reserve = picky_reserve,
 };
 
 static const loom_plugin_desc desc = {

@@ -256,15 +256,43 @@ static const char *dst_name(const loom_node *node)
 	return node->dst != NULL && node->dst->name != NULL ? node->dst->name : "?";
 }
 
-/* Every node is checked, and the scratch sized, before any thread starts:
- * a graph either runs whole or not at all. */
-static loom_status prepare(cpu_backend *be, const loom_graph *graph)
+/* The scratch the graph's largest node needs (nodes this backend cannot
+ * run need none). */
+static size_t scratch_need(const cpu_backend *be, const loom_graph *graph)
 {
 	size_t need = 0;
 
 	for (int i = 0; i < graph->n_nodes; i++) {
+		const cpu_op *op = op_of(&graph->nodes[i]);
+		if (op != NULL && op->scratch_size != NULL) {
+			size_t n = op->scratch_size(&graph->nodes[i], be->n_threads);
+			need = n > need ? n : need;
+		}
+	}
+	return need;
+}
+
+static loom_status grow_scratch(cpu_backend *be, size_t need)
+{
+	if (need <= be->scratch_size)
+		return LOOM_OK;
+	unsigned char *p = aligned_alloc(CPU_ALIGN, cpu_align_up(need));
+	if (p == NULL) {
+		report(be->host, "out of memory for %zu bytes of scratch", need);
+		return LOOM_ERR_NO_MEMORY;
+	}
+	free(be->scratch);
+	be->scratch = p;
+	be->scratch_size = need;
+	return LOOM_OK;
+}
+
+/* Every node is checked, and the scratch sized, before any thread starts:
+ * a graph either runs whole or not at all. */
+static loom_status prepare(cpu_backend *be, const loom_graph *graph)
+{
+	for (int i = 0; i < graph->n_nodes; i++) {
 		const loom_node *node = &graph->nodes[i];
-		const cpu_op *op = op_of(node);
 
 		if (!cpu_supports(be, node)) {
 			report(be->host, "node %d (%s -> %s): unsupported dtypes or shapes", i,
@@ -276,22 +304,8 @@ static loom_status prepare(cpu_backend *be, const loom_graph *graph)
 			       dst_name(node));
 			return LOOM_ERR_INVALID_ARGUMENT;
 		}
-		if (op->scratch_size != NULL) {
-			size_t n = op->scratch_size(node, be->n_threads);
-			need = n > need ? n : need;
-		}
 	}
-	if (need > be->scratch_size) {
-		unsigned char *p = aligned_alloc(CPU_ALIGN, cpu_align_up(need));
-		if (p == NULL) {
-			report(be->host, "out of memory for %zu bytes of scratch", need);
-			return LOOM_ERR_NO_MEMORY;
-		}
-		free(be->scratch);
-		be->scratch = p;
-		be->scratch_size = need;
-	}
-	return LOOM_OK;
+	return grow_scratch(be, scratch_need(be, graph));
 }
 
 void cpu_task_barrier(const cpu_task *task)
@@ -420,6 +434,21 @@ static loom_status compute(cpu_backend *be, const loom_graph *graph, uint64_t *n
 	return LOOM_OK;
 }
 
+/* The scratch a context's largest steps need, allocated when it is made. */
+static loom_status cpu_reserve(void *backend, const loom_graph *graph)
+{
+	cpu_backend *be = backend;
+
+	if (graph == NULL || (graph->n_nodes > 0 && graph->nodes == NULL)) {
+		report(be->host, "reserve: no graph");
+		return LOOM_ERR_INVALID_ARGUMENT;
+	}
+	pthread_mutex_lock(&be->lock);
+	loom_status st = grow_scratch(be, scratch_need(be, graph));
+	pthread_mutex_unlock(&be->lock);
+	return st;
+}
+
 static loom_status cpu_compute(void *backend, const loom_graph *graph)
 {
 	return compute(backend, graph, NULL);
@@ -510,4 +539,5 @@ const loom_backend_vtable cpu_backend_vtable = {
 	.compute = cpu_compute,
 	.weight_repack = cpu_weight_repack,
 	.compute_timed = cpu_compute_timed,
+	.reserve = cpu_reserve,
 };
