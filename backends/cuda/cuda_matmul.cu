@@ -10,6 +10,7 @@
 #include "cuda_matmul.cuh"
 
 #include "cuda_blocks.cuh"
+#include "cuda_vecdot.cuh"
 
 #include <climits>
 
@@ -27,11 +28,13 @@ bool cuda_matmul_weight_ok(const loom_tensor *w)
 	if (!loom_tensor_standard(w) ||
 	    !(type == LOOM_DTYPE_F32 || type == LOOM_DTYPE_F16 || type == LOOM_DTYPE_BF16 || cuda_matmul_is_quant(type)))
 		return false;
-	/* The kernels read rows 4 bytes at a time (F32), MXFP4's a byte at a
-	 * time, the others' 2. */
-	size_t align = type == LOOM_DTYPE_F32 ? sizeof(float) : type == LOOM_DTYPE_MXFP4 ? 1 : sizeof(uint16_t);
-	return w->nb[1] % align == 0 && (w->ne[2] == 1 || w->nb[2] % align == 0) && w->ne[0] <= INT_MAX &&
-	       w->ne[1] <= INT_MAX;
+	/* The kernels read F32 rows 4 bytes at a time, the quantized types'
+	 * as cuda_vecdot_align says, F16/BF16's 2. */
+	size_t align = type == LOOM_DTYPE_F32		? sizeof(float)
+		       : cuda_matmul_is_quant(type) ? (size_t)cuda_vecdot_align(type)
+						    : sizeof(uint16_t);
+	return (uintptr_t)w->data % align == 0 && w->nb[1] % align == 0 && (w->ne[2] == 1 || w->nb[2] % align == 0) &&
+	       w->ne[0] <= INT_MAX && w->ne[1] <= INT_MAX;
 }
 
 static bool matmul_supports(const loom_node *node)

@@ -85,6 +85,15 @@ template <int type> struct qt_unit {
 template <> struct qt_unit<LOOM_DTYPE_MXFP4> {
 	typedef uint8_t type_t;
 };
+template <> struct qt_unit<LOOM_DTYPE_Q2_K> {
+	typedef uint32_t type_t;
+};
+template <> struct qt_unit<LOOM_DTYPE_Q4_K> {
+	typedef uint32_t type_t;
+};
+template <> struct qt_unit<LOOM_DTYPE_Q5_K> {
+	typedef uint32_t type_t;
+};
 
 template <int type, bool ID>
 static __global__ void __launch_bounds__(QT_THREADS) matmul_quant_tile(cuda_matmul_shape s, const cuda_block_q8_1 *x)

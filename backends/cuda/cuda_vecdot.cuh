@@ -18,15 +18,21 @@
  * power-of-two scale, halved, times the Q8_1 block's d scales the exact
  * integer sum, as the CPU's dot with Q8_0 blocks of the same d and q does.
  *
- * Weight blocks are only 2-byte aligned (cuda_load_int_b2), MXFP4's not at
- * all (cuda_load_int_b1); Q8_1 blocks are 4-byte aligned wherever they are
- * (work memory, shared memory).
+ * Q2_K, Q4_K and Q5_K blocks are whole 4-byte words with their quants at
+ * word offsets, so their rows (at 64-byte multiples of a buffer, a whole
+ * number of blocks apart) are read a word a load (cuda_load_int_b4); the
+ * other types' blocks are only 2-byte aligned (cuda_load_int_b2), MXFP4's
+ * not at all (cuda_load_int_b1). Q8_1 blocks are 4-byte aligned wherever
+ * they are (work memory, shared memory). cuda_matmul_weight_ok refuses a
+ * weight whose rows are not so aligned.
  */
 #ifndef LOOM_CUDA_VECDOT_CUH
 #define LOOM_CUDA_VECDOT_CUH
 
 #include "cuda_backend.cuh"
 #include "cuda_blocks.cuh"
+
+#include <cstddef>
 
 #define VECDOT_LOW_NIBBLES 0x0f0f0f0f
 #define VECDOT_ONES 0x01010101 /* a 1 in every byte: __dp4a with it sums bytes */
@@ -68,10 +74,20 @@ static constexpr int cuda_vecdot_bytes(int type)
 	}
 }
 
+static_assert(offsetof(cuda_block_q2_k, qs) % 4 == 0 && sizeof(cuda_block_q2_k) % 4 == 0, "q2_k's words");
+static_assert(offsetof(cuda_block_q4_k, scales) == 4 && offsetof(cuda_block_q4_k, qs) == 16 &&
+		      sizeof(cuda_block_q4_k) % 4 == 0,
+	      "q4_k's words");
+static_assert(offsetof(cuda_block_q5_k, scales) == 4 && offsetof(cuda_block_q5_k, qh) == 16 &&
+		      offsetof(cuda_block_q5_k, qs) % 4 == 0 && sizeof(cuda_block_q5_k) % 4 == 0,
+	      "q5_k's words");
+
 /* Bytes a weight load may assume its address a multiple of. */
 static constexpr int cuda_vecdot_align(int type)
 {
-	return type == LOOM_DTYPE_MXFP4 ? 1 : 2;
+	return type == LOOM_DTYPE_MXFP4					   ? 1
+	       : type == LOOM_DTYPE_Q2_K || type == LOOM_DTYPE_Q4_K || type == LOOM_DTYPE_Q5_K ? 4
+											   : 2;
 }
 
 /* Part `part` of the dot of weight block w with the activations x under
@@ -201,15 +217,21 @@ __device__ __forceinline__ float cuda_vecdot<LOOM_DTYPE_MXFP4>(const char *w, co
  * 64c + 8(p % 4)..+7 in sub-block (of 32, one Q8_1 block) 2c and the same
  * 32 further in sub-block 2c + 1, activation ints 2(p % 4) and +1. */
 
+/* Byte k of the 12 scale bytes of Q4_K/Q5_K, held as three words. */
+static __device__ __forceinline__ int vecdot_k_scale_byte(const uint32_t s[3], int k)
+{
+	return (int)(s[k >> 2] >> (8 * (k & 3)) & 0xff);
+}
+
 /* The 6-bit scale and min of sub-block j of Q4_K/Q5_K (cpu_k_scale_min). */
-static __device__ __forceinline__ void vecdot_k_scale_min(const uint8_t *s, int j, int *sc, int *m)
+static __device__ __forceinline__ void vecdot_k_scale_min(const uint32_t s[3], int j, int *sc, int *m)
 {
 	if (j < 4) {
-		*sc = s[j] & 63;
-		*m = s[j + 4] & 63;
+		*sc = vecdot_k_scale_byte(s, j) & 63;
+		*m = vecdot_k_scale_byte(s, j + 4) & 63;
 	} else {
-		*sc = (s[j + 4] & 15) | (s[j - 4] >> 6) << 4;
-		*m = (s[j + 4] >> 4) | (s[j] >> 6) << 4;
+		*sc = (vecdot_k_scale_byte(s, j + 4) & 15) | (vecdot_k_scale_byte(s, j - 4) >> 6) << 4;
+		*m = (vecdot_k_scale_byte(s, j + 4) >> 4) | (vecdot_k_scale_byte(s, j) >> 6) << 4;
 	}
 }
 
@@ -227,7 +249,7 @@ __device__ __forceinline__ float cuda_vecdot<LOOM_DTYPE_Q2_K>(const char *w, con
 {
 	const cuda_block_q2_k *b = (const cuda_block_q2_k *)w;
 	int half = part / 8, l4 = part % 8;
-	int v = cuda_load_int_b2(b->qs, 8 * half + l4);
+	int v = cuda_load_int_b4(b->qs, 8 * half + l4);
 	float d = vecdot_half(b->d), dmin = vecdot_half(b->dmin), dot = 0.0f;
 #pragma unroll
 	for (int k = 0; k < 4; k++) {
@@ -263,11 +285,14 @@ __device__ __forceinline__ float cuda_vecdot<LOOM_DTYPE_Q3_K>(const char *w, con
 }
 
 /* Q4_K and Q5_K alike, from the four ints of quants (0..15 or 0..31) of
- * the part: lo0, lo1 in sub-block 2c, hi0, hi1 in 2c + 1. */
-static __device__ __forceinline__ float vecdot_k_4bit(const uint8_t *scales, uint16_t d_bits, uint16_t dmin_bits,
-						      const cuda_block_q8_1 *x, int part, int lo0, int lo1, int hi0,
-						      int hi1)
+ * the part: lo0, lo1 in sub-block 2c, hi0, hi1 in 2c + 1. The block's
+ * first 16 bytes (d, dmin, the scales) are read as four words. */
+static __device__ __forceinline__ float vecdot_k_4bit(const char *w, const cuda_block_q8_1 *x, int part, int lo0,
+						      int lo1, int hi0, int hi1)
 {
+	const uint32_t head = (uint32_t)cuda_load_int_b4(w, 0);
+	const uint32_t scales[3] = {(uint32_t)cuda_load_int_b4(w, 1), (uint32_t)cuda_load_int_b4(w, 2),
+				    (uint32_t)cuda_load_int_b4(w, 3)};
 	int c = part / 4, i = 2 * (part % 4);
 	const cuda_block_q8_1 *xa = x + 2 * c, *xb = x + 2 * c + 1;
 	int a0 = vecdot_x(xa, i), a1 = vecdot_x(xa, i + 1), b0 = vecdot_x(xb, i), b1 = vecdot_x(xb, i + 1);
@@ -278,7 +303,7 @@ static __device__ __forceinline__ float vecdot_k_4bit(const uint8_t *scales, uin
 	int sc_a, m_a, sc_b, m_b;
 	vecdot_k_scale_min(scales, 2 * c, &sc_a, &m_a);
 	vecdot_k_scale_min(scales, 2 * c + 1, &sc_b, &m_b);
-	float d = vecdot_half(d_bits), dmin = vecdot_half(dmin_bits);
+	float d = vecdot_half((uint16_t)(head & 0xffff)), dmin = vecdot_half((uint16_t)(head >> 16));
 	float dot_a = d * (float)sc_a * (float)sumi_a - dmin * (float)m_a * (float)sumx_a;
 	float dot_b = d * (float)sc_b * (float)sumi_b - dmin * (float)m_b * (float)sumx_b;
 	return vecdot_half(xa->d) * dot_a + vecdot_half(xb->d) * dot_b;
@@ -289,9 +314,9 @@ __device__ __forceinline__ float cuda_vecdot<LOOM_DTYPE_Q4_K>(const char *w, con
 {
 	const cuda_block_q4_k *b = (const cuda_block_q4_k *)w;
 	int q = 8 * (part / 4) + 2 * (part % 4);
-	int v0 = cuda_load_int_b2(b->qs, q), v1 = cuda_load_int_b2(b->qs, q + 1);
-	return vecdot_k_4bit(b->scales, b->d, b->dmin, x, part, v0 & VECDOT_LOW_NIBBLES, v1 & VECDOT_LOW_NIBBLES,
-			     (v0 >> 4) & VECDOT_LOW_NIBBLES, (v1 >> 4) & VECDOT_LOW_NIBBLES);
+	int v0 = cuda_load_int_b4(b->qs, q), v1 = cuda_load_int_b4(b->qs, q + 1);
+	return vecdot_k_4bit(w, x, part, v0 & VECDOT_LOW_NIBBLES, v1 & VECDOT_LOW_NIBBLES, (v0 >> 4) & VECDOT_LOW_NIBBLES,
+			     (v1 >> 4) & VECDOT_LOW_NIBBLES);
 }
 
 /* Q5_K: bit 4 of element 32j + l is bit j of qh[l]. */
@@ -300,13 +325,13 @@ __device__ __forceinline__ float cuda_vecdot<LOOM_DTYPE_Q5_K>(const char *w, con
 {
 	const cuda_block_q5_k *b = (const cuda_block_q5_k *)w;
 	int c = part / 4, i = 2 * (part % 4);
-	int v0 = cuda_load_int_b2(b->qs, 8 * c + i), v1 = cuda_load_int_b2(b->qs, 8 * c + i + 1);
-	uint32_t h0 = (uint32_t)cuda_load_int_b2(b->qh, i), h1 = (uint32_t)cuda_load_int_b2(b->qh, i + 1);
+	int v0 = cuda_load_int_b4(b->qs, 8 * c + i), v1 = cuda_load_int_b4(b->qs, 8 * c + i + 1);
+	uint32_t h0 = (uint32_t)cuda_load_int_b4(b->qh, i), h1 = (uint32_t)cuda_load_int_b4(b->qh, i + 1);
 	int lo0 = (v0 & VECDOT_LOW_NIBBLES) | (int)(((h0 >> (2 * c)) & VECDOT_ONES) << 4);
 	int lo1 = (v1 & VECDOT_LOW_NIBBLES) | (int)(((h1 >> (2 * c)) & VECDOT_ONES) << 4);
 	int hi0 = ((v0 >> 4) & VECDOT_LOW_NIBBLES) | (int)(((h0 >> (2 * c + 1)) & VECDOT_ONES) << 4);
 	int hi1 = ((v1 >> 4) & VECDOT_LOW_NIBBLES) | (int)(((h1 >> (2 * c + 1)) & VECDOT_ONES) << 4);
-	return vecdot_k_4bit(b->scales, b->d, b->dmin, x, part, lo0, lo1, hi0, hi1);
+	return vecdot_k_4bit(w, x, part, lo0, lo1, hi0, hi1);
 }
 
 /* Q6_K: elements l, l + 32, l + 64, l + 96 of a half take the low nibbles

@@ -1,0 +1,209 @@
+/*
+ * test_cuda_vecdot.cpp - the cuda backend's dot products of a quantized
+ * weight block with Q8_1 activations (cuda_vecdot.cuh, which every
+ * quantized MATMUL and MATMUL_ID kernel sums) run on the host, part by
+ * part as a warp's lanes take them, against the test suites' reference
+ * decoding of the blocks (tests/support/cpu_ref.c, written from the GGUF
+ * format's description).
+ *
+ * No GPU is needed. The header is C++ but for its qualifiers and a few
+ * intrinsics, which this file gives their documented meanings (__dp4a,
+ * __vsub4, __byte_perm, fp16 through the reference's conversion). A quant
+ * bit read from the wrong place, a scale from the wrong sub-block or an
+ * element counted twice moves a dot by about its own size; float rounding
+ * moves it by parts in a million. So the unpacking of every type is held
+ * to the format wherever the cuda backend is built; test_backend_ops
+ * checks what a device computes, on a GPU.
+ */
+#include <check.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+
+extern "C" {
+#include "cpu_ref.h"
+}
+
+/* ---- the device's names, on the host ---- */
+
+#define __device__
+#define __host__
+#define __forceinline__ inline
+/* cuda_vecdot.cuh includes cuda_backend.cuh for the CUDA headers; what it
+ * uses of them is defined here instead. */
+#define LOOM_CUDA_BACKEND_CUH
+
+struct __half {
+	uint16_t bits;
+};
+
+static inline __half __ushort_as_half(uint16_t bits)
+{
+	return __half{bits};
+}
+
+static inline float __half2float(__half h)
+{
+	return ref_fp16_to_f32(h.bits);
+}
+
+static inline float __uint_as_float(uint32_t u)
+{
+	float f;
+	memcpy(&f, &u, sizeof(f));
+	return f;
+}
+
+/* The four signed byte products of a and b, summed, plus c. */
+static inline int __dp4a(int a, int b, int c)
+{
+	for (int i = 0; i < 4; i++)
+		c += (int)(int8_t)(a >> (8 * i)) * (int)(int8_t)(b >> (8 * i));
+	return c;
+}
+
+/* Byte-wise a - b, each byte wrapping on its own. */
+static inline unsigned __vsub4(unsigned a, unsigned b)
+{
+	unsigned r = 0;
+	for (int i = 0; i < 4; i++)
+		r |= (((a >> (8 * i)) - (b >> (8 * i))) & 0xffu) << (8 * i);
+	return r;
+}
+
+/* Byte n of the result: byte (s >> 4n) & 7 of y:x (x the low four). */
+static inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s)
+{
+	uint64_t v = (uint64_t)y << 32 | x;
+	unsigned r = 0;
+	for (int n = 0; n < 4; n++)
+		r |= (unsigned)(v >> (8 * ((s >> (4 * n)) & 7)) & 0xff) << (8 * n);
+	return r;
+}
+
+#include "cuda_vecdot.cuh"
+
+/* ---- the dots ---- */
+
+#define N_BLOCKS 3000
+
+/* Q8_1 blocks under one weight block: random quants in [-127, 127], d as
+ * an activation row's amax / 127 gives, s = fp16(d * sum q) as
+ * cuda_quantize_q8_1 writes it. */
+static void random_activations(ref_rng *rng, cuda_block_q8_1 *x, int n_blocks)
+{
+	for (int b = 0; b < n_blocks; b++) {
+		int sum = 0;
+		for (int i = 0; i < CUDA_QK; i++) {
+			x[b].qs[i] = (int8_t)(ref_rng_below(rng, 255) - 127);
+			sum += x[b].qs[i];
+		}
+		x[b].d = ref_f32_to_fp16((float)ref_rng_uniform(rng, 0.001, 0.05));
+		x[b].s = ref_f32_to_fp16(ref_fp16_to_f32(x[b].d) * (float)sum);
+	}
+}
+
+/* How far the device's float arithmetic may move a block's dot: parts in a
+ * million of the sum of |w x| and of |offset x| (the mins the K-quants and
+ * Q4_1/Q5_1 subtract or add), and for Q4_1/Q5_1, whose min meets the
+ * activations through their fp16 sum s, that rounding too. */
+static double tolerance(const ref_qblock *q, const float *w, const float *x, double s_rounding)
+{
+	double size = 0.0;
+	for (int i = 0; i < q->n; i++) {
+		double offset = q->has_min ? (double)q->dmin * q->m[i / q->sub] : q->has_add ? q->add : 0.0;
+		size += std::fabs((double)w[i] * x[i]) + std::fabs(offset * x[i]);
+	}
+	return 4e-6 * size + s_rounding;
+}
+
+template <int type>
+static void same_dots(const char *name)
+{
+	constexpr int n = cuda_vecdot_block(type), bytes = cuda_vecdot_bytes(type), parts = cuda_vecdot_parts(type);
+	constexpr int x_blocks = n / CUDA_QK;
+	ref_rng rng = {0x5eed0000u + (uint64_t)type};
+	uint8_t block[bytes];
+	cuda_block_q8_1 x[x_blocks];
+	float w[n], xv[n];
+	int wrong = 0, first = -1;
+	double worst = 0.0;
+
+	for (int k = 0; k < N_BLOCKS; k++) {
+		ref_random_blocks(&rng, (loom_dtype)type, block, 1);
+		random_activations(&rng, x, x_blocks);
+		ref_quant_row((loom_dtype)type, block, n, w);
+		ref_qblock q;
+		ref_decode_block((loom_dtype)type, block, &q);
+
+		double want = 0.0, s_rounding = 0.0;
+		for (int i = 0; i < n; i++) {
+			xv[i] = ref_fp16_to_f32(x[i / CUDA_QK].d) * (float)x[i / CUDA_QK].qs[i % CUDA_QK];
+			want += (double)w[i] * xv[i];
+		}
+		if (q.has_add)
+			for (int b = 0; b < x_blocks; b++) {
+				double exact = 0.0;
+				for (int i = 0; i < CUDA_QK; i++)
+					exact += xv[b * CUDA_QK + i];
+				s_rounding += std::fabs(q.add * (ref_fp16_to_f32(x[b].s) - exact));
+			}
+		double got = 0.0;
+		for (int p = 0; p < parts; p++)
+			got += cuda_vecdot<type>((const char *)block, x, p);
+		double err = std::fabs(got - want), allowed = tolerance(&q, w, xv, 2 * s_rounding);
+		if (!(err <= allowed)) {
+			wrong++;
+			first = first < 0 ? k : first;
+		}
+		worst = allowed > 0 && err / allowed > worst ? err / allowed : worst;
+	}
+	printf("%s: %d blocks, the largest difference %.3g of its band\n", name, N_BLOCKS, worst);
+	ck_assert_msg(wrong == 0,
+		      "%s: %d of %d blocks' dots outside the rounding band (the first: block %d; worst at %.3g of "
+		      "the band)",
+		      name, wrong, N_BLOCKS, first, worst);
+}
+
+START_TEST(legacy_types)
+{
+	same_dots<LOOM_DTYPE_Q4_0>("Q4_0");
+	same_dots<LOOM_DTYPE_Q4_1>("Q4_1");
+	same_dots<LOOM_DTYPE_Q5_0>("Q5_0");
+	same_dots<LOOM_DTYPE_Q5_1>("Q5_1");
+	same_dots<LOOM_DTYPE_Q8_0>("Q8_0");
+}
+END_TEST
+
+START_TEST(k_quants)
+{
+	same_dots<LOOM_DTYPE_Q2_K>("Q2_K");
+	same_dots<LOOM_DTYPE_Q3_K>("Q3_K");
+	same_dots<LOOM_DTYPE_Q4_K>("Q4_K");
+	same_dots<LOOM_DTYPE_Q5_K>("Q5_K");
+	same_dots<LOOM_DTYPE_Q6_K>("Q6_K");
+}
+END_TEST
+
+START_TEST(mxfp4)
+{
+	same_dots<LOOM_DTYPE_MXFP4>("MXFP4");
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("cuda_vecdot");
+	TCase *tc = tcase_create("the format's dots");
+	tcase_add_test(tc, legacy_types);
+	tcase_add_test(tc, k_quants);
+	tcase_add_test(tc, mxfp4);
+	suite_add_tcase(s, tc);
+	SRunner *r = srunner_create(s);
+	srunner_run_all(r, CK_NORMAL);
+	int failed = srunner_ntests_failed(r);
+	srunner_free(r);
+	return failed == 0 ? 0 : 1;
+}
