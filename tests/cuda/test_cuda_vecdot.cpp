@@ -6,9 +6,8 @@
  * decoding of the blocks (tests/support/cpu_ref.c, written from the GGUF
  * format's description).
  *
- * No GPU is needed. The header is C++ but for its qualifiers and a few
- * intrinsics, which this file gives their documented meanings (__dp4a,
- * __vsub4, __byte_perm, fp16 through the reference's conversion). A quant
+ * No GPU is needed: cuda_on_host.h gives the header's qualifiers and
+ * intrinsics their documented meanings on the host. A quant
  * bit read from the wrong place, a scale from the wrong sub-block or an
  * element counted twice moves a dot by about its own size; float rounding
  * moves it by parts in a million. So the unpacking of every type is held
@@ -22,66 +21,7 @@
 #include <cstdio>
 #include <cstring>
 
-extern "C" {
-#include "cpu_ref.h"
-}
-
-/* ---- the device's names, on the host ---- */
-
-#define __device__
-#define __host__
-#define __forceinline__ inline
-/* cuda_vecdot.cuh includes cuda_backend.cuh for the CUDA headers; what it
- * uses of them is defined here instead. */
-#define LOOM_CUDA_BACKEND_CUH
-
-struct __half {
-	uint16_t bits;
-};
-
-static inline __half __ushort_as_half(uint16_t bits)
-{
-	return __half{bits};
-}
-
-static inline float __half2float(__half h)
-{
-	return ref_fp16_to_f32(h.bits);
-}
-
-static inline float __uint_as_float(uint32_t u)
-{
-	float f;
-	memcpy(&f, &u, sizeof(f));
-	return f;
-}
-
-/* The four signed byte products of a and b, summed, plus c. */
-static inline int __dp4a(int a, int b, int c)
-{
-	for (int i = 0; i < 4; i++)
-		c += (int)(int8_t)(a >> (8 * i)) * (int)(int8_t)(b >> (8 * i));
-	return c;
-}
-
-/* Byte-wise a - b, each byte wrapping on its own. */
-static inline unsigned __vsub4(unsigned a, unsigned b)
-{
-	unsigned r = 0;
-	for (int i = 0; i < 4; i++)
-		r |= (((a >> (8 * i)) - (b >> (8 * i))) & 0xffu) << (8 * i);
-	return r;
-}
-
-/* Byte n of the result: byte (s >> 4n) & 7 of y:x (x the low four). */
-static inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s)
-{
-	uint64_t v = (uint64_t)y << 32 | x;
-	unsigned r = 0;
-	for (int n = 0; n < 4; n++)
-		r |= (unsigned)(v >> (8 * ((s >> (4 * n)) & 7)) & 0xff) << (8 * n);
-	return r;
-}
+#include "cuda_on_host.h"
 
 #include "cuda_vecdot.cuh"
 
