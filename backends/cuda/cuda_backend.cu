@@ -236,9 +236,16 @@ static loom_status reserve_work(cuda_backend *be, const loom_graph *graph)
 	return st;
 }
 
+bool cuda_node_uses_work(const loom_node *node)
+{
+	const cuda_op *op = op_of(node);
+	return op != NULL && op->work_size != NULL && op->work_size(node) > 0;
+}
+
 loom_status cuda_enqueue_nodes(cuda_backend *be, const loom_graph *graph)
 {
 	loom_status st = LOOM_OK;
+	be->step = graph;
 	for (int i = 0; st == LOOM_OK && i < graph->n_nodes; i++) {
 		const loom_node *node = &graph->nodes[i];
 		const cuda_op *op = op_of(node);
@@ -248,6 +255,7 @@ loom_status cuda_enqueue_nodes(cuda_backend *be, const loom_graph *graph)
 		}
 		st = op->run(be, node, be->work, i);
 	}
+	be->step = NULL;
 	return st;
 }
 

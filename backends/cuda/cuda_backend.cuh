@@ -41,6 +41,9 @@ struct cuda_backend {
 	cuda_replay_table replay;
 	cuda_replay_key replay_key;
 	bool replay_off;
+	/* The step being enqueued: an op may look at the nodes before its own
+	 * (cuda_q8_1_reuse.h). */
+	const loom_graph *step;
 	/* Held by every call that puts work on the stream: contexts on other
 	 * threads share it, and a step being captured must find no other
 	 * thread's copy or synchronize on it. */
@@ -59,6 +62,9 @@ struct cuda_stream_lock {
 /* Records a CUDA failure as the caller's error; LOOM_OK when err is
  * cudaSuccess. */
 loom_status cuda_status(const cuda_backend *be, cudaError_t err, const char *what);
+
+/* Whether the node's op uses the work memory. */
+bool cuda_node_uses_work(const loom_node *node);
 
 /* Enqueues every node of graph on be->stream, one launch after another. */
 loom_status cuda_enqueue_nodes(cuda_backend *be, const loom_graph *graph);

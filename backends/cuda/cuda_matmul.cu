@@ -67,12 +67,11 @@ static size_t matmul_work_size(const loom_node *node)
 
 static loom_status matmul_run(cuda_backend *be, const loom_node *node, void *work, int node_index)
 {
-	(void)node_index;
 	loom_dtype type = node->src[0]->dtype;
 	cuda_matmul_shape s = cuda_matmul_shape_of(node);
 
 	if (cuda_matmul_is_quant(type))
-		return cuda_matmul_quant(be, type, &s, s.n_tokens, work);
+		return cuda_matmul_quant(be, type, &s, s.n_tokens, work, node_index);
 	return cuda_matmul_float(be, type, &s);
 }
 

@@ -156,8 +156,11 @@ bool cuda_matmul_f32_strides_ok(const loom_tensor *t);
 
 /* Enqueue the matmul: MATMUL's kernels, or with s->route.ids set
  * MATMUL_ID's. The quantized one first quantizes the x_rows rows of s->x
- * into work memory (x_rows * n_in / 32 Q8_1 blocks). */
-loom_status cuda_matmul_quant(cuda_backend *be, loom_dtype type, const cuda_matmul_shape *s, int x_rows, void *work);
+ * into work memory (x_rows * n_in / 32 Q8_1 blocks), unless an earlier
+ * node of the step left them there (node_index: the node's place in
+ * be->step; cuda_q8_1_reuse.h). */
+loom_status cuda_matmul_quant(cuda_backend *be, loom_dtype type, const cuda_matmul_shape *s, int x_rows, void *work,
+			      int node_index);
 loom_status cuda_matmul_float(cuda_backend *be, loom_dtype type, const cuda_matmul_shape *s);
 
 #endif

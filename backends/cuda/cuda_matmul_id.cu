@@ -221,7 +221,7 @@ static loom_status matmul_id_run(cuda_backend *be, const loom_node *node, void *
 			return st;
 	}
 	if (cuda_matmul_is_quant(w->dtype))
-		return cuda_matmul_quant(be, w->dtype, &s, (int)loom_tensor_nrows(x), work);
+		return cuda_matmul_quant(be, w->dtype, &s, (int)loom_tensor_nrows(x), work, node_index);
 	return cuda_matmul_float(be, w->dtype, &s);
 }
 
