@@ -8,7 +8,8 @@
 #
 #   bench/cuda_device_check.sh prepare   # here: .gpu/, .gpu-build/, .gpu-data/
 #   bench/cuda_device_check.sh check     # there: test_backend_ops, test_cuda, serve, compute-sanitizer
-#   bench/cuda_device_check.sh bench [7b] [llama]  # there: loom bench on tiny1b (the 7B shape; llama-bench)
+#   bench/cuda_device_check.sh bench [7b] [llama] [ncu]  # there: loom bench on tiny1b (the 7B shape;
+#                                                       # llama-bench; a decode's kernels under ncu)
 #
 # carry: [".gpu", ".gpu-build", ".gpu-data"]. The binaries keep the paths
 # they were built with (their rpath, the tests' source and build folders):
@@ -123,12 +124,13 @@ bench)
 	mkdir -p "$out" /root/models
 	place_build
 	shift
-	with_llama=0 shapes=tiny1b
+	with_llama=0 with_ncu=0 shapes=tiny1b
 	for a in "$@"; do
 		case $a in
 		llama) with_llama=1 ;;
 		7b) shapes="tiny1b l7b" ;;
-		*) echo "bench: llama or 7b, not $a" >&2 && exit 2 ;;
+		ncu) with_ncu=1 ;;
+		*) echo "bench: llama, 7b or ncu, not $a" >&2 && exit 2 ;;
 		esac
 	done
 	if [ $with_llama = 1 ]; then
@@ -154,9 +156,23 @@ bench)
 			fi
 		done
 	done
+	# Each kernel of a decode step, under Nsight Compute (the clocks left
+	# alone): its share of the step, its DRAM bytes and rate. The first
+	# 600 launches (the load, the warm-up, the captures) are skipped; the
+	# next 600 are a step and more of the replayed ones.
+	if [ $with_ncu = 1 ]; then
+		for n in $shapes; do
+			for t in q4_k_m q8_0; do
+				timeout 120 ncu --clock-control none --csv --print-units base --launch-skip 600 --launch-count 600 \
+					--metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed \
+					$build/loom bench --backend cuda -m $m/$n-$t.gguf -p 0 -n 32 -r 1 >"$out/ncu-$n-$t.csv" 2>&1
+				python3 bench/ncu_summary.py "$out/ncu-$n-$t.csv" "$n $t, one-token decode" | tee -a "$out/ncu.md"
+			done
+		done
+	fi
 	;;
 *)
-	echo "usage: $0 prepare | check | bench [7b] [llama]" >&2
+	echo "usage: $0 prepare | check | bench [7b] [llama] [ncu]" >&2
 	exit 2
 	;;
 esac
