@@ -1,12 +1,12 @@
-/* test_cuda_q8_1_reuse.c - which earlier product left a quantized matmul's
+/* test_cuda_q8_1_reuse.c - which node leaves a quantized matmul's
  * activations in the cuda backend's work memory as Q8_1
- * (backends/cuda/cuda_q8_1_reuse.c), on the host: the nearest earlier
- * quantizing node with the same activation tensor, unless a node between
- * writes those activations or uses the work memory; and, on the core's
- * own steps of three families, exactly the products that read the input
- * of the one before them (k and v after q, gate after up, the experts'
- * gate after their up, a shared expert's gate after its up). No GPU is
- * needed. */
+ * (backends/cuda/cuda_q8_1_reuse.c), on the host: the op that computed
+ * them, where it can write Q8_1 and the next product reads its result, or
+ * the nearest earlier product of the same rows, unless a node between
+ * writes those activations, uses the work memory or writes Q8_1 of its
+ * own; and, on the core's own steps of three families, that every product
+ * but attention's output projection (and a shared expert's up, after the
+ * experts' down) finds its activations there. No GPU is needed. */
 #include "check_main.h"
 #include "cuda_q8_1_reuse.h"
 #include "family_models.h"
@@ -31,6 +31,21 @@ static bool uses_work(const loom_node *node)
 {
 	return quantizes(node) || node->op == LOOM_OP_ATTENTION;
 }
+
+/* What can write its result as Q8_1: as the cuda backend says, an RMS_NORM
+ * or an element-wise op with rows of whole blocks. */
+static bool fusable(const loom_node *node)
+{
+	switch (node->op) {
+	case LOOM_OP_RMS_NORM: case LOOM_OP_ADD: case LOOM_OP_MUL: case LOOM_OP_SCALE: case LOOM_OP_SWIGLU:
+	case LOOM_OP_GELU: case LOOM_OP_SOFTCAP: case LOOM_OP_SIGMOID: case LOOM_OP_SWIGLU_OAI:
+		return node->dst->ne[0] % 32 == 0;
+	default:
+		return false;
+	}
+}
+
+static const cuda_q8_1_ops ops = {quantizes, fusable, uses_work};
 
 enum { MAX_NODES = 16 };
 
@@ -83,7 +98,7 @@ static loom_node *add_other(small_graph *g, loom_op op, loom_tensor *dst)
 
 static int source(const small_graph *g, int i)
 {
-	return cuda_q8_1_source(&g->graph, i, quantizes, uses_work);
+	return cuda_q8_1_source(&g->graph, i, &ops);
 }
 
 START_TEST(products_of_one_input_share_its_q8_1)
@@ -105,7 +120,7 @@ START_TEST(a_write_to_the_input_or_the_work_memory_ends_it)
 	static small_graph g;
 	small_graph_init(&g);
 	add_product(&g, LOOM_DTYPE_Q4_0, &g.x);
-	add_other(&g, LOOM_OP_RMS_NORM, &g.x);
+	add_other(&g, LOOM_OP_ROPE, &g.x);
 	add_product(&g, LOOM_DTYPE_Q4_0, &g.x);
 	ck_assert_int_eq(source(&g, 2), -1);
 
@@ -177,6 +192,82 @@ START_TEST(only_the_same_tensor_and_quantized_products_count)
 }
 END_TEST
 
+START_TEST(the_op_that_computes_the_input_writes_its_q8_1)
+{
+	static small_graph g;
+	small_graph_init(&g);
+	add_other(&g, LOOM_OP_RMS_NORM, &g.x);
+	add_product(&g, LOOM_DTYPE_Q4_K, &g.x);
+	add_product(&g, LOOM_DTYPE_Q4_K, &g.x);
+	ck_assert(cuda_q8_1_feeds(&g.graph, 0, &ops));
+	ck_assert_int_eq(source(&g, 1), 0);
+	ck_assert_int_eq(source(&g, 2), 1);
+
+	/* Nodes between that touch neither the input nor the work memory (a
+	 * MoE router's top-k, here a ROPE of another tensor). */
+	small_graph_init(&g);
+	loom_tensor y;
+	rows_of(&y, LOOM_DTYPE_F32, g.above, 256, 2);
+	add_other(&g, LOOM_OP_SWIGLU, &g.x);
+	add_other(&g, LOOM_OP_ROPE, &y);
+	add_product(&g, LOOM_DTYPE_Q8_0, &g.x);
+	ck_assert(cuda_q8_1_feeds(&g.graph, 0, &ops));
+	ck_assert_int_eq(source(&g, 2), 0);
+
+	/* Another op that could write Q8_1 between: it might, so neither does
+	 * the first for this product. */
+	small_graph_init(&g);
+	add_other(&g, LOOM_OP_RMS_NORM, &g.x);
+	add_other(&g, LOOM_OP_ADD, &y);
+	add_product(&g, LOOM_DTYPE_Q8_0, &g.x);
+	ck_assert(!cuda_q8_1_feeds(&g.graph, 0, &ops));
+	ck_assert(!cuda_q8_1_feeds(&g.graph, 1, &ops));
+	ck_assert_int_eq(source(&g, 2), -1);
+
+	/* The next product reads something else: the op writes no Q8_1, and a
+	 * later product of its result quantizes for itself. */
+	small_graph_init(&g);
+	add_other(&g, LOOM_OP_RMS_NORM, &g.x);
+	add_product(&g, LOOM_DTYPE_Q8_0, &y);
+	add_product(&g, LOOM_DTYPE_Q8_0, &g.x);
+	ck_assert(!cuda_q8_1_feeds(&g.graph, 0, &ops));
+	ck_assert_int_eq(source(&g, 2), -1);
+
+	/* Rows that are not whole Q8_1 blocks. */
+	small_graph_init(&g);
+	loom_tensor odd;
+	rows_of(&odd, LOOM_DTYPE_F32, g.x_data, 48, 2);
+	add_other(&g, LOOM_OP_RMS_NORM, &odd);
+	add_product(&g, LOOM_DTYPE_Q8_0, &odd);
+	ck_assert(!cuda_q8_1_feeds(&g.graph, 0, &ops));
+	ck_assert_int_eq(source(&g, 1), -1);
+}
+END_TEST
+
+/* Another view of the same rows in the same order has the same Q8_1 rows;
+ * a view of other rows of the same memory does not. */
+START_TEST(views_of_the_same_rows_count)
+{
+	static small_graph g;
+	small_graph_init(&g);
+	loom_tensor per_token = g.x; /* [256, 1, 2]: a MATMUL_ID's one row per token */
+	per_token.ne[1] = 1;
+	per_token.ne[2] = 2;
+	per_token.nb[2] = g.x.nb[1];
+	per_token.nb[3] = 2 * g.x.nb[1];
+	add_other(&g, LOOM_OP_RMS_NORM, &g.x);
+	add_product(&g, LOOM_DTYPE_Q4_K, &per_token);
+	ck_assert_int_eq(source(&g, 1), 0);
+
+	small_graph_init(&g);
+	loom_tensor first_twice = g.x; /* row 0, then row 0 again */
+	first_twice.nb[1] = 0;
+	add_product(&g, LOOM_DTYPE_Q4_K, &g.x);
+	add_product(&g, LOOM_DTYPE_Q4_K, &first_twice);
+	ck_assert_int_eq(source(&g, 1), -1);
+}
+END_TEST
+
 /* The name of node i's weight with its "blk.N." cut off. */
 static const char *weight_role(const loom_node *node)
 {
@@ -186,11 +277,11 @@ static const char *weight_role(const loom_node *node)
 	return name;
 }
 
-/* Every quantized product of the family's one-token and 4-token steps:
- * those whose activations an earlier product left are exactly the roles
- * listed in reused, each reusing the product just before it (with only
- * nodes between that touch neither); the rest quantize their own. */
-static void steps_reuse_as_listed(const char *family, const char *const *reused)
+/* Every quantized product of the family's one-token and 4-token steps
+ * finds its activations left as Q8_1 by a node before it, but those whose
+ * roles are listed in own, which quantize their own; no other product lies
+ * between a product and the node it reuses. */
+static void steps_quantize_as_listed(const char *family, const char *const *own)
 {
 	const family_model *fm = family_model_named(family);
 	ck_assert_ptr_nonnull(fm);
@@ -215,10 +306,10 @@ static void steps_reuse_as_listed(const char *family, const char *const *reused)
 			n_products++;
 			const char *role = weight_role(&graph.nodes[i]);
 			bool listed = false;
-			for (int k = 0; reused[k] != NULL; k++)
-				listed |= strcmp(role, reused[k]) == 0;
-			int j = cuda_q8_1_source(&graph, i, quantizes, uses_work);
-			ck_assert_msg((j >= 0) == listed, "%s, %d tokens: node %d (%s) %s", family, n, i, role,
+			for (int k = 0; own[k] != NULL; k++)
+				listed |= strcmp(role, own[k]) == 0;
+			int j = cuda_q8_1_source(&graph, i, &ops);
+			ck_assert_msg((j < 0) == listed, "%s, %d tokens: node %d (%s) %s", family, n, i, role,
 				      j >= 0 ? "reuses an earlier product's Q8_1" : "quantizes its own activations");
 			if (j >= 0) {
 				n_reused++;
@@ -236,25 +327,27 @@ static void steps_reuse_as_listed(const char *family, const char *const *reused)
 	loom_runtime_free(rt);
 }
 
-START_TEST(dense_layers_share_q_k_v_and_gate_up)
+START_TEST(a_dense_layer_quantizes_once)
 {
-	static const char *const reused[] = {"attn_k.weight", "attn_v.weight", "ffn_gate.weight", NULL};
-	steps_reuse_as_listed("granite-q8_0", reused);
+	static const char *const own[] = {"attn_output.weight", NULL};
+	steps_quantize_as_listed("granite-q8_0", own);
 }
 END_TEST
 
-START_TEST(expert_layers_share_gate_up_and_the_shared_experts)
+/* The router (F32 weights) and its top-k lie between the norm and the
+ * experts; the shared expert's up follows the experts' down, whose Q8_1
+ * took the work memory. */
+START_TEST(an_expert_layer_quantizes_twice_with_a_shared_expert)
 {
-	static const char *const reused[] = {"attn_k.weight", "attn_v.weight", "ffn_gate_exps.weight",
-					     "ffn_gate_shexp.weight", NULL};
-	steps_reuse_as_listed("qwen2moe-q8_0", reused);
+	static const char *const own[] = {"attn_output.weight", "ffn_up_shexp.weight", NULL};
+	steps_quantize_as_listed("qwen2moe-q8_0", own);
 }
 END_TEST
 
 START_TEST(biases_between_do_not_end_the_run)
 {
-	static const char *const reused[] = {"attn_k.weight", "attn_v.weight", "ffn_gate_exps.weight", NULL};
-	steps_reuse_as_listed("gpt-oss-q8_0", reused);
+	static const char *const own[] = {"attn_output.weight", NULL};
+	steps_quantize_as_listed("gpt-oss-q8_0", own);
 }
 END_TEST
 
@@ -265,11 +358,13 @@ static Suite *q8_1_reuse_suite(void)
 	tcase_add_test(tc, products_of_one_input_share_its_q8_1);
 	tcase_add_test(tc, a_write_to_the_input_or_the_work_memory_ends_it);
 	tcase_add_test(tc, only_the_same_tensor_and_quantized_products_count);
+	tcase_add_test(tc, the_op_that_computes_the_input_writes_its_q8_1);
+	tcase_add_test(tc, views_of_the_same_rows_count);
 	suite_add_tcase(s, tc);
 	TCase *steps = tcase_create("steps");
 	tcase_set_timeout(steps, 300);
-	tcase_add_test(steps, dense_layers_share_q_k_v_and_gate_up);
-	tcase_add_test(steps, expert_layers_share_gate_up_and_the_shared_experts);
+	tcase_add_test(steps, a_dense_layer_quantizes_once);
+	tcase_add_test(steps, an_expert_layer_quantizes_twice_with_a_shared_expert);
 	tcase_add_test(steps, biases_between_do_not_end_the_run);
 	suite_add_tcase(s, steps);
 	return s;

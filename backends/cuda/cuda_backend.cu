@@ -10,6 +10,10 @@
  */
 #include "cuda_backend.cuh"
 
+#include "cuda_blocks.cuh"
+#include "cuda_matmul.cuh"
+#include "cuda_q8_1_reuse.h"
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -240,6 +244,37 @@ bool cuda_node_uses_work(const loom_node *node)
 {
 	const cuda_op *op = op_of(node);
 	return op != NULL && op->work_size != NULL && op->work_size(node) > 0;
+}
+
+static bool node_quantizes(const loom_node *node)
+{
+	return (node->op == LOOM_OP_MATMUL || node->op == LOOM_OP_MATMUL_ID) && cuda_matmul_is_quant(node->src[0]->dtype);
+}
+
+/* The ops whose kernels can write their result as Q8_1 as well (a warp's
+ * 32 lanes on 32 consecutive elements of a row): RMS_NORM's and the
+ * element-wise ones. */
+static bool node_fusable(const loom_node *node)
+{
+	switch (node->op) {
+	case LOOM_OP_RMS_NORM: case LOOM_OP_ADD: case LOOM_OP_MUL: case LOOM_OP_SCALE: case LOOM_OP_SWIGLU:
+	case LOOM_OP_GELU: case LOOM_OP_SOFTCAP: case LOOM_OP_SIGMOID: case LOOM_OP_SWIGLU_OAI:
+		return node->dst->ne[0] % CUDA_QK == 0;
+	default:
+		return false;
+	}
+}
+
+static const cuda_q8_1_ops q8_1_ops = {node_quantizes, node_fusable, cuda_node_uses_work};
+
+bool cuda_q8_1_ready(const cuda_backend *be, int node_index)
+{
+	return be->step != NULL && cuda_q8_1_source(be->step, node_index, &q8_1_ops) >= 0;
+}
+
+void *cuda_q8_1_fused_out(const cuda_backend *be, int node_index)
+{
+	return be->step != NULL && cuda_q8_1_feeds(be->step, node_index, &q8_1_ops) ? be->work : NULL;
 }
 
 loom_status cuda_enqueue_nodes(cuda_backend *be, const loom_graph *graph)

@@ -66,6 +66,14 @@ loom_status cuda_status(const cuda_backend *be, cudaError_t err, const char *wha
 /* Whether the node's op uses the work memory. */
 bool cuda_node_uses_work(const loom_node *node);
 
+/* A step's Q8_1 activations (cuda_q8_1_reuse.h), for the node at
+ * node_index of be->step: whether a node before it left its src1 in the
+ * work memory as Q8_1 already; and where it writes its own dst as Q8_1
+ * too, for the next product, which reads it (the work memory), or NULL where it
+ * does not. */
+bool cuda_q8_1_ready(const cuda_backend *be, int node_index);
+void *cuda_q8_1_fused_out(const cuda_backend *be, int node_index);
+
 /* Enqueues every node of graph on be->stream, one launch after another. */
 loom_status cuda_enqueue_nodes(cuda_backend *be, const loom_graph *graph);
 

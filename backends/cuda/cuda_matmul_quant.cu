@@ -11,7 +11,6 @@
  *    memory, where every weight block meets the tokens of the tile.
  */
 #include "cuda_matmul.cuh"
-#include "cuda_q8_1_reuse.h"
 #include "cuda_quantize_q8_1.cuh"
 #include "cuda_vecdot.cuh"
 
@@ -207,17 +206,11 @@ static loom_status matmul_quant_typed(cuda_backend *be, const cuda_matmul_shape 
 	return cuda_launched(be, s->route.ids != nullptr ? "matmul_id of quantized weights" : "matmul of quantized weights");
 }
 
-/* A MATMUL or MATMUL_ID that writes its activations as Q8_1 (cuda_q8_1_reuse.h). */
-static bool quantizes(const loom_node *node)
-{
-	return (node->op == LOOM_OP_MATMUL || node->op == LOOM_OP_MATMUL_ID) && cuda_matmul_is_quant(node->src[0]->dtype);
-}
-
 loom_status cuda_matmul_quant(cuda_backend *be, loom_dtype type, const cuda_matmul_shape *s, int x_rows, void *work,
 			      int node_index)
 {
 	cuda_block_q8_1 *x = (cuda_block_q8_1 *)work;
-	if (be->step == NULL || cuda_q8_1_source(be->step, node_index, quantizes, cuda_node_uses_work) < 0) {
+	if (!cuda_q8_1_ready(be, node_index)) {
 		cuda_quantize_q8_1(be->stream, s->x, s->n_in, x_rows, x);
 		loom_status st = cuda_launched(be, "quantizing a matmul's activations to q8_1");
 		if (st != LOOM_OK)

@@ -9,8 +9,13 @@
  *
  * Every thread reads its elements for the sums before the block's barrier
  * and writes only those same elements after it, so dst may alias src0.
+ *
+ * An RMS_NORM whose result the next node multiplies by quantized weights
+ * writes it as Q8_1 too (cuda_q8_1_reuse.h): a warp's lanes hold 32
+ * consecutive elements of a row, one Q8_1 block.
  */
 #include "cuda_backend.cuh"
+#include "cuda_quantize_q8_1.cuh"
 
 #define NORM_THREADS 256
 #define NORM_WARPS (NORM_THREADS / 32)
@@ -38,8 +43,11 @@ static bool norm_supports(const loom_node *node)
 
 /* ---- RMS_NORM ---- */
 
+static_assert(NORM_THREADS % 32 == 0, "a warp's 32 elements a Q8_1 block");
+
+/* q8: NULL, or where row r's Q8_1 blocks go (n a multiple of 32). */
 static __global__ void rms_norm_kernel(cuda_rows y, cuda_rows x, const float *w, int64_t n, int64_t nrows,
-				       float eps)
+				       float eps, cuda_block_q8_1 *q8)
 {
 	__shared__ double partial[NORM_WARPS];
 
@@ -51,19 +59,23 @@ static __global__ void rms_norm_kernel(cuda_rows y, cuda_rows x, const float *w,
 			sum += (double)(xr[i] * xr[i]);
 		float mean = (float)(cuda_block_sum(sum, partial, NORM_WARPS) / (double)n);
 		float scale = 1.0f / sqrtf(mean + eps);
-		for (int64_t i = threadIdx.x; i < n; i += NORM_THREADS)
-			yr[i] = w != NULL ? (xr[i] * scale) * w[i] : xr[i] * scale;
+		for (int64_t i = threadIdx.x; i < n; i += NORM_THREADS) {
+			float v = w != NULL ? (xr[i] * scale) * w[i] : xr[i] * scale;
+			yr[i] = v;
+			if (q8 != NULL)
+				cuda_q8_1_from_warp(v, q8 + (r * n + i) / CUDA_QK);
+		}
 	}
 }
 
-static loom_status rms_norm_run(cuda_backend *be, const loom_node *node, void *, int)
+static loom_status rms_norm_run(cuda_backend *be, const loom_node *node, void *, int node_index)
 {
 	const loom_tensor *x = node->src[0], *w = node->src[1], *y = node->dst;
 	int64_t nrows = loom_tensor_nrows(x);
 
 	rms_norm_kernel<<<norm_blocks(nrows), NORM_THREADS, 0, be->stream>>>(
 		cuda_rows_of(y), cuda_rows_of(x), w != NULL ? (const float *)w->data : NULL, x->ne[0], nrows,
-		node->fp[0]);
+		node->fp[0], (cuda_block_q8_1 *)cuda_q8_1_fused_out(be, node_index));
 	return cuda_launched(be, "rms_norm");
 }
 

@@ -1,8 +1,7 @@
 /*
  * cuda_quantize_q8_1.cu - F32 rows to Q8_1 blocks, one warp per block of 32:
- * lane j takes element j. The rounding is the CPU's
- * (cpu_quantize_act_q8_1): d = amax / 127, q = round-half-even(x * 127 /
- * amax), s = d * sum(q), d and s rounded to fp16.
+ * lane j takes element j (cuda_q8_1_from_warp, which the ops that write
+ * a product's activations as Q8_1 themselves share).
  */
 #include "cuda_quantize_q8_1.cuh"
 
@@ -16,20 +15,7 @@ static __global__ void __launch_bounds__(32 * QUANTIZE_WARPS)
 		return;
 	int lane = threadIdx.x;
 	int64_t row = blk / blocks_per_row, col = blk % blocks_per_row;
-	float v = ((const float *)cuda_row(x, row))[col * CUDA_QK + lane];
-
-	float amax = cuda_warp_max(fabsf(v));
-	float id = amax != 0.0f ? 127.0f / amax : 0.0f;
-	int q = __float2int_rn(v * id);
-	int sum = cuda_warp_sum(q);
-
-	cuda_block_q8_1 *b = out + blk;
-	b->qs[lane] = (int8_t)q;
-	if (lane == 0) {
-		float d = amax / 127.0f;
-		b->d = __half_as_ushort(__float2half_rn(d));
-		b->s = __half_as_ushort(__float2half_rn(d * (float)sum));
-	}
+	cuda_q8_1_from_warp(((const float *)cuda_row(x, row))[col * CUDA_QK + lane], out + blk);
 }
 
 void cuda_quantize_q8_1(cudaStream_t stream, cuda_rows x, int64_t n, int64_t n_rows, cuda_block_q8_1 *out)
