@@ -139,13 +139,8 @@ END_TEST
  * tokens of one sequence do not grow. */
 START_TEST(each_cache_holds_its_layers)
 {
-	const family_model *fm = family_model_named("gemma3-f32");
-	char path[4200];
-	snprintf(path, sizeof(path), "%s/gemma3-f32.gguf", test_tmp_dir("window_layers"));
-	ck_assert(family_model_write(NULL, fm, path));
 	loom_runtime *rt = test_runtime("cpu-generic", 1);
-	loom_model *m = NULL;
-	ck_assert_msg(loom_model_load(rt, path, NULL, &m) == LOOM_OK, "%s", loom_last_error());
+	loom_model *m = family_model_load(rt, "gemma3-f32", "window_layers");
 	loom_context *ctx = test_context(m, 2048, 16, LOOM_DTYPE_F16);
 	/* Gemma 3: every sixth layer global (layer 5 of 8). */
 	for (int il = 0; il < 8; il++) {
@@ -226,13 +221,8 @@ static void step(twin *t, int32_t seq, int32_t pos)
  * as in the other context. */
 START_TEST(a_windowed_cache_computes_as_a_whole_one)
 {
-	const family_model *fm = family_model_named("gemma3-f32");
-	char path[4200];
-	snprintf(path, sizeof(path), "%s/gemma3-f32.gguf", test_tmp_dir("window_twin"));
-	ck_assert(family_model_write(NULL, fm, path));
 	loom_runtime *rt = test_runtime("cpu-generic", 2);
-	loom_model *m = NULL;
-	ck_assert_msg(loom_model_load(rt, path, NULL, &m) == LOOM_OK, "%s", loom_last_error());
+	loom_model *m = family_model_load(rt, "gemma3-f32", "window_twin");
 	twin t = {.small = test_context(m, N_CTX, PROMPT, LOOM_DTYPE_F32),
 		  .whole = test_context(m, N_CTX, N_CTX, LOOM_DTYPE_F32),
 		  .n_vocab = loom_model_n_vocab(m)};

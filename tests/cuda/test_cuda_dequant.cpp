@@ -11,7 +11,7 @@
  * decodes it; every bf16 pattern; and bf16 encoding of finite values and
  * of NaNs (which stay NaNs). No GPU is needed (cuda_on_host.h).
  */
-#include <check.h>
+#include "check_main.h"
 
 #include <cmath>
 #include <cstdint>
@@ -88,16 +88,14 @@ START_TEST(bf16)
 }
 END_TEST
 
-int main(void)
+static Suite *cuda_dequant_suite(void)
 {
 	Suite *s = suite_create("cuda_dequant");
 	TCase *tc = tcase_create("the format's values");
 	tcase_add_test(tc, quantized_types);
 	tcase_add_test(tc, bf16);
 	suite_add_tcase(s, tc);
-	SRunner *r = srunner_create(s);
-	srunner_run_all(r, CK_NORMAL);
-	int failed = srunner_ntests_failed(r);
-	srunner_free(r);
-	return failed == 0 ? 0 : 1;
+	return s;
 }
+
+LOOM_TEST_MAIN(cuda_dequant_suite)

@@ -12,7 +12,7 @@
  * together wherever the cuda backend is built; test_backend_ops checks what
  * the device computes from them, on a GPU.
  */
-#include <check.h>
+#include "check_main.h"
 
 #include <cmath>
 #include <cstdint>
@@ -182,7 +182,7 @@ START_TEST(mxfp4)
 }
 END_TEST
 
-int main(void)
+static Suite *cuda_quantizers_suite(void)
 {
 	Suite *s = suite_create("cuda_quantizers");
 	TCase *tc = tcase_create("same_bytes");
@@ -190,9 +190,7 @@ int main(void)
 	tcase_add_test(tc, k_quants);
 	tcase_add_test(tc, mxfp4);
 	suite_add_tcase(s, tc);
-	SRunner *r = srunner_create(s);
-	srunner_run_all(r, CK_NORMAL);
-	int failed = srunner_ntests_failed(r);
-	srunner_free(r);
-	return failed == 0 ? 0 : 1;
+	return s;
 }
+
+LOOM_TEST_MAIN(cuda_quantizers_suite)

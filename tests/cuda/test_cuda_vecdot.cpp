@@ -14,7 +14,7 @@
  * to the format wherever the cuda backend is built; test_backend_ops
  * checks what a device computes, on a GPU.
  */
-#include <check.h>
+#include "check_main.h"
 
 #include <cmath>
 #include <cstdint>
@@ -133,7 +133,7 @@ START_TEST(mxfp4)
 }
 END_TEST
 
-int main(void)
+static Suite *cuda_vecdot_suite(void)
 {
 	Suite *s = suite_create("cuda_vecdot");
 	TCase *tc = tcase_create("the format's dots");
@@ -141,9 +141,7 @@ int main(void)
 	tcase_add_test(tc, k_quants);
 	tcase_add_test(tc, mxfp4);
 	suite_add_tcase(s, tc);
-	SRunner *r = srunner_create(s);
-	srunner_run_all(r, CK_NORMAL);
-	int failed = srunner_ntests_failed(r);
-	srunner_free(r);
-	return failed == 0 ? 0 : 1;
+	return s;
 }
+
+LOOM_TEST_MAIN(cuda_vecdot_suite)

@@ -1,6 +1,10 @@
 /* family_models.c - the family models' shapes (see family_models.h). */
 #include "family_models.h"
 
+#include "testdata.h"
+
+#include <check.h>
+
 #include <stdio.h>
 #include <string.h>
 
@@ -388,4 +392,16 @@ bool family_model_write(loom_runtime *rt, const family_model *f, const char *pat
 	ok = rt != NULL && loom_quantize(rt, unquantized, path, &qp) == LOOM_OK;
 	remove(unquantized);
 	return ok;
+}
+
+loom_model *family_model_load(loom_runtime *rt, const char *name, const char *dir)
+{
+	const family_model *fm = family_model_named(name);
+	ck_assert_msg(fm != NULL, "no family model %s", name);
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/%s.gguf", test_tmp_dir(dir), name);
+	ck_assert_msg(family_model_write(NULL, fm, path), "writing %s: %s", name, loom_last_error());
+	loom_model *m = NULL;
+	ck_assert_msg(loom_model_load(rt, path, NULL, &m) == LOOM_OK, "loading %s: %s", name, loom_last_error());
+	return m;
 }

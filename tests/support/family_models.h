@@ -43,4 +43,9 @@ extern const int32_t family_prompt[FAMILY_PROMPT_LEN];
  * loom_last_error() set where loom failed, if the write fails. */
 bool family_model_write(loom_runtime *rt, const family_model *f, const char *path);
 
+/* The family model called name, written (unquantized schemes only) into
+ * the test folder dir (test_tmp_dir) and loaded on rt; the test fails if
+ * any of that does. */
+loom_model *family_model_load(loom_runtime *rt, const char *name, const char *dir);
+
 #endif
