@@ -34,15 +34,23 @@ bool cuda_matmul_is_quant(loom_dtype type)
 }
 
 /* NT is the largest token count the instance handles; s.n_tokens <= NT.
- * A MATMUL_ID's instance (NT 1) computes pair blockIdx.y. */
+ * A MATMUL_ID's instance (NT 1) computes pair blockIdx.y.
+ *
+ * With more tokens each warp of a block takes a row of its own. With one
+ * (a decode, a MATMUL_ID's pair) the block's warps share one row, each
+ * taking every QV_WARPS-th step of its blocks, as llama.cpp does for one
+ * column: a decode's few thousand rows would otherwise give a large GPU
+ * too few warps to keep enough of its memory's requests in flight. Their
+ * sums meet in shared memory and are added in warp order. */
 template <int type, int NT, bool ID>
 static __global__ void __launch_bounds__(32 * QV_WARPS) matmul_quant_vec(cuda_matmul_shape s, const cuda_block_q8_1 *x)
 {
 	constexpr int parts = cuda_vecdot_parts(type), blocks_per_step = 32 / parts;
 	constexpr int block = cuda_vecdot_block(type), bytes = cuda_vecdot_bytes(type);
 	constexpr int x_per_block = block / CUDA_QK;
+	constexpr bool shared_row = NT == 1;
 	static_assert(!ID || NT == 1, "a MATMUL_ID's pair at a time");
-	int o = blockIdx.x * QV_WARPS + threadIdx.y;
+	int o = shared_row ? (int)blockIdx.x : (int)blockIdx.x * QV_WARPS + (int)threadIdx.y;
 	if (o >= s.n_out)
 		return;
 	int lane = threadIdx.x, part = lane % parts;
@@ -61,14 +69,32 @@ static __global__ void __launch_bounds__(32 * QV_WARPS) matmul_quant_vec(cuda_ma
 		xt[t] = x + (size_t)(t < s.n_tokens ? t : 0) * n_blocks * x_per_block;
 		acc[t] = 0.0f;
 	}
-	for (int b = lane / parts; b < n_blocks; b += blocks_per_step) {
+	const int b0 = lane / parts + (shared_row ? (int)threadIdx.y * blocks_per_step : 0);
+	const int step = shared_row ? QV_WARPS * blocks_per_step : blocks_per_step;
+	for (int b = b0; b < n_blocks; b += step) {
 		const char *wb = row + (size_t)b * bytes;
 #pragma unroll
 		for (int t = 0; t < NT; t++)
 			if (t < s.n_tokens)
 				acc[t] += cuda_vecdot<type>(wb, xt[t] + b * x_per_block, part);
 	}
-	cuda_matmul_vec_store(s, o, acc, first, cuda_matmul_bias<ID>(s, e));
+	if (!shared_row) {
+		cuda_matmul_vec_store(s, o, acc, first, cuda_matmul_bias<ID>(s, e));
+		return;
+	}
+	__shared__ float warp_sums[QV_WARPS];
+	float sum = cuda_warp_sum(acc[0]);
+	if (lane == 0)
+		warp_sums[threadIdx.y] = sum;
+	__syncthreads();
+	if (threadIdx.y == 0 && lane == 0) {
+		float total = 0.0f;
+#pragma unroll
+		for (int w = 0; w < QV_WARPS; w++)
+			total += warp_sums[w];
+		const float *bias = cuda_matmul_bias<ID>(s, e);
+		((float *)cuda_row(s.y, first))[o] = bias != nullptr ? total + bias[o] : total;
+	}
 }
 
 /* Bytes of a staged weight row: an odd number of 4-byte words, so that a
@@ -180,19 +206,22 @@ static __global__ void __launch_bounds__(QT_THREADS) matmul_quant_tile(cuda_matm
 template <int type>
 static loom_status matmul_quant_typed(cuda_backend *be, const cuda_matmul_shape *s, const cuda_block_q8_1 *x)
 {
+	/* A block a row for one token (a MATMUL_ID's pairs are one each), a
+	 * warp a row for more. */
 	dim3 vec_block(32, QV_WARPS), vec_grid((unsigned)((s->n_out + QV_WARPS - 1) / QV_WARPS));
+	dim3 one_grid((unsigned)s->n_out);
 	unsigned tile_cols = (unsigned)((s->n_out + QT_ROWS - 1) / QT_ROWS);
 	if (s->route.ids != nullptr) {
 		if (s->route.tiles == nullptr) {
-			vec_grid.y = (unsigned)s->n_tokens;
-			matmul_quant_vec<type, 1, true><<<vec_grid, vec_block, 0, be->stream>>>(*s, x);
+			one_grid.y = (unsigned)s->n_tokens;
+			matmul_quant_vec<type, 1, true><<<one_grid, vec_block, 0, be->stream>>>(*s, x);
 		} else {
 			dim3 grid(tile_cols, (unsigned)s->route.n_tiles);
 			matmul_quant_tile<type, true><<<grid, QT_THREADS, 0, be->stream>>>(*s, x);
 		}
 	} else if (s->n_tokens <= CUDA_MATMUL_VEC_TOKENS) {
 		if (s->n_tokens == 1)
-			matmul_quant_vec<type, 1, false><<<vec_grid, vec_block, 0, be->stream>>>(*s, x);
+			matmul_quant_vec<type, 1, false><<<one_grid, vec_block, 0, be->stream>>>(*s, x);
 		else if (s->n_tokens == 2)
 			matmul_quant_vec<type, 2, false><<<vec_grid, vec_block, 0, be->stream>>>(*s, x);
 		else if (s->n_tokens <= 4)
