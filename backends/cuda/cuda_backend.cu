@@ -286,7 +286,8 @@ loom_status cuda_enqueue_nodes(cuda_backend *be, const loom_graph *graph)
 		const cuda_op *op = op_of(node);
 		if (op == NULL || !op->supports(node)) {
 			be->host->set_error("cuda: node %d (op %d) is not supported", i, (int)node->op);
-			return LOOM_ERR_UNSUPPORTED;
+			st = LOOM_ERR_UNSUPPORTED;
+			break;
 		}
 		st = op->run(be, node, be->work, i);
 	}
