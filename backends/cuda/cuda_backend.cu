@@ -272,9 +272,10 @@ bool cuda_q8_1_ready(const cuda_backend *be, int node_index)
 	return be->step != NULL && cuda_q8_1_source(be->step, node_index, &q8_1_ops) >= 0;
 }
 
-void *cuda_q8_1_fused_out(const cuda_backend *be, int node_index)
+cuda_block_q8_1 *cuda_q8_1_fused_out(const cuda_backend *be, int node_index)
 {
-	return be->step != NULL && cuda_q8_1_feeds(be->step, node_index, &q8_1_ops) ? be->work : NULL;
+	return be->step != NULL && cuda_q8_1_feeds(be->step, node_index, &q8_1_ops) ? (cuda_block_q8_1 *)be->work
+										      : NULL;
 }
 
 loom_status cuda_enqueue_nodes(cuda_backend *be, const loom_graph *graph)

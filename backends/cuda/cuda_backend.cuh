@@ -72,7 +72,8 @@ bool cuda_node_uses_work(const loom_node *node);
  * too, for the next product, which reads it (the work memory), or NULL where it
  * does not. */
 bool cuda_q8_1_ready(const cuda_backend *be, int node_index);
-void *cuda_q8_1_fused_out(const cuda_backend *be, int node_index);
+struct cuda_block_q8_1;
+cuda_block_q8_1 *cuda_q8_1_fused_out(const cuda_backend *be, int node_index);
 
 /* Enqueues every node of graph on be->stream, one launch after another. */
 loom_status cuda_enqueue_nodes(cuda_backend *be, const loom_graph *graph);

@@ -97,7 +97,7 @@ static loom_status ew_launch(cuda_backend *be, int node_index, const loom_tensor
 	cuda_rows b_rows = cuda_rows_of(b != NULL ? b : a);
 	ew_kernel<K><<<grid, EW_THREADS, 0, be->stream>>>(cuda_rows_of(y), cuda_rows_of(a), b_rows,
 							  b != NULL && loom_tensor_nrows(b) == 1, n, nrows, param, param2,
-							  (cuda_block_q8_1 *)cuda_q8_1_fused_out(be, node_index));
+							  cuda_q8_1_fused_out(be, node_index));
 	return cuda_launched(be, what);
 }
 

@@ -75,7 +75,7 @@ static loom_status rms_norm_run(cuda_backend *be, const loom_node *node, void *,
 
 	rms_norm_kernel<<<norm_blocks(nrows), NORM_THREADS, 0, be->stream>>>(
 		cuda_rows_of(y), cuda_rows_of(x), w != NULL ? (const float *)w->data : NULL, x->ne[0], nrows,
-		node->fp[0], (cuda_block_q8_1 *)cuda_q8_1_fused_out(be, node_index));
+		node->fp[0], cuda_q8_1_fused_out(be, node_index));
 	return cuda_launched(be, "rms_norm");
 }
 

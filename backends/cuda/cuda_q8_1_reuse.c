@@ -4,11 +4,6 @@
 
 #include <stdint.h>
 
-static int64_t n_rows(const loom_tensor *t)
-{
-	return t->ne[1] * t->ne[2] * t->ne[3];
-}
-
 /* Where row r of t starts: rows count over dimensions 1..3 in order. */
 static uintptr_t row_at(const loom_tensor *t, int64_t r)
 {
@@ -21,10 +16,11 @@ static uintptr_t row_at(const loom_tensor *t, int64_t r)
  * [n, 1, tokens] where the norm before it wrote [n, tokens]. */
 static bool same_rows(const loom_tensor *a, const loom_tensor *b)
 {
+	const int64_t rows = loom_tensor_nrows(a);
 	if (a->data != b->data || a->dtype != b->dtype || a->layout != b->layout || a->ne[0] != b->ne[0] ||
-	    a->nb[0] != b->nb[0] || n_rows(a) != n_rows(b))
+	    a->nb[0] != b->nb[0] || rows != loom_tensor_nrows(b))
 		return false;
-	for (int64_t r = 0; r < n_rows(a); r++)
+	for (int64_t r = 0; r < rows; r++)
 		if (row_at(a, r) != row_at(b, r))
 			return false;
 	return true;
