@@ -5,28 +5,18 @@
  *    lanes taking the parts (cuda_vecdot.cuh) of consecutive weight blocks,
  *    each block read once for all the tokens (a MATMUL_ID's: for its pair,
  *    from the matrix of the pair's expert alone); a shuffle sums the lanes;
- *  - more: each thread block computes a tile of QT_ROWS outputs by
- *    QT_TOKENS tokens (a MATMUL_ID's: pairs of one expert), staging QT_STEP
- *    elements' worth of weight blocks and Q8_1 blocks at a time in shared
- *    memory, where every weight block meets the tokens of the tile.
+ *  - more: each thread block computes a tile of MMA_ROWS outputs by
+ *    MMA_TOKENS tokens (a MATMUL_ID's: pairs of one expert) on the tensor
+ *    cores, the weights unpacked to int8 in shared memory, where every
+ *    weight block meets the tokens of the tile (cuda_mma_tile.cuh).
  */
 #include "cuda_matmul.cuh"
+#include "cuda_mma_tile.cuh"
 #include "cuda_quantize_q8_1.cuh"
-#include "cuda_vecdot.cuh"
 
 #define QV_WARPS 4 /* output rows per thread block of the vector kernel */
 
-#define QT_ROWS 64
-#define QT_TOKENS CUDA_MATMUL_TILE_TOKENS
-#define QT_THREADS 256
-#define QT_STEP 256 /* elements of a row staged at a time: one K-quant super-block */
-#define QT_X_BLOCKS (QT_STEP / CUDA_QK)
-#define QT_X_INTS ((int)(QT_X_BLOCKS * sizeof(cuda_block_q8_1) / 4))
-/* A thread's outputs: rows lane + 32 i, tokens warp + 8 j. */
-#define QT_ROWS_PER_THREAD (QT_ROWS / 32)
-#define QT_TOKENS_PER_THREAD (QT_TOKENS / (QT_THREADS / 32))
-
-static_assert(QT_THREADS == 256 && QT_ROWS == 64 && QT_TOKENS == 64, "the tile kernel's thread mapping");
+static_assert(MMA_TOKENS == CUDA_MATMUL_TILE_TOKENS, "a MATMUL_ID's tiles are the tile kernel's");
 
 bool cuda_matmul_is_quant(loom_dtype type)
 {
@@ -97,110 +87,66 @@ static __global__ void __launch_bounds__(32 * QV_WARPS) matmul_quant_vec(cuda_ma
 	}
 }
 
-/* Bytes of a staged weight row: an odd number of 4-byte words, so that a
- * warp's lanes, reading 32 rows at one offset, hit 32 different banks. */
-static constexpr int qt_w_row_bytes(int type)
+/* One group's product of a lane's operands, into c (which holds
+ * MMA_FLOAT_BIAS or an earlier sum). */
+template <int group>
+static __device__ __forceinline__ void mma_product(int (&c)[4], const int (&a)[4], const int (&b)[2])
 {
-	return ((QT_STEP / cuda_vecdot_block(type) * cuda_vecdot_bytes(type) + 3) / 4 | 1) * 4;
+	if (group == 32)
+		asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+		    "{%0, %1, %2, %3};"
+		    : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+		    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+	else
+		asm("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5}, {%6}, {%0, %1, %2, %3};"
+		    : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+		    : "r"(a[0]), "r"(a[1]), "r"(b[0]));
 }
 
-/* Weight bytes staged a load at a time: the blocks' alignment. */
-template <int type> struct qt_unit {
-	typedef uint16_t type_t;
-};
-template <> struct qt_unit<LOOM_DTYPE_MXFP4> {
-	typedef uint8_t type_t;
-};
-template <> struct qt_unit<LOOM_DTYPE_Q2_K> {
-	typedef uint32_t type_t;
-};
-template <> struct qt_unit<LOOM_DTYPE_Q4_K> {
-	typedef uint32_t type_t;
-};
-template <> struct qt_unit<LOOM_DTYPE_Q5_K> {
-	typedef uint32_t type_t;
-};
-
+/* The tile kernel (cuda_mma_tile.cuh): rows blockIdx.x * MMA_ROWS.. by the
+ * tokens of the grid row's tile. */
 template <int type, bool ID>
-static __global__ void __launch_bounds__(QT_THREADS) matmul_quant_tile(cuda_matmul_shape s, const cuda_block_q8_1 *x)
+static __global__ void __launch_bounds__(MMA_THREADS) matmul_quant_mma(cuda_matmul_shape s, const cuda_block_q8_1 *x)
 {
-	typedef typename qt_unit<type>::type_t unit;
-	constexpr int block = cuda_vecdot_block(type), bytes = cuda_vecdot_bytes(type);
-	constexpr int parts = cuda_vecdot_parts(type), x_per_block = block / CUDA_QK;
-	constexpr int step_blocks = QT_STEP / block, w_row = qt_w_row_bytes(type);
-	constexpr int w_units = step_blocks * bytes / (int)sizeof(unit); /* units of a staged row */
-	static_assert(bytes % sizeof(unit) == 0 && cuda_vecdot_align(type) == (int)sizeof(unit), "staging units");
-	__shared__ __align__(16) char w_s[QT_ROWS * w_row];
-	__shared__ __align__(16) cuda_block_q8_1 x_s[QT_TOKENS * QT_X_BLOCKS];
-	__shared__ const cuda_block_q8_1 *x_rows[QT_TOKENS];
-	__shared__ float *y_rows[QT_TOKENS];
+	__shared__ __align__(16) mma_stage<type> st;
+	__shared__ const cuda_block_q8_1 *x_rows[MMA_TOKENS];
+	__shared__ float *y_rows[MMA_TOKENS];
 
 	const cuda_matmul_tile tile = cuda_matmul_tile_of<ID>(s);
 	if (tile.count <= 0)
 		return;
 	int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-	int o0 = blockIdx.x * QT_ROWS;
-	int n_blocks = s.n_in / block, n_xblocks = s.n_in / CUDA_QK;
-	const char *w = cuda_matmul_weights<ID>(s, tile.expert);
-	if (tid < QT_TOKENS) {
+	int o0 = blockIdx.x * MMA_ROWS, n_xblocks = s.n_in / CUDA_QK;
+	const char *w = cuda_matmul_weights<ID>(s, tile.expert) + (size_t)o0 * s.w_stride;
+	if (tid < MMA_TOKENS) {
 		int xr, yr = cuda_matmul_tile_row<ID>(s, tile, tid, &xr);
 		x_rows[tid] = yr >= 0 ? x + (size_t)xr * n_xblocks : nullptr;
 		y_rows[tid] = yr >= 0 ? (float *)cuda_row(s.y, yr) : nullptr;
 	}
 	__syncthreads();
 
-	float acc[QT_ROWS_PER_THREAD][QT_TOKENS_PER_THREAD] = {};
-	for (int kb0 = 0; kb0 < n_blocks; kb0 += step_blocks) {
-		int nb = min(step_blocks, n_blocks - kb0);
-		/* Weight blocks kb0.. of rows o0.., a unit at a time (their
-		 * alignment); rows past n_out and blocks past the row are zero. */
-		for (int i = tid; i < QT_ROWS * w_units; i += QT_THREADS) {
-			int r = i / w_units, u = i % w_units;
-			unit v = 0;
-			if (o0 + r < s.n_out && u < nb * bytes / (int)sizeof(unit))
-				v = ((const unit *)(w + (size_t)(o0 + r) * s.w_stride + (size_t)kb0 * bytes))[u];
-			((unit *)(w_s + r * w_row))[u] = v;
-		}
-		/* The Q8_1 blocks under them of the tile's tokens, 4 bytes at a
-		 * time. */
-		int xb0 = kb0 * x_per_block, x_units = nb * x_per_block * QT_X_INTS / QT_X_BLOCKS;
-		for (int i = tid; i < QT_TOKENS * QT_X_INTS; i += QT_THREADS) {
-			int tt = i / QT_X_INTS, u = i % QT_X_INTS;
-			const cuda_block_q8_1 *xr = x_rows[tt];
-			int v = 0;
-			if (xr != nullptr && u < x_units)
-				v = ((const int *)(xr + xb0))[u];
-			((int *)(x_s + tt * QT_X_BLOCKS))[u] = v;
-		}
+	mma_acc acc = {};
+	for (int k0 = 0; k0 < s.n_in; k0 += MMA_K) {
+		mma_stage_weights<type>(st, w, s.w_stride, s.n_out - o0, k0, s.n_in, tid);
+		mma_stage_activations<type>(st, x_rows, k0, s.n_in, tid);
 		__syncthreads();
-		for (int kb = 0; kb < nb; kb++) {
-#pragma unroll 1
-			for (int part = 0; part < parts; part++) {
 #pragma unroll
-				for (int i = 0; i < QT_ROWS_PER_THREAD; i++) {
-					const char *wb = w_s + (lane + 32 * i) * w_row + kb * bytes;
+		for (int j = 0; j < mma_stage<type>::groups; j++) {
+			mma_frags f;
+			mma_load_frags<type>(st, warp, lane, j, &f);
+			mma_sums c;
 #pragma unroll
-					for (int j = 0; j < QT_TOKENS_PER_THREAD; j++) {
-						const cuda_block_q8_1 *xb = x_s + (warp + 8 * j) * QT_X_BLOCKS + kb * x_per_block;
-						acc[i][j] += cuda_vecdot<type>(wb, xb, part);
-					}
+			for (int i = 0; i < 2; i++)
+#pragma unroll
+				for (int n = 0; n < 4; n++) {
+					c[i][n][0] = c[i][n][1] = c[i][n][2] = c[i][n][3] = MMA_FLOAT_BIAS;
+					mma_product<mma_stage<type>::group>(c[i][n], f.a[i], f.b[n]);
 				}
-			}
+			mma_scale_sums<type>(st, warp, lane, j, c, acc);
 		}
 		__syncthreads();
 	}
-
-	const float *bias = cuda_matmul_bias<ID>(s, tile.expert);
-#pragma unroll
-	for (int i = 0; i < QT_ROWS_PER_THREAD; i++) {
-		int o = o0 + lane + 32 * i;
-#pragma unroll
-		for (int j = 0; j < QT_TOKENS_PER_THREAD; j++) {
-			float *y = y_rows[warp + 8 * j];
-			if (o < s.n_out && y != nullptr)
-				y[o] = bias != nullptr ? acc[i][j] + bias[o] : acc[i][j];
-		}
-	}
+	mma_store(acc, warp, lane, o0, s.n_out, y_rows, cuda_matmul_bias<ID>(s, tile.expert));
 }
 
 template <int type>
@@ -210,14 +156,14 @@ static loom_status matmul_quant_typed(cuda_backend *be, const cuda_matmul_shape 
 	 * warp a row for more. */
 	dim3 vec_block(32, QV_WARPS), vec_grid((unsigned)((s->n_out + QV_WARPS - 1) / QV_WARPS));
 	dim3 one_grid((unsigned)s->n_out);
-	unsigned tile_cols = (unsigned)((s->n_out + QT_ROWS - 1) / QT_ROWS);
+	unsigned tile_cols = (unsigned)((s->n_out + MMA_ROWS - 1) / MMA_ROWS);
 	if (s->route.ids != nullptr) {
 		if (s->route.tiles == nullptr) {
 			one_grid.y = (unsigned)s->n_tokens;
 			matmul_quant_vec<type, 1, true><<<one_grid, vec_block, 0, be->stream>>>(*s, x);
 		} else {
 			dim3 grid(tile_cols, (unsigned)s->route.n_tiles);
-			matmul_quant_tile<type, true><<<grid, QT_THREADS, 0, be->stream>>>(*s, x);
+			matmul_quant_mma<type, true><<<grid, MMA_THREADS, 0, be->stream>>>(*s, x);
 		}
 	} else if (s->n_tokens <= CUDA_MATMUL_VEC_TOKENS) {
 		if (s->n_tokens == 1)
@@ -229,8 +175,8 @@ static loom_status matmul_quant_typed(cuda_backend *be, const cuda_matmul_shape 
 		else
 			matmul_quant_vec<type, CUDA_MATMUL_VEC_TOKENS, false><<<vec_grid, vec_block, 0, be->stream>>>(*s, x);
 	} else {
-		dim3 grid(tile_cols, (unsigned)((s->n_tokens + QT_TOKENS - 1) / QT_TOKENS));
-		matmul_quant_tile<type, false><<<grid, QT_THREADS, 0, be->stream>>>(*s, x);
+		dim3 grid(tile_cols, (unsigned)((s->n_tokens + MMA_TOKENS - 1) / MMA_TOKENS));
+		matmul_quant_mma<type, false><<<grid, MMA_THREADS, 0, be->stream>>>(*s, x);
 	}
 	return cuda_launched(be, s->route.ids != nullptr ? "matmul_id of quantized weights" : "matmul of quantized weights");
 }

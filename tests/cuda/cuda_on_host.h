@@ -2,14 +2,15 @@
  * cuda_on_host.h - what the cuda backend's arithmetic headers use of CUDA,
  * given its documented meanings on the host, so that a test can run their
  * device functions without a GPU (test_cuda_vecdot.cpp,
- * test_cuda_dequant.cpp): the qualifiers, fp16 through the test suites'
- * reference conversion, and the integer intrinsics __dp4a, __vsub4 and
- * __byte_perm. Include it before the header under test; it keeps
+ * test_cuda_dequant.cpp, test_cuda_mma_tile.cpp): the qualifiers, fp16
+ * through the test suites' reference conversion, the bit casts, and the
+ * integer intrinsics __dp4a, __vsub4 and __byte_perm. Include it before the header under test; it keeps
  * cuda_backend.cuh (the CUDA runtime's headers) out.
  */
 #ifndef LOOM_TEST_CUDA_ON_HOST_H
 #define LOOM_TEST_CUDA_ON_HOST_H
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -50,6 +51,13 @@ static inline float __uint_as_float(uint32_t u)
 {
 	float f;
 	memcpy(&f, &u, sizeof(f));
+	return f;
+}
+
+static inline float __int_as_float(int i)
+{
+	float f;
+	memcpy(&f, &i, sizeof(f));
 	return f;
 }
 

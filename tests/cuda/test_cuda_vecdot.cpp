@@ -24,26 +24,11 @@
 #include "cuda_on_host.h"
 
 #include "cuda_vecdot.cuh"
+#include "random_q8_1.h"
 
 /* ---- the dots ---- */
 
 #define N_BLOCKS 3000
-
-/* Q8_1 blocks under one weight block: random quants in [-127, 127], d as
- * an activation row's amax / 127 gives, s = fp16(d * sum q) as
- * cuda_quantize_q8_1 writes it. */
-static void random_activations(ref_rng *rng, cuda_block_q8_1 *x, int n_blocks)
-{
-	for (int b = 0; b < n_blocks; b++) {
-		int sum = 0;
-		for (int i = 0; i < CUDA_QK; i++) {
-			x[b].qs[i] = (int8_t)(ref_rng_below(rng, 255) - 127);
-			sum += x[b].qs[i];
-		}
-		x[b].d = ref_f32_to_fp16((float)ref_rng_uniform(rng, 0.001, 0.05));
-		x[b].s = ref_f32_to_fp16(ref_fp16_to_f32(x[b].d) * (float)sum);
-	}
-}
 
 /* How far the device's float arithmetic may move a block's dot: parts in a
  * million of the sum of |w x| and of |offset x| (the mins the K-quants and
@@ -73,7 +58,7 @@ static void same_dots(const char *name)
 
 	for (int k = 0; k < N_BLOCKS; k++) {
 		ref_random_blocks(&rng, (loom_dtype)type, block, 1);
-		random_activations(&rng, x, x_blocks);
+		random_q8_1(&rng, x, x_blocks);
 		ref_quant_row((loom_dtype)type, block, n, w);
 		ref_qblock q;
 		ref_decode_block((loom_dtype)type, block, &q);
