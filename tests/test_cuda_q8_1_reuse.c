@@ -10,9 +10,6 @@
 #include "check_main.h"
 #include "cuda_q8_1_reuse.h"
 #include "family_models.h"
-#include "fixture.h"
-#include "infer/context.h"
-#include "testdata.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -281,44 +278,41 @@ static const char *weight_role(const loom_node *node)
  * finds its activations left as Q8_1 by a node before it, but those whose
  * roles are listed in own, which quantize their own; no other product lies
  * between a product and the node it reuses. */
+typedef struct listed_roles {
+	const char *family;
+	const char *const *own;
+} listed_roles;
+
+static void step_quantizes_as_listed(const loom_graph *graph, int n, void *arg)
+{
+	const listed_roles *want = arg;
+	int n_reused = 0, n_products = 0;
+	for (int i = 0; i < graph->n_nodes; i++) {
+		if (!quantizes(&graph->nodes[i]))
+			continue;
+		n_products++;
+		const char *role = weight_role(&graph->nodes[i]);
+		bool listed = false;
+		for (int k = 0; want->own[k] != NULL; k++)
+			listed |= strcmp(role, want->own[k]) == 0;
+		int j = cuda_q8_1_source(graph, i, &ops);
+		ck_assert_msg((j < 0) == listed, "%s, %d tokens: node %d (%s) %s", want->family, n, i, role,
+			      j >= 0 ? "reuses an earlier product's Q8_1" : "quantizes its own activations");
+		if (j >= 0) {
+			n_reused++;
+			for (int k = j + 1; k < i; k++)
+				ck_assert_msg(!quantizes(&graph->nodes[k]), "%s: node %d (%s) reuses across a product",
+					      want->family, i, role);
+		}
+	}
+	ck_assert_msg(n_reused > 0 && n_reused < n_products, "%s: %d of %d products reuse", want->family, n_reused,
+		      n_products);
+}
+
 static void steps_quantize_as_listed(const char *family, const char *const *own)
 {
-	loom_runtime *rt = test_runtime("cpu-generic", 1);
-	loom_model *m = family_model_load(rt, family, "cuda_q8_1_reuse");
-	loom_context *ctx = test_context(m, 256, 8, LOOM_DTYPE_F16);
-
-	for (int n = 1; n <= 4; n += 3) {
-		loom_token tok[4] = {3, 9, 27, 81};
-		int32_t pos[4] = {0, 1, 2, 3};
-		loom_batch b = {.n_tokens = n, .tokens = tok, .pos = pos};
-		ck_assert_msg(loom_decode(ctx, &b) == LOOM_OK, "%s", loom_last_error());
-		loom_graph graph = {.n_nodes = ctx->n_nodes, .nodes = ctx->nodes};
-		int n_reused = 0, n_products = 0;
-		for (int i = 0; i < graph.n_nodes; i++) {
-			if (!quantizes(&graph.nodes[i]))
-				continue;
-			n_products++;
-			const char *role = weight_role(&graph.nodes[i]);
-			bool listed = false;
-			for (int k = 0; own[k] != NULL; k++)
-				listed |= strcmp(role, own[k]) == 0;
-			int j = cuda_q8_1_source(&graph, i, &ops);
-			ck_assert_msg((j < 0) == listed, "%s, %d tokens: node %d (%s) %s", family, n, i, role,
-				      j >= 0 ? "reuses an earlier product's Q8_1" : "quantizes its own activations");
-			if (j >= 0) {
-				n_reused++;
-				for (int k = j + 1; k < i; k++)
-					ck_assert_msg(!quantizes(&graph.nodes[k]), "%s: node %d (%s) reuses across a product",
-						      family, i, role);
-			}
-		}
-		ck_assert_msg(n_reused > 0 && n_reused < n_products, "%s: %d of %d products reuse", family, n_reused,
-			      n_products);
-		loom_kv_clear(ctx);
-	}
-	loom_context_free(ctx);
-	loom_model_free(m);
-	loom_runtime_free(rt);
+	listed_roles want = {family, own};
+	family_model_steps(family, "cuda_q8_1_reuse", step_quantizes_as_listed, &want);
 }
 
 START_TEST(a_dense_layer_quantizes_once)

@@ -9,6 +9,7 @@
  * is absent), so the core uploads.
  */
 #include "cuda_backend.cuh"
+#include "cuda_fusion.h"
 
 #include "cuda_blocks.cuh"
 #include "cuda_matmul.cuh"
@@ -278,12 +279,33 @@ cuda_block_q8_1 *cuda_q8_1_fused_out(const cuda_backend *be, int node_index)
 										      : NULL;
 }
 
+/* Whether the run at node i is one kernel's: each of its nodes one the
+ * ops take, and an ADD before a norm not writing Q8_1 of its own. */
+static bool run_fuses(const cuda_backend *be, const loom_graph *graph, int i, const cuda_fusion *f)
+{
+	if (f->kind == CUDA_FUSION_NONE)
+		return false;
+	for (int k = i; k < i + f->n_nodes; k++) {
+		const cuda_op *op = op_of(&graph->nodes[k]);
+		if (op == NULL || !op->supports(&graph->nodes[k]))
+			return false;
+	}
+	return f->kind != CUDA_FUSION_ADD_RMS_NORM || cuda_q8_1_fused_out(be, i) == NULL;
+}
+
 loom_status cuda_enqueue_nodes(cuda_backend *be, const loom_graph *graph)
 {
 	loom_status st = LOOM_OK;
 	be->step = graph;
 	for (int i = 0; st == LOOM_OK && i < graph->n_nodes; i++) {
 		const loom_node *node = &graph->nodes[i];
+		cuda_fusion f = cuda_fusion_at(graph, i);
+		if (run_fuses(be, graph, i, &f)) {
+			st = f.kind == CUDA_FUSION_ADD_RMS_NORM ? cuda_add_rms_norm_run(be, node, node + 1, i + 1)
+								: cuda_rope_store_run(be, node, f.rotates, i);
+			i += f.n_nodes - 1;
+			continue;
+		}
 		const cuda_op *op = op_of(node);
 		if (op == NULL || !op->supports(node)) {
 			be->host->set_error("cuda: node %d (op %d) is not supported", i, (int)node->op);

@@ -75,7 +75,16 @@ bool cuda_q8_1_ready(const cuda_backend *be, int node_index);
 struct cuda_block_q8_1;
 cuda_block_q8_1 *cuda_q8_1_fused_out(const cuda_backend *be, int node_index);
 
-/* Enqueues every node of graph on be->stream, one launch after another. */
+/* Runs of nodes enqueued as one kernel (cuda_fusion.h): an ADD and the
+ * RMS_NORM of its sum (norm_index: the norm's place in the step); a
+ * layer's attention prologue, nodes[0..3] (the two ropes, the two stores)
+ * or, where it does not rotate, nodes[0..1] (the stores), the first at
+ * first_index. */
+loom_status cuda_add_rms_norm_run(cuda_backend *be, const loom_node *add, const loom_node *norm, int norm_index);
+loom_status cuda_rope_store_run(cuda_backend *be, const loom_node *nodes, bool rotates, int first_index);
+
+/* Enqueues every node of graph on be->stream, one launch after another,
+ * or one for a run of them (cuda_fusion.h). */
 loom_status cuda_enqueue_nodes(cuda_backend *be, const loom_graph *graph);
 
 /* Enqueues a step: replayed from its captured graph where one is kept,

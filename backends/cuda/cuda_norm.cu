@@ -12,7 +12,8 @@
  *
  * An RMS_NORM whose result the next node multiplies by quantized weights
  * writes it as Q8_1 too (cuda_q8_1_reuse.h): a warp's lanes hold 32
- * consecutive elements of a row, one Q8_1 block.
+ * consecutive elements of a row, one Q8_1 block. One that normalizes the
+ * sum an ADD just made computes that sum itself (cuda_fusion.h).
  */
 #include "cuda_backend.cuh"
 #include "cuda_quantize_q8_1.cuh"
@@ -45,18 +46,28 @@ static bool norm_supports(const loom_node *node)
 
 static_assert(NORM_THREADS % 32 == 0, "a warp's 32 elements a Q8_1 block");
 
-/* q8: NULL, or where row r's Q8_1 blocks go (n a multiple of 32). */
-static __global__ void rms_norm_kernel(cuda_rows y, cuda_rows x, const float *w, int64_t n, int64_t nrows,
-				       float eps, cuda_block_q8_1 *q8)
+/* q8: NULL, or where row r's Q8_1 blocks go (n a multiple of 32). With
+ * SUM, row r of x is first written as row r of a plus row r of b (an ADD
+ * before the norm, cuda_fusion.h): each thread reads back only what it
+ * wrote. */
+template <bool SUM>
+static __global__ void rms_norm_kernel(cuda_rows y, cuda_rows x, cuda_rows a, cuda_rows b, const float *w, int64_t n,
+				       int64_t nrows, float eps, cuda_block_q8_1 *q8)
 {
 	__shared__ double partial[NORM_WARPS];
 
 	for (int64_t r = blockIdx.x; r < nrows; r += gridDim.x) {
-		const float *xr = (const float *)cuda_row(x, r);
+		float *xr = (float *)cuda_row(x, r);
 		float *yr = (float *)cuda_row(y, r);
 		double sum = 0.0;
-		for (int64_t i = threadIdx.x; i < n; i += NORM_THREADS)
-			sum += (double)(xr[i] * xr[i]);
+		for (int64_t i = threadIdx.x; i < n; i += NORM_THREADS) {
+			float v = xr[i];
+			if (SUM) {
+				v = ((const float *)cuda_row(a, r))[i] + ((const float *)cuda_row(b, r))[i];
+				xr[i] = v;
+			}
+			sum += (double)(v * v);
+		}
 		float mean = (float)(cuda_block_sum(sum, partial, NORM_WARPS) / (double)n);
 		float scale = 1.0f / sqrtf(mean + eps);
 		for (int64_t i = threadIdx.x; i < n; i += NORM_THREADS) {
@@ -73,10 +84,23 @@ static loom_status rms_norm_run(cuda_backend *be, const loom_node *node, void *,
 	const loom_tensor *x = node->src[0], *w = node->src[1], *y = node->dst;
 	int64_t nrows = loom_tensor_nrows(x);
 
-	rms_norm_kernel<<<norm_blocks(nrows), NORM_THREADS, 0, be->stream>>>(
-		cuda_rows_of(y), cuda_rows_of(x), w != NULL ? (const float *)w->data : NULL, x->ne[0], nrows,
-		node->fp[0], cuda_q8_1_fused_out(be, node_index));
+	rms_norm_kernel<false><<<norm_blocks(nrows), NORM_THREADS, 0, be->stream>>>(
+		cuda_rows_of(y), cuda_rows_of(x), cuda_rows_of(x), cuda_rows_of(x),
+		w != NULL ? (const float *)w->data : NULL, x->ne[0], nrows, node->fp[0],
+		cuda_q8_1_fused_out(be, node_index));
 	return cuda_launched(be, "rms_norm");
+}
+
+loom_status cuda_add_rms_norm_run(cuda_backend *be, const loom_node *add, const loom_node *norm, int norm_index)
+{
+	const loom_tensor *x = add->dst, *w = norm->src[1], *y = norm->dst;
+	int64_t nrows = loom_tensor_nrows(x);
+
+	rms_norm_kernel<true><<<norm_blocks(nrows), NORM_THREADS, 0, be->stream>>>(
+		cuda_rows_of(y), cuda_rows_of(x), cuda_rows_of(add->src[0]), cuda_rows_of(add->src[1]),
+		w != NULL ? (const float *)w->data : NULL, x->ne[0], nrows, norm->fp[0],
+		cuda_q8_1_fused_out(be, norm_index));
+	return cuda_launched(be, "add and rms_norm");
 }
 
 const cuda_op cuda_op_rms_norm = {norm_supports, NULL, rms_norm_run};

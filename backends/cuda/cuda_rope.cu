@@ -10,9 +10,13 @@
  * order, without fused multiply-adds except the one YaRN specifies.
  *
  * One thread block per token: it fills a table of cos/sin for a chunk of
- * pairs, then rotates that chunk in all the token's heads.
+ * pairs, then rotates that chunk in all the token's heads. A layer's RoPE
+ * of q and of k and its stores of k and v in the cache run as one kernel
+ * (cuda_fusion.h): one table serves both ropes, and each block stores its
+ * token's rows once its rotations are written.
  */
 #include "cuda_backend.cuh"
+#include "cuda_dequant.cuh"
 
 #include <cmath>
 
@@ -97,56 +101,179 @@ static __device__ void rope_angle(int32_t pos, int i, const rope_scaling &s, flo
 	cs[1] = sin_a * s.mscale;
 }
 
-/* Rows are (head, token): x is {head_dim, n_heads, n_tokens}. Pair i is
- * (i * step, i * step + off): step 2, off 1 for NORMAL, step 1, off n_rot/2
- * for NEOX. */
-static __global__ void rope_kernel(cuda_rows y, cuda_rows x, const int32_t *positions, rope_scaling s,
-				   int64_t head_dim, int64_t n_heads, int64_t n_tokens, int n_rot, bool neox)
+/* What a kernel rotates: rows are (head, token), {head_dim, n_heads,
+ * n_tokens}. */
+struct rope_rows {
+	cuda_rows y, x;
+	int64_t n_heads;
+};
+
+static rope_rows rope_rows_of(const loom_node *node)
+{
+	rope_rows r = {cuda_rows_of(node->dst), cuda_rows_of(node->src[0]), node->src[0]->ne[1]};
+	return r;
+}
+
+/* Pairs p0..p0+len of token t's heads, with cs the table of their angles.
+ * Pair i is (i * step, i * step + off): step 2, off 1 for NORMAL, step 1,
+ * off n_rot/2 for NEOX. */
+static __device__ void rope_chunk(const rope_rows &r, int64_t t, const float *cs, int p0, int len, int step, int off)
+{
+	for (int64_t e = threadIdx.x; e < r.n_heads * len; e += ROPE_THREADS) {
+		int64_t h = e / len;
+		int k = (int)(e % len), i = p0 + k;
+		const float *xr = (const float *)(r.x.data + h * r.x.nb1 + t * r.x.nb2);
+		float *yr = (float *)(r.y.data + h * r.y.nb1 + t * r.y.nb2);
+		float c = cs[2 * k], sn = cs[2 * k + 1];
+		float x0 = xr[i * step], x1 = xr[i * step + off];
+		yr[i * step] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, sn));
+		yr[i * step + off] = __fadd_rn(__fmul_rn(x0, sn), __fmul_rn(x1, c));
+	}
+}
+
+/* Token t's dimensions past n_rot, copied where y is not x. */
+static __device__ void rope_tail(const rope_rows &r, int64_t t, int64_t head_dim, int n_rot)
+{
+	if (r.x.data == r.y.data)
+		return;
+	int64_t tail = head_dim - n_rot;
+	for (int64_t e = threadIdx.x; e < r.n_heads * tail; e += ROPE_THREADS) {
+		int64_t h = e / tail, d = n_rot + e % tail;
+		((float *)(r.y.data + h * r.y.nb1 + t * r.y.nb2))[d] =
+			((const float *)(r.x.data + h * r.x.nb1 + t * r.x.nb2))[d];
+	}
+}
+
+/* Token t of a and, where b has heads, of b: both rotated by one table of
+ * angles, a chunk of ROPE_CHUNK pairs at a time. */
+static __device__ void rope_token(const rope_rows &a, const rope_rows &b, int64_t t, int32_t pos, const rope_scaling &s,
+				  int64_t head_dim, int n_rot, bool neox, float *cs)
+{
+	int n_pairs = n_rot / 2, step = neox ? 1 : 2, off = neox ? n_pairs : 1;
+	for (int p0 = 0; p0 < n_pairs; p0 += ROPE_CHUNK) {
+		int len = n_pairs - p0 < ROPE_CHUNK ? n_pairs - p0 : ROPE_CHUNK;
+		for (int k = threadIdx.x; k < len; k += ROPE_THREADS)
+			rope_angle(pos, p0 + k, s, cs + 2 * k);
+		__syncthreads();
+		rope_chunk(a, t, cs, p0, len, step, off);
+		rope_chunk(b, t, cs, p0, len, step, off);
+		/* The table is refilled for the next chunk or token. */
+		__syncthreads();
+	}
+	rope_tail(a, t, head_dim, n_rot);
+	rope_tail(b, t, head_dim, n_rot);
+}
+
+static __global__ void rope_kernel(rope_rows r, const int32_t *positions, rope_scaling s, int64_t head_dim,
+				   int64_t n_tokens, int n_rot, bool neox)
 {
 	__shared__ float cs[2 * ROPE_CHUNK];
-	int n_pairs = n_rot / 2, step = neox ? 1 : 2, off = neox ? n_pairs : 1;
+	const rope_rows none = {};
+	for (int64_t t = blockIdx.x; t < n_tokens; t += gridDim.x)
+		rope_token(r, none, t, positions[t], s, head_dim, n_rot, neox, cs);
+}
 
-	for (int64_t t = blockIdx.x; t < n_tokens; t += gridDim.x) {
-		int32_t pos = positions[t];
-		for (int p0 = 0; p0 < n_pairs; p0 += ROPE_CHUNK) {
-			int len = n_pairs - p0 < ROPE_CHUNK ? n_pairs - p0 : ROPE_CHUNK;
-			for (int k = threadIdx.x; k < len; k += ROPE_THREADS)
-				rope_angle(pos, p0 + k, s, cs + 2 * k);
-			__syncthreads();
-			for (int64_t e = threadIdx.x; e < n_heads * len; e += ROPE_THREADS) {
-				int64_t h = e / len;
-				int k = (int)(e % len), i = p0 + k;
-				const float *xr = (const float *)(x.data + h * x.nb1 + t * x.nb2);
-				float *yr = (float *)(y.data + h * y.nb1 + t * y.nb2);
-				float c = cs[2 * k], sn = cs[2 * k + 1];
-				float x0 = xr[i * step], x1 = xr[i * step + off];
-				yr[i * step] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, sn));
-				yr[i * step + off] = __fadd_rn(__fmul_rn(x0, sn), __fmul_rn(x1, c));
-			}
-			/* The table is refilled for the next chunk or token. */
-			__syncthreads();
-		}
-		if (x.data == y.data)
-			continue;
-		int64_t tail = head_dim - n_rot;
-		for (int64_t e = threadIdx.x; e < n_heads * tail; e += ROPE_THREADS) {
-			int64_t h = e / tail, d = n_rot + e % tail;
-			((float *)(y.data + h * y.nb1 + t * y.nb2))[d] =
-				((const float *)(x.data + h * x.nb1 + t * x.nb2))[d];
-		}
-	}
+static unsigned rope_blocks(int64_t n_tokens)
+{
+	return (unsigned)(n_tokens < ROPE_MAX_BLOCKS ? n_tokens : ROPE_MAX_BLOCKS);
 }
 
 static loom_status rope_run(cuda_backend *be, const loom_node *node, void *, int)
 {
-	const loom_tensor *x = node->src[0], *y = node->dst;
+	const loom_tensor *x = node->src[0];
 	int64_t n_tokens = x->ne[2];
 
-	rope_kernel<<<(unsigned)(n_tokens < ROPE_MAX_BLOCKS ? n_tokens : ROPE_MAX_BLOCKS), ROPE_THREADS, 0,
-		      be->stream>>>(cuda_rows_of(y), cuda_rows_of(x), (const int32_t *)node->src[1]->data,
-				    scaling_of(node), x->ne[0], x->ne[1], n_tokens, node->ip[0],
-				    node->ip[1] == LOOM_ROPE_NEOX);
+	rope_kernel<<<rope_blocks(n_tokens), ROPE_THREADS, 0, be->stream>>>(
+		rope_rows_of(node), (const int32_t *)node->src[1]->data, scaling_of(node), x->ne[0], n_tokens,
+		node->ip[0], node->ip[1] == LOOM_ROPE_NEOX);
 	return cuda_launched(be, "rope");
+}
+
+/* ---- a layer's attention prologue (cuda_fusion.h) ---- */
+
+/* One of the stores: row t of src to cache row cells[t]. */
+struct rope_store_rows {
+	cuda_rows src, cache;
+	int64_t n;
+	int node; /* its index in the step, for a bad cell */
+};
+
+/* Encoded as KV_STORE's own kernel does (cuda_rows.cu). */
+template <bool F16> static __device__ void store_row(const rope_store_rows &s, int64_t t, int32_t cell)
+{
+	const float *x = (const float *)cuda_row(s.src, t);
+	char *y = cuda_row(s.cache, cell);
+	for (int64_t i = threadIdx.x; i < s.n; i += ROPE_THREADS) {
+		if (F16)
+			((uint16_t *)y)[i] = cuda_f16_encode(x[i]);
+		else
+			((float *)y)[i] = x[i];
+	}
+}
+
+/* A block per token: q and k rotated (where ROTATE), then, once the
+ * block's rotations are written, k's and v's rows stored in the token's
+ * cell. A cell outside [0, n_cells) marks both stores' nodes, as their
+ * own kernels would, and the token's rows are left alone. */
+template <bool F16, bool ROTATE>
+static __global__ void rope_store_kernel(rope_rows q, rope_rows k, const int32_t *positions, rope_scaling s,
+					 int64_t head_dim, int n_rot, bool neox, rope_store_rows sk, rope_store_rows sv,
+					 const int32_t *cells, int64_t n_cells, int64_t n_tokens, int *bad_node)
+{
+	__shared__ float cs[2 * ROPE_CHUNK];
+	for (int64_t t = blockIdx.x; t < n_tokens; t += gridDim.x) {
+		if (ROTATE) {
+			rope_token(q, k, t, positions[t], s, head_dim, n_rot, neox, cs);
+			__syncthreads();
+		}
+		int32_t cell = cells[t];
+		if (cell < 0 || cell >= n_cells) {
+			if (threadIdx.x == 0) {
+				cuda_fail(bad_node, sk.node);
+				cuda_fail(bad_node, sv.node);
+			}
+			continue;
+		}
+		store_row<F16>(sk, t, cell);
+		store_row<F16>(sv, t, cell);
+	}
+}
+
+static rope_store_rows store_rows_of(const loom_node *node, int node_index)
+{
+	rope_store_rows r = {cuda_rows_of(node->src[0]), cuda_rows_of(node->dst), node->dst->ne[0], node_index};
+	return r;
+}
+
+loom_status cuda_rope_store_run(cuda_backend *be, const loom_node *nodes, bool rotates, int first_index)
+{
+	const loom_node *store_k = &nodes[rotates ? 2 : 0], *store_v = store_k + 1;
+	const loom_tensor *cells = store_k->src[1];
+	int64_t n_tokens = cells->ne[0];
+	int store_index = first_index + (rotates ? 2 : 0);
+	rope_store_rows sk = store_rows_of(store_k, store_index), sv = store_rows_of(store_v, store_index + 1);
+	rope_rows q = {}, k = {};
+	rope_scaling s = {};
+	const int32_t *positions = NULL;
+	int64_t head_dim = 0;
+	int n_rot = 0;
+	bool neox = false;
+	if (rotates) {
+		q = rope_rows_of(&nodes[0]);
+		k = rope_rows_of(&nodes[1]);
+		s = scaling_of(&nodes[0]);
+		positions = (const int32_t *)nodes[0].src[1]->data;
+		head_dim = nodes[0].src[0]->ne[0];
+		n_rot = nodes[0].ip[0];
+		neox = nodes[0].ip[1] == LOOM_ROPE_NEOX;
+	}
+	const bool f16 = store_k->dst->dtype == LOOM_DTYPE_F16;
+	auto kernel = f16 ? (rotates ? rope_store_kernel<true, true> : rope_store_kernel<true, false>)
+			  : (rotates ? rope_store_kernel<false, true> : rope_store_kernel<false, false>);
+	kernel<<<rope_blocks(n_tokens), ROPE_THREADS, 0, be->stream>>>(q, k, positions, s, head_dim, n_rot, neox, sk, sv,
+									(const int32_t *)cells->data,
+									store_k->dst->ne[1], n_tokens, be->bad_node);
+	return cuda_launched(be, rotates ? "rope and kv_store" : "kv_store of k and v");
 }
 
 const cuda_op cuda_op_rope = {rope_supports, NULL, rope_run};

@@ -11,6 +11,7 @@
 #include "synth_model.h"
 
 #include "loom.h"
+#include "loom/plugin_api.h"
 
 #include <stdbool.h>
 
@@ -47,5 +48,12 @@ bool family_model_write(loom_runtime *rt, const family_model *f, const char *pat
  * the test folder dir (test_tmp_dir) and loaded on rt; the test fails if
  * any of that does. */
 loom_model *family_model_load(loom_runtime *rt, const char *name, const char *dir);
+
+/* The family model's one-token step, then (in a fresh cache) its 4-token
+ * one, built on cpu-generic (the model written into the test folder dir),
+ * each step's graph handed to visit with its token count; the test fails
+ * if a step does. */
+typedef void (*family_step_visit)(const loom_graph *graph, int n_tokens, void *arg);
+void family_model_steps(const char *name, const char *dir, family_step_visit visit, void *arg);
 
 #endif
