@@ -1,10 +1,11 @@
 /* test_cuda_fusion.c - the runs of nodes the cuda backend enqueues as one
  * kernel (backends/cuda/cuda_fusion.c), on the host: an ADD and the
  * RMS_NORM of its sum; a layer's RoPE of q and k with its stores of k and
- * v, or the stores alone; and each refused where one kernel would change
- * what a node reads (a broadcast row, another tensor's norm, overlapping
- * operands, other positions or cells, k's store reading rows its rope did
- * not write). Then the core's own steps of three families: every layer's
+ * v, or the stores alone; one token's products of one input and weight
+ * type; and each refused where one kernel would change what a node reads
+ * (a broadcast row, another tensor's norm, overlapping operands, other
+ * positions or cells, k's store reading rows its rope did not write, a
+ * product writing the input or another's result). Then the core's own steps of three families: every layer's
  * prologue and every residual add before a norm are fused, no more. No
  * GPU is needed; test_cuda checks on a GPU that the fused kernels' models
  * give the golden logits. */
@@ -262,21 +263,99 @@ START_TEST(ropes_and_stores_are_apart_where_they_meet)
 }
 END_TEST
 
+/* ---- one token's products of one input ---- */
+
+/* dst = W x, W 32 rows of 256 of type (x's rows 256 wide), its result
+ * apart. */
+static loom_node *add_product(small_graph *g, loom_dtype type, loom_tensor *x)
+{
+	static uint8_t weight_bytes[MAX_NODES][32 * 512];
+	loom_tensor *w = &g->tensors[g->n_tensors++];
+	int i = g->graph.n_nodes;
+	w->dtype = type;
+	w->data = weight_bytes[i];
+	w->ne[0] = 256;
+	w->ne[1] = 32;
+	w->ne[2] = w->ne[3] = 1;
+	w->nb[0] = loom_dtype_traits_of(type).block_bytes;
+	w->nb[1] = loom_dtype_row_bytes(type, 256);
+	w->nb[2] = w->nb[3] = w->nb[1] * 32;
+	return add_node(g, LOOM_OP_MATMUL, f32(g, 32, x->ne[1], 1), w, x);
+}
+
+START_TEST(products_of_one_input_are_one_run)
+{
+	static small_graph g;
+	small_graph_init(&g);
+	loom_tensor *x = f32(&g, 256, 1, 1);
+	for (int i = 0; i < 4; i++)
+		add_product(&g, LOOM_DTYPE_Q4_K, x);
+	/* At most three a run: the fourth starts none of its own. */
+	assert_run(&g, 0, CUDA_FUSION_PRODUCTS, 3, false);
+	assert_run(&g, 1, CUDA_FUSION_PRODUCTS, 3, false);
+	assert_run(&g, 3, CUDA_FUSION_NONE, 1, false);
+
+	/* Another weight type, another input, or a node between ends a run. */
+	small_graph_init(&g);
+	x = f32(&g, 256, 1, 1);
+	add_product(&g, LOOM_DTYPE_Q4_K, x);
+	add_product(&g, LOOM_DTYPE_Q4_K, x);
+	add_product(&g, LOOM_DTYPE_Q6_K, x);
+	add_product(&g, LOOM_DTYPE_Q6_K, f32(&g, 256, 1, 1));
+	assert_run(&g, 0, CUDA_FUSION_PRODUCTS, 2, false);
+	assert_run(&g, 2, CUDA_FUSION_NONE, 1, false);
+}
+END_TEST
+
+START_TEST(products_are_apart_where_they_meet)
+{
+	static small_graph g;
+	/* Two tokens. */
+	small_graph_init(&g);
+	loom_tensor *x = f32(&g, 256, 2, 1);
+	add_product(&g, LOOM_DTYPE_Q8_0, x);
+	add_product(&g, LOOM_DTYPE_Q8_0, x);
+	assert_run(&g, 0, CUDA_FUSION_NONE, 1, false);
+
+	/* Weights that are not block-quantized. */
+	small_graph_init(&g);
+	x = f32(&g, 256, 1, 1);
+	add_product(&g, LOOM_DTYPE_F16, x);
+	add_product(&g, LOOM_DTYPE_F16, x);
+	assert_run(&g, 0, CUDA_FUSION_NONE, 1, false);
+
+	/* The second writing the input: the third would read it changed. */
+	small_graph_init(&g);
+	x = f32(&g, 256, 1, 1);
+	add_product(&g, LOOM_DTYPE_Q8_0, x);
+	add_product(&g, LOOM_DTYPE_Q8_0, x)->dst = f32_at(&g, x->data, 32, 1, 1);
+	add_product(&g, LOOM_DTYPE_Q8_0, x);
+	assert_run(&g, 0, CUDA_FUSION_NONE, 1, false);
+
+	/* The second writing the first's result. */
+	small_graph_init(&g);
+	x = f32(&g, 256, 1, 1);
+	loom_node *a = add_product(&g, LOOM_DTYPE_Q8_0, x);
+	add_product(&g, LOOM_DTYPE_Q8_0, x)->dst = a->dst;
+	assert_run(&g, 0, CUDA_FUSION_NONE, 1, false);
+}
+END_TEST
+
 /* ---- the core's steps ---- */
 
 /* The runs of the family's one-token and 4-token steps, taken as the
  * backend takes them: each layer's prologue one run (rotating or not, as
  * listed), each residual add before a norm one run (add_norms of them in a
- * one-token step). */
+ * one-token step), q/k/v and up/gate one run each in a one-token step. */
 typedef struct listed_runs {
 	const char *family;
-	int rotating, stores_alone, add_norms;
+	int rotating, stores_alone, add_norms, products;
 } listed_runs;
 
 static void step_fuses_as_listed(const loom_graph *graph, int n, void *arg)
 {
 	const listed_runs *want = arg;
-	int counts[3] = {0, 0, 0}, n_ropes = 0, n_stores = 0;
+	int counts[4] = {0, 0, 0, 0}, n_ropes = 0, n_stores = 0;
 	for (int i = 0; i < graph->n_nodes; i++) {
 		n_ropes += graph->nodes[i].op == LOOM_OP_ROPE;
 		n_stores += graph->nodes[i].op == LOOM_OP_KV_STORE;
@@ -285,24 +364,29 @@ static void step_fuses_as_listed(const loom_graph *graph, int n, void *arg)
 		cuda_fusion f = cuda_fusion_at(graph, i);
 		if (f.kind == CUDA_FUSION_ROPE_STORE)
 			counts[f.rotates ? 1 : 2]++;
+		else if (f.kind == CUDA_FUSION_PRODUCTS)
+			counts[3]++;
 		else
 			counts[0] += f.kind == CUDA_FUSION_ADD_RMS_NORM;
 		i += f.n_nodes;
 	}
 	/* With more than one token the rows the logits need are picked
-	 * between the last add and the output norm. */
-	int add_norms = n > 1 ? want->add_norms - 1 : want->add_norms;
-	ck_assert_msg(counts[1] == want->rotating && counts[2] == want->stores_alone && counts[0] == add_norms,
-		      "%s, %d tokens: %d rotating prologues, %d of stores alone, %d adds with norms (%d ropes, %d "
-		      "stores)",
-		      want->family, n, counts[1], counts[2], counts[0], n_ropes, n_stores);
+	 * between the last add and the output norm, and products are not
+	 * grouped. */
+	int add_norms = n > 1 ? want->add_norms - 1 : want->add_norms, products = n > 1 ? 0 : want->products;
+	ck_assert_msg(counts[1] == want->rotating && counts[2] == want->stores_alone && counts[0] == add_norms &&
+			      counts[3] == products,
+		      "%s, %d tokens: %d rotating prologues, %d of stores alone, %d adds with norms, %d product "
+		      "groups (%d ropes, %d stores)",
+		      want->family, n, counts[1], counts[2], counts[0], counts[3], n_ropes, n_stores);
 	ck_assert_int_eq(2 * counts[1], n_ropes);
 	ck_assert_int_eq(2 * (counts[1] + counts[2]), n_stores);
 }
 
 static void steps_fuse_as_listed(const char *family, int rotating, int stores_alone, int add_norms)
 {
-	listed_runs want = {family, rotating, stores_alone, add_norms};
+	int n_layer = family_model_named(family)->config.n_layer;
+	listed_runs want = {family, rotating, stores_alone, add_norms, 2 * n_layer};
 	family_model_steps(family, "cuda_fusion", step_fuses_as_listed, &want);
 }
 
@@ -341,6 +425,8 @@ static Suite *cuda_fusion_suite(void)
 	tcase_add_test(tc, an_add_is_not_fused_where_rows_differ);
 	tcase_add_test(tc, ropes_and_stores_are_one_run);
 	tcase_add_test(tc, ropes_and_stores_are_apart_where_they_meet);
+	tcase_add_test(tc, products_of_one_input_are_one_run);
+	tcase_add_test(tc, products_are_apart_where_they_meet);
 	suite_add_tcase(s, tc);
 	TCase *steps = tcase_create("the core's steps");
 	tcase_add_test(steps, a_dense_step_fuses_every_layer);

@@ -280,7 +280,8 @@ cuda_block_q8_1 *cuda_q8_1_fused_out(const cuda_backend *be, int node_index)
 }
 
 /* Whether the run at node i is one kernel's: each of its nodes one the
- * ops take, and an ADD before a norm not writing Q8_1 of its own. */
+ * ops take, an ADD before a norm not writing Q8_1 of its own, products of
+ * weights the quantized kernels take. */
 static bool run_fuses(const cuda_backend *be, const loom_graph *graph, int i, const cuda_fusion *f)
 {
 	if (f->kind == CUDA_FUSION_NONE)
@@ -290,7 +291,20 @@ static bool run_fuses(const cuda_backend *be, const loom_graph *graph, int i, co
 		if (op == NULL || !op->supports(&graph->nodes[k]))
 			return false;
 	}
+	if (f->kind == CUDA_FUSION_PRODUCTS)
+		return cuda_matmul_is_quant(graph->nodes[i].src[0]->dtype);
 	return f->kind != CUDA_FUSION_ADD_RMS_NORM || cuda_q8_1_fused_out(be, i) == NULL;
+}
+
+static loom_status run_fused(cuda_backend *be, const loom_node *nodes, const cuda_fusion *f, int i)
+{
+	switch (f->kind) {
+	case CUDA_FUSION_ADD_RMS_NORM: return cuda_add_rms_norm_run(be, &nodes[0], &nodes[1], i + 1);
+	case CUDA_FUSION_ROPE_STORE: return cuda_rope_store_run(be, nodes, f->rotates, i);
+	case CUDA_FUSION_PRODUCTS: return cuda_matmul_quant_group(be, nodes, f->n_nodes, be->work, i);
+	default: break;
+	}
+	return LOOM_ERR_UNSUPPORTED;
 }
 
 loom_status cuda_enqueue_nodes(cuda_backend *be, const loom_graph *graph)
@@ -301,8 +315,7 @@ loom_status cuda_enqueue_nodes(cuda_backend *be, const loom_graph *graph)
 		const loom_node *node = &graph->nodes[i];
 		cuda_fusion f = cuda_fusion_at(graph, i);
 		if (run_fuses(be, graph, i, &f)) {
-			st = f.kind == CUDA_FUSION_ADD_RMS_NORM ? cuda_add_rms_norm_run(be, node, node + 1, i + 1)
-								: cuda_rope_store_run(be, node, f.rotates, i);
+			st = run_fused(be, node, &f, i);
 			i += f.n_nodes - 1;
 			continue;
 		}

@@ -91,12 +91,45 @@ static bool rope_store(const loom_node *q, const loom_node *k, const loom_node *
 	       !cuda_tensors_overlap(sv->src[0], k->dst);
 }
 
+/* A MATMUL of one token and block-quantized weights (one matrix). */
+static bool one_token_product(const loom_node *p)
+{
+	return p->op == LOOM_OP_MATMUL && p->dst != NULL && p->src[0] != NULL && p->src[1] != NULL &&
+	       loom_dtype_traits_of(p->src[0]->dtype).block > 1 && p->src[0]->ne[2] == 1 && p->src[0]->ne[3] == 1 &&
+	       loom_tensor_nrows(p->src[1]) == 1;
+}
+
+/* How many products from node i read one input with one weight type, each
+ * writing apart from that input and from the others' results: the input's
+ * Q8_1 rows, made once, serve them all. 0 for fewer than two. */
+static int product_run(const loom_graph *graph, int i)
+{
+	const loom_node *first = &graph->nodes[i];
+	if (!one_token_product(first) || cuda_tensors_overlap(first->dst, first->src[1]))
+		return 0;
+	int n = 1;
+	for (; n < CUDA_FUSION_MAX_PRODUCTS && i + n < graph->n_nodes; n++) {
+		const loom_node *p = &graph->nodes[i + n];
+		if (!one_token_product(p) || p->src[0]->dtype != first->src[0]->dtype ||
+		    !cuda_same_rows(p->src[1], first->src[1]) || cuda_tensors_overlap(p->dst, first->src[1]))
+			break;
+		bool apart = true;
+		for (int k = 0; k < n; k++)
+			apart = apart && !cuda_tensors_overlap(p->dst, graph->nodes[i + k].dst);
+		if (!apart)
+			break;
+	}
+	return n >= 2 ? n : 0;
+}
+
 cuda_fusion cuda_fusion_at(const loom_graph *graph, int i)
 {
 	cuda_fusion f = {CUDA_FUSION_NONE, 1, false};
 	const loom_node *n = graph->nodes + i;
-	int left = graph->n_nodes - i;
-	if (left >= 2 && add_rms_norm(&n[0], &n[1]))
+	int left = graph->n_nodes - i, products = product_run(graph, i);
+	if (products > 0)
+		f = (cuda_fusion){CUDA_FUSION_PRODUCTS, products, false};
+	else if (left >= 2 && add_rms_norm(&n[0], &n[1]))
 		f = (cuda_fusion){CUDA_FUSION_ADD_RMS_NORM, 2, false};
 	else if (left >= 4 && rope_store(&n[0], &n[1], &n[2], &n[3]))
 		f = (cuda_fusion){CUDA_FUSION_ROPE_STORE, 4, true};

@@ -16,6 +16,7 @@
 #define LOOM_CUDA_MATMUL_CUH
 
 #include "cuda_backend.cuh"
+#include "cuda_fusion.h"
 
 /* Up to this many tokens a matmul runs as matrix-vector products (one warp
  * per output row, each weight read once for all the tokens); more take the
@@ -162,5 +163,21 @@ bool cuda_matmul_f32_strides_ok(const loom_tensor *t);
 loom_status cuda_matmul_quant(cuda_backend *be, loom_dtype type, const cuda_matmul_shape *s, int x_rows, void *work,
 			      int node_index);
 loom_status cuda_matmul_float(cuda_backend *be, loom_dtype type, const cuda_matmul_shape *s);
+
+/* One token's products with matrices of one quantized type and one input,
+ * one launch for them all (cuda_fusion.h): matrix m's rows of n_in
+ * elements at w[m], w_stride[m] bytes apart, its n_out[m] results at y[m]. */
+struct cuda_matmul_group {
+	int n;
+	const char *w[CUDA_FUSION_MAX_PRODUCTS];
+	size_t w_stride[CUDA_FUSION_MAX_PRODUCTS];
+	int n_out[CUDA_FUSION_MAX_PRODUCTS];
+	float *y[CUDA_FUSION_MAX_PRODUCTS];
+};
+
+/* Enqueue nodes[0..n), MATMULs of one token, one quantized weight type
+ * and one input (nodes[0] at first_index in the step): its Q8_1 rows
+ * written first unless an earlier node left them. */
+loom_status cuda_matmul_quant_group(cuda_backend *be, const loom_node *nodes, int n, void *work, int first_index);
 
 #endif

@@ -23,15 +23,38 @@ bool cuda_matmul_is_quant(loom_dtype type)
 	return cuda_vecdot_bytes(type) != 0;
 }
 
+/* One token's dot with weight row `row` (n_blocks blocks) by the block's
+ * QV_WARPS warps, each taking every QV_WARPS-th step of the row's blocks,
+ * as llama.cpp does for one column: a decode's few thousand rows as one
+ * warp each would give a large GPU too few warps to keep enough of its
+ * memory's requests in flight. Their sums meet in shared memory and are
+ * added in warp order; the total is thread (0, 0)'s. */
+template <int type>
+static __device__ __forceinline__ float one_token_row(const char *row, const cuda_block_q8_1 *x, int n_blocks)
+{
+	constexpr int parts = cuda_vecdot_parts(type), blocks_per_step = 32 / parts;
+	constexpr int bytes = cuda_vecdot_bytes(type), x_per_block = cuda_vecdot_block(type) / CUDA_QK;
+	__shared__ float warp_sums[QV_WARPS];
+	int lane = threadIdx.x, part = lane % parts;
+	float acc = 0.0f;
+	for (int b = lane / parts + (int)threadIdx.y * blocks_per_step; b < n_blocks; b += QV_WARPS * blocks_per_step)
+		acc += cuda_vecdot<type>(row + (size_t)b * bytes, x + b * x_per_block, part);
+	float sum = cuda_warp_sum(acc);
+	if (lane == 0)
+		warp_sums[threadIdx.y] = sum;
+	__syncthreads();
+	float total = 0.0f;
+	if (threadIdx.y == 0 && lane == 0)
+#pragma unroll
+		for (int w = 0; w < QV_WARPS; w++)
+			total += warp_sums[w];
+	return total;
+}
+
 /* NT is the largest token count the instance handles; s.n_tokens <= NT.
- * A MATMUL_ID's instance (NT 1) computes pair blockIdx.y.
- *
- * With more tokens each warp of a block takes a row of its own. With one
- * (a decode, a MATMUL_ID's pair) the block's warps share one row, each
- * taking every QV_WARPS-th step of its blocks, as llama.cpp does for one
- * column: a decode's few thousand rows would otherwise give a large GPU
- * too few warps to keep enough of its memory's requests in flight. Their
- * sums meet in shared memory and are added in warp order. */
+ * A MATMUL_ID's instance (NT 1) computes pair blockIdx.y. With more
+ * tokens each warp of a block takes a row of its own; with one (a decode,
+ * a MATMUL_ID's pair) the block's warps share one (one_token_row). */
 template <int type, int NT, bool ID>
 static __global__ void __launch_bounds__(32 * QV_WARPS) matmul_quant_vec(cuda_matmul_shape s, const cuda_block_q8_1 *x)
 {
@@ -43,7 +66,6 @@ static __global__ void __launch_bounds__(32 * QV_WARPS) matmul_quant_vec(cuda_ma
 	int o = shared_row ? (int)blockIdx.x : (int)blockIdx.x * QV_WARPS + (int)threadIdx.y;
 	if (o >= s.n_out)
 		return;
-	int lane = threadIdx.x, part = lane % parts;
 	int n_blocks = s.n_in / block, first = 0, e = 0;
 	if (ID) {
 		first = blockIdx.y;
@@ -52,6 +74,14 @@ static __global__ void __launch_bounds__(32 * QV_WARPS) matmul_quant_vec(cuda_ma
 		x += (size_t)cuda_route_x_row(s.route, first) * n_blocks * x_per_block;
 	}
 	const char *row = cuda_matmul_weights<ID>(s, e) + (size_t)o * s.w_stride;
+	if (shared_row) {
+		float total = one_token_row<type>(row, x, n_blocks);
+		const float *bias = cuda_matmul_bias<ID>(s, e);
+		if (threadIdx.y == 0 && threadIdx.x == 0)
+			((float *)cuda_row(s.y, first))[o] = bias != nullptr ? total + bias[o] : total;
+		return;
+	}
+	int lane = threadIdx.x, part = lane % parts;
 	const cuda_block_q8_1 *xt[NT];
 	float acc[NT];
 #pragma unroll
@@ -59,32 +89,29 @@ static __global__ void __launch_bounds__(32 * QV_WARPS) matmul_quant_vec(cuda_ma
 		xt[t] = x + (size_t)(t < s.n_tokens ? t : 0) * n_blocks * x_per_block;
 		acc[t] = 0.0f;
 	}
-	const int b0 = lane / parts + (shared_row ? (int)threadIdx.y * blocks_per_step : 0);
-	const int step = shared_row ? QV_WARPS * blocks_per_step : blocks_per_step;
-	for (int b = b0; b < n_blocks; b += step) {
+	for (int b = lane / parts; b < n_blocks; b += blocks_per_step) {
 		const char *wb = row + (size_t)b * bytes;
 #pragma unroll
 		for (int t = 0; t < NT; t++)
 			if (t < s.n_tokens)
 				acc[t] += cuda_vecdot<type>(wb, xt[t] + b * x_per_block, part);
 	}
-	if (!shared_row) {
-		cuda_matmul_vec_store(s, o, acc, first, cuda_matmul_bias<ID>(s, e));
-		return;
-	}
-	__shared__ float warp_sums[QV_WARPS];
-	float sum = cuda_warp_sum(acc[0]);
-	if (lane == 0)
-		warp_sums[threadIdx.y] = sum;
-	__syncthreads();
-	if (threadIdx.y == 0 && lane == 0) {
-		float total = 0.0f;
-#pragma unroll
-		for (int w = 0; w < QV_WARPS; w++)
-			total += warp_sums[w];
-		const float *bias = cuda_matmul_bias<ID>(s, e);
-		((float *)cuda_row(s.y, first))[o] = bias != nullptr ? total + bias[o] : total;
-	}
+	cuda_matmul_vec_store(s, o, acc, first, cuda_matmul_bias<ID>(s, e));
+}
+
+/* One token's products with up to CUDA_FUSION_MAX_PRODUCTS matrices of one type
+ * and input (q, k and v; gate and up), a launch for all: block o computes
+ * row o of the matrices' rows taken one matrix after another. */
+template <int type>
+static __global__ void __launch_bounds__(32 * QV_WARPS)
+	matmul_quant_group(cuda_matmul_group g, const cuda_block_q8_1 *x, int n_in)
+{
+	int o = blockIdx.x, m = 0;
+	while (m < g.n - 1 && o >= g.n_out[m])
+		o -= g.n_out[m++];
+	float total = one_token_row<type>(g.w[m] + (size_t)o * g.w_stride[m], x, n_in / cuda_vecdot_block(type));
+	if (threadIdx.y == 0 && threadIdx.x == 0)
+		g.y[m][o] = total;
 }
 
 /* One group's product of a lane's operands, into c (which holds
@@ -149,12 +176,21 @@ static __global__ void __launch_bounds__(MMA_THREADS) matmul_quant_mma(cuda_matm
 	mma_store(acc, warp, lane, o0, s.n_out, y_rows, cuda_matmul_bias<ID>(s, tile.expert));
 }
 
+/* A group's launch (group non-NULL, s its first product's shape), or s's. */
 template <int type>
-static loom_status matmul_quant_typed(cuda_backend *be, const cuda_matmul_shape *s, const cuda_block_q8_1 *x)
+static loom_status matmul_quant_typed(cuda_backend *be, const cuda_matmul_shape *s, const cuda_matmul_group *group,
+				      const cuda_block_q8_1 *x)
 {
 	/* A block a row for one token (a MATMUL_ID's pairs are one each), a
 	 * warp a row for more. */
 	dim3 vec_block(32, QV_WARPS), vec_grid((unsigned)((s->n_out + QV_WARPS - 1) / QV_WARPS));
+	if (group != nullptr) {
+		unsigned rows = 0;
+		for (int m = 0; m < group->n; m++)
+			rows += (unsigned)group->n_out[m];
+		matmul_quant_group<type><<<rows, vec_block, 0, be->stream>>>(*group, x, s->n_in);
+		return cuda_launched(be, "matmuls of quantized weights, grouped");
+	}
 	dim3 one_grid((unsigned)s->n_out);
 	unsigned tile_cols = (unsigned)((s->n_out + MMA_ROWS - 1) / MMA_ROWS);
 	if (s->route.ids != nullptr) {
@@ -181,8 +217,9 @@ static loom_status matmul_quant_typed(cuda_backend *be, const cuda_matmul_shape 
 	return cuda_launched(be, s->route.ids != nullptr ? "matmul_id of quantized weights" : "matmul of quantized weights");
 }
 
-loom_status cuda_matmul_quant(cuda_backend *be, loom_dtype type, const cuda_matmul_shape *s, int x_rows, void *work,
-			      int node_index)
+/* s's product, or with group non-NULL the group's (s its first's). */
+static loom_status matmul_quant(cuda_backend *be, loom_dtype type, const cuda_matmul_shape *s,
+				const cuda_matmul_group *group, int x_rows, void *work, int node_index)
 {
 	cuda_block_q8_1 *x = (cuda_block_q8_1 *)work;
 	if (!cuda_q8_1_ready(be, node_index)) {
@@ -192,19 +229,40 @@ loom_status cuda_matmul_quant(cuda_backend *be, loom_dtype type, const cuda_matm
 			return st;
 	}
 	switch (type) {
-	case LOOM_DTYPE_Q4_0: return matmul_quant_typed<LOOM_DTYPE_Q4_0>(be, s, x);
-	case LOOM_DTYPE_Q4_1: return matmul_quant_typed<LOOM_DTYPE_Q4_1>(be, s, x);
-	case LOOM_DTYPE_Q5_0: return matmul_quant_typed<LOOM_DTYPE_Q5_0>(be, s, x);
-	case LOOM_DTYPE_Q5_1: return matmul_quant_typed<LOOM_DTYPE_Q5_1>(be, s, x);
-	case LOOM_DTYPE_Q8_0: return matmul_quant_typed<LOOM_DTYPE_Q8_0>(be, s, x);
-	case LOOM_DTYPE_Q2_K: return matmul_quant_typed<LOOM_DTYPE_Q2_K>(be, s, x);
-	case LOOM_DTYPE_Q3_K: return matmul_quant_typed<LOOM_DTYPE_Q3_K>(be, s, x);
-	case LOOM_DTYPE_Q4_K: return matmul_quant_typed<LOOM_DTYPE_Q4_K>(be, s, x);
-	case LOOM_DTYPE_Q5_K: return matmul_quant_typed<LOOM_DTYPE_Q5_K>(be, s, x);
-	case LOOM_DTYPE_Q6_K: return matmul_quant_typed<LOOM_DTYPE_Q6_K>(be, s, x);
-	case LOOM_DTYPE_MXFP4: return matmul_quant_typed<LOOM_DTYPE_MXFP4>(be, s, x);
+	case LOOM_DTYPE_Q4_0: return matmul_quant_typed<LOOM_DTYPE_Q4_0>(be, s, group, x);
+	case LOOM_DTYPE_Q4_1: return matmul_quant_typed<LOOM_DTYPE_Q4_1>(be, s, group, x);
+	case LOOM_DTYPE_Q5_0: return matmul_quant_typed<LOOM_DTYPE_Q5_0>(be, s, group, x);
+	case LOOM_DTYPE_Q5_1: return matmul_quant_typed<LOOM_DTYPE_Q5_1>(be, s, group, x);
+	case LOOM_DTYPE_Q8_0: return matmul_quant_typed<LOOM_DTYPE_Q8_0>(be, s, group, x);
+	case LOOM_DTYPE_Q2_K: return matmul_quant_typed<LOOM_DTYPE_Q2_K>(be, s, group, x);
+	case LOOM_DTYPE_Q3_K: return matmul_quant_typed<LOOM_DTYPE_Q3_K>(be, s, group, x);
+	case LOOM_DTYPE_Q4_K: return matmul_quant_typed<LOOM_DTYPE_Q4_K>(be, s, group, x);
+	case LOOM_DTYPE_Q5_K: return matmul_quant_typed<LOOM_DTYPE_Q5_K>(be, s, group, x);
+	case LOOM_DTYPE_Q6_K: return matmul_quant_typed<LOOM_DTYPE_Q6_K>(be, s, group, x);
+	case LOOM_DTYPE_MXFP4: return matmul_quant_typed<LOOM_DTYPE_MXFP4>(be, s, group, x);
 	default: break;
 	}
 	be->host->set_error("cuda: matmul: no quantized kernel for %s", loom_dtype_traits_of(type).name);
 	return LOOM_ERR_UNSUPPORTED;
+}
+
+loom_status cuda_matmul_quant(cuda_backend *be, loom_dtype type, const cuda_matmul_shape *s, int x_rows, void *work,
+			      int node_index)
+{
+	return matmul_quant(be, type, s, nullptr, x_rows, work, node_index);
+}
+
+loom_status cuda_matmul_quant_group(cuda_backend *be, const loom_node *nodes, int n, void *work, int first_index)
+{
+	cuda_matmul_group g = {};
+	g.n = n;
+	for (int m = 0; m < n; m++) {
+		const loom_tensor *w = nodes[m].src[0];
+		g.w[m] = (const char *)w->data;
+		g.w_stride[m] = w->nb[1];
+		g.n_out[m] = (int)w->ne[1];
+		g.y[m] = (float *)nodes[m].dst->data;
+	}
+	cuda_matmul_shape s = cuda_matmul_shape_of(&nodes[0]);
+	return matmul_quant(be, nodes[0].src[0]->dtype, &s, &g, 1, work, first_index);
 }
