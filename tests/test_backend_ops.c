@@ -33,6 +33,7 @@
  *    stated beside each op below, and an fp16 NaN matching any NaN.
  */
 #include "cpu_ref.h"
+#include "graph_runner.h"
 #include "op_case.h"
 #include "op_reference.h"
 #include "op_runner.h"
@@ -1667,6 +1668,151 @@ static void group_moe(void)
 /* The tests                                                                */
 
 /* One tcase per group, so that Check's CK_RUN_CASE picks one by name. */
+/* ------------------------------------------------------------------------ */
+/* Runs of nodes                                                            */
+
+/* The case run on each of loom's backends that takes it, as one graph and
+ * a node at a time: every tensor the same bytes after, as a backend that
+ * enqueues the run as one kernel (cuda's fused runs) promises. The nodes'
+ * own results are the other groups' to check. */
+static void graph_alike(graph_case *g, ref_rng *rng)
+{
+	for (int t = 0; t < g->n_tensors; t++) {
+		htensor *h = &g->tensors[t].h;
+		if (g->tensors[t].view_of >= 0 || h->dtype == LOOM_DTYPE_I32)
+			continue;
+		if (h->dtype == LOOM_DTYPE_F32)
+			fill_normal(rng, ht_f32(h), ht_elements(h), 1.0);
+		else {
+			htensor w = random_weights(rng, h->dtype, h->ne[0], ht_rows(h), 1.0);
+			memcpy(h->data, w.data, ht_bytes(h));
+			free(w.data);
+		}
+	}
+	open_backends(false);
+	for (int i = 0; i < n_listed; i++) {
+		backend_state *s = &backends[i];
+		if (!s->usable || !s->in_tree)
+			continue;
+		if (!graph_supported(&s->b, s->b.be[0], g)) {
+			s->refused++;
+			continue;
+		}
+		s->run++;
+		void *whole[GRAPH_MAX_TENSORS], *alone[GRAPH_MAX_TENSORS];
+		graph_run(&s->b, s->b.be[0], g, true, whole);
+		graph_run(&s->b, s->b.be[0], g, false, alone);
+		for (int t = 0; t < g->n_tensors; t++) {
+			if (whole[t] == NULL)
+				continue;
+			ck_assert_msg(memcmp(whole[t], alone[t], ht_bytes(&g->tensors[t].h)) == 0,
+				      "%s on %s: tensor %d differs run whole and a node at a time", g->what, s->b.name,
+				      t);
+			free(whole[t]);
+			free(alone[t]);
+		}
+	}
+	graph_case_free(g);
+}
+
+/* x += proj; xb = rms_norm(x) * w over rows of n (then, with a product of
+ * weights of type, y = W xb). */
+static void add_norm_graph(ref_rng *rng, int64_t n, int64_t rows, loom_dtype type)
+{
+	graph_case g = {0};
+	int x = graph_tensor_add(&g, LOOM_DTYPE_F32, n, rows, 1, -1);
+	int proj = graph_tensor_add(&g, LOOM_DTYPE_F32, n, rows, 1, -1);
+	int xb = graph_tensor_add(&g, LOOM_DTYPE_F32, n, rows, 1, -1);
+	int w = graph_tensor_add(&g, LOOM_DTYPE_F32, n, 1, 1, -1);
+	graph_node_add(&g, LOOM_OP_ADD, x, x, proj, -1, -1);
+	graph_node_add(&g, LOOM_OP_RMS_NORM, xb, x, w, -1, -1)->fp[0] = 1e-5f;
+	if (type != LOOM_DTYPE_F32) {
+		int weights = graph_tensor_add(&g, type, n, 48, 1, -1);
+		int y = graph_tensor_add(&g, LOOM_DTYPE_F32, 48, rows, 1, -1);
+		graph_node_add(&g, LOOM_OP_MATMUL, y, weights, xb, -1, -1);
+	}
+	snprintf(g.what, sizeof(g.what), "ADD, RMS_NORM%s%s: %lld rows of %lld", type != LOOM_DTYPE_F32 ? ", MATMUL " : "",
+		 type != LOOM_DTYPE_F32 ? dtype_name(type) : "", (long long)rows, (long long)n);
+	graph_alike(&g, rng);
+}
+
+/* A layer's attention prologue over nt tokens: q (n_head heads) and k
+ * (n_head_kv, rotated as heads over k's rows) by RoPE of style in place,
+ * then k and v stored in distinct cells of caches of type; without
+ * rotate, the stores alone. */
+static void prologue_graph(ref_rng *rng, int64_t head_dim, int64_t n_head, int64_t n_head_kv, int n_rot, int style,
+			   int64_t nt, loom_dtype type, bool rotate)
+{
+	const int64_t kv = head_dim * n_head_kv, n_cells = 100;
+	graph_case g = {0};
+	int q = graph_tensor_add(&g, LOOM_DTYPE_F32, head_dim, n_head, nt, -1);
+	int k = graph_tensor_add(&g, LOOM_DTYPE_F32, kv, nt, 1, -1);
+	int k_heads = graph_tensor_add(&g, LOOM_DTYPE_F32, head_dim, n_head_kv, nt, k);
+	int v = graph_tensor_add(&g, LOOM_DTYPE_F32, kv, nt, 1, -1);
+	int pos = graph_tensor_add(&g, LOOM_DTYPE_I32, nt, 1, 1, -1);
+	int cells = graph_tensor_add(&g, LOOM_DTYPE_I32, nt, 1, 1, -1);
+	int k_cache = graph_tensor_add(&g, type, kv, n_cells, 1, -1);
+	int v_cache = graph_tensor_add(&g, type, kv, n_cells, 1, -1);
+	for (int64_t t = 0; t < nt; t++)
+		ht_i32(&g.tensors[pos].h)[t] = (int32_t)(7 * t + 3);
+	pick_cells(rng, ht_i32(&g.tensors[cells].h), nt, n_cells);
+	if (rotate) {
+		int ropes[2][2] = {{q, q}, {k_heads, k_heads}};
+		for (int r = 0; r < 2; r++) {
+			graph_node *n = graph_node_add(&g, LOOM_OP_ROPE, ropes[r][0], ropes[r][1], pos, -1, -1);
+			n->ip[0] = n_rot;
+			n->ip[1] = style;
+			n->fp[0] = 10000.0f;
+			n->fp[1] = 1.0f;
+		}
+	}
+	graph_node_add(&g, LOOM_OP_KV_STORE, k_cache, k, cells, -1, -1);
+	graph_node_add(&g, LOOM_OP_KV_STORE, v_cache, v, cells, -1, -1);
+	snprintf(g.what, sizeof(g.what), "%sKV_STORE k, v (%s): %lld tokens, %lld/%lld heads of %lld, n_rot %d",
+		 rotate ? "ROPE q, k, " : "", dtype_name(type), (long long)nt, (long long)n_head, (long long)n_head_kv,
+		 (long long)head_dim, n_rot);
+	graph_alike(&g, rng);
+}
+
+/* One token's products of one input with matrices of type, of n_outs
+ * rows each (n of them). */
+static void products_graph(ref_rng *rng, loom_dtype type, int64_t n_in, const int64_t *n_outs, int n)
+{
+	graph_case g = {0};
+	int x = graph_tensor_add(&g, LOOM_DTYPE_F32, n_in, 1, 1, -1);
+	for (int m = 0; m < n; m++) {
+		int w = graph_tensor_add(&g, type, n_in, n_outs[m], 1, -1);
+		int y = graph_tensor_add(&g, LOOM_DTYPE_F32, n_outs[m], 1, 1, -1);
+		graph_node_add(&g, LOOM_OP_MATMUL, y, w, x, -1, -1);
+	}
+	snprintf(g.what, sizeof(g.what), "%d MATMULs %s of one token of %lld", n, dtype_name(type), (long long)n_in);
+	graph_alike(&g, rng);
+}
+
+static void group_runs(void)
+{
+	ref_rng rng = {17};
+	for (size_t i = 0; i < N_OF(counts); i++) {
+		add_norm_graph(&rng, 256, counts[i], LOOM_DTYPE_F32);
+		add_norm_graph(&rng, 4096, counts[i], LOOM_DTYPE_Q4_K);
+	}
+	add_norm_graph(&rng, 96, 3, LOOM_DTYPE_Q8_0);
+	static const loom_dtype caches[] = {LOOM_DTYPE_F16, LOOM_DTYPE_F32};
+	for (int c = 0; c < 2; c++)
+		for (size_t i = 0; i < N_OF(token_counts); i++) {
+			prologue_graph(&rng, 64, 8, 2, 64, LOOM_ROPE_NEOX, token_counts[i], caches[c], true);
+			prologue_graph(&rng, 128, 4, 4, 32, LOOM_ROPE_NORMAL, token_counts[i], caches[c], true);
+			prologue_graph(&rng, 64, 4, 2, 64, LOOM_ROPE_NEOX, token_counts[i], caches[c], false);
+		}
+	static const int64_t qkv[] = {512, 128, 128}, gate_up[] = {96, 96};
+	for (size_t i = 0; i < N_OF(weight_types); i++) {
+		if (loom_dtype_traits_of(weight_types[i]).block <= 1)
+			continue;
+		products_graph(&rng, weight_types[i], 512, qkv, 3);
+		products_graph(&rng, weight_types[i], 256, gate_up, 2);
+	}
+}
+
 typedef struct group {
 	const char *tcase, *name;
 	void (*run)(void);
@@ -1687,6 +1833,7 @@ static const group groups[] = {
 	{"attention_batched", "ATTENTION batched decode", group_attention_batched},
 	{"attention_capped", "ATTENTION soft-capped, with sinks", group_attention_capped},
 	{"moe", "TOPK, MOE_WEIGHTS, MATMUL_ID, MOE_SUM", group_moe},
+	{"runs", "runs of nodes, whole and a node at a time", group_runs},
 };
 
 START_TEST(op_group)
