@@ -2,7 +2,8 @@
  * cuda_matmul_float.cu - MATMUL and MATMUL_ID with F32, F16 and BF16
  * weights (a MATMUL_ID's tokens are its pairs, cuda_matmul.cuh):
  *  - up to CUDA_MATMUL_VEC_TOKENS tokens: one warp per output row, f32
- *    FMAs, each weight read once for all the tokens;
+ *    FMAs, each weight read once for all the tokens, 16 bytes a load
+ *    where the rows allow;
  *  - F32 weights with more tokens: a tiled SGEMM in shared memory;
  *  - F16 and BF16 weights with more tokens: tensor cores (WMMA 16x16x16
  *    with f32 accumulation) on tiles staged in shared memory.
@@ -20,9 +21,26 @@
 
 #define FV_WARPS 4 /* output rows per thread block */
 
+/* Weights of a 16-byte load: a decode reads every weight once, so a
+ * lane's loads are as wide as they go where the rows allow. */
+template <typename T> static constexpr int fv_per_load()
+{
+	return 16 / (int)sizeof(T);
+}
+
+/* Whether the weight rows take 16-byte loads: whole loads a row, rows at
+ * 16-byte addresses. */
+template <typename T> static bool fv_wide_rows(const cuda_matmul_shape *s)
+{
+	return s->n_in % fv_per_load<T>() == 0 && (uintptr_t)s->w % 16 == 0 && s->w_stride % 16 == 0 &&
+	       (s->route.ids == nullptr || s->route.w_expert % 16 == 0);
+}
+
 /* NT is the largest token count the instance handles; s.n_tokens <= NT.
- * A MATMUL_ID's instance (NT 1) computes pair blockIdx.y. */
-template <typename T, int NT, bool ID>
+ * A MATMUL_ID's instance (NT 1) computes pair blockIdx.y. WIDE: the rows
+ * take 16-byte loads (fv_wide_rows), each lane's weights a load at a
+ * time, in order. */
+template <typename T, int NT, bool ID, bool WIDE>
 static __global__ void __launch_bounds__(32 * FV_WARPS) matmul_float_vec(cuda_matmul_shape s)
 {
 	static_assert(!ID || NT == 1, "a MATMUL_ID's pair at a time");
@@ -43,31 +61,53 @@ static __global__ void __launch_bounds__(32 * FV_WARPS) matmul_float_vec(cuda_ma
 		x[t] = (const float *)cuda_row(s.x, ID ? cuda_route_x_row(s.route, first) : t < s.n_tokens ? t : 0);
 		acc[t] = 0.0f;
 	}
-	for (int i = lane; i < s.n_in; i += 32) {
-		float wv = cuda_to_f32(w[i]);
+	if (WIDE) {
+		constexpr int per_load = fv_per_load<T>();
+		for (int i = lane * per_load; i < s.n_in; i += 32 * per_load) {
+			uint4 raw = *(const uint4 *)(w + i);
+			const T *wv = (const T *)&raw;
 #pragma unroll
-		for (int t = 0; t < NT; t++)
-			if (t < s.n_tokens)
-				acc[t] = fmaf(wv, cuda_round_to<T>(x[t][i]), acc[t]);
+			for (int k = 0; k < per_load; k++)
+#pragma unroll
+				for (int t = 0; t < NT; t++)
+					if (t < s.n_tokens)
+						acc[t] = fmaf(cuda_to_f32(wv[k]), cuda_round_to<T>(x[t][i + k]), acc[t]);
+		}
+	} else {
+		for (int i = lane; i < s.n_in; i += 32) {
+			float wv = cuda_to_f32(w[i]);
+#pragma unroll
+			for (int t = 0; t < NT; t++)
+				if (t < s.n_tokens)
+					acc[t] = fmaf(wv, cuda_round_to<T>(x[t][i]), acc[t]);
+		}
 	}
 	cuda_matmul_vec_store(s, o, acc, first, cuda_matmul_bias<ID>(s, e));
 }
 
-template <typename T> static void launch_vec(cudaStream_t stream, const cuda_matmul_shape *s)
+template <typename T, bool WIDE> static void launch_vec_rows(cudaStream_t stream, const cuda_matmul_shape *s)
 {
 	dim3 block(32, FV_WARPS), grid((unsigned)((s->n_out + FV_WARPS - 1) / FV_WARPS));
 	if (s->route.ids != nullptr) {
 		grid.y = (unsigned)s->n_tokens;
-		matmul_float_vec<T, 1, true><<<grid, block, 0, stream>>>(*s);
+		matmul_float_vec<T, 1, true, WIDE><<<grid, block, 0, stream>>>(*s);
 	} else if (s->n_tokens == 1) {
-		matmul_float_vec<T, 1, false><<<grid, block, 0, stream>>>(*s);
+		matmul_float_vec<T, 1, false, WIDE><<<grid, block, 0, stream>>>(*s);
 	} else if (s->n_tokens == 2) {
-		matmul_float_vec<T, 2, false><<<grid, block, 0, stream>>>(*s);
+		matmul_float_vec<T, 2, false, WIDE><<<grid, block, 0, stream>>>(*s);
 	} else if (s->n_tokens <= 4) {
-		matmul_float_vec<T, 4, false><<<grid, block, 0, stream>>>(*s);
+		matmul_float_vec<T, 4, false, WIDE><<<grid, block, 0, stream>>>(*s);
 	} else {
-		matmul_float_vec<T, CUDA_MATMUL_VEC_TOKENS, false><<<grid, block, 0, stream>>>(*s);
+		matmul_float_vec<T, CUDA_MATMUL_VEC_TOKENS, false, WIDE><<<grid, block, 0, stream>>>(*s);
 	}
+}
+
+template <typename T> static void launch_vec(cudaStream_t stream, const cuda_matmul_shape *s)
+{
+	if (fv_wide_rows<T>(s))
+		launch_vec_rows<T, true>(stream, s);
+	else
+		launch_vec_rows<T, false>(stream, s);
 }
 
 /* The x and y rows of a tiled kernel's tile into x_rows and y_rows, which
