@@ -8,8 +8,9 @@
 #
 #   bench/cuda_device_check.sh prepare   # here: .gpu/, .gpu-build/, .gpu-data/
 #   bench/cuda_device_check.sh check     # there: test_backend_ops, test_cuda, serve, compute-sanitizer
-#   bench/cuda_device_check.sh bench [7b] [llama] [ncu]  # there: loom bench on tiny1b (the 7B shape;
-#                                                       # llama-bench; a decode's kernels under ncu)
+#   bench/cuda_device_check.sh bench [7b] [llama] [ncu]  # there: loom bench on tiny1b, pp/tg and batched
+#                                                       # (the 7B shape; llama-bench; a decode's kernels
+#                                                       # under ncu)
 #
 # carry: [".gpu", ".gpu-build", ".gpu-data"]. The binaries keep the paths
 # they were built with (their rpath, the tests' source and build folders):
@@ -155,6 +156,9 @@ bench)
 					tee -a "$out/bench.md"
 			fi
 		done
+		# Many sequences at once, as the page's llama-batched-bench rows.
+		timeout 120 $build/loom bench --backend cuda -m $m/$n-q4_k_m.gguf -c 20000 -npl 1,4,16,64 -npp 128 -ntg 128 |
+			tee -a "$out/bench.md"
 	done
 	# Each kernel of a decode step, under Nsight Compute (the clocks left
 	# alone): its share of the step, its DRAM bytes and rate. The first
