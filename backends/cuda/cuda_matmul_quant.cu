@@ -8,7 +8,9 @@
  *  - more: each thread block computes a tile of MMA_ROWS outputs by
  *    MMA_TOKENS tokens (a MATMUL_ID's: pairs of one expert) on the tensor
  *    cores, the weights unpacked to int8 in shared memory, where every
- *    weight block meets the tokens of the tile (cuda_mma_tile.cuh).
+ *    weight block meets the tokens of the tile (cuda_mma_tile.cuh); where
+ *    the tiles are too few to fill a GPU (a few sequences' decode), over
+ *    parts of the rows' length, added by a second kernel.
  */
 #include "cuda_matmul.cuh"
 #include "cuda_mma_tile.cuh"
@@ -131,9 +133,12 @@ static __device__ __forceinline__ void mma_product(int (&c)[4], const int (&a)[4
 }
 
 /* The tile kernel (cuda_mma_tile.cuh): rows blockIdx.x * MMA_ROWS.. by the
- * tokens of the grid row's tile. */
+ * tokens of the grid row's tile, over part blockIdx.z of gridDim.z of the
+ * rows' length. With parts (a plain MATMUL, cuda_matmul_splits), part z's
+ * sums go to partial[z][token] rather than y, for matmul_split_sum. */
 template <int type, bool ID>
-static __global__ void __launch_bounds__(MMA_THREADS) matmul_quant_mma(cuda_matmul_shape s, const cuda_block_q8_1 *x)
+static __global__ void __launch_bounds__(MMA_THREADS)
+	matmul_quant_mma(cuda_matmul_shape s, const cuda_block_q8_1 *x, float *partial)
 {
 	__shared__ __align__(16) mma_stage<type> st;
 	__shared__ const cuda_block_q8_1 *x_rows[MMA_TOKENS];
@@ -148,12 +153,16 @@ static __global__ void __launch_bounds__(MMA_THREADS) matmul_quant_mma(cuda_matm
 	if (tid < MMA_TOKENS) {
 		int xr, yr = cuda_matmul_tile_row<ID>(s, tile, tid, &xr);
 		x_rows[tid] = yr >= 0 ? x + (size_t)xr * n_xblocks : nullptr;
-		y_rows[tid] = yr >= 0 ? (float *)cuda_row(s.y, yr) : nullptr;
+		y_rows[tid] = yr < 0		 ? nullptr
+			      : partial != nullptr ? partial + ((size_t)blockIdx.z * s.n_tokens + yr) * s.n_out
+						   : (float *)cuda_row(s.y, yr);
 	}
 	__syncthreads();
 
+	const int steps = (s.n_in + MMA_K - 1) / MMA_K, per_part = (steps + gridDim.z - 1) / gridDim.z;
+	const int k_begin = blockIdx.z * per_part * MMA_K, k_end = min(s.n_in, k_begin + per_part * MMA_K);
 	mma_acc acc = {};
-	for (int k0 = 0; k0 < s.n_in; k0 += MMA_K) {
+	for (int k0 = k_begin; k0 < k_end; k0 += MMA_K) {
 		mma_stage_weights<type>(st, w, s.w_stride, s.n_out - o0, k0, s.n_in, tid);
 		mma_stage_activations<type>(st, x_rows, k0, s.n_in, tid);
 		__syncthreads();
@@ -174,6 +183,36 @@ static __global__ void __launch_bounds__(MMA_THREADS) matmul_quant_mma(cuda_matm
 		__syncthreads();
 	}
 	mma_store(acc, warp, lane, o0, s.n_out, y_rows, cuda_matmul_bias<ID>(s, tile.expert));
+}
+
+/* y[t][o] = the parts' sums of it, added in part order. */
+static __global__ void matmul_split_sum(const float *partial, int parts, int n_out, int n_tokens, cuda_rows y)
+{
+	int o = blockIdx.x * blockDim.x + threadIdx.x, t = blockIdx.y;
+	if (o >= n_out)
+		return;
+	float sum = 0.0f;
+	for (int z = 0; z < parts; z++)
+		sum += partial[((size_t)z * n_tokens + t) * n_out + o];
+	((float *)cuda_row(y, t))[o] = sum;
+}
+
+int cuda_matmul_splits(int n_out, int n_tokens, int n_in)
+{
+	if (n_tokens <= CUDA_MATMUL_VEC_TOKENS)
+		return 1;
+	long tiles = (long)((n_out + MMA_ROWS - 1) / MMA_ROWS) * ((n_tokens + MMA_TOKENS - 1) / MMA_TOKENS);
+	if (tiles >= CUDA_MATMUL_MIN_BLOCKS)
+		return 1;
+	long parts = (CUDA_MATMUL_MIN_BLOCKS + tiles - 1) / tiles, most = n_in / (CUDA_MATMUL_MIN_PART_STEPS * MMA_K);
+	parts = parts < most ? parts : most;
+	parts = parts < CUDA_MATMUL_MAX_SPLITS ? parts : CUDA_MATMUL_MAX_SPLITS;
+	return parts > 1 ? (int)parts : 1;
+}
+
+size_t cuda_matmul_q8_1_bytes(int n_tokens, int n_in)
+{
+	return (size_t)n_tokens * (size_t)(n_in / CUDA_QK) * sizeof(cuda_block_q8_1);
 }
 
 /* A group's launch (group non-NULL, s its first product's shape), or s's. */
@@ -199,7 +238,7 @@ static loom_status matmul_quant_typed(cuda_backend *be, const cuda_matmul_shape 
 			matmul_quant_vec<type, 1, true><<<one_grid, vec_block, 0, be->stream>>>(*s, x);
 		} else {
 			dim3 grid(tile_cols, (unsigned)s->route.n_tiles);
-			matmul_quant_mma<type, true><<<grid, MMA_THREADS, 0, be->stream>>>(*s, x);
+			matmul_quant_mma<type, true><<<grid, MMA_THREADS, 0, be->stream>>>(*s, x, nullptr);
 		}
 	} else if (s->n_tokens <= CUDA_MATMUL_VEC_TOKENS) {
 		if (s->n_tokens == 1)
@@ -211,8 +250,14 @@ static loom_status matmul_quant_typed(cuda_backend *be, const cuda_matmul_shape 
 		else
 			matmul_quant_vec<type, CUDA_MATMUL_VEC_TOKENS, false><<<vec_grid, vec_block, 0, be->stream>>>(*s, x);
 	} else {
-		dim3 grid(tile_cols, (unsigned)((s->n_tokens + MMA_TOKENS - 1) / MMA_TOKENS));
-		matmul_quant_mma<type, false><<<grid, MMA_THREADS, 0, be->stream>>>(*s, x);
+		int parts = cuda_matmul_splits(s->n_out, s->n_tokens, s->n_in);
+		float *partial = parts > 1 ? (float *)((char *)x + cuda_matmul_split_offset(s->n_tokens, s->n_in)) : nullptr;
+		dim3 grid(tile_cols, (unsigned)((s->n_tokens + MMA_TOKENS - 1) / MMA_TOKENS), (unsigned)parts);
+		matmul_quant_mma<type, false><<<grid, MMA_THREADS, 0, be->stream>>>(*s, x, partial);
+		if (partial != nullptr) {
+			dim3 sum_grid((unsigned)((s->n_out + 255) / 256), (unsigned)s->n_tokens);
+			matmul_split_sum<<<sum_grid, 256, 0, be->stream>>>(partial, parts, s->n_out, s->n_tokens, s->y);
+		}
 	}
 	return cuda_launched(be, s->route.ids != nullptr ? "matmul_id of quantized weights" : "matmul of quantized weights");
 }
