@@ -108,12 +108,27 @@ template <int type>
 static __global__ void __launch_bounds__(32 * QV_WARPS)
 	matmul_quant_group(cuda_matmul_group g, const cuda_block_q8_1 *x, int n_in)
 {
-	int o = blockIdx.x, m = 0;
-	while (m < g.n - 1 && o >= g.n_out[m])
-		o -= g.n_out[m++];
-	float total = one_token_row<type>(g.w[m] + (size_t)o * g.w_stride[m], x, n_in / cuda_vecdot_block(type));
+	/* The matrix is chosen, not indexed: a run-time index into the
+	 * parameter's arrays would copy them to local memory. */
+	int o = blockIdx.x;
+	const char *w = g.w[0];
+	size_t stride = g.w_stride[0];
+	float *y = g.y[0];
+	bool chosen = false;
+#pragma unroll
+	for (int m = 0; m + 1 < CUDA_FUSION_MAX_PRODUCTS; m++) {
+		if (chosen || m + 1 >= g.n || o < g.n_out[m]) {
+			chosen = true;
+			continue;
+		}
+		o -= g.n_out[m];
+		w = g.w[m + 1];
+		stride = g.w_stride[m + 1];
+		y = g.y[m + 1];
+	}
+	float total = one_token_row<type>(w + (size_t)o * stride, x, n_in / cuda_vecdot_block(type));
 	if (threadIdx.y == 0 && threadIdx.x == 0)
-		g.y[m][o] = total;
+		y[o] = total;
 }
 
 /* One group's product of a lane's operands, into c (which holds

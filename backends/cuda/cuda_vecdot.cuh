@@ -217,10 +217,13 @@ __device__ __forceinline__ float cuda_vecdot<LOOM_DTYPE_MXFP4>(const char *w, co
  * 64c + 8(p % 4)..+7 in sub-block (of 32, one Q8_1 block) 2c and the same
  * 32 further in sub-block 2c + 1, activation ints 2(p % 4) and +1. */
 
-/* Byte k of the 12 scale bytes of Q4_K/Q5_K, held as three words. */
+/* Byte k of the 12 scale bytes of Q4_K/Q5_K, held as three words. The
+ * word is chosen, not indexed: k is known only at run time, and an array
+ * indexed by it would live in local memory. */
 static __device__ __forceinline__ int vecdot_k_scale_byte(const uint32_t s[3], int k)
 {
-	return (int)(s[k >> 2] >> (8 * (k & 3)) & 0xff);
+	uint32_t word = k < 4 ? s[0] : k < 8 ? s[1] : s[2];
+	return (int)(word >> (8 * (k & 3)) & 0xff);
 }
 
 /* The 6-bit scale and min of sub-block j of Q4_K/Q5_K (cpu_k_scale_min). */
