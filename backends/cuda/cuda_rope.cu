@@ -117,7 +117,8 @@ static rope_rows rope_rows_of(const loom_node *node)
 /* Pairs p0..p0+len of token t's heads, with cs the table of their angles.
  * Pair i is (i * step, i * step + off): step 2, off 1 for NORMAL, step 1,
  * off n_rot/2 for NEOX. */
-static __device__ void rope_chunk(const rope_rows &r, int64_t t, const float *cs, int p0, int len, int step, int off)
+static __device__ __forceinline__ void rope_chunk(const rope_rows &r, int64_t t, const float *cs, int p0, int len,
+						  int step, int off)
 {
 	for (int64_t e = threadIdx.x; e < r.n_heads * len; e += ROPE_THREADS) {
 		int64_t h = e / len;
@@ -132,7 +133,7 @@ static __device__ void rope_chunk(const rope_rows &r, int64_t t, const float *cs
 }
 
 /* Token t's dimensions past n_rot, copied where y is not x. */
-static __device__ void rope_tail(const rope_rows &r, int64_t t, int64_t head_dim, int n_rot)
+static __device__ __forceinline__ void rope_tail(const rope_rows &r, int64_t t, int64_t head_dim, int n_rot)
 {
 	if (r.x.data == r.y.data)
 		return;
@@ -146,8 +147,9 @@ static __device__ void rope_tail(const rope_rows &r, int64_t t, int64_t head_dim
 
 /* Token t of a and, where b has heads, of b: both rotated by one table of
  * angles, a chunk of ROPE_CHUNK pairs at a time. */
-static __device__ void rope_token(const rope_rows &a, const rope_rows &b, int64_t t, int32_t pos, const rope_scaling &s,
-				  int64_t head_dim, int n_rot, bool neox, float *cs)
+static __device__ __forceinline__ void rope_token(const rope_rows &a, const rope_rows &b, int64_t t, int32_t pos,
+						  const rope_scaling &s, int64_t head_dim, int n_rot, bool neox,
+						  float *cs)
 {
 	int n_pairs = n_rot / 2, step = neox ? 1 : 2, off = neox ? n_pairs : 1;
 	for (int p0 = 0; p0 < n_pairs; p0 += ROPE_CHUNK) {
@@ -199,7 +201,7 @@ struct rope_store_rows {
 };
 
 /* Encoded as KV_STORE's own kernel does (cuda_rows.cu). */
-template <bool F16> static __device__ void store_row(const rope_store_rows &s, int64_t t, int32_t cell)
+template <bool F16> static __device__ __forceinline__ void store_row(const rope_store_rows &s, int64_t t, int32_t cell)
 {
 	const float *x = (const float *)cuda_row(s.src, t);
 	char *y = cuda_row(s.cache, cell);
