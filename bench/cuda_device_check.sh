@@ -15,7 +15,7 @@
 # carry: [".gpu", ".gpu-build", ".gpu-data"]. The binaries keep the paths
 # they were built with (their rpath, the tests' source and build folders):
 # `check` points those paths at the carried copies before it runs. Logs go
-# to $OUT (else ./device-results); `check` takes 495 s at most (the sum
+# to $OUT (else ./device-results); `check` takes 490 s at most (the sum
 # of its steps' limits), so one device call of 600 s holds it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -101,17 +101,18 @@ check)
 	nvidia-smi -L | tee "$out/device.txt"
 	$build/loom info --plugins | tee -a "$out/device.txt"
 	# Every op case on cuda, held to loom's own backends' tiers; then the
-	# rest of cuda: probe, device, golden models, the cache.
+	# rest of cuda: probe, device, golden models, the cache, the family
+	# models against their reference files.
 	step test_backend_ops 120 bash -c "cd $build && ./tests/test_backend_ops --only cuda"
-	step test_cuda 150 bash -c "cd $build && ./tests/test_cuda"
-	step serve 60 python3 bench/serve_same_text.py $build/loom "$LOOM_TEST_DATA/models/stories260K-f32.gguf" cuda 8
+	step test_cuda 180 bash -c "cd $build && ./tests/test_cuda"
+	step serve 45 python3 bench/serve_same_text.py $build/loom "$LOOM_TEST_DATA/models/stories260K-f32.gguf" cuda 8
 	# memcheck over some op groups on cuda (one process each: CK_FORK=no)
 	# and one model run.
 	for g in matmul moe attention; do
-		step "memcheck_$g" 40 env CK_FORK=no CK_RUN_CASE=$g compute-sanitizer --tool memcheck --error-exitcode 9 \
+		step "memcheck_$g" 35 env CK_FORK=no CK_RUN_CASE=$g compute-sanitizer --tool memcheck --error-exitcode 9 \
 			$build/tests/test_backend_ops --only cuda
 	done
-	step memcheck_run 45 compute-sanitizer --tool memcheck --error-exitcode 9 $build/loom run --backend cuda \
+	step memcheck_run 40 compute-sanitizer --tool memcheck --error-exitcode 9 $build/loom run --backend cuda \
 		-m "$LOOM_TEST_DATA/models/stories260K-f32.gguf" -p "Once upon a time" -n 32 --temp 0
 	;;
 bench)

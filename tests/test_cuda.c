@@ -11,10 +11,15 @@
  *   tokens, logits and greedy continuation, and `loom perplexity`.
  * kv: the cache over many steps, removal, two sequences and a full
  *   context, each step's logits against cpu-generic's.
+ * families: every family model test_families checks (mixture-of-experts,
+ *   MXFP4, windows, caps, sinks...), on cuda against the same reference
+ *   files and bands; the models are written by the test, so the GPU
+ *   machine needs no data for them.
  * Without the plugin or without a device each tcase prints one SKIP line.
  */
 #include "check_main.h"
 #include "cpu_ref.h"
+#include "family_check.h"
 #include "fixture.h"
 #include "golden_check.h"
 #include "op_case.h"
@@ -669,6 +674,29 @@ START_TEST(kv_on_gpu)
 END_TEST
 
 /* ------------------------------------------------------------------------ */
+/* families: the models of 2026's families on the GPU                      */
+
+/* Each family model (tests/support/family_models.c: written by the test
+ * itself, so nothing is carried for it) on cuda against its reference
+ * file, in test_families' bands: experts and their routing, MXFP4,
+ * windows, soft-caps, sinks, post-norms and multipliers through the cuda
+ * kernels. */
+START_TEST(family_on_gpu)
+{
+	int n;
+	const family_model *fm = &family_models(&n)[_i];
+	if (!gpu_present(_i == 0))
+		return;
+	family_ref ref;
+	char path[4200];
+	family_ref_load(fm->name, &ref);
+	family_model_write_tmp(fm, path, sizeof(path));
+	ck_assert_msg(family_check_on(fm, path, &ref, "cuda"), "cuda probed usable, but the runtime calls it unusable");
+	family_ref_free(&ref);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
 
 static Suite *cuda_suite(void)
 {
@@ -691,6 +719,13 @@ static Suite *cuda_suite(void)
 	tc = tcase_create("kv");
 	tcase_set_timeout(tc, 600);
 	tcase_add_loop_test(tc, kv_on_gpu, 0, (int)N_OF(kv_configs));
+	suite_add_tcase(s, tc);
+
+	int n_families;
+	family_models(&n_families);
+	tc = tcase_create("families");
+	tcase_set_timeout(tc, 600);
+	tcase_add_loop_test(tc, family_on_gpu, 0, n_families);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -21,6 +21,7 @@
  * Then each feature the contract adds is shown to matter: the same file
  * through a copy of the contract without it lands far outside the band. */
 #include "check_main.h"
+#include "family_check.h"
 #include "family_models.h"
 #include "fixture.h"
 #include "testdata.h"
@@ -30,202 +31,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_ROWS 16
-#define MAX_GREEDY 64
-
-typedef struct family_ref {
-	int n_vocab, n_prompt;
-	int32_t prompt[FAMILY_PROMPT_LEN];
-	int n_rows;
-	int row_pos[MAX_ROWS];
-	float *rows; /* [n_rows][n_vocab] */
-	/* A mixture of experts' routing margin at each row's position (its
-	 * least lead of a chosen expert over one left out, numpy references
-	 * only); INFINITY where the reference gives none. */
-	float route_margin[MAX_ROWS];
-	int n_greedy;
-	int32_t greedy[MAX_GREEDY];
-	float gap[MAX_GREEDY]; /* the reference's top-1 minus top-2 at that step */
-} family_ref;
-
-static void skip_comments(FILE *f)
-{
-	int c;
-	while ((c = fgetc(f)) == '#')
-		while ((c = fgetc(f)) != '\n' && c != EOF)
-			;
-	if (c != EOF)
-		ungetc(c, f);
-}
-
-static void load_ref(const char *name, family_ref *r)
-{
-	char path[4096], word[32];
-	snprintf(path, sizeof(path), "%s/tests/reference/data/%s.ref", LOOM_TEST_SOURCE_DIR, name);
-	FILE *f = fopen(path, "r");
-	ck_assert_msg(f != NULL, "%s is missing: tests/reference/make_references.sh makes it", path);
-	memset(r, 0, sizeof(*r));
-	skip_comments(f);
-	ck_assert(fscanf(f, " n_vocab %d prompt %d", &r->n_vocab, &r->n_prompt) == 2);
-	ck_assert_int_eq(r->n_prompt, FAMILY_PROMPT_LEN);
-	for (int i = 0; i < r->n_prompt; i++)
-		ck_assert(fscanf(f, "%d", &r->prompt[i]) == 1);
-	r->rows = malloc(sizeof(float) * MAX_ROWS * (size_t)r->n_vocab);
-	ck_assert_ptr_nonnull(r->rows);
-	while (fscanf(f, " %31s", word) == 1) {
-		if (strcmp(word, "logits") == 0) {
-			ck_assert_int_lt(r->n_rows, MAX_ROWS);
-			ck_assert(fscanf(f, "%d", &r->row_pos[r->n_rows]) == 1);
-			for (int v = 0; v < r->n_vocab; v++)
-				ck_assert(fscanf(f, "%f", &r->rows[(size_t)r->n_rows * r->n_vocab + v]) == 1);
-			r->route_margin[r->n_rows] = INFINITY;
-			r->n_rows++;
-		} else if (strcmp(word, "route") == 0) {
-			int pos;
-			ck_assert(r->n_rows > 0 && fscanf(f, "%d", &pos) == 1);
-			ck_assert_int_eq(pos, r->row_pos[r->n_rows - 1]);
-			ck_assert(fscanf(f, "%f", &r->route_margin[r->n_rows - 1]) == 1);
-		} else {
-			int step;
-			float logit;
-			ck_assert_msg(strcmp(word, "greedy") == 0, "%s: unknown record '%s'", path, word);
-			ck_assert_int_lt(r->n_greedy, MAX_GREEDY);
-			ck_assert(fscanf(f, "%d %d %f %f", &step, &r->greedy[r->n_greedy], &logit, &r->gap[r->n_greedy]) ==
-				  4);
-			ck_assert_int_eq(step, r->n_greedy);
-			r->n_greedy++;
-		}
-	}
-	fclose(f);
-	ck_assert_int_gt(r->n_rows, 0);
-	ck_assert_int_gt(r->n_greedy, 0);
-}
-
-static float tolerance(const family_model *fm)
-{
-	bool cpp = strcmp(fm->reference, "llama.cpp") == 0;
-	if (fm->scheme != NULL)
-		return 0.4f;
-	if (fm->config.weight_type == LOOM_DTYPE_F32 && fm->config.expert_type == 0)
-		return cpp && fm->gelu ? 1e-2f : 1e-4f;
-	return !cpp || fm->gelu || fm->config.weight_type != LOOM_DTYPE_Q8_0 ? 0.4f : 0.05f;
-}
-
-/* The largest |logit - reference| over the recorded prompt rows; each
- * row's in row_diff when given. */
-static double prompt_diff(loom_model *m, const family_ref *r, double *row_diff)
-{
-	loom_context *ctx = test_context(m, 64, 32, LOOM_DTYPE_F32);
-	int8_t want[FAMILY_PROMPT_LEN];
-	memset(want, 1, sizeof(want));
-	loom_batch b = {.n_tokens = r->n_prompt, .tokens = r->prompt, .logits = want};
-	ck_assert_msg(loom_decode(ctx, &b) == LOOM_OK, "%s", loom_last_error());
-	double worst = 0.0;
-	for (int i = 0; i < r->n_rows; i++) {
-		const float *got = loom_get_logits(ctx, r->row_pos[i]);
-		const float *ref = r->rows + (size_t)i * r->n_vocab;
-		double row = 0.0;
-		for (int v = 0; v < r->n_vocab; v++)
-			row = fmax(row, fabs((double)got[v] - ref[v]));
-		if (row_diff != NULL)
-			row_diff[i] = row;
-		worst = fmax(worst, row);
-	}
-	loom_context_free(ctx);
-	return worst;
-}
-
-/* Greedy decoding after the prompt, one token a step; returns the steps
- * that matched the reference (all of them, or up to a near-tie). */
-static int greedy_steps(loom_model *m, const family_ref *r, float tol, const char *label)
-{
-	loom_context *ctx = test_context(m, 64, 32, LOOM_DTYPE_F32);
-	loom_batch b = {.n_tokens = r->n_prompt, .tokens = r->prompt};
-	ck_assert_msg(loom_decode(ctx, &b) == LOOM_OK, "%s", loom_last_error());
-	int step = 0;
-	for (int last = r->n_prompt - 1; step < r->n_greedy; step++, last = 0) {
-		const float *logits = loom_get_logits(ctx, last);
-		ck_assert_ptr_nonnull(logits);
-		loom_token next = test_argmax(logits, r->n_vocab);
-		if (next != r->greedy[step]) {
-			ck_assert_msg(r->gap[step] <= tol, "%s: greedy step %d is %d, the reference's %d (its lead %g > %g)",
-				      label, step, next, r->greedy[step], r->gap[step], tol);
-			printf("%s: greedy parts at step %d, a near-tie (the reference's lead %g)\n", label, step,
-			       r->gap[step]);
-			break;
-		}
-		loom_batch one = {.n_tokens = 1, .tokens = &next};
-		ck_assert_msg(loom_decode(ctx, &one) == LOOM_OK, "%s", loom_last_error());
-	}
-	loom_context_free(ctx);
-	return step;
-}
-
-/* Routing margins within which a quantized runtime may choose other
- * experts than float64 does: quantizing the activations moves router
- * scores by about a tenth in these models. */
-#define ROUTE_NEAR_TIE 0.2f
-
-/* Asserts every prompt row within tol of the reference, but for at most
- * one whose position's experts were a near-tie to choose (the reference's
- * routing margin under ROUTE_NEAR_TIE): another choice there is printed,
- * as a greedy step at a near-tie is. A runtime that routes wrongly parts
- * at every row. Returns the largest difference of the rows within tol. */
-static double within_band_or_routing_tie(const family_ref *r, const double *rows, float tol, const char *label)
-{
-	double worst = 0.0;
-	int excused = 0;
-	for (int i = 0; i < r->n_rows; i++) {
-		if (rows[i] <= tol) {
-			worst = fmax(worst, rows[i]);
-			continue;
-		}
-		ck_assert_msg(r->route_margin[i] < ROUTE_NEAR_TIE && excused++ == 0,
-			      "%s: max |logit - reference| at position %d = %g > %g (its routing margin %g)", label,
-			      r->row_pos[i], rows[i], tol, r->route_margin[i]);
-		printf("%s: position %d parts by %g where its experts were a near-tie (the reference's routing margin "
-		       "%g)\n", label, r->row_pos[i], rows[i], r->route_margin[i]);
-	}
-	return worst;
-}
-
-static const char *write_model(const family_model *fm, char *path, size_t size)
-{
-	const char *dir = test_tmp_dir(fm->name);
-	snprintf(path, size, "%s/%s.gguf", dir, fm->name);
-	loom_runtime *rt = fm->scheme != NULL ? test_runtime("cpu-generic", 2) : NULL;
-	ck_assert_msg(family_model_write(rt, fm, path), "%s: %s", fm->name, loom_last_error());
-	loom_runtime_free(rt);
-	return path;
-}
-
 START_TEST(family_matches_its_reference)
 {
 	int n;
 	const family_model *fm = &family_models(&n)[_i];
 	family_ref ref;
 	char path[4200];
-	load_ref(fm->name, &ref);
-	write_model(fm, path, sizeof(path));
-	float tol = tolerance(fm);
-	for (int bi = 0; bi < test_n_cpu_backends; bi++) {
-		loom_runtime *rt = test_runtime(test_cpu_backends[bi], 2);
-		if (rt == NULL)
-			continue;
-		loom_model *m = NULL;
-		ck_assert_msg(loom_model_load(rt, path, NULL, &m) == LOOM_OK, "%s: %s", fm->name, loom_last_error());
-		char label[128];
-		snprintf(label, sizeof(label), "%s on %s", fm->name, test_cpu_backends[bi]);
-		double rows[MAX_ROWS];
-		double d = prompt_diff(m, &ref, rows);
-		d = within_band_or_routing_tie(&ref, rows, tol, label);
-		int steps = greedy_steps(m, &ref, tol, label);
-		printf("%s: max |logit - %s| %.2e over the prompt rows within the band, greedy %d/%d\n", label,
-		       fm->reference, d, steps, ref.n_greedy);
-		loom_model_free(m);
-		loom_runtime_free(rt);
-	}
-	free(ref.rows);
+	family_ref_load(fm->name, &ref);
+	family_model_write_tmp(fm, path, sizeof(path));
+	for (int bi = 0; bi < test_n_cpu_backends; bi++)
+		family_check_on(fm, path, &ref, test_cpu_backends[bi]);
+	family_ref_free(&ref);
 }
 END_TEST
 
@@ -247,8 +63,8 @@ START_TEST(quantized_by_loom_matches_the_reference)
 	const family_model *q8 = family_model_named(sibling);
 	ck_assert_msg(q8 != NULL, "%s has no Q8_0 sibling", fm->name);
 	family_ref ref;
-	load_ref(q8->name, &ref);
-	write_model(fm, path, sizeof(path));
+	family_ref_load(q8->name, &ref);
+	family_model_write_tmp(fm, path, sizeof(path));
 	loom_runtime *rt = test_runtime("cpu-generic", 2);
 	ck_assert_ptr_nonnull(rt);
 	for (int convert = 0; convert < 2; convert++) {
@@ -266,14 +82,14 @@ START_TEST(quantized_by_loom_matches_the_reference)
 		ck_assert_msg(st == LOOM_OK, "%s: %s", fm->name, loom_last_error());
 		loom_model *m = NULL;
 		ck_assert_msg(loom_model_load(rt, out, NULL, &m) == LOOM_OK, "%s: %s", out, loom_last_error());
-		double d = prompt_diff(m, &ref, NULL);
+		double d = family_prompt_diff(m, &ref, NULL);
 		const char *how = convert ? "loom_convert" : "loom_quantize";
 		printf("%s to q8_0 by %s: max |logit - %s's q8_0 reference| %.2e\n", fm->name, how, q8->reference, d);
-		ck_assert_msg(d <= tolerance(q8), "%s to q8_0 by %s: %g from the q8_0 reference", fm->name, how, d);
+		ck_assert_msg(d <= family_tolerance(q8), "%s to q8_0 by %s: %g from the q8_0 reference", fm->name, how, d);
 		loom_model_free(m);
 	}
 	loom_runtime_free(rt);
-	free(ref.rows);
+	family_ref_free(&ref);
 }
 END_TEST
 
@@ -297,7 +113,7 @@ START_TEST(moe_q4_k_m_types_are_llama_quantize_s)
 		{"blk.1.ffn_down_exps.weight", LOOM_DTYPE_Q8_0},
 	};
 	char path[4200], out[4300];
-	write_model(family_model_named("mixtral-f32"), path, sizeof(path));
+	family_model_write_tmp(family_model_named("mixtral-f32"), path, sizeof(path));
 	snprintf(out, sizeof(out), "%s.q4_k_m.gguf", path);
 	loom_runtime *rt = test_runtime("cpu-generic", 2);
 	ck_assert_ptr_nonnull(rt);
@@ -355,7 +171,7 @@ START_TEST(windowed_layers_read_from_the_window)
 	const family_model *fm = family_model_named("gemma3-f32");
 	const int n_vocab = fm->config.n_vocab, deep = 600;
 	char path[4200];
-	write_model(fm, path, sizeof(path));
+	family_model_write_tmp(fm, path, sizeof(path));
 	loom_runtime *rt = test_runtime("cpu-generic", 2);
 	ck_assert_ptr_nonnull(rt);
 	loom_model *m = NULL;
@@ -419,7 +235,7 @@ START_TEST(description_names_the_features)
 		const family_model *fm = family_model_named(cases[i].model);
 		char path[4200], text[4096];
 		size_t n;
-		write_model(fm, path, sizeof(path));
+		family_model_write_tmp(fm, path, sizeof(path));
 		ck_assert_msg(loom_model_describe_file(rt, path, text, sizeof(text), &n) == LOOM_OK, "%s: %s", fm->name,
 			      loom_last_error());
 		ck_assert_uint_eq(n, strlen(text));
@@ -433,7 +249,7 @@ START_TEST(description_names_the_features)
 	char small[8];
 	size_t n;
 	char path[4200];
-	write_model(family_model_named("gemma2-f32"), path, sizeof(path));
+	family_model_write_tmp(family_model_named("gemma2-f32"), path, sizeof(path));
 	ck_assert_int_eq(loom_model_describe_file(rt, path, small, sizeof(small), &n), LOOM_ERR_BUFFER_TOO_SMALL);
 	ck_assert_uint_gt(n, sizeof(small));
 	loom_runtime_free(rt);
@@ -514,8 +330,8 @@ START_TEST(feature_matters)
 	const family_model *fm = family_model_named(f->model);
 	family_ref ref;
 	char path[4200], dir_name[64];
-	load_ref(fm->name, &ref);
-	write_model(fm, path, sizeof(path));
+	family_ref_load(fm->name, &ref);
+	family_model_write_tmp(fm, path, sizeof(path));
 	snprintf(dir_name, sizeof(dir_name), "without_%d", _i);
 	const char *dir = test_tmp_dir(dir_name);
 	int n_drop = 0;
@@ -526,13 +342,13 @@ START_TEST(feature_matters)
 	loom_model *m = NULL;
 	ck_assert_msg(loom_model_load(rt, path, NULL, &m) == LOOM_OK, "%s without its %s: %s", fm->name, f->what,
 		      loom_last_error());
-	double d = prompt_diff(m, &ref, NULL);
+	double d = family_prompt_diff(m, &ref, NULL);
 	printf("%s without its %s: max |logit - %s| %.2e\n", fm->name, f->what, fm->reference, d);
-	ck_assert_msg(d > 10 * tolerance(fm), "without its %s %s is still only %g from %s", f->what, fm->name, d,
+	ck_assert_msg(d > 10 * family_tolerance(fm), "without its %s %s is still only %g from %s", f->what, fm->name, d,
 		      fm->reference);
 	loom_model_free(m);
 	loom_runtime_free(rt);
-	free(ref.rows);
+	family_ref_free(&ref);
 }
 END_TEST
 
