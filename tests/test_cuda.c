@@ -11,10 +11,11 @@
  *   tokens, logits and greedy continuation, and `loom perplexity`.
  * kv: the cache over many steps, removal, two sequences and a full
  *   context, each step's logits against cpu-generic's.
- * families: every family model test_families checks (mixture-of-experts,
- *   MXFP4, windows, caps, sinks...), on cuda against the same reference
- *   files and bands; the models are written by the test, so the GPU
- *   machine needs no data for them.
+ * families: everywhere, every node of each family's steps is one cuda
+ *   takes; on a GPU, every family model test_families checks
+ *   (mixture-of-experts, MXFP4, windows, caps, sinks...) on cuda against
+ *   the same reference files and bands; the models are written by the
+ *   test, so the GPU machine needs no data for them.
  * Without the plugin or without a device each tcase prints one SKIP line.
  */
 #include "check_main.h"
@@ -676,6 +677,38 @@ END_TEST
 /* ------------------------------------------------------------------------ */
 /* families: the models of 2026's families on the GPU                      */
 
+/* Every node of each family model's one-token and 4-token steps, as the
+ * core builds them (on cpu-generic, whose weights keep the files' layout),
+ * is one cuda's supports() takes: no family leaves an op, a shape or a
+ * view to chance on a GPU. Host code, run with or without a device. */
+static void step_nodes_supported(const loom_graph *graph, int n_tokens, void *arg)
+{
+	const char *family = arg;
+	const loom_backend_vtable *vt = cuda_desc->vtable;
+	for (int i = 0; i < graph->n_nodes; i++) {
+		const loom_node *node = &graph->nodes[i];
+		const char *weight = node->src[0] != NULL && node->src[0]->name != NULL ? node->src[0]->name : "";
+		ck_assert_msg(vt->supports(NULL, node), "%s, %d tokens: cuda refuses node %d, %s %s", family, n_tokens, i,
+			      loom_op_name(node->op), weight);
+	}
+}
+
+START_TEST(family_nodes_supported)
+{
+	int n;
+	const family_model *fm = &family_models(&n)[_i];
+	if (!cuda_probed()) {
+		if (_i == 0)
+			printf("SKIP: loom-cuda.so not built (no CUDA toolkit)\n");
+		return;
+	}
+	/* The steps are built from files written as configured. */
+	if (fm->scheme != NULL)
+		return;
+	family_model_steps(fm->name, "cuda_supports", step_nodes_supported, (void *)fm->name);
+}
+END_TEST
+
 /* Each family model (tests/support/family_models.c: written by the test
  * itself, so nothing is carried for it) on cuda against its reference
  * file, in test_families' bands: experts and their routing, MXFP4,
@@ -725,6 +758,7 @@ static Suite *cuda_suite(void)
 	family_models(&n_families);
 	tc = tcase_create("families");
 	tcase_set_timeout(tc, 600);
+	tcase_add_loop_test(tc, family_nodes_supported, 0, n_families);
 	tcase_add_loop_test(tc, family_on_gpu, 0, n_families);
 	suite_add_tcase(s, tc);
 	return s;
