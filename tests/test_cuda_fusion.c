@@ -248,6 +248,19 @@ START_TEST(ropes_and_stores_are_apart_where_they_meet)
 	g.nodes[2].src[0] = k_rows;
 	assert_run(&g, 0, CUDA_FUSION_NONE, 1, false);
 
+	/* v's cache of fewer cells than k's: one bound would not check both. */
+	small_graph_init(&g);
+	rope_then_store(&g);
+	g.nodes[3].dst = f32(&g, 16, 6, 1);
+	assert_run(&g, 0, CUDA_FUSION_NONE, 1, false);
+	assert_run(&g, 2, CUDA_FUSION_NONE, 1, false);
+
+	/* v's cache over k's. */
+	small_graph_init(&g);
+	p = rope_then_store(&g);
+	g.nodes[3].dst = f32_at(&g, p.k_cache->data, 16, 10, 1);
+	assert_run(&g, 0, CUDA_FUSION_NONE, 1, false);
+
 	/* v's cache under k's source. */
 	small_graph_init(&g);
 	p = rope_then_store(&g);

@@ -54,8 +54,9 @@ static bool same_rotation(const loom_node *a, const loom_node *b)
 	       memcmp(a->fp, b->fp, 6 * sizeof(a->fp[0])) == 0;
 }
 
-/* Two stores of the same tokens in the same cells, the second's source
- * apart from the first's cache. */
+/* Two stores of the same tokens in the same cells of caches of as many
+ * cells (one bound checks both), apart from each other, each source apart
+ * from the other's cache. */
 static bool store_pair(const loom_node *k, const loom_node *v)
 {
 	if (k->op != LOOM_OP_KV_STORE || v->op != LOOM_OP_KV_STORE || k->dst == NULL || v->dst == NULL)
@@ -63,6 +64,7 @@ static bool store_pair(const loom_node *k, const loom_node *v)
 	const loom_tensor *ck = k->src[1], *cv = v->src[1];
 	return k->src[0] != NULL && v->src[0] != NULL && ck != NULL && cv != NULL && ck->data == cv->data &&
 	       ck->ne[0] == cv->ne[0] && k->dst->dtype == v->dst->dtype && k->src[0]->ne[1] == v->src[0]->ne[1] &&
+	       k->dst->ne[1] == v->dst->ne[1] && !cuda_tensors_overlap(k->dst, v->dst) &&
 	       !cuda_tensors_overlap(v->src[0], k->dst) && !cuda_tensors_overlap(k->src[0], v->dst);
 }
 

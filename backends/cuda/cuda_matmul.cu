@@ -55,19 +55,15 @@ static bool matmul_supports(const loom_node *node)
 	return loom_tensor_nrows(x) <= CUDA_MATMUL_MAX_TOKENS;
 }
 
-/* The Q8_1 activations of quantized weights, and a split product's part
- * sums after them. */
+/* The Q8_1 activations of quantized weights, and the part sums of a split
+ * product, for any step up to this one's tokens (cuda_matmul_split.h). */
 static size_t matmul_work_size(const loom_node *node)
 {
 	const loom_tensor *w = node->src[0], *x = node->src[1];
 
 	if (!cuda_matmul_is_quant(w->dtype))
 		return 0;
-	int n_tokens = (int)loom_tensor_nrows(x), n_in = (int)x->ne[0], n_out = (int)w->ne[1];
-	int parts = cuda_matmul_splits(n_out, n_tokens, n_in);
-	if (parts == 1)
-		return cuda_matmul_q8_1_bytes(n_tokens, n_in);
-	return cuda_matmul_split_offset(n_tokens, n_in) + (size_t)parts * (size_t)n_tokens * (size_t)n_out * sizeof(float);
+	return cuda_matmul_quant_work((int)w->ne[1], (int)loom_tensor_nrows(x), (int)x->ne[0]);
 }
 
 static loom_status matmul_run(cuda_backend *be, const loom_node *node, void *work, int node_index)

@@ -17,11 +17,8 @@
 
 #include "cuda_backend.cuh"
 #include "cuda_fusion.h"
+#include "cuda_matmul_split.h"
 
-/* Up to this many tokens a matmul runs as matrix-vector products (one warp
- * per output row, each weight read once for all the tokens); more take the
- * tiled kernels. */
-#define CUDA_MATMUL_VEC_TOKENS 8
 
 /* Tokens of a tile of the tiled kernels, and the most tokens they take:
  * a grid's y (the tiles along the tokens) holds at most 65535. */
@@ -144,27 +141,6 @@ static __device__ __forceinline__ void cuda_matmul_vec_store(const cuda_matmul_s
 		for (int t = 0; t < NT; t++)
 			if (t < s.n_tokens)
 				((float *)cuda_row(s.y, first + t))[o] = bias != nullptr ? acc[t] + bias[o] : acc[t];
-}
-
-/* A plain MATMUL of quantized weights over more than
- * CUDA_MATMUL_VEC_TOKENS tokens whose tiles would be fewer than
- * CUDA_MATMUL_MIN_BLOCKS thread blocks (a few sequences' decode: a GPU's
- * hundred-odd multiprocessors mostly idle) cuts its rows' length into up
- * to CUDA_MATMUL_MAX_SPLITS parts of at least CUDA_MATMUL_MIN_PART_STEPS
- * staged steps, a block each; their sums go to work memory after the Q8_1
- * rows (cuda_matmul_split_offset), and a second kernel adds them in part
- * order. The parts for the shape; 1: none. */
-#define CUDA_MATMUL_MIN_BLOCKS 128
-#define CUDA_MATMUL_MAX_SPLITS 8
-#define CUDA_MATMUL_MIN_PART_STEPS 4
-int cuda_matmul_splits(int n_out, int n_tokens, int n_in);
-
-/* Bytes of the Q8_1 rows of n_tokens activations of n_in, and where in
- * the work memory a split matmul's part sums start, after them. */
-size_t cuda_matmul_q8_1_bytes(int n_tokens, int n_in);
-static inline size_t cuda_matmul_split_offset(int n_tokens, int n_in)
-{
-	return (cuda_matmul_q8_1_bytes(n_tokens, n_in) + 255) / 256 * 256;
 }
 
 /* Whether the weight type takes Q8_1 activations (cuda_matmul_quant). */

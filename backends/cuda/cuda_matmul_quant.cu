@@ -212,24 +212,6 @@ static __global__ void matmul_split_sum(const float *partial, int parts, int n_o
 	((float *)cuda_row(y, t))[o] = sum;
 }
 
-int cuda_matmul_splits(int n_out, int n_tokens, int n_in)
-{
-	if (n_tokens <= CUDA_MATMUL_VEC_TOKENS)
-		return 1;
-	long tiles = (long)((n_out + MMA_ROWS - 1) / MMA_ROWS) * ((n_tokens + MMA_TOKENS - 1) / MMA_TOKENS);
-	if (tiles >= CUDA_MATMUL_MIN_BLOCKS)
-		return 1;
-	long parts = (CUDA_MATMUL_MIN_BLOCKS + tiles - 1) / tiles, most = n_in / (CUDA_MATMUL_MIN_PART_STEPS * MMA_K);
-	parts = parts < most ? parts : most;
-	parts = parts < CUDA_MATMUL_MAX_SPLITS ? parts : CUDA_MATMUL_MAX_SPLITS;
-	return parts > 1 ? (int)parts : 1;
-}
-
-size_t cuda_matmul_q8_1_bytes(int n_tokens, int n_in)
-{
-	return (size_t)n_tokens * (size_t)(n_in / CUDA_QK) * sizeof(cuda_block_q8_1);
-}
-
 /* A group's launch (group non-NULL, s its first product's shape), or s's. */
 template <int type>
 static loom_status matmul_quant_typed(cuda_backend *be, const cuda_matmul_shape *s, const cuda_matmul_group *group,

@@ -29,12 +29,13 @@
 #ifndef LOOM_CUDA_MMA_TILE_CUH
 #define LOOM_CUDA_MMA_TILE_CUH
 
+#include "cuda_matmul_split.h"
 #include "cuda_unpack_int8.cuh"
 
-#define MMA_ROWS 128
-#define MMA_TOKENS 64
+#define MMA_ROWS CUDA_MMA_ROWS
+#define MMA_TOKENS CUDA_MMA_TOKENS
 #define MMA_THREADS 256
-#define MMA_K 128
+#define MMA_K CUDA_MMA_K
 #define MMA_SUBS (MMA_K / CUDA_QK)
 /* Ints of a staged row of quants: 4 more than its MMA_K / 4, so that the
  * 8 rows by 4 ints a fragment load takes fall in 32 different banks. */
