@@ -7,7 +7,9 @@
 # the libraries the binaries load):
 #
 #   bench/cuda_device_check.sh prepare   # here: .gpu/, .gpu-build/, .gpu-data/
-#   bench/cuda_device_check.sh check     # there: test_backend_ops, test_cuda, serve, compute-sanitizer
+#   bench/cuda_device_check.sh check [ops] [cuda] [serve] [memcheck]
+#                                        # there: test_backend_ops, test_cuda, serve, compute-sanitizer
+#                                        # (all four unless some are named: a rerun after a fix)
 #   bench/cuda_device_check.sh bench [7b] [llama] [ncu]  # there: loom bench on tiny1b, pp/tg and batched
 #                                                       # (the 7B shape; llama-bench; a decode's kernels
 #                                                       # under ncu)
@@ -98,22 +100,29 @@ check)
 		echo "== $name: exit $rc in $((SECONDS - t0)) s"
 		tail -25 "$out/$name.log"
 	}
+	shift
+	wanted=${*:-ops cuda serve memcheck}
 	nvidia-smi -L | tee "$out/device.txt"
 	$build/loom info --plugins | tee -a "$out/device.txt"
 	# Every op case on cuda, held to loom's own backends' tiers; then the
 	# rest of cuda: probe, device, golden models, the cache, the family
 	# models against their reference files.
-	step test_backend_ops 120 bash -c "cd $build && ./tests/test_backend_ops --only cuda"
-	step test_cuda 180 bash -c "cd $build && ./tests/test_cuda"
-	step serve 45 python3 bench/serve_same_text.py $build/loom "$LOOM_TEST_DATA/models/stories260K-f32.gguf" cuda 8
+	[[ " $wanted " == *" ops "* ]] &&
+		step test_backend_ops 120 bash -c "cd $build && ./tests/test_backend_ops --only cuda"
+	[[ " $wanted " == *" cuda "* ]] && step test_cuda 180 bash -c "cd $build && ./tests/test_cuda"
+	[[ " $wanted " == *" serve "* ]] &&
+		step serve 45 python3 bench/serve_same_text.py $build/loom "$LOOM_TEST_DATA/models/stories260K-f32.gguf" \
+			cuda 8
 	# memcheck over some op groups on cuda (one process each: CK_FORK=no)
 	# and one model run.
-	for g in matmul moe attention; do
-		step "memcheck_$g" 35 env CK_FORK=no CK_RUN_CASE=$g compute-sanitizer --tool memcheck --error-exitcode 9 \
-			$build/tests/test_backend_ops --only cuda
-	done
-	step memcheck_run 40 compute-sanitizer --tool memcheck --error-exitcode 9 $build/loom run --backend cuda \
-		-m "$LOOM_TEST_DATA/models/stories260K-f32.gguf" -p "Once upon a time" -n 32 --temp 0
+	if [[ " $wanted " == *" memcheck "* ]]; then
+		for g in matmul moe attention; do
+			step "memcheck_$g" 35 env CK_FORK=no CK_RUN_CASE=$g compute-sanitizer --tool memcheck \
+				--error-exitcode 9 $build/tests/test_backend_ops --only cuda
+		done
+		step memcheck_run 40 compute-sanitizer --tool memcheck --error-exitcode 9 $build/loom run --backend cuda \
+			-m "$LOOM_TEST_DATA/models/stories260K-f32.gguf" -p "Once upon a time" -n 32 --temp 0
+	fi
 	;;
 bench)
 	# loom on the TinyLlama-shaped models (~1 minute to make), against
@@ -177,7 +186,7 @@ bench)
 	fi
 	;;
 *)
-	echo "usage: $0 prepare | check | bench [7b] [llama] [ncu]" >&2
+	echo "usage: $0 prepare | check [ops] [cuda] [serve] [memcheck] | bench [7b] [llama] [ncu]" >&2
 	exit 2
 	;;
 esac
