@@ -1673,14 +1673,21 @@ static void group_moe(void)
 
 /* The case run on each of loom's backends that takes it, as one graph and
  * a node at a time: every tensor the same bytes after, as a backend that
- * enqueues the run as one kernel (cuda's fused runs) promises. The nodes'
- * own results are the other groups' to check. */
-static void graph_alike(graph_case *g, ref_rng *rng)
+ * enqueues the run as one kernel (cuda's fused runs), or writes a
+ * product's Q8_1 activations in the node before it, promises. Tensor mask
+ * (-1: none) is a mask row seeing every cell but the last; the others
+ * random. The nodes' own results are the other groups' to check. */
+static void graph_alike_masked(graph_case *g, ref_rng *rng, int mask)
 {
 	for (int t = 0; t < g->n_tensors; t++) {
 		htensor *h = &g->tensors[t].h;
 		if (g->tensors[t].view_of >= 0 || h->dtype == LOOM_DTYPE_I32)
 			continue;
+		if (t == mask) {
+			for (size_t i = 0; i < ht_elements(h); i++)
+				ht_f32(h)[i] = i + 1 < ht_elements(h) ? 0.0f : -INFINITY;
+			continue;
+		}
 		if (h->dtype == LOOM_DTYPE_F32)
 			fill_normal(rng, ht_f32(h), ht_elements(h), 1.0);
 		else {
@@ -1713,6 +1720,11 @@ static void graph_alike(graph_case *g, ref_rng *rng)
 		}
 	}
 	graph_case_free(g);
+}
+
+static void graph_alike(graph_case *g, ref_rng *rng)
+{
+	graph_alike_masked(g, rng, -1);
 }
 
 /* x += proj; xb = rms_norm(x) * w over rows of n (then, with a product of
@@ -1789,6 +1801,31 @@ static void products_graph(ref_rng *rng, loom_dtype type, int64_t n_in, const in
 	graph_alike(&g, rng);
 }
 
+/* A decode's attention (n_head heads of 64 over n_kv cells of a cache of
+ * type, a causal mask) and the product of its result with weights of
+ * wtype: the attention may write the product's Q8_1 rows itself. */
+static void attention_product_graph(ref_rng *rng, int64_t n_head, int64_t n_kv, loom_dtype type, loom_dtype wtype)
+{
+	const int64_t hd = 64, n_head_kv = 2, q_dim = hd * n_head;
+	graph_case g = {0};
+	int q = graph_tensor_add(&g, LOOM_DTYPE_F32, hd, n_head, 1, -1);
+	int k = graph_tensor_add(&g, type, hd * n_head_kv, n_kv, 1, -1);
+	int v = graph_tensor_add(&g, type, hd * n_head_kv, n_kv, 1, -1);
+	int mask = graph_tensor_add(&g, LOOM_DTYPE_F32, n_kv, 1, 1, -1);
+	int attn = graph_tensor_add(&g, LOOM_DTYPE_F32, q_dim, 1, 1, -1);
+	int w = graph_tensor_add(&g, wtype, q_dim, 96, 1, -1);
+	int y = graph_tensor_add(&g, LOOM_DTYPE_F32, 96, 1, 1, -1);
+	graph_node *a = graph_node_add(&g, LOOM_OP_ATTENTION, attn, q, k, v, mask);
+	a->ip[0] = (int32_t)n_head;
+	a->ip[1] = (int32_t)n_head_kv;
+	a->fp[0] = 0.125f;
+	graph_node_add(&g, LOOM_OP_MATMUL, y, w, attn, -1, -1);
+	snprintf(g.what, sizeof(g.what), "ATTENTION (%s, %lld heads over %lld cells), MATMUL %s", dtype_name(type),
+		 (long long)n_head, (long long)n_kv, dtype_name(wtype));
+	/* Every cell seen but the last, which is masked. */
+	graph_alike_masked(&g, rng, mask);
+}
+
 static void group_runs(void)
 {
 	ref_rng rng = {17};
@@ -1804,6 +1841,10 @@ static void group_runs(void)
 			prologue_graph(&rng, 128, 4, 4, 32, LOOM_ROPE_NORMAL, token_counts[i], caches[c], true);
 			prologue_graph(&rng, 64, 4, 2, 64, LOOM_ROPE_NEOX, token_counts[i], caches[c], false);
 		}
+	for (int c = 0; c < 2; c++) {
+		attention_product_graph(&rng, 8, 40, caches[c], LOOM_DTYPE_Q4_K);
+		attention_product_graph(&rng, 4, 300, caches[c], LOOM_DTYPE_Q8_0);
+	}
 	static const int64_t qkv[] = {512, 128, 128}, gate_up[] = {96, 96};
 	for (size_t i = 0; i < N_OF(weight_types); i++) {
 		if (loom_dtype_traits_of(weight_types[i]).block <= 1)

@@ -19,7 +19,10 @@
  *
  * Scores live in shared memory when the cache is short; otherwise in work
  * memory, a row of n_kv floats per block, the blocks launched in groups so
- * that the work memory stays bounded however long the context.
+ * that the work memory stays bounded however long the context. With the
+ * scores in shared memory the result is written as Q8_1 rows too where
+ * the next product reads it (cuda_q8_1_reuse.h): the work memory is then
+ * the product's alone.
  *
  * A decode over a long cache has too few rows (a token's heads) to fill
  * the GPU with a block each, and each block would walk the whole cache on
@@ -33,6 +36,7 @@
  * the weighted values are added differs.
  */
 #include "cuda_backend.cuh"
+#include "cuda_quantize_q8_1.cuh"
 
 #define ATTN_THREADS 256
 #define ATTN_WARPS (ATTN_THREADS / 32)
@@ -139,6 +143,8 @@ struct attn_args {
 	float *inv;         /* split: each row's reciprocal of its sum */
 	float *partial;     /* split: each row's chunks' partial outputs, head_dim floats each */
 	int64_t n_chunks;   /* split: chunks of ATTN_SPLIT_CELLS cells a row */
+	cuda_block_q8_1 *q8; /* unsplit: where the result goes as Q8_1 rows too (y's rows of y_n), or NULL */
+	int64_t y_n;
 };
 
 /* The maximum of v over the block, the same in every thread; scratch holds
@@ -224,10 +230,13 @@ static __device__ float attention_softmax(const attn_args &a, int64_t h, float *
 
 /* out[d] = sum_j p_j * v_j[d] over cells [lo, hi), p_j = scores[j] * inv
  * rounded for T. Each warp sums its cells into registers, ATTN_DIM_CHUNK
- * dimensions at a time; the warps' sums meet in `partial`. */
+ * dimensions at a time; the warps' sums meet in `partial`. With q8, out[d]
+ * is element q8_first + d of Q8_1 rows there too: a warp's 32 lanes hold
+ * 32 consecutive dimensions, one block (head_dim a multiple of 32). */
 template <typename T>
 static __device__ void attention_mix(const attn_args &a, const float *scores, float inv, size_t slice, float *out,
-				     float (*partial)[ATTN_DIM_CHUNK], int64_t lo, int64_t hi)
+				     float (*partial)[ATTN_DIM_CHUNK], int64_t lo, int64_t hi, cuda_block_q8_1 *q8,
+				     int64_t q8_first)
 {
 	int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
@@ -259,6 +268,8 @@ static __device__ void attention_mix(const attn_args &a, const float *scores, fl
 			for (int w = 0; w < ATTN_WARPS; w++)
 				sum += partial[w][i];
 			out[d0 + i] = sum;
+			if (q8 != NULL)
+				cuda_q8_1_from_warp(sum, q8 + (q8_first + d0 + i) / CUDA_QK);
 		}
 		/* partial is refilled by the next chunk. */
 		__syncthreads();
@@ -288,7 +299,8 @@ template <typename T> static __global__ void attention_kernel(attn_args a, int64
 	attention_scores<T>(a, q, mask, slice, scores, 0, a.n_kv);
 	__syncthreads();
 	float inv = attention_softmax(a, h, scores, scratch_f, scratch_d);
-	attention_mix<T>(a, scores, inv, slice, (float *)cuda_row(a.y, t) + h * a.head_dim, partial, 0, a.n_kv);
+	attention_mix<T>(a, scores, inv, slice, (float *)cuda_row(a.y, t) + h * a.head_dim, partial, 0, a.n_kv, a.q8,
+			 t * a.y_n + h * a.head_dim);
 }
 
 /* ---- rows split over the cache: block (x, y) is row row0 + x, chunk y ---- */
@@ -341,7 +353,8 @@ template <typename T> static __global__ void split_mix_kernel(attn_args a, int64
 	float *out = a.partial + ((int64_t)blockIdx.x * a.n_chunks + blockIdx.y) * a.head_dim;
 
 	attention_mix<T>(a, a.scores + (int64_t)blockIdx.x * a.n_kv, a.inv[blockIdx.x],
-			 (size_t)(h / a.group * a.head_dim), out, partial, split_lo(blockIdx.y), split_hi(a, blockIdx.y));
+			 (size_t)(h / a.group * a.head_dim), out, partial, split_lo(blockIdx.y), split_hi(a, blockIdx.y),
+			 nullptr, 0);
 }
 
 /* A block per row: the chunks' partial outputs added, in chunk order. */
@@ -370,7 +383,12 @@ template <typename T> static loom_status split_run(cuda_backend *be, const attn_
 	return cuda_launched(be, "split attention");
 }
 
-static loom_status attention_run(cuda_backend *be, const loom_node *node, void *work, int)
+bool cuda_attention_writes_q8_1(const loom_node *node)
+{
+	return scores_in_shared(node) && node->src[0]->ne[0] % CUDA_QK == 0;
+}
+
+static loom_status attention_run(cuda_backend *be, const loom_node *node, void *work, int node_index)
 {
 	const loom_tensor *q = node->src[0], *k = node->src[1], *v = node->src[2], *mask = node->src[3];
 	bool shared_scores = scores_in_shared(node);
@@ -393,6 +411,8 @@ static loom_status attention_run(cuda_backend *be, const loom_node *node, void *
 	a.cap_inv = a.cap > 0.0f ? 1.0f / a.cap : 0.0f;
 	a.sinks = node->src[4] != NULL ? (const float *)node->src[4]->data : NULL;
 	a.scores = shared_scores ? NULL : (float *)work;
+	a.q8 = cuda_attention_writes_q8_1(node) ? cuda_q8_1_fused_out(be, node_index) : NULL;
+	a.y_n = node->dst->ne[0];
 
 	size_t shared_bytes = (size_t)(a.head_dim + (shared_scores ? a.n_kv : 0)) * sizeof(float);
 	int64_t rows = rows_of(node), step = rows_per_launch(node);

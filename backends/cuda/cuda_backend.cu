@@ -253,11 +253,13 @@ static bool node_quantizes(const loom_node *node)
 }
 
 /* The ops whose kernels can write their result as Q8_1 as well (a warp's
- * 32 lanes on 32 consecutive elements of a row): RMS_NORM's and the
- * element-wise ones. */
+ * 32 lanes on 32 consecutive elements of a row): RMS_NORM's, the
+ * element-wise ones, and ATTENTION's with its scores in shared memory. */
 static bool node_fusable(const loom_node *node)
 {
 	switch (node->op) {
+	case LOOM_OP_ATTENTION:
+		return cuda_attention_writes_q8_1(node);
 	case LOOM_OP_RMS_NORM: case LOOM_OP_ADD: case LOOM_OP_MUL: case LOOM_OP_SCALE: case LOOM_OP_SWIGLU:
 	case LOOM_OP_GELU: case LOOM_OP_SOFTCAP: case LOOM_OP_SIGMOID: case LOOM_OP_SWIGLU_OAI:
 		return node->dst->ne[0] % CUDA_QK == 0;

@@ -83,6 +83,11 @@ cuda_block_q8_1 *cuda_q8_1_fused_out(const cuda_backend *be, int node_index);
 loom_status cuda_add_rms_norm_run(cuda_backend *be, const loom_node *add, const loom_node *norm, int norm_index);
 loom_status cuda_rope_store_run(cuda_backend *be, const loom_node *nodes, bool rotates, int first_index);
 
+/* Whether an ATTENTION node can write its result as Q8_1 rows too: its
+ * scores in shared memory (no work memory of its own), whole Q8_1 blocks
+ * a head. */
+bool cuda_attention_writes_q8_1(const loom_node *node);
+
 /* Enqueues every node of graph on be->stream, one launch after another,
  * or one for a run of them (cuda_fusion.h). */
 loom_status cuda_enqueue_nodes(cuda_backend *be, const loom_graph *graph);
