@@ -282,9 +282,10 @@ cuda_block_q8_1 *cuda_q8_1_fused_out(const cuda_backend *be, int node_index)
 }
 
 /* Whether the run at node i is one kernel's: each of its nodes one the
- * ops take, an ADD before a norm not writing Q8_1 of its own, products of
- * weights the quantized kernels take. */
-static bool run_fuses(const cuda_backend *be, const loom_graph *graph, int i, const cuda_fusion *f)
+ * ops take. (A run's products are of block-quantized weights, which a
+ * MATMUL the ops take multiplies with the quantized kernels; an ADD before
+ * a norm never writes Q8_1 itself, the norm being the op that does.) */
+static bool run_fuses(const loom_graph *graph, int i, const cuda_fusion *f)
 {
 	if (f->kind == CUDA_FUSION_NONE)
 		return false;
@@ -293,9 +294,7 @@ static bool run_fuses(const cuda_backend *be, const loom_graph *graph, int i, co
 		if (op == NULL || !op->supports(&graph->nodes[k]))
 			return false;
 	}
-	if (f->kind == CUDA_FUSION_PRODUCTS)
-		return cuda_matmul_is_quant(graph->nodes[i].src[0]->dtype);
-	return f->kind != CUDA_FUSION_ADD_RMS_NORM || cuda_q8_1_fused_out(be, i) == NULL;
+	return true;
 }
 
 static loom_status run_fused(cuda_backend *be, const loom_node *nodes, const cuda_fusion *f, int i)
@@ -316,7 +315,7 @@ loom_status cuda_enqueue_nodes(cuda_backend *be, const loom_graph *graph)
 	for (int i = 0; st == LOOM_OK && i < graph->n_nodes; i++) {
 		const loom_node *node = &graph->nodes[i];
 		cuda_fusion f = cuda_fusion_at(graph, i);
-		if (run_fuses(be, graph, i, &f)) {
+		if (run_fuses(graph, i, &f)) {
 			st = run_fused(be, node, &f, i);
 			i += f.n_nodes - 1;
 			continue;

@@ -19,10 +19,8 @@
 #include "cuda_fusion.h"
 #include "cuda_matmul_split.h"
 
-
-/* Tokens of a tile of the tiled kernels, and the most tokens they take:
+/* The most tokens the tiled kernels (CUDA_MATMUL_TILE_TOKENS a tile) take:
  * a grid's y (the tiles along the tokens) holds at most 65535. */
-#define CUDA_MATMUL_TILE_TOKENS 64
 #define CUDA_MATMUL_MAX_GRID_Y 65535
 #define CUDA_MATMUL_MAX_TOKENS (CUDA_MATMUL_MAX_GRID_Y * CUDA_MATMUL_TILE_TOKENS)
 

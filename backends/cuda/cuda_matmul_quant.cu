@@ -5,8 +5,8 @@
  *    lanes taking the parts (cuda_vecdot.cuh) of consecutive weight blocks,
  *    each block read once for all the tokens (a MATMUL_ID's: for its pair,
  *    from the matrix of the pair's expert alone); a shuffle sums the lanes;
- *  - more: each thread block computes a tile of MMA_ROWS outputs by
- *    MMA_TOKENS tokens (a MATMUL_ID's: pairs of one expert) on the tensor
+ *  - more: each thread block computes a tile of CUDA_MMA_ROWS outputs by
+ *    CUDA_MATMUL_TILE_TOKENS tokens (a MATMUL_ID's: pairs of one expert) on the tensor
  *    cores, the weights unpacked to int8 in shared memory, where every
  *    weight block meets the tokens of the tile (cuda_mma_tile.cuh); where
  *    the tiles are too few to fill a GPU (a few sequences' decode), over
@@ -17,8 +17,6 @@
 #include "cuda_quantize_q8_1.cuh"
 
 #define QV_WARPS 4 /* output rows per thread block of the vector kernel */
-
-static_assert(MMA_TOKENS == CUDA_MATMUL_TILE_TOKENS, "a MATMUL_ID's tiles are the tile kernel's");
 
 bool cuda_matmul_is_quant(loom_dtype type)
 {
@@ -147,7 +145,7 @@ static __device__ __forceinline__ void mma_product(int (&c)[4], const int (&a)[4
 		    : "r"(a[0]), "r"(a[1]), "r"(b[0]));
 }
 
-/* The tile kernel (cuda_mma_tile.cuh): rows blockIdx.x * MMA_ROWS.. by the
+/* The tile kernel (cuda_mma_tile.cuh): rows blockIdx.x * CUDA_MMA_ROWS.. by the
  * tokens of the grid row's tile, over part blockIdx.z of gridDim.z of the
  * rows' length. With parts (a plain MATMUL, cuda_matmul_splits), part z's
  * sums go to partial[z][token] rather than y, for matmul_split_sum. */
@@ -156,16 +154,16 @@ static __global__ void __launch_bounds__(MMA_THREADS)
 	matmul_quant_mma(cuda_matmul_shape s, const cuda_block_q8_1 *x, float *partial)
 {
 	__shared__ __align__(16) mma_stage<type> st;
-	__shared__ const cuda_block_q8_1 *x_rows[MMA_TOKENS];
-	__shared__ float *y_rows[MMA_TOKENS];
+	__shared__ const cuda_block_q8_1 *x_rows[CUDA_MATMUL_TILE_TOKENS];
+	__shared__ float *y_rows[CUDA_MATMUL_TILE_TOKENS];
 
 	const cuda_matmul_tile tile = cuda_matmul_tile_of<ID>(s);
 	if (tile.count <= 0)
 		return;
 	int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-	int o0 = blockIdx.x * MMA_ROWS, n_xblocks = s.n_in / CUDA_QK;
+	int o0 = blockIdx.x * CUDA_MMA_ROWS, n_xblocks = s.n_in / CUDA_QK;
 	const char *w = cuda_matmul_weights<ID>(s, tile.expert) + (size_t)o0 * s.w_stride;
-	if (tid < MMA_TOKENS) {
+	if (tid < CUDA_MATMUL_TILE_TOKENS) {
 		int xr, yr = cuda_matmul_tile_row<ID>(s, tile, tid, &xr);
 		x_rows[tid] = yr >= 0 ? x + (size_t)xr * n_xblocks : nullptr;
 		y_rows[tid] = yr < 0		 ? nullptr
@@ -174,10 +172,10 @@ static __global__ void __launch_bounds__(MMA_THREADS)
 	}
 	__syncthreads();
 
-	const int steps = (s.n_in + MMA_K - 1) / MMA_K, per_part = (steps + gridDim.z - 1) / gridDim.z;
-	const int k_begin = blockIdx.z * per_part * MMA_K, k_end = min(s.n_in, k_begin + per_part * MMA_K);
+	const int steps = (s.n_in + CUDA_MMA_K - 1) / CUDA_MMA_K, per_part = (steps + gridDim.z - 1) / gridDim.z;
+	const int k_begin = blockIdx.z * per_part * CUDA_MMA_K, k_end = min(s.n_in, k_begin + per_part * CUDA_MMA_K);
 	mma_acc acc = {};
-	for (int k0 = k_begin; k0 < k_end; k0 += MMA_K) {
+	for (int k0 = k_begin; k0 < k_end; k0 += CUDA_MMA_K) {
 		mma_stage_weights<type>(st, w, s.w_stride, s.n_out - o0, k0, s.n_in, tid);
 		mma_stage_activations<type>(st, x_rows, k0, s.n_in, tid);
 		__syncthreads();
@@ -228,7 +226,7 @@ static loom_status matmul_quant_typed(cuda_backend *be, const cuda_matmul_shape 
 		return cuda_launched(be, "matmuls of quantized weights, grouped");
 	}
 	dim3 one_grid((unsigned)s->n_out);
-	unsigned tile_cols = (unsigned)((s->n_out + MMA_ROWS - 1) / MMA_ROWS);
+	unsigned tile_cols = (unsigned)((s->n_out + CUDA_MMA_ROWS - 1) / CUDA_MMA_ROWS);
 	if (s->route.ids != nullptr) {
 		if (s->route.tiles == nullptr) {
 			one_grid.y = (unsigned)s->n_tokens;
@@ -249,7 +247,8 @@ static loom_status matmul_quant_typed(cuda_backend *be, const cuda_matmul_shape 
 	} else {
 		int parts = cuda_matmul_splits(s->n_out, s->n_tokens, s->n_in);
 		float *partial = parts > 1 ? (float *)((char *)x + cuda_matmul_split_offset(s->n_tokens, s->n_in)) : nullptr;
-		dim3 grid(tile_cols, (unsigned)((s->n_tokens + MMA_TOKENS - 1) / MMA_TOKENS), (unsigned)parts);
+		unsigned token_tiles = (unsigned)((s->n_tokens + CUDA_MATMUL_TILE_TOKENS - 1) / CUDA_MATMUL_TILE_TOKENS);
+		dim3 grid(tile_cols, token_tiles, (unsigned)parts);
 		matmul_quant_mma<type, false><<<grid, MMA_THREADS, 0, be->stream>>>(*s, x, partial);
 		if (partial != nullptr) {
 			dim3 sum_grid((unsigned)((s->n_out + 255) / 256), (unsigned)s->n_tokens);

@@ -8,7 +8,8 @@ int cuda_matmul_splits(int n_out, int n_tokens, int n_in)
 {
 	if (n_tokens <= CUDA_MATMUL_VEC_TOKENS)
 		return 1;
-	long tiles = (long)((n_out + CUDA_MMA_ROWS - 1) / CUDA_MMA_ROWS) * ((n_tokens + CUDA_MMA_TOKENS - 1) / CUDA_MMA_TOKENS);
+	long row_tiles = (n_out + CUDA_MMA_ROWS - 1) / CUDA_MMA_ROWS;
+	long tiles = row_tiles * ((n_tokens + CUDA_MATMUL_TILE_TOKENS - 1) / CUDA_MATMUL_TILE_TOKENS);
 	if (tiles >= CUDA_MATMUL_MIN_BLOCKS)
 		return 1;
 	long parts = (CUDA_MATMUL_MIN_BLOCKS + tiles - 1) / tiles;
@@ -34,8 +35,8 @@ size_t cuda_matmul_split_offset(int n_tokens, int n_in)
 size_t cuda_matmul_quant_work(int n_out, int n_tokens, int n_in)
 {
 	size_t most = cuda_matmul_q8_1_bytes(n_tokens, n_in);
-	for (int tt = 1; (long)(tt - 1) * CUDA_MMA_TOKENS < n_tokens; tt++) {
-		int t = tt * CUDA_MMA_TOKENS < n_tokens ? tt * CUDA_MMA_TOKENS : n_tokens;
+	for (int tt = 1; (long)(tt - 1) * CUDA_MATMUL_TILE_TOKENS < n_tokens; tt++) {
+		int t = tt * CUDA_MATMUL_TILE_TOKENS < n_tokens ? tt * CUDA_MATMUL_TILE_TOKENS : n_tokens;
 		int parts = cuda_matmul_splits(n_out, t, n_in);
 		if (parts == 1 && t > CUDA_MATMUL_VEC_TOKENS)
 			break;

@@ -4,7 +4,7 @@
  *
  * A plain MATMUL of quantized weights over more than
  * CUDA_MATMUL_VEC_TOKENS tokens runs as tiles of CUDA_MMA_ROWS outputs by
- * CUDA_MMA_TOKENS tokens (cuda_mma_tile.cuh). Where they would be fewer
+ * CUDA_MATMUL_TILE_TOKENS tokens (cuda_mma_tile.cuh). Where they would be fewer
  * than CUDA_MATMUL_MIN_BLOCKS thread blocks (a few sequences' decode: a
  * GPU's hundred-odd multiprocessors mostly idle), the rows' length is cut
  * into up to CUDA_MATMUL_MAX_SPLITS parts of at least
@@ -31,8 +31,9 @@ extern "C" {
  * tiled kernels. */
 #define CUDA_MATMUL_VEC_TOKENS 8
 
+/* The tiles: outputs and tokens of one, and elements staged at a time. */
 #define CUDA_MMA_ROWS 128
-#define CUDA_MMA_TOKENS 64
+#define CUDA_MATMUL_TILE_TOKENS 64
 #define CUDA_MMA_K 128
 
 #define CUDA_MATMUL_MIN_BLOCKS 128

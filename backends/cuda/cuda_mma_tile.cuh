@@ -1,7 +1,7 @@
 /*
  * cuda_mma_tile.cuh - the pieces of the tensor-core tile kernel for
  * quantized weights (cuda_matmul_quant.cu): a thread block computes
- * MMA_ROWS outputs by MMA_TOKENS tokens, staging MMA_K elements of the
+ * CUDA_MMA_ROWS outputs by CUDA_MATMUL_TILE_TOKENS tokens, staging CUDA_MMA_K elements of the
  * weight rows (as int8 quants with scales, cuda_unpack_int8.cuh) and of
  * the tokens' Q8_1 activations in shared memory at a time; each of its 8
  * warps multiplies 32 rows by 32 tokens of them with int8 mma.sync, one
@@ -32,33 +32,31 @@
 #include "cuda_matmul_split.h"
 #include "cuda_unpack_int8.cuh"
 
-#define MMA_ROWS CUDA_MMA_ROWS
-#define MMA_TOKENS CUDA_MMA_TOKENS
 #define MMA_THREADS 256
-#define MMA_K CUDA_MMA_K
-#define MMA_SUBS (MMA_K / CUDA_QK)
-/* Ints of a staged row of quants: 4 more than its MMA_K / 4, so that the
+#define MMA_SUBS (CUDA_MMA_K / CUDA_QK)
+/* Ints of a staged row of quants: 4 more than its CUDA_MMA_K / 4, so that the
  * 8 rows by 4 ints a fragment load takes fall in 32 different banks. */
-#define MMA_ROW_INTS (MMA_K / 4 + 4)
+#define MMA_ROW_INTS (CUDA_MMA_K / 4 + 4)
 #define MMA_WARP_ROWS 32
 #define MMA_WARP_TOKENS 32
 #define MMA_FLOAT_BIAS 0x4B400000
 #define MMA_FLOAT_BIAS_VALUE 12582912.0f
 
-static_assert(MMA_THREADS / 32 == (MMA_ROWS / MMA_WARP_ROWS) * (MMA_TOKENS / MMA_WARP_TOKENS), "a warp a sub-tile");
+static_assert(MMA_THREADS / 32 == (CUDA_MMA_ROWS / MMA_WARP_ROWS) * (CUDA_MATMUL_TILE_TOKENS / MMA_WARP_TOKENS),
+	      "a warp a sub-tile");
 
-/* What a tile of weight type `type` stages of MMA_K elements. */
+/* What a tile of weight type `type` stages of CUDA_MMA_K elements. */
 template <int type> struct mma_stage {
 	static constexpr int group = cuda_unpack_halves(type) ? 16 : 32; /* elements a scale covers */
-	static constexpr int groups = MMA_K / group;
+	static constexpr int groups = CUDA_MMA_K / group;
 	static constexpr bool offsets = cuda_unpack_has_offset(type);
-	int w_q[MMA_ROWS][MMA_ROW_INTS];
-	float w_scale[MMA_ROWS][groups + 1]; /* one float over: rows g and g + 1 in other banks */
-	float w_offset[offsets ? MMA_ROWS : 1][groups + 1];
-	int x_q[MMA_TOKENS][MMA_ROW_INTS];
-	float x_d[MMA_TOKENS][MMA_SUBS];
+	int w_q[CUDA_MMA_ROWS][MMA_ROW_INTS];
+	float w_scale[CUDA_MMA_ROWS][groups + 1]; /* one float over: rows g and g + 1 in other banks */
+	float w_offset[offsets ? CUDA_MMA_ROWS : 1][groups + 1];
+	int x_q[CUDA_MATMUL_TILE_TOKENS][MMA_ROW_INTS];
+	float x_d[CUDA_MATMUL_TILE_TOKENS][MMA_SUBS];
 	/* The activations' sum over each group, for the offsets. */
-	float x_sum[offsets ? MMA_TOKENS : 1][groups];
+	float x_sum[offsets ? CUDA_MATMUL_TILE_TOKENS : 1][groups];
 };
 
 /* A lane's operands of one group's products: weight rows 16i.. of the
@@ -72,7 +70,7 @@ struct mma_frags {
 typedef int mma_sums[2][4][4];
 typedef float mma_acc[2][4][4];
 
-/* Staging by thread tid of the tile's weights: elements k0..k0 + MMA_K of
+/* Staging by thread tid of the tile's weights: elements k0..k0 + CUDA_MMA_K of
  * `rows` rows (w: the first), a sub-block a thread at a time; rows past
  * `rows` and sub-blocks past n_in are zero. */
 template <int type>
@@ -80,7 +78,7 @@ static __device__ __forceinline__ void mma_stage_weights(mma_stage<type> &st, co
 							 int k0, int n_in, int tid)
 {
 	constexpr int block = cuda_vecdot_block(type), bytes = cuda_vecdot_bytes(type);
-	for (int u = tid; u < MMA_ROWS * MMA_SUBS; u += MMA_THREADS) {
+	for (int u = tid; u < CUDA_MMA_ROWS * MMA_SUBS; u += MMA_THREADS) {
 		int r = u / MMA_SUBS, s = u % MMA_SUBS, k = k0 + s * CUDA_QK;
 		cuda_int8_sub sub = {};
 		if (r < rows && k < n_in)
@@ -112,7 +110,7 @@ template <int type>
 static __device__ __forceinline__ void mma_stage_activations(mma_stage<type> &st, const cuda_block_q8_1 *const *x_rows,
 							     int k0, int n_in, int tid)
 {
-	for (int u = tid; u < MMA_TOKENS * MMA_SUBS; u += MMA_THREADS) {
+	for (int u = tid; u < CUDA_MATMUL_TILE_TOKENS * MMA_SUBS; u += MMA_THREADS) {
 		int t = u / MMA_SUBS, s = u % MMA_SUBS, k = k0 + s * CUDA_QK;
 		const cuda_block_q8_1 *xb = x_rows[t] != nullptr && k < n_in ? x_rows[t] + k / CUDA_QK : nullptr;
 		int q[8], sum[2] = {0, 0};
@@ -144,8 +142,8 @@ static __device__ __forceinline__ void mma_load_frags(const mma_stage<type> &st,
 {
 	constexpr bool k32 = mma_stage<type>::group == 32;
 	int g = lane / 4, t = lane % 4, c = j * mma_stage<type>::group / 4 + t;
-	int r0 = (warp % (MMA_ROWS / MMA_WARP_ROWS)) * MMA_WARP_ROWS + g;
-	int t0 = (warp / (MMA_ROWS / MMA_WARP_ROWS)) * MMA_WARP_TOKENS + g;
+	int r0 = (warp % (CUDA_MMA_ROWS / MMA_WARP_ROWS)) * MMA_WARP_ROWS + g;
+	int t0 = (warp / (CUDA_MMA_ROWS / MMA_WARP_ROWS)) * MMA_WARP_TOKENS + g;
 #pragma unroll
 	for (int i = 0; i < 2; i++) {
 		f->a[i][0] = st.w_q[r0 + 16 * i][c];
@@ -168,8 +166,8 @@ static __device__ __forceinline__ void mma_scale_sums(const mma_stage<type> &st,
 						      const mma_sums &c, mma_acc &acc)
 {
 	int g = lane / 4, t = lane % 4, sub = j * mma_stage<type>::group / CUDA_QK;
-	int r0 = (warp % (MMA_ROWS / MMA_WARP_ROWS)) * MMA_WARP_ROWS + g;
-	int t0 = (warp / (MMA_ROWS / MMA_WARP_ROWS)) * MMA_WARP_TOKENS + 2 * t;
+	int r0 = (warp % (CUDA_MMA_ROWS / MMA_WARP_ROWS)) * MMA_WARP_ROWS + g;
+	int t0 = (warp / (CUDA_MMA_ROWS / MMA_WARP_ROWS)) * MMA_WARP_TOKENS + 2 * t;
 #pragma unroll
 	for (int i = 0; i < 2; i++)
 #pragma unroll
@@ -198,8 +196,8 @@ static __device__ __forceinline__ void mma_store(const mma_acc &acc, int warp, i
 						 float *const *y_rows, const float *bias)
 {
 	int g = lane / 4, t = lane % 4;
-	int r0 = o0 + (warp % (MMA_ROWS / MMA_WARP_ROWS)) * MMA_WARP_ROWS + g;
-	int t0 = (warp / (MMA_ROWS / MMA_WARP_ROWS)) * MMA_WARP_TOKENS + 2 * t;
+	int r0 = o0 + (warp % (CUDA_MMA_ROWS / MMA_WARP_ROWS)) * MMA_WARP_ROWS + g;
+	int t0 = (warp / (CUDA_MMA_ROWS / MMA_WARP_ROWS)) * MMA_WARP_TOKENS + 2 * t;
 #pragma unroll
 	for (int i = 0; i < 2; i++)
 #pragma unroll

@@ -143,7 +143,7 @@ static void host_tile(const char *w, size_t w_stride, int n_out, int n_in, int o
 	std::vector<mma_acc> acc(warps * 32);
 	for (mma_acc &a : acc)
 		memset(&a, 0, sizeof(a));
-	for (int k0 = 0; k0 < n_in; k0 += MMA_K) {
+	for (int k0 = 0; k0 < n_in; k0 += CUDA_MMA_K) {
 		for (int tid = 0; tid < MMA_THREADS; tid++) {
 			mma_stage_weights<type>(*st, w + (size_t)o0 * w_stride, w_stride, n_out - o0, k0, n_in, tid);
 			mma_stage_activations<type>(*st, x_rows, k0, n_in, tid);
@@ -193,19 +193,19 @@ static void same_tiles(const char *name)
 	ref_rng rng = {0x7113e000u + (uint64_t)type};
 	std::vector<uint8_t> w((size_t)TILE_OUT * n_blocks * bytes);
 	std::vector<cuda_block_q8_1> x((size_t)TILE_TOKENS * n_x);
-	std::vector<float> bias(TILE_OUT), y((size_t)MMA_TOKENS * TILE_OUT, NAN), wf(n_in);
+	std::vector<float> bias(TILE_OUT), y((size_t)CUDA_MATMUL_TILE_TOKENS * TILE_OUT, NAN), wf(n_in);
 	ref_random_blocks(&rng, (loom_dtype)type, w.data(), w.size() / bytes);
 	random_q8_1(&rng, x.data(), (int)x.size());
 	for (float &b : bias)
 		b = (float)ref_rng_uniform(&rng, -1.0, 1.0);
 	/* Slots 0..TILE_TOKENS-1 take the tokens in reverse; the others none. */
-	const cuda_block_q8_1 *x_rows[MMA_TOKENS];
-	float *y_rows[MMA_TOKENS];
-	for (int i = 0; i < MMA_TOKENS; i++) {
+	const cuda_block_q8_1 *x_rows[CUDA_MATMUL_TILE_TOKENS];
+	float *y_rows[CUDA_MATMUL_TILE_TOKENS];
+	for (int i = 0; i < CUDA_MATMUL_TILE_TOKENS; i++) {
 		x_rows[i] = i < TILE_TOKENS ? &x[(size_t)(TILE_TOKENS - 1 - i) * n_x] : nullptr;
 		y_rows[i] = i < TILE_TOKENS ? &y[(size_t)i * TILE_OUT] : nullptr;
 	}
-	for (int o0 = 0; o0 < TILE_OUT; o0 += MMA_ROWS)
+	for (int o0 = 0; o0 < TILE_OUT; o0 += CUDA_MMA_ROWS)
 		host_tile<type>((const char *)w.data(), (size_t)n_blocks * bytes, TILE_OUT, n_in, o0, x_rows, y_rows,
 				bias.data());
 
@@ -248,7 +248,7 @@ static void same_tiles(const char *name)
 			worst = allowed > 0 && err / allowed > worst ? err / allowed : worst;
 		}
 	}
-	for (int i = TILE_TOKENS; i < MMA_TOKENS; i++)
+	for (int i = TILE_TOKENS; i < CUDA_MATMUL_TILE_TOKENS; i++)
 		ck_assert(y_rows[i] == nullptr);
 	printf("%s: %d outputs by %d tokens, the largest difference %.3g of its band\n", name, TILE_OUT, TILE_TOKENS,
 	       worst);
