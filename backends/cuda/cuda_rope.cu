@@ -145,34 +145,49 @@ static __device__ __forceinline__ void rope_tail(const rope_rows &r, int64_t t, 
 	}
 }
 
+/* A node's angles: its scaling, positions, head size and rotated
+ * dimensions, and style. */
+struct rope_angles {
+	rope_scaling s;
+	const int32_t *positions;
+	int64_t head_dim;
+	int n_rot;
+	bool neox;
+};
+
+static rope_angles rope_angles_of(const loom_node *node)
+{
+	rope_angles g = {scaling_of(node), (const int32_t *)node->src[1]->data, node->src[0]->ne[0], node->ip[0],
+			 node->ip[1] == LOOM_ROPE_NEOX};
+	return g;
+}
+
 /* Token t of a and, where b has heads, of b: both rotated by one table of
  * angles, a chunk of ROPE_CHUNK pairs at a time. */
-static __device__ __forceinline__ void rope_token(const rope_rows &a, const rope_rows &b, int64_t t, int32_t pos,
-						  const rope_scaling &s, int64_t head_dim, int n_rot, bool neox,
-						  float *cs)
+static __device__ __forceinline__ void rope_token(const rope_rows &a, const rope_rows &b, int64_t t,
+						  const rope_angles &g, float *cs)
 {
-	int n_pairs = n_rot / 2, step = neox ? 1 : 2, off = neox ? n_pairs : 1;
+	int n_pairs = g.n_rot / 2, step = g.neox ? 1 : 2, off = g.neox ? n_pairs : 1;
 	for (int p0 = 0; p0 < n_pairs; p0 += ROPE_CHUNK) {
 		int len = n_pairs - p0 < ROPE_CHUNK ? n_pairs - p0 : ROPE_CHUNK;
 		for (int k = threadIdx.x; k < len; k += ROPE_THREADS)
-			rope_angle(pos, p0 + k, s, cs + 2 * k);
+			rope_angle(g.positions[t], p0 + k, g.s, cs + 2 * k);
 		__syncthreads();
 		rope_chunk(a, t, cs, p0, len, step, off);
 		rope_chunk(b, t, cs, p0, len, step, off);
 		/* The table is refilled for the next chunk or token. */
 		__syncthreads();
 	}
-	rope_tail(a, t, head_dim, n_rot);
-	rope_tail(b, t, head_dim, n_rot);
+	rope_tail(a, t, g.head_dim, g.n_rot);
+	rope_tail(b, t, g.head_dim, g.n_rot);
 }
 
-static __global__ void rope_kernel(rope_rows r, const int32_t *positions, rope_scaling s, int64_t head_dim,
-				   int64_t n_tokens, int n_rot, bool neox)
+static __global__ void rope_kernel(rope_rows r, rope_angles g, int64_t n_tokens)
 {
 	__shared__ float cs[2 * ROPE_CHUNK];
 	const rope_rows none = {};
 	for (int64_t t = blockIdx.x; t < n_tokens; t += gridDim.x)
-		rope_token(r, none, t, positions[t], s, head_dim, n_rot, neox, cs);
+		rope_token(r, none, t, g, cs);
 }
 
 static unsigned rope_blocks(int64_t n_tokens)
@@ -182,12 +197,10 @@ static unsigned rope_blocks(int64_t n_tokens)
 
 static loom_status rope_run(cuda_backend *be, const loom_node *node, void *, int)
 {
-	const loom_tensor *x = node->src[0];
-	int64_t n_tokens = x->ne[2];
+	int64_t n_tokens = node->src[0]->ne[2];
 
-	rope_kernel<<<rope_blocks(n_tokens), ROPE_THREADS, 0, be->stream>>>(
-		rope_rows_of(node), (const int32_t *)node->src[1]->data, scaling_of(node), x->ne[0], n_tokens,
-		node->ip[0], node->ip[1] == LOOM_ROPE_NEOX);
+	rope_kernel<<<rope_blocks(n_tokens), ROPE_THREADS, 0, be->stream>>>(rope_rows_of(node), rope_angles_of(node),
+									   n_tokens);
 	return cuda_launched(be, "rope");
 }
 
@@ -218,14 +231,14 @@ template <bool F16> static __device__ __forceinline__ void store_row(const rope_
  * cell. A cell outside [0, n_cells) marks both stores' nodes, as their
  * own kernels would, and the token's rows are left alone. */
 template <bool F16, bool ROTATE>
-static __global__ void rope_store_kernel(rope_rows q, rope_rows k, const int32_t *positions, rope_scaling s,
-					 int64_t head_dim, int n_rot, bool neox, rope_store_rows sk, rope_store_rows sv,
-					 const int32_t *cells, int64_t n_cells, int64_t n_tokens, int *bad_node)
+static __global__ void rope_store_kernel(rope_rows q, rope_rows k, rope_angles g, rope_store_rows sk,
+					 rope_store_rows sv, const int32_t *cells, int64_t n_cells, int64_t n_tokens,
+					 int *bad_node)
 {
 	__shared__ float cs[2 * ROPE_CHUNK];
 	for (int64_t t = blockIdx.x; t < n_tokens; t += gridDim.x) {
 		if (ROTATE) {
-			rope_token(q, k, t, positions[t], s, head_dim, n_rot, neox, cs);
+			rope_token(q, k, t, g, cs);
 			__syncthreads();
 		}
 		int32_t cell = cells[t];
@@ -254,26 +267,18 @@ loom_status cuda_rope_store_run(cuda_backend *be, const loom_node *nodes, bool r
 	int64_t n_tokens = cells->ne[0];
 	int store_index = first_index + (rotates ? 2 : 0);
 	rope_store_rows sk = store_rows_of(store_k, store_index), sv = store_rows_of(store_v, store_index + 1);
+	/* The ropes share positions and angles (cuda_fusion.c): q's serve. */
 	rope_rows q = {}, k = {};
-	rope_scaling s = {};
-	const int32_t *positions = NULL;
-	int64_t head_dim = 0;
-	int n_rot = 0;
-	bool neox = false;
+	rope_angles g = {};
 	if (rotates) {
 		q = rope_rows_of(&nodes[0]);
 		k = rope_rows_of(&nodes[1]);
-		s = scaling_of(&nodes[0]);
-		positions = (const int32_t *)nodes[0].src[1]->data;
-		head_dim = nodes[0].src[0]->ne[0];
-		n_rot = nodes[0].ip[0];
-		neox = nodes[0].ip[1] == LOOM_ROPE_NEOX;
+		g = rope_angles_of(&nodes[0]);
 	}
 	const bool f16 = store_k->dst->dtype == LOOM_DTYPE_F16;
 	auto kernel = f16 ? (rotates ? rope_store_kernel<true, true> : rope_store_kernel<true, false>)
 			  : (rotates ? rope_store_kernel<false, true> : rope_store_kernel<false, false>);
-	kernel<<<rope_blocks(n_tokens), ROPE_THREADS, 0, be->stream>>>(q, k, positions, s, head_dim, n_rot, neox, sk, sv,
-									(const int32_t *)cells->data,
+	kernel<<<rope_blocks(n_tokens), ROPE_THREADS, 0, be->stream>>>(q, k, g, sk, sv, (const int32_t *)cells->data,
 									store_k->dst->ne[1], n_tokens, be->bad_node);
 	return cuda_launched(be, rotates ? "rope and kv_store" : "kv_store of k and v");
 }
