@@ -1,5 +1,5 @@
 # side_by_side.sh - what cpu_table.sh and moe_table.sh share, sourced by
-# both (and decode_share.sh): membw's best read bandwidth, the t/s of
+# both: membw's best read bandwidth, the t/s of
 # `loom bench` and `llama-bench` on one model at -p and -n with the same
 # threads and repetitions, and the bytes a decode step reads. They set
 # loom, llama, membw and threads first.

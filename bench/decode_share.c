@@ -1,0 +1,313 @@
+/*
+ * decode_share.c - a decode's share of the memory's read bandwidth, with the
+ * bandwidth read a few milliseconds before and after the decode it bounds:
+ *
+ *   loom-bench-decode-share MODEL [-t THREADS] [-r ROUNDS]
+ *
+ * A round reads a 256 MiB buffer as ../shared/tools/membw.c does (each
+ * thread sums its contiguous slice: the plain reading), then reads as many
+ * bytes as a decode step reads, in pieces of the step's sizes (each
+ * weight's bytes a token reads, its chosen experts as one piece, in the
+ * model's tensor order, each shared among the threads with a barrier after
+ * it: the pattern reading), times 8 decode steps from a short cache, and
+ * takes the plain reading again. Both readings' memory is advised into huge
+ * pages, as the CPU backends' weights are. A round's share is the bytes a
+ * token reads times its tokens a second over the higher plain reading.
+ *
+ * On a machine whose memory is shared with other tenants the bandwidth
+ * moves by tens of percent within a second, so a reading a minute away
+ * from the decode bounds it loosely; here every round carries its own. The
+ * rounds of the fastest quarter of plain readings say what the decode
+ * reaches when the memory is fastest, and the pattern reading what reading
+ * those bytes in those pieces alone reaches then, with no arithmetic and
+ * no other node between them.
+ *
+ * The bytes a token reads count each expert stack's used share (its
+ * expert_used_count of expert_count), and the token embedding only where it
+ * is also the output head (a file without output.weight).
+ */
+#include <loom.h>
+
+#include <omp.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PLAIN_BYTES ((size_t)256 << 20)
+#define STEPS_A_ROUND 8
+#define ALIGN ((size_t)2 << 20)
+#define MAX_PIECES 8192
+
+static double now_s(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* What a round measured. */
+typedef struct round_reading {
+	double plain_gbs;     /* the higher plain reading */
+	double tokens_per_s;  /* the decode's */
+	double share;         /* the decode's bytes a second over plain_gbs */
+	double pattern_share; /* the pattern reading over plain_gbs */
+} round_reading;
+
+typedef enum { READ_PLAIN, READ_TOKENS, READ_SHARE, READ_PATTERN } reading_field;
+
+static double field_of(const round_reading *r, reading_field f)
+{
+	switch (f) {
+	case READ_PLAIN:
+		return r->plain_gbs;
+	case READ_TOKENS:
+		return r->tokens_per_s;
+	case READ_SHARE:
+		return r->share;
+	case READ_PATTERN:
+		return r->pattern_share;
+	}
+	return 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* The median of one field over the first n rounds (scratch: n doubles). */
+static double median_of(const round_reading *r, int n, reading_field f, double *scratch)
+{
+	for (int i = 0; i < n; i++)
+		scratch[i] = field_of(r + i, f);
+	qsort(scratch, (size_t)n, sizeof(double), cmp_double);
+	return scratch[n / 2];
+}
+
+static int faster_first(const void *a, const void *b)
+{
+	double x = ((const round_reading *)a)->plain_gbs, y = ((const round_reading *)b)->plain_gbs;
+	return x > y ? -1 : x < y;
+}
+
+/* 8 floats: one AVX register where the target has them. */
+typedef float float8 __attribute__((vector_size(32)));
+
+/* membw.c's loop in 32-byte loads: independent sums, a cache line's worth
+ * each step; p on a line, n a multiple of 64. */
+static float sum_floats(const float *p, size_t n)
+{
+	const float8 *v = (const float8 *)p;
+	float8 s[8] = {{0}};
+
+	for (size_t i = 0; i < n / 8; i += 8)
+		for (int k = 0; k < 8; k++)
+			s[k] += v[i + k];
+	float8 all = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+	float total = 0;
+	for (int i = 0; i < 8; i++)
+		total += all[i];
+	return total;
+}
+
+/* Floats per thread's part of a piece of n floats: whole 64-float runs. */
+static size_t part_floats(size_t n, int nth)
+{
+	return n / (size_t)nth / 64 * 64;
+}
+
+static volatile float sink;
+
+/* GB/s of the threads reading n floats at p, each its contiguous part. */
+static double read_plain(const float *p, size_t n, int nth)
+{
+	float s = 0;
+	double t0 = now_s();
+#pragma omp parallel num_threads(nth) reduction(+ : s)
+	{
+		size_t part = part_floats(n, nth);
+		s += sum_floats(p + part * (size_t)omp_get_thread_num(), part);
+	}
+	double t = now_s() - t0;
+	sink = s;
+	return (double)(part_floats(n, nth) * (size_t)nth * sizeof(float)) / t / 1e9;
+}
+
+/* GB/s of reading the pieces (floats each) one after another from p, each
+ * shared among the threads, a barrier after each. */
+static double read_pieces(const float *p, const size_t *pieces, int n_pieces, int nth)
+{
+	float s = 0;
+	size_t read = 0;
+	double t0 = now_s();
+#pragma omp parallel num_threads(nth) reduction(+ : s)
+	{
+		const float *at = p;
+		for (int i = 0; i < n_pieces; i++) {
+			size_t part = part_floats(pieces[i], nth);
+			s += sum_floats(at + part * (size_t)omp_get_thread_num(), part);
+			at += pieces[i];
+#pragma omp barrier
+		}
+	}
+	double t = now_s() - t0;
+	sink = s;
+	for (int i = 0; i < n_pieces; i++)
+		read += part_floats(pieces[i], nth) * (size_t)nth * sizeof(float);
+	return (double)read / t / 1e9;
+}
+
+/* The integer value of the metadata key ending in suffix; 0 if none. */
+static long meta_count(const loom_model *m, const char *suffix)
+{
+	size_t n = loom_model_meta_count(m), ls = strlen(suffix);
+
+	for (size_t i = 0; i < n; i++) {
+		const char *key = loom_model_meta_key(m, i);
+		size_t lk = strlen(key);
+		if (lk >= ls && strcmp(key + lk - ls, suffix) == 0) {
+			char buf[64];
+			loom_model_meta_value_str(m, i, buf, sizeof(buf));
+			return strtol(buf, NULL, 10);
+		}
+	}
+	return 0;
+}
+
+/* The bytes a token reads of each weight, in tensor order, as floats (the
+ * pieces, at most cap); returns their count, *bytes the total. */
+static int token_pieces(const loom_model *m, size_t *pieces, int cap, double *bytes)
+{
+	long count = meta_count(m, ".expert_count"), used = meta_count(m, ".expert_used_count");
+	size_t n = loom_model_tensor_count(m);
+	bool has_output = false;
+	int n_pieces = 0;
+	loom_tensor_info info;
+
+	for (size_t i = 0; i < n; i++)
+		if (loom_model_tensor_info(m, i, &info) == LOOM_OK && strcmp(info.name, "output.weight") == 0)
+			has_output = true;
+	*bytes = 0;
+	for (size_t i = 0; i < n && n_pieces < cap; i++) {
+		if (loom_model_tensor_info(m, i, &info) != LOOM_OK)
+			continue;
+		if (strcmp(info.name, "token_embd.weight") == 0 && has_output)
+			continue;
+		double b = (double)info.n_bytes;
+		if (strstr(info.name, "_exps.") != NULL && count > 0)
+			b = b * (double)used / (double)count;
+		*bytes += b;
+		pieces[n_pieces++] = (size_t)b / sizeof(float);
+	}
+	return n_pieces;
+}
+
+static float *huge_floats(size_t n)
+{
+	size_t bytes = (n * sizeof(float) + ALIGN - 1) / ALIGN * ALIGN;
+	float *p = aligned_alloc(ALIGN, bytes);
+
+	if (p == NULL)
+		return NULL;
+	madvise(p, bytes, MADV_HUGEPAGE);
+	for (size_t i = 0; i < bytes / sizeof(float); i++)
+		p[i] = (float)(i & 1023) * 1e-3f;
+	return p;
+}
+
+int main(int argc, char **argv)
+{
+	int threads = 0, rounds = 200, opt;
+	while ((opt = getopt(argc, argv, "t:r:")) != -1) {
+		if (opt == 't')
+			threads = atoi(optarg);
+		else if (opt == 'r')
+			rounds = atoi(optarg);
+		else
+			break;
+	}
+	if (optind != argc - 1 || rounds < 4) {
+		fprintf(stderr, "usage: %s MODEL [-t THREADS] [-r ROUNDS (>= 4)]\n", argv[0]);
+		return 2;
+	}
+	const char *path = argv[optind];
+
+	loom_runtime_params rp = loom_runtime_default_params();
+	rp.n_threads = threads;
+	loom_runtime *rt = NULL;
+	loom_model *model = NULL;
+	loom_context *ctx = NULL;
+	loom_model_params mp;
+	loom_model_params_init(&mp, sizeof(mp));
+	loom_context_params cp = loom_context_default_params();
+	cp.n_ctx = 64;
+	if (loom_runtime_create(&rp, &rt) != LOOM_OK || loom_model_load(rt, path, &mp, &model) != LOOM_OK ||
+	    loom_context_create(model, &cp, &ctx) != LOOM_OK) {
+		fprintf(stderr, "%s: %s\n", path, loom_last_error());
+		return 1;
+	}
+	const int nth = loom_runtime_n_threads(rt);
+
+	size_t pieces[MAX_PIECES], pattern_floats = 0;
+	double token_bytes;
+	int n_pieces = token_pieces(model, pieces, MAX_PIECES, &token_bytes);
+	for (int i = 0; i < n_pieces; i++)
+		pattern_floats += pieces[i];
+	float *plain = huge_floats(PLAIN_BYTES / sizeof(float));
+	float *pattern = huge_floats(pattern_floats);
+	round_reading *rr = malloc(sizeof(round_reading) * (size_t)rounds);
+	double *scratch = malloc(sizeof(double) * (size_t)rounds);
+	if (plain == NULL || pattern == NULL || rr == NULL || scratch == NULL) {
+		fprintf(stderr, "out of memory\n");
+		return 1;
+	}
+
+	loom_token token = loom_token_bos(model) >= 0 ? loom_token_bos(model) : 1;
+	loom_batch batch = {.n_tokens = 1, .tokens = &token};
+	for (int r = -2; r < rounds; r++) {
+		double before = read_plain(plain, PLAIN_BYTES / sizeof(float), nth);
+		double pieces_gbs = read_pieces(pattern, pieces, n_pieces, nth);
+		loom_kv_clear(ctx);
+		loom_status st = loom_decode(ctx, &batch);
+		double t0 = now_s();
+		for (int i = 0; i < STEPS_A_ROUND && st == LOOM_OK; i++)
+			st = loom_decode(ctx, &batch);
+		double step = (now_s() - t0) / STEPS_A_ROUND;
+		double after = read_plain(plain, PLAIN_BYTES / sizeof(float), nth);
+		if (st != LOOM_OK) {
+			fprintf(stderr, "decode: %s\n", loom_last_error());
+			return 1;
+		}
+		if (r < 0) /* warm-up */
+			continue;
+		double bound = before > after ? before : after;
+		rr[r] = (round_reading){.plain_gbs = bound,
+					.tokens_per_s = 1.0 / step,
+					.share = token_bytes / step / 1e9 / bound,
+					.pattern_share = pieces_gbs / bound};
+	}
+
+	/* Fastest plain reading first: the first quarter are the rounds at the
+	 * fastest memory. */
+	qsort(rr, (size_t)rounds, sizeof(round_reading), faster_first);
+	const int quarter = rounds / 4;
+	const char *name = strrchr(path, '/') != NULL ? strrchr(path, '/') + 1 : path;
+	printf("| %s | %.1f | %d | %.2f | %.1f | %.0f%% | %.0f%% | %.1f | %.0f%% | %.0f%% |\n", name, token_bytes / 1e6,
+	       rounds, median_of(rr, rounds, READ_TOKENS, scratch), median_of(rr, rounds, READ_PLAIN, scratch),
+	       100 * median_of(rr, rounds, READ_SHARE, scratch), 100 * median_of(rr, rounds, READ_PATTERN, scratch),
+	       median_of(rr, quarter, READ_PLAIN, scratch), 100 * median_of(rr, quarter, READ_SHARE, scratch),
+	       100 * median_of(rr, quarter, READ_PATTERN, scratch));
+	free(rr);
+	free(scratch);
+	free(plain);
+	free(pattern);
+	loom_context_free(ctx);
+	loom_model_free(model);
+	loom_runtime_free(rt);
+	return 0;
+}
