@@ -2,7 +2,7 @@
  * decode_share.c - a decode's share of the memory's read bandwidth, with the
  * bandwidth read a few milliseconds before and after the decode it bounds:
  *
- *   loom-bench-decode-share MODEL [-t THREADS] [-r ROUNDS]
+ *   loom-bench-decode-share MODEL [-t THREADS] [-r ROUNDS] [-x NEAR_NS]
  *
  * A round reads a 256 MiB buffer as ../shared/tools/membw.c does (each
  * thread sums its contiguous slice: the plain reading), then reads as many
@@ -16,11 +16,15 @@
  *
  * On a machine whose memory is shared with other tenants the bandwidth
  * moves by tens of percent within a second, so a reading a minute away
- * from the decode bounds it loosely; here every round carries its own. The
- * rounds of the fastest quarter of plain readings say what the decode
- * reaches when the memory is fastest, and the pattern reading what reading
- * those bytes in those pieces alone reaches then, with no arithmetic and
- * no other node between them.
+ * from the decode bounds it loosely; here every round carries its own.
+ * Each round also times a cache line passed back and forth between the
+ * first and the last thread: a virtual machine's cores may sit on one
+ * die, sharing its L3 and its link to memory, or on two, where every line
+ * one core wrote and the other reads crosses between dies (several times
+ * the round trip) and each die brings its own bandwidth. The rounds are
+ * reported in two groups: near, a round trip under -x NS (250 by default:
+ * on the AMD EPYC machines here one die's are 80-130 ns, two dies' 410-500),
+ * and far.
  *
  * The bytes a token reads count each expert stack's used share (its
  * expert_used_count of expert_count), and the token embedding only where it
@@ -29,6 +33,7 @@
 #include <loom.h>
 
 #include <omp.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +46,7 @@
 #define STEPS_A_ROUND 8
 #define ALIGN ((size_t)2 << 20)
 #define MAX_PIECES 8192
+#define ROUND_TRIPS 2000
 
 static double now_s(void)
 {
@@ -55,9 +61,10 @@ typedef struct round_reading {
 	double tokens_per_s;  /* the decode's */
 	double share;         /* the decode's bytes a second over plain_gbs */
 	double pattern_share; /* the pattern reading over plain_gbs */
+	double round_trip_ns; /* a cache line from the first thread to the last and back */
 } round_reading;
 
-typedef enum { READ_PLAIN, READ_TOKENS, READ_SHARE, READ_PATTERN } reading_field;
+typedef enum { READ_PLAIN, READ_TOKENS, READ_SHARE, READ_PATTERN, READ_TRIP } reading_field;
 
 static double field_of(const round_reading *r, reading_field f)
 {
@@ -70,6 +77,8 @@ static double field_of(const round_reading *r, reading_field f)
 		return r->share;
 	case READ_PATTERN:
 		return r->pattern_share;
+	case READ_TRIP:
+		return r->round_trip_ns;
 	}
 	return 0;
 }
@@ -89,10 +98,10 @@ static double median_of(const round_reading *r, int n, reading_field f, double *
 	return scratch[n / 2];
 }
 
-static int faster_first(const void *a, const void *b)
+static int nearer_first(const void *a, const void *b)
 {
-	double x = ((const round_reading *)a)->plain_gbs, y = ((const round_reading *)b)->plain_gbs;
-	return x > y ? -1 : x < y;
+	double x = ((const round_reading *)a)->round_trip_ns, y = ((const round_reading *)b)->round_trip_ns;
+	return x < y ? -1 : x > y;
 }
 
 /* 8 floats: one AVX register where the target has them. */
@@ -207,6 +216,33 @@ static int token_pieces(const loom_model *m, size_t *pieces, int cap, double *by
 	return n_pieces;
 }
 
+static _Atomic long turn __attribute__((aligned(64)));
+
+/* Nanoseconds a line takes from the first thread to the last and back:
+ * each waits for the other's count and answers with the next. */
+static double round_trip(int nth)
+{
+	double ns = 0;
+
+	if (nth < 2)
+		return 0;
+	atomic_store(&turn, 0);
+#pragma omp parallel num_threads(nth)
+	{
+		int id = omp_get_thread_num(), side = id == 0 ? 0 : id == nth - 1 ? 1 : -1;
+		double t0 = now_s();
+		for (long i = 0; side >= 0 && i < ROUND_TRIPS; i++) {
+			long mine = 2 * i + side;
+			while (atomic_load_explicit(&turn, memory_order_acquire) != mine)
+				;
+			atomic_store_explicit(&turn, mine + 1, memory_order_release);
+		}
+		if (id == 0)
+			ns = (now_s() - t0) / ROUND_TRIPS * 1e9;
+	}
+	return ns;
+}
+
 static float *huge_floats(size_t n)
 {
 	size_t bytes = (n * sizeof(float) + ALIGN - 1) / ALIGN * ALIGN;
@@ -223,16 +259,19 @@ static float *huge_floats(size_t n)
 int main(int argc, char **argv)
 {
 	int threads = 0, rounds = 200, opt;
-	while ((opt = getopt(argc, argv, "t:r:")) != -1) {
+	double near_ns = 250;
+	while ((opt = getopt(argc, argv, "t:r:x:")) != -1) {
 		if (opt == 't')
 			threads = atoi(optarg);
 		else if (opt == 'r')
 			rounds = atoi(optarg);
+		else if (opt == 'x')
+			near_ns = atof(optarg);
 		else
 			break;
 	}
 	if (optind != argc - 1 || rounds < 4) {
-		fprintf(stderr, "usage: %s MODEL [-t THREADS] [-r ROUNDS (>= 4)]\n", argv[0]);
+		fprintf(stderr, "usage: %s MODEL [-t THREADS] [-r ROUNDS (>= 4)] [-x NEAR_NS]\n", argv[0]);
 		return 2;
 	}
 	const char *path = argv[optind];
@@ -270,6 +309,7 @@ int main(int argc, char **argv)
 	loom_token token = loom_token_bos(model) >= 0 ? loom_token_bos(model) : 1;
 	loom_batch batch = {.n_tokens = 1, .tokens = &token};
 	for (int r = -2; r < rounds; r++) {
+		double trip = round_trip(nth);
 		double before = read_plain(plain, PLAIN_BYTES / sizeof(float), nth);
 		double pieces_gbs = read_pieces(pattern, pieces, n_pieces, nth);
 		loom_kv_clear(ctx);
@@ -289,19 +329,26 @@ int main(int argc, char **argv)
 		rr[r] = (round_reading){.plain_gbs = bound,
 					.tokens_per_s = 1.0 / step,
 					.share = token_bytes / step / 1e9 / bound,
-					.pattern_share = pieces_gbs / bound};
+					.pattern_share = pieces_gbs / bound,
+					.round_trip_ns = trip};
 	}
 
-	/* Fastest plain reading first: the first quarter are the rounds at the
-	 * fastest memory. */
-	qsort(rr, (size_t)rounds, sizeof(round_reading), faster_first);
-	const int quarter = rounds / 4;
+	/* Nearest first: the near ones, then the far. */
+	qsort(rr, (size_t)rounds, sizeof(round_reading), nearer_first);
+	int n_near = 0;
+	while (n_near < rounds && rr[n_near].round_trip_ns < near_ns)
+		n_near++;
 	const char *name = strrchr(path, '/') != NULL ? strrchr(path, '/') + 1 : path;
-	printf("| %s | %.1f | %d | %.2f | %.1f | %.0f%% | %.0f%% | %.1f | %.0f%% | %.0f%% |\n", name, token_bytes / 1e6,
-	       rounds, median_of(rr, rounds, READ_TOKENS, scratch), median_of(rr, rounds, READ_PLAIN, scratch),
-	       100 * median_of(rr, rounds, READ_SHARE, scratch), 100 * median_of(rr, rounds, READ_PATTERN, scratch),
-	       median_of(rr, quarter, READ_PLAIN, scratch), 100 * median_of(rr, quarter, READ_SHARE, scratch),
-	       100 * median_of(rr, quarter, READ_PATTERN, scratch));
+	for (int far = 0; far < 2; far++) {
+		round_reading *group = rr + (far ? n_near : 0);
+		int n = far ? rounds - n_near : n_near;
+		if (n == 0)
+			continue;
+		printf("| %s | %.1f | %s, %.0f ns | %d | %.2f | %.1f | %.0f%% | %.0f%% |\n", name, token_bytes / 1e6,
+		       far ? "far" : "near", median_of(group, n, READ_TRIP, scratch), n,
+		       median_of(group, n, READ_TOKENS, scratch), median_of(group, n, READ_PLAIN, scratch),
+		       100 * median_of(group, n, READ_SHARE, scratch), 100 * median_of(group, n, READ_PATTERN, scratch));
+	}
 	free(rr);
 	free(scratch);
 	free(plain);
