@@ -189,7 +189,8 @@ static long meta_count(const loom_model *m, const char *suffix)
 }
 
 /* The bytes a token reads of each weight, in tensor order, as floats (the
- * pieces, at most cap); returns their count, *bytes the total. */
+ * pieces); returns their count, -1 if the model has more than cap
+ * tensors; *bytes the total. */
 static int token_pieces(const loom_model *m, size_t *pieces, int cap, double *bytes)
 {
 	long count = meta_count(m, ".expert_count"), used = meta_count(m, ".expert_used_count");
@@ -198,11 +199,13 @@ static int token_pieces(const loom_model *m, size_t *pieces, int cap, double *by
 	int n_pieces = 0;
 	loom_tensor_info info;
 
+	if (n > (size_t)cap)
+		return -1;
 	for (size_t i = 0; i < n; i++)
 		if (loom_model_tensor_info(m, i, &info) == LOOM_OK && strcmp(info.name, "output.weight") == 0)
 			has_output = true;
 	*bytes = 0;
-	for (size_t i = 0; i < n && n_pieces < cap; i++) {
+	for (size_t i = 0; i < n; i++) {
 		if (loom_model_tensor_info(m, i, &info) != LOOM_OK)
 			continue;
 		if (strcmp(info.name, "token_embd.weight") == 0 && has_output)
@@ -302,6 +305,10 @@ int main(int argc, char **argv)
 	size_t pieces[MAX_PIECES], pattern_floats = 0;
 	double token_bytes;
 	int n_pieces = token_pieces(model, pieces, MAX_PIECES, &token_bytes);
+	if (n_pieces < 0) {
+		fprintf(stderr, "%s: more than %d tensors\n", path, MAX_PIECES);
+		return 1;
+	}
 	for (int i = 0; i < n_pieces; i++)
 		pattern_floats += pieces[i];
 	float *plain = huge_floats(PLAIN_BYTES / sizeof(float));
