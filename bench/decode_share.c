@@ -35,6 +35,7 @@
 #include <omp.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,36 +65,18 @@ typedef struct round_reading {
 	double round_trip_ns; /* a cache line from the first thread to the last and back */
 } round_reading;
 
-typedef enum { READ_PLAIN, READ_TOKENS, READ_SHARE, READ_PATTERN, READ_TRIP } reading_field;
-
-static double field_of(const round_reading *r, reading_field f)
-{
-	switch (f) {
-	case READ_PLAIN:
-		return r->plain_gbs;
-	case READ_TOKENS:
-		return r->tokens_per_s;
-	case READ_SHARE:
-		return r->share;
-	case READ_PATTERN:
-		return r->pattern_share;
-	case READ_TRIP:
-		return r->round_trip_ns;
-	}
-	return 0;
-}
-
 static int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
 	return x < y ? -1 : x > y;
 }
 
-/* The median of one field over the first n rounds (scratch: n doubles). */
-static double median_of(const round_reading *r, int n, reading_field f, double *scratch)
+/* The median of the field at byte `field` of each of the first n rounds
+ * (scratch: n doubles). */
+static double median_of(const round_reading *r, int n, size_t field, double *scratch)
 {
 	for (int i = 0; i < n; i++)
-		scratch[i] = field_of(r + i, f);
+		scratch[i] = *(const double *)((const char *)(r + i) + field);
 	qsort(scratch, (size_t)n, sizeof(double), cmp_double);
 	return scratch[n / 2];
 }
@@ -132,21 +115,6 @@ static size_t part_floats(size_t n, int nth)
 
 static volatile float sink;
 
-/* GB/s of the threads reading n floats at p, each its contiguous part. */
-static double read_plain(const float *p, size_t n, int nth)
-{
-	float s = 0;
-	double t0 = now_s();
-#pragma omp parallel num_threads(nth) reduction(+ : s)
-	{
-		size_t part = part_floats(n, nth);
-		s += sum_floats(p + part * (size_t)omp_get_thread_num(), part);
-	}
-	double t = now_s() - t0;
-	sink = s;
-	return (double)(part_floats(n, nth) * (size_t)nth * sizeof(float)) / t / 1e9;
-}
-
 /* GB/s of reading the pieces (floats each) one after another from p, each
  * shared among the threads, a barrier after each. */
 static double read_pieces(const float *p, const size_t *pieces, int n_pieces, int nth)
@@ -169,6 +137,13 @@ static double read_pieces(const float *p, const size_t *pieces, int n_pieces, in
 	for (int i = 0; i < n_pieces; i++)
 		read += part_floats(pieces[i], nth) * (size_t)nth * sizeof(float);
 	return (double)read / t / 1e9;
+}
+
+/* The plain reading: the threads each read their contiguous part of n
+ * floats at p, as one piece. */
+static double read_plain(const float *p, size_t n, int nth)
+{
+	return read_pieces(p, &n, 1, nth);
 }
 
 /* The integer value of the metadata key ending in suffix; 0 if none. */
@@ -366,10 +341,11 @@ int main(int argc, char **argv)
 		int n = far ? rounds - n_near : n_near;
 		if (n == 0)
 			continue;
+#define GROUP_MEDIAN(field) median_of(group, n, offsetof(round_reading, field), scratch)
 		printf("| %s | %.1f | %s, %.0f ns | %d | %.2f | %.1f | %.0f%% | %.0f%% |\n", name, token_bytes / 1e6,
-		       far ? "far" : "near", median_of(group, n, READ_TRIP, scratch), n,
-		       median_of(group, n, READ_TOKENS, scratch), median_of(group, n, READ_PLAIN, scratch),
-		       100 * median_of(group, n, READ_SHARE, scratch), 100 * median_of(group, n, READ_PATTERN, scratch));
+		       far ? "far" : "near", GROUP_MEDIAN(round_trip_ns), n, GROUP_MEDIAN(tokens_per_s),
+		       GROUP_MEDIAN(plain_gbs), 100 * GROUP_MEDIAN(share), 100 * GROUP_MEDIAN(pattern_share));
+#undef GROUP_MEDIAN
 	}
 	free(rr);
 	free(scratch);
