@@ -45,6 +45,17 @@
 static_assert(MMA_THREADS / 32 == (CUDA_MMA_ROWS / MMA_WARP_ROWS) * (CUDA_MATMUL_TILE_TOKENS / MMA_WARP_TOKENS),
 	      "a warp a sub-tile");
 
+/* The first row and the first token of warp `warp`'s sub-tile. */
+static __device__ __forceinline__ int mma_warp_row(int warp)
+{
+	return (warp % (CUDA_MMA_ROWS / MMA_WARP_ROWS)) * MMA_WARP_ROWS;
+}
+
+static __device__ __forceinline__ int mma_warp_token(int warp)
+{
+	return (warp / (CUDA_MMA_ROWS / MMA_WARP_ROWS)) * MMA_WARP_TOKENS;
+}
+
 /* What a tile of weight type `type` stages of CUDA_MMA_K elements. */
 template <int type> struct mma_stage {
 	static constexpr int group = cuda_unpack_halves(type) ? 16 : 32; /* elements a scale covers */
@@ -142,8 +153,7 @@ static __device__ __forceinline__ void mma_load_frags(const mma_stage<type> &st,
 {
 	constexpr bool k32 = mma_stage<type>::group == 32;
 	int g = lane / 4, t = lane % 4, c = j * mma_stage<type>::group / 4 + t;
-	int r0 = (warp % (CUDA_MMA_ROWS / MMA_WARP_ROWS)) * MMA_WARP_ROWS + g;
-	int t0 = (warp / (CUDA_MMA_ROWS / MMA_WARP_ROWS)) * MMA_WARP_TOKENS + g;
+	int r0 = mma_warp_row(warp) + g, t0 = mma_warp_token(warp) + g;
 #pragma unroll
 	for (int i = 0; i < 2; i++) {
 		f->a[i][0] = st.w_q[r0 + 16 * i][c];
@@ -166,8 +176,7 @@ static __device__ __forceinline__ void mma_scale_sums(const mma_stage<type> &st,
 						      const mma_sums &c, mma_acc &acc)
 {
 	int g = lane / 4, t = lane % 4, sub = j * mma_stage<type>::group / CUDA_QK;
-	int r0 = (warp % (CUDA_MMA_ROWS / MMA_WARP_ROWS)) * MMA_WARP_ROWS + g;
-	int t0 = (warp / (CUDA_MMA_ROWS / MMA_WARP_ROWS)) * MMA_WARP_TOKENS + 2 * t;
+	int r0 = mma_warp_row(warp) + g, t0 = mma_warp_token(warp) + 2 * t;
 #pragma unroll
 	for (int i = 0; i < 2; i++)
 #pragma unroll
@@ -196,8 +205,7 @@ static __device__ __forceinline__ void mma_store(const mma_acc &acc, int warp, i
 						 float *const *y_rows, const float *bias)
 {
 	int g = lane / 4, t = lane % 4;
-	int r0 = o0 + (warp % (CUDA_MMA_ROWS / MMA_WARP_ROWS)) * MMA_WARP_ROWS + g;
-	int t0 = (warp / (CUDA_MMA_ROWS / MMA_WARP_ROWS)) * MMA_WARP_TOKENS + 2 * t;
+	int r0 = o0 + mma_warp_row(warp) + g, t0 = mma_warp_token(warp) + 2 * t;
 #pragma unroll
 	for (int i = 0; i < 2; i++)
 #pragma unroll

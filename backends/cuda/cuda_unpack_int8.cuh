@@ -50,6 +50,15 @@ static __device__ __forceinline__ void unpack_same_halves(cuda_int8_sub *u, floa
 	u->offset[0] = u->offset[1] = offset;
 }
 
+/* Q4_0/Q5_0: the unsigned quants less the type's offset in each byte, as
+ * signed bytes. */
+static __device__ __forceinline__ void unpack_recenter(int *q, unsigned offset_bytes)
+{
+#pragma unroll
+	for (int i = 0; i < 8; i++)
+		q[i] = (int)__vsub4((unsigned)q[i], offset_bytes);
+}
+
 /* Q4_0/Q4_1: byte j of qs holds element j (low nibble) and j + 16. */
 static __device__ __forceinline__ void unpack_nibbles(const uint8_t *qs, int *q)
 {
@@ -78,9 +87,7 @@ __device__ __forceinline__ void cuda_unpack_int8<LOOM_DTYPE_Q4_0>(const char *w,
 {
 	const cuda_block_q4_0 *b = (const cuda_block_q4_0 *)w;
 	unpack_nibbles(b->qs, u->q);
-#pragma unroll
-	for (int i = 0; i < 8; i++)
-		u->q[i] = (int)__vsub4((unsigned)u->q[i], 0x08080808);
+	unpack_recenter(u->q, 0x08080808);
 	unpack_same_halves(u, vecdot_half(b->d), 0.0f);
 }
 
@@ -97,9 +104,7 @@ __device__ __forceinline__ void cuda_unpack_int8<LOOM_DTYPE_Q5_0>(const char *w,
 {
 	const cuda_block_q5_0 *b = (const cuda_block_q5_0 *)w;
 	unpack_5bit(b->qs, b->qh, u->q);
-#pragma unroll
-	for (int i = 0; i < 8; i++)
-		u->q[i] = (int)__vsub4((unsigned)u->q[i], 0x10101010);
+	unpack_recenter(u->q, 0x10101010);
 	unpack_same_halves(u, vecdot_half(b->d), 0.0f);
 }
 
