@@ -21,6 +21,7 @@
 #include "check_main.h"
 #include "cpu_ref.h"
 #include "family_check.h"
+#include "family_fixture.h"
 #include "fixture.h"
 #include "golden_check.h"
 #include "op_case.h"

@@ -11,7 +11,7 @@
  * give the golden logits. */
 #include "check_main.h"
 #include "cuda_fusion.h"
-#include "family_models.h"
+#include "family_fixture.h"
 
 #include <string.h>
 

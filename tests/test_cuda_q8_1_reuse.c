@@ -11,7 +11,7 @@
  * there. No GPU is needed. */
 #include "check_main.h"
 #include "cuda_q8_1_reuse.h"
-#include "family_models.h"
+#include "family_fixture.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -7,7 +7,7 @@
  * graph again. No GPU is needed: the key is plain host arithmetic. */
 #include "check_main.h"
 #include "cuda_replay_key.h"
-#include "family_models.h"
+#include "family_fixture.h"
 #include "fixture.h"
 #include "infer/context.h"
 #include "testdata.h"

@@ -5,7 +5,7 @@
  * within and past what it keeps, a saved and restored sequence, and a
  * shift. */
 #include "check_main.h"
-#include "family_models.h"
+#include "family_fixture.h"
 #include "fixture.h"
 #include "infer/context.h"
 #include "infer/kv_cache.h"

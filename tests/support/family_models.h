@@ -44,16 +44,4 @@ extern const int32_t family_prompt[FAMILY_PROMPT_LEN];
  * loom_last_error() set where loom failed, if the write fails. */
 bool family_model_write(loom_runtime *rt, const family_model *f, const char *path);
 
-/* The family model called name, written (unquantized schemes only) into
- * the test folder dir (test_tmp_dir) and loaded on rt; the test fails if
- * any of that does. */
-loom_model *family_model_load(loom_runtime *rt, const char *name, const char *dir);
-
-/* The family model's one-token step, then (in a fresh cache) its 4-token
- * one, built on cpu-generic (the model written into the test folder dir),
- * each step's graph handed to visit with its token count; the test fails
- * if a step does. */
-typedef void (*family_step_visit)(const loom_graph *graph, int n_tokens, void *arg);
-void family_model_steps(const char *name, const char *dir, family_step_visit visit, void *arg);
-
 #endif
