@@ -522,6 +522,13 @@ loom_status loom_model_read_hparams(loom_model *m)
 		return loom_error(LOOM_ERR_BAD_FORMAT,
 				  "sliding_window = %" PRId64 " or sliding_window_pattern = %" PRId64 " is out of range",
 				  hp->n_swa, hp->swa_pattern);
+	/* A family whose contract windows its layers by default (Gemma's,
+	 * gpt-oss's) keeps a window: a file's 0 would silently let those
+	 * layers see the whole context. */
+	if (hp->n_swa == 0 && m->contract->has_default[LOOM_HP_SLIDING_WINDOW] &&
+	    m->contract->defaults[LOOM_HP_SLIDING_WINDOW] > 0)
+		return loom_error(LOOM_ERR_BAD_FORMAT, "hyperparameter sliding_window = 0: this family's windowed layers "
+				  "need a window of at least one position");
 	if (hp->n_layer > 4096)
 		return loom_error(LOOM_ERR_BAD_FORMAT, "n_layer = %" PRId64 " is implausible", hp->n_layer);
 	if (hp->n_head_kv > hp->n_head || hp->n_head % hp->n_head_kv != 0)

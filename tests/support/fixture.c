@@ -99,3 +99,18 @@ loom_token test_argmax(const float *logits, int n)
 			best = i;
 	return best;
 }
+
+const char *test_load_refused(loom_runtime *rt, const char *path, const char *what, loom_status want,
+			      const char *const *needles, int n)
+{
+	static char poison;
+	loom_model *m = (loom_model *)&poison; /* a failed load must set it to NULL */
+	loom_status st = loom_model_load(rt, path, NULL, &m);
+	const char *msg = loom_last_error();
+	ck_assert_msg(st == want, "%s: status %d (%s), expected %d (%s); message: %s", what, st, loom_strerror(st), want,
+		      loom_strerror(want), msg);
+	ck_assert_msg(m == NULL, "%s: the failed load left a model handle", what);
+	for (int k = 0; k < n && needles[k] != NULL; k++)
+		ck_assert_msg(strstr(msg, needles[k]) != NULL, "%s: the message lacks \"%s\": %s", what, needles[k], msg);
+	return msg;
+}

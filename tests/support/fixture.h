@@ -34,6 +34,12 @@ loom_model *test_model_with(loom_runtime *rt, const char *rel, const loom_model_
 /* A context with an f32 KV cache (as the reference data was made). */
 loom_context *test_context(loom_model *m, uint32_t n_ctx, uint32_t n_batch, loom_dtype kv_type);
 
+/* Loads path on rt, which must fail with status want, set the model handle
+ * to NULL and give a message holding each of needles[0..n) up to the first
+ * NULL; returns the message. what names the case in a failure. */
+const char *test_load_refused(loom_runtime *rt, const char *path, const char *what, loom_status want,
+			      const char *const *needles, int n);
+
 /* Index of the largest logit, lowest id on ties. */
 loom_token test_argmax(const float *logits, int n);
 

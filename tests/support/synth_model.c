@@ -200,16 +200,28 @@ static void add_tensor(synth_model *sm, const char *name, loom_dtype type, int64
 	remember(sm, name, index, type, ne[0], n_dims == 2 ? ne[1] : 1);
 }
 
-/* A 3-D tensor {ne0, ne1, ne2} of values encoded as type (no faults
- * apply). */
+/* A 3-D tensor {ne0, ne1, ne2} of values encoded as type, unless a fault
+ * says otherwise (grown: ne2 + 1). */
 static void add_tensor3(synth_model *sm, const char *name, loom_dtype type, int64_t ne0, int64_t ne1, int64_t ne2,
 			const float *values)
 {
+	const synth_faults *f = &sm->faults;
 	int64_t ne[3] = {ne0, ne1, ne2};
-	size_t index = gguf_writer_add_tensor(sm->w, name, type, 3, ne, NULL);
 
-	synth_encode(type, values, gguf_writer_tensor_data(sm->w, index), ne0 * ne1 * ne2);
-	remember(sm, name, index, type, ne0, ne1 * ne2);
+	if (same(name, f->omit_tensor))
+		return;
+	if (same(name, f->grow_tensor))
+		ne[2]++;
+	if (same(name, f->retype_tensor))
+		type = f->retype;
+	size_t index = gguf_writer_add_tensor(sm->w, name, type, 3, ne, NULL);
+	uint8_t *data = gguf_writer_tensor_data(sm->w, index);
+
+	if (ne[2] == ne2 && !same(name, f->retype_tensor))
+		synth_encode(type, values, data, ne0 * ne1 * ne2);
+	else
+		fill_pseudo_random(sm, data, gguf_tensor_n_bytes(type, 3, ne));
+	remember(sm, name, index, type, ne0, ne1 * ne[2]);
 }
 
 /* n normal values of standard deviation sd, the generator's next (malloc'd). */
