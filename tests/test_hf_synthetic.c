@@ -1869,6 +1869,53 @@ START_TEST(bad_layer_lists_are_refused)
 }
 END_TEST
 
+/* config.json's number key set to v, or to a string (i = 1). */
+static void set_number_or_string(cJSON *root, const char *key, double v, int i)
+{
+	cJSON_DeleteItemFromObject(root, key);
+	if (i == 0)
+		cJSON_AddNumberToObject(root, key, v);
+	else
+		cJSON_AddStringToObject(root, key, "two");
+}
+
+static void bad_experts_used(cJSON *root, int i)
+{
+	set_number_or_string(root, "num_experts_per_tok", 9, i);
+}
+
+static void bad_window(cJSON *root, int i)
+{
+	set_number_or_string(root, "sliding_window", 0, i);
+}
+
+/* Expert and window values of config.json that loom cannot run, each
+ * refused by name: more experts a token than a layer has, a window of 0
+ * for a family whose layers are windowed, either as a string. */
+START_TEST(bad_expert_and_window_values_are_refused)
+{
+	static const struct {
+		const char *model;
+		int family;
+		void (*edit)(cJSON *root, int i);
+		const char *want[2];
+	} values[] = {
+		{"mixtral-f32", MIXTRAL, bad_experts_used, {"9 experts a token out of 8", "'num_experts_per_tok'"}},
+		{"gemma3-f32", GEMMA3, bad_window, {"sliding_window = 0", "'sliding_window'"}},
+		{"gpt-oss-mxfp4", GPT_OSS, bad_window, {"sliding_window = 0", "'sliding_window'"}},
+	};
+	loom_runtime *rt = test_runtime("cpu-generic", 1);
+	for (size_t k = 0; k < sizeof(values) / sizeof(values[0]); k++)
+		for (int i = 0; i < 2; i++) {
+			char rel[64];
+			snprintf(rel, sizeof(rel), "hf-bad-value-%zu-%d", k, i);
+			check_config_refused(rt, rel, values[k].model, values[k].family, values[k].edit, i,
+					     values[k].want[i]);
+		}
+	loom_runtime_free(rt);
+}
+END_TEST
+
 static Suite *hf_synthetic_suite(void)
 {
 	Suite *s = suite_create("hf_synthetic");
@@ -1878,6 +1925,7 @@ static Suite *hf_synthetic_suite(void)
 	tcase_add_test(tc, a_missing_expert_is_named);
 	tcase_add_test(tc, mxfp4_parts_that_do_not_fit_are_refused);
 	tcase_add_test(tc, bad_layer_lists_are_refused);
+	tcase_add_test(tc, bad_expert_and_window_values_are_refused);
 	suite_add_tcase(s, tc);
 	return s;
 }
