@@ -1,7 +1,7 @@
 /*
  * test_family_errors.c - hostile models of the families loom takes as
  * contract files: experts and their routing, windows, soft-caps, sinks,
- * shared experts, leading dense layers.
+ * shared experts, leading dense layers, multipliers, epsilons and bases.
  *
  * Each broken model is one of the test suite's family models
  * (family_models.h) with exactly one defect: a hyperparameter out of
@@ -47,6 +47,31 @@ static void negative_expert_scale(synth_config *c)
 	c->expert_weights_scale = -2.5f;
 }
 
+static void negative_embedding_mult(synth_config *c)
+{
+	c->embedding_mult = -12.0f;
+}
+
+static void infinite_residual_mult(synth_config *c)
+{
+	c->residual_mult = INFINITY;
+}
+
+static void infinite_norm_eps(synth_config *c)
+{
+	c->norm_eps = INFINITY;
+}
+
+static void infinite_rope_base(synth_config *c)
+{
+	c->rope_theta = INFINITY;
+}
+
+static void short_window_list(synth_config *c)
+{
+	c->n_window_layers = 2;
+}
+
 static const broken_family broken[] = {
 	/* experts: counts and the router */
 	{"no experts used", "mixtral-q8_0", NULL, {.set_key = "llama.expert_used_count", .set_value = 0},
@@ -90,6 +115,16 @@ static const broken_family broken[] = {
 	{"i32 experts", "gpt-oss-mxfp4", NULL, {.retype_tensor = "blk.0.ffn_gate_exps.weight", .retype = LOOM_DTYPE_I32},
 	 LOOM_ERR_UNSUPPORTED, {"'blk.0.ffn_gate_exps.weight'", "i32", "cannot multiply experts"}},
 
+	/* scalars: multipliers, epsilons, bases */
+	{"negative embedding multiplier", "granite-q8_0", negative_embedding_mult, {0}, LOOM_ERR_BAD_FORMAT,
+	 {"embedding_multiplier = -12", "must be positive"}},
+	{"infinite residual multiplier", "granitemoe-q8_0", infinite_residual_mult, {0}, LOOM_ERR_BAD_FORMAT,
+	 {"residual_multiplier = inf", "must be positive and finite"}},
+	{"infinite norm epsilon", "qwen3moe-q8_0", infinite_norm_eps, {0}, LOOM_ERR_BAD_FORMAT,
+	 {"norm_eps = inf", "must be positive and finite"}},
+	{"infinite RoPE base", "gpt-oss-q8_0", infinite_rope_base, {0}, LOOM_ERR_BAD_FORMAT,
+	 {"rope_theta = inf", "must be positive and finite"}},
+
 	/* attention: windows, caps, sinks */
 	{"window of zero", "gemma2-q8_0", NULL, {.set_key = "gemma2.attention.sliding_window", .set_value = 0},
 	 LOOM_ERR_BAD_FORMAT, {"sliding_window = 0", "windowed layers"}},
@@ -98,6 +133,8 @@ static const broken_family broken[] = {
 	{"window past the limit", "gemma3-q8_0", NULL,
 	 {.set_key = "gemma3.attention.sliding_window", .set_value = UINT32_MAX}, LOOM_ERR_BAD_FORMAT,
 	 {"sliding_window = 4294967295", "out of range"}},
+	{"window list shorter than the layers", "olmo3-q8_0", short_window_list, {0}, LOOM_ERR_BAD_FORMAT,
+	 {"'olmo2.attention.sliding_window_pattern'", "has 2 entries for 4 layers"}},
 	{"negative attention soft-cap", "gemma2-q8_0", negative_attention_cap, {0}, LOOM_ERR_BAD_FORMAT,
 	 {"attn_logit_softcap = -4", "must be 0 (none) or positive"}},
 	{"NaN final soft-cap", "gemma2-q8_0", nan_final_cap, {0}, LOOM_ERR_BAD_FORMAT,

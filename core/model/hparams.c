@@ -129,8 +129,8 @@ static loom_status read_float_hparam(loom_model *m, int fmt, loom_hparam hp, flo
 	if (!found)
 		return loom_error(LOOM_ERR_BAD_FORMAT, "the model lacks hyperparameter %s and %s gives no default",
 				  loom_hparam_name(hp), m->contract->path);
-	if (!(v > 0))
-		return loom_error(LOOM_ERR_BAD_FORMAT, "hyperparameter %s = %g must be positive",
+	if (!(v > 0) || isinf((float)v))
+		return loom_error(LOOM_ERR_BAD_FORMAT, "hyperparameter %s = %g must be positive and finite",
 				  loom_hparam_name(hp), v);
 	*out = (float)v;
 	return LOOM_OK;
@@ -227,7 +227,7 @@ static loom_status longrope_list(loom_model *m, int fmt, loom_hparam which, floa
 		double x = v->elem_type == LOOM_META_F64 ? ((const double *)v->v.array)[i]
 							  : (double)((const int64_t *)v->v.array)[i];
 		if (!(x > 0.0) || isinf(x))
-			return loom_error(LOOM_ERR_BAD_FORMAT, "%s[%" PRIu64 "] = %g must be positive", key, i, x);
+			return loom_error(LOOM_ERR_BAD_FORMAT, "%s[%" PRIu64 "] = %g must be positive and finite", key, i, x);
 		(*out)[i] = (float)x;
 	}
 	return LOOM_OK;
@@ -498,13 +498,15 @@ loom_status loom_model_read_hparams(loom_model *m)
 					LOOM_HP_LOGIT_MULT};
 	for (int i = 0; i < 4; i++)
 		if (!(mults[i] > 0.0f) || isinf(mults[i]))
-			return loom_error(LOOM_ERR_BAD_FORMAT, "hyperparameter %s = %g must be positive",
+			return loom_error(LOOM_ERR_BAD_FORMAT, "hyperparameter %s = %g must be positive and finite",
 					  loom_hparam_name(mult_ids[i]), (double)mults[i]);
 	if (!(hp->attention_mult >= 0.0f) || isinf(hp->attention_mult))
-		return loom_error(LOOM_ERR_BAD_FORMAT, "hyperparameter attention_multiplier = %g must be positive",
+		return loom_error(LOOM_ERR_BAD_FORMAT, "hyperparameter attention_multiplier = %g must be 0 (none) or positive "
+				  "and finite",
 				  (double)hp->attention_mult);
 	if (!(hp->attention_scale_base >= 0.0f) || isinf(hp->attention_scale_base))
-		return loom_error(LOOM_ERR_BAD_FORMAT, "hyperparameter attention_scale_base = %g must be positive",
+		return loom_error(LOOM_ERR_BAD_FORMAT, "hyperparameter attention_scale_base = %g must be 0 (none) or positive "
+				  "and finite",
 				  (double)hp->attention_scale_base);
 	if (hp->attention_mult > 0.0f && hp->attention_scale_base > 0.0f)
 		return loom_error(LOOM_ERR_BAD_FORMAT, "the model gives both attention_multiplier and "
@@ -513,7 +515,7 @@ loom_status loom_model_read_hparams(loom_model *m)
 	const loom_hparam cap_ids[] = {LOOM_HP_FINAL_LOGIT_SOFTCAP, LOOM_HP_ATTN_LOGIT_SOFTCAP, LOOM_HP_ROPE_THETA_SWA};
 	for (int i = 0; i < 3; i++)
 		if (!(caps[i] >= 0.0f) || isinf(caps[i]))
-			return loom_error(LOOM_ERR_BAD_FORMAT, "hyperparameter %s = %g must be 0 (none) or positive",
+			return loom_error(LOOM_ERR_BAD_FORMAT, "hyperparameter %s = %g must be 0 (none) or positive and finite",
 					  loom_hparam_name(cap_ids[i]), (double)caps[i]);
 	if (!isfinite(hp->swiglu_alpha) || !(hp->swiglu_limit > 0.0f) || isinf(hp->swiglu_limit))
 		return loom_error(LOOM_ERR_BAD_FORMAT, "swiglu_alpha = %g or swiglu_limit = %g is out of range",
