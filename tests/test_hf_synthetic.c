@@ -1840,17 +1840,33 @@ static void bad_no_rope_layers(cJSON *root, int i)
 		cJSON_AddItemToArray(list, cJSON_CreateString("rope"));
 }
 
+/* A family model's checkpoint edited two ways (edit(root, i), i = 0, 1),
+ * each refused at load saying want[i]. */
+typedef struct config_edit {
+	const char *model;
+	int family;
+	void (*edit)(cJSON *root, int i);
+	const char *want[2];
+} config_edit;
+
+static void check_edits_refused(const char *prefix, const config_edit *edits, size_t n)
+{
+	loom_runtime *rt = test_runtime("cpu-generic", 1);
+	for (size_t k = 0; k < n; k++)
+		for (int i = 0; i < 2; i++) {
+			char rel[64];
+			snprintf(rel, sizeof(rel), "%s-%zu-%d", prefix, k, i);
+			check_config_refused(rt, rel, edits[k].model, edits[k].family, edits[k].edit, i, edits[k].want[i]);
+		}
+	loom_runtime_free(rt);
+}
+
 /* Per-layer lists of config.json that loom cannot run, each refused by
  * name: layer_types with a type loom lacks or too short, no_rope_layers
  * too short or of strings. */
 START_TEST(bad_layer_lists_are_refused)
 {
-	static const struct {
-		const char *model;
-		int family;
-		void (*edit)(cJSON *root, int i);
-		const char *want[2];
-	} lists[] = {
+	static const config_edit lists[] = {
 		{"gemma3-f32", GEMMA3, unrunnable_layer_types,
 		 {"layer_types: layer 2 is of type 'linear_attention', not one loom runs (sliding_attention, full_attention)",
 		  "metadata key 'layer_types' has 4 entries for 8 layers"}},
@@ -1858,14 +1874,7 @@ START_TEST(bad_layer_lists_are_refused)
 		 {"metadata key 'no_rope_layers' has 4 entries for 8 layers",
 		  "metadata key 'no_rope_layers' is not a list of numbers"}},
 	};
-	loom_runtime *rt = test_runtime("cpu-generic", 1);
-	for (size_t k = 0; k < sizeof(lists) / sizeof(lists[0]); k++)
-		for (int i = 0; i < 2; i++) {
-			char rel[64];
-			snprintf(rel, sizeof(rel), "hf-bad-list-%zu-%d", k, i);
-			check_config_refused(rt, rel, lists[k].model, lists[k].family, lists[k].edit, i, lists[k].want[i]);
-		}
-	loom_runtime_free(rt);
+	check_edits_refused("hf-bad-list", lists, sizeof(lists) / sizeof(lists[0]));
 }
 END_TEST
 
@@ -1894,25 +1903,12 @@ static void bad_window(cJSON *root, int i)
  * for a family whose layers are windowed, either as a string. */
 START_TEST(bad_expert_and_window_values_are_refused)
 {
-	static const struct {
-		const char *model;
-		int family;
-		void (*edit)(cJSON *root, int i);
-		const char *want[2];
-	} values[] = {
+	static const config_edit values[] = {
 		{"mixtral-f32", MIXTRAL, bad_experts_used, {"9 experts a token out of 8", "'num_experts_per_tok'"}},
 		{"gemma3-f32", GEMMA3, bad_window, {"sliding_window = 0", "'sliding_window'"}},
 		{"gpt-oss-mxfp4", GPT_OSS, bad_window, {"sliding_window = 0", "'sliding_window'"}},
 	};
-	loom_runtime *rt = test_runtime("cpu-generic", 1);
-	for (size_t k = 0; k < sizeof(values) / sizeof(values[0]); k++)
-		for (int i = 0; i < 2; i++) {
-			char rel[64];
-			snprintf(rel, sizeof(rel), "hf-bad-value-%zu-%d", k, i);
-			check_config_refused(rt, rel, values[k].model, values[k].family, values[k].edit, i,
-					     values[k].want[i]);
-		}
-	loom_runtime_free(rt);
+	check_edits_refused("hf-bad-value", values, sizeof(values) / sizeof(values[0]));
 }
 END_TEST
 
