@@ -173,55 +173,45 @@ static void remember(synth_model *sm, const char *name, size_t index, loom_dtype
 	t->ne1 = ne1;
 }
 
-/* Adds tensor `name` of ne0 x ne1 (ne1 0: a vector) holding `values`
- * encoded as type, unless a fault says otherwise. */
-static void add_tensor(synth_model *sm, const char *name, loom_dtype type, int64_t ne0, int64_t ne1,
-		       const float *values)
+/* Adds tensor `name` of n_dims dimensions given by want, holding `values`
+ * encoded as type, unless a fault says otherwise: omitted, its last
+ * dimension one larger, or retyped (those two hold pseudo-random bytes). */
+static void add_tensor_nd(synth_model *sm, const char *name, loom_dtype type, int n_dims, const int64_t *want,
+			  const float *values)
 {
 	const synth_faults *f = &sm->faults;
-	int n_dims = ne1 > 0 ? 2 : 1;
-	int64_t ne[2] = {ne0, ne1};
+	int64_t ne[3], n = 1;
 
 	if (same(name, f->omit_tensor))
 		return;
+	for (int d = 0; d < n_dims; d++) {
+		ne[d] = want[d];
+		n *= want[d];
+	}
 	if (same(name, f->grow_tensor))
 		ne[n_dims - 1]++;
 	if (same(name, f->retype_tensor))
 		type = f->retype;
 	size_t index = gguf_writer_add_tensor(sm->w, name, type, n_dims, ne, NULL);
 	uint8_t *data = gguf_writer_tensor_data(sm->w, index);
-	bool as_given = ne[0] == ne0 && (n_dims == 1 || ne[1] == ne1) && !same(name, f->retype_tensor);
 
-	if (as_given)
-		synth_encode(type, values, data, ne0 * (n_dims == 2 ? ne1 : 1));
+	if (ne[n_dims - 1] == want[n_dims - 1] && !same(name, f->retype_tensor))
+		synth_encode(type, values, data, n);
 	else
 		fill_pseudo_random(sm, data, gguf_tensor_n_bytes(type, n_dims, ne));
 
-	remember(sm, name, index, type, ne[0], n_dims == 2 ? ne[1] : 1);
+	int64_t rows = 1;
+	for (int d = 1; d < n_dims; d++)
+		rows *= ne[d];
+	remember(sm, name, index, type, ne[0], rows);
 }
 
-/* A 3-D tensor {ne0, ne1, ne2} of values encoded as type, unless a fault
- * says otherwise (grown: ne2 + 1). */
-static void add_tensor3(synth_model *sm, const char *name, loom_dtype type, int64_t ne0, int64_t ne1, int64_t ne2,
-			const float *values)
+/* A vector of ne0 (ne1 0) or a matrix of ne0 x ne1. */
+static void add_tensor(synth_model *sm, const char *name, loom_dtype type, int64_t ne0, int64_t ne1,
+		       const float *values)
 {
-	const synth_faults *f = &sm->faults;
-	int64_t ne[3] = {ne0, ne1, ne2};
-
-	if (same(name, f->omit_tensor))
-		return;
-	if (same(name, f->grow_tensor))
-		ne[2]++;
-	if (same(name, f->retype_tensor))
-		type = f->retype;
-	size_t index = gguf_writer_add_tensor(sm->w, name, type, 3, ne, NULL);
-	uint8_t *data = gguf_writer_tensor_data(sm->w, index);
-
-	if (ne[2] == ne2 && !same(name, f->retype_tensor))
-		synth_encode(type, values, data, ne0 * ne1 * ne2);
-	else
-		fill_pseudo_random(sm, data, gguf_tensor_n_bytes(type, 3, ne));
-	remember(sm, name, index, type, ne0, ne1 * ne[2]);
+	const int64_t ne[2] = {ne0, ne1};
+	add_tensor_nd(sm, name, type, ne1 > 0 ? 2 : 1, ne, values);
 }
 
 /* n normal values of standard deviation sd, the generator's next (malloc'd). */
@@ -250,8 +240,8 @@ static void add_experts(synth_model *sm, const char *name, int64_t n_in, int64_t
 {
 	float *v = normal_values(sm, n_in * n_out * n_expert, 1.0 / sqrt((double)n_in));
 
-	add_tensor3(sm, name, sm->cfg.expert_type != 0 ? sm->cfg.expert_type : sm->cfg.weight_type, n_in, n_out, n_expert,
-		    v);
+	const int64_t ne[3] = {n_in, n_out, n_expert};
+	add_tensor_nd(sm, name, sm->cfg.expert_type != 0 ? sm->cfg.expert_type : sm->cfg.weight_type, 3, ne, v);
 	free(v);
 }
 
