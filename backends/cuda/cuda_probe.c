@@ -11,6 +11,7 @@
 #include "cuda_probe.h"
 
 #include <dlfcn.h>
+#include <stdbool.h>
 #include <stdio.h>
 
 #define CUDA_STR_(x) #x
@@ -39,6 +40,7 @@ int cuda_probe_driver(char *why, size_t why_size)
 	cu_count_fn cu_count = (cu_count_fn)dlsym(lib, "cuDeviceGetCount");
 	cu_version_fn cu_version = (cu_version_fn)dlsym(lib, "cuDriverGetVersion");
 	int score = 0, count = 0, version = 0;
+	bool started = false;
 	cu_result r;
 	if (cu_init == NULL || cu_count == NULL || cu_version == NULL)
 		snprintf(why, why_size, "libcuda.so.1 lacks the driver API (cuInit, cuDeviceGetCount)");
@@ -46,15 +48,18 @@ int cuda_probe_driver(char *why, size_t why_size)
 		/* A runtime runs on any driver of its major version or newer. */
 		snprintf(why, why_size, "CUDA driver %d.%d is older than the CUDA %d runtime loom-cuda was built with",
 			 version / 1000, version % 1000 / 10, CUDA_RUNTIME_MAJOR_BUILT);
-	else if ((r = cu_init(0)) != 0)
+	else if (started = true, (r = cu_init(0)) != 0)
 		snprintf(why, why_size, r == 100 ? "no CUDA device" : "the CUDA driver failed to start (cuInit error %d)", r);
 	else if (cu_count(&count) != 0 || count == 0)
 		snprintf(why, why_size, "no CUDA device");
 	else
 		score = CUDA_PROBE_SCORE;
-	/* The runtime opens the driver again when an instance starts; this
-	 * handle only had to answer the probe. */
-	dlclose(lib);
+	/* A driver that cuInit started stays loaded for the process (the
+	 * runtime opens it again when an instance starts): unloading a
+	 * started driver is not something it promises to survive. One that
+	 * was never started only had to answer the probe. */
+	if (!started)
+		dlclose(lib);
 	return score;
 }
 

@@ -543,8 +543,13 @@ static __device__ void quant_block_mxfp4(const float *x, cuda_block_mxfp4 *b)
 	float amax = 0.0f;
 	for (int j = 0; j < CUDA_QK; j++)
 		amax = fmaxf(amax, fabsf(x[j]));
-	/* The exponent wraps to a byte as the CPU's conversion does. */
-	b->e = amax > 0.0f ? (uint8_t)quant_to_int(floorf(log2f(amax)) - 2 + 127) : 0;
+	/* The exponent wraps to a byte as the CPU's conversion does. Its
+	 * log2f is the correctly rounded one (the float nearest the exact
+	 * value): just below a power of two it rounds up to the integer, so
+	 * the floor is not the exponent's bits. The device's log2f may be an
+	 * ulp off there; the double log2 rounded to float is not (it gives
+	 * glibc's floor for every normal float). */
+	b->e = amax > 0.0f ? (uint8_t)quant_to_int(floorf(__double2float_rn(log2((double)amax))) - 2 + 127) : 0;
 	const float d = cuda_mxfp4_half_scale(b->e);
 	for (int j = 0; j < CUDA_QK / 2; j++)
 		b->qs[j] = (uint8_t)(quant_nearest_mxfp4(x[j], d) | quant_nearest_mxfp4(x[j + CUDA_QK / 2], d) << 4);

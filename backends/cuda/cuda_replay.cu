@@ -32,10 +32,11 @@ static void replay_refused(cuda_backend *be, cudaError_t err, const char *what)
 		      cudaGetErrorString(err));
 }
 
-/* The graph's launches captured and instantiated: the graph, or NULL
- * with replay turned off. Nothing has run either way. A node that failed
- * to enqueue while captured counts as a refusal too: launched directly
- * after, it fails again with its own error, outside any capture. */
+/* The graph's launches captured and instantiated: the graph, or NULL.
+ * Nothing has run either way. A runtime that refuses the capture turns
+ * replay off; a node that refuses to enqueue (a step that cannot run)
+ * only leaves this step without a graph: launched directly after, it
+ * fails again with its own error, and other steps still replay. */
 static cudaGraphExec_t capture(cuda_backend *be, const loom_graph *graph)
 {
 	cudaError_t err = cudaStreamBeginCapture(be->stream, cudaStreamCaptureModeThreadLocal);
@@ -46,13 +47,13 @@ static cudaGraphExec_t capture(cuda_backend *be, const loom_graph *graph)
 	loom_status st = cuda_enqueue_nodes(be, graph);
 	cudaGraph_t captured = NULL;
 	err = cudaStreamEndCapture(be->stream, &captured);
-	const char *what = "capturing a step";
 	if (err == cudaSuccess && st != LOOM_OK) {
-		/* The node's own error is the caller's to see, from the
-		 * direct launch that follows. */
-		err = cudaErrorStreamCaptureInvalidated;
-		what = "a node failed while a step was captured";
+		if (captured != NULL)
+			cudaGraphDestroy(captured);
+		(void)cudaGetLastError();
+		return NULL;
 	}
+	const char *what = "capturing a step";
 	cudaGraphExec_t exec = NULL;
 	if (err == cudaSuccess) {
 		what = "instantiating a step's graph";

@@ -63,6 +63,11 @@ static inline double __dmul_rn(double a, double b)
 	return p;
 }
 
+static inline float __double2float_rn(double d)
+{
+	return (float)d;
+}
+
 #include "cuda_blocks.cuh"
 
 static inline float cuda_f16_decode(uint16_t h)
@@ -182,6 +187,41 @@ START_TEST(mxfp4)
 }
 END_TEST
 
+/* A block's largest magnitude just below a power of two: the CPU takes
+ * the exponent as floorf(log2f(amax)), which there rounds up to the power
+ * (the exponent one above the float's own) wherever the float nearest the
+ * logarithm is the integer, as just below 16. The cuda encoder gives the
+ * same bytes at every power from 2^-30 to 2^30. */
+START_TEST(mxfp4_just_below_powers_of_two)
+{
+	float x[CUDA_QK];
+	int rounded_up = 0;
+	rng_state = 11;
+	for (int k = -30; k <= 30; k++) {
+		const float amax = nextafterf(ldexpf(1.0f, k), 0.0f);
+		for (int i = 0; i < CUDA_QK; i++)
+			x[i] = amax * (uniform() - 0.5f);
+		x[(k + 30) % CUDA_QK] = k % 2 == 0 ? amax : -amax;
+		cuda_block_mxfp4 want, got;
+		memset(&want, 0, sizeof(want));
+		memset(&got, 0, sizeof(got));
+		cpu_quantize_row_mxfp4(x, &want, CUDA_QK);
+		quant_block_mxfp4(x, &got);
+		ck_assert_msg(memcmp(&want, &got, sizeof(want)) == 0, "amax 2^%d less an ulp: e %d against the CPU's %d", k,
+			      got.e, want.e);
+		rounded_up += want.e == k - 2 + 127;
+	}
+	/* 16 less an ulp: log2f gives 4.0, one above its exponent's 3. */
+	x[0] = nextafterf(16.0f, 0.0f);
+	for (int i = 1; i < CUDA_QK; i++)
+		x[i] = 0.5f;
+	cuda_block_mxfp4 b;
+	quant_block_mxfp4(x, &b);
+	ck_assert_int_eq(b.e, 4 - 2 + 127);
+	ck_assert_msg(rounded_up > 0 && rounded_up < 61, "%d of 61 powers rounded up: the case is not covered", rounded_up);
+}
+END_TEST
+
 static Suite *cuda_quantizers_suite(void)
 {
 	Suite *s = suite_create("cuda_quantizers");
@@ -189,6 +229,7 @@ static Suite *cuda_quantizers_suite(void)
 	tcase_add_test(tc, legacy_types);
 	tcase_add_test(tc, k_quants);
 	tcase_add_test(tc, mxfp4);
+	tcase_add_test(tc, mxfp4_just_below_powers_of_two);
 	suite_add_tcase(s, tc);
 	return s;
 }
