@@ -80,7 +80,7 @@ static const broken_family broken[] = {
 	 {.set_key = "llama.expert_used_count", .set_value = 9}, LOOM_ERR_BAD_FORMAT, {"9 experts a token out of 8"}},
 	/* Without a count the file is a dense llama, whose FFN it lacks. */
 	{"no expert count", "mixtral-q8_0", NULL, {.omit_key = "llama.expert_count"}, LOOM_ERR_BAD_FORMAT,
-	 {"'blk.0.ffn_gate.weight'", "missing"}},
+	 {"'blk.0.ffn_gate.weight'", "missing", "'blk.0.ffn_gate_exps.weight'", "no expert count ('llama.expert_count')"}},
 	{"expert count below the tensors'", "mixtral-q8_0", NULL, {.set_key = "llama.expert_count", .set_value = 4},
 	 LOOM_ERR_BAD_FORMAT, {"'blk.0.ffn_gate_inp.weight'", "[64, 8]", "expected [64, 4]"}},
 	{"expert count past the tensors'", "mixtral-q8_0", NULL, {.set_key = "llama.expert_count", .set_value = 16},
@@ -105,7 +105,11 @@ static const broken_family broken[] = {
 	/* Every layer then wants the dense FFN the file has only in its first. */
 	{"dense layers past the depth", "dots1-q8_0", NULL,
 	 {.set_key = "dots1.leading_dense_block_count", .set_value = 1000}, LOOM_ERR_BAD_FORMAT,
-	 {"'blk.1.ffn_gate.weight'", "missing"}},
+	 {"n_dense_layers = 1000", "past the model's 3 layers"}},
+	{"dense layers over the experts' layers", "dots1-q8_0", NULL,
+	 {.set_key = "dots1.leading_dense_block_count", .set_value = 2}, LOOM_ERR_BAD_FORMAT,
+	 {"'blk.1.ffn_gate.weight'", "missing", "layer 1's experts ('blk.1.ffn_gate_exps.weight')",
+	  "'dots1.leading_dense_block_count' = 2 makes the layer dense"}},
 	{"unknown gating function", "dots1-q8_0", NULL, {.set_key = "dots1.expert_gating_func", .set_value = 7},
 	 LOOM_ERR_UNSUPPORTED, {"expert gating function 7"}},
 	{"negative expert weight scale", "dots1-q8_0", negative_expert_scale, {0}, LOOM_ERR_BAD_FORMAT,

@@ -178,6 +178,39 @@ static loom_status bind_matrix(loom_model *m, int fmt, loom_role role, const loo
 	return LOOM_OK;
 }
 
+/* The experts' role in place of a dense FFN role, or LOOM_ROLE_COUNT. */
+static loom_role experts_role(loom_role dense)
+{
+	switch (dense) {
+	case LOOM_ROLE_FFN_GATE: return LOOM_ROLE_FFN_GATE_EXPS;
+	case LOOM_ROLE_FFN_UP: return LOOM_ROLE_FFN_UP_EXPS;
+	case LOOM_ROLE_FFN_DOWN: return LOOM_ROLE_FFN_DOWN_EXPS;
+	default: return LOOM_ROLE_COUNT;
+	}
+}
+
+/* A dense FFN tensor that layer il lacks, named: where the file has that
+ * layer's experts instead, the message names the hyperparameter that made
+ * the layer dense (no expert count, or the leading dense layers reaching
+ * it), since that, not the tensor, is what is wrong with the file. */
+static loom_status missing_tensor(const loom_model *m, int fmt, loom_role role, int il, const char *name)
+{
+	char experts[256], key[256] = "";
+	const loom_role exps = experts_role(role);
+	if (il < 0 || exps == LOOM_ROLE_COUNT || !m->contract->experts ||
+	    loom_model_find_role(m, fmt, exps, il, experts, sizeof(experts)) == NULL)
+		return loom_error(LOOM_ERR_BAD_FORMAT, "tensor '%s' (%s) is missing", name, loom_role_name(role));
+	const loom_hparam why = m->hp.n_expert == 0 ? LOOM_HP_N_EXPERT : LOOM_HP_N_DENSE_LAYERS;
+	(void)loom_model_hparam_value(m, fmt, why, key, sizeof(key));
+	const char *said = key[0] != '\0' ? key : loom_hparam_name(why);
+	if (why == LOOM_HP_N_EXPERT)
+		return loom_error(LOOM_ERR_BAD_FORMAT, "tensor '%s' (%s) is missing: the file has layer %d's experts "
+				  "('%s') but no expert count ('%s')", name, loom_role_name(role), il, experts, said);
+	return loom_error(LOOM_ERR_BAD_FORMAT, "tensor '%s' (%s) is missing: the file has layer %d's experts ('%s'), "
+			  "but '%s' = %" PRId64 " makes the layer dense", name, loom_role_name(role), il, experts, said,
+			  m->hp.n_dense_layers);
+}
+
 /* Binds role (of layer il, or -1) to its tensor, checking shape and type.
  * A missing optional tensor leaves t zeroed. */
 static loom_status bind(loom_model *m, int fmt, loom_role role, int il, int64_t ne0, int64_t ne1, int64_t ne2,
@@ -195,7 +228,7 @@ static loom_status bind(loom_model *m, int fmt, loom_role role, int il, int64_t 
 	if (ft == NULL) {
 		if (optional)
 			return LOOM_OK;
-		return loom_error(LOOM_ERR_BAD_FORMAT, "tensor '%s' (%s) is missing", name, loom_role_name(role));
+		return missing_tensor(m, fmt, role, il, name);
 	}
 	if (ne2 > 0) {
 		if ((st = bind_experts(m, role, ft, name, ne0, ne1, ne2, t)) != LOOM_OK || owned == NULL) {

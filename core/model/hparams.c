@@ -446,6 +446,9 @@ static loom_status read_experts(loom_model *m, int fmt)
 	if ((st = count_or(m, fmt, LOOM_HP_N_FF_SHARED, 1, shared_width, &hp->n_ff_shared)) != LOOM_OK)
 		return st;
 	hp->expert_weights_norm = norm != 0.0f;
+	if (hp->n_dense_layers > hp->n_layer)
+		return loom_error(LOOM_ERR_BAD_FORMAT, "n_dense_layers = %" PRId64 " (the leading dense layers) is past the "
+				  "model's %" PRId64 " layers", hp->n_dense_layers, hp->n_layer);
 	if (hp->n_expert < 0 || hp->n_expert > 4096 || hp->n_expert_used < 1 || hp->n_expert_used > hp->n_expert)
 		return loom_error(LOOM_ERR_BAD_FORMAT, "%" PRId64 " experts a token out of %" PRId64 " is out of range",
 				  hp->n_expert_used, hp->n_expert);
