@@ -27,6 +27,7 @@
 #include "op_case.h"
 #include "plugin_host.h"
 #include "run_cmd.h"
+#include "step_nodes.h"
 #include "testdata.h"
 
 #include <cjson/cJSON.h>
@@ -731,6 +732,56 @@ START_TEST(family_on_gpu)
 END_TEST
 
 /* ------------------------------------------------------------------------ */
+/* nodes: each node of real steps on the GPU against cpu-generic's         */
+
+/* The largest error a node may show against cpu-generic on the same
+ * inputs (max |cuda - cpu| over max |cpu|): with float weights, sums in
+ * another order and the device's exp; with quantized ones, activations
+ * quantized in Q8_1 blocks of 32 where the CPU takes Q8_0 or, for the
+ * K-quants, Q8_K blocks of 256. A wrong kernel is off by 0.1 to 1. */
+#define NODE_BAND_FLOAT 1e-3
+#define NODE_BAND_QUANTIZED 3e-2
+
+/* Model path's steps on cuda, a node at a time, each node's output set to
+ * cpu-generic's before the next runs (tests/support/step_nodes.h): where a
+ * model's logits part, the first node past its band names the kernel. */
+static void nodes_on_gpu(const char *path, const char *name, bool float_weights)
+{
+	const double band = float_weights ? NODE_BAND_FLOAT : NODE_BAND_QUANTIZED;
+	step_nodes_result r;
+	ck_assert_msg(step_nodes_compare(path, "cpu-generic", "cuda", 2, 12, 3, band, &r),
+		      "cuda probed usable, but the runtime calls it unusable");
+	printf("%-20s cuda %4d nodes compared, %3d skipped, worst %s\n", name, r.n_compared, r.n_skipped,
+	       r.worst_node);
+	ck_assert_msg(r.n_compared > 0, "%s: no node compared", name);
+	ck_assert_msg(r.n_over == 0, "%s: %d node outputs past the band %g; the first: %s", name, r.n_over, band,
+		      r.first_over);
+}
+
+START_TEST(family_nodes_on_gpu)
+{
+	const char *name = step_nodes_families[_i];
+	const family_model *fm = family_model_named(name);
+	if (!gpu_present(_i == 0))
+		return;
+	ck_assert_msg(fm != NULL, "no family model %s", name);
+	char path[4200];
+	family_model_write_tmp(fm, path, sizeof(path));
+	nodes_on_gpu(path, name, strstr(name, "-f32") != NULL);
+}
+END_TEST
+
+START_TEST(shared_model_nodes_on_gpu)
+{
+	char path[4200];
+	if (!gpu_present(true) || !carried("stories260K-q4_k_m.gguf", NULL))
+		return;
+	ck_assert(test_data_path(path, sizeof(path), "models/stories260K-q4_k_m.gguf"));
+	nodes_on_gpu(path, "stories260K-q4_k_m", false);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
 
 static Suite *cuda_suite(void)
 {
@@ -761,6 +812,12 @@ static Suite *cuda_suite(void)
 	tcase_set_timeout(tc, 600);
 	tcase_add_loop_test(tc, family_nodes_supported, 0, n_families);
 	tcase_add_loop_test(tc, family_on_gpu, 0, n_families);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("nodes");
+	tcase_set_timeout(tc, 300);
+	tcase_add_loop_test(tc, family_nodes_on_gpu, 0, step_nodes_n_families);
+	tcase_add_test(tc, shared_model_nodes_on_gpu);
 	suite_add_tcase(s, tc);
 	return s;
 }

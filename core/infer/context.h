@@ -100,6 +100,11 @@ struct loom_context {
 	loom_profile profile;
 	double compute_ms;
 	uint64_t *node_ns;
+
+	/* When set, steps run a node at a time, this told after each
+	 * (node_watch.h). */
+	bool (*node_watch)(void *user, loom_context *ctx, const loom_graph *graph, int i);
+	void *node_watch_user;
 };
 
 /* What a step gives back for the rows it was asked about. */

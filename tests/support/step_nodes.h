@@ -1,0 +1,41 @@
+/*
+ * step_nodes.h - one model's steps on two backends, compared node by node:
+ * each step runs a node at a time on both (core/infer/node_watch.h), and
+ * every node that writes f32 or i32 activations is read back from each and
+ * compared. Where the logits of two backends part, the first node whose
+ * output parted says which kernel did it, without a second run.
+ */
+#ifndef LOOM_TEST_STEP_NODES_H
+#define LOOM_TEST_STEP_NODES_H
+
+#include "loom.h"
+
+#include <stdbool.h>
+
+typedef struct step_nodes_result {
+	int n_compared;   /* node outputs compared, over all steps */
+	int n_skipped;    /* nodes whose output is no activation (a cache's cells) */
+	int n_over;       /* outputs whose error passed the band */
+	double worst;     /* the largest error */
+	char worst_node[200];
+	char first_over[200]; /* the first output over the band, in step order; "" if none */
+} step_nodes_result;
+
+/* Model file path on backends a (the reference) and b, each a runtime of
+ * n_threads: a prompt of n_prompt tokens, then n_decode tokens one at a
+ * time (each the reference's greedy choice), both fed the same tokens.
+ * A node's error: max |b - a| over max |a| for f32 outputs (1 where b has
+ * a NaN or infinity a has not), 1 where i32 outputs (expert choices)
+ * differ at all. Returns false, after a SKIP line, where a backend cannot
+ * run on this machine; the test fails where loom does. */
+/* The family models (family_models.h) the suites compare node by node:
+ * one of each kind of block - routing by softmax, by sigmoid with a bias,
+ * shared experts, windows, soft-caps, sinks, MXFP4, K-quants, a fused
+ * qkv - at the weight types that reach the most kernels. */
+extern const char *const step_nodes_families[];
+extern const int step_nodes_n_families;
+
+bool step_nodes_compare(const char *path, const char *a, const char *b, int n_threads, int n_prompt, int n_decode,
+			double band, step_nodes_result *r);
+
+#endif

@@ -1,0 +1,81 @@
+/*
+ * test_step_nodes.c - every CPU backend against cpu-generic, node by node,
+ * on the real steps of the family models (experts and their routing,
+ * windows, soft-caps, sinks, MXFP4, K-quants, fused projections) and of a
+ * shared model: a prompt, then greedy decode steps, each run a node at a
+ * time on both backends, every activation a node writes read back from
+ * each and compared (tests/support/step_nodes.h).
+ *
+ * The golden and family suites compare the logits; this one says which
+ * node parts first when they part, and holds every node of the optimised
+ * backends - the repacked products, the attention kernels, the routing -
+ * to cpu-generic's scalar reading of the same ops within a band near
+ * float rounding: the backends multiply the same quantized activations
+ * and differ in the order of their sums alone. test_cuda runs the same
+ * comparison for cuda on a GPU.
+ */
+#include "check_main.h"
+#include "family_check.h"
+#include "family_models.h"
+#include "fixture.h"
+#include "step_nodes.h"
+#include "testdata.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* The largest error the CPU backends may show against cpu-generic at any
+ * node (max |b - a| over max |a|, after the errors of the nodes before
+ * it). A wrong kernel is off by 1e-2 to 1. */
+#define CPU_BAND 1e-5
+
+/* Compares backend b with cpu-generic on path; false (SKIP said) where b
+ * cannot run here. */
+static bool nodes_agree(const char *path, const char *name, const char *b)
+{
+	step_nodes_result r;
+	if (!step_nodes_compare(path, "cpu-generic", b, 2, 12, 3, CPU_BAND, &r))
+		return false;
+	printf("%-20s %-12s %4d nodes compared, %3d skipped, worst %s\n", name, b, r.n_compared, r.n_skipped,
+	       r.worst_node);
+	ck_assert_msg(r.n_compared > 0, "%s on %s: no node compared", name, b);
+	ck_assert_msg(r.n_over == 0, "%s on %s: %d node outputs past the band %g; the first: %s", name, b, r.n_over,
+		      CPU_BAND, r.first_over);
+	return true;
+}
+
+START_TEST(families_on_cpu_backends)
+{
+	const char *name = step_nodes_families[_i];
+	const family_model *fm = family_model_named(name);
+	ck_assert_msg(fm != NULL, "no family model %s", name);
+	char path[4200];
+	family_model_write_tmp(fm, path, sizeof(path));
+	for (int k = 0; k < test_n_cpu_backends; k++)
+		if (strcmp(test_cpu_backends[k], "cpu-generic") != 0)
+			(void)nodes_agree(path, name, test_cpu_backends[k]);
+}
+END_TEST
+
+START_TEST(shared_model_on_cpu_backends)
+{
+	char path[4200];
+	if (!test_data_path(path, sizeof(path), "models/stories260K-q4_k_m.gguf"))
+		return;
+	for (int k = 0; k < test_n_cpu_backends; k++)
+		if (strcmp(test_cpu_backends[k], "cpu-generic") != 0)
+			(void)nodes_agree(path, "stories260K-q4_k_m", test_cpu_backends[k]);
+}
+END_TEST
+
+static Suite *step_nodes_suite(void)
+{
+	Suite *s = suite_create("step_nodes");
+	TCase *tc = tcase_create("cpu");
+	tcase_add_loop_test(tc, families_on_cpu_backends, 0, step_nodes_n_families);
+	tcase_add_test(tc, shared_model_on_cpu_backends);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+LOOM_TEST_MAIN(step_nodes_suite)
