@@ -25,22 +25,26 @@
 #include <string.h>
 
 /* The largest error the CPU backends may show against cpu-generic at any
- * node (max |b - a| over max |a|, after the errors of the nodes before
- * it). A wrong kernel is off by 1e-2 to 1. */
+ * node on the same inputs (max |b - a| over max |a|). A wrong kernel is
+ * off by 1e-3 to 1. cpu-amx's F16 products carry the activations as two
+ * bf16 parts, 16 bits of their 24 (2^-17 each, as the op's contract
+ * allows), where the other backends keep them whole. */
 #define CPU_BAND 1e-5
+#define AMX_BAND 1e-4
 
 /* Compares backend b with cpu-generic on path; false (SKIP said) where b
  * cannot run here. */
 static bool nodes_agree(const char *path, const char *name, const char *b)
 {
 	step_nodes_result r;
-	if (!step_nodes_compare(path, "cpu-generic", b, 2, 12, 3, CPU_BAND, &r))
+	const double band = strcmp(b, "cpu-amx") == 0 ? AMX_BAND : CPU_BAND;
+	if (!step_nodes_compare(path, "cpu-generic", b, 2, 12, 3, band, &r))
 		return false;
 	printf("%-20s %-12s %4d nodes compared, %3d skipped, worst %s\n", name, b, r.n_compared, r.n_skipped,
 	       r.worst_node);
 	ck_assert_msg(r.n_compared > 0, "%s on %s: no node compared", name, b);
 	ck_assert_msg(r.n_over == 0, "%s on %s: %d node outputs past the band %g; the first: %s", name, b, r.n_over,
-		      CPU_BAND, r.first_over);
+		      band, r.first_over);
 	return true;
 }
 
