@@ -738,9 +738,11 @@ END_TEST
  * inputs (max |cuda - cpu| over max |cpu|): with float weights, sums in
  * another order and the device's exp; with quantized ones, activations
  * quantized in Q8_1 blocks of 32 where the CPU takes Q8_0 or, for the
- * K-quants, Q8_K blocks of 256. A wrong kernel is off by 0.1 to 1. */
+ * K-quants, Q8_K blocks of 256 (test_backend_ops allows those 1e-3 of a
+ * product's energy: about 0.03 of an output, more for the largest of
+ * many). A wrong kernel is off by 0.1 to 1. */
 #define NODE_BAND_FLOAT 1e-3
-#define NODE_BAND_QUANTIZED 3e-2
+#define NODE_BAND_QUANTIZED 6e-2
 
 /* Model path's steps on cuda, a node at a time, each node's output set to
  * cpu-generic's before the next runs (tests/support/step_nodes.h): where a
