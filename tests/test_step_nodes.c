@@ -2,7 +2,7 @@
  * test_step_nodes.c - every CPU backend against cpu-generic, node by node,
  * on the real steps of every family model (experts and their routing,
  * windows, soft-caps, sinks, MXFP4, K-quants, fused projections; F32,
- * Q8_0 and Q4_K_M) and of a shared model: a prompt, then greedy decode steps, each run a node at a
+ * Q8_0 and Q4_K_M) and of the shared models (every weight type): a prompt, then greedy decode steps, each run a node at a
  * time on both backends, every activation a node writes read back from
  * each and compared (tests/support/step_nodes.h).
  *
@@ -63,14 +63,26 @@ START_TEST(families_on_cpu_backends)
 }
 END_TEST
 
-START_TEST(shared_model_on_cpu_backends)
+/* The shared models: every weight type the synthetic ones hold (Q2_K to
+ * Q8_0, F16 and F32) and the blocks of seven more families. */
+static const char *const shared_models[] = {
+	"stories260K-q4_k_m.gguf", "stories260K-f16.gguf", "stories-llama-d256-q6_k.gguf",
+	"stories-gpt2-d128-q8_0.gguf", "llama-2-tiny-random.gguf", "synthetic/llama-q2_k.gguf",
+	"synthetic/llama-q3_k.gguf", "synthetic/llama-q4_0.gguf", "synthetic/llama-q4_1.gguf",
+	"synthetic/llama-q5_0.gguf", "synthetic/llama-q5_1.gguf", "synthetic/gemma-q4_k_m.gguf",
+	"synthetic/gpt2-f32.gguf", "synthetic/phi2-q8_0.gguf", "synthetic/qwen2-q4_k_m.gguf",
+	"synthetic/qwen3-q8_0.gguf", "synthetic/stablelm-q4_k_m.gguf", "synthetic/starcoder2-q8_0.gguf",
+};
+
+START_TEST(shared_models_on_cpu_backends)
 {
-	char path[4200];
-	if (!test_data_path(path, sizeof(path), "models/stories260K-q4_k_m.gguf"))
+	char rel[256], path[4200];
+	snprintf(rel, sizeof(rel), "models/%s", shared_models[_i]);
+	if (!test_data_path(path, sizeof(path), rel))
 		return;
 	for (int k = 0; k < test_n_cpu_backends; k++)
 		if (strcmp(test_cpu_backends[k], "cpu-generic") != 0)
-			(void)nodes_agree(path, "stories260K-q4_k_m", test_cpu_backends[k]);
+			(void)nodes_agree(path, shared_models[_i], test_cpu_backends[k]);
 }
 END_TEST
 
@@ -81,7 +93,7 @@ static Suite *step_nodes_suite(void)
 	int n_families;
 	family_models(&n_families);
 	tcase_add_loop_test(tc, families_on_cpu_backends, 0, n_families);
-	tcase_add_test(tc, shared_model_on_cpu_backends);
+	tcase_add_loop_test(tc, shared_models_on_cpu_backends, 0, (int)(sizeof(shared_models) / sizeof(shared_models[0])));
 	suite_add_tcase(s, tc);
 	return s;
 }
