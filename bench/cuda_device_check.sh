@@ -17,7 +17,7 @@
 # carry: [".gpu", ".gpu-build", ".gpu-data"]. The binaries keep the paths
 # they were built with (their rpath, the tests' source and build folders):
 # `check` points those paths at the carried copies before it runs. Logs go
-# to $OUT (else ./device-results); `check` takes 520 s at most (the sum
+# to $OUT (else ./device-results); `check` takes 535 s at most (the sum
 # of its steps' limits), so one device call of 600 s holds it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -106,12 +106,14 @@ check)
 	$build/loom info --plugins | tee -a "$out/device.txt"
 	# Every op case on cuda, held to loom's own backends' tiers; then the
 	# rest of cuda: probe, device, golden models, the cache, the family
-	# models against their reference files, and each node of real steps
-	# against cpu-generic's (the "nodes" tcase: the first node past its
-	# band names the kernel, where a model's logits part).
+	# models against their reference files; then, a step of its own, each
+	# node of real steps against cpu-generic's (the "nodes" tcase: the
+	# first node past its band names the kernel, where a model's logits
+	# part).
 	[[ " $wanted " == *" ops "* ]] &&
 		step test_backend_ops 120 bash -c "cd $build && ./tests/test_backend_ops --only cuda"
-	[[ " $wanted " == *" cuda "* ]] && step test_cuda 210 bash -c "cd $build && ./tests/test_cuda"
+	[[ " $wanted " == *" cuda "* ]] && step test_cuda 180 env CK_EXCLUDE_CASE=nodes bash -c "cd $build && ./tests/test_cuda"
+	[[ " $wanted " == *" cuda "* ]] && step test_cuda_nodes 45 env CK_RUN_CASE=nodes bash -c "cd $build && ./tests/test_cuda"
 	[[ " $wanted " == *" serve "* ]] &&
 		step serve 45 python3 bench/serve_same_text.py $build/loom "$LOOM_TEST_DATA/models/stories260K-f32.gguf" \
 			cuda 8

@@ -773,13 +773,18 @@ START_TEST(family_nodes_on_gpu)
 }
 END_TEST
 
-START_TEST(shared_model_nodes_on_gpu)
+/* The golden models carried (files, not checkpoints or quantized at
+ * load): where one of them fails model_on_gpu, this names the node. */
+START_TEST(golden_model_nodes_on_gpu)
 {
-	char path[4200];
-	if (!gpu_present(true) || !carried("stories260K-q4_k_m.gguf", NULL))
+	const gpu_model *gm = &gpu_models[_i];
+	char rel[300], path[4200];
+	if (!gpu_present(_i == 0) || !shared_data(_i == 0) || gm->quantize != NULL || strstr(gm->file, ".gguf") == NULL ||
+	    !carried(gm->file, NULL))
 		return;
-	ck_assert(test_data_path(path, sizeof(path), "models/stories260K-q4_k_m.gguf"));
-	nodes_on_gpu(path, "stories260K-q4_k_m", false);
+	snprintf(rel, sizeof(rel), "models/%s", gm->file);
+	ck_assert(test_data_path(path, sizeof(path), rel));
+	nodes_on_gpu(path, gm->file, strstr(gm->file, "-f32") != NULL);
 }
 END_TEST
 
@@ -819,7 +824,7 @@ static Suite *cuda_suite(void)
 	tc = tcase_create("nodes");
 	tcase_set_timeout(tc, 300);
 	tcase_add_loop_test(tc, family_nodes_on_gpu, 0, step_nodes_n_families);
-	tcase_add_test(tc, shared_model_nodes_on_gpu);
+	tcase_add_loop_test(tc, golden_model_nodes_on_gpu, 0, N_GPU_MODELS);
 	suite_add_tcase(s, tc);
 	return s;
 }
