@@ -112,7 +112,8 @@ check)
 	# part).
 	[[ " $wanted " == *" ops "* ]] &&
 		step test_backend_ops 120 bash -c "cd $build && ./tests/test_backend_ops --only cuda"
-	[[ " $wanted " == *" cuda "* ]] && step test_cuda 180 env CK_EXCLUDE_CASE=nodes bash -c "cd $build && ./tests/test_cuda"
+	[[ " $wanted " == *" cuda "* ]] && step test_cuda 180 bash -c "cd $build &&
+		for c in probe device model kv families; do CK_RUN_CASE=\$c ./tests/test_cuda || rc=1; done; exit \${rc:-0}"
 	[[ " $wanted " == *" cuda "* ]] && step test_cuda_nodes 45 env CK_RUN_CASE=nodes bash -c "cd $build && ./tests/test_cuda"
 	[[ " $wanted " == *" serve "* ]] &&
 		step serve 45 python3 bench/serve_same_text.py $build/loom "$LOOM_TEST_DATA/models/stories260K-f32.gguf" \
