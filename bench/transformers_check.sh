@@ -18,10 +18,11 @@ out=${OUT:-device-results}
 
 # The families whose reference here is the numpy forward pass (qwen3moe,
 # gemma3, gpt-oss, dots1, olmo3, smollm3) first, then those llama.cpp
-# runs, each at one type; within the 64 MiB a device call carries.
+# runs, each at one type (dense Granite left to granitemoe, whose block
+# it is, and to llama.cpp); within the 64 MiB a device call carries.
 cases="qwen3moe-f16 gemma3-f32 gemma3-f32-own-windows gpt-oss-f32-turned gpt-oss-mxfp4-f32 gpt-oss-mxfp4-yarn
 	dots1-f16 olmo3-f32-yarn smollm3-f32 phi3-f32-longrope phi3-f32-longrope-grown phi3-f32-half-rotary
-	mixtral-f32 qwen2moe-f32 olmoe-f32 granitemoe-bf16 olmo2-f32 cohere2-f16 granite-f32"
+	mixtral-f32 qwen2moe-f32 olmoe-f32 granitemoe-bf16 olmo2-f32 cohere2-f16"
 
 prepare() {
 	[ -d .gpu ] || bash ../shared/tools/device/prepare.sh
