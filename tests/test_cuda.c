@@ -747,17 +747,19 @@ END_TEST
 /* Model path's steps on cuda, a node at a time, each node's output set to
  * cpu-generic's before the next runs (tests/support/step_nodes.h): where a
  * model's logits part, the first node past its band names the kernel. */
-static void nodes_on_gpu(const char *path, const char *name, bool float_weights)
+static void nodes_on_gpu(const char *path, const char *name, bool float_weights, int n_seq)
 {
-	const double band = float_weights ? NODE_BAND_FLOAT : NODE_BAND_QUANTIZED;
+	step_nodes_config cfg = {.n_threads = 2, .n_seq = n_seq, .n_prompt = n_seq > 1 ? 5 : 12, .n_decode = 3,
+				 .kv_type = LOOM_DTYPE_F16,
+				 .band = float_weights ? NODE_BAND_FLOAT : NODE_BAND_QUANTIZED};
 	step_nodes_result r;
-	ck_assert_msg(step_nodes_compare(path, "cpu-generic", "cuda", 2, 12, 3, band, &r),
+	ck_assert_msg(step_nodes_compare(path, "cpu-generic", "cuda", &cfg, &r),
 		      "cuda probed usable, but the runtime calls it unusable");
-	printf("%-20s cuda %4d nodes compared, %3d skipped, worst %s\n", name, r.n_compared, r.n_skipped,
-	       r.worst_node);
+	printf("%-20s cuda %d seq: %4d nodes compared, %3d skipped, worst %s\n", name, n_seq, r.n_compared,
+	       r.n_skipped, r.worst_node);
 	ck_assert_msg(r.n_compared > 0, "%s: no node compared", name);
-	ck_assert_msg(r.n_over == 0, "%s: %d node outputs past the band %g; the first: %s", name, r.n_over, band,
-		      r.first_over);
+	ck_assert_msg(r.n_over == 0, "%s (%d sequences): %d node outputs past the band %g; the first: %s", name, n_seq,
+		      r.n_over, cfg.band, r.first_over);
 }
 
 START_TEST(family_nodes_on_gpu)
@@ -769,7 +771,9 @@ START_TEST(family_nodes_on_gpu)
 	ck_assert_msg(fm != NULL, "no family model %s", name);
 	char path[4200];
 	family_model_write_tmp(fm, path, sizeof(path));
-	nodes_on_gpu(path, name, strstr(name, "-f32") != NULL);
+	/* One sequence, and three decoded together. */
+	nodes_on_gpu(path, name, strstr(name, "-f32") != NULL, 1);
+	nodes_on_gpu(path, name, strstr(name, "-f32") != NULL, 3);
 }
 END_TEST
 
@@ -784,7 +788,7 @@ START_TEST(golden_model_nodes_on_gpu)
 		return;
 	snprintf(rel, sizeof(rel), "models/%s", gm->file);
 	ck_assert(test_data_path(path, sizeof(path), rel));
-	nodes_on_gpu(path, gm->file, strstr(gm->file, "-f32") != NULL);
+	nodes_on_gpu(path, gm->file, strstr(gm->file, "-f32") != NULL, 1);
 }
 END_TEST
 

@@ -34,20 +34,34 @@
 #define CPU_BAND 3e-5
 #define AMX_BAND 1e-4
 
+/* One sequence: a prompt of 12 tokens and 3 greedy steps, an F16 cache. */
+static const step_nodes_config one_sequence = {
+	.n_threads = 2, .n_seq = 1, .n_prompt = 12, .n_decode = 3, .kv_type = LOOM_DTYPE_F16,
+};
+
 /* Compares backend b with cpu-generic on path; false (SKIP said) where b
  * cannot run here. */
-static bool nodes_agree(const char *path, const char *name, const char *b)
+static bool nodes_agree(const char *path, const char *name, const char *b, const step_nodes_config *base)
 {
 	step_nodes_result r;
-	const double band = strcmp(b, "cpu-amx") == 0 ? AMX_BAND : CPU_BAND;
-	if (!step_nodes_compare(path, "cpu-generic", b, 2, 12, 3, band, &r))
+	step_nodes_config cfg = *base;
+	cfg.band = strcmp(b, "cpu-amx") == 0 ? AMX_BAND : CPU_BAND;
+	if (!step_nodes_compare(path, "cpu-generic", b, &cfg, &r))
 		return false;
-	printf("%-20s %-12s %4d nodes compared, %3d skipped, worst %s\n", name, b, r.n_compared, r.n_skipped,
-	       r.worst_node);
+	printf("%-20s %-12s %d seq, %-4s cache: %4d nodes compared, %3d skipped, worst %s\n", name, b, cfg.n_seq,
+	       loom_dtype_name(cfg.kv_type), r.n_compared, r.n_skipped, r.worst_node);
 	ck_assert_msg(r.n_compared > 0, "%s on %s: no node compared", name, b);
-	ck_assert_msg(r.n_over == 0, "%s on %s: %d node outputs past the band %g; the first: %s", name, b, r.n_over,
-		      band, r.first_over);
+	ck_assert_msg(r.n_over == 0, "%s on %s (%d sequences, %s cache): %d node outputs past the band %g; the first: %s",
+		      name, b, cfg.n_seq, loom_dtype_name(cfg.kv_type), r.n_over, cfg.band, r.first_over);
 	return true;
+}
+
+/* Every optimised CPU backend against cpu-generic on path. */
+static void cpu_backends_agree(const char *path, const char *name, const step_nodes_config *cfg)
+{
+	for (int k = 0; k < test_n_cpu_backends; k++)
+		if (strcmp(test_cpu_backends[k], "cpu-generic") != 0)
+			(void)nodes_agree(path, name, test_cpu_backends[k], cfg);
 }
 
 START_TEST(families_on_cpu_backends)
@@ -57,9 +71,7 @@ START_TEST(families_on_cpu_backends)
 	const char *name = fm->name;
 	char path[4200];
 	family_model_write_tmp(fm, path, sizeof(path));
-	for (int k = 0; k < test_n_cpu_backends; k++)
-		if (strcmp(test_cpu_backends[k], "cpu-generic") != 0)
-			(void)nodes_agree(path, name, test_cpu_backends[k]);
+	cpu_backends_agree(path, name, &one_sequence);
 }
 END_TEST
 
@@ -80,9 +92,37 @@ START_TEST(shared_models_on_cpu_backends)
 	snprintf(rel, sizeof(rel), "models/%s", shared_models[_i]);
 	if (!test_data_path(path, sizeof(path), rel))
 		return;
-	for (int k = 0; k < test_n_cpu_backends; k++)
-		if (strcmp(test_cpu_backends[k], "cpu-generic") != 0)
-			(void)nodes_agree(path, shared_models[_i], test_cpu_backends[k]);
+	cpu_backends_agree(path, shared_models[_i], &one_sequence);
+}
+END_TEST
+
+/* Three sequences decoded together (their prompts of 5 tokens in one
+ * batch, then a token of each a step), over caches of every type: the
+ * batched attention, the mask between sequences, and the cache rows each
+ * type stores and reads. */
+typedef struct cache_case {
+	const char *family;
+	loom_dtype kv_type;
+} cache_case;
+
+/* Quantized caches store blocks of 32 values of a head: gpt-oss's heads
+ * here have 16, so its cases keep float caches. */
+static const cache_case cache_cases[] = {
+	{"gemma3-q8_0", LOOM_DTYPE_F16},    {"gemma3-q8_0", LOOM_DTYPE_F32},    {"gemma3-q8_0", LOOM_DTYPE_Q8_0},
+	{"gemma3-q8_0", LOOM_DTYPE_Q4_0},   {"qwen3moe-f32", LOOM_DTYPE_F16},   {"qwen3moe-f32", LOOM_DTYPE_Q8_0},
+	{"qwen3moe-f32", LOOM_DTYPE_Q4_0},  {"dots1-q4_k_m", LOOM_DTYPE_F16},   {"dots1-q4_k_m", LOOM_DTYPE_Q8_0},
+	{"dots1-q4_k_m", LOOM_DTYPE_Q4_0},  {"gpt-oss-mxfp4", LOOM_DTYPE_F16},  {"gpt-oss-mxfp4", LOOM_DTYPE_F32},
+};
+
+START_TEST(sequences_and_caches_on_cpu_backends)
+{
+	const cache_case *c = &cache_cases[_i];
+	const family_model *fm = family_model_named(c->family);
+	ck_assert(fm != NULL);
+	char path[4200];
+	family_model_write_tmp(fm, path, sizeof(path));
+	step_nodes_config cfg = {.n_threads = 2, .n_seq = 3, .n_prompt = 5, .n_decode = 3, .kv_type = c->kv_type};
+	cpu_backends_agree(path, fm->name, &cfg);
 }
 END_TEST
 
@@ -94,6 +134,8 @@ static Suite *step_nodes_suite(void)
 	family_models(&n_families);
 	tcase_add_loop_test(tc, families_on_cpu_backends, 0, n_families);
 	tcase_add_loop_test(tc, shared_models_on_cpu_backends, 0, (int)(sizeof(shared_models) / sizeof(shared_models[0])));
+	tcase_add_loop_test(tc, sequences_and_caches_on_cpu_backends, 0,
+			    (int)(sizeof(cache_cases) / sizeof(cache_cases[0])));
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -146,16 +146,19 @@ static bool compare(void *user, loom_context *ctx, const loom_graph *graph, int 
 	return true;
 }
 
-bool step_nodes_compare(const char *path, const char *a, const char *b, int n_threads, int n_prompt, int n_decode,
-			double band, step_nodes_result *r)
+bool step_nodes_compare(const char *path, const char *a, const char *b, const step_nodes_config *cfg,
+			step_nodes_result *r)
 {
 	const char *names[2] = {a, b};
 	loom_runtime *rt[2] = {NULL, NULL};
 	loom_model *m[2] = {NULL, NULL};
 	loom_context *ctx[2] = {NULL, NULL};
+	const int n_seq = cfg->n_seq, n_prompt = cfg->n_prompt;
+	enum { MAX_TOKENS = 64 };
+	ck_assert(n_seq >= 1 && n_prompt >= 1 && n_seq * n_prompt <= MAX_TOKENS);
 	memset(r, 0, sizeof(*r));
 	for (int k = 0; k < 2; k++) {
-		if ((rt[k] = test_runtime(names[k], n_threads)) == NULL) {
+		if ((rt[k] = test_runtime(names[k], cfg->n_threads)) == NULL) {
 			for (int j = 0; j < k; j++) {
 				loom_context_free(ctx[j]);
 				loom_model_free(m[j]);
@@ -165,27 +168,39 @@ bool step_nodes_compare(const char *path, const char *a, const char *b, int n_th
 		}
 		ck_assert_msg(loom_model_load(rt[k], path, NULL, &m[k]) == LOOM_OK, "%s on %s: %s", path, names[k],
 			      loom_last_error());
-		ctx[k] = test_context(m[k], 256, 64, LOOM_DTYPE_F16);
+		ctx[k] = test_context(m[k], 256, MAX_TOKENS, cfg->kv_type);
 	}
-	watch_state w = {.band = band, .b_name = b, .r = r};
+	watch_state w = {.band = cfg->band, .b_name = b, .r = r};
 	loom_context_watch_nodes(ctx[0], record, &w);
 	loom_context_watch_nodes(ctx[1], compare, &w);
 
+	/* Each sequence's prompt, its last token's logits asked for. */
 	const int n_vocab = loom_model_n_vocab(m[0]);
-	ck_assert(n_prompt >= 1 && n_prompt <= 64 && n_vocab > 3);
-	loom_token tok[64];
-	for (int i = 0; i < n_prompt; i++)
+	ck_assert(n_vocab > 3);
+	loom_token tok[MAX_TOKENS];
+	int32_t seq[MAX_TOKENS];
+	int8_t want[MAX_TOKENS];
+	for (int i = 0; i < n_seq * n_prompt; i++) {
 		tok[i] = 3 + (i * 7919) % (n_vocab - 3);
-	loom_batch batch = {.n_tokens = n_prompt, .tokens = tok};
-	for (int step = 0; step <= n_decode; step++) {
+		seq[i] = i / n_prompt;
+		want[i] = i % n_prompt == n_prompt - 1;
+	}
+	loom_batch batch = {.n_tokens = n_seq * n_prompt, .tokens = tok, .seq_id = seq, .logits = want};
+	for (int step = 0; step <= cfg->n_decode; step++) {
 		w.step = step;
 		for (int k = 0; k < 2; k++) {
 			loom_status st = loom_decode(ctx[k], &batch);
 			ck_assert_msg(w.failure[0] == '\0', "%s: %s", path, w.failure);
 			ck_assert_msg(st == LOOM_OK, "%s, step %d on %s: %s", path, step, names[k], loom_last_error());
 		}
-		tok[0] = test_argmax(loom_get_logits(ctx[0], batch.n_tokens - 1), n_vocab);
-		batch.n_tokens = 1;
+		/* Then a token a sequence: the reference's choice for it. */
+		for (int s = 0; s < n_seq; s++) {
+			const int row = step == 0 ? s * n_prompt + n_prompt - 1 : s;
+			tok[s] = test_argmax(loom_get_logits(ctx[0], row), n_vocab);
+			seq[s] = s;
+			want[s] = 1;
+		}
+		batch.n_tokens = n_seq;
 	}
 	for (int k = 0; k < w.n_out; k++)
 		free(w.out[k].values);

@@ -21,21 +21,32 @@ typedef struct step_nodes_result {
 	char first_over[200]; /* the first output over the band, in step order; "" if none */
 } step_nodes_result;
 
-/* Model file path on backends a (the reference) and b, each a runtime of
- * n_threads: a prompt of n_prompt tokens, then n_decode tokens one at a
- * time (each the reference's greedy choice), both fed the same tokens.
- * A node's error: max |b - a| over max |a| for f32 outputs (1 where b has
- * a NaN or infinity a has not), 1 where i32 outputs (expert choices)
- * differ at all. Returns false, after a SKIP line, where a backend cannot
- * run on this machine; the test fails where loom does. */
-/* The family models (family_models.h) the suites compare node by node:
+/* The family models (family_models.h) test_cuda compares node by node:
  * one of each kind of block - routing by softmax, by sigmoid with a bias,
  * shared experts, windows, soft-caps, sinks, MXFP4, K-quants, a fused
  * qkv - at the weight types that reach the most kernels. */
 extern const char *const step_nodes_families[];
 extern const int step_nodes_n_families;
 
-bool step_nodes_compare(const char *path, const char *a, const char *b, int n_threads, int n_prompt, int n_decode,
-			double band, step_nodes_result *r);
+/* The steps compared: n_seq sequences, each a prompt of n_prompt tokens
+ * (all evaluated as one batch), then n_decode steps of a token for each
+ * (the reference's greedy choice, both backends fed the same), with a KV
+ * cache of kv_type, on runtimes of n_threads. */
+typedef struct step_nodes_config {
+	int n_threads;
+	int n_seq;
+	int n_prompt;
+	int n_decode;
+	loom_dtype kv_type;
+	double band; /* the largest error a node may show */
+} step_nodes_config;
+
+/* Model file path on backends a (the reference) and b. A node's error:
+ * max |b - a| over max |a| for f32 outputs (1 where b has a NaN or
+ * infinity a has not), 1 where i32 outputs (expert choices) differ at
+ * all. Returns false, after a SKIP line, where a backend cannot run on
+ * this machine; the test fails where loom does. */
+bool step_nodes_compare(const char *path, const char *a, const char *b, const step_nodes_config *cfg,
+			step_nodes_result *r);
 
 #endif
