@@ -17,7 +17,7 @@
 # carry: [".gpu", ".gpu-build", ".gpu-data"]. The binaries keep the paths
 # they were built with (their rpath, the tests' source and build folders):
 # `check` points those paths at the carried copies before it runs. Logs go
-# to $OUT (else ./device-results); `check` takes 535 s at most (the sum
+# to $OUT (else ./device-results); `check` takes 550 s at most (the sum
 # of its steps' limits), so one device call of 600 s holds it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -114,7 +114,7 @@ check)
 		step test_backend_ops 120 bash -c "cd $build && ./tests/test_backend_ops --only cuda"
 	[[ " $wanted " == *" cuda "* ]] && step test_cuda 180 bash -c "cd $build &&
 		for c in probe device model kv families; do CK_RUN_CASE=\$c ./tests/test_cuda || rc=1; done; exit \${rc:-0}"
-	[[ " $wanted " == *" cuda "* ]] && step test_cuda_nodes 45 env CK_RUN_CASE=nodes bash -c "cd $build && ./tests/test_cuda"
+	[[ " $wanted " == *" cuda "* ]] && step test_cuda_nodes 60 env CK_RUN_CASE=nodes bash -c "cd $build && ./tests/test_cuda"
 	[[ " $wanted " == *" serve "* ]] &&
 		step serve 45 python3 bench/serve_same_text.py $build/loom "$LOOM_TEST_DATA/models/stories260K-f32.gguf" \
 			cuda 8
