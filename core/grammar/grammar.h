@@ -86,6 +86,11 @@ typedef struct loom_gr_arena {
 	 * its elements. */
 	uint32_t *todo, *done;
 	size_t n_todo, cap_todo, n_done, cap_done;
+	/* The done stacks by hash, so that a step's duplicates are found
+	 * without comparing each stack with every other: open addressing,
+	 * a slot (stamp, where in done) valid while stamp is the step's. */
+	struct loom_gr_slot *index;
+	uint32_t stamp;
 } loom_gr_arena;
 
 typedef struct loom_gr_mark {

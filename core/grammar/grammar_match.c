@@ -12,6 +12,15 @@
  * ambiguous to follow. */
 #define MAX_EXPANSIONS (1u << 16)
 
+/* The done index's slots: twice the most stacks a step may keep, a power
+ * of two. */
+#define INDEX_SLOTS (2u * LOOM_GRAMMAR_MAX_STACKS)
+
+struct loom_gr_slot {
+	uint32_t stamp;
+	uint32_t at; /* the stack's length word in done */
+};
+
 /* ------------------------------------------------------------------------ */
 /* Arena                                                                    */
 
@@ -63,6 +72,7 @@ void loom_gr_arena_free(loom_gr_arena *a)
 	free(a->sizes);
 	free(a->todo);
 	free(a->done);
+	free(a->index);
 	memset(a, 0, sizeof(*a));
 }
 
@@ -144,13 +154,40 @@ static bool push_todo(loom_gr_arena *a, const uint32_t *w, uint32_t len, const u
 	return true;
 }
 
-/* Whether the done list holds the stack w (len words) already. */
-static bool already_done(const loom_gr_arena *a, const uint32_t *w, uint32_t len)
+/* A new step's index: no slot valid (the stamps start over, all slots
+ * cleared, once in 2^32 steps). false without memory. */
+static bool index_begin(loom_gr_arena *a)
 {
-	for (size_t at = 0; at < a->n_done; at += 1 + a->done[at])
-		if (a->done[at] == len && memcmp(a->done + at + 1, w, len * sizeof(uint32_t)) == 0)
+	if (a->index == NULL && (a->index = calloc(INDEX_SLOTS, sizeof(*a->index))) == NULL)
+		return false;
+	if (++a->stamp == 0) {
+		memset(a->index, 0, INDEX_SLOTS * sizeof(*a->index));
+		a->stamp = 1;
+	}
+	return true;
+}
+
+static uint32_t stack_hash(const uint32_t *w, uint32_t len)
+{
+	uint32_t h = 2166136261u ^ len;
+	for (uint32_t i = 0; i < len; i++)
+		h = (h ^ w[i]) * 16777619u;
+	return h;
+}
+
+/* Whether the done list holds the stack w (len words) already; if not,
+ * *slot is where it goes in the index. */
+static bool already_done(const loom_gr_arena *a, const uint32_t *w, uint32_t len, struct loom_gr_slot **slot)
+{
+	for (uint32_t i = stack_hash(w, len) & (INDEX_SLOTS - 1);; i = (i + 1) & (INDEX_SLOTS - 1)) {
+		struct loom_gr_slot *s = &a->index[i];
+		if (s->stamp != a->stamp) {
+			*slot = s;
+			return false;
+		}
+		if (a->done[s->at] == len && memcmp(a->done + s->at + 1, w, len * sizeof(uint32_t)) == 0)
 			return true;
-	return false;
+	}
 }
 
 /* Expands the stacks on the todo list until each has a set of code points
@@ -162,12 +199,15 @@ static bool expand(loom_gr_arena *a, const loom_grammar *g, bool *error)
 {
 	uint32_t budget = MAX_EXPANSIONS, n_done = 0;
 	uint32_t w[LOOM_GRAMMAR_MAX_DEPTH + 2];
+	if (!index_begin(a))
+		goto no_memory;
 	while (a->n_todo > 0) {
 		const uint32_t len = a->todo[a->n_todo - 1];
 		a->n_todo -= 1 + len;
 		memcpy(w, a->todo + a->n_todo, len * sizeof(uint32_t));
 		if (len == 0 || g->elems[w[len - 1]].kind != LOOM_GR_RULE) {
-			if (already_done(a, w, len))
+			struct loom_gr_slot *slot;
+			if (already_done(a, w, len, &slot))
 				continue;
 			if (++n_done > LOOM_GRAMMAR_MAX_STACKS) {
 				*error = true;
@@ -175,6 +215,7 @@ static bool expand(loom_gr_arena *a, const loom_grammar *g, bool *error)
 					   "parse stacks at once", LOOM_GRAMMAR_MAX_STACKS);
 				return false;
 			}
+			*slot = (struct loom_gr_slot){.stamp = a->stamp, .at = (uint32_t)a->n_done};
 			if (!push_done(a, w, len))
 				goto no_memory;
 			continue;
