@@ -35,6 +35,10 @@ typedef enum loom_slot {
 	LOOM_SLOT_COUNT
 } loom_slot;
 
+/* Told after node i of graph has run, and may read or set what it wrote
+ * before the next node runs (node_watch.h); false stops the step. */
+typedef bool (*loom_node_watch_fn)(void *user, loom_context *ctx, const loom_graph *graph, int i);
+
 struct loom_context {
 	loom_model *model;
 	loom_context_params params;
@@ -103,7 +107,7 @@ struct loom_context {
 
 	/* When set, steps run a node at a time, this told after each
 	 * (node_watch.h). */
-	bool (*node_watch)(void *user, loom_context *ctx, const loom_graph *graph, int i);
+	loom_node_watch_fn node_watch;
 	void *node_watch_user;
 };
 

@@ -1,20 +1,17 @@
 /* node_watch.h - a context's steps computed one node at a time, with a
- * function told after each node, which may read what the node wrote: how
- * a test compares two backends node by node on a model's real steps and
- * names the first node where they part (tests/support/step_nodes.c). An
- * internal hook, not in loom.h: a step watched runs no fused kernels and
- * no replayed graphs, and is slower for it. */
+ * function told after each node, which may read and set what the node
+ * wrote: how a test compares two backends node by node on a model's real
+ * steps and names the first node where they part
+ * (tests/support/step_nodes.c). An internal hook, not in loom.h: a step
+ * watched runs no fused kernels and no replayed graphs, and is slower for
+ * it. */
 #ifndef LOOM_NODE_WATCH_H
 #define LOOM_NODE_WATCH_H
 
 #include "infer/context.h"
 
-/* Told after node i of graph has run, and may read or set what it wrote
- * before the next node runs; false stops the step (its status is then
- * LOOM_ERR_CANCELLED). */
-typedef bool (*loom_node_watch_fn)(void *user, loom_context *ctx, const loom_graph *graph, int i);
-
-/* Watches ctx's later steps with fn (NULL: stops watching). */
+/* Watches ctx's later steps with fn (context.h's loom_node_watch_fn;
+ * NULL: stops watching). A step fn stops ends LOOM_ERR_CANCELLED. */
 void loom_context_watch_nodes(loom_context *ctx, loom_node_watch_fn fn, void *user);
 
 /* Runs graph on ctx's backend a node at a time, telling ctx's watch after
