@@ -725,7 +725,7 @@ START_TEST(family_on_gpu)
 	family_ref ref;
 	char path[4200];
 	family_ref_load(fm->name, &ref);
-	family_model_write_tmp(fm, path, sizeof(path));
+	family_model_write_tmp(fm, "cuda", path, sizeof(path));
 	ck_assert_msg(family_check_on(fm, path, &ref, "cuda"), "cuda probed usable, but the runtime calls it unusable");
 	family_ref_free(&ref);
 }
@@ -770,7 +770,7 @@ START_TEST(family_nodes_on_gpu)
 		return;
 	ck_assert_msg(fm != NULL, "no family model %s", name);
 	char path[4200];
-	family_model_write_tmp(fm, path, sizeof(path));
+	family_model_write_tmp(fm, "cuda", path, sizeof(path));
 	/* One sequence, and three decoded together. */
 	nodes_on_gpu(path, name, strstr(name, "-f32") != NULL, 1);
 	nodes_on_gpu(path, name, strstr(name, "-f32") != NULL, 3);

@@ -38,7 +38,7 @@ START_TEST(family_matches_its_reference)
 	family_ref ref;
 	char path[4200];
 	family_ref_load(fm->name, &ref);
-	family_model_write_tmp(fm, path, sizeof(path));
+	family_model_write_tmp(fm, "families", path, sizeof(path));
 	for (int bi = 0; bi < test_n_cpu_backends; bi++)
 		family_check_on(fm, path, &ref, test_cpu_backends[bi]);
 	family_ref_free(&ref);
@@ -64,7 +64,7 @@ START_TEST(quantized_by_loom_matches_the_reference)
 	ck_assert_msg(q8 != NULL, "%s has no Q8_0 sibling", fm->name);
 	family_ref ref;
 	family_ref_load(q8->name, &ref);
-	family_model_write_tmp(fm, path, sizeof(path));
+	family_model_write_tmp(fm, "families", path, sizeof(path));
 	loom_runtime *rt = test_runtime("cpu-generic", 2);
 	ck_assert_ptr_nonnull(rt);
 	for (int convert = 0; convert < 2; convert++) {
@@ -113,7 +113,7 @@ START_TEST(moe_q4_k_m_types_are_llama_quantize_s)
 		{"blk.1.ffn_down_exps.weight", LOOM_DTYPE_Q8_0},
 	};
 	char path[4200], out[4300];
-	family_model_write_tmp(family_model_named("mixtral-f32"), path, sizeof(path));
+	family_model_write_tmp(family_model_named("mixtral-f32"), "families", path, sizeof(path));
 	snprintf(out, sizeof(out), "%s.q4_k_m.gguf", path);
 	loom_runtime *rt = test_runtime("cpu-generic", 2);
 	ck_assert_ptr_nonnull(rt);
@@ -171,7 +171,7 @@ START_TEST(windowed_layers_read_from_the_window)
 	const family_model *fm = family_model_named("gemma3-f32");
 	const int n_vocab = fm->config.n_vocab, deep = 600;
 	char path[4200];
-	family_model_write_tmp(fm, path, sizeof(path));
+	family_model_write_tmp(fm, "families", path, sizeof(path));
 	loom_runtime *rt = test_runtime("cpu-generic", 2);
 	ck_assert_ptr_nonnull(rt);
 	loom_model *m = NULL;
@@ -235,7 +235,7 @@ START_TEST(description_names_the_features)
 		const family_model *fm = family_model_named(cases[i].model);
 		char path[4200], text[4096];
 		size_t n;
-		family_model_write_tmp(fm, path, sizeof(path));
+		family_model_write_tmp(fm, "families", path, sizeof(path));
 		ck_assert_msg(loom_model_describe_file(rt, path, text, sizeof(text), &n) == LOOM_OK, "%s: %s", fm->name,
 			      loom_last_error());
 		ck_assert_uint_eq(n, strlen(text));
@@ -249,7 +249,7 @@ START_TEST(description_names_the_features)
 	char small[8];
 	size_t n;
 	char path[4200];
-	family_model_write_tmp(family_model_named("gemma2-f32"), path, sizeof(path));
+	family_model_write_tmp(family_model_named("gemma2-f32"), "families", path, sizeof(path));
 	ck_assert_int_eq(loom_model_describe_file(rt, path, small, sizeof(small), &n), LOOM_ERR_BUFFER_TOO_SMALL);
 	ck_assert_uint_gt(n, sizeof(small));
 	loom_runtime_free(rt);
@@ -331,7 +331,7 @@ START_TEST(feature_matters)
 	family_ref ref;
 	char path[4200], dir_name[64];
 	family_ref_load(fm->name, &ref);
-	family_model_write_tmp(fm, path, sizeof(path));
+	family_model_write_tmp(fm, "families", path, sizeof(path));
 	snprintf(dir_name, sizeof(dir_name), "without_%d", _i);
 	const char *dir = test_tmp_dir(dir_name);
 	int n_drop = 0;

@@ -70,7 +70,7 @@ START_TEST(families_on_cpu_backends)
 	const family_model *fm = &family_models(&n)[_i];
 	const char *name = fm->name;
 	char path[4200];
-	family_model_write_tmp(fm, path, sizeof(path));
+	family_model_write_tmp(fm, "step_nodes", path, sizeof(path));
 	cpu_backends_agree(path, name, &one_sequence);
 }
 END_TEST
@@ -120,7 +120,7 @@ START_TEST(sequences_and_caches_on_cpu_backends)
 	const family_model *fm = family_model_named(c->family);
 	ck_assert(fm != NULL);
 	char path[4200];
-	family_model_write_tmp(fm, path, sizeof(path));
+	family_model_write_tmp(fm, "step_nodes", path, sizeof(path));
 	step_nodes_config cfg = {.n_threads = 2, .n_seq = 3, .n_prompt = 5, .n_decode = 3, .kv_type = c->kv_type};
 	cpu_backends_agree(path, fm->name, &cfg);
 }

@@ -153,9 +153,11 @@ double family_within_band(const family_ref *r, const double *rows, float tol, co
 	return worst;
 }
 
-const char *family_model_write_tmp(const family_model *fm, char *path, size_t size)
+const char *family_model_write_tmp(const family_model *fm, const char *suite, char *path, size_t size)
 {
-	const char *dir = test_tmp_dir(fm->name);
+	char folder[512];
+	snprintf(folder, sizeof(folder), "%s/%s", suite, fm->name);
+	const char *dir = test_tmp_dir(folder);
 	snprintf(path, size, "%s/%s.gguf", dir, fm->name);
 	loom_runtime *rt = fm->scheme != NULL ? test_runtime("cpu-generic", 2) : NULL;
 	ck_assert_msg(family_model_write(rt, fm, path), "%s: %s", fm->name, loom_last_error());

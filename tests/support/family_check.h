@@ -51,9 +51,10 @@ int family_greedy_steps(loom_model *m, const family_ref *r, float tol, const cha
  * difference of the rows within tol. */
 double family_within_band(const family_ref *r, const double *rows, float tol, const char *label);
 
-/* The model written to path (in its test folder), quantized by loom where
- * its scheme asks; path. */
-const char *family_model_write_tmp(const family_model *fm, char *path, size_t size);
+/* The model written to path, quantized by loom where its scheme asks, in
+ * a folder of the suite's own (test_tmp_dir(suite/name)): suites run side
+ * by side, and test_tmp_dir empties the folder it gives; path. */
+const char *family_model_write_tmp(const family_model *fm, const char *suite, char *path, size_t size);
 
 /* The model file at path loaded on backend (threads 2) and checked against
  * ref: the prompt rows within the band, the greedy continuation; a line

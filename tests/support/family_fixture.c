@@ -2,21 +2,18 @@
  * (see family_fixture.h). */
 #include "family_fixture.h"
 
+#include "family_check.h"
 #include "fixture.h"
 #include "infer/context.h"
-#include "testdata.h"
 
 #include <check.h>
-
-#include <stdio.h>
 
 loom_model *family_model_load(loom_runtime *rt, const char *name, const char *dir)
 {
 	const family_model *fm = family_model_named(name);
 	ck_assert_msg(fm != NULL, "no family model %s", name);
 	char path[4200];
-	snprintf(path, sizeof(path), "%s/%s.gguf", test_tmp_dir(dir), name);
-	ck_assert_msg(family_model_write(NULL, fm, path), "writing %s: %s", name, loom_last_error());
+	family_model_write_tmp(fm, dir, path, sizeof(path));
 	loom_model *m = NULL;
 	ck_assert_msg(loom_model_load(rt, path, NULL, &m) == LOOM_OK, "loading %s: %s", name, loom_last_error());
 	return m;

@@ -8,9 +8,9 @@
 
 #include "family_models.h"
 
-/* The family model called name, written (unquantized schemes only) into
- * the test folder dir (test_tmp_dir) and loaded on rt; the test fails if
- * any of that does. */
+/* The family model called name, written into the suite's folder dir
+ * (family_model_write_tmp) and loaded on rt; the test fails if any of
+ * that does. */
 loom_model *family_model_load(loom_runtime *rt, const char *name, const char *dir);
 
 /* The family model's one-token step, then (in a fresh cache) its 4-token
