@@ -43,17 +43,9 @@ static const step_nodes_config one_sequence = {
  * cannot run here. */
 static bool nodes_agree(const char *path, const char *name, const char *b, const step_nodes_config *base)
 {
-	step_nodes_result r;
 	step_nodes_config cfg = *base;
 	cfg.band = strcmp(b, "cpu-amx") == 0 ? AMX_BAND : CPU_BAND;
-	if (!step_nodes_compare(path, "cpu-generic", b, &cfg, &r))
-		return false;
-	printf("%-20s %-12s %d seq, %-4s cache: %4d nodes compared, %3d skipped, worst %s\n", name, b, cfg.n_seq,
-	       loom_dtype_name(cfg.kv_type), r.n_compared, r.n_skipped, r.worst_node);
-	ck_assert_msg(r.n_compared > 0, "%s on %s: no node compared", name, b);
-	ck_assert_msg(r.n_over == 0, "%s on %s (%d sequences, %s cache): %d node outputs past the band %g; the first: %s",
-		      name, b, cfg.n_seq, loom_dtype_name(cfg.kv_type), r.n_over, cfg.band, r.first_over);
-	return true;
+	return step_nodes_agree(path, name, "cpu-generic", b, &cfg);
 }
 
 /* Every optimised CPU backend against cpu-generic on path. */

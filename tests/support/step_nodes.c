@@ -18,6 +18,16 @@ const char *const step_nodes_families[] = {
 };
 const int step_nodes_n_families = (int)(sizeof(step_nodes_families) / sizeof(step_nodes_families[0]));
 
+/* Where a comparison stands. */
+typedef struct step_nodes_result {
+	int n_compared;   /* node outputs compared, over all steps */
+	int n_skipped;    /* nodes whose output is no activation (a cache's cells) */
+	int n_over;       /* outputs whose error passed the band */
+	double worst;     /* the largest error */
+	char worst_node[200];
+	char first_over[200]; /* the first output over the band, in step order; "" if none */
+} step_nodes_result;
+
 /* One node's output on the reference backend. */
 typedef struct node_output {
 	loom_op op;
@@ -146,8 +156,10 @@ static bool compare(void *user, loom_context *ctx, const loom_graph *graph, int 
 	return true;
 }
 
-bool step_nodes_compare(const char *path, const char *a, const char *b, const step_nodes_config *cfg,
-			step_nodes_result *r)
+/* The comparison of step_nodes_agree, into *r; false where a backend
+ * cannot run here. */
+static bool compare_steps(const char *path, const char *a, const char *b, const step_nodes_config *cfg,
+			  step_nodes_result *r)
 {
 	const char *names[2] = {a, b};
 	loom_runtime *rt[2] = {NULL, NULL};
@@ -210,5 +222,18 @@ bool step_nodes_compare(const char *path, const char *a, const char *b, const st
 		loom_model_free(m[k]);
 		loom_runtime_free(rt[k]);
 	}
+	return true;
+}
+
+bool step_nodes_agree(const char *path, const char *name, const char *a, const char *b, const step_nodes_config *cfg)
+{
+	step_nodes_result r;
+	if (!compare_steps(path, a, b, cfg, &r))
+		return false;
+	printf("%-20s %-12s %d seq, %-4s cache: %4d nodes compared, %3d skipped, worst %s\n", name, b, cfg->n_seq,
+	       loom_dtype_name(cfg->kv_type), r.n_compared, r.n_skipped, r.worst_node);
+	ck_assert_msg(r.n_compared > 0, "%s on %s: no node compared", name, b);
+	ck_assert_msg(r.n_over == 0, "%s on %s (%d sequences, %s cache): %d node outputs past the band %g; the first: %s",
+		      name, b, cfg->n_seq, loom_dtype_name(cfg->kv_type), r.n_over, cfg->band, r.first_over);
 	return true;
 }

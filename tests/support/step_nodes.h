@@ -12,15 +12,6 @@
 
 #include <stdbool.h>
 
-typedef struct step_nodes_result {
-	int n_compared;   /* node outputs compared, over all steps */
-	int n_skipped;    /* nodes whose output is no activation (a cache's cells) */
-	int n_over;       /* outputs whose error passed the band */
-	double worst;     /* the largest error */
-	char worst_node[200];
-	char first_over[200]; /* the first output over the band, in step order; "" if none */
-} step_nodes_result;
-
 /* The family models (family_models.h) test_cuda compares node by node:
  * one of each kind of block - routing by softmax, by sigmoid with a bias,
  * shared experts, windows, soft-caps, sinks, MXFP4, K-quants, a fused
@@ -41,12 +32,14 @@ typedef struct step_nodes_config {
 	double band; /* the largest error a node may show */
 } step_nodes_config;
 
-/* Model file path on backends a (the reference) and b. A node's error:
+/* Model file path (called name in what it prints) on backends a (the
+ * reference) and b: one line with the nodes compared and the worst, and
+ * the test fails where a node's error passes cfg->band, naming the first
+ * (step, node, op, tensor), or where no node was compared. A node's error:
  * max |b - a| over max |a| for f32 outputs (1 where b has a NaN or
  * infinity a has not), 1 where i32 outputs (expert choices) differ at
  * all. Returns false, after a SKIP line, where a backend cannot run on
  * this machine; the test fails where loom does. */
-bool step_nodes_compare(const char *path, const char *a, const char *b, const step_nodes_config *cfg,
-			step_nodes_result *r);
+bool step_nodes_agree(const char *path, const char *name, const char *a, const char *b, const step_nodes_config *cfg);
 
 #endif
