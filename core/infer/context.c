@@ -1,6 +1,7 @@
 /* context.c - contexts: creating them, and evaluating a batch. */
 #include "infer/context.h"
 
+#include "infer/node_watch.h"
 #include "infer/profile.h"
 #include "runtime/clock.h"
 
@@ -374,7 +375,8 @@ static loom_status run_step(loom_context *ctx, int n, int n_out, loom_step_outpu
 	if (st != LOOM_OK)
 		return st;
 
-	if ((st = profile_compute(ctx, &graph)) != LOOM_OK)
+	st = ctx->node_watch != NULL ? loom_node_watch_compute(ctx, &graph) : profile_compute(ctx, &graph);
+	if (st != LOOM_OK)
 		return st;
 	if (output == LOOM_STEP_HIDDEN)
 		return loom_backend_download(be, &ctx->scratch, ctx->slot_offset[LOOM_SLOT_XB], hidden,

@@ -5,8 +5,6 @@
  * is the core's own work. */
 #include "infer/profile.h"
 
-#include "infer/node_watch.h"
-
 #include "runtime/clock.h"
 #include "runtime/error.h"
 #include "runtime/struct_size.h"
@@ -44,8 +42,6 @@ loom_status loom_context_profile_sized(const loom_context *ctx, loom_profile *ou
 loom_status profile_compute(loom_context *ctx, const loom_graph *graph)
 {
 	loom_backend *be = &ctx->model->rt->backend;
-	if (ctx->node_watch != NULL)
-		return loom_node_watch_compute(ctx, graph);
 	if (!ctx->profiling)
 		return loom_backend_compute(be, graph);
 	double t0 = loom_now_s();

@@ -7,8 +7,7 @@
 #include "infer/context.h"
 
 /* Runs a step's graph on the backend; while profiling, node by node
- * timed, each node's time added to its kind; while watched, a node at a
- * time (node_watch.h). */
+ * timed, each node's time added to its kind. */
 loom_status profile_compute(loom_context *ctx, const loom_graph *graph);
 
 /* While profiling, adds a step that took ms of wall time. */
