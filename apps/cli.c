@@ -230,6 +230,8 @@ bool cli_parse(const char *cmd, int argc, char **argv, unsigned allowed, cli_opt
 			o->chat_template = v;
 		else if (IS("--system") && NEED(CLI_CHAT))
 			o->system = v;
+		else if (IS("--reasoning") && NEED(CLI_CHAT))
+			o->reasoning = v;
 		else if (IS("--quantize") && NEED(CLI_QUANTIZE))
 			o->quantize = v;
 		else if (IS("--type") && NEED(CLI_TYPE))

@@ -24,6 +24,7 @@ typedef struct cli_options {
 	const char *output_format; /* bench: md | json */
 	const char *chat_template; /* chat: a template name instead of the model's */
 	const char *system;        /* chat: the system message */
+	const char *reasoning;     /* chat: none, on, low, medium or high; NULL: the template's own */
 	const char *quantize;      /* a scheme to quantize the weights to at load */
 	const char *type;          /* convert: the output's scheme */
 	const char *grammar;       /* run: a GBNF file the output follows */

@@ -58,6 +58,8 @@ static const usage usages[] = {
 	 "  -f, --file FILE        the user's messages from FILE (- for stdin, the default)\n"
 	 "  --chat-template NAME   a template by name instead of the model's\n"
 	 "  --system TEXT          the system message\n"
+	 "  --reasoning LEVEL      none, on, low, medium or high, as the template offers\n"
+	 "                         (gpt-oss: low, medium, high; Qwen 3: none or on)\n"
 	 "  --no-context-shift     end the chat when the context is full (default: shift)\n" SHIFT_OPTS
 		 SAMPLING_OPTS CTX_OPTS BACKEND_OPTS},
 	{"serve",

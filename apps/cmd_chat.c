@@ -9,6 +9,7 @@
  * conversation goes on over what remains. */
 #include "cli.h"
 
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,20 +91,72 @@ static bool on_reply(void *user, loom_token token, const char *text, size_t len)
 	return fwrite(text, 1, len, stdout) == len && fflush(stdout) == 0;
 }
 
+/* --reasoning's level; false if it names none. */
+static bool reasoning_named(const char *name, loom_reasoning *out)
+{
+	static const char *const names[] = {"none", "on", "low", "medium", "high"};
+	static const loom_reasoning levels[] = {LOOM_REASONING_NONE, LOOM_REASONING_ON, LOOM_REASONING_LOW,
+						LOOM_REASONING_MEDIUM, LOOM_REASONING_HIGH};
+	*out = LOOM_REASONING_DEFAULT;
+	for (size_t i = 0; name != NULL && i < sizeof(names) / sizeof(names[0]); i++)
+		if (strcmp(name, names[i]) == 0) {
+			*out = levels[i];
+			return true;
+		}
+	return name == NULL;
+}
+
+/* The conversation as the chat API's JSON messages; NULL when out of
+ * memory. */
+static char *messages_json(const chat *c)
+{
+	cJSON *msgs = cJSON_CreateArray();
+	for (size_t i = 0; msgs != NULL && i < c->n; i++) {
+		cJSON *m = cJSON_CreateObject();
+		if (m == NULL || !cJSON_AddItemToArray(msgs, m) ||
+		    cJSON_AddStringToObject(m, "role", c->msgs[i].role) == NULL ||
+		    cJSON_AddStringToObject(m, "content", c->msgs[i].content) == NULL) {
+			cJSON_Delete(msgs);
+			return NULL;
+		}
+	}
+	char *text = msgs != NULL ? cJSON_PrintUnformatted(msgs) : NULL;
+	cJSON_Delete(msgs);
+	return text;
+}
+
+/* The conversation in the template, with the reasoning asked for. */
+static loom_status chat_text(const loom_model *model, const cli_options *o, const char *messages, char *buf,
+			     size_t size, size_t *n)
+{
+	loom_reasoning reasoning;
+	reasoning_named(o->reasoning, &reasoning);
+	return loom_chat_apply_json_reasoning(model, o->chat_template, reasoning, messages, strlen(messages), NULL, 0,
+					      true, buf, size, n);
+}
+
 /* The whole conversation as the template's tokens, ending with the
  * assistant's opening, BOS as the model asks; NULL on error (reported). */
 static loom_token *prompt_tokens(const loom_model *model, const cli_options *o, const chat *c, size_t *n)
 {
 	size_t need = 0;
-	loom_status st = loom_chat_apply(model, o->chat_template, c->msgs, c->n, true, NULL, 0, &need);
+	char *messages = messages_json(c);
+	if (messages == NULL) {
+		cli_fail("chat template: out of memory");
+		return NULL;
+	}
+	loom_status st = chat_text(model, o, messages, NULL, 0, &need);
 	if (st != LOOM_OK && st != LOOM_ERR_BUFFER_TOO_SMALL) {
+		free(messages);
 		cli_fail_status(st, "chat template");
 		return NULL;
 	}
 	char *text = malloc(need + 1);
-	if (text == NULL || loom_chat_apply(model, o->chat_template, c->msgs, c->n, true, text, need + 1, &need) != LOOM_OK) {
+	st = text == NULL ? LOOM_ERR_NO_MEMORY : chat_text(model, o, messages, text, need + 1, &need);
+	free(messages);
+	if (st != LOOM_OK) {
 		free(text);
-		cli_fail("chat template: out of memory");
+		cli_fail_status(st, "chat template");
 		return NULL;
 	}
 	loom_token *toks = NULL;
@@ -261,6 +314,15 @@ int cmd_chat(int argc, char **argv)
 			cli_fail("%s", loom_last_error());
 			goto out;
 		}
+	}
+	loom_reasoning reasoning;
+	if (!reasoning_named(o.reasoning, &reasoning)) {
+		cli_fail("chat: --reasoning is none, on, low, medium or high, not '%s'", o.reasoning);
+		goto out;
+	}
+	if (loom_chat_check_reasoning(model, o.chat_template, reasoning) != LOOM_OK) {
+		cli_fail("chat: --reasoning %s: %s", o.reasoning, loom_last_error());
+		goto out;
 	}
 	fprintf(stderr, "loom: chat template %s; one message per line, end with Ctrl-D\n",
 		o.chat_template != NULL ? o.chat_template : loom_chat_template(model));

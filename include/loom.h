@@ -981,6 +981,37 @@ LOOM_API loom_status loom_chat_apply_json(const loom_model *model, const char *t
 					  size_t messages_len, const char *tools_json, size_t tools_len, bool add_assistant,
 					  char *buf, size_t size, size_t *n_out);
 
+/* How much a reasoning model reasons before it answers, as a request asks
+ * for it (OpenAI's reasoning_effort; Qwen 3's enable_thinking). Each
+ * template family offers what its models were trained on: harmony (gpt-oss)
+ * the levels low, medium and high, written into its system message (ON and
+ * the default: medium; NONE refused: gpt-oss always reasons); a template
+ * that switches thinking off (Qwen 3's enable_thinking) off with NONE and on
+ * with the others; a template that opens every reply in <think> (Qwen 3's
+ * thinking-only releases) reasoning, NONE refused; every other template
+ * none, ON and the levels refused. */
+typedef enum loom_reasoning {
+	LOOM_REASONING_DEFAULT = 0, /* what the template does when told nothing */
+	LOOM_REASONING_NONE,        /* no reasoning */
+	LOOM_REASONING_ON,          /* reasoning, at the template's own level */
+	LOOM_REASONING_LOW,
+	LOOM_REASONING_MEDIUM,
+	LOOM_REASONING_HIGH,
+} loom_reasoning;
+
+/* Whether the template (NULL: the model's own) offers reasoning: LOOM_OK,
+ * or LOOM_ERR_INVALID_ARGUMENT with loom_last_error() saying what it
+ * offers. */
+LOOM_API loom_status loom_chat_check_reasoning(const loom_model *model, const char *template_name,
+					       loom_reasoning reasoning);
+
+/* loom_chat_apply_json with the reasoning asked for, refused as
+ * loom_chat_check_reasoning refuses. */
+LOOM_API loom_status loom_chat_apply_json_reasoning(const loom_model *model, const char *template_name,
+						    loom_reasoning reasoning, const char *messages_json,
+						    size_t messages_len, const char *tools_json, size_t tools_len,
+						    bool add_assistant, char *buf, size_t size, size_t *n_out);
+
 /* A tool call in a reply, as loom_reply_reader reads it. */
 typedef struct loom_tool_call {
 	const char *name;      /* the function's name; "" until it is read whole */

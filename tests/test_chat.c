@@ -378,8 +378,23 @@ START_TEST(chat_command_keeps_the_conversation)
 	loom_runtime_free(rt);
 	cmd_result b = run_cmd(cmd, model, test_plugins_file());
 	ck_assert_msg(b.status == 0 && strcmp(a.out, b.out) == 0, "second run: '%s' vs '%s'", b.out, a.out);
-	cmd_result_free(&a);
 	cmd_result_free(&b);
+	/* Gemma's template has no reasoning: none is what it writes anyway,
+	 * asking for some is refused before the chat starts. */
+	const char *reasoning = "printf 'Hello there\\n\\nHow are you?\\n' | $LOOM chat -m %s -n 8 --temp 0 -t 1 --plugins %s "
+				"--reasoning %s";
+	b = run_cmd(reasoning, model, test_plugins_file(), "none");
+	ck_assert_msg(b.status == 0 && strcmp(a.out, b.out) == 0, "--reasoning none: '%s' vs '%s'", b.out, a.out);
+	cmd_result_free(&b);
+	b = run_cmd(reasoning, model, test_plugins_file(), "high");
+	ck_assert_msg(b.status == 1 && strstr(b.err, "has no reasoning to ask for") != NULL, "exit %d: %s", b.status,
+		      b.err);
+	cmd_result_free(&b);
+	b = run_cmd(reasoning, model, test_plugins_file(), "lots");
+	ck_assert_msg(b.status == 1 && strstr(b.err, "none, on, low, medium or high") != NULL, "exit %d: %s", b.status,
+		      b.err);
+	cmd_result_free(&b);
+	cmd_result_free(&a);
 
 	cmd_result r = run_cmd("echo hi | $LOOM chat -m %s --chat-template jinja2 --plugins %s", model, test_plugins_file());
 	ck_assert_msg(r.status == 1 && strstr(r.err, "unknown chat template 'jinja2'") != NULL, "exit %d: %s", r.status,
@@ -395,11 +410,13 @@ static const char *const harmony_markers[] = {"<|start|>", "<|end|>",    "<|mess
 static const char *const end_only[] = {"<|end|>", NULL};
 static const char *const think_markers[] = {"<think>", "</think>", NULL};
 
-/* A synthetic model whose vocabulary ends with markers. */
-static loom_model *model_with_markers(loom_runtime *rt, const char *name, const char *const *markers)
+/* A synthetic model whose vocabulary ends with markers, and its chat
+ * template jinja (NULL: none). */
+static loom_model *model_with_template(loom_runtime *rt, const char *name, const char *const *markers, const char *jinja)
 {
 	synth_config c = synth_default_config();
 	c.control_tokens = markers;
+	c.chat_template = jinja;
 	synth_model *sm = synth_model_build(&c, NULL);
 	char path[4200];
 	snprintf(path, sizeof(path), "%s/model.gguf", test_tmp_dir(name));
@@ -408,6 +425,11 @@ static loom_model *model_with_markers(loom_runtime *rt, const char *name, const 
 	loom_model *m = NULL;
 	ck_assert_msg(loom_model_load(rt, path, NULL, &m) == LOOM_OK, "%s: %s", path, loom_last_error());
 	return m;
+}
+
+static loom_model *model_with_markers(loom_runtime *rt, const char *name, const char *const *markers)
+{
+	return model_with_template(rt, name, markers, NULL);
 }
 
 /* A reply as its tokens, and the text each part should read: the pieces
@@ -565,6 +587,88 @@ START_TEST(thinking_is_read_apart_from_the_answer)
 }
 END_TEST
 
+/* Qwen 3's thinking-only releases open every reply in <think> in the
+ * prompt (their template cut to what tells it): the model writes its
+ * reasoning first and only </think> of the markers, and the reader starts
+ * in the reasoning; named as plain chatml the template opens nothing. */
+START_TEST(a_reply_opened_in_thinking_starts_in_the_reasoning)
+{
+	static const char jinja[] =
+		"{%- for message in messages %}{{- '<|im_start|>' + message.role + '\\n' + "
+		"message.content.split('</think>')[-1] + '<|im_end|>\\n' }}{%- endfor %}"
+		"{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n<think>\\n' }}{%- endif %}";
+	loom_runtime *rt = test_runtime("cpu-generic", 1);
+	loom_model *m = model_with_template(rt, "chat-think-only", think_markers, jinja);
+	loom_chat_message msg = {"user", "Hi"};
+	char text[256];
+	size_t n = 0;
+	ck_assert_int_eq(loom_chat_apply(m, NULL, &msg, 1, true, text, sizeof(text), &n), LOOM_OK);
+	ck_assert_str_eq(text, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n");
+	ck_assert_int_eq(loom_chat_apply(m, "chatml", &msg, 1, true, text, sizeof(text), &n), LOOM_OK);
+	ck_assert_str_eq(text, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+	ck_assert_int_eq(loom_chat_check_reasoning(m, NULL, LOOM_REASONING_ON), LOOM_OK);
+	ck_assert_int_eq(loom_chat_check_reasoning(m, NULL, LOOM_REASONING_NONE), LOOM_ERR_INVALID_ARGUMENT);
+	ck_assert_msg(strstr(loom_last_error(), "always reasons") != NULL, "%s", loom_last_error());
+	ck_assert_int_eq(loom_chat_check_reasoning(m, "chatml", LOOM_REASONING_NONE), LOOM_OK);
+	ck_assert_int_eq(loom_chat_check_reasoning(m, "chatml", LOOM_REASONING_ON), LOOM_ERR_INVALID_ARGUMENT);
+	ck_assert_int_eq(loom_chat_check_reasoning(m, NULL, (loom_reasoning)99), LOOM_ERR_INVALID_ARGUMENT);
+
+	reply *r = calloc(1, sizeof(*r));
+	add_text(r, m, "the cat sat on the mat", 1);
+	add_marker(r, m, "</think>");
+	add_text(r, m, "\n\nthe dog ran", 0);
+	size_t lead = strspn(r->part[0], " \n");
+	memmove(r->part[0], r->part[0] + lead, strlen(r->part[0]) - lead + 1);
+	ck_assert(strlen(r->part[0]) > 4 && strlen(r->part[1]) > 4);
+	expect_parts(m, NULL, r, NULL);
+	/* Named chatml, the same reply reads as content until </think>. */
+	reply *as_named = calloc(1, sizeof(*as_named));
+	add_text(as_named, m, "the cat sat on the mat", 0);
+	add_marker(as_named, m, "</think>");
+	char answer[512];
+	strcpy(answer, as_named->part[0]);
+	add_text(as_named, m, "\n\nthe dog ran", 0);
+	strcpy(as_named->part[0], answer);
+	strcat(as_named->part[0], r->part[0]);
+	expect_parts(m, "chatml", as_named, NULL);
+	free(as_named);
+
+	/* A call the host opens closes the reasoning, empty, first; the reader
+	 * then reads the call, no reasoning. */
+	char opening[64];
+	unsigned flags;
+	ck_assert_int_eq(loom_tool_call_opening(m, NULL, NULL, opening, sizeof(opening), &n, &flags), LOOM_OK);
+	ck_assert_str_eq(opening, "\n</think>\n\n<tool_call>\n");
+	ck_assert_int_eq(loom_tool_call_opening(m, "chatml", NULL, opening, sizeof(opening), &n, &flags), LOOM_OK);
+	ck_assert_str_eq(opening, "<tool_call>\n");
+	ck_assert_int_eq(loom_tool_call_opening(m, NULL, NULL, opening, sizeof(opening), &n, &flags), LOOM_OK);
+	loom_reply_reader *rr = NULL;
+	ck_assert_int_eq(loom_reply_reader_create(m, NULL, NULL, 0, &rr), LOOM_OK);
+	ck_assert_int_eq(loom_reply_reader_read_tools(rr, opening), LOOM_OK);
+	static const char call[] = "{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>";
+	loom_token toks[128];
+	size_t n_toks = 0;
+	ck_assert_int_eq(loom_tokenize(m, call, strlen(call), false, true, toks, 128, &n_toks), LOOM_OK);
+	for (size_t i = 0; i < n_toks; i++) {
+		char piece[64];
+		size_t len = 0;
+		ck_assert_int_eq(loom_token_to_piece(m, toks[i], false, piece, sizeof(piece), &len), LOOM_OK);
+		loom_generated step = {.token = toks[i], .text = piece, .len = len, .done = i + 1 == n_toks};
+		loom_reply_parts parts;
+		ck_assert_int_eq(loom_reply_reader_push(rr, &step, &parts), LOOM_OK);
+		ck_assert_uint_eq(parts.n_reasoning, 0);
+	}
+	const loom_tool_call *calls = NULL;
+	ck_assert_uint_eq(loom_reply_reader_tool_calls(rr, &calls), 1);
+	ck_assert_str_eq(calls[0].name, "get_time");
+	ck_assert(calls[0].done);
+	loom_reply_reader_free(rr);
+	free(r);
+	loom_model_free(m);
+	loom_runtime_free(rt);
+}
+END_TEST
+
 static Suite *chat_suite(void)
 {
 	Suite *s = suite_create("chat");
@@ -579,6 +683,7 @@ static Suite *chat_suite(void)
 	tcase_add_test(tc, chat_command_keeps_the_conversation);
 	tcase_add_test(tc, harmony_replies_split_into_content_and_reasoning);
 	tcase_add_test(tc, thinking_is_read_apart_from_the_answer);
+	tcase_add_test(tc, a_reply_opened_in_thinking_starts_in_the_reasoning);
 	suite_add_tcase(s, tc);
 	return s;
 }

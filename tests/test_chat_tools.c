@@ -161,6 +161,8 @@ static char *with_text_arguments(const char *messages)
 /* The template's default system prompt in its block, as it writes it
  * for a conversation without one. */
 static char *jinja_render(const char *dir, const struct family *f, const char *messages, bool with_tools);
+static char *jinja_render_with(const char *dir, const char *template_path, const struct family *f, const char *messages,
+			       bool with_tools, const char *vars);
 
 static char *default_system_block(const char *dir, const struct family *f)
 {
@@ -175,6 +177,16 @@ static char *default_system_block(const char *dir, const struct family *f)
 /* The template rendered by the Jinja engine; NULL if it raised. */
 static char *jinja_render(const char *dir, const struct family *f, const char *messages, bool with_tools)
 {
+	char path[4300];
+	snprintf(path, sizeof(path), "%s/%s", TEMPLATES, f->file);
+	return jinja_render_with(dir, path, f, messages, with_tools, NULL);
+}
+
+/* The template at template_path rendered with f's tokens and date, vars
+ * (JSON members: "NAME": VALUE, ...; NULL: none) its variables too. */
+static char *jinja_render_with(const char *dir, const char *template_path, const struct family *f, const char *messages,
+			       bool with_tools, const char *vars)
+{
 	char req[4300];
 	snprintf(req, sizeof(req), "%s/request.json", dir);
 	FILE *out = fopen(req, "w");
@@ -183,9 +195,11 @@ static char *jinja_render(const char *dir, const struct family *f, const char *m
 		messages, with_tools ? "\"tools\": " : "", with_tools ? tools_json : "", with_tools ? ", " : "", f->eos);
 	if (f->date != NULL)
 		fprintf(out, ", \"date_string\": \"%s\"", f->date);
+	if (vars != NULL)
+		fprintf(out, ", %s", vars);
 	fprintf(out, "}");
 	fclose(out);
-	cmd_result r = run_cmd("cd %s && node render_chat_template.mjs %s/%s < %s", NODE_DIR, TEMPLATES, f->file, req);
+	cmd_result r = run_cmd("cd %s && node render_chat_template.mjs %s < %s", NODE_DIR, template_path, req);
 	char *text = r.status == 0 ? strdup(r.out) : NULL;
 	if (r.status != 0)
 		printf("  %s raises: %s", f->file, r.err);
@@ -193,18 +207,26 @@ static char *jinja_render(const char *dir, const struct family *f, const char *m
 	return text;
 }
 
-static char *loom_render(const loom_model *m, const char *messages, bool with_tools, loom_status *st)
+static char *loom_render_reasoning(const loom_model *m, const char *messages, bool with_tools, loom_reasoning reasoning,
+				   loom_status *st)
 {
 	size_t need = 0;
 	const char *tools = with_tools ? tools_json : NULL;
 	const size_t tools_len = with_tools ? strlen(tools_json) : 0;
-	*st = loom_chat_apply_json(m, NULL, messages, strlen(messages), tools, tools_len, true, NULL, 0, &need);
+	*st = loom_chat_apply_json_reasoning(m, NULL, reasoning, messages, strlen(messages), tools, tools_len, true, NULL,
+					     0, &need);
 	if (*st != LOOM_ERR_BUFFER_TOO_SMALL)
 		return NULL;
 	char *text = malloc(need + 1);
-	*st = loom_chat_apply_json(m, NULL, messages, strlen(messages), tools, tools_len, true, text, need + 1, &need);
+	*st = loom_chat_apply_json_reasoning(m, NULL, reasoning, messages, strlen(messages), tools, tools_len, true, text,
+					     need + 1, &need);
 	ck_assert_uint_eq(strlen(text), need);
 	return text;
+}
+
+static char *loom_render(const loom_model *m, const char *messages, bool with_tools, loom_status *st)
+{
+	return loom_render_reasoning(m, messages, with_tools, LOOM_REASONING_DEFAULT, st);
 }
 
 /* A conversation of plain turns through loom_chat_apply. */
@@ -224,16 +246,25 @@ static char *plain_render(const loom_model *m, const char *messages)
 	return text;
 }
 
-START_TEST(renders_as_the_models_own_templates)
+/* The Jinja engine's script in the build's node/ beside the package, and
+ * the test's folder; NULL (a skip, said) where the package is missing. */
+static const char *jinja_engine_ready(const char *name)
 {
 	if (access(NODE_DIR "/node_modules/@huggingface/jinja/package.json", R_OK) != 0) {
 		printf("SKIP: @huggingface/jinja is not in %s: run scripts/test.sh, which installs it\n", NODE_DIR);
-		return;
+		return NULL;
 	}
-	const char *dir = test_tmp_dir("chat_tools_render");
 	cmd_result cp = run_cmd("cp %s/tests/tools/render_chat_template.mjs %s/", LOOM_TEST_SOURCE_DIR, NODE_DIR);
 	ck_assert_int_eq(cp.status, 0);
 	cmd_result_free(&cp);
+	return test_tmp_dir(name);
+}
+
+START_TEST(renders_as_the_models_own_templates)
+{
+	const char *dir = jinja_engine_ready("chat_tools_render");
+	if (dir == NULL)
+		return;
 	loom_runtime *rt = test_runtime("cpu-generic", 1);
 	int compared = 0, refused = 0;
 	for (size_t fi = 0; fi < sizeof(families) / sizeof(families[0]); fi++) {
@@ -298,6 +329,125 @@ START_TEST(renders_as_the_models_own_templates)
 	printf("%d renders byte for byte, %d refused by both\n", compared, refused);
 	ck_assert_int_ge(compared, 60);
 	loom_runtime_free(rt);
+}
+END_TEST
+
+/* Qwen 3's thinking-only releases (Qwen3-4B-Thinking-2507, ...) ship
+ * qwen3.jinja with another generation prompt, which opens the reply's
+ * reasoning (tests/data/chat_templates/README.md). */
+static const char qwen3_generation_prompt[] =
+	"{%- if add_generation_prompt %}\n    {{- '<|im_start|>assistant\\n' }}\n"
+	"    {%- if enable_thinking is defined and enable_thinking is false %}\n"
+	"        {{- '<think>\\n\\n</think>\\n\\n' }}\n    {%- endif %}\n{%- endif %}";
+static const char thinking_only_generation_prompt[] =
+	"{%- if add_generation_prompt %}\n    {{- '<|im_start|>assistant\\n<think>\\n' }}\n{%- endif %}";
+
+/* The reasoning a request asks for, rendered as the models' own templates
+ * render their variables (enable_thinking, reasoning_effort), byte for
+ * byte; what a template does not offer refused. */
+START_TEST(reasoning_as_the_models_own_templates)
+{
+	const char *dir = jinja_engine_ready("chat_tools_reasoning");
+	if (dir == NULL)
+		return;
+	/* The thinking-only template, made from qwen3.jinja. */
+	size_t qwen3_len;
+	char *qwen3 = test_read_file(TEMPLATES "/qwen3.jinja", &qwen3_len);
+	ck_assert_ptr_nonnull(qwen3);
+	char *prompt_at = strstr(qwen3, qwen3_generation_prompt);
+	ck_assert_msg(prompt_at != NULL && prompt_at[strlen(qwen3_generation_prompt)] == '\0',
+		      "qwen3.jinja no longer ends with its generation prompt");
+	char *thinking_only = malloc(qwen3_len + sizeof(thinking_only_generation_prompt));
+	memcpy(thinking_only, qwen3, (size_t)(prompt_at - qwen3));
+	strcpy(thinking_only + (prompt_at - qwen3), thinking_only_generation_prompt);
+	char thinking_only_path[4300];
+	snprintf(thinking_only_path, sizeof(thinking_only_path), "%s/qwen3-thinking-only.jinja", dir);
+	FILE *out = fopen(thinking_only_path, "w");
+	ck_assert_ptr_nonnull(out);
+	fputs(thinking_only, out);
+	fclose(out);
+
+	static const struct {
+		const char *family; /* the family's file in families[] */
+		bool thinking_only; /* the family's template with the thinking-only generation prompt */
+		loom_reasoning reasoning;
+		const char *vars; /* what the template is told; NULL: refused */
+	} cases[] = {
+		{"qwen3.jinja", false, LOOM_REASONING_NONE, "\"enable_thinking\": false"},
+		{"qwen3.jinja", false, LOOM_REASONING_ON, "\"enable_thinking\": true"},
+		{"qwen3.jinja", false, LOOM_REASONING_HIGH, "\"enable_thinking\": true"},
+		{"qwen3.jinja", true, LOOM_REASONING_DEFAULT, ""},
+		{"qwen3.jinja", true, LOOM_REASONING_ON, ""},
+		{"qwen3.jinja", true, LOOM_REASONING_NONE, NULL},
+		{"gpt-oss.jinja", false, LOOM_REASONING_LOW, "\"reasoning_effort\": \"low\""},
+		{"gpt-oss.jinja", false, LOOM_REASONING_MEDIUM, "\"reasoning_effort\": \"medium\""},
+		{"gpt-oss.jinja", false, LOOM_REASONING_HIGH, "\"reasoning_effort\": \"high\""},
+		{"gpt-oss.jinja", false, LOOM_REASONING_ON, ""},
+		{"gpt-oss.jinja", false, LOOM_REASONING_NONE, NULL},
+		{"qwen2.5.jinja", false, LOOM_REASONING_NONE, ""},
+		{"qwen2.5.jinja", false, LOOM_REASONING_LOW, NULL},
+		{"llama3.1.jinja", false, LOOM_REASONING_ON, NULL},
+	};
+	loom_runtime *rt = test_runtime("cpu-generic", 1);
+	int compared = 0, refused = 0;
+	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+		const struct family *f = NULL;
+		for (size_t fi = 0; fi < sizeof(families) / sizeof(families[0]); fi++)
+			if (strcmp(families[fi].file, cases[k].family) == 0)
+				f = &families[fi];
+		ck_assert_ptr_nonnull(f);
+		char path[4300];
+		snprintf(path, sizeof(path), "%s/%s", TEMPLATES, f->file);
+		const char *template_path = cases[k].thinking_only ? thinking_only_path : path;
+		size_t jinja_len;
+		char *jinja = test_read_file(template_path, &jinja_len);
+		ck_assert_ptr_nonnull(jinja);
+		loom_model *m = marker_model(rt, dir, "reasoning", jinja);
+		if (cases[k].vars == NULL) {
+			ck_assert_int_eq(loom_chat_check_reasoning(m, NULL, cases[k].reasoning), LOOM_ERR_INVALID_ARGUMENT);
+			printf("  %s%s, reasoning %d refused: %s\n", f->file, cases[k].thinking_only ? " (thinking only)" : "",
+			       (int)cases[k].reasoning, loom_last_error());
+			loom_status st;
+			char *ours = loom_render_reasoning(m, conversations[0].messages, false, cases[k].reasoning, &st);
+			ck_assert_ptr_null(ours);
+			ck_assert_int_eq(st, LOOM_ERR_INVALID_ARGUMENT);
+			refused++;
+		}
+		for (size_t ci = 0; cases[k].vars != NULL && ci < sizeof(conversations) / sizeof(conversations[0]); ci++) {
+			const struct conversation *c = &conversations[ci];
+			if (f->first_call_only && !c->one_call_each)
+				continue;
+			ck_assert_int_eq(loom_chat_check_reasoning(m, NULL, cases[k].reasoning), LOOM_OK);
+			char *sent = with_text_arguments(c->messages);
+			loom_status st;
+			char *ours = loom_render_reasoning(m, sent, c->with_tools, cases[k].reasoning, &st);
+			char *theirs = jinja_render_with(dir, template_path, f, f->text_arguments ? sent : c->messages,
+							 c->with_tools, cases[k].vars[0] != '\0' ? cases[k].vars : NULL);
+			if (theirs == NULL) {
+				ck_assert_msg(ours == NULL && st == LOOM_ERR_INVALID_ARGUMENT,
+					      "%s, %s: the template raises, loom renders", f->file, c->what);
+			} else {
+				if (f->left_out != NULL)
+					cut(theirs, f->left_out);
+				ck_assert_msg(ours != NULL, "%s, %s: %s", f->file, c->what, loom_last_error());
+				ck_assert_msg(strcmp(ours, theirs) == 0,
+					      "%s, %s, reasoning %d:\n--- the template:\n%s\n--- loom:\n%s", f->file, c->what,
+					      (int)cases[k].reasoning, theirs, ours);
+				compared++;
+			}
+			free(ours);
+			free(theirs);
+			free(sent);
+		}
+		loom_model_free(m);
+		free(jinja);
+	}
+	printf("%d renders with reasoning byte for byte, %d refused\n", compared, refused);
+	ck_assert_int_ge(compared, 40);
+	ck_assert_int_eq(refused, 4);
+	loom_runtime_free(rt);
+	free(thinking_only);
+	free(qwen3);
 }
 END_TEST
 
@@ -935,6 +1085,7 @@ static Suite *chat_tools_suite(void)
 	TCase *tc = tcase_create("tools");
 	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, renders_as_the_models_own_templates);
+	tcase_add_test(tc, reasoning_as_the_models_own_templates);
 	tcase_add_test(tc, mistral_v7_by_mistral_common_rules);
 	tcase_add_test(tc, bad_conversations_are_refused);
 	tcase_add_test(tc, calls_read_the_same_at_every_cut);

@@ -977,6 +977,23 @@ static const bad_request bad_requests[] = {
 	{"/v1/chat/completions", "{\"messages\": []}", "messages"},
 	{"/v1/chat/completions", "{\"messages\": [{\"role\": \"wizard\", \"content\": \"hi\"}]}", "messages"},
 	{"/v1/chat/completions", "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"n\": 2}", "n"},
+	{"/v1/chat/completions", "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"reasoning_effort\": \"max\"}",
+	 "reasoning_effort"},
+	{"/v1/chat/completions", "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"reasoning_effort\": 3}",
+	 "reasoning_effort"},
+	{"/v1/chat/completions", "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"reasoning_effort\": \"high\"}",
+	 "reasoning_effort"},
+	{"/v1/chat/completions", "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"chat_template_kwargs\": [1]}",
+	 "chat_template_kwargs"},
+	{"/v1/chat/completions",
+	 "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"chat_template_kwargs\": {\"custom_instructions\": \"x\"}}",
+	 "chat_template_kwargs"},
+	{"/v1/chat/completions",
+	 "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"chat_template_kwargs\": {\"enable_thinking\": \"no\"}}",
+	 "chat_template_kwargs"},
+	{"/v1/chat/completions",
+	 "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"chat_template_kwargs\": {\"enable_thinking\": true}}",
+	 "chat_template_kwargs"},
 	{"/v1/chat/completions",
 	 "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"tools\": [{\"type\": \"function\"}]}", "tools"},
 	{"/v1/chat/completions",
@@ -2182,6 +2199,142 @@ START_TEST(harmony_named_call)
 }
 END_TEST
 
+/* The tokens of a chat (messages as JSON) in the model's template with
+ * the reasoning asked for, as the server should evaluate them. */
+static int chat_prompt_tokens(const loom_model *m, const char *messages, loom_reasoning reasoning)
+{
+	char text[8192];
+	size_t n = 0;
+	ck_assert_msg(loom_chat_apply_json_reasoning(m, NULL, reasoning, messages, strlen(messages), NULL, 0, true, text,
+						     sizeof(text), &n) == LOOM_OK,
+		      "%s", loom_last_error());
+	ck_assert_int_eq(loom_tokenize(m, text, n, true, true, NULL, 0, &n), LOOM_ERR_BUFFER_TOO_SMALL);
+	return (int)n;
+}
+
+/* A model written from a template of tests/data/chat_templates with its
+ * markers, for the server and loaded here too. */
+static loom_model *reasoning_model(loom_runtime *rt, const char *path, const char *template_file,
+				   const char *const *markers)
+{
+	write_tool_model(path, template_file, markers);
+	loom_model *m = NULL;
+	ck_assert_msg(loom_model_load(rt, path, NULL, &m) == LOOM_OK, "%s", loom_last_error());
+	return m;
+}
+
+/* How far apart two top_logprobs lists (JSON text) are: the largest
+ * difference of a log-probability, or HUGE_VAL where their tokens differ. */
+static double top_logprobs_apart(const char *a_text, const char *b_text)
+{
+	cJSON *a = cJSON_Parse(a_text), *b = cJSON_Parse(b_text);
+	double apart = cJSON_GetArraySize(a) == cJSON_GetArraySize(b) && cJSON_GetArraySize(a) > 0 ? 0 : HUGE_VAL;
+	for (int i = 0; apart < HUGE_VAL && i < cJSON_GetArraySize(a); i++) {
+		const cJSON *x = cJSON_GetArrayItem(a, i), *y = cJSON_GetArrayItem(b, i);
+		if (strcmp(json_str(x, "token"), json_str(y, "token")) != 0)
+			apart = HUGE_VAL;
+		else
+			apart = fmax(apart, fabs(json_num(x, "logprob") - json_num(y, "logprob")));
+	}
+	cJSON_Delete(a);
+	cJSON_Delete(b);
+	return apart;
+}
+
+/* The reasoning a request asks for (reasoning_effort, or
+ * chat_template_kwargs' reasoning_effort and enable_thinking) goes into
+ * the prompt as the model's template writes it: the prompt's tokens are
+ * those of loom_chat_apply_json_reasoning's text; what the template does
+ * not offer is 400. */
+START_TEST(reasoning_is_asked_in_the_prompt)
+{
+	static const char *const harmony[] = {"<|start|>", "<|channel|>", "<|message|>", "<|end|>", "<|return|>",
+					      "<|call|>", "<|constrain|>", NULL};
+	static const char *const qwen3[] = {"<tool_call>", "</tool_call>", "<think>", "</think>", NULL};
+	static const struct {
+		const char *template_file;
+		const char *const *markers;
+		const char *asks; /* the request's fields */
+		loom_reasoning reasoning;
+		const char *refused_param; /* non-NULL: 400 naming it */
+	} cases[] = {
+		{"gpt-oss.jinja", harmony, "", LOOM_REASONING_DEFAULT, NULL},
+		{"gpt-oss.jinja", harmony, "\"reasoning_effort\": \"low\"", LOOM_REASONING_LOW, NULL},
+		{"gpt-oss.jinja", harmony, "\"reasoning_effort\": \"high\"", LOOM_REASONING_HIGH, NULL},
+		{"gpt-oss.jinja", harmony, "\"chat_template_kwargs\": {\"reasoning_effort\": \"high\"}", LOOM_REASONING_HIGH,
+		 NULL},
+		{"gpt-oss.jinja", harmony,
+		 "\"reasoning_effort\": \"low\", \"chat_template_kwargs\": {\"enable_thinking\": true}", LOOM_REASONING_LOW,
+		 NULL},
+		{"gpt-oss.jinja", harmony, "\"reasoning_effort\": \"none\"", LOOM_REASONING_NONE, "reasoning_effort"},
+		{"qwen3.jinja", qwen3, "", LOOM_REASONING_DEFAULT, NULL},
+		{"qwen3.jinja", qwen3, "\"chat_template_kwargs\": {\"enable_thinking\": false}", LOOM_REASONING_NONE, NULL},
+		{"qwen3.jinja", qwen3, "\"reasoning_effort\": \"none\"", LOOM_REASONING_NONE, NULL},
+		{"qwen3.jinja", qwen3, "\"reasoning_effort\": \"high\"", LOOM_REASONING_HIGH, NULL},
+		{"qwen3.jinja", qwen3,
+		 "\"reasoning_effort\": \"high\", \"chat_template_kwargs\": {\"enable_thinking\": false}",
+		 LOOM_REASONING_NONE, "chat_template_kwargs"},
+	};
+	static const char messages[] = "[{\"role\": \"system\", \"content\": \"Be brief.\"}, "
+				       "{\"role\": \"user\", \"content\": \"Why is the sky blue?\"}]";
+	loom_runtime *rt = test_runtime("cpu-generic", 1);
+	const char *dir = test_tmp_dir("serve-reasoning");
+	int tokens[sizeof(cases) / sizeof(cases[0])];
+	/* The first token's top log-probabilities: the same prompt gives the
+	 * same (within 1e-3: the second evaluates only what it does not share
+	 * with the cached prompt before it), another prompt (here) others. */
+	char *first[sizeof(cases) / sizeof(cases[0])] = {0};
+	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]);) {
+		/* One server a template, over the cases that follow with it. */
+		char path[4200];
+		snprintf(path, sizeof(path), "%s/%zu.gguf", dir, k);
+		loom_model *m = reasoning_model(rt, path, cases[k].template_file, cases[k].markers);
+		serve_proc p = {.err_fd = -1};
+		static const char *const args[] = {"-np", "1", "-c", "4096", "--backend", "cpu-generic", NULL};
+		ck_assert_msg(serve_start(&p, path, args), "the server did not start:\n%s", p.log);
+		const char *file = cases[k].template_file;
+		for (; k < sizeof(cases) / sizeof(cases[0]) && strcmp(cases[k].template_file, file) == 0; k++) {
+			char *body = format("{\"messages\": %s, \"max_tokens\": 1, \"temperature\": 0, \"logprobs\": true, "
+					    "\"top_logprobs\": 5%s%s}",
+					    messages, cases[k].asks[0] != '\0' ? ", " : "", cases[k].asks);
+			http_response r = http_post(p.port, "/v1/chat/completions", body);
+			if (cases[k].refused_param != NULL) {
+				assert_error(&r, 400, "invalid_request_error", cases[k].refused_param, NULL, body);
+				printf("%s, %s: 400 %.200s\n", file, cases[k].asks, r.body);
+				tokens[k] = -1;
+			} else {
+				ck_assert_msg(r.status == 200, "%s: %d %s", body, r.status, r.body);
+				cJSON *j = http_json(&r);
+				tokens[k] = (int)json_num(j, "usage.prompt_tokens");
+				first[k] = cJSON_PrintUnformatted(json_at(j, "choices.0.logprobs.content.0.top_logprobs"));
+				cJSON_Delete(j);
+				ck_assert_int_eq(tokens[k], chat_prompt_tokens(m, messages, cases[k].reasoning));
+				printf("%s, %s: %d prompt tokens\n", file, cases[k].asks, tokens[k]);
+			}
+			http_response_free(&r);
+			free(body);
+		}
+		ck_assert_int_eq(serve_stop(&p, SIGTERM), 0);
+		serve_proc_free(&p);
+		loom_model_free(m);
+	}
+	/* The levels are different prompts, and so is thinking switched off;
+	 * each setting's spellings the same prompt. */
+	static const int same[][2] = {{1, 4}, {2, 3}, {7, 8}, {6, 9}}, differ[][2] = {{0, 1}, {1, 2}, {0, 2}, {6, 7}};
+	for (size_t i = 0; i < 4; i++) {
+		ck_assert(first[same[i][0]] != NULL && first[differ[i][0]] != NULL);
+		ck_assert_msg(top_logprobs_apart(first[same[i][0]], first[same[i][1]]) < 1e-3, "cases %d and %d", same[i][0],
+			      same[i][1]);
+		ck_assert_msg(top_logprobs_apart(first[differ[i][0]], first[differ[i][1]]) > 1e-2, "cases %d and %d: %s",
+			      differ[i][0], differ[i][1], first[differ[i][0]]);
+	}
+	ck_assert_int_ne(tokens[6], tokens[7]);
+	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++)
+		free(first[k]);
+	loom_runtime_free(rt);
+}
+END_TEST
+
 /* A model with Qwen 2.5's template whose every step favours the end,
  * then a closing quote, over everything else: its blocks add nothing
  * (their output matrices are zero) and every token's embedding is e0, so
@@ -2515,6 +2668,7 @@ static Suite *serve_suite(void)
 
 	tc = server_tcase("reasoning", NULL);
 	tcase_add_test(tc, reasoning_is_apart_from_the_content);
+	tcase_add_test(tc, reasoning_is_asked_in_the_prompt);
 	suite_add_tcase(s, tc);
 
 	tc = server_tcase("shutdown", NULL);

@@ -307,8 +307,78 @@ static bool uses_tools(const cJSON *msgs, const tools_request *t)
 	return false;
 }
 
+/* The reasoning a chat request asks for, and the field that asked. */
+typedef struct reasoning_request {
+	loom_reasoning level;
+	const char *param; /* NULL: none asked */
+} reasoning_request;
+
+static int effort_of(const cJSON *f, const char *param, loom_reasoning *out, parse_error *e)
+{
+	static const char *const names[] = {"none", "low", "medium", "high"};
+	static const loom_reasoning levels[] = {LOOM_REASONING_NONE, LOOM_REASONING_LOW, LOOM_REASONING_MEDIUM,
+						LOOM_REASONING_HIGH};
+	for (size_t i = 0; cJSON_IsString(f) && i < sizeof(names) / sizeof(names[0]); i++)
+		if (strcmp(f->valuestring, names[i]) == 0) {
+			*out = levels[i];
+			return 0;
+		}
+	return fail(e, 400, param, "'%s' must be \"none\", \"low\", \"medium\" or \"high\"", param);
+}
+
+/* Two settings of one request: the same reasoning, or on and a level. */
+static bool reasoning_agrees(loom_reasoning a, loom_reasoning b)
+{
+	return a == b || (a == LOOM_REASONING_ON && b > LOOM_REASONING_ON) ||
+	       (b == LOOM_REASONING_ON && a > LOOM_REASONING_ON);
+}
+
+/* OpenAI's reasoning_effort, and chat_template_kwargs' enable_thinking
+ * and reasoning_effort as vLLM and llama-server take them. loom runs no
+ * Jinja: another template variable would be dropped unread, so it is
+ * refused. */
+static int parse_reasoning(serve_server *s, const cJSON *root, reasoning_request *out, parse_error *e)
+{
+	*out = (reasoning_request){LOOM_REASONING_DEFAULT, NULL};
+	const cJSON *f = field(root, "reasoning_effort");
+	if (f != NULL) {
+		if (effort_of(f, "reasoning_effort", &out->level, e) != 0)
+			return 400;
+		out->param = "reasoning_effort";
+	}
+	const cJSON *kw = field(root, "chat_template_kwargs");
+	if (kw != NULL && !cJSON_IsObject(kw))
+		return fail(e, 400, "chat_template_kwargs", "'chat_template_kwargs' must be an object");
+	for (const cJSON *k = kw != NULL ? kw->child : NULL; k != NULL; k = k->next) {
+		loom_reasoning level = LOOM_REASONING_DEFAULT;
+		if (strcmp(k->string, "reasoning_effort") == 0) {
+			if (effort_of(k, "chat_template_kwargs.reasoning_effort", &level, e) != 0)
+				return 400;
+		} else if (strcmp(k->string, "enable_thinking") == 0) {
+			if (!cJSON_IsBool(k))
+				return fail(e, 400, "chat_template_kwargs",
+					    "'chat_template_kwargs.enable_thinking' must be true or false");
+			level = cJSON_IsTrue(k) ? LOOM_REASONING_ON : LOOM_REASONING_NONE;
+		} else
+			return fail(e, 400, "chat_template_kwargs",
+				    "'chat_template_kwargs.%s' is not a variable loom's chat templates read (they read "
+				    "enable_thinking and reasoning_effort)",
+				    k->string);
+		if (out->param != NULL && !reasoning_agrees(out->level, level))
+			return fail(e, 400, "chat_template_kwargs",
+				    "'%s' and 'chat_template_kwargs.%s' ask for different reasoning", out->param, k->string);
+		if (out->param == NULL || out->level == LOOM_REASONING_ON) {
+			out->level = level;
+			out->param = "chat_template_kwargs";
+		}
+	}
+	if (out->param != NULL && loom_chat_check_reasoning(s->model, NULL, out->level) != LOOM_OK)
+		return fail(e, 400, out->param, "%s", loom_last_error());
+	return 0;
+}
+
 static int format_with_tools(serve_server *s, const cJSON *msgs, const tools_request *t, const char *opening,
-			     char **prompt, size_t *len, parse_error *e)
+			     loom_reasoning reasoning, char **prompt, size_t *len, parse_error *e)
 {
 	char *messages = cJSON_PrintUnformatted(msgs);
 	if (messages == NULL)
@@ -323,13 +393,14 @@ static int format_with_tools(serve_server *s, const cJSON *msgs, const tools_req
 	const char *tools = t->choice == CHOICE_NONE && generic ? NULL : t->json;
 	const size_t tools_len = tools != NULL ? strlen(tools) : 0, extra = strlen(opening);
 	int st = 0;
-	loom_status ls = loom_chat_apply_json(s->model, NULL, messages, strlen(messages), tools, tools_len, true, NULL, 0, len);
+	loom_status ls = loom_chat_apply_json_reasoning(s->model, NULL, reasoning, messages, strlen(messages), tools,
+							tools_len, true, NULL, 0, len);
 	if (ls != LOOM_OK && ls != LOOM_ERR_BUFFER_TOO_SMALL)
 		st = fail(e, 400, "messages", "%s", loom_last_error());
 	else if ((*prompt = malloc(*len + extra + 1)) == NULL)
 		st = fail(e, 500, NULL, "out of memory");
-	else if (loom_chat_apply_json(s->model, NULL, messages, strlen(messages), tools, tools_len, true, *prompt,
-				      *len + 1, len) != LOOM_OK)
+	else if (loom_chat_apply_json_reasoning(s->model, NULL, reasoning, messages, strlen(messages), tools, tools_len,
+						true, *prompt, *len + 1, len) != LOOM_OK)
 		st = fail(e, 400, "messages", "%s", loom_last_error());
 	if (st == 0) {
 		/* A call the request requires is opened for the model. */
@@ -346,10 +417,13 @@ static int parse_messages(serve_server *s, const cJSON *root, serve_request *r, 
 	cJSON *msgs = field(root, "messages");
 	if (!cJSON_IsArray(msgs) || cJSON_GetArraySize(msgs) == 0)
 		return fail(e, 400, "messages", "'messages' must be a non-empty array");
-	if (uses_tools(msgs, t)) {
+	reasoning_request reasoning;
+	if (parse_reasoning(s, root, &reasoning, e) != 0)
+		return 400;
+	if (uses_tools(msgs, t) || reasoning.param != NULL) {
 		char *prompt = NULL;
 		size_t len = 0;
-		int st = format_with_tools(s, msgs, t, opening, &prompt, &len, e);
+		int st = format_with_tools(s, msgs, t, opening, reasoning.level, &prompt, &len, e);
 		if (st == 0)
 			st = tokenize(s, prompt, len, true, true, &r->prompt, &r->n_prompt, e);
 		free(prompt);

@@ -188,6 +188,10 @@ LOOM_API loom_status loom_tool_call_opening(const loom_model *model, const char 
 	*flags = 0;
 	switch (style) {
 	case LOOM_TOOL_HERMES:
+		/* After a prompt that opened the reasoning, the call's reply
+		 * has none: the block is closed empty, as Qwen 3 writes it. */
+		if (template_name == NULL && loom_chat_opens_thinking(model))
+			loom_strbuf_put(&b, "\n</think>\n\n");
 		loom_strbuf_put(&b, "<tool_call>\n");
 		break;
 	case LOOM_TOOL_MISTRAL:

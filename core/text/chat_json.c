@@ -272,6 +272,7 @@ static const char qwen_default_system[] = "You are Qwen, created by Alibaba Clou
 typedef struct hermes_kind {
 	const char *default_system; /* NULL: none */
 	bool thinks;
+	const char *opening; /* what the assistant's opening ends with: "", or the reasoning set for the reply */
 } hermes_kind;
 
 static void put_stripped(loom_strbuf *b, const char *s, size_t n, bool front, bool back)
@@ -395,8 +396,10 @@ static void render_hermes(loom_strbuf *b, const conversation *c, bool add_assist
 			loom_strbuf_put(b, "<|im_end|>\n");
 		}
 	}
-	if (add_assistant)
+	if (add_assistant) {
 		loom_strbuf_put(b, "<|im_start|>assistant\n");
+		loom_strbuf_put(b, kind.opening);
+	}
 }
 
 /* ---- Llama 3.1 (tools in the first user message) ---- */
@@ -810,15 +813,17 @@ static void put_harmony_tools(loom_strbuf *b, const cJSON *tools)
  * call a message to=functions.NAME on the commentary channel, each result
  * a message from functions.NAME. The template writes only a turn's first
  * call; loom writes each (gpt-oss makes one call a message). */
-static void render_harmony(loom_strbuf *b, const conversation *c, bool add_assistant)
+static void render_harmony(loom_strbuf *b, const conversation *c, bool add_assistant, const char *effort)
 {
 	size_t i = 0;
 	const char *dev = "";
 	if (c->n > 0 && is(&c->turns[0], "system"))
 		dev = c->turns[i++].content;
 	loom_strbuf_put(b, "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
-			   "Knowledge cutoff: 2024-06\n\nReasoning: medium\n\n"
-			   "# Valid channels: analysis, commentary, final. Channel must be included for every message.");
+			   "Knowledge cutoff: 2024-06\n\nReasoning: ");
+	loom_strbuf_put(b, effort);
+	loom_strbuf_put(b, "\n\n# Valid channels: analysis, commentary, final. "
+			   "Channel must be included for every message.");
 	if (c->tools != NULL)
 		loom_strbuf_put(b, "\nCalls to these tools must go to the commentary channel: 'functions'.");
 	loom_strbuf_put(b, "<|end|>");
@@ -1020,6 +1025,87 @@ static mistral_format mistral_format_of(loom_chat_kind kind, const loom_model *m
 	};
 }
 
+/* What a template lets a request choose of the model's reasoning
+ * (loom.h's loom_reasoning). */
+typedef enum reasoning_offer {
+	OFFERS_NOTHING, /* the model does not reason */
+	OFFERS_SWITCH,  /* on, or off (Qwen 3's enable_thinking) */
+	OFFERS_ALWAYS,  /* every reply opened in <think> (Qwen 3's thinking-only releases) */
+	OFFERS_LEVELS,  /* low, medium or high (harmony) */
+} reasoning_offer;
+
+/* The Jinja text of a generation prompt that opens the reasoning. */
+static const char think_opening_jinja[] = "<|im_start|>assistant\\n<think>\\n";
+
+static reasoning_offer reasoning_offer_of(const loom_model *model, const char *template_name, loom_chat_kind kind)
+{
+	if (kind == LOOM_CHAT_HARMONY)
+		return OFFERS_LEVELS;
+	if (template_name != NULL || kind != LOOM_CHAT_CHATML || !template_has(model, "</think>"))
+		return OFFERS_NOTHING;
+	/* A template that reads enable_thinking is taken as Qwen 3's, whose
+	 * reasoning is on unless switched off, whatever else it writes. */
+	if (template_has(model, "enable_thinking"))
+		return OFFERS_SWITCH;
+	return template_has(model, think_opening_jinja) ? OFFERS_ALWAYS : OFFERS_NOTHING;
+}
+
+bool loom_chat_opens_thinking(const loom_model *model)
+{
+	return reasoning_offer_of(model, NULL, model->chat_template) == OFFERS_ALWAYS;
+}
+
+/* Whether offer gives reasoning r: *effort is harmony's level, *opening
+ * what the assistant's opening ends with. */
+static loom_status reasoning_check(reasoning_offer offer, loom_chat_kind kind, loom_reasoning r, const char **effort,
+				   const char **opening)
+{
+	*effort = r == LOOM_REASONING_LOW ? "low" : r == LOOM_REASONING_HIGH ? "high" : "medium";
+	*opening = "";
+	if ((int)r < LOOM_REASONING_DEFAULT || (int)r > LOOM_REASONING_HIGH)
+		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "reasoning %d is not one of loom_reasoning's values",
+				  (int)r);
+	const bool none = r == LOOM_REASONING_NONE, asked = r != LOOM_REASONING_DEFAULT && !none;
+	switch (offer) {
+	case OFFERS_LEVELS:
+		if (none)
+			return loom_error(LOOM_ERR_INVALID_ARGUMENT, "gpt-oss's harmony format always reasons: its "
+								     "reasoning is low, medium or high, not none");
+		return LOOM_OK;
+	case OFFERS_SWITCH:
+		if (none)
+			*opening = "<think>\n\n</think>\n\n";
+		return LOOM_OK;
+	case OFFERS_ALWAYS:
+		if (none)
+			return loom_error(LOOM_ERR_INVALID_ARGUMENT,
+					  "this model's chat template opens every reply in <think>: it always reasons, "
+					  "and cannot be asked not to");
+		*opening = "<think>\n";
+		return LOOM_OK;
+	default:
+		if (asked)
+			return loom_error(LOOM_ERR_INVALID_ARGUMENT,
+					  "this model's chat template (%s) has no reasoning to ask for: its reasoning "
+					  "can only be none",
+					  loom_chat_template_name(kind));
+		return LOOM_OK;
+	}
+}
+
+LOOM_API loom_status loom_chat_check_reasoning(const loom_model *model, const char *template_name,
+					       loom_reasoning reasoning)
+{
+	if (model == NULL)
+		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_chat_check_reasoning: no model");
+	loom_chat_kind kind;
+	loom_status st = loom_chat_kind_named(model, template_name, &kind);
+	const char *effort, *opening;
+	return st != LOOM_OK ? st
+			     : reasoning_check(reasoning_offer_of(model, template_name, kind), kind, reasoning, &effort,
+					       &opening);
+}
+
 bool loom_chat_format_model(const loom_model *model, const loom_chat_message *msgs, size_t n, bool add_assistant,
 			    loom_strbuf *out, loom_status *st)
 {
@@ -1046,7 +1132,8 @@ bool loom_chat_format_model(const loom_model *model, const loom_chat_message *ms
 	if (*st == LOOM_OK && qwen)
 		render_hermes(out, &c, add_assistant,
 			      (hermes_kind){.default_system = template_has(model, qwen_default_system) ? qwen_default_system : NULL,
-					    .thinks = template_has(model, "</think>")});
+					    .thinks = template_has(model, "</think>"),
+					    .opening = loom_chat_opens_thinking(model) ? "<think>\n" : ""});
 	else if (*st == LOOM_OK && llama31)
 		*st = render_llama3(out, &c, add_assistant);
 	else if (*st == LOOM_OK) {
@@ -1059,9 +1146,10 @@ bool loom_chat_format_model(const loom_model *model, const loom_chat_message *ms
 	return true;
 }
 
-LOOM_API loom_status loom_chat_apply_json(const loom_model *model, const char *template_name, const char *messages_json,
-					  size_t messages_len, const char *tools_json, size_t tools_len, bool add_assistant,
-					  char *buf, size_t size, size_t *n_out)
+LOOM_API loom_status loom_chat_apply_json_reasoning(const loom_model *model, const char *template_name,
+						    loom_reasoning reasoning, const char *messages_json,
+						    size_t messages_len, const char *tools_json, size_t tools_len,
+						    bool add_assistant, char *buf, size_t size, size_t *n_out)
 {
 	if (model == NULL || messages_json == NULL || (buf == NULL && size > 0) || n_out == NULL)
 		return loom_error(LOOM_ERR_INVALID_ARGUMENT, "loom_chat_apply_json: bad arguments");
@@ -1069,10 +1157,17 @@ LOOM_API loom_status loom_chat_apply_json(const loom_model *model, const char *t
 	loom_status st = loom_chat_kind_named(model, template_name, &kind);
 	if (st != LOOM_OK)
 		return st;
+	const reasoning_offer offer = reasoning_offer_of(model, template_name, kind);
+	const char *effort, *opening;
+	if ((st = reasoning_check(offer, kind, reasoning, &effort, &opening)) != LOOM_OK)
+		return st;
+	/* loom_chat_apply writes a plain conversation with the reasoning its
+	 * template has when told nothing. */
+	const bool told = reasoning != LOOM_REASONING_DEFAULT && (offer == OFFERS_LEVELS || offer == OFFERS_SWITCH);
 	conversation c;
 	st = read_conversation(messages_json, messages_len, tools_json, tools_len, &c);
 	loom_strbuf b = {0};
-	if (st == LOOM_OK && plain_conversation(&c))
+	if (st == LOOM_OK && plain_conversation(&c) && !told)
 		st = apply_plain(model, template_name, &c, add_assistant, &b);
 	else if (st == LOOM_OK) {
 		switch (loom_tool_style_of(kind)) {
@@ -1083,7 +1178,8 @@ LOOM_API loom_status loom_chat_apply_json(const loom_model *model, const char *t
 										template_has(model, qwen_default_system)
 									? qwen_default_system
 									: NULL,
-						    .thinks = template_name == NULL && template_has(model, "</think>")});
+						    .thinks = template_name == NULL && template_has(model, "</think>"),
+						    .opening = opening});
 			break;
 		case LOOM_TOOL_LLAMA3:
 			st = render_llama3(&b, &c, add_assistant);
@@ -1095,7 +1191,7 @@ LOOM_API loom_status loom_chat_apply_json(const loom_model *model, const char *t
 			break;
 		}
 		case LOOM_TOOL_HARMONY:
-			render_harmony(&b, &c, add_assistant);
+			render_harmony(&b, &c, add_assistant, effort);
 			break;
 		default:
 			st = render_generic(&b, kind, &c, add_assistant);
@@ -1118,4 +1214,12 @@ LOOM_API loom_status loom_chat_apply_json(const loom_model *model, const char *t
 	loom_strbuf_free(&b);
 	conversation_free(&c);
 	return st;
+}
+
+LOOM_API loom_status loom_chat_apply_json(const loom_model *model, const char *template_name, const char *messages_json,
+					  size_t messages_len, const char *tools_json, size_t tools_len, bool add_assistant,
+					  char *buf, size_t size, size_t *n_out)
+{
+	return loom_chat_apply_json_reasoning(model, template_name, LOOM_REASONING_DEFAULT, messages_json, messages_len,
+					      tools_json, tools_len, add_assistant, buf, size, n_out);
 }

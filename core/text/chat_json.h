@@ -34,6 +34,10 @@ loom_status loom_chat_kind_named(const loom_model *model, const char *template_n
  * text before the last question), written to out with *st its status;
  * false when the model's template has nothing of the kind (the family's
  * plain format applies). */
+/* Whether the model's own template opens every reply in <think> (Qwen 3's
+ * thinking-only releases): the reply starts in its reasoning. */
+bool loom_chat_opens_thinking(const loom_model *model);
+
 bool loom_chat_format_model(const loom_model *model, const loom_chat_message *msgs, size_t n, bool add_assistant,
 			    loom_strbuf *out, loom_status *st);
 

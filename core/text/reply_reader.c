@@ -20,6 +20,7 @@
 #include "runtime/array_grow.h"
 #include "runtime/error.h"
 #include "runtime/struct_size.h"
+#include "text/chat_json.h"
 #include "text/chat_template.h"
 #include "text/tool_reader.h"
 #include "text/vocab_internal.h"
@@ -95,6 +96,10 @@ loom_status loom_reply_reader_create(const loom_model *model, const char *templa
 	r->mode = kind == LOOM_CHAT_HARMONY			  ? HARMONY
 		  : r->think_open >= 0 && r->think_close >= 0 ? THINK
 							      : PASS;
+	/* A template that opens the reply in <think> leaves the model to
+	 * start in its reasoning. */
+	if (r->mode == THINK && template_name == NULL && loom_chat_opens_thinking(model))
+		r->part = REASONING;
 	if (r->mode == HARMONY && (r->markers[CHANNEL] < 0 || r->markers[MESSAGE] < 0)) {
 		loom_reply_reader_free(r);
 		return loom_error(LOOM_ERR_UNSUPPORTED, "the harmony chat template needs the tokens <|channel|> and "

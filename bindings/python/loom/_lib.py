@@ -127,6 +127,11 @@ _SIGNATURES: dict[str, tuple[object, list]] = {
          POINTER(c_size_t)],
     ),
     "loom_chat_template": (c_char_p, [_p]),
+    "loom_chat_apply_json_reasoning": (
+        _status,
+        [_p, c_char_p, c_int, c_char_p, c_size_t, c_char_p, c_size_t, c_bool, c_void_p, c_size_t, POINTER(c_size_t)],
+    ),
+    "loom_chat_check_reasoning": (_status, [_p, c_char_p, c_int]),
     "loom_reply_reader_create": (_status, [_p, c_char_p, POINTER(c_char_p), c_size_t, POINTER(_p)]),
     "loom_reply_reader_free": (None, [_p]),
     "loom_reply_reader_push_sized": (

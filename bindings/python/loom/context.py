@@ -179,6 +179,7 @@ class Context(Owned):
         messages: Sequence[Message],
         *,
         template: str | None = None,
+        reasoning: str | None = None,
         max_tokens: int = 128,
         sampling: Sampling | None = None,
         stop: Sequence[str] = (),
@@ -186,8 +187,9 @@ class Context(Owned):
     ) -> Iterator[Step]:
         """The assistant's reply to messages, formatted with the model's chat
         template (or the one named): each Step's text is the reply's
-        content, its reasoning what the template marks as such."""
-        text = self.model.apply_chat_template(messages, template=template)
+        content, its reasoning what the template marks as such; reasoning
+        as Model.apply_chat_template takes it."""
+        text = self.model.apply_chat_template(messages, template=template, reasoning=reasoning)
         tokens = self.model.tokenize(text, add_special=True, parse_special=True)
         return generate_steps(self, tokens, max_tokens=max_tokens, sampling=sampling, stop=stop, seq_id=seq_id,
                               chat_template=template or "")

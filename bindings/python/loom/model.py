@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
@@ -13,6 +14,9 @@ from ._lib import check, defaults, lib
 from ._owned import Owned
 from .errors import LoomError, Status
 from .runtime import Runtime
+
+# loom_reasoning's values by the names requests give them.
+REASONING_LEVELS = {"none": 1, "on": 2, "low": 3, "medium": 4, "high": 5}
 
 if TYPE_CHECKING:
     from .context import Context
@@ -166,12 +170,18 @@ class Model(Owned):
         return lib().loom_chat_template(self.handle).decode()
 
     def apply_chat_template(
-        self, messages: Sequence[Message], *, add_assistant: bool = True, template: str | None = None
+        self, messages: Sequence[Message], *, add_assistant: bool = True, template: str | None = None,
+        reasoning: str | None = None
     ) -> str:
         """The messages ({"role": ..., "content": ...}) as the model's prompt
         text, ending with the assistant's opening when add_assistant;
-        template: a template's name instead of the model's own. The text is
-        to be tokenized with parse_special (Context.chat does)."""
+        template: a template's name instead of the model's own; reasoning:
+        "none", "on", "low", "medium" or "high", as the template offers it
+        (loom_chat_apply_json_reasoning; None: what the template does when
+        told nothing). The text is to be tokenized with parse_special
+        (Context.chat does)."""
+        if reasoning is not None:
+            return self._apply_chat_json(messages, add_assistant, template, reasoning)
         array = (S.ChatMessage * len(messages))()
         for i, m in enumerate(messages):  # the array keeps the bytes alive
             array[i].role, array[i].content = m["role"].encode(), m["content"].encode()
@@ -185,4 +195,21 @@ class Model(Owned):
         buf = ctypes.create_string_buffer(n.value + 1)
         check(call(self.handle, name, array, len(messages), ctypes.sizeof(S.ChatMessage), add_assistant, buf,
                    len(buf), ctypes.byref(n)), "loom_chat_apply")
+        return buf.raw[: n.value].decode("utf-8", "replace")
+
+    def _apply_chat_json(self, messages: Sequence[Message], add_assistant: bool, template: str | None,
+                         reasoning: str) -> str:
+        if reasoning not in REASONING_LEVELS:
+            raise ValueError(f"reasoning is one of {', '.join(REASONING_LEVELS)}, not {reasoning!r}")
+        text = json.dumps([{"role": m["role"], "content": m["content"]} for m in messages]).encode()
+        name = template.encode() if template is not None else None
+        level = REASONING_LEVELS[reasoning]
+        n = ctypes.c_size_t()
+        call = lib().loom_chat_apply_json_reasoning
+        st = call(self.handle, name, level, text, len(text), None, 0, add_assistant, None, 0, ctypes.byref(n))
+        if st != Status.BUFFER_TOO_SMALL:
+            check(st, "loom_chat_apply_json_reasoning")
+        buf = ctypes.create_string_buffer(n.value + 1)
+        check(call(self.handle, name, level, text, len(text), None, 0, add_assistant, buf, len(buf), ctypes.byref(n)),
+              "loom_chat_apply_json_reasoning")
         return buf.raw[: n.value].decode("utf-8", "replace")

@@ -18,6 +18,28 @@ def test_templates_format_messages(stories):
     assert "Tell me one." in with_own
 
 
+def test_reasoning_is_what_the_template_offers(stories):
+    harmony = stories.apply_chat_template(MESSAGES, template="harmony", reasoning="high")
+    assert "Reasoning: high\n" in harmony
+    assert harmony.replace("Reasoning: high", "Reasoning: medium") == stories.apply_chat_template(
+        MESSAGES, template="harmony")
+    assert stories.apply_chat_template(MESSAGES, template="chatml", reasoning="none") == stories.apply_chat_template(
+        MESSAGES, template="chatml")
+    for template, reasoning in (("harmony", "none"), ("chatml", "high")):
+        try:
+            stories.apply_chat_template(MESSAGES, template=template, reasoning=reasoning)
+        except loom.LoomError as e:
+            assert e.status == loom.Status.INVALID_ARGUMENT and "reasoning" in str(e)
+        else:
+            raise AssertionError(f"{template} took reasoning {reasoning}")
+    try:
+        stories.apply_chat_template(MESSAGES, reasoning="lots")
+    except ValueError as e:
+        assert "lots" in str(e)
+    else:
+        raise AssertionError("reasoning 'lots' was taken")
+
+
 def test_chat_is_generation_from_the_formatted_text(stories):
     with stories.context(n_ctx=256) as ctx:
         reply = list(ctx.chat(MESSAGES, max_tokens=16, sampling=loom.GREEDY))
