@@ -191,6 +191,8 @@ static void put_inst(out_text *o, const loom_chat_message *msgs, size_t n, bool 
 	}
 }
 
+/* Gemma's templates trim each turn's text (`| trim`), not the system
+ * text Gemma 3's puts before the first. */
 static void put_gemma(out_text *o, const loom_chat_message *msgs, size_t n, bool add_assistant)
 {
 	size_t first;
@@ -203,7 +205,7 @@ static void put_gemma(out_text *o, const loom_chat_message *msgs, size_t n, bool
 			put(o, sys);
 			put(o, "\n\n");
 		}
-		put(o, msgs[i].content);
+		put_trimmed(o, msgs[i].content);
 		put(o, "<end_of_turn>\n");
 	}
 	if (add_assistant)
