@@ -59,6 +59,11 @@ static const struct {
 	/* llama.cpp's chatglm4. */
 	{LOOM_CHAT_GLM4, "[gMASK]<sop><|system|>\nBe brief.<|user|>\nHi<|assistant|>\nHello!<|user|>\nWho are you?"
 			 "<|assistant|>"},
+	{LOOM_CHAT_GRANITE, "<|start_of_role|>system<|end_of_role|>Be brief.<|end_of_text|>\n"
+			    "<|start_of_role|>user<|end_of_role|>Hi<|end_of_text|>\n"
+			    "<|start_of_role|>assistant<|end_of_role|>Hello!<|end_of_text|>\n"
+			    "<|start_of_role|>user<|end_of_role|>Who are you?<|end_of_text|>\n"
+			    "<|start_of_role|>assistant<|end_of_role|>"},
 };
 
 START_TEST(each_family_formats_its_turns)
@@ -145,6 +150,11 @@ static const struct {
 	 "{{ content }}{%- elif role == 'assistant' %}<|assistant|>\n{{ content }}{%- endif %}{%- endfor %}"
 	 "{% if add_generation_prompt %}<|assistant|>{% endif %}",
 	 LOOM_CHAT_GLM4},
+	/* Granite 3.3's, abridged. */
+	{"{%- for message in loop_messages %}{{- '<|start_of_role|>' + message['role'] + '<|end_of_role|>' + "
+	 "message['content'] + '<|end_of_text|>\n' }}{%- if loop.last and add_generation_prompt %}"
+	 "{{- '<|start_of_role|>assistant' }}{{- '<|end_of_role|>' }}{%- endif %}{%- endfor %}",
+	 LOOM_CHAT_GRANITE},
 	/* gpt-oss's, abridged. */
 	{"{%- for message in loop_messages -%}{%- if message.role == 'user' -%}{{- '<|start|>user<|message|>' + "
 	 "message.content + '<|end|>' }}{%- elif message.role == 'assistant' -%}{{- '<|start|>assistant<|channel|>final"

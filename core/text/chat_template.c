@@ -30,7 +30,7 @@ const char *const loom_chat_template_names[LOOM_CHAT_COUNT + 1] = {
 	[LOOM_CHAT_MISTRAL] = "mistral", [LOOM_CHAT_ZEPHYR] = "zephyr", [LOOM_CHAT_PHI3] = "phi3",
 	[LOOM_CHAT_GEMMA] = "gemma",   [LOOM_CHAT_PLAIN] = "plain", [LOOM_CHAT_HARMONY] = "harmony",
 	[LOOM_CHAT_MISTRAL_V7] = "mistral-v7", [LOOM_CHAT_MISTRAL_V11] = "mistral-v11",
-	[LOOM_CHAT_MISTRAL_V13] = "mistral-v13", [LOOM_CHAT_GLM4] = "glm4",
+	[LOOM_CHAT_MISTRAL_V13] = "mistral-v13", [LOOM_CHAT_GLM4] = "glm4", [LOOM_CHAT_GRANITE] = "granite",
 };
 
 const char *loom_chat_template_name(loom_chat_kind kind)
@@ -60,6 +60,8 @@ bool loom_chat_template_detect(const char *jinja, size_t len, loom_chat_kind *ou
 		*out = LOOM_CHAT_HARMONY;
 	else if (strstr(t, "[gMASK]<sop>"))
 		*out = LOOM_CHAT_GLM4;
+	else if (strstr(t, "<|start_of_role|>") && strstr(t, "<|end_of_role|>"))
+		*out = LOOM_CHAT_GRANITE;
 	else if (strstr(t, "<|im_start|>"))
 		*out = LOOM_CHAT_CHATML;
 	else if (strstr(t, "<|start_header_id|>"))
@@ -330,6 +332,13 @@ loom_status loom_chat_format(loom_chat_kind kind, const loom_chat_message *msgs,
 	case LOOM_CHAT_PHI3:
 		put_turns(&o, msgs, n, add_assistant, "<|", "|>\n", "<|end|>\n");
 		break;
+	case LOOM_CHAT_GRANITE:
+		/* Without a system message Granite's template writes one that
+		 * holds the day's date: loom writes none, as llama.cpp. */
+		put_turns(&o, msgs, n, false, "<|start_of_role|>", "<|end_of_role|>", "<|end_of_text|>\n");
+		if (add_assistant)
+			put(&o, "<|start_of_role|>assistant<|end_of_role|>");
+		break;
 	case LOOM_CHAT_GLM4:
 		/* The model writes the newline after <|assistant|> itself. */
 		put(&o, "[gMASK]<sop>");
@@ -404,7 +413,7 @@ static loom_status chat_apply(const loom_model *model, const char *template_name
 	} else if (!loom_chat_template_by_name(template_name, &kind))
 		return loom_error(LOOM_ERR_INVALID_ARGUMENT,
 				  "unknown chat template '%s' (chatml, llama2, llama3, mistral, zephyr, phi3, gemma, plain, "
-				  "harmony, mistral-v7, mistral-v11, mistral-v13, glm4)",
+				  "harmony, mistral-v7, mistral-v11, mistral-v13, glm4, granite)",
 				  template_name);
 	return loom_chat_format(kind, messages, n_messages, add_assistant, buf, size, n_out);
 }

@@ -24,6 +24,7 @@ typedef enum loom_chat_kind {
 	LOOM_CHAT_MISTRAL_V11, /* Mistral Small 3.2: [TOOL_CALLS]name[CALL_ID]id[ARGS]{...} */
 	LOOM_CHAT_MISTRAL_V13, /* Magistral 2509, Devstral, Ministral 3: [TOOL_CALLS]name[ARGS]{...} */
 	LOOM_CHAT_GLM4,        /* GLM-4: [gMASK]<sop>, then <|role|>\ncontent a turn */
+	LOOM_CHAT_GRANITE,     /* IBM Granite 3: <|start_of_role|>role<|end_of_role|>content<|end_of_text|>\n */
 	LOOM_CHAT_COUNT
 } loom_chat_kind;
 
