@@ -64,6 +64,11 @@ static const struct {
 			    "<|start_of_role|>assistant<|end_of_role|>Hello!<|end_of_text|>\n"
 			    "<|start_of_role|>user<|end_of_role|>Who are you?<|end_of_text|>\n"
 			    "<|start_of_role|>assistant<|end_of_role|>"},
+	{LOOM_CHAT_COMMAND_R7B, "<|START_OF_TURN_TOKEN|><|SYSTEM_TOKEN|>Be brief.<|END_OF_TURN_TOKEN|>"
+				"<|START_OF_TURN_TOKEN|><|USER_TOKEN|>Hi<|END_OF_TURN_TOKEN|>"
+				"<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|><|START_RESPONSE|>Hello!<|END_RESPONSE|>"
+				"<|END_OF_TURN_TOKEN|><|START_OF_TURN_TOKEN|><|USER_TOKEN|>Who are you?<|END_OF_TURN_TOKEN|>"
+				"<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|><|START_RESPONSE|>"},
 };
 
 START_TEST(each_family_formats_its_turns)
@@ -150,6 +155,12 @@ static const struct {
 	 "{{ content }}{%- elif role == 'assistant' %}<|assistant|>\n{{ content }}{%- endif %}{%- endfor %}"
 	 "{% if add_generation_prompt %}<|assistant|>{% endif %}",
 	 LOOM_CHAT_GLM4},
+	/* Command R7B's, abridged. */
+	{"{%- for message in loop_messages %}{%- if message['role'] == 'user' -%}{{ '<|START_OF_TURN_TOKEN|><|USER_TOKEN|>'"
+	 " + content.strip() + '<|END_OF_TURN_TOKEN|>' }}{%- elif message['role'] == 'assistant' -%}"
+	 "{{ '<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|><|START_RESPONSE|>'  + content.strip() + '<|END_RESPONSE|>"
+	 "<|END_OF_TURN_TOKEN|>' }}{%- endif %}{%- endfor %}",
+	 LOOM_CHAT_COMMAND_R7B},
 	/* Granite 3.3's, abridged. */
 	{"{%- for message in loop_messages %}{{- '<|start_of_role|>' + message['role'] + '<|end_of_role|>' + "
 	 "message['content'] + '<|end_of_text|>\n' }}{%- if loop.last and add_generation_prompt %}"

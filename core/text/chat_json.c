@@ -57,7 +57,7 @@ loom_status loom_chat_kind_named(const loom_model *model, const char *template_n
 	if (!loom_chat_template_by_name(template_name, out))
 		return loom_error(LOOM_ERR_INVALID_ARGUMENT,
 				  "unknown chat template '%s' (chatml, llama2, llama3, mistral, zephyr, phi3, gemma, plain, "
-				  "harmony, mistral-v7, mistral-v11, mistral-v13, glm4, granite)",
+				  "harmony, mistral-v7, mistral-v11, mistral-v13, glm4, granite, command-r7b)",
 				  template_name);
 	return LOOM_OK;
 }

@@ -31,6 +31,7 @@ const char *const loom_chat_template_names[LOOM_CHAT_COUNT + 1] = {
 	[LOOM_CHAT_GEMMA] = "gemma",   [LOOM_CHAT_PLAIN] = "plain", [LOOM_CHAT_HARMONY] = "harmony",
 	[LOOM_CHAT_MISTRAL_V7] = "mistral-v7", [LOOM_CHAT_MISTRAL_V11] = "mistral-v11",
 	[LOOM_CHAT_MISTRAL_V13] = "mistral-v13", [LOOM_CHAT_GLM4] = "glm4", [LOOM_CHAT_GRANITE] = "granite",
+	[LOOM_CHAT_COMMAND_R7B] = "command-r7b",
 };
 
 const char *loom_chat_template_name(loom_chat_kind kind)
@@ -62,6 +63,8 @@ bool loom_chat_template_detect(const char *jinja, size_t len, loom_chat_kind *ou
 		*out = LOOM_CHAT_GLM4;
 	else if (strstr(t, "<|start_of_role|>") && strstr(t, "<|end_of_role|>"))
 		*out = LOOM_CHAT_GRANITE;
+	else if (strstr(t, "<|START_OF_TURN_TOKEN|>") && strstr(t, "<|START_RESPONSE|>"))
+		*out = LOOM_CHAT_COMMAND_R7B;
 	else if (strstr(t, "<|im_start|>"))
 		*out = LOOM_CHAT_CHATML;
 	else if (strstr(t, "<|start_header_id|>"))
@@ -243,6 +246,28 @@ static void put_harmony(out_text *o, const loom_chat_message *msgs, size_t n, bo
 		put(o, "<|start|>assistant");
 }
 
+/* Command R7B's turns without documents: a system turn always (empty
+ * without a system message), each turn's text stripped, replies between
+ * <|START_RESPONSE|> and <|END_RESPONSE|>. */
+static void put_command_r7b(out_text *o, const loom_chat_message *msgs, size_t n, bool add_assistant)
+{
+	size_t first;
+	const char *sys = system_text(msgs, n, &first);
+
+	put(o, "<|START_OF_TURN_TOKEN|><|SYSTEM_TOKEN|>");
+	put(o, sys != NULL ? sys : "");
+	put(o, "<|END_OF_TURN_TOKEN|>");
+	for (size_t i = first; i < n; i++) {
+		const bool user = !is_role(&msgs[i], "assistant");
+		put(o, user ? "<|START_OF_TURN_TOKEN|><|USER_TOKEN|>"
+			    : "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|><|START_RESPONSE|>");
+		put_trimmed(o, msgs[i].content);
+		put(o, user ? "<|END_OF_TURN_TOKEN|>" : "<|END_RESPONSE|><|END_OF_TURN_TOKEN|>");
+	}
+	if (add_assistant)
+		put(o, "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|><|START_RESPONSE|>");
+}
+
 /* Mistral's later tokenizers: the system prompt first in a block of its
  * own, turns without the spaces SentencePiece put around them. */
 static void put_system_prompt(out_text *o, const loom_chat_message *msgs, size_t n)
@@ -332,6 +357,9 @@ loom_status loom_chat_format(loom_chat_kind kind, const loom_chat_message *msgs,
 	case LOOM_CHAT_PHI3:
 		put_turns(&o, msgs, n, add_assistant, "<|", "|>\n", "<|end|>\n");
 		break;
+	case LOOM_CHAT_COMMAND_R7B:
+		put_command_r7b(&o, msgs, n, add_assistant);
+		break;
 	case LOOM_CHAT_GRANITE:
 		/* Without a system message Granite's template writes one that
 		 * holds the day's date: loom writes none, as llama.cpp. */
@@ -413,7 +441,7 @@ static loom_status chat_apply(const loom_model *model, const char *template_name
 	} else if (!loom_chat_template_by_name(template_name, &kind))
 		return loom_error(LOOM_ERR_INVALID_ARGUMENT,
 				  "unknown chat template '%s' (chatml, llama2, llama3, mistral, zephyr, phi3, gemma, plain, "
-				  "harmony, mistral-v7, mistral-v11, mistral-v13, glm4, granite)",
+				  "harmony, mistral-v7, mistral-v11, mistral-v13, glm4, granite, command-r7b)",
 				  template_name);
 	return loom_chat_format(kind, messages, n_messages, add_assistant, buf, size, n_out);
 }

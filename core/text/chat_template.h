@@ -25,6 +25,7 @@ typedef enum loom_chat_kind {
 	LOOM_CHAT_MISTRAL_V13, /* Magistral 2509, Devstral, Ministral 3: [TOOL_CALLS]name[ARGS]{...} */
 	LOOM_CHAT_GLM4,        /* GLM-4: [gMASK]<sop>, then <|role|>\ncontent a turn */
 	LOOM_CHAT_GRANITE,     /* IBM Granite 3: <|start_of_role|>role<|end_of_role|>content<|end_of_text|>\n */
+	LOOM_CHAT_COMMAND_R7B, /* Cohere Command R7B: <|START_OF_TURN_TOKEN|> turns, replies in <|START_RESPONSE|> */
 	LOOM_CHAT_COUNT
 } loom_chat_kind;
 
