@@ -69,6 +69,9 @@ static const struct {
 				"<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|><|START_RESPONSE|>Hello!<|END_RESPONSE|>"
 				"<|END_OF_TURN_TOKEN|><|START_OF_TURN_TOKEN|><|USER_TOKEN|>Who are you?<|END_OF_TURN_TOKEN|>"
 				"<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|><|START_RESPONSE|>"},
+	/* Without a model, OLMo's end-of-sequence text. */
+	{LOOM_CHAT_TULU, "<|system|>\nBe brief.\n<|user|>\nHi\n<|assistant|>\nHello!<|endoftext|>\n"
+			 "<|user|>\nWho are you?\n<|assistant|>\n"},
 };
 
 START_TEST(each_family_formats_its_turns)
@@ -155,6 +158,12 @@ static const struct {
 	 "{{ content }}{%- elif role == 'assistant' %}<|assistant|>\n{{ content }}{%- endif %}{%- endfor %}"
 	 "{% if add_generation_prompt %}<|assistant|>{% endif %}",
 	 LOOM_CHAT_GLM4},
+	/* OLMo 2's, abridged: Zephyr's markers, but a newline, not EOS,
+	 * after a question. */
+	{"{% for message in messages %}{% if message['role'] == 'user' %}{{ '<|user|>\\n' + message['content'] + '\\n' }}"
+	 "{% elif message['role'] == 'assistant' %}{% if not loop.last %}{{ '<|assistant|>\\n'  + message['content'] + "
+	 "eos_token + '\\n' }}{% endif %}{% endif %}{% endfor %}",
+	 LOOM_CHAT_TULU},
 	/* Command R7B's, abridged. */
 	{"{%- for message in loop_messages %}{%- if message['role'] == 'user' -%}{{ '<|START_OF_TURN_TOKEN|><|USER_TOKEN|>'"
 	 " + content.strip() + '<|END_OF_TURN_TOKEN|>' }}{%- elif message['role'] == 'assistant' -%}"

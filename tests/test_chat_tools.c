@@ -131,6 +131,8 @@ static const struct family {
 	{"granite3.3.jinja", "<|end_of_text|>", NULL, false, false, NULL, "<|end_of_text|>\n", "granite", true},
 	/* Command R7B's writes the tools only beside documents. */
 	{"command-r7b.jinja", "<|END_OF_TURN_TOKEN|>", NULL, false, false, NULL, NULL, "command-r7b", true},
+	/* OLMo 2's writes no tools; its eos_token is the model's. */
+	{"olmo2.jinja", "</s>", NULL, false, false, NULL, NULL, "tulu", true},
 	{"llama3.1.jinja", "<|eot_id|>", NULL, false, false, NULL, NULL, "llama3", false},
 	{"llama3.2.jinja", "<|eot_id|>", "26 Jul 2024", false, false, NULL, NULL, "llama3", false},
 	{"mistral-v0.3.jinja", "</s>", NULL, false, false, NULL, NULL, "mistral", false},

@@ -57,7 +57,7 @@ loom_status loom_chat_kind_named(const loom_model *model, const char *template_n
 	if (!loom_chat_template_by_name(template_name, out))
 		return loom_error(LOOM_ERR_INVALID_ARGUMENT,
 				  "unknown chat template '%s' (chatml, llama2, llama3, mistral, zephyr, phi3, gemma, plain, "
-				  "harmony, mistral-v7, mistral-v11, mistral-v13, glm4, granite, command-r7b)",
+				  "harmony, mistral-v7, mistral-v11, mistral-v13, glm4, granite, command-r7b, tulu)",
 				  template_name);
 	return LOOM_OK;
 }
@@ -885,7 +885,8 @@ static void render_harmony(loom_strbuf *b, const conversation *c, bool add_assis
 
 /* ---- loom's generic format, in any family's turns ---- */
 
-static loom_status render_generic(loom_strbuf *b, loom_chat_kind kind, const conversation *c, bool add_assistant)
+static loom_status render_generic(loom_strbuf *b, const loom_model *model, loom_chat_kind kind, const conversation *c,
+				  bool add_assistant)
 {
 	loom_chat_message *msgs = calloc(c->n + 1, sizeof(*msgs));
 	loom_strbuf *texts = calloc(c->n + 1, sizeof(*texts));
@@ -947,11 +948,11 @@ static loom_status render_generic(loom_strbuf *b, loom_chat_kind kind, const con
 			st = loom_error(LOOM_ERR_NO_MEMORY, "out of memory");
 	size_t len = 0;
 	if (st == LOOM_OK) {
-		st = loom_chat_format(kind, msgs, n, add_assistant, NULL, 0, &len);
+		st = loom_chat_format_for(model, kind, msgs, n, add_assistant, NULL, 0, &len);
 		if (st == LOOM_ERR_BUFFER_TOO_SMALL) {
 			char *text = malloc(len + 1);
 			st = text == NULL ? loom_error(LOOM_ERR_NO_MEMORY, "out of memory")
-					  : loom_chat_format(kind, msgs, n, add_assistant, text, len + 1, &len);
+					  : loom_chat_format_for(model, kind, msgs, n, add_assistant, text, len + 1, &len);
 			if (st == LOOM_OK)
 				loom_strbuf_put_n(b, text, len);
 			free(text);
@@ -1194,7 +1195,7 @@ LOOM_API loom_status loom_chat_apply_json_reasoning(const loom_model *model, con
 			render_harmony(&b, &c, add_assistant, effort);
 			break;
 		default:
-			st = render_generic(&b, kind, &c, add_assistant);
+			st = render_generic(&b, model, kind, &c, add_assistant);
 			break;
 		}
 	}

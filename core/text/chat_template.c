@@ -32,6 +32,7 @@ const char *const loom_chat_template_names[LOOM_CHAT_COUNT + 1] = {
 	[LOOM_CHAT_MISTRAL_V7] = "mistral-v7", [LOOM_CHAT_MISTRAL_V11] = "mistral-v11",
 	[LOOM_CHAT_MISTRAL_V13] = "mistral-v13", [LOOM_CHAT_GLM4] = "glm4", [LOOM_CHAT_GRANITE] = "granite",
 	[LOOM_CHAT_COMMAND_R7B] = "command-r7b",
+	[LOOM_CHAT_TULU] = "tulu",
 };
 
 const char *loom_chat_template_name(loom_chat_kind kind)
@@ -73,6 +74,8 @@ bool loom_chat_template_detect(const char *jinja, size_t len, loom_chat_kind *ou
 		*out = LOOM_CHAT_GEMMA;
 	else if (strstr(t, "<|end|>") && strstr(t, "<|assistant|>"))
 		*out = LOOM_CHAT_PHI3;
+	else if (strstr(t, "<|user|>") && strstr(t, "<|assistant|>") && strstr(t, "not loop.last"))
+		*out = LOOM_CHAT_TULU;
 	else if (strstr(t, "<|user|>") && strstr(t, "<|assistant|>"))
 		*out = LOOM_CHAT_ZEPHYR;
 	else if (strstr(t, "[INST]") && strstr(t, "[SYSTEM_PROMPT]"))
@@ -246,6 +249,25 @@ static void put_harmony(out_text *o, const loom_chat_message *msgs, size_t n, bo
 		put(o, "<|start|>assistant");
 }
 
+/* Tulu's turns (OLMo 2, OLMoE, Tulu 3): each role's marker and a
+ * newline before its text, a newline after it; a reply ends with the
+ * end-of-sequence token, and a newline unless it is the last turn. */
+static void put_tulu(out_text *o, const loom_chat_message *msgs, size_t n, bool add_assistant, const char *eos)
+{
+	for (size_t i = 0; i < n; i++) {
+		put(o, "<|");
+		put(o, msgs[i].role);
+		put(o, "|>\n");
+		put(o, msgs[i].content);
+		if (is_role(&msgs[i], "assistant"))
+			put(o, eos);
+		if (!is_role(&msgs[i], "assistant") || i + 1 < n)
+			put(o, "\n");
+	}
+	if (add_assistant)
+		put(o, "<|assistant|>\n");
+}
+
 /* Command R7B's turns without documents: a system turn always (empty
  * without a system message), each turn's text stripped, replies between
  * <|START_RESPONSE|> and <|END_RESPONSE|>. */
@@ -332,7 +354,27 @@ static loom_status copy_out(const char *text, size_t len, char *buf, size_t size
 loom_status loom_chat_format(loom_chat_kind kind, const loom_chat_message *msgs, size_t n, bool add_assistant,
 			     char *buf, size_t size, size_t *n_out)
 {
+	return loom_chat_format_for(NULL, kind, msgs, n, add_assistant, buf, size, n_out);
+}
+
+/* The text of the model's end-of-sequence token, as a template's
+ * eos_token reads; "" without one. */
+static void eos_text(const loom_model *model, char *buf, size_t size)
+{
+	size_t n = 0;
+	const loom_token eos = loom_token_eos(model);
+	if (eos < 0 || loom_token_to_piece(model, eos, true, buf, size - 1, &n) != LOOM_OK)
+		n = 0;
+	buf[n] = '\0';
+}
+
+loom_status loom_chat_format_for(const loom_model *model, loom_chat_kind kind, const loom_chat_message *msgs, size_t n,
+				 bool add_assistant, char *buf, size_t size, size_t *n_out)
+{
 	out_text o = {buf, size, 0};
+	char eos[64] = "<|endoftext|>";
+	if (model != NULL)
+		eos_text(model, eos, sizeof(eos));
 	loom_status st = loom_chat_check_messages(msgs, n);
 	if (st != LOOM_OK)
 		return st;
@@ -359,6 +401,9 @@ loom_status loom_chat_format(loom_chat_kind kind, const loom_chat_message *msgs,
 		break;
 	case LOOM_CHAT_COMMAND_R7B:
 		put_command_r7b(&o, msgs, n, add_assistant);
+		break;
+	case LOOM_CHAT_TULU:
+		put_tulu(&o, msgs, n, add_assistant, eos);
 		break;
 	case LOOM_CHAT_GRANITE:
 		/* Without a system message Granite's template writes one that
@@ -441,9 +486,9 @@ static loom_status chat_apply(const loom_model *model, const char *template_name
 	} else if (!loom_chat_template_by_name(template_name, &kind))
 		return loom_error(LOOM_ERR_INVALID_ARGUMENT,
 				  "unknown chat template '%s' (chatml, llama2, llama3, mistral, zephyr, phi3, gemma, plain, "
-				  "harmony, mistral-v7, mistral-v11, mistral-v13, glm4, granite, command-r7b)",
+				  "harmony, mistral-v7, mistral-v11, mistral-v13, glm4, granite, command-r7b, tulu)",
 				  template_name);
-	return loom_chat_format(kind, messages, n_messages, add_assistant, buf, size, n_out);
+	return loom_chat_format_for(model, kind, messages, n_messages, add_assistant, buf, size, n_out);
 }
 
 LOOM_API loom_status loom_chat_apply_sized(const loom_model *model, const char *template_name,

@@ -26,6 +26,7 @@ typedef enum loom_chat_kind {
 	LOOM_CHAT_GLM4,        /* GLM-4: [gMASK]<sop>, then <|role|>\ncontent a turn */
 	LOOM_CHAT_GRANITE,     /* IBM Granite 3: <|start_of_role|>role<|end_of_role|>content<|end_of_text|>\n */
 	LOOM_CHAT_COMMAND_R7B, /* Cohere Command R7B: <|START_OF_TURN_TOKEN|> turns, replies in <|START_RESPONSE|> */
+	LOOM_CHAT_TULU,        /* OLMo 2, OLMoE, Tulu 3: <|role|>\ncontent\n, replies ending in EOS */
 	LOOM_CHAT_COUNT
 } loom_chat_kind;
 
@@ -50,6 +51,10 @@ loom_status loom_chat_check_messages(const loom_chat_message *msgs, size_t n);
 /* Formats as loom_chat_apply does (loom.h), with a given family. */
 loom_status loom_chat_format(loom_chat_kind kind, const loom_chat_message *msgs, size_t n, bool add_assistant,
 			     char *buf, size_t size, size_t *n_out);
+/* The same for a model: a family that writes the end-of-sequence token
+ * after a reply writes the model's (NULL: OLMo's <|endoftext|>). */
+loom_status loom_chat_format_for(const loom_model *model, loom_chat_kind kind, const loom_chat_message *msgs, size_t n,
+				 bool add_assistant, char *buf, size_t size, size_t *n_out);
 
 /* The model's template, found once at load: its file's, if recognised;
  * else its contract's chat_template; else plain (with a warning when the
