@@ -939,7 +939,7 @@ typedef struct loom_chat_message {
  * assistant's opening when add_assistant. template_name: "chatml",
  * "llama2", "llama3", "mistral", "zephyr", "phi3", "gemma", "harmony",
  * "mistral-v7", "mistral-v11", "mistral-v13" (Mistral's later tokenizers),
- * "glm4", "granite", "command-r7b", "tulu" or "plain"; NULL for the model's own (loom_chat_template), with what its
+ * "glm4", "granite", "command-r7b", "tulu", "dots1" or "plain"; NULL for the model's own (loom_chat_template), with what its
  * template adds to the family's turns where loom knows it (docs/api.md:
  * Qwen 2.5's default system message, Llama 3.1's dated system block, ...).
  * The text holds no BOS (the

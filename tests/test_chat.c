@@ -72,6 +72,9 @@ static const struct {
 	/* Without a model, OLMo's end-of-sequence text. */
 	{LOOM_CHAT_TULU, "<|system|>\nBe brief.\n<|user|>\nHi\n<|assistant|>\nHello!<|endoftext|>\n"
 			 "<|user|>\nWho are you?\n<|assistant|>\n"},
+	/* As ms-swift's template registry writes dots.llm1's turns. */
+	{LOOM_CHAT_DOTS1, "<|system|>Be brief.<|endofsystem|><|userprompt|>Hi<|endofuserprompt|><|response|>Hello!"
+			  "<|endofresponse|><|userprompt|>Who are you?<|endofuserprompt|><|response|>"},
 };
 
 START_TEST(each_family_formats_its_turns)
@@ -164,6 +167,11 @@ static const struct {
 	 "{% elif message['role'] == 'assistant' %}{% if not loop.last %}{{ '<|assistant|>\\n'  + message['content'] + "
 	 "eos_token + '\\n' }}{% endif %}{% endif %}{% endfor %}",
 	 LOOM_CHAT_TULU},
+	/* dots.llm1's, abridged. */
+	{"{% if messages[0]['role'] == 'system' %}<|system|>{{ messages[0]['content'] }}<|endofsystem|>{% endif %}"
+	 "{% for idx in range(start_idx, messages|length) %}{% if messages[idx]['role'] == 'user' %}<|userprompt|>"
+	 "{{ messages[idx]['content'] }}<|endofuserprompt|>{% endif %}{% endfor %}",
+	 LOOM_CHAT_DOTS1},
 	/* Command R7B's, abridged. */
 	{"{%- for message in loop_messages %}{%- if message['role'] == 'user' -%}{{ '<|START_OF_TURN_TOKEN|><|USER_TOKEN|>'"
 	 " + content.strip() + '<|END_OF_TURN_TOKEN|>' }}{%- elif message['role'] == 'assistant' -%}"
@@ -699,6 +707,32 @@ START_TEST(a_reply_opened_in_thinking_starts_in_the_reasoning)
 }
 END_TEST
 
+/* A ChatML template that reads enable_thinking but writes it another way
+ * than Qwen 3's (SmolLM3's, cut to what tells it: its reasoning mode in a
+ * metadata block): loom does not write that switch, so a request for any
+ * reasoning but the template's own default is refused. */
+START_TEST(a_reasoning_switch_loom_does_not_write_is_refused)
+{
+	static const char jinja[] =
+		"{%- if enable_thinking -%}{%- set reasoning_mode = \"/think\" -%}{%- else -%}"
+		"{%- set reasoning_mode = \"/no_think\" -%}{%- endif -%}{{- \"<|im_start|>system\\n\" -}}"
+		"{{- \"## Metadata\\n\\nReasoning Mode: \" + reasoning_mode + \"\\n\\n\" -}}"
+		"{%- for message in messages -%}{{ '<|im_start|>' + message.role + '\\n' + "
+		"message.content.split('</think>')[-1] + '<|im_end|>\\n' }}{%- endfor -%}";
+	loom_runtime *rt = test_runtime("cpu-generic", 1);
+	loom_model *m = model_with_template(rt, "chat-think-switch", think_markers, jinja);
+	ck_assert_str_eq(loom_chat_template(m), "chatml");
+	ck_assert_int_eq(loom_chat_check_reasoning(m, NULL, LOOM_REASONING_DEFAULT), LOOM_OK);
+	static const loom_reasoning asked[] = {LOOM_REASONING_NONE, LOOM_REASONING_ON, LOOM_REASONING_HIGH};
+	for (size_t i = 0; i < sizeof(asked) / sizeof(asked[0]); i++) {
+		ck_assert_int_eq(loom_chat_check_reasoning(m, NULL, asked[i]), LOOM_ERR_INVALID_ARGUMENT);
+		ck_assert_msg(strstr(loom_last_error(), "does not write") != NULL, "%s", loom_last_error());
+	}
+	loom_model_free(m);
+	loom_runtime_free(rt);
+}
+END_TEST
+
 static Suite *chat_suite(void)
 {
 	Suite *s = suite_create("chat");
@@ -714,6 +748,7 @@ static Suite *chat_suite(void)
 	tcase_add_test(tc, harmony_replies_split_into_content_and_reasoning);
 	tcase_add_test(tc, thinking_is_read_apart_from_the_answer);
 	tcase_add_test(tc, a_reply_opened_in_thinking_starts_in_the_reasoning);
+	tcase_add_test(tc, a_reasoning_switch_loom_does_not_write_is_refused);
 	suite_add_tcase(s, tc);
 	return s;
 }

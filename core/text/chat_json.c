@@ -57,7 +57,7 @@ loom_status loom_chat_kind_named(const loom_model *model, const char *template_n
 	if (!loom_chat_template_by_name(template_name, out))
 		return loom_error(LOOM_ERR_INVALID_ARGUMENT,
 				  "unknown chat template '%s' (chatml, llama2, llama3, mistral, zephyr, phi3, gemma, plain, "
-				  "harmony, mistral-v7, mistral-v11, mistral-v13, glm4, granite, command-r7b, tulu)",
+				  "harmony, mistral-v7, mistral-v11, mistral-v13, glm4, granite, command-r7b, tulu, dots1)",
 				  template_name);
 	return LOOM_OK;
 }
@@ -1033,10 +1033,13 @@ typedef enum reasoning_offer {
 	OFFERS_SWITCH,  /* on, or off (Qwen 3's enable_thinking) */
 	OFFERS_ALWAYS,  /* every reply opened in <think> (Qwen 3's thinking-only releases) */
 	OFFERS_LEVELS,  /* low, medium or high (harmony) */
+	OFFERS_UNKNOWN, /* a switch loom does not know how to write (SmolLM3's metadata block): the default only */
 } reasoning_offer;
 
-/* The Jinja text of a generation prompt that opens the reasoning. */
+/* The Jinja text of a generation prompt that opens the reasoning, and of
+ * Qwen 3's reasoning switched off. */
 static const char think_opening_jinja[] = "<|im_start|>assistant\\n<think>\\n";
+static const char qwen3_no_thinking_jinja[] = "'<think>\\n\\n</think>\\n\\n'";
 
 static reasoning_offer reasoning_offer_of(const loom_model *model, const char *template_name, loom_chat_kind kind)
 {
@@ -1044,10 +1047,10 @@ static reasoning_offer reasoning_offer_of(const loom_model *model, const char *t
 		return OFFERS_LEVELS;
 	if (template_name != NULL || kind != LOOM_CHAT_CHATML || !template_has(model, "</think>"))
 		return OFFERS_NOTHING;
-	/* A template that reads enable_thinking is taken as Qwen 3's, whose
-	 * reasoning is on unless switched off, whatever else it writes. */
+	/* A template that reads enable_thinking switches as Qwen 3's does
+	 * when it writes what Qwen 3's writes. */
 	if (template_has(model, "enable_thinking"))
-		return OFFERS_SWITCH;
+		return template_has(model, qwen3_no_thinking_jinja) ? OFFERS_SWITCH : OFFERS_UNKNOWN;
 	return template_has(model, think_opening_jinja) ? OFFERS_ALWAYS : OFFERS_NOTHING;
 }
 
@@ -1083,6 +1086,12 @@ static loom_status reasoning_check(reasoning_offer offer, loom_chat_kind kind, l
 					  "this model's chat template opens every reply in <think>: it always reasons, "
 					  "and cannot be asked not to");
 		*opening = "<think>\n";
+		return LOOM_OK;
+	case OFFERS_UNKNOWN:
+		if (r != LOOM_REASONING_DEFAULT)
+			return loom_error(LOOM_ERR_INVALID_ARGUMENT,
+					  "this model's chat template switches its reasoning (enable_thinking) in a way "
+					  "loom does not write (it writes Qwen 3's): only the template's own default");
 		return LOOM_OK;
 	default:
 		if (asked)

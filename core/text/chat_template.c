@@ -32,7 +32,7 @@ const char *const loom_chat_template_names[LOOM_CHAT_COUNT + 1] = {
 	[LOOM_CHAT_MISTRAL_V7] = "mistral-v7", [LOOM_CHAT_MISTRAL_V11] = "mistral-v11",
 	[LOOM_CHAT_MISTRAL_V13] = "mistral-v13", [LOOM_CHAT_GLM4] = "glm4", [LOOM_CHAT_GRANITE] = "granite",
 	[LOOM_CHAT_COMMAND_R7B] = "command-r7b",
-	[LOOM_CHAT_TULU] = "tulu",
+	[LOOM_CHAT_TULU] = "tulu", [LOOM_CHAT_DOTS1] = "dots1",
 };
 
 const char *loom_chat_template_name(loom_chat_kind kind)
@@ -66,6 +66,8 @@ bool loom_chat_template_detect(const char *jinja, size_t len, loom_chat_kind *ou
 		*out = LOOM_CHAT_GRANITE;
 	else if (strstr(t, "<|START_OF_TURN_TOKEN|>") && strstr(t, "<|START_RESPONSE|>"))
 		*out = LOOM_CHAT_COMMAND_R7B;
+	else if (strstr(t, "<|userprompt|>") && strstr(t, "<|endofuserprompt|>"))
+		*out = LOOM_CHAT_DOTS1;
 	else if (strstr(t, "<|im_start|>"))
 		*out = LOOM_CHAT_CHATML;
 	else if (strstr(t, "<|start_header_id|>"))
@@ -268,26 +270,56 @@ static void put_tulu(out_text *o, const loom_chat_message *msgs, size_t n, bool 
 		put(o, "<|assistant|>\n");
 }
 
-/* Command R7B's turns without documents: a system turn always (empty
- * without a system message), each turn's text stripped, replies between
+/* The families whose turns are a marker, the text and a closing marker,
+ * after a system turn they always write. */
+typedef struct marked_turns {
+	const char *system_open, *system_close;
+	const char *default_system; /* the system turn's text without a system message */
+	const char *user_open, *user_close;
+	const char *reply_open, *reply_close; /* the opening is also the assistant's, to reply */
+	bool trim;                            /* each user and assistant text stripped */
+} marked_turns;
+
+/* Command R7B's turns without documents: the system turn empty without a
+ * system message, each turn's text stripped, replies between
  * <|START_RESPONSE|> and <|END_RESPONSE|>. */
-static void put_command_r7b(out_text *o, const loom_chat_message *msgs, size_t n, bool add_assistant)
+static const marked_turns command_r7b_turns = {
+	"<|START_OF_TURN_TOKEN|><|SYSTEM_TOKEN|>",
+	"<|END_OF_TURN_TOKEN|>",
+	"",
+	"<|START_OF_TURN_TOKEN|><|USER_TOKEN|>",
+	"<|END_OF_TURN_TOKEN|>",
+	"<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|><|START_RESPONSE|>",
+	"<|END_RESPONSE|><|END_OF_TURN_TOKEN|>",
+	true,
+};
+
+/* dots.llm1's: its default system text "You are a helpful assistant.",
+ * no space or newline between the markers and the text. */
+static const marked_turns dots1_turns = {
+	"<|system|>", "<|endofsystem|>", "You are a helpful assistant.", "<|userprompt|>", "<|endofuserprompt|>",
+	"<|response|>", "<|endofresponse|>", false,
+};
+
+static void put_marked(out_text *o, const marked_turns *f, const loom_chat_message *msgs, size_t n, bool add_assistant)
 {
 	size_t first;
 	const char *sys = system_text(msgs, n, &first);
 
-	put(o, "<|START_OF_TURN_TOKEN|><|SYSTEM_TOKEN|>");
-	put(o, sys != NULL ? sys : "");
-	put(o, "<|END_OF_TURN_TOKEN|>");
+	put(o, f->system_open);
+	put(o, sys != NULL ? sys : f->default_system);
+	put(o, f->system_close);
 	for (size_t i = first; i < n; i++) {
 		const bool user = !is_role(&msgs[i], "assistant");
-		put(o, user ? "<|START_OF_TURN_TOKEN|><|USER_TOKEN|>"
-			    : "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|><|START_RESPONSE|>");
-		put_trimmed(o, msgs[i].content);
-		put(o, user ? "<|END_OF_TURN_TOKEN|>" : "<|END_RESPONSE|><|END_OF_TURN_TOKEN|>");
+		put(o, user ? f->user_open : f->reply_open);
+		if (f->trim)
+			put_trimmed(o, msgs[i].content);
+		else
+			put(o, msgs[i].content);
+		put(o, user ? f->user_close : f->reply_close);
 	}
 	if (add_assistant)
-		put(o, "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|><|START_RESPONSE|>");
+		put(o, f->reply_open);
 }
 
 /* Mistral's later tokenizers: the system prompt first in a block of its
@@ -400,10 +432,13 @@ loom_status loom_chat_format_for(const loom_model *model, loom_chat_kind kind, c
 		put_turns(&o, msgs, n, add_assistant, "<|", "|>\n", "<|end|>\n");
 		break;
 	case LOOM_CHAT_COMMAND_R7B:
-		put_command_r7b(&o, msgs, n, add_assistant);
+		put_marked(&o, &command_r7b_turns, msgs, n, add_assistant);
 		break;
 	case LOOM_CHAT_TULU:
 		put_tulu(&o, msgs, n, add_assistant, eos);
+		break;
+	case LOOM_CHAT_DOTS1:
+		put_marked(&o, &dots1_turns, msgs, n, add_assistant);
 		break;
 	case LOOM_CHAT_GRANITE:
 		/* Without a system message Granite's template writes one that
@@ -486,7 +521,7 @@ static loom_status chat_apply(const loom_model *model, const char *template_name
 	} else if (!loom_chat_template_by_name(template_name, &kind))
 		return loom_error(LOOM_ERR_INVALID_ARGUMENT,
 				  "unknown chat template '%s' (chatml, llama2, llama3, mistral, zephyr, phi3, gemma, plain, "
-				  "harmony, mistral-v7, mistral-v11, mistral-v13, glm4, granite, command-r7b, tulu)",
+				  "harmony, mistral-v7, mistral-v11, mistral-v13, glm4, granite, command-r7b, tulu, dots1)",
 				  template_name);
 	return loom_chat_format_for(model, kind, messages, n_messages, add_assistant, buf, size, n_out);
 }

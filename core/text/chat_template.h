@@ -27,6 +27,7 @@ typedef enum loom_chat_kind {
 	LOOM_CHAT_GRANITE,     /* IBM Granite 3: <|start_of_role|>role<|end_of_role|>content<|end_of_text|>\n */
 	LOOM_CHAT_COMMAND_R7B, /* Cohere Command R7B: <|START_OF_TURN_TOKEN|> turns, replies in <|START_RESPONSE|> */
 	LOOM_CHAT_TULU,        /* OLMo 2, OLMoE, Tulu 3: <|role|>\ncontent\n, replies ending in EOS */
+	LOOM_CHAT_DOTS1,       /* dots.llm1: <|userprompt|>...<|endofuserprompt|><|response|>...<|endofresponse|> */
 	LOOM_CHAT_COUNT
 } loom_chat_kind;
 
