@@ -216,14 +216,17 @@ START_TEST(description_names_the_features)
 {
 	static const struct {
 		const char *model;
-		const char *says[4];
+		const char *says[5];
 	} cases[] = {
 		{"gpt-oss-mxfp4",
 		 {"contract: gpt-oss", "sliding window: 6 positions on 2 of 4 layers", "attention sinks",
+		  "chat template: harmony (the contract's); reasoning low, medium (the default) or high\n",
 		  "experts: 8 a layer of n_ff 32, 2 a token, weighted by the softmax of the chosen"}},
 		{"gemma2-f32", {"contract: gemma2", "soft-caps: attention 4, logits 3", "sliding window: 6", "26 layers"}},
 		{"qwen2moe-f32", {"experts: 8 a layer of n_ff 32, 2 a token", "a gated shared expert of n_ff 128", NULL}},
-		{"granite-f32", {"multipliers: embeddings 12, residual 0.22, attention 0.0078125", "logits x 0.125", NULL}},
+		{"granite-f32",
+		 {"multipliers: embeddings 12, residual 0.22, attention 0.0078125", "logits x 0.125",
+		  "chat template: granite (the contract's)\n", NULL}},
 		{"dots1-f32",
 		 {"experts: 8 a layer of n_ff 32, 2 a token, weighted by the sigmoid, renormalised, times 2.5, chosen "
 		  "with a bias; an ungated shared expert of n_ff 64; the first 1 layers dense",
@@ -239,7 +242,7 @@ START_TEST(description_names_the_features)
 		ck_assert_msg(loom_model_describe_file(rt, path, text, sizeof(text), &n) == LOOM_OK, "%s: %s", fm->name,
 			      loom_last_error());
 		ck_assert_uint_eq(n, strlen(text));
-		for (int k = 0; k < 4 && cases[i].says[k] != NULL; k++)
+		for (int k = 0; k < 5 && cases[i].says[k] != NULL; k++)
 			ck_assert_msg(strstr(text, cases[i].says[k]) != NULL, "%s: '%s' not in:\n%s", fm->name,
 				      cases[i].says[k], text);
 		if (strcmp(fm->name, "qwen2moe-f32") == 0)

@@ -1059,6 +1059,22 @@ bool loom_chat_opens_thinking(const loom_model *model)
 	return reasoning_offer_of(model, NULL, model->chat_template) == OFFERS_ALWAYS;
 }
 
+const char *loom_chat_reasoning_offered(const loom_model *model)
+{
+	switch (reasoning_offer_of(model, NULL, model->chat_template)) {
+	case OFFERS_LEVELS:
+		return "low, medium (the default) or high";
+	case OFFERS_SWITCH:
+		return "on (the default) or none";
+	case OFFERS_ALWAYS:
+		return "always";
+	case OFFERS_UNKNOWN:
+		return "its template's own only (its switch is not one loom writes)";
+	default:
+		return NULL;
+	}
+}
+
 /* Whether offer gives reasoning r: *effort is harmony's level, *opening
  * what the assistant's opening ends with. */
 static loom_status reasoning_check(reasoning_offer offer, loom_chat_kind kind, loom_reasoning r, const char **effort,

@@ -38,6 +38,10 @@ loom_status loom_chat_kind_named(const loom_model *model, const char *template_n
  * thinking-only releases): the reply starts in its reasoning. */
 bool loom_chat_opens_thinking(const loom_model *model);
 
+/* What the model's own template lets a request choose of its reasoning,
+ * in words (`loom info`); NULL where it does not reason. */
+const char *loom_chat_reasoning_offered(const loom_model *model);
+
 bool loom_chat_format_model(const loom_model *model, const loom_chat_message *msgs, size_t n, bool add_assistant,
 			    loom_strbuf *out, loom_status *st);
 
