@@ -30,6 +30,7 @@ typedef struct chat {
 	size_t reply_len, reply_cap;
 	loom_reply_reader *reader; /* this turn's reply: content and reasoning */
 	bool reasoned;             /* this turn wrote reasoning to stderr */
+	loom_reasoning reasoning;  /* --reasoning's */
 } chat;
 
 static bool add_cached(chat *c, loom_token token)
@@ -126,12 +127,10 @@ static char *messages_json(const chat *c)
 }
 
 /* The conversation in the template, with the reasoning asked for. */
-static loom_status chat_text(const loom_model *model, const cli_options *o, const char *messages, char *buf,
-			     size_t size, size_t *n)
+static loom_status chat_text(const loom_model *model, const cli_options *o, const chat *c, const char *messages,
+			     char *buf, size_t size, size_t *n)
 {
-	loom_reasoning reasoning;
-	reasoning_named(o->reasoning, &reasoning);
-	return loom_chat_apply_json_reasoning(model, o->chat_template, reasoning, messages, strlen(messages), NULL, 0,
+	return loom_chat_apply_json_reasoning(model, o->chat_template, c->reasoning, messages, strlen(messages), NULL, 0,
 					      true, buf, size, n);
 }
 
@@ -145,14 +144,14 @@ static loom_token *prompt_tokens(const loom_model *model, const cli_options *o, 
 		cli_fail("chat template: out of memory");
 		return NULL;
 	}
-	loom_status st = chat_text(model, o, messages, NULL, 0, &need);
+	loom_status st = chat_text(model, o, c, messages, NULL, 0, &need);
 	if (st != LOOM_OK && st != LOOM_ERR_BUFFER_TOO_SMALL) {
 		free(messages);
 		cli_fail_status(st, "chat template");
 		return NULL;
 	}
 	char *text = malloc(need + 1);
-	st = text == NULL ? LOOM_ERR_NO_MEMORY : chat_text(model, o, messages, text, need + 1, &need);
+	st = text == NULL ? LOOM_ERR_NO_MEMORY : chat_text(model, o, c, messages, text, need + 1, &need);
 	free(messages);
 	if (st != LOOM_OK) {
 		free(text);
@@ -315,12 +314,11 @@ int cmd_chat(int argc, char **argv)
 			goto out;
 		}
 	}
-	loom_reasoning reasoning;
-	if (!reasoning_named(o.reasoning, &reasoning)) {
+	if (!reasoning_named(o.reasoning, &c.reasoning)) {
 		cli_fail("chat: --reasoning is none, on, low, medium or high, not '%s'", o.reasoning);
 		goto out;
 	}
-	if (loom_chat_check_reasoning(model, o.chat_template, reasoning) != LOOM_OK) {
+	if (loom_chat_check_reasoning(model, o.chat_template, c.reasoning) != LOOM_OK) {
 		cli_fail("chat: --reasoning %s: %s", o.reasoning, loom_last_error());
 		goto out;
 	}

@@ -186,7 +186,8 @@ struct loom_model {
 	loom_contract *contract;  /* NULL for metadata-only models (and vocab-only ones
 				   * of an architecture without a contract) */
 	loom_vocab *vocab;
-	loom_chat_kind chat_template; /* loom_chat_template_resolve */
+	loom_chat_kind chat_template;      /* loom_chat_template_resolve */
+	const char *chat_template_source; /* where it came from, in words (`loom info`) */
 	loom_hparams hp;
 	int fmt;                  /* the contract section naming the file's keys and tensors */
 	int rope_style;           /* loom_rope_style of the file's Q and K rows */

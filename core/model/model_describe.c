@@ -1,6 +1,5 @@
 /* model_describe.c - a model file's block as its contract and
  * hyperparameters make it, in words, without its weights (`loom info`). */
-#include "model/meta.h"
 #include "model/model.h"
 
 #include "runtime/appendf.h"
@@ -69,15 +68,8 @@ static void windowed_layers(const loom_hparams *hp, char *buf, size_t size)
  * from, and the reasoning a request may ask of it. */
 static void describe_chat(const loom_model *m, char *buf, size_t size, size_t *len)
 {
-	loom_string jinja;
-	loom_chat_kind kind;
-	const bool has_own = m->file != NULL && loom_meta_get_string(m->file, "tokenizer.chat_template", &jinja) == LOOM_OK;
-	const bool known = has_own && loom_chat_template_detect(jinja.data, jinja.len, &kind);
 	loom_appendf(buf, size, len, "chat template: %s (%s)", loom_chat_template_name(m->chat_template),
-		     known			       ? "the file's"
-		     : has_own			       ? "the file's is not one loom knows"
-		     : m->contract->has_chat_template ? "the contract's"
-						       : "no template");
+		     m->chat_template_source != NULL ? m->chat_template_source : "no template");
 	const char *reasoning = loom_chat_reasoning_offered(m);
 	if (reasoning != NULL)
 		loom_appendf(buf, size, len, "; reasoning %s", reasoning);

@@ -59,7 +59,7 @@ static loom_status read_vocab(loom_model *m, const char *path)
 	loom_status st = loom_vocab_load(m->file, m->contract != NULL ? &m->contract->tokenizer : NULL, &m->vocab);
 	if (st != LOOM_OK)
 		return loom_error_wrap(st == LOOM_ERR_NOT_FOUND ? LOOM_ERR_BAD_FORMAT : st, "%s: vocabulary", path);
-	m->chat_template = loom_chat_template_resolve(m);
+	m->chat_template = loom_chat_template_resolve(m, &m->chat_template_source);
 	return LOOM_OK;
 }
 

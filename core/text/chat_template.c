@@ -405,7 +405,7 @@ loom_status loom_chat_format_for(const loom_model *model, loom_chat_kind kind, c
 {
 	out_text o = {buf, size, 0};
 	char eos[64] = "<|endoftext|>";
-	if (model != NULL)
+	if (model != NULL && kind == LOOM_CHAT_TULU)
 		eos_text(model, eos, sizeof(eos));
 	loom_status st = loom_chat_check_messages(msgs, n);
 	if (st != LOOM_OK)
@@ -484,19 +484,25 @@ loom_status loom_chat_format_for(const loom_model *model, loom_chat_kind kind, c
 
 /* ---- a model's template ---- */
 
-loom_chat_kind loom_chat_template_resolve(const loom_model *m)
+loom_chat_kind loom_chat_template_resolve(const loom_model *m, const char **source)
 {
 	loom_string jinja;
 	loom_chat_kind kind;
+	const bool has_own = m->file != NULL && loom_meta_get_string(m->file, "tokenizer.chat_template", &jinja) == LOOM_OK;
 
-	if (m->file != NULL && loom_meta_get_string(m->file, "tokenizer.chat_template", &jinja) == LOOM_OK) {
-		if (loom_chat_template_detect(jinja.data, jinja.len, &kind))
-			return kind;
+	if (has_own && loom_chat_template_detect(jinja.data, jinja.len, &kind)) {
+		*source = "the file's";
+		return kind;
+	}
+	if (has_own)
 		loom_warn("%s: tokenizer.chat_template is not a template loom knows; using the plain format",
 			  m->arch);
-	}
-	if (m->contract != NULL && m->contract->has_chat_template)
+	*source = has_own ? "the file's is not one loom knows" : "no template";
+	if (m->contract != NULL && m->contract->has_chat_template) {
+		if (!has_own)
+			*source = "the contract's";
 		return m->contract->chat_template;
+	}
 	return LOOM_CHAT_PLAIN;
 }
 

@@ -59,7 +59,7 @@ loom_status loom_chat_format_for(const loom_model *model, loom_chat_kind kind, c
 
 /* The model's template, found once at load: its file's, if recognised;
  * else its contract's chat_template; else plain (with a warning when the
- * file had one). */
-loom_chat_kind loom_chat_template_resolve(const loom_model *m);
+ * file had one). *source says where it came from, in words. */
+loom_chat_kind loom_chat_template_resolve(const loom_model *m, const char **source);
 
 #endif
