@@ -416,6 +416,41 @@ END_TEST
 /* ------------------------------------------------------------------------ */
 /* MATMUL: decode rows, weights repacked at load                            */
 
+/* MATMUL of random weights [n x n_out] (offered to weight_repack or not:
+ * rearranged says whether the variant rearranges them) with one token,
+ * then with the same token 7 times: the token's output must not depend on
+ * the tokens it comes with, bit for bit. */
+static void check_alone_as_with_six(variant *v, ref_rng *rng, loom_dtype type, int64_t n, int64_t n_out, bool repack,
+				    bool rearranged)
+{
+	op_case one = {.op = LOOM_OP_MATMUL, .repack = repack}, seven = {.op = LOOM_OP_MATMUL, .repack = repack};
+
+	one.src[0] = random_weights(rng, type, n, n_out, 1.0 / sqrt((double)n));
+	one.src[1] = ht(LOOM_DTYPE_F32, n, 1, 1, 1);
+	one.dst = ht(LOOM_DTYPE_F32, n_out, 1, 1, 1);
+	fill_normal(rng, ht_f32(&one.src[1]), (size_t)n, 2.0);
+	seven.src[0] = ht(type, n, n_out, 1, 1);
+	memcpy(seven.src[0].data, one.src[0].data, ht_bytes(&one.src[0]));
+	seven.src[1] = ht(LOOM_DTYPE_F32, n, 7, 1, 1);
+	seven.dst = ht(LOOM_DTYPE_F32, n_out, 7, 1, 1);
+	for (int t = 0; t < 7; t++)
+		memcpy(ht_f32(&seven.src[1]) + t * n, ht_f32(&one.src[1]), (size_t)n * sizeof(float));
+	snprintf(one.what, sizeof(one.what), "MATMUL %s [%lld x %lld] x 1 token%s", dtype_name(type), (long long)n,
+		 (long long)n_out, repack ? ", repacked" : "");
+	snprintf(seven.what, sizeof(seven.what), "%s", one.what);
+	float *alone = exercise(v, &one), *together = exercise(v, &seven);
+	if (repack)
+		ck_assert_msg((op_last_repack_layout != 0) == rearranged, "%s on %s: layout %u", one.what, v->b.name,
+			      op_last_repack_layout);
+	for (int t = 0; t < 7; t++)
+		ck_assert_msg(memcmp(alone, together + t * n_out, (size_t)n_out * sizeof(float)) == 0,
+			      "%s on %s: differs from token %d of 7", one.what, v->b.name, t);
+	free(alone);
+	free(together);
+	op_case_free(&one);
+	op_case_free(&seven);
+}
+
 /* A decode's float weights go through a kernel of their own (16 rows side
  * by side) that must give the tiles' results bit for bit, so that a token's
  * output does not depend on the tokens it comes with: one token against
@@ -434,31 +469,8 @@ START_TEST(test_matmul_decode_rows)
 		return;
 	for (size_t k = 0; k < N_OF(types); k++)
 		for (size_t li = 0; li < N_OF(lens); li++)
-			for (size_t oi = 0; oi < N_OF(outs); oi++) {
-				int64_t n = lens[li], n_out = outs[oi];
-				op_case one = {.op = LOOM_OP_MATMUL}, seven = {.op = LOOM_OP_MATMUL};
-				one.src[0] = random_weights(&rng, types[k], n, n_out, 1.0 / sqrt((double)n));
-				one.src[1] = ht(LOOM_DTYPE_F32, n, 1, 1, 1);
-				one.dst = ht(LOOM_DTYPE_F32, n_out, 1, 1, 1);
-				fill_normal(&rng, ht_f32(&one.src[1]), (size_t)n, 2.0);
-				seven.src[0] = ht(types[k], n, n_out, 1, 1);
-				memcpy(seven.src[0].data, one.src[0].data, ht_bytes(&one.src[0]));
-				seven.src[1] = ht(LOOM_DTYPE_F32, n, 7, 1, 1);
-				seven.dst = ht(LOOM_DTYPE_F32, n_out, 7, 1, 1);
-				for (int t = 0; t < 7; t++)
-					memcpy(ht_f32(&seven.src[1]) + t * n, ht_f32(&one.src[1]), (size_t)n * sizeof(float));
-				snprintf(one.what, sizeof(one.what), "MATMUL %s [%lld x %lld] x 1 token", dtype_name(types[k]),
-						 (long long)n, (long long)n_out);
-				snprintf(seven.what, sizeof(seven.what), "%s", one.what);
-				float *got = exercise(v, &one), *tiles = exercise(v, &seven);
-				for (int t = 0; t < 7; t++)
-					ck_assert_msg(memcmp(got, tiles + t * n_out, (size_t)n_out * sizeof(float)) == 0,
-								  "%s on %s: differs from token %d of 7", one.what, v->b.name, t);
-				free(got);
-				free(tiles);
-				op_case_free(&one);
-				op_case_free(&seven);
-			}
+			for (size_t oi = 0; oi < N_OF(outs); oi++)
+				check_alone_as_with_six(v, &rng, types[k], lens[li], outs[oi], false, false);
 }
 END_TEST
 
@@ -482,8 +494,8 @@ static void check_rounding_apart(const op_case *c, const float *standard, const 
 
 /* c run on the standard layout, then repacked (weight_repack) or kept in
  * it: the same outputs, bit for bit, except where the layout sums in
- * another order (a rearranged Q8_0, Q5_0 or MXFP4), within its summation
- * order's roundings. Frees c. */
+ * another order (a rearranged Q8_0, Q5_0, MXFP4 or Q4_K), within its
+ * summation order's roundings. Frees c. */
 static void check_repacked(variant *v, op_case *c, bool rearranged)
 {
 	size_t bytes = (size_t)(c->dst.ne[0] * c->dst.ne[1]) * sizeof(float);
@@ -494,7 +506,8 @@ static void check_repacked(variant *v, op_case *c, bool rearranged)
 	ck_assert_msg((op_last_repack_layout != 0) == rearranged, "%s on %s: layout %u", c->what, v->b.name,
 		      op_last_repack_layout);
 	loom_dtype type = c->src[0].dtype;
-	if (!rearranged || !(type == LOOM_DTYPE_Q8_0 || type == LOOM_DTYPE_Q5_0 || type == LOOM_DTYPE_MXFP4))
+	if (!rearranged || !(type == LOOM_DTYPE_Q8_0 || type == LOOM_DTYPE_Q5_0 || type == LOOM_DTYPE_MXFP4 ||
+			     type == LOOM_DTYPE_Q4_K))
 		ck_assert_msg(memcmp(standard, got, bytes) == 0, "%s on %s: differs from the standard layout", c->what,
 			      v->b.name);
 	else
@@ -510,8 +523,8 @@ static void check_repacked(variant *v, op_case *c, bool rearranged)
  * (huge-page) memory, and smaller ones stay in the file's. For every token count and
  * for row counts that leave a group part-filled, they must give the
  * standard layout's output bit for bit (with 1 and 3 tokens the standard
- * layout goes through the tile kernels, with more Q4_0 and the K-quants
- * are repacked a group at a time), Q8_0, Q5_0 and MXFP4 rearranged to
+ * layout goes through the tile kernels, with more Q4_0 and Q6_K are
+ * repacked a group at a time), Q8_0, Q5_0, MXFP4 and Q4_K rearranged to
  * within their summation order's roundings. */
 START_TEST(test_matmul_repacked)
 {
@@ -574,23 +587,42 @@ START_TEST(test_matmul_repacked)
 }
 END_TEST
 
+/* The types the variants with AVX-512 VNNI rearrange at load. */
+static const loom_dtype rearranged_types[] = {LOOM_DTYPE_Q4_0,  LOOM_DTYPE_Q5_0, LOOM_DTYPE_Q8_0,
+					      LOOM_DTYPE_MXFP4, LOOM_DTYPE_Q4_K, LOOM_DTYPE_Q6_K};
+
+/* A weight repacked at load gives a token the same output alone as with
+ * companions, bit for bit, in every layout, those that sum in their own
+ * order included: one token against the same token 7 times (runs of 4, 2
+ * and 1 tokens through the repacked kernels), over rows that leave the
+ * last group part-filled. */
+START_TEST(test_matmul_repacked_alone)
+{
+	variant *v = usable_variant(_i, "MATMUL repacked, alone");
+	ref_rng rng = {13};
+
+	if (v == NULL)
+		return;
+	for (size_t k = 0; k < N_OF(rearranged_types); k++)
+		check_alone_as_with_six(v, &rng, rearranged_types[k], 512, 37, true, _i == V_AVX512 || _i == V_AMX);
+}
+END_TEST
+
 /* GET_ROWS on a repacked table, as a tied head's copy is read for the
  * token embedding: every row of a weight whose last group is part-filled,
  * out of order, in the standard layout's values exactly. */
 START_TEST(test_get_rows_repacked)
 {
-	static const loom_dtype types[] = {LOOM_DTYPE_Q4_0, LOOM_DTYPE_Q5_0, LOOM_DTYPE_Q8_0,
-					   LOOM_DTYPE_MXFP4, LOOM_DTYPE_Q4_K, LOOM_DTYPE_Q6_K};
 	const int64_t ne0 = 512, n_rows = 37;
 	variant *v = usable_variant(_i, "GET_ROWS repacked");
 	ref_rng rng = {12};
 
 	if (v == NULL)
 		return;
-	for (size_t k = 0; k < N_OF(types); k++) {
+	for (size_t k = 0; k < N_OF(rearranged_types); k++) {
 		op_case c = {.op = LOOM_OP_GET_ROWS, .repack = true};
 		htensor want = ht(LOOM_DTYPE_F32, ne0, n_rows, 1, 1);
-		c.src[0] = random_weights(&rng, types[k], ne0, n_rows, 1.0);
+		c.src[0] = random_weights(&rng, rearranged_types[k], ne0, n_rows, 1.0);
 		c.src[1] = ht(LOOM_DTYPE_I32, n_rows, 1, 1, 1);
 		c.dst = ht(LOOM_DTYPE_F32, ne0, n_rows, 1, 1);
 		for (int64_t i = 0; i < n_rows; i++) {
@@ -598,7 +630,7 @@ START_TEST(test_get_rows_repacked)
 			ht_i32(&c.src[1])[i] = row;
 			ht_row_values(&c.src[0], row, ht_f32(&want) + i * ne0);
 		}
-		snprintf(c.what, sizeof(c.what), "GET_ROWS %s [%lld x %lld], repacked", dtype_name(types[k]),
+		snprintf(c.what, sizeof(c.what), "GET_ROWS %s [%lld x %lld], repacked", dtype_name(rearranged_types[k]),
 			 (long long)ne0, (long long)n_rows);
 		op_expect_bytes(&v->b, &c, want.data, false);
 		ck_assert_msg((op_last_repack_layout != 0) == (_i == V_AVX512 || _i == V_AMX), "%s on %s: layout %u",
@@ -1014,6 +1046,7 @@ static Suite *cpu_ops_suite(void)
 	add_variant_test(s, "compute_errors", test_compute_errors);
 	add_variant_test(s, "get_rows_repacked", test_get_rows_repacked);
 	add_variant_test(s, "matmul_repacked", test_matmul_repacked);
+	add_variant_test(s, "matmul_repacked_alone", test_matmul_repacked_alone);
 	add_variant_test(s, "weight_slabs", test_weight_slabs);
 	add_variant_test(s, "matmul_decode_rows", test_matmul_decode_rows);
 	add_variant_test(s, "attention_batched_decode", test_attention_batched_decode);

@@ -10,8 +10,10 @@
  * 16-bit values and dpwssd multiplies them by the row's scale, repeated in
  * both halves of its 32 bits, into the row's lane. The scales are stored
  * as bytes, widened once per super-block for every token, and a lane's
- * integer sum goes to f32 as the row kernels' does, so the results equal
- * theirs bit for bit.
+ * integer sum goes to f32 as the row kernels' does, so Q6_K's results
+ * equal theirs bit for bit. Q4_K's multiply takes half those multiplies by
+ * summing each sub-block with dpbusd and scaling it once, in an order of
+ * its own (q4_k_tokens).
  */
 #include "cpu_repack.h"
 
@@ -228,98 +230,106 @@ CPU_INLINE void add_lanes(__m512 acc[][LANES], const __m512 *dt, __m512i sum[][2
 				dt[t], _mm512_cvtepi32_ps(_mm512_add_epi32(sum[t][u][0], sum[t][u][1])), acc[t][l + u]);
 }
 
-/* The rows' 8 f32 lanes and 4 min lanes reduced as cpu_reduce_lanes and
- * cpu_reduce_4 do, plus the min part (zero for the types without). */
-CPU_INLINE __m512 reduce_rows(const __m512 *acc, const __m512 *acc_m)
+/* The rows' 8 f32 lanes reduced as cpu_reduce_lanes does. */
+CPU_INLINE __m512 reduce_rows(const __m512 *acc)
 {
 	__m512 r[4];
 
 	for (int l = 0; l < 4; l++)
 		r[l] = _mm512_add_ps(acc[l], acc[l + 4]);
-	__m512 main = _mm512_add_ps(_mm512_add_ps(r[0], r[2]), _mm512_add_ps(r[1], r[3]));
-	if (acc_m == NULL)
-		return main;
-	__m512 mins = _mm512_add_ps(_mm512_add_ps(acc_m[0], acc_m[2]), _mm512_add_ps(acc_m[1], acc_m[3]));
-	return _mm512_add_ps(main, mins);
+	return _mm512_add_ps(_mm512_add_ps(r[0], r[2]), _mm512_add_ps(r[1], r[3]));
 }
 
 /*
- * Q4_K, nt tokens. Per super-block: the min terms first, pair p of
- * sub-blocks into acc_m[p] (m . pair sums of Q8_K's bsums, exact), then
- * lane by lane the main terms, each lane's integer sum scaled into acc.
+ * Q4_K, nt tokens. A super-block's main term is summed exactly, as one
+ * integer per row and token: dpbusd adds four weights times four
+ * activation bytes into a sub-block's sum, the sub-block's scale
+ * multiplies that sum once, and the total goes to f32 once. The high
+ * nibbles are taken in place (v & 0xf0, 16 q), saving a shift per load;
+ * their sums are divided by 16 again, exactly. The min terms, m times
+ * Q8_K's sums of x, make a second exact integer. That is half the
+ * multiplies of the row kernels' 8 lanes (maddubs, then dpwssd by the
+ * scale, per 4-element group) in another summation order: results agree
+ * with the standard layout's to rounding (cpu_repack.h).
+ *
+ * One or two tokens hold all 8 sub-blocks' sums at once and read the
+ * super-block in address order; more tokens would run out of registers
+ * and take one pair of sub-blocks (a quarter of qs, 256 bytes apart) at a
+ * time.
  */
 CPU_INLINE void q4_k_tokens(const q4_k_x16 *g, int64_t n_super, const char *x, size_t x_stride,
 			     const int nt, float *y, size_t y_stride, __mmask16 rows)
 {
-	__m512 acc[4][LANES], acc_m[4][4];
+	const int pairs = nt <= 2 ? 4 : 1; /* pairs of sub-blocks summed together */
+	const __m512i low = _mm512_set1_epi8(0x0f), high = _mm512_set1_epi8((char)0xf0);
+	__m512 acc[4], acc_m[4];
 
-	for (int t = 0; t < nt; t++) {
-		for (int l = 0; l < LANES; l++)
-			acc[t][l] = _mm512_setzero_ps();
-		for (int p = 0; p < 4; p++)
-			acc_m[t][p] = _mm512_setzero_ps();
-	}
+	for (int t = 0; t < nt; t++)
+		acc[t] = acc_m[t] = _mm512_setzero_ps();
 	for (int64_t b = 0; b < n_super; b++) {
 		const q4_k_x16 *gb = g + b;
+		__m512i total[4];
 
-		__m512i scale[8];
-		for (int k = 0; k < 4; k++)
-			widen_scale_pair(_mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)gb->sc[2 * k])),
-					 &scale[2 * k], &scale[2 * k + 1]);
+		for (int t = 0; t < nt; t++)
+			total[t] = _mm512_setzero_si512();
+		for (int k0 = 0; k0 < 4; k0 += pairs) {
+			__m512i sum[4][8];
+			for (int t = 0; t < nt; t++)
+				for (int j = 0; j < 2 * pairs; j++)
+					sum[t][j] = _mm512_setzero_si512();
+			/* Unrolled whole, so that every sum's index is a constant and
+			 * the sums stay in registers. */
+#pragma GCC unroll 8
+			for (int l = 0; l < LANES; l++) {
+				prefetch_part(gb + 2, sizeof(q4_k_x16), k0 / pairs * LANES + l, 4 / pairs * LANES);
+#pragma GCC unroll 4
+				for (int u = 0; u < pairs; u++) {
+					int k = k0 + u;
+					__m512i v = _mm512_loadu_si512((const void *)gb->qs[l][k]);
+					__m512i lo = _mm512_and_si512(v, low), hi = _mm512_and_si512(v, high);
+					for (int t = 0; t < nt; t++) {
+						const int8_t *qs = act_block(x, x_stride, t, b)->qs;
+						sum[t][2 * u] = _mm512_dpbusd_epi32(sum[t][2 * u], lo, act_group(qs, 16 * k + l));
+						sum[t][2 * u + 1] =
+							_mm512_dpbusd_epi32(sum[t][2 * u + 1], hi, act_group(qs, 16 * k + 8 + l));
+					}
+				}
+			}
+			for (int u = 0; u < pairs; u++) {
+				int k = k0 + u;
+				__m512i sc_lo = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)gb->sc[2 * k]));
+				__m512i sc_hi = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)gb->sc[2 * k + 1]));
+				for (int t = 0; t < nt; t++) {
+					total[t] = _mm512_add_epi32(total[t], _mm512_mullo_epi32(sc_lo, sum[t][2 * u]));
+					total[t] = _mm512_add_epi32(
+						total[t], _mm512_mullo_epi32(sc_hi, _mm512_srai_epi32(sum[t][2 * u + 1], 4)));
+				}
+			}
+		}
+
 		__m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)gb->d));
 		__m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)gb->dmin));
-
-		__m512 dt[4];
 		for (int t = 0; t < nt; t++) {
 			const cpu_block_q8_k *xb = act_block(x, x_stride, t, b);
-			dt[t] = _mm512_mul_ps(d, _mm512_set1_ps(xb->d));
-			__m512 dmt = _mm512_mul_ps(dmin, _mm512_set1_ps(-xb->d));
 			/* Sub-block j's sum of x (Q8_K's bsums 2j and 2j + 1), in pairs
 			 * of sub-blocks as the mins are. */
 			int32_t pair_sums[4];
 			_mm_storeu_si128((__m128i *)pair_sums,
 					 _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)xb->bsums),
 							_mm_loadu_si128((const __m128i *)(xb->bsums + 8))));
+			__m512i mins = _mm512_setzero_si512();
 			for (int p = 0; p < 4; p++) {
 				__m512i m = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)gb->m[p]));
-				__m512i mins = _mm512_madd_epi16(m, _mm512_set1_epi32(pair_sums[p]));
-				acc_m[t][p] = _mm512_fmadd_ps(dmt, _mm512_cvtepi32_ps(mins), acc_m[t][p]);
+				mins = _mm512_add_epi32(mins, _mm512_madd_epi16(m, _mm512_set1_epi32(pair_sums[p])));
 			}
-		}
-
-		/* Lanes_at_once(nt) lanes at a time, each with two integer sums
-		 * per token (the even chunks' and the odd ones'): dpwssd chains
-		 * that do not wait on each other. */
-		const int at_once = lanes_at_once(nt);
-		for (int l = 0; l < LANES; l += at_once) {
-			prefetch_part(gb + 2, sizeof(q4_k_x16), l / at_once, LANES / at_once);
-			__m512i sum[4][2][2];
-			for (int t = 0; t < nt; t++)
-				for (int u = 0; u < at_once; u++)
-					sum[t][u][0] = sum[t][u][1] = _mm512_setzero_si512();
-			for (int k = 0; k < 4; k++) {
-				__m512i lo[2], hi[2];
-				for (int u = 0; u < at_once; u++) {
-					__m512i v = _mm512_loadu_si512((const void *)gb->qs[l + u][k]);
-					lo[u] = _mm512_and_si512(v, _mm512_set1_epi8(15));
-					hi[u] = _mm512_and_si512(_mm512_srli_epi16(v, 4), _mm512_set1_epi8(15));
-				}
-				for (int t = 0; t < nt; t++) {
-					const int8_t *qs = act_block(x, x_stride, t, b)->qs;
-					for (int u = 0; u < at_once; u++) {
-						__m512i plo = _mm512_maddubs_epi16(lo[u], act_group(qs, 16 * k + l + u));
-						__m512i phi = _mm512_maddubs_epi16(hi[u], act_group(qs, 16 * k + 8 + l + u));
-						sum[t][u][0] = _mm512_dpwssd_epi32(sum[t][u][0], plo, scale[2 * k]);
-						sum[t][u][1] = _mm512_dpwssd_epi32(sum[t][u][1], phi, scale[2 * k + 1]);
-					}
-				}
-			}
-			add_lanes(acc, dt, sum, nt, l, at_once);
+			acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(xb->d)), _mm512_cvtepi32_ps(total[t]),
+						 acc[t]);
+			acc_m[t] = _mm512_fmadd_ps(_mm512_mul_ps(dmin, _mm512_set1_ps(-xb->d)), _mm512_cvtepi32_ps(mins),
+						   acc_m[t]);
 		}
 	}
 	for (int t = 0; t < nt; t++)
-		_mm512_mask_storeu_ps((float *)((char *)y + (size_t)t * y_stride), rows,
-				      reduce_rows(acc[t], acc_m[t]));
+		_mm512_mask_storeu_ps((float *)((char *)y + (size_t)t * y_stride), rows, _mm512_add_ps(acc[t], acc_m[t]));
 }
 
 /* Lane l of the four chunks of half h of a Q6_K super-block, as bytes
@@ -403,7 +413,7 @@ CPU_INLINE void q6_k_tokens(const q6_k_x16 *g, int64_t n_super, const char *x, s
 		}
 	}
 	for (int t = 0; t < nt; t++)
-		_mm512_mask_storeu_ps((float *)((char *)y + (size_t)t * y_stride), rows, reduce_rows(acc[t], NULL));
+		_mm512_mask_storeu_ps((float *)((char *)y + (size_t)t * y_stride), rows, reduce_rows(acc[t]));
 }
 
 /* Tokens [t, t + left) through one group, up to 4 at once; returns how
