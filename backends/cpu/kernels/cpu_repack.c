@@ -256,14 +256,14 @@ bool cpu_layout_supported(loom_dtype type, uint32_t layout)
 	       (layout == CPU_LAYOUT_Q6_K_X16 && type == LOOM_DTYPE_Q6_K);
 }
 
-/* Q4_0's and Q6_K's multiplies keep the tile kernels' order; the other
- * 32-element layouts sum each block exactly before scaling it, where the
- * tile kernels scale parts of it (Q8_0, Q5_0) or sum lanes at the end
- * (MXFP4), and Q4_K's sums a super-block's main terms as one integer
- * where the tile kernels keep 8 lanes. */
+/* Q4_0's multiply keeps the tile kernels' order; the other 32-element
+ * layouts sum each block exactly before scaling it, where the tile
+ * kernels scale parts of it (Q8_0, Q5_0) or sum lanes at the end (MXFP4),
+ * and the K-quants' sum a super-block as one integer where the tile
+ * kernels keep 8 lanes. */
 bool cpu_layout_exact(uint32_t layout)
 {
-	return layout == CPU_LAYOUT_Q4_0_X16 || layout == CPU_LAYOUT_Q6_K_X16;
+	return layout == CPU_LAYOUT_Q4_0_X16;
 }
 
 /* What dpbusd's unsigned weights carry on top of the signed values: 8 for

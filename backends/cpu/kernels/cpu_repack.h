@@ -33,9 +33,9 @@
  * CPU_LAYOUT_Q4_K_X16 and CPU_LAYOUT_Q6_K_X16: super-blocks of 16 rows
  * with the quants of each 4-element group of all 16 rows side by side and
  * the sub-block scales as bytes (cpu_repack_k.c); Q6_K's take the bytes of
- * the blocks they replace, Q4_K's 2368 for 16 blocks of 144. Q4_K's
- * multiply sums a super-block's main terms as one exact integer where the
- * row kernels keep 8 lanes: results agree to rounding, not bit for bit.
+ * the blocks they replace, Q4_K's 2368 for 16 blocks of 144. Their
+ * multiplies sum a super-block as one exact integer where the row kernels
+ * keep 8 lanes: results agree to rounding, not bit for bit.
  *
  * Only variants with AVX-512 VNNI repack.
  *

@@ -1,19 +1,16 @@
 /*
  * cpu_repack_k.c - Q4_K and Q6_K in 16-row groups (cpu_repack.h).
  *
- * A K-quant dot product in llama.cpp's order (cpu_quant_k.c) gives each
- * row, per super-block, 8 exact integer lanes: lane l = sum over the
- * chunks c (32 elements each) of sc * (q . x) over elements 4l..4l+3 of
- * the chunk, sc being the scale of the sub-block those elements are in.
- * With 16 rows side by side, one 512-bit register holds one 4-element
- * group of all 16 rows; maddubs gives each row its two pair sums q . x as
- * 16-bit values and dpwssd multiplies them by the row's scale, repeated in
- * both halves of its 32 bits, into the row's lane. The scales are stored
- * as bytes, widened once per super-block for every token, and a lane's
- * integer sum goes to f32 as the row kernels' does, so Q6_K's results
- * equal theirs bit for bit. Q4_K's multiply takes half those multiplies by
- * summing each sub-block with dpbusd and scaling it once, in an order of
- * its own (q4_k_tokens).
+ * A K-quant dot product in llama.cpp's order (cpu_quant_k.c) sums each
+ * row's super-block in 8 integer lanes of 4-element groups, each group
+ * scaled by its sub-block's scale (maddubs, then dpwssd by the scale).
+ * Here 16 rows lie side by side, one 512-bit register holding one
+ * 4-element group of all 16 rows, and a super-block is summed otherwise:
+ * dpbusd adds each sub-block's products exactly, the sub-block's scale
+ * multiplies that sum once, and the row's total goes to f32 once. Fewer
+ * multiplies than the lanes take, in an order of their own: results agree
+ * with the standard layout's to rounding, not bit for bit, and are the
+ * same for a token whatever tokens come with it.
  */
 #include "cpu_repack.h"
 
@@ -186,10 +183,10 @@ CPU_INLINE __m512i act_group(const int8_t *qs, int g)
 	return _mm512_set1_epi32(v);
 }
 
-/* Part `part` of `parts` of the group's next super-block, asked for while
- * this one is multiplied: spread over the super-block, so that the
- * requests do not all wait for the line fill buffers at once. The
- * hardware prefetchers stop at every 4 KiB page. */
+/* Part `part` of `parts` of a super-block ahead, asked for while this one
+ * is multiplied (the hardware prefetchers stop at every 4 KiB page):
+ * Q6_K spreads the parts over its loads, so that the requests do not all
+ * wait for the line fill buffers at once. */
 CPU_INLINE void prefetch_part(const void *next, size_t bytes, int part, int parts)
 {
 	size_t lo = bytes * (size_t)part / (size_t)parts / 64 * 64;
@@ -197,47 +194,6 @@ CPU_INLINE void prefetch_part(const void *next, size_t bytes, int part, int part
 
 	for (size_t o = lo; o < hi; o += 64)
 		_mm_prefetch((const char *)next + o, _MM_HINT_T0);
-}
-
-/* Lanes of a super-block multiplied together: two for few tokens, to
- * have more independent dpwssd chains; one for more, whose tokens give
- * enough and would run out of registers with two. */
-CPU_INLINE int lanes_at_once(int nt)
-{
-	return nt <= 2 ? 2 : 1;
-}
-
-/* Two rows of 16 byte scales (a, then b) as the multipliers dpwssd takes:
- * row r's scale in both 16-bit halves of lane r; *a_out from a, *b_out
- * from b. */
-CPU_INLINE void widen_scale_pair(__m512i bytes16, __m512i *a_out, __m512i *b_out)
-{
-	const __m512i lo = _mm512_set_epi16(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8,
-					    7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
-	const __m512i hi = _mm512_add_epi16(lo, _mm512_set1_epi16(16));
-
-	*a_out = _mm512_permutexvar_epi16(lo, bytes16);
-	*b_out = _mm512_permutexvar_epi16(hi, bytes16);
-}
-
-/* Lanes l..l+at_once-1 of each token's super-block, two integer sums
- * each, scaled by the token's d_w * d_x into its f32 lanes. */
-CPU_INLINE void add_lanes(__m512 acc[][LANES], const __m512 *dt, __m512i sum[][2][2], int nt, int l, int at_once)
-{
-	for (int t = 0; t < nt; t++)
-		for (int u = 0; u < at_once; u++)
-			acc[t][l + u] = _mm512_fmadd_ps(
-				dt[t], _mm512_cvtepi32_ps(_mm512_add_epi32(sum[t][u][0], sum[t][u][1])), acc[t][l + u]);
-}
-
-/* The rows' 8 f32 lanes reduced as cpu_reduce_lanes does. */
-CPU_INLINE __m512 reduce_rows(const __m512 *acc)
-{
-	__m512 r[4];
-
-	for (int l = 0; l < 4; l++)
-		r[l] = _mm512_add_ps(acc[l], acc[l + 4]);
-	return _mm512_add_ps(_mm512_add_ps(r[0], r[2]), _mm512_add_ps(r[1], r[3]));
 }
 
 /*
@@ -248,9 +204,8 @@ CPU_INLINE __m512 reduce_rows(const __m512 *acc)
  * nibbles are taken in place (v & 0xf0, 16 q), saving a shift per load;
  * their sums are divided by 16 again, exactly. The min terms, m times
  * Q8_K's sums of x, make a second exact integer. That is half the
- * multiplies of the row kernels' 8 lanes (maddubs, then dpwssd by the
- * scale, per 4-element group) in another summation order: results agree
- * with the standard layout's to rounding (cpu_repack.h).
+ * multiplies of the row kernels' maddubs, then dpwssd by the scale, per
+ * 4-element group.
  *
  * One or two tokens hold all 8 sub-blocks' sums at once and read the
  * super-block in address order; more tokens would run out of registers
@@ -270,6 +225,11 @@ CPU_INLINE void q4_k_tokens(const q4_k_x16 *g, int64_t n_super, const char *x, s
 		const q4_k_x16 *gb = g + b;
 		__m512i total[4];
 
+		/* The super-block after next, asked for whole as this one starts:
+		 * spread over this one's loads, as Q6_K's are, the requests came
+		 * too late for this kernel (3584 x 1024 from memory, one thread:
+		 * 33 GB/s against 37). */
+		prefetch_part(gb + 2, sizeof(q4_k_x16), 0, 1);
 		for (int t = 0; t < nt; t++)
 			total[t] = _mm512_setzero_si512();
 		for (int k0 = 0; k0 < 4; k0 += pairs) {
@@ -281,7 +241,6 @@ CPU_INLINE void q4_k_tokens(const q4_k_x16 *g, int64_t n_super, const char *x, s
 			 * the sums stay in registers. */
 #pragma GCC unroll 8
 			for (int l = 0; l < LANES; l++) {
-				prefetch_part(gb + 2, sizeof(q4_k_x16), k0 / pairs * LANES + l, 4 / pairs * LANES);
 #pragma GCC unroll 4
 				for (int u = 0; u < pairs; u++) {
 					int k = k0 + u;
@@ -349,71 +308,91 @@ CPU_INLINE void q6_k_unpack(const q6_k_x16 *gb, int h, int l, __m512i q[4])
 }
 
 /*
- * Q6_K, nt tokens. maddubs takes the weights unsigned (q + 32, as stored)
- * and 32 * x is taken off each pair sum before the scale, which leaves the
- * exact (q . x) of the signed weights: the pair sums stay within 16 bits
- * either way.
+ * Q6_K, nt tokens, as Q4_K's: dpbusd sums each sub-block of 16 of the
+ * stored weights (q + 32, unsigned) times x, the sub-block's scale
+ * multiplies the sum once, and the super-block's scaled sums, less 32
+ * times the scales times Q8_K's sums of x over each sub-block (its bsums,
+ * by madd, two sub-blocks at a time), go to f32 once: one dpbusd per
+ * group where the row kernels take maddubs, the offset and dpwssd.
+ *
+ * One or two tokens hold the sums of a half's 8 sub-blocks at once; more
+ * tokens would run out of registers and take a half's lanes 0..3, then
+ * 4..7 (4 sub-blocks each).
  */
 CPU_INLINE void q6_k_tokens(const q6_k_x16 *g, int64_t n_super, const char *x, size_t x_stride,
 			     const int nt, float *y, size_t y_stride, __mmask16 rows)
 {
-	__m512 acc[4][LANES];
+	const int runs = nt <= 2 ? 1 : 2;      /* runs of lanes a half is taken in */
+	const int per_chunk = 2 / runs;         /* sub-blocks of a chunk a run sums */
+	__m512 acc[4];
 
 	for (int t = 0; t < nt; t++)
-		for (int l = 0; l < LANES; l++)
-			acc[t][l] = _mm512_setzero_ps();
+		acc[t] = _mm512_setzero_ps();
 	for (int64_t b = 0; b < n_super; b++) {
 		const q6_k_x16 *gb = g + b;
+		__m512i total[4];
 
-		/* 32 (x0 + x1) and 32 (x2 + x3) of each group of 4, by token. */
-		int32_t offset[4][CPU_QK_K / 4];
-		__m512 dt[4];
-		__m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)gb->d));
-		for (int t = 0; t < nt; t++) {
-			const cpu_block_q8_k *xb = act_block(x, x_stride, t, b);
-			for (int i = 0; i < CPU_QK_K / 64; i++)
-				_mm512_storeu_si512(offset[t] + 16 * i,
-						    _mm512_maddubs_epi16(_mm512_set1_epi8(32),
-									 _mm512_loadu_si512(xb->qs + 64 * i)));
-			dt[t] = _mm512_mul_ps(d, _mm512_set1_ps(xb->d));
-		}
-
-		for (int s = 0; s < 2; s++) {
-			__m512i scale[CHUNKS];
-			for (int c = 0; c < CHUNKS; c += 2)
-				widen_scale_pair(_mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)gb->sc[s][c])),
-						 &scale[c], &scale[c + 1]);
-			/* Lanes_at_once(nt) lanes at a time, as for Q4_K. */
-			const int at_once = lanes_at_once(nt);
-			for (int l = 4 * s; l < 4 * s + 4; l += at_once) {
-				prefetch_part(gb + 2, sizeof(q6_k_x16), l / at_once, LANES / at_once);
-				__m512i sum[4][2][2];
+		for (int t = 0; t < nt; t++)
+			total[t] = _mm512_setzero_si512();
+		for (int h = 0; h < 2; h++) {
+			for (int r = 0; r < runs; r++) {
+				__m512i sum[4][8];
 				for (int t = 0; t < nt; t++)
-					for (int u = 0; u < at_once; u++)
-						sum[t][u][0] = sum[t][u][1] = _mm512_setzero_si512();
-				for (int h = 0; h < 2; h++) {
-					__m512i q[2][4];
-					for (int u = 0; u < at_once; u++)
-						q6_k_unpack(gb, h, l + u, q[u]);
-					for (int t = 0; t < nt; t++) {
-						const int8_t *qs = act_block(x, x_stride, t, b)->qs;
-						for (int k = 0; k < 4; k++) {
-							for (int u = 0; u < at_once; u++) {
-								int c = 4 * h + k, grp = 8 * c + l + u;
-								__m512i p = _mm512_sub_epi16(
-									_mm512_maddubs_epi16(q[u][k], act_group(qs, grp)),
-									_mm512_set1_epi32(offset[t][grp]));
-								sum[t][u][k % 2] = _mm512_dpwssd_epi32(sum[t][u][k % 2], p, scale[c]);
-							}
+					for (int j = 0; j < 4 * per_chunk; j++)
+						sum[t][j] = _mm512_setzero_si512();
+				/* Unrolled whole, so that every sum's index is a constant
+				 * and the sums stay in registers. */
+#pragma GCC unroll 8
+				for (int l = LANES / runs * r; l < LANES / runs * (r + 1); l++) {
+					prefetch_part(gb + 2, sizeof(q6_k_x16), LANES * h + l, 2 * LANES);
+					__m512i q[4];
+					q6_k_unpack(gb, h, l, q);
+#pragma GCC unroll 4
+					for (int k = 0; k < 4; k++) {
+						int c = 4 * h + k, j = per_chunk * k + (per_chunk == 2 && l >= 4);
+						for (int t = 0; t < nt; t++) {
+							const int8_t *qs = act_block(x, x_stride, t, b)->qs;
+							sum[t][j] = _mm512_dpbusd_epi32(sum[t][j], q[k], act_group(qs, 8 * c + l));
 						}
 					}
 				}
-				add_lanes(acc, dt, sum, nt, l, at_once);
+				for (int k = 0; k < 4; k++) {
+					for (int s = 0; s < per_chunk; s++) {
+						int c = 4 * h + k, sub = runs == 1 ? s : r; /* sub-block 2c + sub */
+						__m512i sc = _mm512_cvtepi8_epi32(
+							_mm_loadu_si128((const __m128i *)gb->sc[sub][c]));
+						for (int t = 0; t < nt; t++)
+							total[t] = _mm512_add_epi32(
+								total[t], _mm512_mullo_epi32(sc, sum[t][per_chunk * k + s]));
+					}
+				}
 			}
 		}
+		/* The offsets: sc times Q8_K's sum of x, sub-blocks 2c and 2c + 1
+		 * of each row side by side for madd. */
+		__m512i sc_pairs[CHUNKS];
+		for (int c = 0; c < CHUNKS; c++) {
+			__m128i even = _mm_loadu_si128((const __m128i *)gb->sc[0][c]);
+			__m128i odd = _mm_loadu_si128((const __m128i *)gb->sc[1][c]);
+			sc_pairs[c] = _mm512_cvtepi8_epi16(_mm256_set_m128i(_mm_unpackhi_epi8(even, odd), _mm_unpacklo_epi8(even, odd)));
+		}
+		for (int t = 0; t < nt; t++) {
+			const char *bsums = (const char *)act_block(x, x_stride, t, b)->bsums;
+			__m512i offset = _mm512_setzero_si512();
+			for (int c = 0; c < CHUNKS; c++) {
+				int32_t pair;
+				memcpy(&pair, bsums + 4 * c, sizeof(pair));
+				offset = _mm512_add_epi32(offset, _mm512_madd_epi16(sc_pairs[c], _mm512_set1_epi32(pair)));
+			}
+			total[t] = _mm512_sub_epi32(total[t], _mm512_slli_epi32(offset, 5));
+		}
+		__m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)gb->d));
+		for (int t = 0; t < nt; t++)
+			acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(act_block(x, x_stride, t, b)->d)),
+						 _mm512_cvtepi32_ps(total[t]), acc[t]);
 	}
 	for (int t = 0; t < nt; t++)
-		_mm512_mask_storeu_ps((float *)((char *)y + (size_t)t * y_stride), rows, reduce_rows(acc[t]));
+		_mm512_mask_storeu_ps((float *)((char *)y + (size_t)t * y_stride), rows, acc[t]);
 }
 
 /* Tokens [t, t + left) through one group, up to 4 at once; returns how
