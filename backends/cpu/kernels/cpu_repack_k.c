@@ -343,7 +343,9 @@ CPU_INLINE void q6_k_tokens(const q6_k_x16 *g, int64_t n_super, const char *x, s
 				/* Unrolled whole, so that every sum's index is a constant
 				 * and the sums stay in registers. */
 #pragma GCC unroll 8
-				for (int l = LANES / runs * r; l < LANES / runs * (r + 1); l++) {
+				for (int l = 0; l < LANES; l++) {
+					if (l / (LANES / runs) != r)
+						continue;
 					prefetch_part(gb + 2, sizeof(q6_k_x16), LANES * h + l, 2 * LANES);
 					__m512i q[4];
 					q6_k_unpack(gb, h, l, q);
