@@ -13,6 +13,7 @@
 #include "run_cmd.h"
 #include "synth_model.h"
 #include "testdata.h"
+#include "text/json_text.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -26,7 +27,7 @@
 /* The markers the families' replies use, as control tokens. */
 static const char *const markers[] = {"<tool_call>", "</tool_call>", "[TOOL_CALLS]", "<|python_tag|>", "<|start|>",
 				      "<|channel|>",  "<|message|>",  "<|end|>",      "<|return|>",     "<|call|>",
-				      "<|constrain|>", "[ARGS]",     "[CALL_ID]",    NULL};
+				      "<|constrain|>", "[ARGS]",     "[CALL_ID]",    "<|tool_call|>", NULL};
 
 /* A small model with the markers and, when given, a template of its own. */
 static loom_model *marker_model(loom_runtime *rt, const char *dir, const char *name, const char *jinja)
@@ -111,6 +112,11 @@ static const char vllm_tool_prompt[] =
 	"additional tool calls] if you call more than one tool. If you call tools, do not attempt to interpret them "
 	"or otherwise provide a response until you receive a tool call result that you can interpret for the user.";
 
+static const char granite_tools_system[] =
+	"You are a helpful assistant with access to the following tools. When a tool is required to answer the user's "
+	"query, respond only with <|tool_call|> followed by a JSON list of tools used. If a tool does not exist in the "
+	"provided list of tools, notify the user that you do not have the ability to fulfill the request.";
+
 static const struct family {
 	const char *file, *eos;
 	const char *date;      /* Llama 3.2's template asks strftime_now: loom writes 3.1's date */
@@ -122,29 +128,39 @@ static const struct family {
 	const char *default_system_end;
 	const char *kind;      /* the template loom recognises it as */
 	bool no_tools;         /* the template writes no tools: only conversations without them are compared */
+	/* The template writes only an assistant turn's content: it is given
+	 * the turn's calls in it as loom writes them, this marker and the
+	 * list of calls (NULL: it writes the calls). */
+	const char *calls_in_content;
+	/* With tools and without a system message, the system message loom
+	 * writes, which the template's default one ends with, and where the
+	 * part of the default loom leaves out begins (NULL: none). */
+	const char *tools_system, *tools_system_cut;
 } families[] = {
-	{"qwen2.5.jinja", "<|im_end|>", NULL, false, false, NULL, NULL, "chatml", false},
-	{"qwen3.jinja", "<|im_end|>", NULL, true, false, NULL, NULL, "chatml", false},
-	{"gemma3.jinja", "<end_of_turn>", NULL, false, false, NULL, NULL, "gemma", true},
+	{"qwen2.5.jinja", "<|im_end|>", NULL, false, false, NULL, NULL, "chatml", false, NULL, NULL, NULL},
+	{"qwen3.jinja", "<|im_end|>", NULL, true, false, NULL, NULL, "chatml", false, NULL, NULL, NULL},
+	{"gemma3.jinja", "<end_of_turn>", NULL, false, false, NULL, NULL, "gemma", true, NULL, NULL, NULL},
 	/* Granite's default system message holds the day's date: loom writes
-	 * none, as llama.cpp. */
-	{"granite3.3.jinja", "<|end_of_text|>", NULL, false, false, NULL, "<|end_of_text|>\n", "granite", true},
+	 * none, as llama.cpp, and with tools only what the template adds to
+	 * it for them. */
+	{"granite3.3.jinja", "<|end_of_text|>", NULL, false, false, NULL, "<|end_of_text|>\n", "granite", false,
+	 "<|tool_call|>", granite_tools_system, "Knowledge Cutoff Date"},
 	/* Command R7B's writes the tools only beside documents. */
-	{"command-r7b.jinja", "<|END_OF_TURN_TOKEN|>", NULL, false, false, NULL, NULL, "command-r7b", true},
+	{"command-r7b.jinja", "<|END_OF_TURN_TOKEN|>", NULL, false, false, NULL, NULL, "command-r7b", true, NULL, NULL, NULL},
 	/* OLMo 2's writes no tools; its eos_token is the model's. */
-	{"olmo2.jinja", "</s>", NULL, false, false, NULL, NULL, "tulu", true},
-	{"llama3.1.jinja", "<|eot_id|>", NULL, false, false, NULL, NULL, "llama3", false},
-	{"llama3.2.jinja", "<|eot_id|>", "26 Jul 2024", false, false, NULL, NULL, "llama3", false},
-	{"mistral-v0.3.jinja", "</s>", NULL, false, false, NULL, NULL, "mistral", false},
+	{"olmo2.jinja", "</s>", NULL, false, false, NULL, NULL, "tulu", true, NULL, NULL, NULL},
+	{"llama3.1.jinja", "<|eot_id|>", NULL, false, false, NULL, NULL, "llama3", false, NULL, NULL, NULL},
+	{"llama3.2.jinja", "<|eot_id|>", "26 Jul 2024", false, false, NULL, NULL, "llama3", false, NULL, NULL, NULL},
+	{"mistral-v0.3.jinja", "</s>", NULL, false, false, NULL, NULL, "mistral", false, NULL, NULL, NULL},
 	/* gpt-oss's system message holds the day's date: loom leaves it out
 	 * (a conversation's text does not change from day to day). */
-	{"gpt-oss.jinja", "<|return|>", NULL, false, true, "Current date: 2026-01-01\n", NULL, "harmony", false},
+	{"gpt-oss.jinja", "<|return|>", NULL, false, true, "Current date: 2026-01-01\n", NULL, "harmony", false, NULL, NULL, NULL},
 	/* Mistral's later tokenizers. Their templates' default system
 	 * prompts hold the day's date (or placeholders for it): mistral-common
 	 * writes none, nor does loom. */
-	{"mistral-small-3.1.jinja", "</s>", NULL, false, false, vllm_tool_prompt, "[/SYSTEM_PROMPT]", "mistral-v7", false},
-	{"mistral-small-3.2.jinja", "</s>", NULL, false, false, NULL, "[/SYSTEM_PROMPT]", "mistral-v11", false},
-	{"ministral-3.jinja", "</s>", NULL, true, false, NULL, "[/SYSTEM_PROMPT]", "mistral-v13", false},
+	{"mistral-small-3.1.jinja", "</s>", NULL, false, false, vllm_tool_prompt, "[/SYSTEM_PROMPT]", "mistral-v7", false, NULL, NULL, NULL},
+	{"mistral-small-3.2.jinja", "</s>", NULL, false, false, NULL, "[/SYSTEM_PROMPT]", "mistral-v11", false, NULL, NULL, NULL},
+	{"ministral-3.jinja", "</s>", NULL, true, false, NULL, "[/SYSTEM_PROMPT]", "mistral-v13", false, NULL, NULL, NULL},
 };
 
 /* Takes what out of text, where it is. */
@@ -153,6 +169,36 @@ static void cut(char *text, const char *what)
 	char *at = strstr(text, what);
 	if (at != NULL)
 		memmove(at, at + strlen(what), strlen(at + strlen(what)) + 1);
+}
+
+/* messages with each assistant turn's calls also written after its
+ * content, marker then the list of calls, as loom writes them. */
+static char *with_calls_in_content(const char *messages, const char *marker)
+{
+	cJSON *m = cJSON_Parse(messages);
+	for (cJSON *msg = m->child; msg != NULL; msg = msg->next) {
+		const cJSON *calls = cJSON_GetObjectItemCaseSensitive(msg, "tool_calls");
+		if (calls == NULL)
+			continue;
+		loom_strbuf b = {0};
+		loom_strbuf_put(&b, cJSON_GetObjectItemCaseSensitive(msg, "content")->valuestring);
+		loom_strbuf_put(&b, marker);
+		loom_strbuf_put(&b, "[");
+		for (const cJSON *c = calls->child; c != NULL; c = c->next) {
+			const cJSON *fn = cJSON_GetObjectItemCaseSensitive(c, "function");
+			loom_strbuf_put(&b, c != calls->child ? ", {\"name\": \"" : "{\"name\": \"");
+			loom_strbuf_put(&b, cJSON_GetObjectItemCaseSensitive(fn, "name")->valuestring);
+			loom_strbuf_put(&b, "\", \"arguments\": ");
+			loom_json_dump(&b, cJSON_GetObjectItemCaseSensitive(fn, "arguments"), 0);
+			loom_strbuf_put(&b, "}");
+		}
+		loom_strbuf_put(&b, "]");
+		cJSON_ReplaceItemInObjectCaseSensitive(msg, "content", cJSON_CreateString(b.s));
+		loom_strbuf_free(&b);
+	}
+	char *out = cJSON_PrintUnformatted(m);
+	cJSON_Delete(m);
+	return out;
 }
 
 /* messages with each call's arguments as JSON text. */
@@ -302,11 +348,20 @@ START_TEST(renders_as_the_models_own_templates)
 			char *ours = loom_render(m, sent, c->with_tools, &st);
 			/* The other templates write a string's tojson: they are
 			 * given the objects that loom reads out of the text. */
-			char *theirs = jinja_render(dir, f, f->text_arguments ? sent : c->messages, c->with_tools);
+			char *given = f->calls_in_content != NULL ? with_calls_in_content(c->messages, f->calls_in_content)
+								  : strdup(f->text_arguments ? sent : c->messages);
+			char *theirs = jinja_render(dir, f, given, c->with_tools);
+			const bool own_system = strstr(c->messages, "\"system\"") == NULL;
 			if (theirs != NULL && f->left_out != NULL)
 				cut(theirs, f->left_out);
-			if (theirs != NULL && default_system != NULL && strstr(c->messages, "\"system\"") == NULL)
+			if (theirs != NULL && own_system && c->with_tools && f->tools_system != NULL) {
+				/* The default's part before what it says of tools. */
+				char *from = strstr(theirs, f->tools_system_cut), *to = strstr(theirs, f->tools_system);
+				ck_assert_msg(from != NULL && to != NULL && from < to, "%s: %s", f->file, theirs);
+				memmove(from, to, strlen(to) + 1);
+			} else if (theirs != NULL && default_system != NULL && own_system) {
 				cut(theirs, default_system);
+			}
 			if (theirs == NULL) {
 				/* The template refuses (Llama 3 takes one call a turn):
 				 * loom must refuse too, saying why. */
@@ -335,6 +390,7 @@ START_TEST(renders_as_the_models_own_templates)
 			}
 			free(ours);
 			free(theirs);
+			free(given);
 			free(sent);
 		}
 		printf("%s (%s): as loom renders\n", f->file, loom_chat_template(m));
@@ -660,6 +716,24 @@ static const struct reply_case {
 	 2,
 	 {"get_weather", "get_time"},
 	 {"{\"location\": \"Oslo\"}", "{}"}},
+	{"Granite: text, then the array after <|tool_call|>",
+	 "granite",
+	 {{"One moment.", NULL},
+	  {NULL, "<|tool_call|>"},
+	  {"[{\"name\": \"get_weather\", \"arguments\": {\"location\": \"Oslo\", \"note\": \"a ] inside\"}}, "
+	   "{\"name\": \"get_time\", \"arguments\": {}}]",
+	   NULL}},
+	 "One moment.",
+	 2,
+	 {"get_weather", "get_time"},
+	 {"{\"location\": \"Oslo\", \"note\": \"a ] inside\"}", "{}"}},
+	{"Granite: the marker written as text",
+	 "granite",
+	 {{"<|tool_call|>[{\"name\": \"get_time\", \"arguments\": {}}]", NULL}},
+	 "",
+	 1,
+	 {"get_time"},
+	 {"{}"}},
 	{"Mistral v7: the array right after [TOOL_CALLS]",
 	 "mistral-v7",
 	 {{NULL, "[TOOL_CALLS]"}, {"[{\"name\": \"get_time\", \"arguments\": {}, \"id\": \"abcDEF123\"}]", NULL}},
@@ -989,6 +1063,12 @@ START_TEST(grammar_takes_calls_of_the_tools_only)
 	ck_assert(grammar_takes(mistral, two));
 	ck_assert(!grammar_takes(single, two));
 	ck_assert(grammar_takes(single, " [{\"name\": \"get_time\", \"arguments\": {}, \"id\": \"abcDEF123\"}]"));
+	/* Granite: Mistral's array, without ids. */
+	loom_grammar *granite = tool_grammar(m, "granite", NULL, P);
+	ck_assert(grammar_takes(granite, two + 1));
+	ck_assert(!grammar_takes(granite, "[{\"name\": \"get_time\", \"arguments\": {}, \"id\": \"abcDEF123\"}]"));
+	ck_assert(!grammar_takes(granite, "[{\"name\": \"get_wether\", \"arguments\": {}}]"));
+	loom_grammar_free(granite);
 	loom_grammar *llama = tool_grammar(m, "llama3", NULL, W | A), *llama_call = tool_grammar(m, "llama3", NULL, W);
 	ck_assert(grammar_takes(llama, "{\"name\": \"get_weather\", \"parameters\": {\"location\": \"Paris\"}}"));
 	ck_assert(!grammar_takes(llama, weather)); /* Llama 3 names them parameters */
@@ -1044,6 +1124,7 @@ START_TEST(sampled_calls_read_as_calls_of_the_tools)
 		{"chatml", "<tool_call>", LOOM_TOOL_GRAMMAR_PARALLEL},
 		{"mistral", "[TOOL_CALLS]", LOOM_TOOL_GRAMMAR_PARALLEL},
 		{"mistral-v7", "[TOOL_CALLS]", LOOM_TOOL_GRAMMAR_PARALLEL},
+		{"granite", "<|tool_call|>", LOOM_TOOL_GRAMMAR_PARALLEL},
 		/* One call a grammar: [ARGS] (and v11's [CALL_ID]) tokens
 		 * in it, read back as their text. */
 		{"mistral-v11", "[TOOL_CALLS]", 0},

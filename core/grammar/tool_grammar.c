@@ -6,7 +6,7 @@
  * A call is {"name": "<one of the tools>", "arguments": <its schema>} in
  * the order and spacing the formats' models write (Llama 3 names the
  * arguments "parameters"); Hermes takes one call after its marker,
- * Mistral an array of them, loom's generic format an object holding the
+ * Mistral and Granite an array of them, loom's generic format an object holding the
  * array or an answer. From Mistral's v11 tokenizer a call is NAME[ARGS]
  * and the arguments ([CALL_ID] and an id of 9 letters and digits before
  * [ARGS] in v11), one after each [TOOL_CALLS]: the grammar is one call,
@@ -133,7 +133,7 @@ LOOM_API loom_status loom_tool_grammar(const loom_model *model, const char *temp
 		const bool parallel = (flags & LOOM_TOOL_GRAMMAR_PARALLEL) != 0;
 		const char *calls = parallel ? "\"[\" tcall (\", \" tcall)* \"]\"" : "\"[\" tcall \"]\"";
 		loom_strbuf_put(&g, "\nroot ::= ");
-		if (style == LOOM_TOOL_MISTRAL) {
+		if (style == LOOM_TOOL_MISTRAL || style == LOOM_TOOL_GRANITE) {
 			loom_strbuf_put(&g, "ws ");
 			loom_strbuf_put(&g, calls);
 		} else if (style == LOOM_TOOL_GENERIC) {
@@ -198,6 +198,9 @@ LOOM_API loom_status loom_tool_call_opening(const loom_model *model, const char 
 	case LOOM_TOOL_MISTRAL_ARGS:
 		/* Named, the grammar writes the name after it. */
 		loom_strbuf_put(&b, "[TOOL_CALLS]");
+		break;
+	case LOOM_TOOL_GRANITE:
+		loom_strbuf_put(&b, "<|tool_call|>");
 		break;
 	case LOOM_TOOL_HARMONY:
 		/* A commentary message to the function; named, its header

@@ -43,6 +43,8 @@ loom_tool_style loom_tool_style_of(loom_chat_kind kind)
 		return LOOM_TOOL_MISTRAL_ARGS;
 	case LOOM_CHAT_HARMONY:
 		return LOOM_TOOL_HARMONY;
+	case LOOM_CHAT_GRANITE:
+		return LOOM_TOOL_GRANITE;
 	default:
 		return LOOM_TOOL_GENERIC;
 	}
@@ -883,6 +885,59 @@ static void render_harmony(loom_strbuf *b, const conversation *c, bool add_assis
 		loom_strbuf_put(b, "<|start|>assistant");
 }
 
+/* ---- Granite 3 ---- */
+
+/* What Granite's template adds to its default system message when there
+ * are tools. Its default also holds the day's date, which loom leaves out
+ * (a conversation's text does not change from day to day), so loom's
+ * system message is this alone. */
+static const char granite_tools_system[] =
+	"You are a helpful assistant with access to the following tools. When a tool is required to answer the user's "
+	"query, respond only with <|tool_call|> followed by a JSON list of tools used. If a tool does not exist in the "
+	"provided list of tools, notify the user that you do not have the ability to fulfill the request.";
+
+/* Granite 3's template: the tools as a JSON list (indented 4) in a turn
+ * of their own after the system message, every other turn its role and
+ * content. It writes an assistant turn's content only; loom adds the
+ * turn's calls after it as the model wrote them, <|tool_call|> and the
+ * list, so that the model sees what it called. */
+static void render_granite(loom_strbuf *b, const conversation *c, bool add_assistant)
+{
+	size_t i = 0;
+	if (c->n > 0 && is(&c->turns[0], "system")) {
+		loom_strbuf_put(b, "<|start_of_role|>system<|end_of_role|>");
+		loom_strbuf_put(b, c->turns[i++].content);
+		loom_strbuf_put(b, "<|end_of_text|>\n");
+	} else if (c->tools != NULL) {
+		loom_strbuf_put(b, "<|start_of_role|>system<|end_of_role|>");
+		loom_strbuf_put(b, granite_tools_system);
+		loom_strbuf_put(b, "<|end_of_text|>\n");
+	}
+	if (c->tools != NULL) {
+		loom_strbuf_put(b, "<|start_of_role|>available_tools<|end_of_role|>");
+		loom_json_dump(b, c->tools, 4);
+		loom_strbuf_put(b, "<|end_of_text|>\n");
+	}
+	for (; i < c->n; i++) {
+		const turn *t = &c->turns[i];
+		loom_strbuf_put(b, "<|start_of_role|>");
+		loom_strbuf_put(b, t->role);
+		loom_strbuf_put(b, "<|end_of_role|>");
+		loom_strbuf_put(b, t->content);
+		if (t->n_calls > 0) {
+			loom_strbuf_put(b, "<|tool_call|>[");
+			for (size_t k = 0; k < t->n_calls; k++) {
+				loom_strbuf_put(b, k ? ", " : "");
+				put_call_json(b, &t->calls[k], "arguments", false);
+			}
+			loom_strbuf_put(b, "]");
+		}
+		loom_strbuf_put(b, "<|end_of_text|>\n");
+	}
+	if (add_assistant)
+		loom_strbuf_put(b, "<|start_of_role|>assistant<|end_of_role|>");
+}
+
 /* ---- loom's generic format, in any family's turns ---- */
 
 static loom_status render_generic(loom_strbuf *b, const loom_model *model, loom_chat_kind kind, const conversation *c,
@@ -1218,6 +1273,9 @@ LOOM_API loom_status loom_chat_apply_json_reasoning(const loom_model *model, con
 		}
 		case LOOM_TOOL_HARMONY:
 			render_harmony(&b, &c, add_assistant, effort);
+			break;
+		case LOOM_TOOL_GRANITE:
+			render_granite(&b, &c, add_assistant);
 			break;
 		default:
 			st = render_generic(&b, model, kind, &c, add_assistant);

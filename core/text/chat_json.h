@@ -20,6 +20,7 @@ typedef enum loom_tool_style {
 	LOOM_TOOL_MISTRAL_ARGS, /* [TOOL_CALLS]NAME[ARGS]{...} a call, [CALL_ID]ID before [ARGS] in v11 (Mistral
 				 * v11 and v13 tokenizers) */
 	LOOM_TOOL_HARMONY, /* a message to=functions.NAME whose text is the arguments (gpt-oss) */
+	LOOM_TOOL_GRANITE, /* <|tool_call|>[{"name": ..., "arguments": ...}, ...] (Granite 3) */
 } loom_tool_style;
 
 loom_tool_style loom_tool_style_of(loom_chat_kind kind);

@@ -87,6 +87,9 @@ loom_status loom_tool_reader_create(const loom_model *model, loom_tool_style sty
 	case LOOM_TOOL_MISTRAL:
 		tr->open_text = "[TOOL_CALLS]";
 		break;
+	case LOOM_TOOL_GRANITE:
+		tr->open_text = "<|tool_call|>";
+		break;
 	case LOOM_TOOL_MISTRAL_ARGS:
 		tr->open_text = "[TOOL_CALLS]";
 		tr->args_tok = find_token(model, "[ARGS]");
@@ -373,7 +376,7 @@ static void scan_body(loom_tool_reader *tr)
 	const char *s = tr->body.s;
 	const size_t n = tr->body.n;
 	size_t i = skip_ws(s, n, 0);
-	bool array = tr->style == LOOM_TOOL_MISTRAL;
+	bool array = tr->style == LOOM_TOOL_MISTRAL || tr->style == LOOM_TOOL_GRANITE;
 	tr->body_whole = false;
 	if (tr->style == LOOM_TOOL_MISTRAL_ARGS) {
 		scan_args_body(tr);

@@ -15,8 +15,8 @@
 #include <string.h>
 
 static loom_model *model;
-static const char *const templates[] = {"chatml", "llama3",     "mistral",     "plain",
-					"harmony", "mistral-v7", "mistral-v11", "mistral-v13"};
+static const char *const templates[] = {"chatml",     "llama3",      "mistral",     "plain",  "harmony",
+					"mistral-v7", "mistral-v11", "mistral-v13", "granite"};
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
