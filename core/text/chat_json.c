@@ -904,13 +904,12 @@ static const char granite_tools_system[] =
 static void render_granite(loom_strbuf *b, const conversation *c, bool add_assistant)
 {
 	size_t i = 0;
-	if (c->n > 0 && is(&c->turns[0], "system")) {
+	const char *system = c->tools != NULL ? granite_tools_system : NULL;
+	if (c->n > 0 && is(&c->turns[0], "system"))
+		system = c->turns[i++].content;
+	if (system != NULL) {
 		loom_strbuf_put(b, "<|start_of_role|>system<|end_of_role|>");
-		loom_strbuf_put(b, c->turns[i++].content);
-		loom_strbuf_put(b, "<|end_of_text|>\n");
-	} else if (c->tools != NULL) {
-		loom_strbuf_put(b, "<|start_of_role|>system<|end_of_role|>");
-		loom_strbuf_put(b, granite_tools_system);
+		loom_strbuf_put(b, system);
 		loom_strbuf_put(b, "<|end_of_text|>\n");
 	}
 	if (c->tools != NULL) {
