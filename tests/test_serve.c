@@ -2153,6 +2153,15 @@ START_TEST(mistral_args_calls)
 }
 END_TEST
 
+/* Granite 3's calls: <|tool_call|> (a control token) and a JSON list of
+ * calls, as Mistral's first tokenizers write them but without ids. */
+START_TEST(granite_calls)
+{
+	static const char *const markers[] = {"<|tool_call|>", NULL};
+	tool_calls_of("granite3.3.jinja", markers);
+}
+END_TEST
+
 /* gpt-oss's harmony format: a named call is opened for the model as a
  * commentary message to=functions.NAME, its text the arguments, which
  * the function's own grammar constrains. */
@@ -2632,6 +2641,7 @@ static Suite *serve_suite(void)
 	tcase_add_test(tc, generic_tool_format);
 	tcase_add_test(tc, tool_calls_whole_and_streamed);
 	tcase_add_test(tc, mistral_args_calls);
+	tcase_add_test(tc, granite_calls);
 	tcase_add_test(tc, harmony_named_call);
 	suite_add_tcase(s, tc);
 
