@@ -154,12 +154,15 @@ static const struct family {
 	{"mistral-v0.3.jinja", "</s>", NULL, false, false, NULL, NULL, "mistral", false, NULL, NULL, NULL},
 	/* gpt-oss's system message holds the day's date: loom leaves it out
 	 * (a conversation's text does not change from day to day). */
-	{"gpt-oss.jinja", "<|return|>", NULL, false, true, "Current date: 2026-01-01\n", NULL, "harmony", false, NULL, NULL, NULL},
+	{"gpt-oss.jinja", "<|return|>", NULL, false, true, "Current date: 2026-01-01\n", NULL, "harmony", false,
+	 NULL, NULL, NULL},
 	/* Mistral's later tokenizers. Their templates' default system
 	 * prompts hold the day's date (or placeholders for it): mistral-common
 	 * writes none, nor does loom. */
-	{"mistral-small-3.1.jinja", "</s>", NULL, false, false, vllm_tool_prompt, "[/SYSTEM_PROMPT]", "mistral-v7", false, NULL, NULL, NULL},
-	{"mistral-small-3.2.jinja", "</s>", NULL, false, false, NULL, "[/SYSTEM_PROMPT]", "mistral-v11", false, NULL, NULL, NULL},
+	{"mistral-small-3.1.jinja", "</s>", NULL, false, false, vllm_tool_prompt, "[/SYSTEM_PROMPT]", "mistral-v7", false,
+	 NULL, NULL, NULL},
+	{"mistral-small-3.2.jinja", "</s>", NULL, false, false, NULL, "[/SYSTEM_PROMPT]", "mistral-v11", false,
+	 NULL, NULL, NULL},
 	{"ministral-3.jinja", "</s>", NULL, true, false, NULL, "[/SYSTEM_PROMPT]", "mistral-v13", false, NULL, NULL, NULL},
 };
 

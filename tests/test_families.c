@@ -220,13 +220,16 @@ START_TEST(description_names_the_features)
 	} cases[] = {
 		{"gpt-oss-mxfp4",
 		 {"contract: gpt-oss", "sliding window: 6 positions on 2 of 4 layers", "attention sinks",
-		  "chat template: harmony (the contract's); reasoning low, medium (the default) or high\n",
+		  "chat template: harmony (the contract's); tool calls as messages to functions.NAME; reasoning low, "
+		  "medium (the default) or high\n",
 		  "experts: 8 a layer of n_ff 32, 2 a token, weighted by the softmax of the chosen"}},
-		{"gemma2-f32", {"contract: gemma2", "soft-caps: attention 4, logits 3", "sliding window: 6", "26 layers"}},
+		{"gemma2-f32",
+		 {"contract: gemma2", "soft-caps: attention 4, logits 3", "sliding window: 6", "26 layers",
+		  "tool calls in loom's generic JSON\n"}},
 		{"qwen2moe-f32", {"experts: 8 a layer of n_ff 32, 2 a token", "a gated shared expert of n_ff 128", NULL}},
 		{"granite-f32",
 		 {"multipliers: embeddings 12, residual 0.22, attention 0.0078125", "logits x 0.125",
-		  "chat template: granite (the contract's)\n", NULL}},
+		  "chat template: granite (the contract's); tool calls after <|tool_call|>, a JSON list\n", NULL}},
 		{"dots1-f32",
 		 {"experts: 8 a layer of n_ff 32, 2 a token, weighted by the sigmoid, renormalised, times 2.5, chosen "
 		  "with a bias; an ungated shared expert of n_ff 64; the first 1 layers dense",

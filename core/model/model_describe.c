@@ -65,11 +65,13 @@ static void windowed_layers(const loom_hparams *hp, char *buf, size_t size)
 }
 
 /* The chat template loom formats conversations with, where it comes
- * from, and the reasoning a request may ask of it. */
+ * from, how its tool calls look and the reasoning a request may ask of
+ * it. */
 static void describe_chat(const loom_model *m, char *buf, size_t size, size_t *len)
 {
-	loom_appendf(buf, size, len, "chat template: %s (%s)", loom_chat_template_name(m->chat_template),
-		     m->chat_template_source != NULL ? m->chat_template_source : "no template");
+	loom_appendf(buf, size, len, "chat template: %s (%s); tool calls %s", loom_chat_template_name(m->chat_template),
+		     m->chat_template_source != NULL ? m->chat_template_source : "no template",
+		     loom_tool_style_described(loom_tool_style_of(m->chat_template)));
 	const char *reasoning = loom_chat_reasoning_offered(m);
 	if (reasoning != NULL)
 		loom_appendf(buf, size, len, "; reasoning %s", reasoning);

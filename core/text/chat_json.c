@@ -50,6 +50,26 @@ loom_tool_style loom_tool_style_of(loom_chat_kind kind)
 	}
 }
 
+const char *loom_tool_style_described(loom_tool_style style)
+{
+	switch (style) {
+	case LOOM_TOOL_HERMES:
+		return "between <tool_call> and </tool_call>";
+	case LOOM_TOOL_LLAMA3:
+		return "as the whole reply, with \"parameters\"";
+	case LOOM_TOOL_MISTRAL:
+		return "after [TOOL_CALLS], a JSON list";
+	case LOOM_TOOL_MISTRAL_ARGS:
+		return "as [TOOL_CALLS]NAME[ARGS]";
+	case LOOM_TOOL_HARMONY:
+		return "as messages to functions.NAME";
+	case LOOM_TOOL_GRANITE:
+		return "after <|tool_call|>, a JSON list";
+	default:
+		return "in loom's generic JSON";
+	}
+}
+
 loom_status loom_chat_kind_named(const loom_model *model, const char *template_name, loom_chat_kind *out)
 {
 	if (template_name == NULL) {

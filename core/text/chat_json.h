@@ -24,6 +24,8 @@ typedef enum loom_tool_style {
 } loom_tool_style;
 
 loom_tool_style loom_tool_style_of(loom_chat_kind kind);
+/* How a style's calls look, in a few words (loom info). */
+const char *loom_tool_style_described(loom_tool_style style);
 
 /* The family a template name (NULL: the model's own) is, checked. */
 loom_status loom_chat_kind_named(const loom_model *model, const char *template_name, loom_chat_kind *out);

@@ -376,7 +376,8 @@ CPU_INLINE void q6_k_tokens(const q6_k_x16 *g, int64_t n_super, const char *x, s
 		for (int c = 0; c < CHUNKS; c++) {
 			__m128i even = _mm_loadu_si128((const __m128i *)gb->sc[0][c]);
 			__m128i odd = _mm_loadu_si128((const __m128i *)gb->sc[1][c]);
-			sc_pairs[c] = _mm512_cvtepi8_epi16(_mm256_set_m128i(_mm_unpackhi_epi8(even, odd), _mm_unpacklo_epi8(even, odd)));
+			__m256i interleaved = _mm256_set_m128i(_mm_unpackhi_epi8(even, odd), _mm_unpacklo_epi8(even, odd));
+			sc_pairs[c] = _mm512_cvtepi8_epi16(interleaved);
 		}
 		for (int t = 0; t < nt; t++) {
 			const char *bsums = (const char *)act_block(x, x_stride, t, b)->bsums;
