@@ -285,6 +285,17 @@ static void put_call_json(loom_strbuf *b, const tool_call *tc, const char *args_
 	loom_strbuf_put(b, "}");
 }
 
+/* A turn's calls as a JSON list: [{"name": ..., "arguments": ...}, ...]. */
+static void put_call_list(loom_strbuf *b, const turn *t)
+{
+	loom_strbuf_put(b, "[");
+	for (size_t k = 0; k < t->n_calls; k++) {
+		loom_strbuf_put(b, k ? ", " : "");
+		put_call_json(b, &t->calls[k], "arguments", false);
+	}
+	loom_strbuf_put(b, "]");
+}
+
 static const char qwen_default_system[] = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
 
 /* How the Hermes templates differ: Qwen 2.5 has a default system
@@ -944,12 +955,8 @@ static void render_granite(loom_strbuf *b, const conversation *c, bool add_assis
 		loom_strbuf_put(b, "<|end_of_role|>");
 		loom_strbuf_put(b, t->content);
 		if (t->n_calls > 0) {
-			loom_strbuf_put(b, "<|tool_call|>[");
-			for (size_t k = 0; k < t->n_calls; k++) {
-				loom_strbuf_put(b, k ? ", " : "");
-				put_call_json(b, &t->calls[k], "arguments", false);
-			}
-			loom_strbuf_put(b, "]");
+			loom_strbuf_put(b, "<|tool_call|>");
+			put_call_list(b, t);
 		}
 		loom_strbuf_put(b, "<|end_of_text|>\n");
 	}
@@ -991,12 +998,9 @@ static loom_status render_generic(loom_strbuf *b, const loom_model *model, loom_
 		const turn *t = &c->turns[i];
 		loom_strbuf *s = &texts[n];
 		if (t->n_calls > 0) {
-			loom_strbuf_put(s, "{\"tool_calls\": [");
-			for (size_t k = 0; k < t->n_calls; k++) {
-				loom_strbuf_put(s, k ? ", " : "");
-				put_call_json(s, &t->calls[k], "arguments", false);
-			}
-			loom_strbuf_put(s, "]}");
+			loom_strbuf_put(s, "{\"tool_calls\": ");
+			put_call_list(s, t);
+			loom_strbuf_put(s, "}");
 			msgs[n++] = (loom_chat_message){"assistant", s->s};
 		} else if (is(t, "tool")) {
 			cJSON *r = cJSON_CreateObject();
